@@ -1,0 +1,81 @@
+// Per-egress-port scheduler: N strict-priority classes (0 = highest), each a
+// bounded FIFO with an optional cap (token bucket, non-work-conserving for that
+// class only) and an optional floor (minimum rate served ahead of strict
+// priority), all under one port shaper. Pure and clock-injected: `now` is in
+// ticks of `tick_hz`. One owner lcore; no locks, no allocation after
+// construction.
+//
+// Choice of the next packet, per packet:
+//   1. the port shaper must conform for the head packet, else stop (shaping);
+//   2. floor pass: the highest-priority backlogged class whose floor bucket
+//      conforms is served (floors are served ahead of strict priority);
+//   3. strict pass: the highest-priority backlogged class whose cap bucket
+//      (if any) conforms; a capped-out class lets the next class send
+//      (work-conserving across classes).
+// Classes are found with a 64-bit backlog bitmap and count-trailing-zeros,
+// never by scanning. Shaper, cap and floor buckets are charged len + overhead.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "psgate/token_bucket.h"
+
+namespace psgate {
+
+inline constexpr unsigned kMaxClasses = 64;
+
+struct ClassSchedConfig {
+  uint32_t depth = 1024;        // packets
+  uint64_t cap_bytes_per_sec = 0;    // 0: no cap
+  uint64_t cap_burst_bytes = 0;
+  uint64_t floor_bytes_per_sec = 0;  // 0: no floor
+  uint64_t floor_burst_bytes = 0;
+};
+
+struct PortSchedConfig {
+  std::vector<ClassSchedConfig> classes;  // 1..kMaxClasses
+  uint64_t shaper_bytes_per_sec = 0;      // 0: unshaped (line rate)
+  uint64_t shaper_burst_bytes = 0;
+  uint32_t overhead_bytes = 0;            // added to every packet's length for accounting
+  uint64_t tick_hz = 1;
+};
+
+template <typename Item>
+struct ScheduledItem {
+  Item item;
+  uint32_t len;  // packet length as enqueued (without overhead)
+  uint8_t cls;
+};
+
+template <typename Item>
+class PortScheduler {
+ public:
+  PortScheduler(const PortSchedConfig& config, uint64_t now);
+
+  // false: the class queue is full; the caller drops (and counts) the item.
+  bool enqueue(unsigned cls, Item item, uint32_t len);
+
+  // Dequeues up to `max` items allowed at time `now` into `out`; returns how
+  // many. Refills buckets once per call.
+  unsigned dequeue(uint64_t now, ScheduledItem<Item>* out, unsigned max);
+
+  uint32_t depth(unsigned cls) const;
+  uint64_t backlog_bytes(unsigned cls) const;
+  uint64_t backlog_mask() const;  // bit c set when class c holds packets
+  bool empty() const { return backlog_mask() == 0; }
+  unsigned class_count() const;
+
+  // Live changes (control plane hands them to the owning lcore).
+  void set_shaper_rate(uint64_t bytes_per_sec, uint64_t now);  // 0: unshaped
+  void set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);    // 0: none
+  void set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);  // 0: none
+
+  // Removes every queued item (for shutdown): calls fn(item, cls) for each.
+  template <typename Fn>
+  void flush(Fn&& fn);
+};
+
+}  // namespace psgate
+
+#include "psgate/class_scheduler_impl.h"

@@ -1,0 +1,88 @@
+// Configuration in three stages (see README "Configuration"):
+//   TOML text --parse_config--> ConfigSpec (validated, user units)
+//             --dataplane setup--> compiled per-lcore state (ticks, bytes/s).
+// Validation is complete before DPDK starts: the first problem found is
+// returned as one line naming the key, e.g.
+//   demo.toml: shaper.wire.rate: "1Gbps/s" is not a rate (expected e.g. "9.5Gbit/s")
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "psgate/match_rule.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+inline constexpr int kNoDscp = -1;
+
+struct RateSpec {
+  uint64_t rate_bps = 0;       // bits per second, > 0
+  uint64_t burst_bytes = 0;    // bytes, > 0
+};
+
+struct PortSpec {
+  std::string device;          // vdev args ("net_pcap0,rx_pcap=a.pcap") or PCI address
+  uint32_t rx_desc = 1024;
+  uint32_t tx_desc = 1024;
+  std::optional<RateSpec> shaper;   // [shaper.<port>]; absent: unshaped
+  uint32_t overhead_bytes = 24;     // [shaper.<port>] overhead, per-frame L1 bytes counted by the shaper
+};
+
+struct ClassSpec {
+  uint32_t depth = 1024;            // packets
+  std::optional<RateSpec> cap;
+  std::optional<RateSpec> floor;
+  uint32_t ecn_threshold = 0;       // packets; 0 = never mark
+  int dscp = kNoDscp;               // 0..63 remark, kNoDscp = leave as is
+};
+
+struct JobSpec {
+  uint32_t id = 0;
+  std::string name;
+  uint32_t rank = 0;
+  std::vector<MatchRule> match;
+  std::optional<RateSpec> police;   // ingress policer: excess dropped and counted
+};
+
+struct ControlSpec {
+  std::string socket = "/run/psgate/psgate.sock";
+  std::string state;                // empty: no persistence
+};
+
+struct ConfigSpec {
+  std::string source;               // file name, for messages
+  std::vector<std::string> eal_args;
+  PortSpec wire;                    // index 0: towards the network
+  PortSpec host;                    // index 1: towards the PS host
+  unsigned main_lcore = 0;
+  std::vector<unsigned> data_lcores;  // non-empty, distinct, none equal to main_lcore
+  unsigned class_count = 8;         // 2..64
+  unsigned default_class = 7;       // 1..count-1
+  std::vector<ClassSpec> classes;   // exactly class_count entries
+  std::vector<JobSpec> jobs;        // distinct ids
+  uint32_t burst = 32;              // packets per RX/TX burst, 1..64
+  uint32_t ring_size = 1024;        // per (RX lcore, egress port, class) ring, power of two
+  uint32_t mbufs = 16383;           // mbuf pool size
+  uint32_t flow_cache_entries = 65536;  // per RX lcore, 0 disables
+  uint32_t max_jobs = 4096;         // job slots (counters are sized by it)
+  uint64_t drain_timeout_ns = 500'000'000;
+  uint64_t stats_interval_ns = 1'000'000'000;  // 0 disables periodic summaries
+  std::string log_level = "info";
+  ControlSpec control;
+};
+
+// Parses and validates. `source_name` is used as the prefix of error messages.
+Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name);
+// Reads the file (error if missing/unreadable) and calls parse_config.
+Result<ConfigSpec> load_config_file(const std::string& path);
+
+// The class a job rank maps to: job classes are 1..count-1 without the default
+// class, in order; rank r takes the r-th, ranks beyond share the last one. With
+// no job class left (count 2), jobs share the default class.
+unsigned class_for_rank(const ConfigSpec& config, uint32_t rank);
+
+}  // namespace psgate

@@ -1,0 +1,37 @@
+// Log-linear latency histogram (HdrHistogram-like): values in nanoseconds,
+// 16 linear sub-buckets per power of two, so any reported percentile is within
+// 6.25% of the true value. Fixed size, no allocation, one writer; readers merge
+// per-lcore copies.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace psgate {
+
+class LatencyHistogram {
+ public:
+  static constexpr unsigned kSubBucketBits = 4;
+  static constexpr unsigned kSubBuckets = 1u << kSubBucketBits;
+  static constexpr unsigned kBuckets = (64 - kSubBucketBits + 1) * kSubBuckets;
+
+  void record(uint64_t ns);
+  void merge(const LatencyHistogram& other);
+  uint64_t count() const { return count_; }
+  uint64_t min() const { return count_ ? min_ : 0; }
+  uint64_t max() const { return max_; }
+  // q in [0, 1]; returns the upper bound of the bucket holding the q-quantile,
+  // clamped to [min(), max()]. 0 for an empty histogram.
+  uint64_t percentile(double q) const;
+
+  static unsigned bucket_of(uint64_t ns);
+  static uint64_t bucket_upper_bound(unsigned bucket);
+
+ private:
+  std::array<uint64_t, kBuckets> counts_{};
+  uint64_t count_ = 0;
+  uint64_t min_ = UINT64_MAX;
+  uint64_t max_ = 0;
+};
+
+}  // namespace psgate

@@ -1,0 +1,58 @@
+// A job match rule as the operator writes it:
+//   "src=10.0.0.5/32,sport=2222,proto=tcp"
+//   "dst=fd00::5/128,dport=2222-2230,proto=udp"
+// Keys: src, dst (IPv4 or IPv6 prefix; a bare address means a host prefix),
+// sport, dport (port or lo-hi range), proto (tcp, udp, sctp, icmp, icmpv6 or
+// a number 0-255). Every key is optional, each at most once; an empty rule
+// matches every IP packet. src and dst, when both given, share one family.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "psgate/result.h"
+
+namespace psgate {
+
+struct IpPrefix {
+  uint8_t family = 4;              // 4 or 6
+  std::array<uint8_t, 16> addr{};  // network byte order; IPv4 uses [0..3]
+  uint8_t length = 0;              // prefix length in bits; host bits are zero
+  bool operator==(const IpPrefix&) const = default;
+};
+
+struct PortRange {
+  uint16_t lo = 0;
+  uint16_t hi = 65535;
+  bool is_any() const { return lo == 0 && hi == 65535; }
+  bool operator==(const PortRange&) const = default;
+};
+
+struct MatchRule {
+  std::optional<IpPrefix> src;
+  std::optional<IpPrefix> dst;
+  PortRange sport;
+  PortRange dport;
+  std::optional<uint8_t> proto;
+  bool operator==(const MatchRule&) const = default;
+
+  // 4 or 6 when a prefix pins the family, 0 when the rule fits both.
+  uint8_t family() const {
+    if (src) return src->family;
+    if (dst) return dst->family;
+    return 0;
+  }
+  bool has_ports() const { return !sport.is_any() || !dport.is_any(); }
+};
+
+Result<MatchRule> parse_match_rule(std::string_view text);
+Result<IpPrefix> parse_ip_prefix(std::string_view text);
+
+// Canonical text form; parse_match_rule(to_string(r)) == r.
+std::string to_string(const MatchRule& rule);
+std::string to_string(const IpPrefix& prefix);
+
+}  // namespace psgate

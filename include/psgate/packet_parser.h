@@ -1,0 +1,44 @@
+// Header parser for the fast path. Pure C++ over a byte span: no DPDK, no
+// allocation, never reads past `len`.
+//
+// Understands Ethernet II, 802.1Q / 802.1ad / QinQ (0x8100, 0x88a8, 0x9100,
+// any depth up to kMaxVlanTags), IPv4 with options, IPv6 with extension
+// headers (hop-by-hop, routing, destination options, fragment; AH is skipped
+// too), and TCP/UDP/SCTP ports.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace psgate {
+
+enum class L3Kind : uint8_t { kNonIp = 0, kIpv4 = 4, kIpv6 = 6 };
+
+inline constexpr unsigned kMaxVlanTags = 4;
+
+struct ParsedPacket {
+  L3Kind l3 = L3Kind::kNonIp;
+  // Truncated or inconsistent headers. A malformed packet is still forwarded
+  // (transparent wire), unclassified, in the default class, and counted.
+  bool malformed = false;
+  // Frames the gateway must never delay behind job traffic: every non-IP frame
+  // (ARP, LLDP, ...) and IPv6 neighbour discovery (ICMPv6 133-137).
+  bool network_control = false;
+  // A non-first fragment carries no L4 header: it matches on addresses only.
+  bool non_first_fragment = false;
+  // Ports were read (TCP, UDP or SCTP in an unfragmented or first fragment).
+  bool has_ports = false;
+  uint8_t proto = 0;           // final upper-layer protocol (IPv6: after ext headers)
+  uint8_t traffic_class = 0;   // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
+  uint16_t l3_offset = 0;      // byte offset of the IP header, valid when l3 != kNonIp
+  uint16_t sport = 0;          // host byte order
+  uint16_t dport = 0;          // host byte order
+  std::array<uint8_t, 16> src{};  // network order; IPv4 in [0..3], rest zero
+  std::array<uint8_t, 16> dst{};
+};
+
+// Fills `out` completely (every field is reset). Never fails: what cannot be
+// understood is reported through `out.malformed` / `out.l3`.
+void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out);
+
+}  // namespace psgate
