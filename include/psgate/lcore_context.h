@@ -1,0 +1,108 @@
+// What each data lcore owns, and the two fast-path stages that run on it:
+//
+//   RX stage  (rx_stage.cc):    rx_burst -> parse -> classify -> police -> hand off
+//   sched stage (sched_stage.cc): accept (ECN/DSCP, class FIFO) -> schedule -> tx_burst
+//
+// Run-to-completion: one lcore runs both and the hand-off is a direct call.
+// Pipelined: RX lcores hand off through SPSC rings, one per (RX lcore, egress
+// port, class), so a full low-priority ring never blocks a high-priority one.
+//
+//   RX lcore k ──ring[k][egress][class]──▶ scheduler lcore of that egress port
+//
+// Every structure here has exactly one writer lcore; nothing is locked.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include "psgate/class_scheduler.h"
+#include "psgate/classifier.h"
+#include "psgate/counters.h"
+#include "psgate/snapshot.h"
+#include "psgate/token_bucket.h"
+
+namespace psgate {
+
+inline constexpr unsigned kMaxBurst = 64;
+
+// Per-class settings the scheduler stage applies at enqueue.
+struct ClassActions {
+  uint32_t ecn_threshold = 0;  // packets; 0 = never mark
+  int dscp = -1;               // -1 = keep
+};
+
+// One egress port as its scheduler lcore sees it.
+struct EgressPort {
+  EgressPort(const PortSchedConfig& config, uint64_t now) : sched(config, now) {}
+  unsigned index = 0;          // 0 wire, 1 host
+  uint16_t port_id = 0;
+  uint16_t tx_queue = 0;
+  PortScheduler<rte_mbuf*> sched;
+  std::vector<ClassActions> actions;
+  // Packets the NIC did not take yet: retried before anything new is
+  // dequeued, so backpressure keeps the queue inside psgate.
+  std::array<rte_mbuf*, kMaxBurst> pending{};
+  unsigned pending_head = 0;
+  unsigned pending_count = 0;
+};
+
+// Shared, read-mostly state every lcore needs.
+struct DataplaneShared {
+  std::array<uint16_t, kPortCount> port_ids{};
+  unsigned burst = 32;
+  unsigned class_count = 8;
+  unsigned default_class = 7;
+  uint64_t tsc_hz = 0;
+  uint64_t ns_per_tick_q32 = 0;  // (1e9 << 32) / tsc_hz: ticks -> ns without division
+  const SnapshotPublisher* snapshots = nullptr;
+  rte_rcu_qsbr* qsbr = nullptr;
+  // Shutdown handshake: main stores the deadline, then clears rx_enabled
+  // (release); lcores load rx_enabled (acquire) and then the deadline.
+  std::atomic<bool> rx_enabled{true};
+  std::atomic<uint64_t> drain_deadline_tsc{UINT64_MAX};
+  std::atomic<unsigned> rx_lcores_running{0};
+};
+
+struct RxContext {
+  unsigned rx_queue = 0;
+  unsigned rcu_thread_id = 0;
+  LcoreCounters* counters = nullptr;
+  std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
+  // Ingress policers by job slot, resynchronised when the snapshot changes.
+  std::vector<TokenBucket> police;
+  uint32_t police_generation = UINT32_MAX;
+  // Hand-off: exactly one of these is used.
+  std::array<EgressPort*, kPortCount> direct{};            // run-to-completion
+  std::vector<rte_ring*> rings;                            // [egress][class], pipelined
+};
+
+struct SchedContext {
+  LcoreCounters* counters = nullptr;
+  std::vector<EgressPort*> egress;          // the ports this lcore transmits on
+  // rings[r] is RX lcore r's ring set ([egress][class]); pipelined only.
+  std::vector<const std::vector<rte_ring*>*> rx_rings;
+};
+
+// RX stage: one burst from one ingress port. Returns packets received.
+unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port);
+// Brings the lcore's policers in line with a new snapshot (control changes only).
+void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap);
+
+// Scheduler stage.
+void sched_accept(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, rte_mbuf* m);
+// Moves every ready packet from the RX lcores' rings into the class FIFOs.
+void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
+// Retries pending packets, then dequeues and transmits at most one burst.
+void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
+// Counts and frees whatever is still queued or pending (drain timeout).
+void sched_flush(EgressPort& egress, LcoreCounters& counters);
+bool sched_idle(const EgressPort& egress);
+
+}  // namespace psgate

@@ -1,0 +1,31 @@
+// Per-packet metadata carried in an mbuf dynamic field from RX to TX.
+#pragma once
+
+#include <cstdint>
+
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+
+namespace psgate {
+
+inline constexpr uint32_t kNoJob = UINT32_MAX;
+
+struct PacketMeta {
+  uint64_t rx_tsc;     // when the RX stage saw it: sojourn time is measured from here
+  uint32_t job_slot;   // kNoJob for unclassified traffic
+  uint16_t l3_offset;  // where DSCP/ECN rewrites apply
+  uint8_t ip_version;  // 4 or 6: rewritable; 0: leave the bytes alone (non-IP, malformed)
+  uint8_t cls;
+};
+static_assert(sizeof(PacketMeta) == 16);
+
+// Registered once at start-up (register_packet_meta); read by every stage.
+extern int g_packet_meta_offset;
+
+int register_packet_meta();  // returns the offset or -1 with rte_errno set
+
+inline PacketMeta* packet_meta(rte_mbuf* m) {
+  return RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*);
+}
+
+}  // namespace psgate

@@ -1,0 +1,25 @@
+// Ethernet port lookup and start-up (control path).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <rte_mempool.h>
+
+#include "psgate/config.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+// The ethdev name of a configured device: "net_pcap0,rx_pcap=a" -> "net_pcap0".
+std::string device_name(const std::string& device);
+
+// Finds the port EAL created for `device` (probed through --vdev or -a).
+Result<uint16_t> find_port(const std::string& role, const std::string& device);
+
+// Configures nb_rxq RX queues (RSS across them when the device supports it)
+// and nb_txq TX queues, promiscuous mode, and starts the port.
+Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, unsigned nb_rxq,
+                        unsigned nb_txq, rte_mempool* pool);
+
+}  // namespace psgate

@@ -1,0 +1,72 @@
+// The immutable state the RX stage classifies with: jobs, their rules compiled
+// into a Classifier, and the job -> class map. The control path builds a new
+// Snapshot and publishes it with one pointer store (SnapshotPublisher); data
+// lcores never see a half-built one and never take a lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rte_rcu_qsbr.h>
+
+#include "psgate/classifier.h"
+#include "psgate/config.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+struct JobEntry {
+  uint32_t slot = 0;       // stable index for counters while the job exists
+  uint32_t id = 0;
+  std::string name;
+  uint32_t rank = 0;
+  std::vector<MatchRule> match;
+  std::optional<RateSpec> police;
+};
+
+// What the fast path reads for a job slot.
+struct SlotInfo {
+  uint8_t cls = 0;
+  uint8_t active = 0;
+  uint64_t police_bytes_per_sec = 0;  // 0: not policed
+  uint64_t police_burst_bytes = 0;
+};
+
+struct Snapshot {
+  uint32_t generation = 0;
+  std::vector<JobEntry> jobs;            // in config/control order
+  std::vector<SlotInfo> slots;           // max_jobs entries
+  std::unique_ptr<Classifier> classifier;  // values are job slots
+};
+
+// Builds a snapshot for `jobs` (slots already assigned, < max_jobs).
+Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::vector<JobEntry> jobs,
+                                                 uint32_t generation);
+
+// Job entries for the config's static [[jobs]], slots in order.
+std::vector<JobEntry> jobs_from_config(const ConfigSpec& config);
+
+// Holds the current snapshot. Readers (RX lcores) load it once per burst and
+// report quiescence after each loop; publish() swaps the pointer and frees the
+// old snapshot once every reader has passed a quiescent state.
+class SnapshotPublisher {
+ public:
+  // `qsbr` must outlive the publisher; reader thread ids are registered by the lcores.
+  SnapshotPublisher(std::unique_ptr<Snapshot> initial, rte_rcu_qsbr* qsbr);
+  ~SnapshotPublisher();
+
+  // Acquire pairs with publish's release store: the reader sees a fully built snapshot.
+  const Snapshot* current() const { return current_.load(std::memory_order_acquire); }
+  // Control thread only. Blocks the caller (never a data lcore) until the old
+  // snapshot is unreachable, then frees it.
+  void publish(std::unique_ptr<Snapshot> next);
+
+ private:
+  std::atomic<const Snapshot*> current_;
+  rte_rcu_qsbr* qsbr_;
+};
+
+}  // namespace psgate

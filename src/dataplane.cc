@@ -1,0 +1,227 @@
+// Data plane set-up and tear-down (control path; runs on the main lcore).
+#include "psgate/dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "psgate/dataplane_impl.h"
+#include "psgate/packet_meta.h"
+#include "psgate/ports.h"
+
+namespace psgate {
+
+namespace {
+
+using CreateResult = Result<std::unique_ptr<Dataplane>>;
+
+PortSchedConfig sched_config(const ConfigSpec& config, const PortSpec& port, uint64_t tsc_hz) {
+  PortSchedConfig sc;
+  sc.tick_hz = tsc_hz;
+  sc.overhead_bytes = port.overhead_bytes;
+  if (port.shaper) {
+    sc.shaper_bytes_per_sec = port.shaper->rate_bps / 8;
+    sc.shaper_burst_bytes = port.shaper->burst_bytes;
+  }
+  for (const ClassSpec& cls : config.classes) {
+    ClassSchedConfig c;
+    c.depth = cls.depth;
+    if (cls.cap) {
+      c.cap_bytes_per_sec = cls.cap->rate_bps / 8;
+      c.cap_burst_bytes = cls.cap->burst_bytes;
+    }
+    if (cls.floor) {
+      c.floor_bytes_per_sec = cls.floor->rate_bps / 8;
+      c.floor_burst_bytes = cls.floor->burst_bytes;
+    }
+    sc.classes.push_back(c);
+  }
+  return sc;
+}
+
+}  // namespace
+
+Dataplane::Impl::~Impl() {
+  if (ports_started) {
+    // Closing flushes what drivers buffer (net_pcap's output file).
+    for (uint16_t port : shared.port_ids) {
+      rte_eth_dev_stop(port);
+      rte_eth_dev_close(port);
+    }
+  }
+  // Snapshots hold ACL contexts; free them before the EAL goes away.
+  publisher.reset();
+  rx.clear();
+  for (rte_ring* r : rings) rte_ring_free(r);
+  rte_free(qsbr);
+  // The mempool is left to rte_eal_cleanup: the ports still reference it.
+}
+
+Dataplane::Dataplane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Dataplane::~Dataplane() = default;
+
+CreateResult Dataplane::create(const ConfigSpec& config) {
+  auto d = std::make_unique<Impl>();
+  d->config = config;
+  DataplaneShared& shared = d->shared;
+  shared.burst = config.burst;
+  shared.class_count = config.class_count;
+  shared.default_class = config.default_class;
+  shared.tsc_hz = rte_get_tsc_hz();
+  shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
+  const int socket = static_cast<int>(rte_socket_id());
+
+  if (register_packet_meta() < 0) return CreateResult::failure("cannot register the mbuf metadata field");
+
+  // Lcore roles (see dataplane.h).
+  const std::vector<unsigned>& lcores = config.data_lcores;
+  const size_t n = lcores.size();
+  const unsigned n_rx = n == 1 ? 1 : (n == 2 ? 1 : static_cast<unsigned>(n - 2));
+  const bool pipelined = n > 1;
+
+  // Ports.
+  const PortSpec* specs[kPortCount] = {&config.wire, &config.host};
+  d->pool = rte_pktmbuf_pool_create("psgate_mbufs", config.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+  if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    auto port = find_port(kPortNames[p], specs[p]->device);
+    if (!port.ok()) return CreateResult::failure(port.error());
+    shared.port_ids[p] = *port;
+  }
+  if (shared.port_ids[0] == shared.port_ids[1]) return CreateResult::failure("ports wire and host are the same device");
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], n_rx, 1, d->pool);
+    d->ports_started = true;
+    if (!started.ok()) return CreateResult::failure(started.error());
+  }
+
+  // RCU for snapshot readers (RX stages).
+  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(n_rx);
+  d->qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc_socket("psgate_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE, socket));
+  if (!d->qsbr || rte_rcu_qsbr_init(d->qsbr, n_rx) != 0) return CreateResult::failure("cannot set up RCU");
+  shared.qsbr = d->qsbr;
+
+  auto snapshot = build_snapshot(config, jobs_from_config(config), 1);
+  if (!snapshot.ok()) return CreateResult::failure(snapshot.error());
+  d->publisher = std::make_unique<SnapshotPublisher>(std::move(*snapshot), d->qsbr);
+  shared.snapshots = d->publisher.get();
+
+  // Egress schedulers.
+  const uint64_t now = rte_rdtsc();
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    auto e = std::make_unique<EgressPort>(sched_config(config, *specs[p], shared.tsc_hz), now);
+    e->index = p;
+    e->port_id = shared.port_ids[p];
+    for (const ClassSpec& cls : config.classes) e->actions.push_back(ClassActions{cls.ecn_threshold, cls.dscp});
+    d->egress.push_back(std::move(e));
+  }
+
+  // Per-lcore contexts.
+  for (size_t i = 0; i < n; ++i) {
+    d->counters.push_back(std::make_unique<LcoreCounters>(config.class_count, config.max_jobs));
+  }
+  auto make_rx = [&](unsigned k, LcoreCounters* counters) -> Result<RxContext*> {
+    auto rx = std::make_unique<RxContext>();
+    rx->rx_queue = k;
+    rx->rcu_thread_id = k;
+    rx->counters = counters;
+    rx->police.resize(config.max_jobs);
+    if (config.flow_cache_entries) {
+      auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + std::to_string(k), socket);
+      if (!fc.ok()) return Result<RxContext*>::failure("flow cache: " + fc.error());
+      rx->flow_cache = std::move(*fc);
+    }
+    if (pipelined) {
+      for (unsigned p = 0; p < kPortCount; ++p) {
+        for (unsigned c = 0; c < config.class_count; ++c) {
+          const std::string name = "psg_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
+          rte_ring* r = rte_ring_create(name.c_str(), config.ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+          if (!r) return Result<RxContext*>::failure("cannot create ring " + name + ": " + rte_strerror(rte_errno));
+          d->rings.push_back(r);
+          rx->rings.push_back(r);
+        }
+      }
+    } else {
+      for (unsigned p = 0; p < kPortCount; ++p) rx->direct[p] = d->egress[p].get();
+    }
+    d->rx.push_back(std::move(rx));
+    return d->rx.back().get();
+  };
+
+  if (!pipelined) {
+    auto rx = make_rx(0, d->counters[0].get());
+    if (!rx.ok()) return CreateResult::failure(rx.error());
+    auto sched = std::make_unique<SchedContext>();
+    sched->counters = d->counters[0].get();
+    sched->egress = {d->egress[0].get(), d->egress[1].get()};
+    d->plans.push_back(LcorePlan{lcores[0], LcoreRole::kRunToCompletion, *rx, sched.get()});
+    d->sched.push_back(std::move(sched));
+  } else {
+    for (unsigned k = 0; k < n_rx; ++k) {
+      auto rx = make_rx(k, d->counters[k].get());
+      if (!rx.ok()) return CreateResult::failure(rx.error());
+      d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, *rx, nullptr});
+    }
+    const unsigned n_sched = n == 2 ? 1 : 2;
+    for (unsigned s = 0; s < n_sched; ++s) {
+      auto sched = std::make_unique<SchedContext>();
+      sched->counters = d->counters[n_rx + s].get();
+      if (n_sched == 1) {
+        sched->egress = {d->egress[0].get(), d->egress[1].get()};
+      } else {
+        sched->egress = {d->egress[s].get()};
+      }
+      for (auto& rx : d->rx) sched->rx_rings.push_back(&rx->rings);
+      d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get()});
+      d->sched.push_back(std::move(sched));
+    }
+  }
+  shared.rx_lcores_running.store(n_rx, std::memory_order_relaxed);
+  return std::unique_ptr<Dataplane>(new Dataplane(std::move(d)));
+}
+
+void Dataplane::start() {
+  set_lcore_dataplane(impl_.get());
+  for (LcorePlan& plan : impl_->plans) {
+    rte_eal_remote_launch(lcore_main, &plan, plan.lcore_id);
+  }
+  impl_->started = true;
+}
+
+void Dataplane::stop_and_drain() {
+  if (!impl_->started) return;
+  DataplaneShared& shared = impl_->shared;
+  const uint64_t timeout_ticks = impl_->config.drain_timeout_ns * shared.tsc_hz / 1'000'000'000ull;
+  shared.drain_deadline_tsc.store(rte_rdtsc() + timeout_ticks, std::memory_order_relaxed);
+  shared.rx_enabled.store(false, std::memory_order_release);
+  for (LcorePlan& plan : impl_->plans) rte_eal_wait_lcore(plan.lcore_id);
+  impl_->started = false;
+}
+
+const Snapshot& Dataplane::snapshot() const { return *impl_->publisher->current(); }
+SnapshotPublisher& Dataplane::publisher() { return *impl_->publisher; }
+const ConfigSpec& Dataplane::config() const { return impl_->config; }
+
+std::string Dataplane::describe_lcores() const {
+  std::string out;
+  for (const LcorePlan& plan : impl_->plans) {
+    if (!out.empty()) out += ", ";
+    out += "lcore " + std::to_string(plan.lcore_id) + ": ";
+    switch (plan.role) {
+      case LcoreRole::kRunToCompletion: out += "run-to-completion (RX wire+host, schedule+TX wire+host)"; break;
+      case LcoreRole::kRx: out += "RX queue " + std::to_string(plan.rx->rx_queue) + " of wire+host"; break;
+      case LcoreRole::kScheduler: {
+        out += "schedule+TX";
+        for (EgressPort* e : plan.sched->egress) out += std::string(" ") + kPortNames[e->index];
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace psgate

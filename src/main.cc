@@ -1,0 +1,170 @@
+// psgate: the gateway daemon.
+//
+//   psgate --config FILE [--duration SECONDS] [--check]
+//
+// Exit status: 0 after a clean run (or a valid --check), 2 for a bad command
+// line or config, 1 when DPDK or a device cannot be set up.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "psgate/config.h"
+#include "psgate/dataplane.h"
+#include "psgate/stats_json.h"
+#include "psgate/stats_report.h"
+
+#include <fstream>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// SIGINT/SIGTERM are blocked in every thread (EAL's threads inherit the mask)
+// and taken synchronously by the main loop, so no handler runs on a data lcore.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Waits up to `wait`; true when a stop signal arrived.
+bool wait_for_stop_signal(const sigset_t& set, Clock::duration wait) {
+  if (wait <= Clock::duration::zero()) return false;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  if (sig > 0) {
+    spdlog::info("{} received: stopping RX and draining queues", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return true;
+  }
+  return false;
+}
+
+int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path) {
+  const sigset_t stop_signals = block_stop_signals();
+
+  std::vector<std::string> args = psgate::eal_arguments(config, "psgate");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  spdlog::debug("EAL arguments: {}", fmt::join(args, " "));
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    spdlog::error("DPDK EAL initialisation failed: {}", rte_strerror(rte_errno));
+    return 1;
+  }
+  int status = 0;
+  {
+    auto dataplane = psgate::Dataplane::create(config);
+    if (!dataplane.ok()) {
+      spdlog::error("{}", dataplane.error());
+      rte_eal_cleanup();
+      return 1;
+    }
+    psgate::Dataplane& dp = **dataplane;
+    spdlog::info("psgate {}: {} jobs, {} classes, {}", PSGATE_VERSION, config.jobs.size(), config.class_count,
+                 dp.describe_lcores());
+    dp.start();
+
+    const auto started = Clock::now();
+    const bool bounded = duration_s > 0;
+    const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
+    const auto interval = std::chrono::nanoseconds(config.stats_interval_ns);
+    auto next_report = started + interval;
+    psgate::Totals prev = dp.read_totals(false);
+    auto prev_time = started;
+    for (;;) {
+      auto wake = bounded ? end : Clock::time_point::max();
+      if (config.stats_interval_ns) wake = std::min(wake, next_report);
+      if (wake == Clock::time_point::max()) wake = Clock::now() + std::chrono::hours(1);
+      if (wait_for_stop_signal(stop_signals, wake - Clock::now())) break;
+      const auto now = Clock::now();
+      if (config.stats_interval_ns && now >= next_report) {
+        psgate::Totals cur = dp.read_totals(false);
+        const double secs = std::chrono::duration<double>(now - prev_time).count();
+        spdlog::info("{}", psgate::format_summary_line(prev, cur, secs));
+        if (!dp.snapshot().jobs.empty()) {
+          std::fputs(psgate::format_job_rates(prev, cur, secs, dp.snapshot(),
+                                              std::chrono::duration<double>(now - started).count())
+                         .c_str(),
+                     stdout);
+          std::fflush(stdout);
+        }
+        prev = std::move(cur);
+        prev_time = now;
+        next_report += interval;
+      }
+      if (bounded && now >= end) {
+        spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
+        break;
+      }
+    }
+    dp.stop_and_drain();
+    const psgate::Totals totals = dp.read_totals(true);
+    std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
+    std::fflush(stdout);
+    if (!stats_json_path.empty()) {
+      std::ofstream out(stats_json_path);
+      out << psgate::totals_to_json(totals, dp.snapshot()).dump(2) << "\n";
+      if (!out) {
+        spdlog::error("cannot write {}", stats_json_path);
+        status = 1;
+      }
+    }
+    if (!psgate::conservation_holds(totals)) {
+      spdlog::error("counter conservation violated: received != transmitted + dropped");
+      status = 1;
+    }
+  }
+  rte_eal_cleanup();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
+      "Forwards every frame between the 'wire' and 'host' ports, classifying IP flows into\n"
+      "jobs and scheduling each egress port with strict-priority classes and token buckets.\n"
+      "SIGINT/SIGTERM stop receiving, drain the queues (bounded by dataplane.drain_timeout),\n"
+      "print the final counters and exit 0."};
+  std::string config_path;
+  double duration_s = 0;
+  bool check_only = false;
+  std::string stats_json_path;
+  app.add_option("-c,--config", config_path, "TOML configuration file (see config/demo.toml)")->required();
+  app.add_option("-d,--duration", duration_s, "Run this many seconds, then drain and exit (default: until signalled)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--check", check_only, "Validate the configuration and exit (0 if valid, 2 if not)");
+  app.add_option("--stats-json", stats_json_path, "At exit, write the final counters to this file as JSON");
+  app.set_version_flag("--version", PSGATE_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  auto config = psgate::load_config_file(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "psgate: %s\n", config.error().c_str());
+    return 2;
+  }
+  if (check_only) {
+    std::printf("%s: configuration is valid\n", config_path.c_str());
+    return 0;
+  }
+  auto logger = spdlog::stderr_color_mt("psgate");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  return run(*config, duration_s, stats_json_path);
+}

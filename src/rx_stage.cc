@@ -1,0 +1,186 @@
+// RX stage: receive, parse, classify, police and hand off one burst.
+// Fast path: no allocation, no locks, no logging. The clock is read once per burst.
+#include <rte_ethdev.h>
+
+#include "psgate/lcore_context.h"
+#include "psgate/packet_meta.h"
+#include "psgate/packet_parser.h"
+
+namespace psgate {
+
+namespace {
+
+// Headers that straddle mbuf segments are copied out once, which is rare
+// (drivers put at least the first 128 bytes in one segment). Returns false
+// when the parse had to use the copy, so rewrites must not touch the mbuf.
+inline bool parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
+  parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, out);
+  if (!out.malformed || m->nb_segs == 1) return true;
+  uint8_t copy[256];
+  const uint32_t len = m->pkt_len < sizeof(copy) ? m->pkt_len : sizeof(copy);
+  const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, len, copy));
+  parse_packet(p, len, out);
+  return false;
+}
+
+inline void count_drop(PortCounters& egress_port, JobCounters* job, DropReason reason) {
+  egress_port.drops[reason].inc();
+  if (job) job->drops.inc();
+}
+
+}  // namespace
+
+void rx_sync_policers(DataplaneShared&, RxContext& rx, const Snapshot& snap) {
+  const uint64_t now = rte_rdtsc();
+  const uint64_t hz = rte_get_tsc_hz();
+  for (size_t slot = 0; slot < snap.slots.size() && slot < rx.police.size(); ++slot) {
+    const SlotInfo& info = snap.slots[slot];
+    TokenBucket& tb = rx.police[slot];
+    if (info.police_bytes_per_sec == 0) continue;
+    if (tb.rate_bytes_per_sec() != info.police_bytes_per_sec || tb.burst_bytes() != info.police_burst_bytes) {
+      tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
+    }
+  }
+  rx.police_generation = snap.generation;
+}
+
+unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port) {
+  rte_mbuf* pkts[kMaxBurst];
+  const uint16_t n = rte_eth_rx_burst(shared.port_ids[in_port], rx.rx_queue, pkts, shared.burst);
+  if (n == 0) return 0;
+  const uint64_t now = rte_rdtsc();
+  const unsigned out_port = in_port ^ 1u;  // bump-in-the-wire: wire <-> host
+  LcoreCounters& counters = *rx.counters;
+  PortCounters& in_counters = counters.ports[in_port];
+  PortCounters& out_counters = counters.ports[out_port];
+
+  ParsedPacket parsed[kMaxBurst];
+  bool rewritable[kMaxBurst];
+  uint32_t job[kMaxBurst];
+  // Packets to classify, split by whether the flow cache can answer for them.
+  const ParsedPacket* cacheable[kMaxBurst];
+  unsigned cacheable_idx[kMaxBurst];
+  unsigned n_cacheable = 0;
+  const ParsedPacket* uncached[kMaxBurst];
+  unsigned uncached_idx[kMaxBurst];
+  unsigned n_uncached = 0;
+
+  uint64_t bytes = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    bytes += pkts[i]->pkt_len;
+    rewritable[i] = parse_mbuf(pkts[i], parsed[i]);
+    job[i] = kNoJob;
+    const ParsedPacket& p = parsed[i];
+    if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
+    if (rx.flow_cache && FlowCache::cacheable(p)) {
+      cacheable[n_cacheable] = &p;
+      cacheable_idx[n_cacheable++] = i;
+    } else {
+      uncached[n_uncached] = &p;
+      uncached_idx[n_uncached++] = i;
+    }
+  }
+  in_counters.rx_packets.add(n);
+  in_counters.rx_bytes.add(bytes);
+
+  // Flow cache first; its misses join the ACL lookup and are cached after it.
+  uint64_t miss_mask = 0;
+  if (n_cacheable) {
+    uint32_t cached[kMaxBurst];
+    const uint64_t hits = rx.flow_cache->lookup(cacheable, n_cacheable, snap.generation, cached);
+    for (unsigned k = 0; k < n_cacheable; ++k) {
+      if (hits >> k & 1) {
+        job[cacheable_idx[k]] = cached[k];
+      } else {
+        miss_mask |= uint64_t{1} << n_uncached;
+        uncached[n_uncached] = cacheable[k];
+        uncached_idx[n_uncached++] = cacheable_idx[k];
+      }
+    }
+  }
+  if (n_uncached) {
+    uint32_t matched[kMaxBurst];
+    snap.classifier->classify(uncached, n_uncached, matched);
+    for (unsigned k = 0; k < n_uncached; ++k) {
+      job[uncached_idx[k]] = matched[k];
+      if (miss_mask >> k & 1) rx.flow_cache->insert(*uncached[k], snap.generation, matched[k]);
+    }
+  }
+
+  // Class, policing, metadata; then hand off in arrival order.
+  rte_mbuf* staged[kMaxBurst];
+  uint8_t staged_cls[kMaxBurst];
+  unsigned n_staged = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    const ParsedPacket& p = parsed[i];
+    uint32_t slot = job[i];
+    unsigned cls;
+    if (p.network_control) {
+      cls = 0;
+      in_counters.rx_network_control.inc();
+    } else if (p.malformed) {
+      cls = shared.default_class;
+      in_counters.rx_malformed.inc();
+    } else if (slot == Classifier::kNoMatch || slot >= snap.slots.size()) {
+      slot = kNoJob;
+      cls = shared.default_class;
+      in_counters.rx_unclassified.inc();
+    } else {
+      const SlotInfo& info = snap.slots[slot];
+      cls = info.cls;
+      JobCounters& jc = counters.jobs[slot];
+      if (info.police_bytes_per_sec) {
+        TokenBucket& tb = rx.police[slot];
+        tb.refill(now);
+        if (!tb.conforms(m->pkt_len)) {
+          out_counters.drops[kDropPoliced].inc();
+          jc.policed.inc();
+          rte_pktmbuf_free(m);
+          continue;
+        }
+        tb.consume(m->pkt_len);
+      }
+      const unsigned dir = direction_of_ingress(in_port);
+      jc.admitted_packets[dir].inc();
+      jc.admitted_bytes[dir].add(m->pkt_len);
+    }
+    PacketMeta* meta = packet_meta(m);
+    meta->rx_tsc = now;
+    meta->job_slot = slot;
+    meta->l3_offset = p.l3_offset;
+    meta->ip_version = (p.l3 != L3Kind::kNonIp && !p.malformed && rewritable[i]) ? static_cast<uint8_t>(p.l3) : 0;
+    meta->cls = static_cast<uint8_t>(cls);
+    staged[n_staged] = m;
+    staged_cls[n_staged++] = static_cast<uint8_t>(cls);
+  }
+
+  if (EgressPort* direct = rx.direct[out_port]) {
+    for (unsigned i = 0; i < n_staged; ++i) sched_accept(shared, *direct, counters, staged[i]);
+    return n;
+  }
+
+  // Pipelined: one enqueue per class present in the burst, arrival order kept
+  // within each class. A full ring drops the excess and counts it: never spin.
+  uint64_t present = 0;
+  for (unsigned i = 0; i < n_staged; ++i) present |= uint64_t{1} << staged_cls[i];
+  while (present) {
+    const unsigned cls = __builtin_ctzll(present);
+    present &= present - 1;
+    rte_mbuf* group[kMaxBurst];
+    unsigned g = 0;
+    for (unsigned i = 0; i < n_staged; ++i)
+      if (staged_cls[i] == cls) group[g++] = staged[i];
+    rte_ring* ring = rx.rings[out_port * shared.class_count + cls];
+    const unsigned sent = rte_ring_sp_enqueue_burst(ring, reinterpret_cast<void* const*>(group), g, nullptr);
+    for (unsigned i = sent; i < g; ++i) {
+      const uint32_t s = packet_meta(group[i])->job_slot;
+      count_drop(out_counters, s == kNoJob ? nullptr : &counters.jobs[s], kDropRingFull);
+      counters.cls(out_port, cls).drop_ring_full.inc();
+      rte_pktmbuf_free(group[i]);
+    }
+  }
+  return n;
+}
+
+}  // namespace psgate

@@ -1,0 +1,143 @@
+// Scheduler stage: class FIFOs in, shaped strict-priority order out.
+// Fast path: no allocation, no locks, no logging.
+#include <rte_ethdev.h>
+
+#include "psgate/header_rewrite.h"
+#include "psgate/lcore_context.h"
+#include "psgate/packet_meta.h"
+
+namespace psgate {
+
+namespace {
+
+inline JobCounters* job_counters(LcoreCounters& counters, uint32_t slot) {
+  return slot == kNoJob ? nullptr : &counters.jobs[slot];
+}
+
+inline uint64_t ticks_to_ns(const DataplaneShared& shared, uint64_t ticks) {
+  // Q32 fixed point; beyond ~1 s of sojourn the exact value no longer matters
+  // to a histogram whose buckets are 6% wide, so saturate instead of overflowing.
+  if (ticks >= (uint64_t{1} << 32)) return ticks / shared.tsc_hz * 1'000'000'000ull;
+  return (ticks * shared.ns_per_tick_q32) >> 32;
+}
+
+// Transmits `count` mbufs starting at `pkts`; counts what left. Returns how
+// many the port took. The mbufs' metadata is read before tx_burst because a
+// driver may free a transmitted mbuf at once.
+inline unsigned transmit(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count) {
+  uint32_t slot[kMaxBurst];
+  uint32_t len[kMaxBurst];
+  for (unsigned i = 0; i < count; ++i) {
+    slot[i] = packet_meta(pkts[i])->job_slot;
+    len[i] = pkts[i]->pkt_len;
+  }
+  const unsigned sent = rte_eth_tx_burst(egress.port_id, egress.tx_queue, pkts, static_cast<uint16_t>(count));
+  uint64_t bytes = 0;
+  const unsigned dir = direction_of_egress(egress.index);
+  for (unsigned i = 0; i < sent; ++i) {
+    bytes += len[i];
+    if (JobCounters* jc = job_counters(counters, slot[i])) {
+      jc->sent_packets[dir].inc();
+      jc->sent_bytes[dir].add(len[i]);
+    }
+  }
+  PortCounters& pc = counters.ports[egress.index];
+  pc.tx_packets.add(sent);
+  pc.tx_bytes.add(bytes);
+  return sent;
+}
+
+}  // namespace
+
+void sched_accept(DataplaneShared&, EgressPort& egress, LcoreCounters& counters, rte_mbuf* m) {
+  PacketMeta* meta = packet_meta(m);
+  const unsigned cls = meta->cls;
+  const uint32_t depth_before = egress.sched.depth(cls);
+  ClassCounters& cc = counters.cls(egress.index, cls);
+  if (!egress.sched.enqueue(cls, m, m->pkt_len)) {
+    cc.drop_queue_full.inc();
+    counters.ports[egress.index].drops[kDropQueueFull].inc();
+    if (JobCounters* jc = job_counters(counters, meta->job_slot)) jc->drops.inc();
+    rte_pktmbuf_free(m);
+    return;
+  }
+  cc.enqueued_packets.inc();
+  cc.enqueued_bytes.add(m->pkt_len);
+
+  // Marks are decided on the depth the packet found on arrival (as RED and
+  // DCTCP's switches do) and written while the mbuf is still ours.
+  const ClassActions& act = egress.actions[cls];
+  if (meta->ip_version == 0) return;
+  const bool mark_ce = act.ecn_threshold != 0 && depth_before >= act.ecn_threshold;
+  if (act.dscp < 0 && !mark_ce) return;
+  uint8_t* l3 = rte_pktmbuf_mtod_offset(m, uint8_t*, meta->l3_offset);
+  const unsigned changed =
+      rewrite_traffic_class(l3, static_cast<L3Kind>(meta->ip_version), act.dscp, mark_ce);
+  if (changed & kRewroteDscp) cc.dscp_remarked.inc();
+  if (changed & kMarkedCe) cc.ecn_marked.inc();
+}
+
+void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
+  rte_mbuf* pkts[kMaxBurst];
+  for (EgressPort* egress : ctx.egress) {
+    for (const std::vector<rte_ring*>* rings : ctx.rx_rings) {
+      rte_ring* const* port_rings = rings->data() + egress->index * shared.class_count;
+      for (unsigned cls = 0; cls < shared.class_count; ++cls) {
+        const unsigned n =
+            rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pkts), shared.burst, nullptr);
+        for (unsigned i = 0; i < n; ++i) sched_accept(shared, *egress, *ctx.counters, pkts[i]);
+      }
+    }
+  }
+}
+
+void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
+  if (egress.pending_count) {
+    const unsigned sent = transmit(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count);
+    egress.pending_head += sent;
+    egress.pending_count -= sent;
+    if (egress.pending_count) return;  // port still busy: keep the queue inside psgate
+    egress.pending_head = 0;
+  }
+  ScheduledItem<rte_mbuf*> items[kMaxBurst];
+  const unsigned n = egress.sched.dequeue(now, items, shared.burst);
+  if (n == 0) return;
+  rte_mbuf** out = egress.pending.data();
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = items[i].item;
+    out[i] = m;
+    ClassCounters& cc = counters.cls(egress.index, items[i].cls);
+    cc.dequeued_packets.inc();
+    cc.dequeued_bytes.add(items[i].len);
+    counters.hist(egress.index, items[i].cls).record(ticks_to_ns(shared, now - packet_meta(m)->rx_tsc));
+  }
+  const unsigned sent = transmit(egress, counters, out, n);
+  egress.pending_head = sent;
+  egress.pending_count = n - sent;
+}
+
+bool sched_idle(const EgressPort& egress) { return egress.pending_count == 0 && egress.sched.empty(); }
+
+void sched_flush(EgressPort& egress, LcoreCounters& counters) {
+  PortCounters& pc = counters.ports[egress.index];
+  for (unsigned i = 0; i < egress.pending_count; ++i) {
+    rte_mbuf* m = egress.pending[egress.pending_head + i];
+    pc.drops[kDropTxFailed].inc();
+    if (JobCounters* jc = job_counters(counters, packet_meta(m)->job_slot)) jc->drops.inc();
+    rte_pktmbuf_free(m);
+  }
+  egress.pending_count = 0;
+  egress.pending_head = 0;
+  egress.sched.flush([&](rte_mbuf* m, unsigned cls) {
+    // Leaving the FIFO without transmission still counts as dequeued, so
+    // enqueued - dequeued stays the live depth.
+    ClassCounters& cc = counters.cls(egress.index, cls);
+    cc.dequeued_packets.inc();
+    cc.dequeued_bytes.add(m->pkt_len);
+    pc.drops[kDropShutdown].inc();
+    if (JobCounters* jc = job_counters(counters, packet_meta(m)->job_slot)) jc->drops.inc();
+    rte_pktmbuf_free(m);
+  });
+}
+
+}  // namespace psgate

@@ -1,0 +1,66 @@
+// Builds and publishes classification snapshots (control path only).
+#include "psgate/snapshot.h"
+
+#include <rte_lcore.h>
+
+#include <string>
+
+namespace psgate {
+
+std::vector<JobEntry> jobs_from_config(const ConfigSpec& config) {
+  std::vector<JobEntry> jobs;
+  jobs.reserve(config.jobs.size());
+  for (uint32_t i = 0; i < config.jobs.size(); ++i) {
+    const JobSpec& spec = config.jobs[i];
+    jobs.push_back(JobEntry{i, spec.id, spec.name, spec.rank, spec.match, spec.police});
+  }
+  return jobs;
+}
+
+Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::vector<JobEntry> jobs,
+                                                 uint32_t generation) {
+  auto snap = std::make_unique<Snapshot>();
+  snap->generation = generation;
+  snap->slots.resize(config.max_jobs);
+
+  std::vector<ClassifierRule> rules;
+  for (const JobEntry& job : jobs) {
+    if (job.slot >= config.max_jobs) {
+      return Result<std::unique_ptr<Snapshot>>::failure("job " + std::to_string(job.id) +
+                                                        ": no free job slot (max_jobs)");
+    }
+    SlotInfo& slot = snap->slots[job.slot];
+    slot.active = 1;
+    slot.cls = static_cast<uint8_t>(class_for_rank(config, job.rank));
+    if (job.police) {
+      slot.police_bytes_per_sec = job.police->rate_bps / 8;
+      slot.police_burst_bytes = job.police->burst_bytes;
+    }
+    for (const MatchRule& rule : job.match) rules.push_back(ClassifierRule{rule, job.slot});
+  }
+
+  // DPDK names ACL contexts globally; the generation keeps the names unique
+  // while an old snapshot waits for reclamation.
+  auto classifier = Classifier::build(rules, "psg" + std::to_string(generation), rte_socket_id());
+  if (!classifier.ok()) {
+    return Result<std::unique_ptr<Snapshot>>::failure("cannot build classifier: " + classifier.error());
+  }
+  snap->classifier = std::move(*classifier);
+  snap->jobs = std::move(jobs);
+  return snap;
+}
+
+SnapshotPublisher::SnapshotPublisher(std::unique_ptr<Snapshot> initial, rte_rcu_qsbr* qsbr)
+    : current_(initial.release()), qsbr_(qsbr) {}
+
+SnapshotPublisher::~SnapshotPublisher() { delete current_.load(std::memory_order_relaxed); }
+
+void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
+  const Snapshot* old = current_.exchange(next.release(), std::memory_order_acq_rel);
+  // Every reader that could still hold `old` passes a quiescent state after
+  // its current loop iteration; offline readers (stopped lcores) are skipped.
+  rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+  delete old;
+}
+
+}  // namespace psgate

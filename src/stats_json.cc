@@ -1,0 +1,76 @@
+#include "psgate/stats_json.h"
+
+namespace psgate {
+
+namespace {
+
+nlohmann::json histogram_json(const LatencyHistogram& h) {
+  return {{"count", h.count()},          {"min_ns", h.min()},
+          {"p50_ns", h.percentile(0.5)}, {"p99_ns", h.percentile(0.99)},
+          {"p999_ns", h.percentile(0.999)}, {"max_ns", h.max()}};
+}
+
+}  // namespace
+
+nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
+  nlohmann::json out;
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortTotals& pt = t.ports[p];
+    nlohmann::json drops;
+    for (unsigned r = 0; r < kDropReasonCount; ++r) drops[kDropReasonNames[r]] = pt.drops[r];
+    out["ports"][kPortNames[p]] = {
+        {"rx_packets", pt.rx_packets},
+        {"rx_bytes", pt.rx_bytes},
+        {"rx_malformed", pt.rx_malformed},
+        {"rx_network_control", pt.rx_network_control},
+        {"rx_unclassified", pt.rx_unclassified},
+        {"tx_packets", pt.tx_packets},
+        {"tx_bytes", pt.tx_bytes},
+        {"drops", drops},  // by reason, for packets that were to leave by this port
+        {"nic", {{"imissed", pt.nic_imissed}, {"ierrors", pt.nic_ierrors}, {"rx_nombuf", pt.nic_rx_nombuf},
+                 {"oerrors", pt.nic_oerrors}}},
+    };
+  }
+  out["classes"] = nlohmann::json::array();
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    for (unsigned c = 0; c < t.class_count; ++c) {
+      const ClassTotals& ct = t.cls(p, c);
+      out["classes"].push_back({{"port", kPortNames[p]},
+                                {"class", c},
+                                {"enqueued_packets", ct.enqueued_packets},
+                                {"enqueued_bytes", ct.enqueued_bytes},
+                                {"dequeued_packets", ct.dequeued_packets},
+                                {"dequeued_bytes", ct.dequeued_bytes},
+                                {"depth", ct.depth()},
+                                {"drop_queue_full", ct.drop_queue_full},
+                                {"drop_ring_full", ct.drop_ring_full},
+                                {"ecn_marked", ct.ecn_marked},
+                                {"dscp_remarked", ct.dscp_remarked},
+                                {"sojourn", histogram_json(ct.sojourn)}});
+    }
+  }
+  out["jobs"] = nlohmann::json::array();
+  for (const JobEntry& job : snap.jobs) {
+    const JobTotals& jt = t.jobs[job.slot];
+    nlohmann::json j = {{"id", job.id},
+                        {"name", job.name},
+                        {"rank", job.rank},
+                        {"class", snap.slots[job.slot].cls},
+                        {"policed", jt.policed},
+                        {"drops", jt.drops}};
+    for (unsigned dir = 0; dir < 2; ++dir) {
+      j[kDirectionNames[dir]] = {{"admitted_packets", jt.admitted_packets[dir]},
+                                 {"admitted_bytes", jt.admitted_bytes[dir]},
+                                 {"sent_packets", jt.sent_packets[dir]},
+                                 {"sent_bytes", jt.sent_bytes[dir]}};
+    }
+    out["jobs"].push_back(j);
+  }
+  out["totals"] = {{"received", t.rx_total()},
+                   {"transmitted", t.tx_total()},
+                   {"dropped", t.drop_total()},
+                   {"conserved", t.rx_total() == t.tx_total() + t.drop_total()}};
+  return out;
+}
+
+}  // namespace psgate
