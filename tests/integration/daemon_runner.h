@@ -1,0 +1,43 @@
+// Runs the real psgate binary for integration tests: writes a config and
+// capture files into a fresh directory, runs the daemon with a time limit, and
+// reads back its exit status, output, JSON counters and output captures.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace psgate::testing {
+
+struct DaemonRun {
+  int exit_status = -1;   // -1: killed after the time limit
+  std::string output;     // stdout + stderr
+  nlohmann::json stats;   // --stats-json, null if absent
+};
+
+class DaemonFixture {
+ public:
+  DaemonFixture();   // makes a fresh directory under $TMPDIR
+  ~DaemonFixture();  // removes it
+
+  const std::string& dir() const { return dir_; }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  void write_file(const std::string& name, const std::string& text) const;
+  void write_pcap(const std::string& name, const std::vector<std::vector<uint8_t>>& frames) const;
+  std::vector<std::vector<uint8_t>> read_pcap(const std::string& name) const;
+
+  // Runs `psgate --config <dir>/<config> args...` in dir(); `signal_after_s`
+  // > 0 sends SIGTERM after that long. Kills the daemon after `limit_s`.
+  DaemonRun run(const std::string& config, const std::vector<std::string>& args, double limit_s = 60,
+                double signal_after_s = 0) const;
+
+ private:
+  std::string dir_;
+};
+
+// The psgate binary (PSGATE_BIN, set by meson).
+std::string psgate_binary();
+
+}  // namespace psgate::testing
