@@ -1,0 +1,222 @@
+// FlowCache (rte_hash) behaviour: hits, generations, keys, capacity, bulk masks.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "psgate/classifier.h"
+
+namespace psgate {
+namespace {
+
+ParsedPacket v4(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t proto = 6) {
+  ParsedPacket p;
+  p.l3 = L3Kind::kIpv4;
+  p.has_ports = true;
+  p.proto = proto;
+  p.sport = sport;
+  p.dport = dport;
+  for (int i = 0; i < 4; ++i) {
+    p.src[i] = static_cast<uint8_t>(src >> (24 - 8 * i));
+    p.dst[i] = static_cast<uint8_t>(dst >> (24 - 8 * i));
+  }
+  return p;
+}
+
+// The same leading bytes as v4(src, dst, ...) but an IPv6 packet.
+ParsedPacket v6(uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t proto = 6) {
+  ParsedPacket p = v4(src, dst, sport, dport, proto);
+  p.l3 = L3Kind::kIpv6;
+  return p;
+}
+
+std::unique_ptr<FlowCache> must_create(uint32_t entries, const std::string& name = "fc") {
+  auto r = FlowCache::create(entries, name, 0);
+  EXPECT_TRUE(r.ok()) << r.error();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+// Single-packet lookup: the value on a hit, nullopt on a miss.
+std::optional<uint32_t> get(FlowCache& fc, const ParsedPacket& p, uint32_t gen) {
+  const ParsedPacket* ptrs[1] = {&p};
+  uint32_t out[1] = {0xabababab};
+  const uint64_t mask = fc.lookup(ptrs, 1, gen, out);
+  EXPECT_EQ(mask & ~uint64_t{1}, 0u);
+  if (mask == 0) {
+    EXPECT_EQ(out[0], 0xababababu) << "out[] written on a miss";
+    return std::nullopt;
+  }
+  return out[0];
+}
+
+TEST(FlowCache, HitAfterInsertAndGenerations) {
+  auto fc = must_create(1024);
+  ASSERT_NE(fc, nullptr);
+  const ParsedPacket a = v4(0x0a000001, 0x0a000002, 1000, 2222);
+  EXPECT_EQ(get(*fc, a, 1), std::nullopt);
+  fc->insert(a, 1, 42);
+  EXPECT_EQ(get(*fc, a, 1), 42u);
+  EXPECT_EQ(get(*fc, a, 2), std::nullopt) << "other generation must miss";
+  EXPECT_EQ(get(*fc, a, 0), std::nullopt);
+  // Overwrite: same key, new generation and value.
+  fc->insert(a, 2, 7);
+  EXPECT_EQ(get(*fc, a, 2), 7u);
+  EXPECT_EQ(get(*fc, a, 1), std::nullopt);
+  // Overwrite within a generation.
+  fc->insert(a, 2, 0xfffffffe);
+  EXPECT_EQ(get(*fc, a, 2), 0xfffffffeu);
+  // Generation and value use their full 32 bits independently.
+  fc->insert(a, 0xffffffff, 0);
+  EXPECT_EQ(get(*fc, a, 0xffffffff), 0u);
+  EXPECT_EQ(fc->insert_failures(), 0u);
+}
+
+TEST(FlowCache, EveryKeyFieldMatters) {
+  auto fc = must_create(1024);
+  ASSERT_NE(fc, nullptr);
+  const ParsedPacket base = v4(0x0a000001, 0x0a000002, 1000, 2222);
+  fc->insert(base, 1, 1);
+  struct Variant {
+    const char* what;
+    ParsedPacket p;
+  };
+  std::vector<Variant> variants = {
+      {"v6 with the same leading bytes", v6(0x0a000001, 0x0a000002, 1000, 2222)},
+      {"proto", v4(0x0a000001, 0x0a000002, 1000, 2222, 17)},
+      {"sport", v4(0x0a000001, 0x0a000002, 1001, 2222)},
+      {"dport", v4(0x0a000001, 0x0a000002, 1000, 2223)},
+      {"src", v4(0x0a000003, 0x0a000002, 1000, 2222)},
+      {"dst", v4(0x0a000001, 0x0a000003, 1000, 2222)},
+      {"swapped direction", v4(0x0a000002, 0x0a000001, 2222, 1000)},
+  };
+  ParsedPacket v6_tail = v6(0x0a000001, 0x0a000002, 1000, 2222);
+  v6_tail.src[15] = 1;
+  variants.push_back({"v6 differing in the last src byte", v6_tail});
+  uint32_t value = 2;
+  for (const Variant& v : variants) {
+    EXPECT_EQ(get(*fc, v.p, 1), std::nullopt) << v.what;
+    fc->insert(v.p, 1, value);
+    EXPECT_EQ(get(*fc, v.p, 1), value) << v.what;
+    ++value;
+  }
+  EXPECT_EQ(get(*fc, base, 1), 1u) << "base entry clobbered";
+  // Fields outside the key (traffic class, offsets) do not split flows.
+  ParsedPacket tos = base;
+  tos.traffic_class = 0xb8;
+  tos.l3_offset = 18;
+  EXPECT_EQ(get(*fc, tos, 1), 1u);
+}
+
+TEST(FlowCache, NonCacheablePacketsNeitherInsertNorHit) {
+  auto fc = must_create(64);
+  ASSERT_NE(fc, nullptr);
+  ParsedPacket no_ports = v4(1, 2, 0, 0, 1);
+  no_ports.has_ports = false;
+  ParsedPacket frag = v4(1, 2, 0, 0, 17);
+  frag.non_first_fragment = true;
+  frag.has_ports = false;
+  ParsedPacket frag_with_ports = v4(1, 2, 3, 4, 17);  // inconsistent, but must not be cached
+  frag_with_ports.non_first_fragment = true;
+  ParsedPacket malformed = v4(1, 2, 3, 4);
+  malformed.malformed = true;
+  for (const ParsedPacket* p : {&no_ports, &frag, &frag_with_ports, &malformed}) {
+    EXPECT_FALSE(FlowCache::cacheable(*p));
+    fc->insert(*p, 1, 9);
+    EXPECT_EQ(get(*fc, *p, 1), std::nullopt);
+  }
+  // The same 5-tuple as a cacheable packet was never inserted.
+  EXPECT_EQ(get(*fc, v4(1, 2, 3, 4), 1), std::nullopt);
+  EXPECT_EQ(fc->insert_failures(), 0u);
+}
+
+TEST(FlowCache, FillToCapacityCountsFailures) {
+  constexpr uint32_t kEntries = 256;
+  auto fc = must_create(kEntries);
+  ASSERT_NE(fc, nullptr);
+  constexpr uint32_t kTries = 4 * kEntries;
+  for (uint32_t i = 0; i < kTries; ++i) fc->insert(v4(i, 0x0a000001, 1, 2), 1, i);
+  uint32_t present = 0;
+  for (uint32_t i = 0; i < kTries; ++i) {
+    auto got = get(*fc, v4(i, 0x0a000001, 1, 2), 1);
+    if (got) {
+      EXPECT_EQ(*got, i);
+      ++present;
+    }
+  }
+  EXPECT_LE(present, kEntries);
+  EXPECT_GE(present, kEntries / 2) << "table far below its nominal size";
+  EXPECT_EQ(present + fc->insert_failures(), kTries) << "every insert is stored or counted";
+  // A full table still updates keys it holds.
+  for (uint32_t i = 0; i < kTries; ++i) {
+    if (get(*fc, v4(i, 0x0a000001, 1, 2), 1)) {
+      const uint64_t before = fc->insert_failures();
+      fc->insert(v4(i, 0x0a000001, 1, 2), 2, 77);
+      EXPECT_EQ(fc->insert_failures(), before);
+      EXPECT_EQ(get(*fc, v4(i, 0x0a000001, 1, 2), 2), 77u);
+      break;
+    }
+  }
+}
+
+TEST(FlowCache, BulkLookupMasks) {
+  auto fc = must_create(4096);
+  ASSERT_NE(fc, nullptr);
+  std::mt19937 rng(5);
+  // Pool of flows; even-numbered ones inserted (gen 3), every 3rd of those
+  // re-inserted with a stale generation; some packets not cacheable.
+  std::vector<ParsedPacket> pool;
+  for (uint32_t i = 0; i < 512; ++i) {
+    ParsedPacket p = i % 2 ? v6(0xfd000000 + i, 7, static_cast<uint16_t>(i), 80)
+                           : v4(0x0a000000 + i, 7, static_cast<uint16_t>(i), 80);
+    if (i % 11 == 0) {
+      p.has_ports = false;
+      p.sport = p.dport = 0;
+    }
+    pool.push_back(p);
+  }
+  auto expected = [](uint32_t i) -> std::optional<uint32_t> {
+    if (i % 11 == 0 || i % 4 != 0 || i % 3 == 0) return std::nullopt;
+    return 1000 + i;
+  };
+  for (uint32_t i = 0; i < pool.size(); ++i) {
+    if (i % 4 == 0) fc->insert(pool[i], i % 3 == 0 ? 2 : 3, 1000 + i);
+  }
+  for (unsigned n = 1; n <= 64; ++n) {
+    for (int round = 0; round < 8; ++round) {
+      std::vector<uint32_t> idx(n);
+      std::vector<const ParsedPacket*> ptrs(n);
+      for (unsigned k = 0; k < n; ++k) {
+        idx[k] = static_cast<uint32_t>(rng() % pool.size());
+        ptrs[k] = &pool[idx[k]];
+      }
+      std::vector<uint32_t> out(n, 0xcdcdcdcd);
+      const uint64_t mask = fc->lookup(ptrs.data(), n, 3, out.data());
+      if (n < 64) {
+        ASSERT_EQ(mask >> n, 0u) << "bits beyond n set, n=" << n;
+      }
+      for (unsigned k = 0; k < n; ++k) {
+        const auto want = expected(idx[k]);
+        const bool hit = (mask >> k) & 1;
+        ASSERT_EQ(hit, want.has_value()) << "n=" << n << " k=" << k << " flow=" << idx[k];
+        ASSERT_EQ(out[k], want ? *want : 0xcdcdcdcdu) << "n=" << n << " k=" << k;
+      }
+    }
+  }
+}
+
+TEST(FlowCache, CreateValidatesAndNamesAreUnique) {
+  EXPECT_FALSE(FlowCache::create(0, "fc", 0).ok());
+  EXPECT_FALSE(FlowCache::create(4, "fc", 0).ok());
+  auto a = must_create(64, "dup-name");
+  auto b = must_create(64, "dup-name");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const ParsedPacket p = v4(1, 2, 3, 4);
+  a->insert(p, 1, 10);
+  EXPECT_EQ(get(*a, p, 1), 10u);
+  EXPECT_EQ(get(*b, p, 1), std::nullopt) << "two caches share one table";
+}
+
+}  // namespace
+}  // namespace psgate
