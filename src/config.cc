@@ -1,0 +1,638 @@
+// TOML text -> validated ConfigSpec (stage one of three, see config.h).
+//
+// Every problem is reported as ONE line naming the key the operator must fix:
+//   <source>: <key.path>: <problem>        (validation)
+//   <source>:<line>:<col>: <problem>       (TOML syntax)
+// The first problem wins; keys are visited in a fixed order so the same file
+// always reports the same error. Unknown keys are errors everywhere: a typo
+// such as "ecn_treshold" must not silently fall back to the default.
+#include "psgate/config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <set>
+#include <toml++/toml.h>
+
+#include "psgate/units.h"
+
+namespace psgate {
+namespace {
+
+constexpr unsigned kMaxLcore = 127;
+// Token buckets keep burst * tick_hz below 2^62 (token_bucket.h): 512 MiB
+// leaves room for an 8 GHz TSC.
+constexpr uint64_t kMaxBurstBytes = 512ull << 20;
+constexpr uint64_t kMinBurstBytes = 64;   // a minimum Ethernet frame
+constexpr uint64_t kMinRateBps = 8;       // below 1 byte/s a bucket never refills
+constexpr uint64_t kMaxOverheadBytes = 64;
+constexpr size_t kMaxJobNameChars = 64;
+constexpr size_t kMaxSocketPathBytes = 107;  // sizeof(sockaddr_un::sun_path) - 1
+
+// Control characters would break the one-line promise (and terminals).
+std::string escape(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string quote(std::string_view s) { return "\"" + escape(s) + "\""; }
+
+bool is_bare_key(std::string_view k) {
+  if (k.empty()) return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+std::string join(const std::string& path, std::string_view key) {
+  const std::string k = is_bare_key(key) ? std::string(key) : quote(key);
+  return path.empty() ? k : path + "." + k;
+}
+
+std::string index_path(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// What the operator wrote, for "expected X, got Y" messages.
+std::string describe(const toml::node& n) {
+  if (const auto* s = n.as_string()) {
+    std::string v = s->get();
+    if (v.size() > 40) v = v.substr(0, 37) + "...";
+    return "string " + quote(v);
+  }
+  if (const auto* i = n.as_integer()) return "integer " + std::to_string(i->get());
+  if (const auto* f = n.as_floating_point()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", f->get());
+    return std::string("float ") + buf;
+  }
+  if (const auto* b = n.as_boolean()) return b->get() ? "boolean true" : "boolean false";
+  if (n.is_array()) return "array";
+  if (n.is_table()) return "table";
+  return "date/time";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+using Keys = std::initializer_list<std::string_view>;
+
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+
+  Result<ConfigSpec> run(const toml::table& root) {
+    ConfigSpec c;
+    c.source = source_;
+    parse_all(root, c);
+    if (!error_.empty()) return Result<ConfigSpec>::failure(error_);
+    return c;
+  }
+
+ private:
+  // Records the first error; always returns false so callers can
+  // `return fail(...)`.
+  bool fail(const std::string& path, const std::string& problem) {
+    if (error_.empty()) error_ = source_ + ": " + path + ": " + escape(problem);
+    return false;
+  }
+  bool failed() const { return !error_.empty(); }
+
+  bool check_keys(const toml::table& t, const std::string& path, Keys allowed) {
+    for (auto&& [k, v] : t) {
+      (void)v;
+      const std::string_view key = k.str();
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      return unknown_key(path, key, allowed);
+    }
+    return true;
+  }
+
+  bool unknown_key(const std::string& path, std::string_view key, Keys allowed,
+                   std::string_view extra = {}) {
+    std::string msg = "unknown key";
+    std::string_view best;
+    size_t best_d = 3;
+    for (std::string_view a : allowed) {
+      const size_t d = edit_distance(key, a);
+      // Only close matches: "x" is not a typo of "id".
+      if (d < best_d && d * 3 <= a.size()) best_d = d, best = a;
+    }
+    if (!best.empty()) msg += " (did you mean \"" + std::string(best) + "\"?)";
+    std::string list;
+    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    if (!extra.empty()) list += (list.empty() ? "" : ", ") + std::string(extra);
+    msg += "; allowed here: " + (list.empty() ? std::string("nothing") : list);
+    return fail(join(path, key), msg);
+  }
+
+  // nullptr when absent (an error if `required`) or of the wrong type.
+  const toml::table* table(const toml::table& parent, std::string_view key,
+                           const std::string& path, bool required) {
+    const toml::node* n = parent.get(key);
+    if (n == nullptr) {
+      if (required) fail(join(path, key), "missing (required table)");
+      return nullptr;
+    }
+    const toml::table* t = n->as_table();
+    if (t == nullptr) fail(join(path, key), "expected a table, got " + describe(*n));
+    return t;
+  }
+
+  // Integer in [lo, hi]. Absent: leaves `out` (the default) unless required.
+  template <typename T>
+  bool integer(const toml::table& t, std::string_view key, const std::string& path, int64_t lo,
+               int64_t hi, T& out, bool required = false) {
+    const toml::node* n = t.get(key);
+    const std::string p = join(path, key);
+    if (n == nullptr) return required ? fail(p, "missing (required)") : true;
+    const auto* i = n->as_integer();
+    if (i == nullptr) return fail(p, "expected an integer, got " + describe(*n));
+    const int64_t v = i->get();
+    if (v < lo || v > hi) {
+      return fail(p, std::to_string(v) + " is out of range " + std::to_string(lo) + ".." +
+                         std::to_string(hi));
+    }
+    out = static_cast<T>(v);
+    return true;
+  }
+
+  // nullptr when absent or wrong type (check failed()).
+  const std::string* string(const toml::table& t, std::string_view key, const std::string& path,
+                            bool required = false) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required) fail(join(path, key), "missing (required)");
+      return nullptr;
+    }
+    const auto* s = n->as_string();
+    if (s == nullptr) {
+      fail(join(path, key), "expected a string, got " + describe(*n));
+      return nullptr;
+    }
+    return &s->get();
+  }
+
+  // A quantity with a unit. Bare numbers are refused on purpose: "1000" could
+  // be bits, bytes or packets.
+  bool quantity(const toml::table& t, std::string_view key, const std::string& path,
+                Result<uint64_t> (*parse)(std::string_view), const char* example,
+                std::optional<uint64_t>& out, bool required = false) {
+    const toml::node* n = t.get(key);
+    const std::string p = join(path, key);
+    if (n == nullptr) return required ? fail(p, "missing (required)") : true;
+    const auto* s = n->as_string();
+    if (s == nullptr) {
+      return fail(p, std::string("expected a string with a unit like \"") + example + "\", got " +
+                         describe(*n));
+    }
+    auto r = parse(s->get());
+    if (!r) return fail(p, r.error());
+    out = *r;
+    return true;
+  }
+
+  bool rate(const toml::table& t, std::string_view key, const std::string& path,
+            std::optional<uint64_t>& out, bool required = false) {
+    if (!quantity(t, key, path, parse_rate_bps, "9.5Gbit/s", out, required)) return false;
+    if (out && *out < kMinRateBps) {
+      return fail(join(path, key), "must be at least 8bit/s (1 byte/s)");
+    }
+    return true;
+  }
+
+  bool burst(const toml::table& t, std::string_view key, const std::string& path,
+             std::optional<uint64_t>& out, bool required = false) {
+    if (!quantity(t, key, path, parse_size_bytes, "64KiB", out, required)) return false;
+    if (out && (*out < kMinBurstBytes || *out > kMaxBurstBytes)) {
+      return fail(join(path, key), std::to_string(*out) + " bytes is out of range 64B..512MiB");
+    }
+    return true;
+  }
+
+  bool duration(const toml::table& t, std::string_view key, const std::string& path,
+                uint64_t& out) {
+    std::optional<uint64_t> v;
+    if (!quantity(t, key, path, parse_duration_ns, "500ms", v)) return false;
+    if (v) out = *v;
+    return true;
+  }
+
+  // `<rate_key>` plus an optional `<burst_key>` (default 64KiB) -> RateSpec.
+  bool rate_pair(const toml::table& t, std::string_view rate_key, std::string_view burst_key,
+                 const std::string& path, std::optional<RateSpec>& out) {
+    std::optional<uint64_t> r, b;
+    if (!rate(t, rate_key, path, r) || !burst(t, burst_key, path, b)) return false;
+    if (b && !r) {
+      return fail(join(path, burst_key),
+                  "given without " + std::string(rate_key) + " (set both or neither)");
+    }
+    if (r) out = RateSpec{*r, b.value_or(64 * 1024)};
+    return true;
+  }
+
+  void parse_all(const toml::table& root, ConfigSpec& c) {
+    if (!check_keys(root, "",
+                    {"eal", "ports", "lcores", "shaper", "classes", "jobs", "dataplane", "stats",
+                     "log", "control"})) {
+      return;
+    }
+    parse_eal(root, c) && parse_ports(root, c) && parse_lcores(root, c) &&
+        parse_shaper(root, c) && parse_classes(root, c) && parse_jobs(root, c) &&
+        parse_dataplane(root, c) && parse_stats(root, c) && parse_log(root, c) &&
+        parse_control(root, c);
+  }
+
+  bool parse_eal(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "eal", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "eal", {"args"})) return false;
+    const toml::node* n = t->get("args");
+    if (n == nullptr) return true;
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return fail("eal.args", "expected an array of strings, got " + describe(*n));
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string p = index_path("eal.args", i);
+      const auto* s = (*a)[i].as_string();
+      if (s == nullptr) return fail(p, "expected a string, got " + describe((*a)[i]));
+      const std::string& arg = s->get();
+      // psgate pins its threads itself from [lcores]; EAL core options would
+      // silently disagree with it.
+      const bool short_core = arg.size() >= 2 && arg[0] == '-' && (arg[1] == 'l' || arg[1] == 'c');
+      const bool long_core = arg.rfind("--lcores", 0) == 0 || arg.rfind("--main-lcore", 0) == 0 ||
+                             arg.rfind("--master-lcore", 0) == 0;
+      if (short_core || long_core) {
+        return fail(p, quote(arg) + " is not allowed here: set lcores in [lcores]");
+      }
+      c.eal_args.push_back(arg);
+    }
+    return true;
+  }
+
+  bool parse_port(const toml::table& ports, std::string_view name, PortSpec& port) {
+    const std::string path = join("ports", name);
+    const toml::table* t = table(ports, name, "ports", true);
+    if (t == nullptr) return false;
+    if (!check_keys(*t, path, {"device", "rx_desc", "tx_desc"})) return false;
+    const std::string* dev = string(*t, "device", path, true);
+    if (dev == nullptr) return false;
+    if (dev->empty()) return fail(join(path, "device"), "must not be empty");
+    port.device = *dev;
+    for (auto [key, field] : {std::pair{"rx_desc", &port.rx_desc}, {"tx_desc", &port.tx_desc}}) {
+      if (!integer(*t, key, path, 64, 16384, *field)) return false;
+      if (!is_power_of_two(*field)) {
+        return fail(join(path, key), std::to_string(*field) + " is not a power of two");
+      }
+    }
+    return true;
+  }
+
+  bool parse_ports(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "ports", "", true);
+    if (t == nullptr) return false;
+    if (!check_keys(*t, "ports", {"wire", "host"})) return false;
+    return parse_port(*t, "wire", c.wire) && parse_port(*t, "host", c.host);
+  }
+
+  bool parse_lcores(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "lcores", "", true);
+    if (t == nullptr) return false;
+    if (!check_keys(*t, "lcores", {"main", "data"})) return false;
+    if (!integer(*t, "main", "lcores", 0, kMaxLcore, c.main_lcore)) return false;
+    const toml::node* n = t->get("data");
+    if (n == nullptr) return fail("lcores.data", "missing (required, e.g. data = [1])");
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return fail("lcores.data", "expected an array of lcore ids, got " + describe(*n));
+    if (a->empty()) return fail("lcores.data", "must list at least one lcore");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string p = index_path("lcores.data", i);
+      const auto* v = (*a)[i].as_integer();
+      if (v == nullptr) return fail(p, "expected an integer, got " + describe((*a)[i]));
+      if (v->get() < 0 || v->get() > kMaxLcore) {
+        return fail(p, std::to_string(v->get()) + " is out of range 0.." + std::to_string(kMaxLcore));
+      }
+      const auto id = static_cast<unsigned>(v->get());
+      if (id == c.main_lcore) return fail(p, "lcore " + std::to_string(id) + " is the main lcore");
+      if (std::find(c.data_lcores.begin(), c.data_lcores.end(), id) != c.data_lcores.end()) {
+        return fail(p, "lcore " + std::to_string(id) + " listed twice");
+      }
+      c.data_lcores.push_back(id);
+    }
+    return true;
+  }
+
+  bool parse_shaper(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "shaper", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "shaper", {"wire", "host"})) return false;
+    for (auto [name, port] : {std::pair{"wire", &c.wire}, {"host", &c.host}}) {
+      const std::string path = join("shaper", name);
+      const toml::table* s = table(*t, name, "shaper", false);
+      if (s == nullptr) {
+        if (failed()) return false;
+        continue;
+      }
+      if (!check_keys(*s, path, {"rate", "burst", "overhead"})) return false;
+      std::optional<uint64_t> r, b, o;
+      if (!rate(*s, "rate", path, r, true) || !burst(*s, "burst", path, b, true)) return false;
+      if (!quantity(*s, "overhead", path, parse_size_bytes, "24B", o)) return false;
+      if (o && *o > kMaxOverheadBytes) {
+        return fail(join(path, "overhead"), std::to_string(*o) + " bytes is more than 64B");
+      }
+      port->shaper = RateSpec{*r, *b};
+      if (o) port->overhead_bytes = static_cast<uint32_t>(*o);
+    }
+    return true;
+  }
+
+  bool parse_classes(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "classes", "", false);
+    ClassSpec defaults;
+    if (t == nullptr) {
+      if (failed()) return false;
+      c.classes.assign(c.class_count, defaults);
+      return true;
+    }
+    if (!integer(*t, "count", "classes", 2, 64, c.class_count)) return false;
+    c.default_class = c.class_count - 1;
+    if (!integer(*t, "default", "classes", 1, c.class_count - 1, c.default_class)) return false;
+    if (!integer(*t, "depth", "classes", 1, 65536, defaults.depth)) return false;
+    if (!integer(*t, "ecn_threshold", "classes", 0, 65536, defaults.ecn_threshold)) return false;
+    if (defaults.ecn_threshold >= defaults.depth) {
+      return fail("classes.ecn_threshold", ecn_problem(defaults));
+    }
+    c.classes.assign(c.class_count, defaults);
+
+    // The remaining keys must be class numbers with a table of overrides.
+    const Keys scalar_keys = {"count", "default", "depth", "ecn_threshold"};
+    const std::string range = "a class number 0.." + std::to_string(c.class_count - 1);
+    for (auto&& [k, v] : *t) {
+      const std::string_view key = k.str();
+      if (std::find(scalar_keys.begin(), scalar_keys.end(), key) != scalar_keys.end()) continue;
+      const bool canonical_number =
+          !key.empty() && key.size() <= 3 && std::all_of(key.begin(), key.end(), [](char ch) {
+            return ch >= '0' && ch <= '9';
+          }) && (key.size() == 1 || key[0] != '0');
+      if (!canonical_number) return unknown_key("classes", key, scalar_keys, range);
+      const unsigned idx = static_cast<unsigned>(std::stoul(std::string(key)));
+      const std::string path = join("classes", key);
+      if (idx >= c.class_count) {
+        return fail(path, "no such class: count = " + std::to_string(c.class_count) +
+                              ", so classes are 0.." + std::to_string(c.class_count - 1));
+      }
+      const toml::table* ct = v.as_table();
+      if (ct == nullptr) return fail(path, "expected a table of class settings, got " + describe(v));
+      if (!parse_class(*ct, path, c.classes[idx])) return false;
+    }
+    return true;
+  }
+
+  static std::string ecn_problem(const ClassSpec& cs) {
+    return "ecn_threshold " + std::to_string(cs.ecn_threshold) + " must be below depth " +
+           std::to_string(cs.depth) + " (0 turns marking off)";
+  }
+
+  bool parse_class(const toml::table& t, const std::string& path, ClassSpec& cs) {
+    if (!check_keys(t, path,
+                    {"depth", "cap", "cap_burst", "floor", "floor_burst", "ecn_threshold",
+                     "dscp"})) {
+      return false;
+    }
+    if (!integer(t, "depth", path, 1, 65536, cs.depth)) return false;
+    if (!integer(t, "ecn_threshold", path, 0, 65536, cs.ecn_threshold)) return false;
+    if (cs.ecn_threshold != 0 && cs.ecn_threshold >= cs.depth) {
+      // Name the key this table set; the other one was inherited.
+      return fail(join(path, t.contains("ecn_threshold") ? "ecn_threshold" : "depth"),
+                  ecn_problem(cs));
+    }
+    if (!rate_pair(t, "cap", "cap_burst", path, cs.cap)) return false;
+    if (!rate_pair(t, "floor", "floor_burst", path, cs.floor)) return false;
+    if (cs.cap && cs.floor && cs.floor->rate_bps > cs.cap->rate_bps) {
+      return fail(join(path, "floor"), "floor " + std::to_string(cs.floor->rate_bps) +
+                                           " bit/s is above cap " +
+                                           std::to_string(cs.cap->rate_bps) + " bit/s");
+    }
+    return integer(t, "dscp", path, 0, 63, cs.dscp);
+  }
+
+  bool parse_jobs(const toml::table& root, ConfigSpec& c) {
+    const toml::node* n = root.get("jobs");
+    if (n == nullptr) return true;
+    const toml::array* a = n->as_array();
+    if (a == nullptr) {
+      return fail("jobs", "expected an array of tables ([[jobs]]), got " + describe(*n));
+    }
+    std::map<uint32_t, size_t> index_of_id;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string path = index_path("jobs", i);
+      const toml::table* t = (*a)[i].as_table();
+      if (t == nullptr) return fail(path, "expected a table, got " + describe((*a)[i]));
+      if (!check_keys(*t, path, {"id", "name", "rank", "match", "police", "police_burst"})) {
+        return false;
+      }
+      JobSpec job;
+      if (!integer(*t, "id", path, 1, std::numeric_limits<uint32_t>::max(), job.id, true)) {
+        return false;
+      }
+      if (auto [it, fresh] = index_of_id.emplace(job.id, i); !fresh) {
+        return fail(join(path, "id"), "id " + std::to_string(job.id) + " is already used by " +
+                                          index_path("jobs", it->second));
+      }
+      const std::string* name = string(*t, "name", path);
+      if (failed()) return false;
+      job.name = name ? *name : "job-" + std::to_string(job.id);
+      if (job.name.empty() || job.name.size() > kMaxJobNameChars) {
+        return fail(join(path, "name"), "must be 1..64 characters long");
+      }
+      if (std::any_of(job.name.begin(), job.name.end(),
+                      [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
+        return fail(join(path, "name"), quote(job.name) + " contains control characters");
+      }
+      if (!integer(*t, "rank", path, 0, std::numeric_limits<uint32_t>::max(), job.rank)) {
+        return false;
+      }
+      if (!parse_match_list(*t, path, job)) return false;
+      if (!rate_pair(*t, "police", "police_burst", path, job.police)) return false;
+      c.jobs.push_back(std::move(job));
+    }
+    return true;
+  }
+
+  bool parse_match_list(const toml::table& t, const std::string& path, JobSpec& job) {
+    const std::string p = join(path, "match");
+    const toml::node* n = t.get("match");
+    if (n == nullptr) {
+      return fail(p, "missing (required, e.g. match = [\"dst=10.0.0.5/32,dport=2222,proto=tcp\"])");
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return fail(p, "expected an array of rule strings, got " + describe(*n));
+    if (a->empty()) return fail(p, "must hold at least one rule");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string rp = index_path(p, i);
+      const auto* s = (*a)[i].as_string();
+      if (s == nullptr) return fail(rp, "expected a rule string, got " + describe((*a)[i]));
+      auto rule = parse_match_rule(s->get());
+      if (!rule) return fail(rp, rule.error());
+      job.match.push_back(*rule);
+    }
+    return true;
+  }
+
+  bool parse_dataplane(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "dataplane", "", false);
+    if (t == nullptr) return !failed() && check_max_jobs(c, "dataplane.max_jobs");
+    const std::string p = "dataplane";
+    if (!check_keys(*t, p,
+                    {"burst", "ring_size", "mbufs", "flow_cache", "max_jobs", "drain_timeout"})) {
+      return false;
+    }
+    const int64_t u32max = std::numeric_limits<uint32_t>::max();
+    if (!integer(*t, "burst", p, 1, 64, c.burst)) return false;
+    if (!integer(*t, "ring_size", p, 64, 65536, c.ring_size)) return false;
+    if (!is_power_of_two(c.ring_size)) {
+      return fail("dataplane.ring_size", std::to_string(c.ring_size) + " is not a power of two");
+    }
+    if (!integer(*t, "mbufs", p, 1024, u32max, c.mbufs)) return false;
+    if (!integer(*t, "flow_cache", p, 0, u32max, c.flow_cache_entries)) return false;
+    if (!integer(*t, "max_jobs", p, 1, 1048576, c.max_jobs)) return false;
+    if (!check_max_jobs(c, "dataplane.max_jobs")) return false;
+    return duration(*t, "drain_timeout", p, c.drain_timeout_ns);
+  }
+
+  bool check_max_jobs(const ConfigSpec& c, const std::string& path) {
+    if (c.jobs.size() > c.max_jobs) {
+      return fail(path, std::to_string(c.max_jobs) + " is fewer than the " +
+                            std::to_string(c.jobs.size()) + " [[jobs]] configured");
+    }
+    return true;
+  }
+
+  bool parse_stats(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "stats", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "stats", {"interval"})) return false;
+    return duration(*t, "interval", "stats", c.stats_interval_ns);
+  }
+
+  bool parse_log(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "log", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "log", {"level"})) return false;
+    const std::string* level = string(*t, "level", "log");
+    if (level == nullptr) return !failed();
+    const Keys levels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+    if (std::find(levels.begin(), levels.end(), *level) == levels.end()) {
+      return fail("log.level",
+                  quote(*level) + " is not a level (trace, debug, info, warn, error, critical, off)");
+    }
+    c.log_level = *level;
+    return true;
+  }
+
+  bool parse_control(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "control", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "control", {"socket", "state"})) return false;
+    if (const std::string* s = string(*t, "socket", "control")) {
+      if (s->empty()) return fail("control.socket", "must not be empty");
+      if (s->size() > kMaxSocketPathBytes) {
+        return fail("control.socket", "path is longer than a unix socket allows (107 bytes)");
+      }
+      c.control.socket = *s;
+    }
+    if (failed()) return false;
+    if (const std::string* s = string(*t, "state", "control")) c.control.state = *s;
+    return !failed();
+  }
+
+  std::string source_;
+  std::string error_;
+};
+
+}  // namespace
+
+Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    const auto& begin = e.source().begin;
+    return Result<ConfigSpec>::failure(std::string(source_name) + ":" +
+                                       std::to_string(begin.line) + ":" +
+                                       std::to_string(begin.column) + ": " +
+                                       escape(e.description()));
+  }
+  return Parser(source_name).run(root);
+}
+
+Result<ConfigSpec> load_config_file(const std::string& path) {
+  auto cannot_read = [&](int err) {
+    return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cannot_read(errno);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return cannot_read(err);  // e.g. EISDIR for a directory
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return parse_config(text, path);
+}
+
+unsigned class_for_rank(const ConfigSpec& config, uint32_t rank) {
+  // Job classes: 1..count-1 in order, skipping the default class. Written
+  // to stay in range even for a hand-built spec that skipped validation.
+  const unsigned count = std::max(config.class_count, 1u);
+  const bool default_in_range = config.default_class >= 1 && config.default_class < count;
+  const unsigned job_classes = count - 1 - (default_in_range ? 1 : 0);
+  if (job_classes == 0) return config.default_class;
+  const unsigned cls = 1 + std::min<uint32_t>(rank, job_classes - 1);
+  return default_in_range && cls >= config.default_class ? cls + 1 : cls;
+}
+
+}  // namespace psgate

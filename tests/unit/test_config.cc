@@ -1,0 +1,541 @@
+// parse_config: a full config maps to the right fields, defaults match
+// ConfigSpec, and every bad input gives ONE line naming the key to fix.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "psgate/config.h"
+
+namespace psgate {
+namespace {
+
+const std::string kPorts = R"(
+[ports.wire]
+device = "net_null0"
+[ports.host]
+device = "net_null1"
+)";
+const std::string kLcores = "\n[lcores]\ndata = [1]\n";
+
+// The minimal valid config plus `extra`, which may add keys to the root and
+// tables other than [ports.*] and [lcores].
+std::string doc(const std::string& extra) { return extra + "\n" + kPorts + kLcores; }
+
+const char* kFull = R"(
+[eal]
+args = ["--no-huge", "-m", "512", "--no-pci", "--file-prefix=psgate-demo"]
+
+[ports.wire]
+device = "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap"
+rx_desc = 512
+tx_desc = 2048
+[ports.host]
+device = "0000:03:00.1"
+
+[lcores]
+main = 2
+data = [3, 0, 5]
+
+[shaper.wire]
+rate = "9.5Gbit/s"
+burst = "64KiB"
+overhead = "20B"
+
+[shaper.host]
+rate = "1Gbps"
+burst = "1500B"
+
+[classes]
+count = 6
+default = 2
+depth = 512
+ecn_threshold = 100
+[classes.3]
+depth = 256
+cap = "100Mbit/s"
+floor = "10Mbit/s"
+floor_burst = "2KB"
+ecn_threshold = 64
+dscp = 46
+[classes.0]
+cap = "1Mbit/s"
+cap_burst = "1MiB"
+
+[[jobs]]
+id = 1
+name = "resnet32-a"
+rank = 0
+match = ["src=10.0.0.5/32,sport=2222,proto=tcp", "dst=10.0.0.5/32,dport=2222,proto=tcp"]
+police = "300Mbit/s"
+police_burst = "128KiB"
+
+[[jobs]]
+id = 4294967295
+rank = 3
+match = ["dst=fd00::/64,dport=2222-2230,proto=udp"]
+
+[dataplane]
+burst = 16
+ring_size = 4096
+mbufs = 32767
+flow_cache = 0
+max_jobs = 2
+drain_timeout = "1.5s"
+
+[stats]
+interval = "0s"
+
+[log]
+level = "debug"
+
+[control]
+socket = "/tmp/psgate.sock"
+state = "/var/lib/psgate/state.json"
+)";
+
+TEST(ConfigParse, FullConfigMapsEveryField) {
+  const auto r = parse_config(kFull, "full.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  const ConfigSpec& c = *r;
+  EXPECT_EQ(c.source, "full.toml");
+  EXPECT_EQ(c.eal_args, (std::vector<std::string>{"--no-huge", "-m", "512", "--no-pci",
+                                                  "--file-prefix=psgate-demo"}));
+  EXPECT_EQ(c.wire.device, "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap");
+  EXPECT_EQ(c.wire.rx_desc, 512u);
+  EXPECT_EQ(c.wire.tx_desc, 2048u);
+  EXPECT_EQ(c.host.device, "0000:03:00.1");
+  EXPECT_EQ(c.host.rx_desc, 1024u);
+  ASSERT_TRUE(c.wire.shaper);
+  EXPECT_EQ(c.wire.shaper->rate_bps, 9'500'000'000u);
+  EXPECT_EQ(c.wire.shaper->burst_bytes, 65536u);
+  EXPECT_EQ(c.wire.overhead_bytes, 20u);
+  ASSERT_TRUE(c.host.shaper);
+  EXPECT_EQ(c.host.shaper->rate_bps, 1'000'000'000u);
+  EXPECT_EQ(c.host.shaper->burst_bytes, 1500u);
+  EXPECT_EQ(c.host.overhead_bytes, 24u);
+  EXPECT_EQ(c.main_lcore, 2u);
+  EXPECT_EQ(c.data_lcores, (std::vector<unsigned>{3, 0, 5}));
+
+  EXPECT_EQ(c.class_count, 6u);
+  EXPECT_EQ(c.default_class, 2u);
+  ASSERT_EQ(c.classes.size(), 6u);
+  for (unsigned i : {1u, 2u, 4u, 5u}) {
+    EXPECT_EQ(c.classes[i].depth, 512u) << i;
+    EXPECT_EQ(c.classes[i].ecn_threshold, 100u) << i;
+    EXPECT_FALSE(c.classes[i].cap) << i;
+    EXPECT_FALSE(c.classes[i].floor) << i;
+    EXPECT_EQ(c.classes[i].dscp, kNoDscp) << i;
+  }
+  const ClassSpec& c3 = c.classes[3];
+  EXPECT_EQ(c3.depth, 256u);
+  EXPECT_EQ(c3.ecn_threshold, 64u);
+  EXPECT_EQ(c3.dscp, 46);
+  ASSERT_TRUE(c3.cap);
+  EXPECT_EQ(c3.cap->rate_bps, 100'000'000u);
+  EXPECT_EQ(c3.cap->burst_bytes, 65536u);  // default cap_burst
+  ASSERT_TRUE(c3.floor);
+  EXPECT_EQ(c3.floor->rate_bps, 10'000'000u);
+  EXPECT_EQ(c3.floor->burst_bytes, 2000u);
+  ASSERT_TRUE(c.classes[0].cap);
+  EXPECT_EQ(c.classes[0].cap->burst_bytes, 1u << 20);
+  EXPECT_EQ(c.classes[0].depth, 512u);
+
+  ASSERT_EQ(c.jobs.size(), 2u);
+  EXPECT_EQ(c.jobs[0].id, 1u);
+  EXPECT_EQ(c.jobs[0].name, "resnet32-a");
+  EXPECT_EQ(c.jobs[0].rank, 0u);
+  ASSERT_EQ(c.jobs[0].match.size(), 2u);
+  EXPECT_EQ(to_string(c.jobs[0].match[0]), "src=10.0.0.5/32,sport=2222,proto=tcp");
+  EXPECT_EQ(to_string(c.jobs[0].match[1]), "dst=10.0.0.5/32,dport=2222,proto=tcp");
+  ASSERT_TRUE(c.jobs[0].police);
+  EXPECT_EQ(c.jobs[0].police->rate_bps, 300'000'000u);
+  EXPECT_EQ(c.jobs[0].police->burst_bytes, 131072u);
+  EXPECT_EQ(c.jobs[1].id, 4294967295u);
+  EXPECT_EQ(c.jobs[1].name, "job-4294967295");
+  EXPECT_EQ(c.jobs[1].rank, 3u);
+  EXPECT_FALSE(c.jobs[1].police);
+  ASSERT_EQ(c.jobs[1].match.size(), 1u);
+  EXPECT_EQ(c.jobs[1].match[0].dport, (PortRange{2222, 2230}));
+
+  EXPECT_EQ(c.burst, 16u);
+  EXPECT_EQ(c.ring_size, 4096u);
+  EXPECT_EQ(c.mbufs, 32767u);
+  EXPECT_EQ(c.flow_cache_entries, 0u);
+  EXPECT_EQ(c.max_jobs, 2u);
+  EXPECT_EQ(c.drain_timeout_ns, 1'500'000'000u);
+  EXPECT_EQ(c.stats_interval_ns, 0u);
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.control.socket, "/tmp/psgate.sock");
+  EXPECT_EQ(c.control.state, "/var/lib/psgate/state.json");
+}
+
+TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
+  const auto r = parse_config(doc(""), "min.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  const ConfigSpec& c = *r;
+  const ConfigSpec d;  // the documented defaults
+  EXPECT_TRUE(c.eal_args.empty());
+  EXPECT_EQ(c.wire.device, "net_null0");
+  EXPECT_EQ(c.host.device, "net_null1");
+  EXPECT_EQ(c.wire.rx_desc, d.wire.rx_desc);
+  EXPECT_EQ(c.wire.tx_desc, d.wire.tx_desc);
+  EXPECT_FALSE(c.wire.shaper);
+  EXPECT_FALSE(c.host.shaper);
+  EXPECT_EQ(c.wire.overhead_bytes, d.wire.overhead_bytes);
+  EXPECT_EQ(c.main_lcore, d.main_lcore);
+  EXPECT_EQ(c.data_lcores, std::vector<unsigned>{1});
+  EXPECT_EQ(c.class_count, d.class_count);
+  EXPECT_EQ(c.default_class, d.default_class);
+  ASSERT_EQ(c.classes.size(), d.class_count);
+  for (const ClassSpec& cs : c.classes) {
+    EXPECT_EQ(cs.depth, ClassSpec{}.depth);
+    EXPECT_EQ(cs.ecn_threshold, 0u);
+    EXPECT_EQ(cs.dscp, kNoDscp);
+    EXPECT_FALSE(cs.cap);
+    EXPECT_FALSE(cs.floor);
+  }
+  EXPECT_TRUE(c.jobs.empty());
+  EXPECT_EQ(c.burst, d.burst);
+  EXPECT_EQ(c.ring_size, d.ring_size);
+  EXPECT_EQ(c.mbufs, d.mbufs);
+  EXPECT_EQ(c.flow_cache_entries, d.flow_cache_entries);
+  EXPECT_EQ(c.max_jobs, d.max_jobs);
+  EXPECT_EQ(c.drain_timeout_ns, d.drain_timeout_ns);
+  EXPECT_EQ(c.stats_interval_ns, d.stats_interval_ns);
+  EXPECT_EQ(c.log_level, d.log_level);
+  EXPECT_EQ(c.control.socket, d.control.socket);
+  EXPECT_EQ(c.control.state, d.control.state);
+}
+
+TEST(ConfigParse, ClassCountMovesTheDefaultClass) {
+  const auto r = parse_config(doc("[classes]\ncount = 4\n"), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->class_count, 4u);
+  EXPECT_EQ(r->default_class, 3u);
+  EXPECT_EQ(r->classes.size(), 4u);
+}
+
+struct BadCase {
+  std::string text;   // whole document
+  const char* path;   // key the error must name
+  const char* problem;  // phrase the error must contain
+};
+
+void expect_error(const BadCase& c) {
+  const auto r = parse_config(c.text, "t.toml");
+  ASSERT_FALSE(r.ok()) << "accepted:\n" << c.text;
+  const std::string& e = r.error();
+  const std::string prefix = std::string("t.toml: ") + c.path + ": ";
+  EXPECT_EQ(e.rfind(prefix, 0), 0u) << "want prefix \"" << prefix << "\", got: " << e;
+  EXPECT_NE(e.find(c.problem), std::string::npos) << "want \"" << c.problem << "\" in: " << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << "not one line: " << e;
+}
+
+std::vector<BadCase> bad_cases() {
+  auto d = [](const std::string& extra) { return doc(extra); };
+  const std::string ports_host = "\n[ports.host]\ndevice = \"h\"\n";
+  auto wire = [&](const std::string& keys) {
+    return "[ports.wire]\n" + keys + "\n" + ports_host + kLcores;
+  };
+  auto lcores = [&](const std::string& keys) { return kPorts + "\n[lcores]\n" + keys + "\n"; };
+  const std::string job = "[[jobs]]\nid = 1\nmatch = [\"proto=tcp\"]\n";
+  return {
+      // [eal]
+      {d("[eal]\nargs = [\"-l\", \"1\"]"), "eal.args[0]", "set lcores in [lcores]"},
+      {d("[eal]\nargs = [\"--no-huge\", \"-l1-3\"]"), "eal.args[1]", "set lcores in [lcores]"},
+      {d("[eal]\nargs = [\"-c\", \"0x3\"]"), "eal.args[0]", "set lcores in [lcores]"},
+      {d("[eal]\nargs = [\"-m\", \"512\", \"--lcores=1@2\"]"), "eal.args[2]", "set lcores"},
+      {d("[eal]\nargs = [\"--lcores\", \"1\"]"), "eal.args[0]", "set lcores"},
+      {d("[eal]\nargs = [\"--main-lcore\", \"0\"]"), "eal.args[0]", "set lcores"},
+      {d("[eal]\nargs = [\"--main-lcore=0\"]"), "eal.args[0]", "set lcores"},
+      {d("[eal]\nargs = \"--no-huge\""), "eal.args", "expected an array of strings"},
+      {d("[eal]\nargs = [512]"), "eal.args[0]", "expected a string, got integer 512"},
+      {d("[eal]\nargz = []"), "eal.argz", "unknown key (did you mean \"args\"?)"},
+      {d("eal = 1"), "eal", "expected a table, got integer 1"},
+      // [ports]
+      {kLcores, "ports", "missing"},
+      {"[ports.wire]\ndevice = \"w\"\n" + kLcores, "ports.host", "missing"},
+      {ports_host + kLcores, "ports.wire", "missing"},
+      {wire("device = \"\""), "ports.wire.device", "must not be empty"},
+      {wire("rx_desc = 1024"), "ports.wire.device", "missing"},
+      {wire("device = 5"), "ports.wire.device", "expected a string, got integer 5"},
+      {wire("device = \"w\"\nrx_desc = 1000"), "ports.wire.rx_desc", "1000 is not a power of two"},
+      {wire("device = \"w\"\nrx_desc = 32"), "ports.wire.rx_desc", "32 is out of range 64..16384"},
+      {wire("device = \"w\"\ntx_desc = 32768"), "ports.wire.tx_desc", "out of range 64..16384"},
+      {wire("device = \"w\"\ntx_desc = -1024"), "ports.wire.tx_desc", "out of range"},
+      {wire("device = \"w\"\nrx_desc = \"1024\""), "ports.wire.rx_desc",
+       "expected an integer, got string \"1024\""},
+      {wire("device = \"w\"\nrxdesc = 1024"), "ports.wire.rxdesc",
+       "unknown key (did you mean \"rx_desc\"?)"},
+      {wire("device = \"w\"\n[ports.mgmt]\ndevice = \"m\""), "ports.mgmt", "unknown key"},
+      // [lcores]
+      {kPorts, "lcores", "missing"},
+      {lcores("main = 0"), "lcores.data", "missing"},
+      {lcores("data = []"), "lcores.data", "at least one"},
+      {lcores("data = 1"), "lcores.data", "expected an array"},
+      {lcores("data = [1, 2, 1]"), "lcores.data[2]", "lcore 1 listed twice"},
+      {lcores("data = [1, 0]"), "lcores.data[1]", "lcore 0 is the main lcore"},
+      {lcores("main = 3\ndata = [3]"), "lcores.data[0]", "main lcore"},
+      {lcores("data = [128]"), "lcores.data[0]", "128 is out of range 0..127"},
+      {lcores("data = [-1]"), "lcores.data[0]", "out of range"},
+      {lcores("data = [\"1\"]"), "lcores.data[0]", "expected an integer"},
+      {lcores("data = [1.0]"), "lcores.data[0]", "expected an integer, got float 1"},
+      {lcores("main = -1\ndata = [1]"), "lcores.main", "-1 is out of range 0..127"},
+      {lcores("data = [1]\nworkers = 2"), "lcores.workers", "unknown key"},
+      // [shaper]
+      {d("[shaper.wire]\nburst = \"64KiB\""), "shaper.wire.rate", "missing"},
+      {d("[shaper.wire]\nrate = \"1Gbit/s\""), "shaper.wire.burst", "missing"},
+      {d("[shaper.wire]\nrate = \"1Gbps/s\"\nburst = \"64KiB\""), "shaper.wire.rate",
+       "\"1Gbps/s\" is not a rate (expected e.g. \"9.5Gbit/s\")"},
+      {d("[shaper.wire]\nrate = 1000000000\nburst = \"64KiB\""), "shaper.wire.rate",
+       "expected a string with a unit like \"9.5Gbit/s\", got integer 1000000000"},
+      {d("[shaper.wire]\nrate = \"0bit/s\"\nburst = \"64KiB\""), "shaper.wire.rate",
+       "at least 8bit/s"},
+      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"63B\""), "shaper.wire.burst",
+       "63 bytes is out of range 64B..512MiB"},
+      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1GiB\""), "shaper.wire.burst",
+       "out of range"},
+      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64Kib\""), "shaper.wire.burst",
+       "unknown unit"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = \"65B\""),
+       "shaper.host.overhead", "65 bytes is more than 64B"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = 24"),
+       "shaper.host.overhead", "expected a string with a unit"},
+      {d("[shaper.wire]\nrat = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.wire.rat",
+       "did you mean \"rate\"?"},
+      {d("[shaper.mgmt]\nrate = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.mgmt", "unknown key"},
+      {d("[shaper]\nwire = \"1Gbit/s\""), "shaper.wire", "expected a table"},
+      // [classes]
+      {d("[classes]\ncount = 1"), "classes.count", "1 is out of range 2..64"},
+      {d("[classes]\ncount = 65"), "classes.count", "out of range 2..64"},
+      {d("[classes]\ncount = \"8\""), "classes.count", "expected an integer"},
+      {d("[classes]\ncount = true"), "classes.count", "got boolean true"},
+      {d("[classes]\ndefault = 0"), "classes.default", "0 is out of range 1..7"},
+      {d("[classes]\ndefault = 8"), "classes.default", "out of range 1..7"},
+      {d("[classes]\ncount = 4\ndefault = 4"), "classes.default", "out of range 1..3"},
+      {d("[classes]\ndepth = 0"), "classes.depth", "out of range 1..65536"},
+      {d("[classes]\ndepth = 65537"), "classes.depth", "out of range"},
+      {d("[classes]\necn_threshold = 1024"), "classes.ecn_threshold",
+       "ecn_threshold 1024 must be below depth 1024"},
+      {d("[classes]\necn_treshold = 10"), "classes.ecn_treshold",
+       "did you mean \"ecn_threshold\"?"},
+      {d("[classes.8]\ndepth = 10"), "classes.8", "no such class: count = 8, so classes are 0..7"},
+      {d("[classes]\ncount = 4\n[classes.4]\ndepth = 10"), "classes.4", "classes are 0..3"},
+      {d("[classes.foo]\ndepth = 10"), "classes.foo", "unknown key"},
+      {d("[classes.03]\ndepth = 10"), "classes.03", "unknown key"},
+      {d("[classes.-1]\ndepth = 10"), "classes.-1", "unknown key"},
+      {d("[classes]\n3 = 5"), "classes.3", "expected a table of class settings"},
+      {d("[classes.3]\ndeph = 10"), "classes.3.deph", "did you mean \"depth\"?"},
+      {d("[classes.3]\ndepth = 0"), "classes.3.depth", "out of range 1..65536"},
+      {d("[classes.3]\ncap_burst = \"64KiB\""), "classes.3.cap_burst", "given without cap"},
+      {d("[classes.3]\nfloor_burst = \"64KiB\""), "classes.3.floor_burst", "given without floor"},
+      {d("[classes.3]\ncap = \"1GB\""), "classes.3.cap", "is not a rate"},
+      {d("[classes.3]\ncap = \"10Mbit/s\"\nfloor = \"20Mbit/s\""), "classes.3.floor",
+       "floor 20000000 bit/s is above cap 10000000 bit/s"},
+      {d("[classes.3]\nfloor = \"20Mbit/s\"\nfloor_burst = \"8B\""), "classes.3.floor_burst",
+       "out of range"},
+      {d("[classes.3]\ndscp = 64"), "classes.3.dscp", "64 is out of range 0..63"},
+      {d("[classes.3]\ndscp = -1"), "classes.3.dscp", "out of range 0..63"},
+      {d("[classes.3]\ndepth = 256\necn_threshold = 300"), "classes.3.ecn_threshold",
+       "ecn_threshold 300 must be below depth 256"},
+      {d("[classes]\necn_threshold = 100\n[classes.3]\ndepth = 50"), "classes.3.depth",
+       "ecn_threshold 100 must be below depth 50"},
+      // [[jobs]]
+      {d("jobs = 5"), "jobs", "expected an array of tables"},
+      {d("jobs = [1]"), "jobs[0]", "expected a table, got integer 1"},
+      {d("[[jobs]]\nmatch = [\"proto=tcp\"]"), "jobs[0].id", "missing"},
+      {d("[[jobs]]\nid = 0\nmatch = [\"proto=tcp\"]"), "jobs[0].id", "0 is out of range 1..4294967295"},
+      {d("[[jobs]]\nid = 4294967296\nmatch = [\"proto=tcp\"]"), "jobs[0].id", "out of range"},
+      {d("[[jobs]]\nid = \"1\"\nmatch = [\"proto=tcp\"]"), "jobs[0].id", "expected an integer"},
+      {d(job + job), "jobs[1].id", "id 1 is already used by jobs[0]"},
+      {d(job + "name = \"\""), "jobs[0].name", "must be 1..64 characters"},
+      {d(job + "name = \"" + std::string(65, 'x') + "\""), "jobs[0].name", "1..64"},
+      {d(job + "name = 7"), "jobs[0].name", "expected a string"},
+      {d(job + "name = \"a\\u0007b\""), "jobs[0].name", "control characters"},
+      {d(job + "rank = -1"), "jobs[0].rank", "-1 is out of range 0..4294967295"},
+      {d(job + "rank = 1.5"), "jobs[0].rank", "expected an integer, got float 1.5"},
+      {d("[[jobs]]\nid = 1"), "jobs[0].match", "missing"},
+      {d("[[jobs]]\nid = 1\nmatch = []"), "jobs[0].match", "at least one rule"},
+      {d("[[jobs]]\nid = 1\nmatch = \"proto=tcp\""), "jobs[0].match", "expected an array"},
+      {d("[[jobs]]\nid = 1\nmatch = [\"proto=tcp\", \"src=10.0.0.5/24\"]"), "jobs[0].match[1]",
+       "bad match rule \"src=10.0.0.5/24\": src: \"10.0.0.5/24\" is not an IP prefix: host bits"},
+      {d("[[jobs]]\nid = 1\nmatch = [6]"), "jobs[0].match[0]", "expected a rule string"},
+      {d(job + "[[jobs]]\nid = 2\nmatch = [\"dport=9-1\"]"), "jobs[1].match[0]", "backwards"},
+      {d(job + "police_burst = \"64KiB\""), "jobs[0].police_burst", "given without police"},
+      {d(job + "police = \"300Mbit\""), "jobs[0].police", "unknown unit \"Mbit\""},
+      {d(job + "prio = 1"), "jobs[0].prio", "unknown key"},
+      {d(job + "[[jobs]]\nid = 2\nmatch = [\"proto=udp\"]\n[dataplane]\nmax_jobs = 1"),
+       "dataplane.max_jobs", "1 is fewer than the 2 [[jobs]] configured"},
+      // [dataplane]
+      {d("[dataplane]\nburst = 0"), "dataplane.burst", "0 is out of range 1..64"},
+      {d("[dataplane]\nburst = 65"), "dataplane.burst", "out of range 1..64"},
+      {d("[dataplane]\nburst = 32.0"), "dataplane.burst", "expected an integer, got float 32"},
+      {d("[dataplane]\nring_size = 1000"), "dataplane.ring_size", "1000 is not a power of two"},
+      {d("[dataplane]\nring_size = 32"), "dataplane.ring_size", "out of range 64..65536"},
+      {d("[dataplane]\nring_size = 131072"), "dataplane.ring_size", "out of range"},
+      {d("[dataplane]\nmbufs = 1023"), "dataplane.mbufs", "out of range 1024.."},
+      {d("[dataplane]\nmbufs = 4294967296"), "dataplane.mbufs", "out of range"},
+      {d("[dataplane]\nflow_cache = -1"), "dataplane.flow_cache", "out of range"},
+      {d("[dataplane]\nmax_jobs = 0"), "dataplane.max_jobs", "out of range 1..1048576"},
+      {d("[dataplane]\nmax_jobs = 1048577"), "dataplane.max_jobs", "out of range"},
+      {d("[dataplane]\ndrain_timeout = 500"), "dataplane.drain_timeout",
+       "expected a string with a unit like \"500ms\""},
+      {d("[dataplane]\ndrain_timeout = \"5 s\""), "dataplane.drain_timeout", "unknown unit"},
+      {d("[dataplane]\ndrain_timeout = \"-1s\""), "dataplane.drain_timeout", "negative"},
+      {d("[dataplane]\nflowcache = 0"), "dataplane.flowcache", "did you mean \"flow_cache\"?"},
+      // [stats], [log], [control]
+      {d("[stats]\ninterval = \"1\""), "stats.interval", "missing unit"},
+      {d("[stats]\ninterval = 1"), "stats.interval", "expected a string with a unit"},
+      {d("[stats]\nperiod = \"1s\""), "stats.period", "unknown key"},
+      {d("[log]\nlevel = \"verbose\""), "log.level", "\"verbose\" is not a level"},
+      {d("[log]\nlevel = \"INFO\""), "log.level", "is not a level"},
+      {d("[log]\nlevel = 3"), "log.level", "expected a string"},
+      {d("[log]\nlevel = \"a\\nb\""), "log.level", "\"a\\nb\" is not a level"},
+      {d("[control]\nsocket = \"\""), "control.socket", "must not be empty"},
+      {d("[control]\nsocket = \"/" + std::string(120, 's') + "\""), "control.socket",
+       "longer than a unix socket allows"},
+      {d("[control]\nstate = 1"), "control.state", "expected a string"},
+      {d("[control]\nsockett = \"/x\""), "control.sockett", "did you mean \"socket\"?"},
+      // top level
+      {d("[shapers.wire]\nrate = \"1Gbit/s\""), "shapers", "did you mean \"shaper\"?"},
+      {d("foo = 1"), "foo", "unknown key"},
+      {d("\"odd key\" = 1"), "\"odd key\"", "unknown key"},
+  };
+}
+
+TEST(ConfigParse, BadValuesNameTheKey) {
+  for (const BadCase& c : bad_cases()) {
+    SCOPED_TRACE(c.text);
+    expect_error(c);
+  }
+}
+
+TEST(ConfigParse, SyntaxErrorsGiveLineAndColumn) {
+  const std::regex one_line_with_position(R"(^t\.toml:[0-9]+:[0-9]+: [^\n]+$)");
+  struct Case {
+    std::string text;
+    int line;
+  } cases[] = {
+      {"[ports.wire\ndevice = \"a\"\n", 1},
+      {"\n\n[log]\nlevel = \"info\nx = 1\n", 4},  // unterminated string
+      {"[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3},  // redefined key
+      {"[log]\n[log]\n", 2},                              // redefined table
+      {"x = \xff\xfe\n", 1},                              // not UTF-8
+      {"a = [1,\n", 1},  // toml++ reports the array start at EOF
+  };
+  for (const auto& c : cases) {
+    const auto r = parse_config(c.text, "t.toml");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_TRUE(std::regex_match(r.error(), one_line_with_position)) << r.error();
+    EXPECT_EQ(r.error().rfind("t.toml:" + std::to_string(c.line) + ":", 0), 0u)
+        << "want line " << c.line << ": " << r.error();
+  }
+}
+
+TEST(ConfigParse, EmptyDocumentNamesFirstRequiredTable) {
+  const auto r = parse_config("", "empty.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "empty.toml: ports: missing (required table)");
+}
+
+TEST(ConfigFile, MissingFileSaysWhy) {
+  const auto r = load_config_file("/nonexistent-psgate/x.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "/nonexistent-psgate/x.toml: cannot read config: No such file or directory");
+  const auto dir = load_config_file("/");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error(), "/: cannot read config: Is a directory");
+}
+
+TEST(ConfigFile, LoadsAndUsesThePathInErrors) {
+  char tmpl[] = "/tmp/psgate-config-test-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string path = tmpl;
+  {
+    std::ofstream(path) << kFull;
+  }
+  const auto good = load_config_file(path);
+  EXPECT_TRUE(good.ok()) << good.error();
+  if (good.ok()) {
+    EXPECT_EQ(good->source, path);
+  }
+  {
+    std::ofstream(path) << doc("[log]\nlevel = \"loud\"");
+  }
+  const auto bad = load_config_file(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().rfind(path + ": log.level: ", 0), 0u) << bad.error();
+  unlink(path.c_str());
+}
+
+TEST(ConfigFile, DemoConfigParses) {
+  const char* root = std::getenv("PSGATE_SOURCE_ROOT");
+  if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
+  const std::string path = std::string(root) + "/config/demo.toml";
+  if (access(path.c_str(), F_OK) != 0) GTEST_SKIP() << path << " does not exist yet";
+  const auto r = load_config_file(path);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->classes.size(), r->class_count);
+  EXPECT_FALSE(r->data_lcores.empty());
+}
+
+TEST(ConfigClassForRank, Table) {
+  auto spec = [](unsigned count, unsigned def) {
+    ConfigSpec c;
+    c.class_count = count;
+    c.default_class = def;
+    return c;
+  };
+  struct Case {
+    unsigned count, def;
+    uint32_t rank;
+    unsigned want;
+  } cases[] = {
+      // count 8, default 7: job classes 1..6.
+      {8, 7, 0, 1}, {8, 7, 1, 2}, {8, 7, 5, 6}, {8, 7, 6, 6}, {8, 7, 4000000000u, 6},
+      // default in the middle is skipped: job classes 1, 2, 4, 5, 6, 7.
+      {8, 3, 0, 1}, {8, 3, 1, 2}, {8, 3, 2, 4}, {8, 3, 3, 5}, {8, 3, 5, 7}, {8, 3, 9, 7},
+      // default first: job classes 2..7.
+      {8, 1, 0, 2}, {8, 1, 5, 7}, {8, 1, 6, 7},
+      // count 2: no job class left, everything shares the default.
+      {2, 1, 0, 1}, {2, 1, 7, 1},
+      // count 3: one job class.
+      {3, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 0, 2}, {3, 1, 99, 2},
+      {64, 63, 0, 1}, {64, 63, 61, 62}, {64, 63, 62, 62}, {64, 10, 9, 11},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(class_for_rank(spec(c.count, c.def), c.rank), c.want)
+        << "count " << c.count << " default " << c.def << " rank " << c.rank;
+  }
+}
+
+// Reference: walk the classes in order, skipping 0 and the default.
+TEST(ConfigClassForRank, MatchesReferenceForAllValidSpecs) {
+  for (unsigned count = 2; count <= 64; ++count) {
+    for (unsigned def = 1; def < count; ++def) {
+      ConfigSpec c;
+      c.class_count = count;
+      c.default_class = def;
+      std::vector<unsigned> job_classes;
+      for (unsigned k = 1; k < count; ++k) {
+        if (k != def) job_classes.push_back(k);
+      }
+      for (uint32_t rank = 0; rank < 70; ++rank) {
+        const unsigned want = job_classes.empty()
+                                  ? def
+                                  : job_classes[std::min<size_t>(rank, job_classes.size() - 1)];
+        ASSERT_EQ(class_for_rank(c, rank), want) << count << "/" << def << "/" << rank;
+        ASSERT_NE(class_for_rank(c, rank), 0u);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace psgate
