@@ -68,12 +68,54 @@ class PortScheduler {
 
   // Live changes (control plane hands them to the owning lcore).
   void set_shaper_rate(uint64_t bytes_per_sec, uint64_t now);  // 0: unshaped
+  // As set_shaper_rate, and replaces the burst too (set_shaper_rate keeps the
+  // configured one). Same token rule as the class setters: a rate-only change
+  // keeps the earned tokens, a new burst starts a full bucket.
+  void set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);
   void set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);    // 0: none
   void set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);  // 0: none
 
   // Removes every queued item (for shutdown): calls fn(item, cls) for each.
   template <typename Fn>
   void flush(Fn&& fn);
+
+  // Configured queue limit of class `cls` (packets); depth() is the occupancy.
+  uint32_t capacity(unsigned cls) const;
+
+ private:
+  struct Slot {
+    Item item;
+    uint32_t len;
+  };
+  // Per-class state, kept small so the classes a dequeue touches share few
+  // cache lines. The ring is ring_size (a power of two >= limit) slots of the
+  // one storage_ block; head/tail are free-running counters, so
+  // tail - head is the occupancy and wrap-around needs no branch.
+  struct Class {
+    uint32_t head = 0;
+    uint32_t tail = 0;
+    uint32_t mask = 0;   // ring_size - 1
+    uint32_t limit = 0;  // configured depth (packets)
+    uint64_t backlog_bytes = 0;  // sum of len (without overhead)
+    Slot* ring = nullptr;
+    TokenBucket cap;
+    TokenBucket floor;
+  };
+
+  void pop(Class& c, unsigned cls, ScheduledItem<Item>& out);
+  static TokenBucket rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec,
+                             uint64_t burst_bytes, uint64_t tick_hz, uint64_t now);
+
+  std::vector<Class> classes_;
+  std::vector<Slot> storage_;
+  uint64_t backlog_ = 0;     // bit c: class c holds packets
+  uint64_t cap_mask_ = 0;    // bit c: class c has a cap
+  uint64_t floor_mask_ = 0;  // bit c: class c has a floor
+  TokenBucket shaper_;
+  bool shaped_ = false;
+  uint32_t overhead_ = 0;
+  uint64_t shaper_burst_ = 0;
+  uint64_t tick_hz_ = 1;
 };
 
 }  // namespace psgate

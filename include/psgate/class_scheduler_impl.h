@@ -1,0 +1,260 @@
+// Template bodies of PortScheduler (class_scheduler.h holds the contract).
+//
+// Per dequeue call:
+//
+//   refill shaper ──► loop until max or no choice:
+//     floor pass : ctz over backlog & floor_mask & ~floor_out & ~cap_out
+//                  (floor conforms, and cap conforms if capped)
+//     strict pass: ctz over backlog & ~cap_out   (cap conforms if capped)
+//     shaper gate: chosen head (len + overhead) must conform, else return
+//     charge shaper, cap, and floor only when served by the floor pass
+//
+// cap_out / floor_out are per-call exclusion masks. Within one call `now` is
+// fixed, so no bucket earns tokens: a class whose cap does not conform for its
+// head stays out for the rest of the call (its head cannot move). A floor that
+// does not conform stays out only until the class is served by the strict pass,
+// since the new head may be shorter and conform. Buckets are refilled lazily
+// when a class is first considered; TokenBucket::refill at an unchanged `now`
+// is a no-op, and refilling late gives the same tokens as refilling early.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <type_traits>
+#include <utility>
+
+#include "psgate/class_scheduler.h"
+
+namespace psgate {
+
+namespace detail {
+inline uint32_t ring_size_for(uint32_t depth) {
+  // Next power of two >= depth (1 for depth 0). depth <= 2^31 fits.
+  return depth <= 1 ? 1u : std::bit_ceil(depth);
+}
+}  // namespace detail
+
+template <typename Item>
+PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
+    : overhead_(config.overhead_bytes),
+      shaper_burst_(config.shaper_burst_bytes),
+      tick_hz_(config.tick_hz ? config.tick_hz : 1) {
+  static_assert(std::is_default_constructible_v<Item>, "ring slots are preallocated");
+  const size_t n = std::min<size_t>(config.classes.size(), kMaxClasses);
+  classes_.resize(n);
+  size_t total = 0;
+  for (size_t c = 0; c < n; ++c) total += detail::ring_size_for(config.classes[c].depth);
+  storage_.resize(total);
+  size_t offset = 0;
+  for (size_t c = 0; c < n; ++c) {
+    const ClassSchedConfig& cc = config.classes[c];
+    Class& k = classes_[c];
+    const uint32_t size = detail::ring_size_for(cc.depth);
+    k.mask = size - 1;
+    k.limit = cc.depth;
+    k.ring = storage_.data() + offset;
+    offset += size;
+    set_class_cap(static_cast<unsigned>(c), cc.cap_bytes_per_sec, cc.cap_burst_bytes, now);
+    set_class_floor(static_cast<unsigned>(c), cc.floor_bytes_per_sec, cc.floor_burst_bytes, now);
+  }
+  set_shaper_rate(config.shaper_bytes_per_sec, now);
+}
+
+template <typename Item>
+bool PortScheduler<Item>::enqueue(unsigned cls, Item item, uint32_t len) {
+  if (cls >= classes_.size()) return false;
+  Class& k = classes_[cls];
+  if (k.tail - k.head >= k.limit) return false;
+  Slot& s = k.ring[k.tail & k.mask];
+  s.item = std::move(item);
+  s.len = len;
+  ++k.tail;
+  k.backlog_bytes += len;
+  backlog_ |= uint64_t{1} << cls;
+  return true;
+}
+
+template <typename Item>
+void PortScheduler<Item>::pop(Class& k, unsigned cls, ScheduledItem<Item>& out) {
+  Slot& s = k.ring[k.head & k.mask];
+  out.item = std::move(s.item);
+  out.len = s.len;
+  out.cls = static_cast<uint8_t>(cls);
+  ++k.head;
+  k.backlog_bytes -= s.len;
+  if (k.head == k.tail) backlog_ &= ~(uint64_t{1} << cls);
+}
+
+template <typename Item>
+unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, unsigned max) {
+  if (shaped_) shaper_.refill(now);
+  uint64_t cap_out = 0;    // capped classes whose cap does not conform (this call)
+  uint64_t floor_out = 0;  // floored classes whose floor does not conform for the head
+  unsigned n = 0;
+  while (n < max && backlog_ != 0) {
+    unsigned chosen = kMaxClasses;
+    bool via_floor = false;
+
+    // Floor pass: minimum rates are served ahead of strict priority.
+    for (uint64_t cand = backlog_ & floor_mask_ & ~floor_out & ~cap_out; cand != 0;) {
+      const unsigned c = static_cast<unsigned>(__builtin_ctzll(cand));
+      const uint64_t bit = uint64_t{1} << c;
+      cand &= ~bit;
+      Class& k = classes_[c];
+      const uint32_t charge = k.ring[k.head & k.mask].len + overhead_;
+      k.floor.refill(now);
+      if (!k.floor.conforms(charge)) {
+        floor_out |= bit;
+        continue;
+      }
+      if (cap_mask_ & bit) {
+        k.cap.refill(now);
+        if (!k.cap.conforms(charge)) {
+          cap_out |= bit;
+          continue;
+        }
+      }
+      chosen = c;
+      via_floor = true;
+      break;
+    }
+
+    // Strict pass: highest-priority backlogged class not capped out.
+    if (chosen == kMaxClasses) {
+      for (uint64_t cand = backlog_ & ~cap_out; cand != 0;) {
+        const unsigned c = static_cast<unsigned>(__builtin_ctzll(cand));
+        const uint64_t bit = uint64_t{1} << c;
+        cand &= ~bit;
+        if (cap_mask_ & bit) {
+          Class& k = classes_[c];
+          k.cap.refill(now);
+          if (!k.cap.conforms(k.ring[k.head & k.mask].len + overhead_)) {
+            cap_out |= bit;
+            continue;
+          }
+        }
+        chosen = c;
+        break;
+      }
+      if (chosen == kMaxClasses) break;  // every backlogged class is capped out
+    }
+
+    Class& k = classes_[chosen];
+    const uint64_t bit = uint64_t{1} << chosen;
+    const uint32_t charge = k.ring[k.head & k.mask].len + overhead_;
+    // The shaper gates the chosen packet only: letting a smaller packet of a
+    // lower class pass here would invert priority.
+    if (shaped_) {
+      if (!shaper_.conforms(charge)) break;
+      shaper_.consume(charge);
+    }
+    if (cap_mask_ & bit) k.cap.consume(charge);
+    if (via_floor) {
+      k.floor.consume(charge);
+    } else {
+      floor_out &= ~bit;  // new head: its floor conformance is unknown again
+    }
+    pop(k, chosen, out[n++]);
+  }
+  return n;
+}
+
+template <typename Item>
+uint32_t PortScheduler<Item>::depth(unsigned cls) const {
+  if (cls >= classes_.size()) return 0;
+  return classes_[cls].tail - classes_[cls].head;
+}
+
+template <typename Item>
+uint32_t PortScheduler<Item>::capacity(unsigned cls) const {
+  return cls < classes_.size() ? classes_[cls].limit : 0;
+}
+
+template <typename Item>
+uint64_t PortScheduler<Item>::backlog_bytes(unsigned cls) const {
+  return cls < classes_.size() ? classes_[cls].backlog_bytes : 0;
+}
+
+template <typename Item>
+uint64_t PortScheduler<Item>::backlog_mask() const {
+  return backlog_;
+}
+
+template <typename Item>
+unsigned PortScheduler<Item>::class_count() const {
+  return static_cast<unsigned>(classes_.size());
+}
+
+// Keeps the tokens already earned when only the rate changes; a new burst (or
+// a bucket that did not exist) starts full, as at construction.
+template <typename Item>
+TokenBucket PortScheduler<Item>::rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec,
+                                         uint64_t burst_bytes, uint64_t tick_hz, uint64_t now) {
+  if (had && old.burst_bytes() == burst_bytes) {
+    TokenBucket b = old;
+    b.set_rate(bytes_per_sec, now);
+    return b;
+  }
+  return TokenBucket(bytes_per_sec, burst_bytes, tick_hz, now);
+}
+
+template <typename Item>
+void PortScheduler<Item>::set_shaper_rate(uint64_t bytes_per_sec, uint64_t now) {
+  set_shaper(bytes_per_sec, shaper_burst_, now);
+}
+
+template <typename Item>
+void PortScheduler<Item>::set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
+  shaper_burst_ = burst_bytes;
+  if (bytes_per_sec == 0) {
+    shaped_ = false;
+    return;
+  }
+  shaper_ = rebuild(shaper_, shaped_, bytes_per_sec, burst_bytes, tick_hz_, now);
+  shaped_ = true;
+}
+
+template <typename Item>
+void PortScheduler<Item>::set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes,
+                                        uint64_t now) {
+  if (cls >= classes_.size()) return;
+  const uint64_t bit = uint64_t{1} << cls;
+  if (bytes_per_sec == 0) {
+    cap_mask_ &= ~bit;
+    return;
+  }
+  Class& k = classes_[cls];
+  k.cap = rebuild(k.cap, (cap_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
+  cap_mask_ |= bit;
+}
+
+template <typename Item>
+void PortScheduler<Item>::set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes,
+                                          uint64_t now) {
+  if (cls >= classes_.size()) return;
+  const uint64_t bit = uint64_t{1} << cls;
+  if (bytes_per_sec == 0) {
+    floor_mask_ &= ~bit;
+    return;
+  }
+  Class& k = classes_[cls];
+  k.floor = rebuild(k.floor, (floor_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
+  floor_mask_ |= bit;
+}
+
+template <typename Item>
+template <typename Fn>
+void PortScheduler<Item>::flush(Fn&& fn) {
+  for (unsigned c = 0; c < classes_.size(); ++c) {
+    Class& k = classes_[c];
+    while (k.head != k.tail) {
+      Slot& s = k.ring[k.head & k.mask];
+      ++k.head;
+      fn(s.item, c);
+    }
+    k.backlog_bytes = 0;
+  }
+  backlog_ = 0;
+}
+
+}  // namespace psgate

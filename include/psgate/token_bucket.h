@@ -50,7 +50,12 @@ class TokenBucket {
       tokens_ = capacity_;
       return;
     }
-    tokens_ = std::min(tokens_ + static_cast<int64_t>(elapsed * rate_), capacity_);
+    // Compare against the room left instead of adding first: tokens_ + earned
+    // can exceed 2^63 when capacity_ is near its 2^62 limit (both terms then
+    // approach capacity_). room < 2^62 + kMaxPacketBytes * tick_hz.
+    const uint64_t earned = elapsed * rate_;
+    const uint64_t room = static_cast<uint64_t>(capacity_ - tokens_);
+    tokens_ = earned >= room ? capacity_ : tokens_ + static_cast<int64_t>(earned);
   }
 
   bool conforms(uint32_t len) const {
