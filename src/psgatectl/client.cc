@@ -1,0 +1,186 @@
+#include "client.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace psgatectl {
+
+using psgate::Result;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string connect_reason(int err) {
+  switch (err) {
+    case ENOENT:
+      return "no such socket (is psgate running, and is this its [control] socket?)";
+    case ECONNREFUSED:
+      return "connection refused (nothing listens there: psgate stopped or the socket is stale)";
+    case EACCES:
+    case EPERM:
+      return "permission denied (run as root or as a member of the socket's group)";
+    case ENOTDIR:
+      return "a component of the path is not a directory";
+    case EAGAIN:
+    case EINPROGRESS:
+    case ETIMEDOUT:
+      return "timed out connecting (the daemon's listen queue is full)";
+    default:
+      return std::strerror(err);
+  }
+}
+
+std::string timeout_text(std::chrono::milliseconds t) {
+  if (t.count() % 1000 == 0) return std::to_string(t.count() / 1000) + "s";
+  return std::to_string(t.count()) + "ms";
+}
+
+// Milliseconds left until `deadline`, at least 0, for poll().
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+}
+
+// Waits until fd is ready for `events`; false on timeout. EINTR (a Ctrl-C in
+// stats --watch sets a flag and is acted on between requests) just retries.
+bool wait_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, remaining_ms(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return true;  // let the following send/recv report the error
+  }
+}
+
+}  // namespace
+
+Client::Client(int fd, std::string path, std::chrono::milliseconds timeout)
+    : fd_(fd), path_(std::move(path)), timeout_(timeout) {}
+
+Client::Client(Client&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)), timeout_(o.timeout_), pending_(std::move(o.pending_)) {}
+
+Client& Client::operator=(Client&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+    timeout_ = o.timeout_;
+    pending_ = std::move(o.pending_);
+  }
+  return *this;
+}
+
+Client::~Client() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Result<Client> Client::connect(const std::string& path, std::chrono::milliseconds timeout) {
+  auto fail = [&](const std::string& why) {
+    return Result<Client>::failure("cannot reach psgate at " + path + ": " + why);
+  };
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) return fail("socket path empty or too long");
+  std::memcpy(addr.sun_path, path.data(), path.size());
+
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(std::string("socket: ") + std::strerror(errno));
+  // A Unix-socket connect only blocks when the listener's backlog is full;
+  // SO_SNDTIMEO bounds that wait.
+  timeval tv{};
+  tv.tv_sec = timeout.count() / 1000;
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int rc;
+  do {
+    rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    close(fd);
+    return fail(connect_reason(err));
+  }
+  // From here every wait goes through poll() with a deadline.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return Client(fd, path, timeout);
+}
+
+Result<Reply> Client::call(const nlohmann::json& request) {
+  auto fail = [&](const std::string& why) { return Result<Reply>::failure("psgate at " + path_ + ": " + why); };
+  if (fd_ < 0) return fail("not connected");
+  const auto deadline = Clock::now() + timeout_;
+
+  const std::string line = request.dump() + "\n";
+  size_t sent = 0;
+  while (sent < line.size()) {
+    if (!wait_ready(fd_, POLLOUT, deadline)) {
+      return fail("timed out sending the request after " + timeout_text(timeout_));
+    }
+    const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (errno == EPIPE || errno == ECONNRESET) {
+      return fail("daemon closed the connection before reading the request");
+    } else if (errno != EAGAIN && errno != EINTR) {
+      return fail(std::string("send: ") + std::strerror(errno));
+    }
+  }
+
+  size_t scanned = 0;  // bytes of pending_ known to hold no '\n'
+  for (;;) {
+    const size_t nl = pending_.find('\n', scanned);
+    if (nl != std::string::npos) {
+      std::string reply_line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      auto reply = parse_reply(reply_line);
+      if (!reply) return fail(reply.error());
+      return reply;
+    }
+    scanned = pending_.size();
+    if (pending_.size() > kMaxReplyBytes) return fail("reply longer than 64 MiB without a newline");
+    if (!wait_ready(fd_, POLLIN, deadline)) {
+      return fail("no reply within " + timeout_text(timeout_) + " (use --timeout to wait longer)");
+    }
+    char buf[65536];
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n > 0) {
+      pending_.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return fail(pending_.empty() ? "daemon closed the connection without replying"
+                                   : "daemon closed the connection in the middle of its reply");
+    } else if (errno == ECONNRESET) {
+      return fail("daemon closed the connection (reset)");
+    } else if (errno != EAGAIN && errno != EINTR) {
+      return fail(std::string("recv: ") + std::strerror(errno));
+    }
+  }
+}
+
+Result<Reply> parse_reply(const std::string& line) {
+  auto excerpt = [&] { return line.size() > 80 ? line.substr(0, 80) + "..." : line; };
+  auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Result<Reply>::failure("reply is not JSON: " + excerpt());
+  if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
+    return Result<Reply>::failure("reply has no \"ok\": " + excerpt());
+  }
+  Reply r;
+  r.ok = j["ok"].get<bool>();
+  if (r.ok) {
+    if (!j.contains("result")) return Result<Reply>::failure("reply has \"ok\": true but no \"result\"");
+    r.result = std::move(j["result"]);
+  } else if (j.contains("error") && j["error"].is_string()) {
+    r.error = j["error"].get<std::string>();
+  } else {
+    r.error = "request refused (the daemon gave no reason)";
+  }
+  return r;
+}
+
+}  // namespace psgatectl

@@ -1,0 +1,477 @@
+#include "format.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace psgatectl {
+
+namespace {
+
+const ojson& null_json() {
+  static const ojson kNull;
+  return kNull;
+}
+
+// obj[key], or null when obj is not an object or has no such key.
+const ojson& get(const ojson& obj, const char* key) {
+  if (!obj.is_object()) return null_json();
+  auto it = obj.find(key);
+  return it == obj.end() ? null_json() : *it;
+}
+
+const ojson& get(const ojson& obj, const char* a, const char* b) { return get(get(obj, a), b); }
+
+bool as_u64(const ojson& v, uint64_t& out) {
+  if (v.is_number_unsigned()) {
+    out = v.get<uint64_t>();
+    return true;
+  }
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    out = static_cast<uint64_t>(v.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+uint64_t u64_or_zero(const ojson& v) {
+  uint64_t x = 0;
+  return as_u64(v, x) ? x : 0;
+}
+
+// Byte counts for people: 1024-based with one decimal, as the config's sizes.
+std::string bytes_text(const ojson& v) {
+  if (!v.is_number()) return "-";
+  const double b = v.get<double>();
+  if (b < 1024) return value_text(v) + " B";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double x = b / 1024;
+  size_t u = 0;
+  while (x >= 1024 && u + 1 < std::size(kUnits)) {
+    x /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", x, kUnits[u]);
+}
+
+// A duration field in ms: integers as they are, fractions to 0.1 ms.
+std::string ms_text(const ojson& v) {
+  if (v.is_number_float()) return fmt::format("{:.1f}", v.get<double>());
+  return value_text(v);
+}
+
+std::string ns_to_us_text(const ojson& v) {
+  if (!v.is_number()) return "-";
+  return fmt::format("{:.1f}", v.get<double>() / 1000.0);
+}
+
+std::string progress_text(const ojson& p) {
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
+  const ojson& f = get(p, "fraction");
+  if (f.is_number()) add(fmt::format("{:.1f}%", f.get<double>() * 100));
+  if (!get(p, "iteration").is_null()) add("iter " + value_text(get(p, "iteration")));
+  if (!get(p, "batch").is_null()) add("batch " + value_text(get(p, "batch")));
+  return out.empty() ? "-" : out;
+}
+
+// "key  value" lines, keys padded to one width.
+std::string key_values(const std::vector<std::pair<std::string, std::string>>& kv) {
+  size_t w = 0;
+  for (const auto& [k, v] : kv) w = std::max(w, display_width(k));
+  std::string out;
+  for (const auto& [k, v] : kv) {
+    out += k + std::string(w - display_width(k) + 2, ' ') + v + "\n";
+  }
+  return out;
+}
+
+std::string duration_words(uint64_t s) {
+  const uint64_t d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;
+  if (d > 0) return fmt::format("{}d {}h {}m {}s", d, h, m, sec);
+  if (h > 0) return fmt::format("{}h {}m {}s", h, m, sec);
+  if (m > 0) return fmt::format("{}m {}s", m, sec);
+  return fmt::format("{}s", sec);
+}
+
+// Counter difference per second; "-" without a usable previous sample.
+std::string rate_text(const ojson* prev_job, const ojson& cur_job, const char* dir, const char* key,
+                      double dt_s, double scale, const char* fmt_spec) {
+  if (prev_job == nullptr || !(dt_s > 0)) return "-";
+  uint64_t a = 0, b = 0;
+  const ojson& pv = dir != nullptr ? get(*prev_job, dir, key) : get(*prev_job, key);
+  const ojson& cv = dir != nullptr ? get(cur_job, dir, key) : get(cur_job, key);
+  if (!as_u64(pv, a) || !as_u64(cv, b) || b < a) return "-";
+  return fmt::format(fmt::runtime(fmt_spec), static_cast<double>(b - a) * scale / dt_s);
+}
+
+const ojson* find_job(const ojson& stats, const ojson& id) {
+  const ojson& jobs = get(stats, "jobs");
+  if (!jobs.is_array()) return nullptr;
+  for (const ojson& j : jobs) {
+    if (get(j, "id") == id) return &j;
+  }
+  return nullptr;
+}
+
+void flatten(const ojson& v, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
+  if (v.is_object()) {
+    if (v.empty()) out.emplace_back(prefix, "{}");
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    }
+  } else if (v.is_array()) {
+    const bool scalars = std::none_of(v.begin(), v.end(), [](const ojson& e) { return e.is_structured(); });
+    if (scalars) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].dump();
+      out.emplace_back(prefix, s + "]");
+    } else {
+      for (size_t i = 0; i < v.size(); ++i) flatten(v[i], prefix + "[" + std::to_string(i) + "]", out);
+    }
+  } else {
+    out.emplace_back(prefix, v.is_null() ? "none" : v.dump());
+  }
+}
+
+}  // namespace
+
+size_t display_width(std::string_view text) {
+  return static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+void Table::add_row(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::string Table::render(std::string_view indent) const {
+  std::vector<size_t> width(columns_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    width[c] = display_width(columns_[c].header);
+    for (const auto& row : rows_) width[c] = std::max(width[c], display_width(row[c]));
+  }
+  auto line = [&](auto cell_of) {
+    std::string out(indent);
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const std::string& text = cell_of(c);
+      const std::string pad(width[c] - display_width(text), ' ');
+      if (c > 0) out += "  ";
+      out += columns_[c].align == kRight ? pad + text : text + pad;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line([&](size_t c) -> const std::string& { return columns_[c].header; });
+  for (const auto& row : rows_) out += line([&](size_t c) -> const std::string& { return row[c]; });
+  return out;
+}
+
+std::string value_text(const ojson& v, std::string_view null_text) {
+  if (v.is_null()) return std::string(null_text);
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_object()) {
+    std::string out;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      out += (out.empty() ? "" : " ") + it.key() + "=" + value_text(it.value(), null_text);
+    }
+    return out.empty() ? "-" : out;
+  }
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : ", ") + value_text(e, null_text);
+    return out;
+  }
+  return v.dump();
+}
+
+std::string format_health(const ojson& result) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  if (result.is_object()) {
+    for (auto it = result.begin(); it != result.end(); ++it) {
+      std::string text = value_text(it.value());
+      uint64_t s = 0;
+      if (it.key() == "uptime_s" && as_u64(it.value(), s)) text += " (" + duration_words(s) + ")";
+      kv.emplace_back(it.key(), text);
+    }
+  }
+  return key_values(kv);
+}
+
+std::string format_jobs(const ojson& result) {
+  using C = Table::Column;
+  Table t({C{"ID", Table::kRight}, C{"NAME"}, C{"RANK", Table::kRight}, C{"CLASS", Table::kRight},
+           C{"PULL CL", Table::kRight}, C{"PUSH CL", Table::kRight}, C{"POLICE"}, C{"PROGRESS"}, C{"MATCH"}});
+  const ojson& jobs = get(result, "jobs");
+  if (jobs.is_array()) {
+    for (const ojson& j : jobs) {
+      const ojson& rules = get(j, "match");
+      std::vector<std::string> rule_text;
+      if (rules.is_array()) {
+        for (const auto& r : rules) rule_text.push_back(value_text(r));
+      }
+      if (rule_text.empty()) rule_text.push_back("-");
+      t.add_row({value_text(get(j, "id")), value_text(get(j, "name")), value_text(get(j, "rank")),
+                 value_text(get(j, "class")), value_text(get(j, "pull_class")), value_text(get(j, "push_class")),
+                 value_text(get(j, "police"), "none"), progress_text(get(j, "progress")), rule_text[0]});
+      // Further rules on their own lines under MATCH: rules contain commas.
+      for (size_t i = 1; i < rule_text.size(); ++i) t.add_row({"", "", "", "", "", "", "", "", rule_text[i]});
+    }
+  }
+  std::string out = t.render();
+  if (t.rows() == 0) out += "(no jobs)\n";
+  return out;
+}
+
+std::string format_stats(const ojson& result) {
+  using C = Table::Column;
+  std::string out;
+  const ojson& ports = get(result, "ports");
+  std::vector<std::string> port_names;
+  if (ports.is_object()) {
+    for (auto it = ports.begin(); it != ports.end(); ++it) port_names.push_back(it.key());
+  }
+
+  // Ports, transposed: one row per counter, one column per port; keys as the
+  // daemon names them, so a new counter shows up without a client change.
+  {
+    std::vector<C> cols{C{"Ports"}};
+    for (const auto& p : port_names) cols.push_back(C{p, Table::kRight});
+    Table t(cols);
+    std::vector<std::string> keys;
+    if (!port_names.empty()) {
+      const ojson& first = ports[port_names[0]];
+      for (auto it = first.begin(); it != first.end(); ++it) {
+        if (it.key() == "drops") continue;
+        if (it.value().is_object()) {
+          for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) keys.push_back(it.key() + "." + jt.key());
+        } else {
+          keys.push_back(it.key());
+        }
+      }
+    }
+    for (const auto& key : keys) {
+      std::vector<std::string> row{"  " + key};
+      const size_t dot = key.find('.');
+      for (const auto& p : port_names) {
+        const ojson& v = dot == std::string::npos
+                             ? get(ports[p], key.c_str())
+                             : get(ports[p], key.substr(0, dot).c_str(), key.substr(dot + 1).c_str());
+        row.push_back(value_text(v));
+      }
+      t.add_row(row);
+    }
+    out += t.render();
+  }
+
+  // Drops by reason, per egress port, with a total row.
+  {
+    std::vector<C> cols{C{"Drops by reason (packets)"}};
+    for (const auto& p : port_names) cols.push_back(C{p, Table::kRight});
+    Table t(cols);
+    std::vector<std::string> reasons;
+    if (!port_names.empty()) {
+      const ojson& d = get(ports[port_names[0]], "drops");
+      if (d.is_object()) {
+        for (auto it = d.begin(); it != d.end(); ++it) reasons.push_back(it.key());
+      }
+    }
+    std::vector<uint64_t> total(port_names.size(), 0);
+    for (const auto& r : reasons) {
+      std::vector<std::string> row{"  " + r};
+      for (size_t i = 0; i < port_names.size(); ++i) {
+        const ojson& v = get(ports[port_names[i]], "drops", r.c_str());
+        total[i] += u64_or_zero(v);
+        row.push_back(value_text(v));
+      }
+      t.add_row(row);
+    }
+    std::vector<std::string> row{"  total"};
+    for (uint64_t x : total) row.push_back(std::to_string(x));
+    t.add_row(row);
+    out += "\n" + t.render();
+  }
+
+  // Classes that saw traffic, with sojourn percentiles (RX to TX) in µs.
+  {
+    Table t({C{"PORT"}, C{"CLASS", Table::kRight}, C{"ENQUEUED", Table::kRight}, C{"SENT", Table::kRight},
+             C{"DEPTH", Table::kRight}, C{"QUEUE FULL", Table::kRight}, C{"RING FULL", Table::kRight},
+             C{"ECN", Table::kRight}, C{"DSCP", Table::kRight}, C{"P50 µs", Table::kRight},
+             C{"P99 µs", Table::kRight}, C{"P99.9 µs", Table::kRight}, C{"MAX µs", Table::kRight}});
+    const ojson& classes = get(result, "classes");
+    if (classes.is_array()) {
+      for (const ojson& c : classes) {
+        const bool used = u64_or_zero(get(c, "enqueued_packets")) + u64_or_zero(get(c, "dequeued_packets")) +
+                              u64_or_zero(get(c, "depth")) + u64_or_zero(get(c, "drop_queue_full")) +
+                              u64_or_zero(get(c, "drop_ring_full")) >
+                          0;
+        if (!used) continue;
+        const ojson& soj = get(c, "sojourn");
+        const bool has_soj = u64_or_zero(get(soj, "count")) > 0;
+        auto us = [&](const char* k) { return has_soj ? ns_to_us_text(get(soj, k)) : "-"; };
+        t.add_row({value_text(get(c, "port")), value_text(get(c, "class")), value_text(get(c, "enqueued_packets")),
+                   value_text(get(c, "dequeued_packets")), value_text(get(c, "depth")),
+                   value_text(get(c, "drop_queue_full")), value_text(get(c, "drop_ring_full")),
+                   value_text(get(c, "ecn_marked")), value_text(get(c, "dscp_remarked")), us("p50_ns"),
+                   us("p99_ns"), us("p999_ns"), us("max_ns")});
+      }
+    }
+    out += "\nClasses with traffic (packets; sojourn from RX to TX)\n";
+    out += t.rows() > 0 ? t.render("  ") : "  (none)\n";
+  }
+
+  // Jobs: sent packets and bytes per direction, losses, telemetry.
+  {
+    Table t({C{"ID", Table::kRight}, C{"NAME"}, C{"RANK", Table::kRight}, C{"CLASS", Table::kRight},
+             C{"PULL PKTS", Table::kRight}, C{"PULL BYTES", Table::kRight}, C{"PUSH PKTS", Table::kRight},
+             C{"PUSH BYTES", Table::kRight}, C{"POLICED", Table::kRight}, C{"DROPS", Table::kRight},
+             C{"ITERATIONS", Table::kRight}, C{"BYTES/ITER", Table::kRight}, C{"PERIOD ms", Table::kRight},
+             C{"BURST ms", Table::kRight}, C{"STRAGGLER ms", Table::kRight}});
+    const ojson& jobs = get(result, "jobs");
+    if (jobs.is_array()) {
+      for (const ojson& j : jobs) {
+        const ojson& tel = get(j, "telemetry");
+        t.add_row({value_text(get(j, "id")), value_text(get(j, "name")), value_text(get(j, "rank")),
+                   value_text(get(j, "class")), value_text(get(j, "pull", "sent_packets")),
+                   value_text(get(j, "pull", "sent_bytes")), value_text(get(j, "push", "sent_packets")),
+                   value_text(get(j, "push", "sent_bytes")), value_text(get(j, "policed")),
+                   value_text(get(j, "drops")), value_text(get(tel, "iterations")),
+                   bytes_text(get(tel, "bytes_per_iteration")), ms_text(get(tel, "iteration_period_ms")),
+                   ms_text(get(tel, "last_burst_ms")), ms_text(get(tel, "straggler_wait_ms"))});
+      }
+    }
+    out += "\nJobs (sent packets and bytes by direction; pull = from the PS)\n";
+    out += t.rows() > 0 ? t.render("  ") : "  (no jobs)\n";
+  }
+
+  const ojson& totals = get(result, "totals");
+  out += "\nTotals: received " + value_text(get(totals, "received")) + ", transmitted " +
+         value_text(get(totals, "transmitted")) + ", dropped " + value_text(get(totals, "dropped")) +
+         ", conserved " + value_text(get(totals, "conserved")) + "\n";
+  return out;
+}
+
+std::string format_config(const ojson& result) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  flatten(result, "", kv);
+  size_t w = 0;
+  for (const auto& [k, v] : kv) w = std::max(w, display_width(k));
+  std::string out;
+  for (const auto& [k, v] : kv) out += k + std::string(w - display_width(k), ' ') + " = " + v + "\n";
+  return out;
+}
+
+std::string format_policy(const ojson& result) {
+  const ojson& p = result.contains("policy") ? result["policy"] : result;
+  std::vector<std::pair<std::string, std::string>> kv;
+  if (p.is_object()) {
+    for (auto it = p.begin(); it != p.end(); ++it) kv.emplace_back(it.key(), value_text(it.value()));
+  }
+  return key_values(kv);
+}
+
+std::string format_confirmation(Kind kind, const nlohmann::json& request, const ojson& result) {
+  const ojson& job = get(result, "job");
+  switch (kind) {
+    case Kind::kJobsAdd:
+      return fmt::format("added job {} ({}): rank {}, class {}, {} rule{}\n", value_text(get(job, "id")),
+                         value_text(get(job, "name")), value_text(get(job, "rank")), value_text(get(job, "class")),
+                         get(job, "match").size(), get(job, "match").size() == 1 ? "" : "s");
+    case Kind::kJobsRemove: {
+      const ojson& removed = get(result, "removed");
+      return "removed job " + (removed.is_null() ? request["id"].dump() : value_text(removed)) + "\n";
+    }
+    case Kind::kOrder: {
+      std::string ids;
+      const ojson& jobs = get(result, "jobs");
+      if (jobs.is_array()) {
+        for (const ojson& j : jobs) ids += (ids.empty() ? "" : " ") + value_text(get(j, "id"));
+      }
+      return "order set, highest priority first: " + (ids.empty() ? "(no jobs)" : ids) + "\n";
+    }
+    case Kind::kRank:
+    case Kind::kProgress: {
+      std::string line = "job " + value_text(get(job, "id")) + ": rank " + value_text(get(job, "rank")) +
+                         ", class " + value_text(get(job, "class"));
+      if (kind == Kind::kProgress) line += ", progress " + progress_text(get(job, "progress"));
+      return line + "\n";
+    }
+    case Kind::kClassSet:
+      return fmt::format("{} class {}: cap {}, floor {}, ecn_threshold {}, dscp {}\n", value_text(get(result, "port")),
+                         value_text(get(result, "class")), value_text(get(result, "cap"), "none"),
+                         value_text(get(result, "floor"), "none"), value_text(get(result, "ecn_threshold")),
+                         value_text(get(result, "dscp"), "keep"));
+    case Kind::kShaperSet:
+      if (get(result, "rate").is_null()) return value_text(get(result, "port")) + " shaper: none (unshaped)\n";
+      return fmt::format("{} shaper: rate {}, burst {}\n", value_text(get(result, "port")),
+                         value_text(get(result, "rate")), value_text(get(result, "burst")));
+    case Kind::kPolicySet: {
+      const ojson& p = get(result, "policy");
+      std::string line = "policy " + value_text(get(p, "name")) + ", interval " + value_text(get(p, "interval"));
+      if (!get(p, "rotate_on").is_null()) line += ", rotate on " + value_text(get(p, "rotate_on"));
+      return line + "\n";
+    }
+    default:
+      return value_text(result) + "\n";
+  }
+}
+
+std::string format_result(Kind kind, const nlohmann::json& request, const ojson& result) {
+  switch (kind) {
+    case Kind::kHealth:
+      return format_health(result);
+    case Kind::kJobsList:
+      return format_jobs(result);
+    case Kind::kStats:
+    case Kind::kStatsWatch:
+      return format_stats(result);
+    case Kind::kConfig:
+      return format_config(result);
+    case Kind::kPolicyShow:
+      return format_policy(result);
+    default:
+      return format_confirmation(kind, request, result);
+  }
+}
+
+std::string format_watch(const ojson* prev, const ojson& cur, double dt_s) {
+  using C = Table::Column;
+  Table t({C{"ID", Table::kRight}, C{"NAME"}, C{"RANK", Table::kRight}, C{"CLASS", Table::kRight},
+           C{"PULL Mbit/s", Table::kRight}, C{"PUSH Mbit/s", Table::kRight}, C{"POLICED/s", Table::kRight},
+           C{"DROPS/s", Table::kRight}, C{"ITERATIONS", Table::kRight}, C{"BYTES/ITER", Table::kRight},
+           C{"PERIOD ms", Table::kRight}, C{"BURST ms", Table::kRight}, C{"STRAGGLER ms", Table::kRight}});
+  const ojson& jobs = get(cur, "jobs");
+  if (jobs.is_array()) {
+    for (const ojson& j : jobs) {
+      const ojson* pj = prev != nullptr ? find_job(*prev, get(j, "id")) : nullptr;
+      const ojson& tel = get(j, "telemetry");
+      t.add_row({value_text(get(j, "id")), value_text(get(j, "name")), value_text(get(j, "rank")),
+                 value_text(get(j, "class")), rate_text(pj, j, "pull", "sent_bytes", dt_s, 8e-6, "{:.1f}"),
+                 rate_text(pj, j, "push", "sent_bytes", dt_s, 8e-6, "{:.1f}"),
+                 rate_text(pj, j, nullptr, "policed", dt_s, 1, "{:.0f}"),
+                 rate_text(pj, j, nullptr, "drops", dt_s, 1, "{:.0f}"), value_text(get(tel, "iterations")),
+                 bytes_text(get(tel, "bytes_per_iteration")), ms_text(get(tel, "iteration_period_ms")),
+                 ms_text(get(tel, "last_burst_ms")), ms_text(get(tel, "straggler_wait_ms"))});
+    }
+  }
+  std::string out = t.render();
+  if (t.rows() == 0) out += "(no jobs)\n";
+  // Port egress rates under the table: what the shaper let out.
+  const ojson& ports = get(cur, "ports");
+  if (ports.is_object()) {
+    std::string line;
+    for (auto it = ports.begin(); it != ports.end(); ++it) {
+      const ojson* pp = prev != nullptr ? &get(get(*prev, "ports"), it.key().c_str()) : nullptr;
+      if (pp != nullptr && pp->is_null()) pp = nullptr;
+      line += (line.empty() ? "" : ", ") + it.key() + " tx " +
+              rate_text(pp, it.value(), nullptr, "tx_bytes", dt_s, 8e-6, "{:.1f}") + " Mbit/s";
+    }
+    out += "ports: " + line + "\n";
+  }
+  return out;
+}
+
+}  // namespace psgatectl

@@ -1,0 +1,106 @@
+// psgatectl: parse the command line, send one request, print the reply.
+// Exit status as in docs/control-protocol.md: 0 ok, 1 refused, 2 usage, 3 unreachable.
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <thread>
+#include <unistd.h>
+
+#include "client.h"
+#include "commands.h"
+#include "format.h"
+
+namespace {
+
+using namespace psgatectl;
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) { g_interrupted = 1; }
+
+// stats --watch: one connection, a stats request every second, a frame per
+// reply computed from the difference to the previous one. Ctrl-C ends it with
+// status 0; the terminal is cleared between frames only when stdout is one.
+int watch(Client& client, const Invocation& inv) {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+
+  ojson prev;
+  bool have_prev = false;
+  Clock::time_point prev_at{};
+  auto next_at = Clock::now();
+  for (uint64_t n = 0; inv.watch_count == 0 || n < inv.watch_count; ++n) {
+    while (!g_interrupted && Clock::now() < next_at) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (g_interrupted) break;
+    next_at += std::chrono::seconds(1);
+    auto reply = client.call(inv.request);
+    if (!reply) {
+      std::cerr << "psgatectl: " << reply.error() << "\n";
+      return kExitUnreachable;
+    }
+    if (!reply->ok) {
+      std::cerr << "psgatectl: " << reply->error << "\n";
+      return kExitRefused;
+    }
+    const auto now = Clock::now();
+    const double dt = have_prev ? std::chrono::duration<double>(now - prev_at).count() : 0;
+    char clock_text[16] = "";
+    const std::time_t wall = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&wall, &tm);
+    std::strftime(clock_text, sizeof clock_text, "%H:%M:%S", &tm);
+
+    std::string frame = tty ? "\x1b[H\x1b[2J" : (n > 0 ? "\n" : "");
+    frame += std::string("psgate stats  ") + clock_text + "  (every 1 s; Ctrl-C to stop)\n";
+    frame += format_watch(have_prev ? &prev : nullptr, reply->result, dt);
+    std::cout << frame << std::flush;
+    prev = std::move(reply->result);
+    prev_at = now;
+    have_prev = true;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ParseOutcome parsed = parse_command_line(argc, argv, std::getenv("PSGATE_SOCKET"));
+  if (!parsed.invocation) {
+    std::cout << parsed.out << std::flush;
+    std::cerr << parsed.err << std::flush;
+    return parsed.exit_code;
+  }
+  const Invocation& inv = *parsed.invocation;
+
+  auto client = Client::connect(inv.socket, std::chrono::milliseconds(inv.timeout_ms));
+  if (!client) {
+    std::cerr << "psgatectl: " << client.error() << "\n";
+    return kExitUnreachable;
+  }
+  if (inv.kind == Kind::kStatsWatch) return watch(*client, inv);
+
+  auto reply = client->call(inv.request);
+  if (!reply) {
+    std::cerr << "psgatectl: " << reply.error() << "\n";
+    return kExitUnreachable;
+  }
+  if (!reply->ok) {
+    std::cerr << "psgatectl: " << reply->error << "\n";
+    return kExitRefused;
+  }
+  if (inv.json_output) {
+    std::cout << reply->result.dump(2) << "\n";
+  } else {
+    std::cout << format_result(inv.kind, inv.request, reply->result);
+  }
+  std::cout << std::flush;
+  return kExitOk;
+}
