@@ -85,6 +85,15 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
 
   // Ports.
   const PortSpec* specs[kPortCount] = {&config.wire, &config.host};
+  // Full queues hold mbufs; so do RX descriptor rings. A pool smaller than
+  // that runs dry under overload and the NIC drops (counted as nic rx_nombuf).
+  uint64_t queued = 0;
+  for (const ClassSpec& cls : config.classes) queued += cls.depth;
+  const uint64_t needed = kPortCount * (queued + uint64_t{n_rx} * config.wire.rx_desc + config.wire.tx_desc);
+  if (config.mbufs < needed) {
+    spdlog::warn("dataplane.mbufs = {} is below what full queues and descriptor rings can hold ({}): "
+                 "under overload the NIC will drop for lack of buffers", config.mbufs, needed);
+  }
   d->pool = rte_pktmbuf_pool_create("psgate_mbufs", config.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
   if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
   for (unsigned p = 0; p < kPortCount; ++p) {
@@ -100,9 +109,10 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   }
 
   // RCU for snapshot readers (RX stages).
-  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(n_rx);
+  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(static_cast<uint32_t>(n));
   d->qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc_socket("psgate_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE, socket));
-  if (!d->qsbr || rte_rcu_qsbr_init(d->qsbr, n_rx) != 0) return CreateResult::failure("cannot set up RCU");
+  if (!d->qsbr || rte_rcu_qsbr_init(d->qsbr, static_cast<uint32_t>(n)) != 0)
+    return CreateResult::failure("cannot set up RCU");
   shared.qsbr = d->qsbr;
 
   auto snapshot = build_snapshot(config, jobs_from_config(config), 1);
@@ -117,6 +127,11 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     e->index = p;
     e->port_id = shared.port_ids[p];
     for (const ClassSpec& cls : config.classes) e->actions.push_back(ClassActions{cls.ecn_threshold, cls.dscp});
+    e->applied = d->publisher->current()->ports[p];
+    if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
+      e->telemetry = std::vector<JobBurstState>(config.max_jobs);
+      e->burst_gap_ticks = kBurstGapNs * shared.tsc_hz / 1'000'000'000ull;
+    }
     d->egress.push_back(std::move(e));
   }
 
@@ -127,7 +142,6 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   auto make_rx = [&](unsigned k, LcoreCounters* counters) -> Result<RxContext*> {
     auto rx = std::make_unique<RxContext>();
     rx->rx_queue = k;
-    rx->rcu_thread_id = k;
     rx->counters = counters;
     rx->police.resize(config.max_jobs);
     if (config.flow_cache_entries) {
@@ -158,13 +172,14 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     auto sched = std::make_unique<SchedContext>();
     sched->counters = d->counters[0].get();
     sched->egress = {d->egress[0].get(), d->egress[1].get()};
-    d->plans.push_back(LcorePlan{lcores[0], LcoreRole::kRunToCompletion, *rx, sched.get()});
+    sched->applied_generation = d->publisher->current()->generation;
+    d->plans.push_back(LcorePlan{lcores[0], LcoreRole::kRunToCompletion, *rx, sched.get(), 0});
     d->sched.push_back(std::move(sched));
   } else {
     for (unsigned k = 0; k < n_rx; ++k) {
       auto rx = make_rx(k, d->counters[k].get());
       if (!rx.ok()) return CreateResult::failure(rx.error());
-      d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, *rx, nullptr});
+      d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, *rx, nullptr, k});
     }
     const unsigned n_sched = n == 2 ? 1 : 2;
     for (unsigned s = 0; s < n_sched; ++s) {
@@ -176,7 +191,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
         sched->egress = {d->egress[s].get()};
       }
       for (auto& rx : d->rx) sched->rx_rings.push_back(&rx->rings);
-      d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get()});
+      sched->applied_generation = d->publisher->current()->generation;
+      d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get(), n_rx + s});
       d->sched.push_back(std::move(sched));
     }
   }
@@ -203,6 +219,13 @@ void Dataplane::stop_and_drain() {
 }
 
 const Snapshot& Dataplane::snapshot() const { return *impl_->publisher->current(); }
+uint64_t Dataplane::tsc_hz() const { return impl_->shared.tsc_hz; }
+
+JobTelemetry Dataplane::job_telemetry(uint32_t slot) const {
+  const EgressPort& wire = *impl_->egress[0];
+  if (slot >= wire.telemetry.size()) return {};
+  return read_telemetry(wire.telemetry[slot], rte_rdtsc(), wire.burst_gap_ticks, impl_->shared.tsc_hz);
+}
 SnapshotPublisher& Dataplane::publisher() { return *impl_->publisher; }
 const ConfigSpec& Dataplane::config() const { return impl_->config; }
 

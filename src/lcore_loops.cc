@@ -44,51 +44,78 @@ void drain(DataplaneShared& shared, SchedContext& ctx) {
   }
 }
 
-// One RX iteration over both ports with the snapshot pinned for its duration.
-void rx_iteration(DataplaneShared& shared, RxContext& rx) {
-  const Snapshot* snap = shared.snapshots->current();
-  if (snap->generation != rx.police_generation) rx_sync_policers(shared, rx, *snap);
-  rx_poll(shared, rx, *snap, 0);
-  rx_poll(shared, rx, *snap, 1);
-  // Past this point this lcore holds no snapshot pointer.
-  rte_rcu_qsbr_quiescent(shared.qsbr, rx.rcu_thread_id);
+// Every data lcore reads snapshots: RX stages for classification, scheduler
+// stages for live shaper/class parameters. Each reports quiescence once per
+// loop, after which it holds no snapshot pointer.
+class SnapshotReader {
+ public:
+  SnapshotReader(DataplaneShared& shared, unsigned thread_id) : shared_(shared), id_(thread_id) {
+    rte_rcu_qsbr_thread_register(shared_.qsbr, id_);
+    rte_rcu_qsbr_thread_online(shared_.qsbr, id_);
+  }
+  ~SnapshotReader() {
+    rte_rcu_qsbr_thread_offline(shared_.qsbr, id_);
+    rte_rcu_qsbr_thread_unregister(shared_.qsbr, id_);
+  }
+  const Snapshot& current() const { return *shared_.snapshots->current(); }
+  void quiescent() const { rte_rcu_qsbr_quiescent(shared_.qsbr, id_); }
+
+ private:
+  DataplaneShared& shared_;
+  unsigned id_;
+};
+
+void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
+  if (snap.generation != rx.police_generation) rx_sync_policers(shared, rx, snap);
+  rx_poll(shared, rx, snap, 0);
+  rx_poll(shared, rx, snap, 1);
 }
 
-void rcu_online(DataplaneShared& shared, RxContext& rx) {
-  rte_rcu_qsbr_thread_register(shared.qsbr, rx.rcu_thread_id);
-  rte_rcu_qsbr_thread_online(shared.qsbr, rx.rcu_thread_id);
-}
-
-void rcu_offline(DataplaneShared& shared, RxContext& rx) {
-  rte_rcu_qsbr_thread_offline(shared.qsbr, rx.rcu_thread_id);
-  rte_rcu_qsbr_thread_unregister(shared.qsbr, rx.rcu_thread_id);
+void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
+  if (snap.generation == ctx.applied_generation) return;
+  const uint64_t now = rte_rdtsc();
+  for (EgressPort* e : ctx.egress) sched_apply_params(*e, snap.ports[e->index], now);
+  ctx.applied_generation = snap.generation;
 }
 
 int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
-  rcu_online(shared, *plan.rx);
-  while (shared.rx_enabled.load(std::memory_order_acquire)) {
-    rx_iteration(shared, *plan.rx);
-    transmit_all(shared, *plan.sched);
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      const Snapshot& snap = reader.current();
+      sched_sync_params(*plan.sched, snap);
+      rx_iteration(shared, *plan.rx, snap);
+      reader.quiescent();
+      transmit_all(shared, *plan.sched);
+    }
   }
-  rcu_offline(shared, *plan.rx);
   shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
   drain(shared, *plan.sched);
   return 0;
 }
 
 int run_rx(DataplaneShared& shared, LcorePlan& plan) {
-  rcu_online(shared, *plan.rx);
-  while (shared.rx_enabled.load(std::memory_order_acquire)) rx_iteration(shared, *plan.rx);
-  rcu_offline(shared, *plan.rx);
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      rx_iteration(shared, *plan.rx, reader.current());
+      reader.quiescent();
+    }
+  }
   shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
   return 0;
 }
 
 int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   SchedContext& ctx = *plan.sched;
-  while (shared.rx_enabled.load(std::memory_order_acquire)) {
-    sched_drain_rings(shared, ctx);
-    transmit_all(shared, ctx);
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      sched_sync_params(ctx, reader.current());
+      reader.quiescent();
+      sched_drain_rings(shared, ctx);
+      transmit_all(shared, ctx);
+    }
   }
   drain(shared, ctx);
   return 0;

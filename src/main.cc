@@ -16,6 +16,9 @@
 #include <ctime>
 
 #include "psgate/config.h"
+#include "psgate/control_plane.h"
+#include "psgate/control_server.h"
+#include "psgate/telemetry.h"
 #include "psgate/dataplane.h"
 #include "psgate/stats_json.h"
 #include "psgate/stats_report.h"
@@ -70,45 +73,68 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return 1;
     }
     psgate::Dataplane& dp = **dataplane;
-    spdlog::info("psgate {}: {} jobs, {} classes, {}", PSGATE_VERSION, config.jobs.size(), config.class_count,
-                 dp.describe_lcores());
+    auto control = psgate::ControlPlane::create(dp, config);
+    if (!control.ok()) {
+      spdlog::error("{}", control.error());
+      dataplane->reset();
+      rte_eal_cleanup();
+      return 2;
+    }
+    psgate::ControlPlane& cp = **control;
+    if (auto ok = cp.start(); !ok) {
+      spdlog::error("{}", ok.error());
+      dataplane->reset();
+      rte_eal_cleanup();
+      return 1;
+    }
+    psgate::register_telemetry(cp);
+
+    // Periodic report on the control thread: a summary line and the per-job table.
+    const auto started = Clock::now();
+    psgate::Totals prev = cp.totals_locked(false);
+    auto prev_time = started;
+    psgate::ControlServer::Options options;
+    options.socket_path = config.control.socket;
+    options.report_ns = config.stats_interval_ns;
+    options.report = [&] {
+      const auto now = Clock::now();
+      psgate::Totals cur = cp.totals_locked(false);
+      const double secs = std::chrono::duration<double>(now - prev_time).count();
+      spdlog::info("{}", psgate::format_summary_line(prev, cur, secs));
+      cp.with_snapshot([&](const psgate::Snapshot& snap) {
+        if (snap.jobs.empty()) return;
+        std::fputs(psgate::format_job_rates(prev, cur, secs, snap, std::chrono::duration<double>(now - started).count())
+                       .c_str(),
+                   stdout);
+        std::fflush(stdout);
+      });
+      prev = std::move(cur);
+      prev_time = now;
+    };
+    auto server = psgate::ControlServer::start(cp, options);
+    if (!server.ok()) {
+      spdlog::error("{}", server.error());
+      dataplane->reset();
+      rte_eal_cleanup();
+      return 1;
+    }
+    spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, {}", PSGATE_VERSION, cp.job_count(),
+                 config.class_count, config.control.socket, dp.describe_lcores());
     dp.start();
 
-    const auto started = Clock::now();
     const bool bounded = duration_s > 0;
     const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
-    const auto interval = std::chrono::nanoseconds(config.stats_interval_ns);
-    auto next_report = started + interval;
-    psgate::Totals prev = dp.read_totals(false);
-    auto prev_time = started;
     for (;;) {
-      auto wake = bounded ? end : Clock::time_point::max();
-      if (config.stats_interval_ns) wake = std::min(wake, next_report);
-      if (wake == Clock::time_point::max()) wake = Clock::now() + std::chrono::hours(1);
-      if (wait_for_stop_signal(stop_signals, wake - Clock::now())) break;
-      const auto now = Clock::now();
-      if (config.stats_interval_ns && now >= next_report) {
-        psgate::Totals cur = dp.read_totals(false);
-        const double secs = std::chrono::duration<double>(now - prev_time).count();
-        spdlog::info("{}", psgate::format_summary_line(prev, cur, secs));
-        if (!dp.snapshot().jobs.empty()) {
-          std::fputs(psgate::format_job_rates(prev, cur, secs, dp.snapshot(),
-                                              std::chrono::duration<double>(now - started).count())
-                         .c_str(),
-                     stdout);
-          std::fflush(stdout);
-        }
-        prev = std::move(cur);
-        prev_time = now;
-        next_report += interval;
-      }
-      if (bounded && now >= end) {
+      const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
+      if (wait_for_stop_signal(stop_signals, wait)) break;
+      if (bounded && Clock::now() >= end) {
         spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
         break;
       }
     }
+    server->reset();  // no control change after this point
     dp.stop_and_drain();
-    const psgate::Totals totals = dp.read_totals(true);
+    const psgate::Totals totals = cp.totals_locked(true);
     std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
     std::fflush(stdout);
     if (!stats_json_path.empty()) {
@@ -123,6 +149,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       spdlog::error("counter conservation violated: received != transmitted + dropped");
       status = 1;
     }
+    psgate::unregister_telemetry();
   }
   rte_eal_cleanup();
   return status;

@@ -128,7 +128,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
       in_counters.rx_unclassified.inc();
     } else {
       const SlotInfo& info = snap.slots[slot];
-      cls = info.cls;
+      cls = info.cls[direction_of_ingress(in_port)];
       JobCounters& jc = counters.jobs[slot];
       if (info.police_bytes_per_sec) {
         TokenBucket& tb = rx.police[slot];

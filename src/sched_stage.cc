@@ -2,6 +2,8 @@
 // Fast path: no allocation, no locks, no logging.
 #include <rte_ethdev.h>
 
+#include <cstring>
+
 #include "psgate/header_rewrite.h"
 #include "psgate/lcore_context.h"
 #include "psgate/packet_meta.h"
@@ -27,18 +29,31 @@ inline uint64_t ticks_to_ns(const DataplaneShared& shared, uint64_t ticks) {
 inline unsigned transmit(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count) {
   uint32_t slot[kMaxBurst];
   uint32_t len[kMaxBurst];
+  uint32_t worker[kMaxBurst];
+  const bool measure = !egress.telemetry.empty();
   for (unsigned i = 0; i < count; ++i) {
-    slot[i] = packet_meta(pkts[i])->job_slot;
+    const PacketMeta* meta = packet_meta(pkts[i]);
+    slot[i] = meta->job_slot;
     len[i] = pkts[i]->pkt_len;
+    // The worker a pull packet goes to: the low 32 bits of its destination
+    // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
+    if (measure && slot[i] != kNoJob && meta->ip_version != 0) {
+      const unsigned off = meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u);
+      std::memcpy(&worker[i], rte_pktmbuf_mtod_offset(pkts[i], const uint8_t*, off), sizeof(uint32_t));
+    } else {
+      worker[i] = 0;
+    }
   }
   const unsigned sent = rte_eth_tx_burst(egress.port_id, egress.tx_queue, pkts, static_cast<uint16_t>(count));
   uint64_t bytes = 0;
   const unsigned dir = direction_of_egress(egress.index);
+  const uint64_t now = measure && sent ? rte_rdtsc() : 0;
   for (unsigned i = 0; i < sent; ++i) {
     bytes += len[i];
     if (JobCounters* jc = job_counters(counters, slot[i])) {
       jc->sent_packets[dir].inc();
       jc->sent_bytes[dir].add(len[i]);
+      if (measure) telemetry_on_tx(egress.telemetry[slot[i]], now, len[i], worker[i], egress.burst_gap_ticks);
     }
   }
   PortCounters& pc = counters.ports[egress.index];
@@ -114,6 +129,23 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   const unsigned sent = transmit(egress, counters, out, n);
   egress.pending_head = sent;
   egress.pending_count = n - sent;
+}
+
+void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now) {
+  if (params.shaper_bytes_per_sec != egress.applied.shaper_bytes_per_sec ||
+      params.shaper_burst_bytes != egress.applied.shaper_burst_bytes) {
+    egress.sched.set_shaper(params.shaper_bytes_per_sec, params.shaper_burst_bytes, now);
+  }
+  for (unsigned c = 0; c < params.classes.size(); ++c) {
+    const ClassLive& want = params.classes[c];
+    const ClassLive* had = c < egress.applied.classes.size() ? &egress.applied.classes[c] : nullptr;
+    if (!had || want.cap_bytes_per_sec != had->cap_bytes_per_sec || want.cap_burst_bytes != had->cap_burst_bytes)
+      egress.sched.set_class_cap(c, want.cap_bytes_per_sec, want.cap_burst_bytes, now);
+    if (!had || want.floor_bytes_per_sec != had->floor_bytes_per_sec || want.floor_burst_bytes != had->floor_burst_bytes)
+      egress.sched.set_class_floor(c, want.floor_bytes_per_sec, want.floor_burst_bytes, now);
+    egress.actions[c] = ClassActions{want.ecn_threshold, want.dscp};
+  }
+  egress.applied = params;
 }
 
 bool sched_idle(const EgressPort& egress) { return egress.pending_count == 0 && egress.sched.empty(); }

@@ -12,7 +12,7 @@ std::vector<JobEntry> jobs_from_config(const ConfigSpec& config) {
   jobs.reserve(config.jobs.size());
   for (uint32_t i = 0; i < config.jobs.size(); ++i) {
     const JobSpec& spec = config.jobs[i];
-    jobs.push_back(JobEntry{i, spec.id, spec.name, spec.rank, spec.match, spec.police});
+    jobs.push_back(JobEntry{i, spec.id, spec.name, spec.rank, {spec.rank, spec.rank}, spec.match, spec.police});
   }
   return jobs;
 }
@@ -31,7 +31,8 @@ Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::
     }
     SlotInfo& slot = snap->slots[job.slot];
     slot.active = 1;
-    slot.cls = static_cast<uint8_t>(class_for_rank(config, job.rank));
+    for (unsigned dir = 0; dir < 2; ++dir)
+      slot.cls[dir] = static_cast<uint8_t>(class_for_rank(config, job.effective_rank[dir]));
     if (job.police) {
       slot.police_bytes_per_sec = job.police->rate_bps / 8;
       slot.police_burst_bytes = job.police->burst_bytes;
@@ -47,7 +48,34 @@ Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::
   }
   snap->classifier = std::move(*classifier);
   snap->jobs = std::move(jobs);
+  snap->ports = live_params(config);
   return snap;
+}
+
+std::array<PortLive, kPortCount> live_params(const ConfigSpec& config) {
+  std::array<PortLive, kPortCount> ports;
+  const PortSpec* specs[kPortCount] = {&config.wire, &config.host};
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    if (specs[p]->shaper) {
+      ports[p].shaper_bytes_per_sec = specs[p]->shaper->rate_bps / 8;
+      ports[p].shaper_burst_bytes = specs[p]->shaper->burst_bytes;
+    }
+    for (const ClassSpec& cls : config.classes) {
+      ClassLive c;
+      if (cls.cap) {
+        c.cap_bytes_per_sec = cls.cap->rate_bps / 8;
+        c.cap_burst_bytes = cls.cap->burst_bytes;
+      }
+      if (cls.floor) {
+        c.floor_bytes_per_sec = cls.floor->rate_bps / 8;
+        c.floor_burst_bytes = cls.floor->burst_bytes;
+      }
+      c.ecn_threshold = cls.ecn_threshold;
+      c.dscp = cls.dscp;
+      ports[p].classes.push_back(c);
+    }
+  }
+  return ports;
 }
 
 SnapshotPublisher::SnapshotPublisher(std::unique_ptr<Snapshot> initial, rte_rcu_qsbr* qsbr)

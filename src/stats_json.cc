@@ -12,6 +12,15 @@ nlohmann::json histogram_json(const LatencyHistogram& h) {
 
 }  // namespace
 
+nlohmann::json telemetry_json(const JobTelemetry& t) {
+  return {{"iterations", t.bursts},
+          {"bytes_per_iteration", t.last_burst_bytes},
+          {"bytes_this_iteration", t.current_burst_bytes},
+          {"iteration_period_ms", t.iteration_period_ms},
+          {"last_burst_ms", t.last_burst_ms},
+          {"straggler_wait_ms", t.straggler_wait_ms}};
+}
+
 nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
   nlohmann::json out;
   for (unsigned p = 0; p < kPortCount; ++p) {
@@ -55,7 +64,9 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
     nlohmann::json j = {{"id", job.id},
                         {"name", job.name},
                         {"rank", job.rank},
-                        {"class", snap.slots[job.slot].cls},
+                        {"class", snap.slots[job.slot].cls[kPull]},
+                        {"pull_class", snap.slots[job.slot].cls[kPull]},
+                        {"push_class", snap.slots[job.slot].cls[kPush]},
                         {"policed", jt.policed},
                         {"drops", jt.drops}};
     for (unsigned dir = 0; dir < 2; ++dir) {

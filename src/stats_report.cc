@@ -42,7 +42,7 @@ std::string format_job_rates(const Totals& prev, const Totals& cur, double s, co
     const JobTotals& a = prev.jobs[job.slot];
     const JobTotals& b = cur.jobs[job.slot];
     out += fmt::format("{:>7}  {:<22} {:>5} {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>10.0f} {:>10.0f}\n", "",
-                       job_label(job), snap.slots[job.slot].cls,
+                       job_label(job), snap.slots[job.slot].cls[kPull],
                        mbit(b.admitted_bytes[kPull] - a.admitted_bytes[kPull], s),
                        mbit(b.sent_bytes[kPull] - a.sent_bytes[kPull], s),
                        mbit(b.admitted_bytes[kPush] - a.admitted_bytes[kPush], s),
@@ -87,7 +87,7 @@ std::string format_final_report(const Totals& t, const Snapshot& snap, const Con
   for (const JobEntry& job : snap.jobs) {
     const JobTotals& jt = t.jobs[job.slot];
     out += fmt::format("{:<22} {:>5} {:>5} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", job_label(job), job.rank,
-                       snap.slots[job.slot].cls, jt.admitted_packets[kPull], jt.sent_packets[kPull],
+                       snap.slots[job.slot].cls[kPull], jt.admitted_packets[kPull], jt.sent_packets[kPull],
                        jt.admitted_packets[kPush], jt.sent_packets[kPush], jt.policed, jt.drops);
   }
   (void)config;

@@ -15,6 +15,7 @@
 
 #include "psgate/config.h"
 #include "psgate/counters.h"
+#include "psgate/job_telemetry.h"
 #include "psgate/result.h"
 #include "psgate/snapshot.h"
 
@@ -72,6 +73,9 @@ class Dataplane {
   // are exact, while running they may be mid-update by a few samples).
   Totals read_totals(bool with_histograms) const;
   const Snapshot& snapshot() const;
+  // Pull-burst telemetry of a job slot (any thread).
+  JobTelemetry job_telemetry(uint32_t slot) const;
+  uint64_t tsc_hz() const;
   SnapshotPublisher& publisher();
   const ConfigSpec& config() const;
   std::string describe_lcores() const;

@@ -20,6 +20,7 @@ struct LcorePlan {
   LcoreRole role = LcoreRole::kRunToCompletion;
   RxContext* rx = nullptr;        // RTC and RX roles
   SchedContext* sched = nullptr;  // RTC and scheduler roles
+  unsigned rcu_thread_id = 0;     // every data lcore reads snapshots
 };
 
 struct Dataplane::Impl {

@@ -25,6 +25,7 @@
 #include "psgate/class_scheduler.h"
 #include "psgate/classifier.h"
 #include "psgate/counters.h"
+#include "psgate/job_telemetry.h"
 #include "psgate/snapshot.h"
 #include "psgate/token_bucket.h"
 
@@ -46,6 +47,10 @@ struct EgressPort {
   uint16_t tx_queue = 0;
   PortScheduler<rte_mbuf*> sched;
   std::vector<ClassActions> actions;
+  PortLive applied;  // the live parameters in force, to apply only what changed
+  // Pull-burst telemetry by job slot; only the wire egress (pull direction) has it.
+  std::vector<JobBurstState> telemetry;
+  uint64_t burst_gap_ticks = 0;
   // Packets the NIC did not take yet: retried before anything new is
   // dequeued, so backpressure keeps the queue inside psgate.
   std::array<rte_mbuf*, kMaxBurst> pending{};
@@ -72,7 +77,6 @@ struct DataplaneShared {
 
 struct RxContext {
   unsigned rx_queue = 0;
-  unsigned rcu_thread_id = 0;
   LcoreCounters* counters = nullptr;
   std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
   // Ingress policers by job slot, resynchronised when the snapshot changes.
@@ -85,6 +89,7 @@ struct RxContext {
 
 struct SchedContext {
   LcoreCounters* counters = nullptr;
+  uint32_t applied_generation = 0;
   std::vector<EgressPort*> egress;          // the ports this lcore transmits on
   // rings[r] is RX lcore r's ring set ([egress][class]); pipelined only.
   std::vector<const std::vector<rte_ring*>*> rx_rings;
@@ -104,5 +109,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
 // Counts and frees whatever is still queued or pending (drain timeout).
 void sched_flush(EgressPort& egress, LcoreCounters& counters);
 bool sched_idle(const EgressPort& egress);
+// Applies changed shaper/class parameters of a new snapshot (control changes only).
+void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now);
 
 }  // namespace psgate

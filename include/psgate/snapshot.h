@@ -4,6 +4,7 @@
 // lcores never see a half-built one and never take a lock.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "psgate/classifier.h"
 #include "psgate/config.h"
+#include "psgate/counters.h"
 #include "psgate/result.h"
 
 namespace psgate {
@@ -22,31 +24,54 @@ struct JobEntry {
   uint32_t slot = 0;       // stable index for counters while the job exists
   uint32_t id = 0;
   std::string name;
-  uint32_t rank = 0;
+  uint32_t rank = 0;       // the operator's rank
+  // The ranks in force, by Direction: the policy's result (equal to `rank`
+  // under the static policy; `batch` ranks a job's pull above its push).
+  std::array<uint32_t, 2> effective_rank{};
   std::vector<MatchRule> match;
   std::optional<RateSpec> police;
 };
 
 // What the fast path reads for a job slot.
 struct SlotInfo {
-  uint8_t cls = 0;
+  std::array<uint8_t, 2> cls{};  // by Direction (push, pull)
   uint8_t active = 0;
   uint64_t police_bytes_per_sec = 0;  // 0: not policed
   uint64_t police_burst_bytes = 0;
 };
 
+// Scheduler parameters that can change while running ([shaper.*], [classes.N]),
+// in the units the scheduler takes. Scheduler lcores apply them when they see a
+// new generation.
+struct ClassLive {
+  uint64_t cap_bytes_per_sec = 0, cap_burst_bytes = 0;      // 0: none
+  uint64_t floor_bytes_per_sec = 0, floor_burst_bytes = 0;  // 0: none
+  uint32_t ecn_threshold = 0;
+  int dscp = kNoDscp;
+  bool operator==(const ClassLive&) const = default;
+};
+struct PortLive {
+  uint64_t shaper_bytes_per_sec = 0, shaper_burst_bytes = 0;  // 0: unshaped
+  std::vector<ClassLive> classes;
+};
+
 struct Snapshot {
   uint32_t generation = 0;
-  std::vector<JobEntry> jobs;            // in config/control order
+  std::vector<JobEntry> jobs;            // in rank order (ties: control order)
   std::vector<SlotInfo> slots;           // max_jobs entries
   std::unique_ptr<Classifier> classifier;  // values are job slots
+  std::array<PortLive, kPortCount> ports;
 };
+
+// The scheduler parameters of `config` (shapers and per-class settings).
+std::array<PortLive, kPortCount> live_params(const ConfigSpec& config);
 
 // Builds a snapshot for `jobs` (slots already assigned, < max_jobs).
 Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::vector<JobEntry> jobs,
                                                  uint32_t generation);
 
-// Job entries for the config's static [[jobs]], slots in order.
+// Job entries for the config's static [[jobs]], slots in order, effective
+// ranks equal to the configured ranks.
 std::vector<JobEntry> jobs_from_config(const ConfigSpec& config);
 
 // Holds the current snapshot. Readers (RX lcores) load it once per burst and

@@ -12,5 +12,6 @@ namespace psgate {
 // {"ports": {"wire": {...}, "host": {...}}, "classes": [...], "jobs": [...],
 //  "totals": {"received", "transmitted", "dropped", "conserved"}}
 nlohmann::json totals_to_json(const Totals& totals, const Snapshot& snap);
+nlohmann::json telemetry_json(const JobTelemetry& t);
 
 }  // namespace psgate

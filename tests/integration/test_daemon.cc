@@ -42,6 +42,8 @@ std::string make_config(const ConfigOptions& o) {
   if (!o.wire_shaper.empty()) c += "[shaper.wire]\n" + o.wire_shaper + "\n";
   c += "[dataplane]\ndrain_timeout = \"2s\"\nmbufs = 8191\n" + o.dataplane_extra + "\n";
   c += "[stats]\ninterval = \"0s\"\n";
+  // Relative to the test's directory, where the daemon runs: tests never share a socket.
+  c += "[control]\nsocket = \"ctl.sock\"\n";
   c += "[classes]\ncount = 8\ndefault = 7\ndepth = 1024\n" + o.classes_extra + "\n";
   c += o.jobs;
   return c;

@@ -1,0 +1,48 @@
+// The control socket: a Unix stream socket speaking one JSON object per line
+// (docs/control-protocol.md), served by one control thread with epoll. The
+// same thread runs the periodic work (policy ticks, stats reports), so every
+// control operation is serialised without locks on the control side, and no
+// data lcore ever waits for it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "psgate/control_plane.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+inline constexpr size_t kMaxPendingReplyBytes = 8 * 1024 * 1024;  // a client that reads nothing is cut off
+inline constexpr size_t kMaxClients = 1024;
+
+class ControlServer {
+ public:
+  struct Options {
+    std::string socket_path;
+    uint64_t tick_ns = 100'000'000;       // policy evaluation period
+    uint64_t report_ns = 0;               // 0: no periodic report
+    std::function<void()> report;         // called every report_ns on the control thread
+  };
+
+  // Creates the socket (mode 0660; the parent directory if missing). Fails if
+  // another live process serves the path; a stale socket file is replaced.
+  static Result<std::unique_ptr<ControlServer>> start(ControlPlane& control, Options options);
+  ~ControlServer();  // stops the thread and removes the socket file
+
+ private:
+  ControlServer() = default;
+  void run();
+
+  ControlPlane* control_ = nullptr;
+  Options options_;
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace psgate

@@ -1,0 +1,89 @@
+// Per-job telemetry measured from traffic, with no help from the training
+// framework: the PS's pull bursts (model sent to the workers), from which
+// come the iteration count, bytes per iteration, iteration period, burst
+// duration, and a straggler proxy (how long after the first worker's copy of
+// the model finished the last one finished).
+//
+// Measured at the scheduler of the wire egress (pull direction), where every
+// packet of a job's pull traffic passes one lcore. A burst ends when the job
+// sends nothing for `gap` ticks; the end is noticed lazily by the next packet,
+// and by readers, which treat a quiet current burst as ended.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "psgate/counters.h"
+
+namespace psgate {
+
+inline constexpr unsigned kTrackedWorkers = 16;
+inline constexpr uint64_t kBurstGapNs = 5'000'000;  // 5 ms of silence ends a burst
+
+struct alignas(64) JobBurstState {
+  // Read by the control thread.
+  Counter bursts;                // completed bursts
+  Counter last_burst_bytes;
+  Counter last_burst_ticks;      // duration of the last completed burst
+  Counter last_period_ticks;     // start-to-start of the last two bursts
+  Counter last_straggler_ticks;  // last completed burst: last worker finish - first worker finish
+  Counter current_bytes;
+  Counter current_start_tsc;
+  Counter last_tx_tsc;
+  // Owner-only: per-worker finish times of the current burst (by destination).
+  std::array<uint32_t, kTrackedWorkers> worker_key{};
+  std::array<uint64_t, kTrackedWorkers> worker_last_tsc{};
+  uint32_t workers = 0;
+};
+
+// Fast path, owner lcore only.
+inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint32_t bytes, uint32_t worker_key, uint64_t gap_ticks) {
+  const uint64_t last = s.last_tx_tsc.get();
+  if (s.current_bytes.get() != 0 && now - last > gap_ticks) {
+    // The previous burst ended at `last`.
+    const uint64_t start = s.current_start_tsc.get();
+    s.last_burst_bytes.add(s.current_bytes.get() - s.last_burst_bytes.get());
+    s.last_burst_ticks.add((last - start) - s.last_burst_ticks.get());
+    uint64_t first = UINT64_MAX, final_finish = 0;
+    for (uint32_t i = 0; i < s.workers; ++i) {
+      first = s.worker_last_tsc[i] < first ? s.worker_last_tsc[i] : first;
+      final_finish = s.worker_last_tsc[i] > final_finish ? s.worker_last_tsc[i] : final_finish;
+    }
+    const uint64_t straggler = s.workers > 1 ? final_finish - first : 0;
+    s.last_straggler_ticks.add(straggler - s.last_straggler_ticks.get());
+    s.bursts.inc();
+    s.current_bytes.add(0 - s.current_bytes.get());  // back to zero (wraps exactly)
+    s.workers = 0;
+  }
+  if (s.current_bytes.get() == 0) {
+    const uint64_t prev_start = s.current_start_tsc.get();
+    if (prev_start != 0) s.last_period_ticks.add((now - prev_start) - s.last_period_ticks.get());
+    s.current_start_tsc.add(now - prev_start);
+  }
+  s.current_bytes.add(bytes);
+  s.last_tx_tsc.add(now - last);
+  for (uint32_t i = 0; i < s.workers; ++i) {
+    if (s.worker_key[i] == worker_key) {
+      s.worker_last_tsc[i] = now;
+      return;
+    }
+  }
+  if (s.workers < kTrackedWorkers) {
+    s.worker_key[s.workers] = worker_key;
+    s.worker_last_tsc[s.workers++] = now;
+  }
+}
+
+// What readers see, in user units.
+struct JobTelemetry {
+  uint64_t bursts = 0;               // completed iterations seen (a quiet current burst counts)
+  uint64_t last_burst_bytes = 0;     // bytes per iteration (last complete one)
+  uint64_t current_burst_bytes = 0;  // bytes of the iteration in progress (0 when quiet)
+  double last_burst_ms = 0;
+  double iteration_period_ms = 0;
+  double straggler_wait_ms = 0;
+};
+
+JobTelemetry read_telemetry(const JobBurstState& s, uint64_t now_tsc, uint64_t gap_ticks, uint64_t tsc_hz);
+
+}  // namespace psgate
