@@ -1,0 +1,91 @@
+#include "gen_ports.h"
+
+#include <rte_ethdev.h>
+
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+namespace psgate::gen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string port_label(uint16_t port) {
+  char name[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(port, name);
+  return "port " + std::to_string(port) + " (" + name + ")";
+}
+
+// Sleeps up to 100 ms; true when a stop signal arrived.
+bool nap_or_signal(const sigset_t& stop) {
+  timespec ts{0, 100'000'000};
+  return sigtimedwait(&stop, nullptr, &ts) > 0;
+}
+
+}  // namespace
+
+Result<uint16_t> resolve_port(const std::string& spec) {
+  if (!spec.empty() && spec.find_first_not_of("0123456789") == std::string::npos) {
+    const unsigned long id = std::stoul(spec);
+    if (id >= RTE_MAX_ETHPORTS || !rte_eth_dev_is_valid_port(static_cast<uint16_t>(id))) {
+      return Result<uint16_t>::failure("port " + spec + " does not exist (" +
+                                       std::to_string(rte_eth_dev_count_avail()) +
+                                       " ports; give devices with --vdev after --)");
+    }
+    return static_cast<uint16_t>(id);
+  }
+  uint16_t id = 0;
+  if (rte_eth_dev_get_port_by_name(spec.c_str(), &id) != 0) {
+    return Result<uint16_t>::failure("device '" + spec + "' not found (give it with --vdev after --)");
+  }
+  return id;
+}
+
+Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
+  auto fail = [&](const std::string& what, int rc) {
+    return Result<bool>::failure(port_label(port) + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
+  };
+  rte_eth_conf conf{};
+  if (int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return fail("configure failed", rc);
+  uint16_t rx_desc = 1024, tx_desc = 1024;
+  if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rx_desc, &tx_desc); rc != 0)
+    return fail("descriptor counts rejected", rc);
+  const int socket = rte_eth_dev_socket_id(port);
+  if (int rc = rte_eth_rx_queue_setup(port, 0, rx_desc, socket, nullptr, pool); rc != 0)
+    return fail("RX queue setup failed", rc);
+  if (int rc = rte_eth_tx_queue_setup(port, 0, tx_desc, socket, nullptr); rc != 0)
+    return fail("TX queue setup failed", rc);
+  return true;
+}
+
+Result<bool> start_and_wait_link(uint16_t port, uint64_t timeout_ns, const sigset_t& stop) {
+  const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout_ns);
+  bool started = false;
+  int last_rc = 0;
+  for (;;) {
+    if (!started) {
+      last_rc = rte_eth_dev_start(port);
+      started = last_rc == 0;
+      if (started) {
+        // Frames for any MAC address: psgate forwards them unchanged.
+        rte_eth_promiscuous_enable(port);
+      }
+    }
+    if (started) {
+      rte_eth_link link{};
+      if (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) return true;
+    }
+    if (Clock::now() >= deadline) {
+      if (!started) {
+        return Result<bool>::failure(port_label(port) + ": cannot start: " + std::strerror(-last_rc) +
+                                     " (is the peer up? a memif client needs its server listening)");
+      }
+      return Result<bool>::failure(port_label(port) + ": link still down after " +
+                                   std::to_string(timeout_ns / 1'000'000) + " ms (is the peer running?)");
+    }
+    if (nap_or_signal(stop)) return Result<bool>::failure(port_label(port) + ": interrupted while waiting for link");
+  }
+}
+
+}  // namespace psgate::gen

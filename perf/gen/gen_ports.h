@@ -1,0 +1,25 @@
+// Port start-up for psgate-gen: one RX and one TX queue per port, and a wait
+// for the link that tolerates the peer coming up later (a memif client whose
+// server is not listening yet cannot start; it is retried until the timeout).
+#pragma once
+
+#include <rte_mempool.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <string>
+
+#include "psgate/result.h"
+
+namespace psgate::gen {
+
+// "0" or "net_memif0": a port id or the DPDK device name.
+Result<uint16_t> resolve_port(const std::string& spec);
+
+Result<bool> configure_port(uint16_t port, rte_mempool* pool);
+
+// Starts the port (retrying while start fails) and waits for link up, until
+// `timeout_ns` or a pending signal in `stop` (reported as an error).
+Result<bool> start_and_wait_link(uint16_t port, uint64_t timeout_ns, const sigset_t& stop);
+
+}  // namespace psgate::gen

@@ -1,0 +1,308 @@
+// psgate-gen: packet generator for psgate benchmarks and tests.
+//
+//   psgate-gen [--profile FILE] [options] -- EAL-ARGS
+//
+// Exit status: 0 after a run (loss is reported, not an error), 2 for a bad
+// command line or profile, 1 when DPDK, a port or its link cannot be set up.
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+#include "engine.h"
+#include "gen_ports.h"
+#include "profile.h"
+#include "report.h"
+
+namespace {
+
+using namespace psgate::gen;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDescription =
+    "psgate-gen: packet generator for psgate.\n"
+    "Sends J jobs' parameter-server traffic through two DPDK ports and accounts every frame it gets back:\n"
+    "pull frames (PS -> workers) leave by the host-side port (facing psgate's host port) and return on the\n"
+    "wire-side port; push frames the other way. Every frame carries job, flow, per-flow sequence number and\n"
+    "TX TSC; the report gives per job and direction: TX/RX packets, bytes and rates, loss (after the drain),\n"
+    "reordering, duplicates and latency (min, p50, p99, p99.9, max).\n"
+    "EAL arguments follow '--' (e.g. -- --no-huge -m 512 --file-prefix=gen --vdev=net_memif0,role=client,...).\n"
+    "Lcores: with two worker lcores TX and RX run on separate lcores, with one in one loop; the main lcore\n"
+    "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short).\n"
+    "Exit status: 0 after a run (loss is reported, not an error), 2 for a bad command line or profile,\n"
+    "1 when DPDK, a port or its link cannot be set up.\n"
+    "Profile format: perf/gen/README.md. Without --profile, one [[jobs]] entry is built from the job flags.";
+
+struct Options {
+  std::string profile_path;
+  double duration_s = -1;
+  double drain_s = -1;
+  double interval_s = -1;
+  double link_timeout_s = -1;
+  std::string json_path;
+  std::vector<std::string> sets;
+  std::string host_port, wire_port;
+  int burst = 0;
+  bool single_lcore = false;
+  bool quiet = false;
+  bool hold = false;
+};
+
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+bool wait_for_signal(const sigset_t& set, Clock::duration wait) {
+  if (wait <= Clock::duration::zero()) return false;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  return sigtimedwait(&set, nullptr, &ts) > 0;
+}
+
+void progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t) {
+  std::fprintf(stderr, "%7.1fs  tx %s %s  rx %s  tx_dropped %llu  lost-so-far %lld  foreign %llu\n", t,
+               si((cur.tx_packets - prev.tx_packets) / secs, "pps").c_str(),
+               si(8.0 * (cur.tx_bytes - prev.tx_bytes) / secs, "bit/s").c_str(),
+               si((cur.rx_packets - prev.rx_packets) / secs, "pps").c_str(),
+               static_cast<unsigned long long>(cur.tx_dropped),
+               static_cast<long long>(cur.tx_packets) - static_cast<long long>(cur.rx_unique),
+               static_cast<unsigned long long>(cur.rx_foreign));
+}
+
+int run(const Profile& profile, const Options& opt, std::vector<std::string> eal_args) {
+  const sigset_t stop = block_stop_signals();
+  std::vector<char*> argv;
+  for (std::string& a : eal_args) argv.push_back(a.data());
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    std::fprintf(stderr, "psgate-gen: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "psgate-gen: %s\n", msg.c_str());
+    rte_eal_cleanup();
+    return 1;
+  };
+
+  std::vector<unsigned> workers;
+  unsigned lc;
+  RTE_LCORE_FOREACH_WORKER(lc) workers.push_back(lc);
+  if (workers.empty()) {
+    return fail("needs a worker lcore besides the main one, e.g. --lcores=0@0,1@1 (the main lcore sleeps)");
+  }
+  const bool split = workers.size() >= 2 && !opt.single_lcore;
+
+  auto host = resolve_port(profile.host_port);
+  if (!host.ok()) return fail("host-side port: " + host.error());
+  auto wire = resolve_port(profile.wire_port);
+  if (!wire.ok()) return fail("wire-side port: " + wire.error());
+
+  rte_mempool* pool = rte_pktmbuf_pool_create("gen_mbufs", profile.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                              static_cast<int>(rte_socket_id()));
+  if (!pool) return fail(std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno));
+  auto engine = Engine::create(profile, *host, *wire, pool, rte_get_tsc_hz());
+  if (!engine.ok()) return fail(engine.error());
+  Engine& e = **engine;
+
+  std::vector<uint16_t> ports{*host};
+  if (*wire != *host) ports.push_back(*wire);
+  for (uint16_t p : ports) {
+    if (auto r = configure_port(p, pool); !r.ok()) return fail(r.error());
+  }
+  for (uint16_t p : ports) {
+    if (auto r = start_and_wait_link(p, profile.link_timeout_ns, stop); !r.ok()) return fail(r.error());
+  }
+  std::fprintf(stderr, "psgate-gen: %zu jobs, ports host-side %u wire-side %u up, %s\n", profile.jobs.size(),
+               *host, *wire,
+               split ? ("TX on lcore " + std::to_string(workers[0]) + ", RX on lcore " + std::to_string(workers[1]))
+                           .c_str()
+                     : ("TX and RX on lcore " + std::to_string(workers[0])).c_str());
+
+  if (split) {
+    rte_eal_remote_launch(Engine::tx_main, &e, workers[0]);
+    rte_eal_remote_launch(Engine::rx_main, &e, workers[1]);
+  } else {
+    rte_eal_remote_launch(Engine::both_main, &e, workers[0]);
+  }
+
+  // Main lcore: sleeps in sigtimedwait between progress lines.
+  const auto started = Clock::now();
+  const bool bounded = profile.duration_ns > 0;
+  const auto end = started + std::chrono::nanoseconds(profile.duration_ns);
+  const auto interval = std::chrono::nanoseconds(profile.interval_ns);
+  auto next_report = started + interval;
+  LiveTotals prev = e.live();
+  auto prev_time = started;
+  bool interrupted = false;
+  for (;;) {
+    auto wake = bounded ? end : Clock::now() + std::chrono::hours(1);
+    if (profile.interval_ns) wake = std::min(wake, next_report);
+    if (wait_for_signal(stop, wake - Clock::now())) {
+      interrupted = true;
+      break;
+    }
+    const auto now = Clock::now();
+    if (profile.interval_ns && now >= next_report) {
+      const LiveTotals cur = e.live();
+      progress(prev, cur, std::chrono::duration<double>(now - prev_time).count(),
+               std::chrono::duration<double>(now - started).count());
+      prev = cur;
+      prev_time = now;
+      next_report += interval;
+    }
+    if (bounded && now >= end) break;
+  }
+
+  // Stop TX, then let in-flight frames arrive: until every sent frame is
+  // accounted for, the drain time passes, or a second signal.
+  e.stop_tx();
+  while (!e.tx_finished()) wait_for_signal(stop, std::chrono::milliseconds(1));
+  const auto drain_start = Clock::now();
+  const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
+  for (;;) {
+    const LiveTotals t = e.live();
+    if (t.rx_unique >= t.tx_packets || Clock::now() >= drain_end) break;
+    if (wait_for_signal(stop, std::min<Clock::duration>(std::chrono::milliseconds(5), drain_end - Clock::now()))) {
+      interrupted = true;
+      break;
+    }
+  }
+  const double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
+  e.stop_rx();
+  rte_eal_mp_wait_lcore();
+
+  RunResult result = e.result();
+  result.lcore_mode = split ? "tx+rx" : "single";
+  result.drain_seconds = drain_s;
+  result.interrupted = interrupted;
+  for (uint16_t p : ports) {
+    rte_eth_dev_stop(p);
+  }
+  int status = 0;
+  const std::string json = to_json(result).dump(2) + "\n";
+  const std::string table = format_table(result);
+  if (opt.json_path == "-") {
+    std::fputs(json.c_str(), stdout);
+    if (!opt.quiet) std::fputs(table.c_str(), stderr);
+  } else {
+    if (!opt.json_path.empty()) {
+      // Complete or absent: a script may poll for the file (see --hold).
+      const std::string tmp = opt.json_path + ".tmp";
+      std::ofstream out(tmp);
+      out << json;
+      out.close();
+      if (!out || std::rename(tmp.c_str(), opt.json_path.c_str()) != 0) {
+        std::fprintf(stderr, "psgate-gen: cannot write %s\n", opt.json_path.c_str());
+        status = 1;
+      }
+    }
+    if (!opt.quiet) std::fputs(table.c_str(), stdout);
+  }
+  std::fflush(stdout);
+  if (opt.hold) {
+    // Nothing polls the ports any more; the peer can stop first.
+    std::fprintf(stderr, "psgate-gen: report written; holding the ports open until SIGINT/SIGTERM\n");
+    while (sigwaitinfo(&stop, nullptr) < 0) {
+    }
+  }
+  for (uint16_t p : ports) rte_eth_dev_close(p);
+  rte_eal_cleanup();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything after "--" belongs to EAL.
+  std::vector<std::string> eal_args{"psgate-gen"};
+  int own_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      own_argc = i;
+      for (int k = i + 1; k < argc; ++k) eal_args.emplace_back(argv[k]);
+      break;
+    }
+  }
+
+  CLI::App app{kDescription, "psgate-gen"};
+  Options opt;
+  std::string jobs, workers, flows, rate, size, direction, proto, pattern;
+  app.add_option("-p,--profile", opt.profile_path, "TOML traffic profile (perf/gen/README.md)");
+  app.add_option("-d,--duration", opt.duration_s, "Send for this many seconds (default: the profile's, else until SIGINT)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--drain", opt.drain_s, "After TX stops, wait at most this many seconds for in-flight frames (default 0.5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--interval", opt.interval_s, "Progress line on stderr every this many seconds; 0: none (default 1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--link-timeout", opt.link_timeout_s, "Seconds to wait for the ports' links (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--json", opt.json_path, "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
+  app.add_flag("-q,--quiet", opt.quiet, "Do not print the table");
+  app.add_option("--host-port", opt.host_port, "Host-side port (faces psgate's host port): id or device name (default 0)");
+  app.add_option("--wire-port", opt.wire_port, "Wire-side port (faces psgate's wire port): id or device name (default 1)");
+  app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64 (default 32)")->check(CLI::Range(1, 64));
+  app.add_flag("--hold", opt.hold,
+               "After the report, keep the ports open until SIGINT/SIGTERM, so that a memif server peer can stop "
+               "before its client disconnects");
+  app.add_flag("--single-lcore", opt.single_lcore, "Run TX and RX in one loop even when two worker lcores exist");
+  app.add_option("--set", opt.sets, "KEY=VALUE: set a [[jobs]] key in every job of the profile (repeatable), e.g. "
+                                    "--set rate=10kpps --set size=imix");
+  app.add_option("--jobs", jobs, "Shortcut for --set count=N (N jobs, PS ports ps+0..N-1)");
+  app.add_option("--workers", workers, "Shortcut for --set workers=W");
+  app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)");
+  app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)");
+  app.add_option("--size", size, "Shortcut for --set size=S: \"64B\"..\"1518B\" (frame with FCS), \"imix\", \"ps\"");
+  app.add_option("--direction", direction, "Shortcut for --set direction=push|pull|both");
+  app.add_option("--proto", proto, "Shortcut for --set proto=udp|tcp");
+  app.add_option("--pattern", pattern, "Shortcut for --set pattern=constant|iteration");
+  try {
+    app.parse(own_argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  toml::table overrides;
+  for (auto [key, value] : {std::pair{"count", &jobs}, std::pair{"workers", &workers}, std::pair{"flows", &flows},
+                            std::pair{"rate", &rate}, std::pair{"size", &size}, std::pair{"direction", &direction},
+                            std::pair{"proto", &proto}, std::pair{"pattern", &pattern}}) {
+    if (!value->empty()) opt.sets.push_back(std::string(key) + "=" + *value);
+  }
+  for (const std::string& s : opt.sets) {
+    if (auto r = add_override(overrides, s); !r.ok()) {
+      std::fprintf(stderr, "psgate-gen: --set %s\n", r.error().c_str());
+      return 2;
+    }
+  }
+  auto profile = opt.profile_path.empty() ? parse_profile(toml::table{}, overrides, "command line")
+                                          : load_profile_file(opt.profile_path, overrides);
+  if (!profile.ok()) {
+    std::fprintf(stderr, "psgate-gen: %s\n", profile.error().c_str());
+    return 2;
+  }
+  Profile& p = *profile;
+  auto ns = [](double s) { return static_cast<uint64_t>(s * 1e9 + 0.5); };
+  if (opt.duration_s >= 0) p.duration_ns = ns(opt.duration_s);
+  if (opt.drain_s >= 0) p.drain_ns = ns(opt.drain_s);
+  if (opt.interval_s >= 0) p.interval_ns = ns(opt.interval_s);
+  if (opt.link_timeout_s >= 0) p.link_timeout_ns = ns(opt.link_timeout_s);
+  if (!opt.host_port.empty()) p.host_port = opt.host_port;
+  if (!opt.wire_port.empty()) p.wire_port = opt.wire_port;
+  if (opt.burst) p.tx_burst = static_cast<uint32_t>(opt.burst);
+  return run(p, opt, std::move(eal_args));
+}

@@ -1,0 +1,489 @@
+// Profile parsing: TOML -> validated Profile, one error line naming the key.
+#include "profile.h"
+
+#include <arpa/inet.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <initializer_list>
+#include <set>
+#include <span>
+#include <sstream>
+#include <tuple>
+
+#include "flow_map.h"
+#include "psgate/units.h"
+
+namespace psgate::gen {
+namespace {
+
+using Keys = std::span<const std::string_view>;
+
+constexpr std::string_view kTopKeys[] = {"generator", "jobs"};
+constexpr std::string_view kGeneratorKeys[] = {"duration", "drain",     "interval",  "link_timeout", "burst",
+                                 "tx_retries", "mbufs",   "host_port", "wire_port"};
+constexpr std::string_view kJobKeys[] = {"id",    "name",      "count", "ps",          "workers",   "worker_addr",
+                           "worker_port", "flows", "proto", "size",   "direction", "rate",
+                           "pacer_depth", "pattern", "push", "pull",  "gap"};
+
+std::string describe(const toml::node& n) {
+  std::ostringstream os;
+  if (n.is_string()) {
+    os << '"' << n.as_string()->get() << '"';
+  } else if (n.is_table()) {
+    os << "a table";
+  } else if (n.is_array()) {
+    os << "an array";
+  } else {
+    n.visit([&](auto&& v) { os << v; });
+  }
+  return os.str();
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+
+  Result<Profile> run(const toml::table& root, const toml::table& overrides) {
+    Profile p;
+    if (!check_keys(root, "", kTopKeys)) return fail();
+    if (const toml::node* g = root.get("generator")) {
+      const toml::table* t = g->as_table();
+      if (!t) return error("generator", "must be a table");
+      if (!parse_generator(*t, p)) return fail();
+    }
+    std::vector<toml::table> entries;
+    if (const toml::node* j = root.get("jobs")) {
+      const toml::array* a = j->as_array();
+      if (!a || a->empty()) return error("jobs", "must be an array of tables ([[jobs]]) with at least one job");
+      for (size_t i = 0; i < a->size(); ++i) {
+        const toml::table* t = a->get(i)->as_table();
+        if (!t) return error("jobs[" + std::to_string(i) + "]", "must be a table");
+        entries.push_back(*t);
+      }
+    } else {
+      entries.emplace_back();  // a job made of the overrides (and defaults)
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      toml::table& t = entries[i];
+      for (auto&& [k, v] : overrides) t.insert_or_assign(k, v);
+      if (!parse_job(t, "jobs[" + std::to_string(i) + "]", p)) return fail();
+    }
+    if (!validate(p)) return fail();
+    return p;
+  }
+
+ private:
+  Result<Profile> fail() { return Result<Profile>::failure(error_); }
+  Result<Profile> error(const std::string& key, const std::string& what) {
+    set_error(key, what);
+    return fail();
+  }
+  bool set_error(const std::string& key, const std::string& what) {
+    error_ = std::string(source_) + ": " + key + ": " + what;
+    return false;
+  }
+
+  bool check_keys(const toml::table& t, const std::string& path, Keys allowed) {
+    for (auto&& [k, v] : t) {
+      bool ok = false;
+      for (std::string_view a : allowed) ok = ok || a == k.str();
+      if (!ok) {
+        std::string names;
+        for (std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
+        return set_error(path.empty() ? std::string(k.str()) : path + "." + std::string(k.str()),
+                         "unknown key (known: " + names + ")");
+      }
+    }
+    return true;
+  }
+
+  bool integer(const toml::table& t, std::string_view key, const std::string& path, int64_t lo, int64_t hi,
+               uint64_t& out) {
+    const toml::node* n = t.get(key);
+    if (!n) return true;
+    const auto v = n->value<int64_t>();
+    const std::string name = path + "." + std::string(key);
+    if (!n->is_integer() || !v) return set_error(name, describe(*n) + " is not an integer");
+    if (*v < lo || *v > hi)
+      return set_error(name, std::to_string(*v) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+    out = static_cast<uint64_t>(*v);
+    return true;
+  }
+
+  const std::string* string(const toml::table& t, std::string_view key, const std::string& path) {
+    const toml::node* n = t.get(key);
+    if (!n) return nullptr;
+    if (!n->is_string()) {
+      set_error(path + "." + std::string(key), describe(*n) + " is not a string");
+      bad_ = true;
+      return nullptr;
+    }
+    return &n->as_string()->get();
+  }
+
+  template <typename F>
+  bool quantity(const toml::table& t, std::string_view key, const std::string& path, F parse, uint64_t& out) {
+    bad_ = false;
+    const std::string* s = string(t, key, path);
+    if (!s) return !bad_;
+    auto r = parse(*s);
+    if (!r.ok()) return set_error(path + "." + std::string(key), r.error());
+    out = *r;
+    return true;
+  }
+
+  bool parse_generator(const toml::table& t, Profile& p) {
+    const std::string path = "generator";
+    if (!check_keys(t, path, kGeneratorKeys)) return false;
+    if (!quantity(t, "duration", path, parse_duration_ns, p.duration_ns)) return false;
+    if (!quantity(t, "drain", path, parse_duration_ns, p.drain_ns)) return false;
+    if (!quantity(t, "interval", path, parse_duration_ns, p.interval_ns)) return false;
+    if (!quantity(t, "link_timeout", path, parse_duration_ns, p.link_timeout_ns)) return false;
+    uint64_t v = p.tx_burst;
+    if (!integer(t, "burst", path, 1, 64, v)) return false;
+    p.tx_burst = static_cast<uint32_t>(v);
+    v = p.tx_retries;
+    if (!integer(t, "tx_retries", path, 0, 1'000'000, v)) return false;
+    p.tx_retries = static_cast<uint32_t>(v);
+    v = p.mbufs;
+    if (!integer(t, "mbufs", path, 1023, 1 << 24, v)) return false;
+    p.mbufs = static_cast<uint32_t>(v);
+    for (auto [key, out] : {std::pair{"host_port", &p.host_port}, std::pair{"wire_port", &p.wire_port}}) {
+      const toml::node* n = t.get(key);
+      if (!n) continue;
+      if (n->is_integer() && n->value<int64_t>().value() >= 0 && n->value<int64_t>().value() < 65536) {
+        *out = std::to_string(*n->value<int64_t>());
+      } else if (n->is_string() && !n->as_string()->get().empty()) {
+        *out = n->as_string()->get();
+      } else {
+        return set_error(path + "." + key, describe(*n) + " is not a port id or a device name");
+      }
+    }
+    return true;
+  }
+
+  bool parse_job(const toml::table& t, const std::string& path, Profile& p) {
+    if (!check_keys(t, path, kJobKeys)) return false;
+    JobProfile j;
+    uint64_t v = p.jobs.size() + 1;
+    if (!integer(t, "id", path, 0, UINT32_MAX, v)) return false;
+    j.id = static_cast<uint32_t>(v);
+    bad_ = false;
+    const std::string* name = string(t, "name", path);
+    if (bad_) return false;
+    uint64_t count = 1;
+    if (!integer(t, "count", path, 1, static_cast<int64_t>(kMaxJobs), count)) return false;
+
+    j.ps_addr = Addr{false, 0, 0x0a000005};  // 10.0.0.5
+    bad_ = false;
+    if (const std::string* ps = string(t, "ps", path)) {
+      auto e = parse_endpoint(*ps);
+      if (!e.ok()) return set_error(path + ".ps", e.error());
+      j.ps_addr = e->first;
+      j.ps_port = e->second;
+    } else if (bad_) {
+      return false;
+    }
+    v = j.workers;
+    if (!integer(t, "workers", path, 1, 1 << 24, v)) return false;
+    j.workers = static_cast<uint32_t>(v);
+    j.worker_addr = j.ps_addr.v6 ? Addr{true, 0xfd01ull << 48, 1} : Addr{false, 0, 0x0a010001};  // fd01::1, 10.1.0.1
+    if (const std::string* w = string(t, "worker_addr", path)) {
+      auto a = parse_addr(*w);
+      if (!a.ok()) return set_error(path + ".worker_addr", a.error());
+      if (a->v6 != j.ps_addr.v6) return set_error(path + ".worker_addr", "must be of the same family as ps");
+      j.worker_addr = *a;
+    } else if (bad_) {
+      return false;
+    }
+    v = j.worker_port;
+    if (!integer(t, "worker_port", path, 1, 65535, v)) return false;
+    j.worker_port = static_cast<uint16_t>(v);
+    v = j.workers;
+    if (!integer(t, "flows", path, 1, static_cast<int64_t>(kMaxFlowsPerJob), v)) return false;
+    j.flows = v;
+    if (j.flows < j.workers) {
+      return set_error(path + ".flows", std::to_string(j.flows) + " is fewer than the " + std::to_string(j.workers) +
+                                            " workers (each worker has at least one flow)");
+    }
+    if (const std::string* s = string(t, "proto", path)) {
+      if (*s == "udp") {
+        j.proto = Proto::kUdp;
+      } else if (*s == "tcp") {
+        j.proto = Proto::kTcp;
+      } else {
+        return set_error(path + ".proto", "\"" + *s + "\" is not udp or tcp");
+      }
+    } else if (bad_) {
+      return false;
+    }
+    const uint32_t min_size = min_frame_size(j.ps_addr.v6, j.proto);
+    if (const toml::node* n = t.get("size")) {
+      const std::string s = n->is_string() ? n->as_string()->get() : "";
+      if (s == "imix") {
+        j.size_model = SizeModel::kImix;
+      } else if (s == "ps") {
+        j.size_model = SizeModel::kPsLike;
+      } else {
+        auto bytes = n->is_integer() ? Result<uint64_t>(static_cast<uint64_t>(n->value<int64_t>().value()))
+                     : n->is_string() ? parse_size_bytes(s)
+                                      : Result<uint64_t>::failure(describe(*n) + " is not a size");
+        if (!bytes.ok()) return set_error(path + ".size", bytes.error() + ", \"imix\" or \"ps\"");
+        if (*bytes < min_size || *bytes > kMaxFrameSize) {
+          return set_error(path + ".size", std::to_string(*bytes) + " bytes is outside " + std::to_string(min_size) +
+                                               ".." + std::to_string(kMaxFrameSize) +
+                                               " (frame size with FCS; the minimum holds the " +
+                                               (j.ps_addr.v6 ? "IPv6" : "IPv4") + "/" +
+                                               (j.proto == Proto::kTcp ? "TCP" : "UDP") + " headers and the stamp)");
+        }
+        j.size = static_cast<uint32_t>(*bytes);
+      }
+    }
+    if (const std::string* s = string(t, "direction", path)) {
+      if (*s == "push") {
+        j.dirs = 1u << kPush;
+      } else if (*s == "pull") {
+        j.dirs = 1u << kPull;
+      } else if (*s == "both") {
+        j.dirs = 3;
+      } else {
+        return set_error(path + ".direction", "\"" + *s + "\" is not push, pull or both");
+      }
+    } else if (bad_) {
+      return false;
+    }
+    if (const std::string* s = string(t, "rate", path)) {
+      if (*s == "max") {
+        j.rate_mode = RateMode::kMax;
+      } else if (s->size() > 3 && s->ends_with("pps") && !s->ends_with("bps")) {
+        auto r = parse_pps(*s);
+        if (!r.ok()) return set_error(path + ".rate", r.error());
+        j.rate_mode = RateMode::kPps;
+        j.rate = *r;
+      } else {
+        auto r = parse_rate_bps(*s);
+        if (!r.ok()) return set_error(path + ".rate", r.error() + ", a packet rate (\"10kpps\") or \"max\"");
+        j.rate_mode = RateMode::kBps;
+        j.rate = *r;
+      }
+      if (j.rate_mode != RateMode::kMax && j.rate == 0) return set_error(path + ".rate", "must be above zero");
+    } else if (bad_) {
+      return false;
+    }
+    if (!quantity(t, "pacer_depth", path, parse_duration_ns, j.pacer_depth_ns)) return false;
+    if (const std::string* s = string(t, "pattern", path)) {
+      if (*s == "constant") {
+        j.pattern = Pattern::kConstant;
+      } else if (*s == "iteration") {
+        j.pattern = Pattern::kIteration;
+      } else {
+        return set_error(path + ".pattern", "\"" + *s + "\" is not constant or iteration");
+      }
+    } else if (bad_) {
+      return false;
+    }
+    if (!quantity(t, "push", path, parse_size_bytes, j.push_bytes)) return false;
+    if (!quantity(t, "pull", path, parse_size_bytes, j.pull_bytes)) return false;
+    if (!quantity(t, "gap", path, parse_duration_ns, j.gap_ns)) return false;
+    if (j.pattern == Pattern::kIteration) {
+      if (j.dirs != 3) return set_error(path + ".direction", "the iteration pattern sends both directions");
+      if (j.push_bytes + j.pull_bytes == 0) return set_error(path + ".push", "push and pull are both zero");
+      constexpr uint64_t kMaxPhase = 1ull << 40;  // 1 TiB per worker: keeps bytes x workers in 64 bits
+      if (j.push_bytes > kMaxPhase || j.pull_bytes > kMaxPhase) return set_error(path + ".push", "above 1TiB");
+    } else {
+      for (std::string_view k : {"push", "pull", "gap"}) {
+        if (t.get(k)) return set_error(path + "." + std::string(k), "only with pattern = \"iteration\"");
+      }
+    }
+    // Address space of the workers (flow_map.h).
+    const uint64_t hosts = worker_hosts_needed(j.workers, j.worker_port, j.flows);
+    const uint64_t limit = j.worker_addr.v6 ? UINT64_MAX : UINT32_MAX;
+    if (j.worker_addr.lo > limit - (hosts - 1)) {
+      return set_error(path + ".worker_addr", format_addr(j.worker_addr) + " + " + std::to_string(hosts) +
+                                                  " worker addresses overflow the address space");
+    }
+
+    if (count > 1 && uint64_t{j.ps_port} + count - 1 > 65535) {
+      return set_error(path + ".count", "ps port " + std::to_string(j.ps_port) + " + " + std::to_string(count) +
+                                            " copies exceeds 65535");
+    }
+    if (p.jobs.size() + count > kMaxJobs) return set_error(path + ".count", "more than 32768 jobs in total");
+    for (uint64_t k = 0; k < count; ++k) {
+      JobProfile c = j;
+      c.id = static_cast<uint32_t>(j.id + k);
+      c.ps_port = static_cast<uint16_t>(j.ps_port + k);
+      c.name = name ? (count > 1 ? *name + "-" + std::to_string(k) : *name) : "job-" + std::to_string(c.id);
+      p.jobs.push_back(std::move(c));
+    }
+    return true;
+  }
+
+  bool validate(const Profile& p) {
+    std::set<uint32_t> ids;
+    std::set<std::tuple<bool, uint64_t, uint64_t, uint16_t, Proto>> endpoints;
+    uint64_t states = 0;
+    for (size_t i = 0; i < p.jobs.size(); ++i) {
+      const JobProfile& j = p.jobs[i];
+      if (!ids.insert(j.id).second) return set_error("jobs", "job id " + std::to_string(j.id) + " is used twice");
+      if (!endpoints.insert({j.ps_addr.v6, j.ps_addr.hi, j.ps_addr.lo, j.ps_port, j.proto}).second) {
+        return set_error("jobs", "job " + std::to_string(j.id) + ": PS endpoint " + format_addr(j.ps_addr) + ":" +
+                                     std::to_string(j.ps_port) +
+                                     " is used by another job (flows would collide; give each job its own ps)");
+      }
+      states += j.flows * static_cast<unsigned>(__builtin_popcount(j.dirs));
+    }
+    if (states > kMaxFlowStates) {
+      return set_error("jobs", std::to_string(states) + " flows x directions in total; at most " +
+                                   std::to_string(kMaxFlowStates) + " (per-flow state is kept in memory)");
+    }
+    return true;
+  }
+
+  std::string_view source_;
+  std::string error_;
+  bool bad_ = false;  // string() found the key with a wrong type
+};
+
+}  // namespace
+
+uint64_t worker_hosts_needed(uint32_t workers, uint16_t worker_port, uint64_t flows) {
+  if (flows == 0 || workers == 0) return 0;
+  // host(f) = f % W + W * ((f / W) / span) is largest in the last round of
+  // connections: at worker W-1 when that round holds a complete row of W
+  // flows before the last one, else at the last flow's worker.
+  const uint64_t span = 65536u - worker_port;
+  const uint64_t c_last = (flows - 1) / workers;
+  const uint64_t round = c_last / span;
+  const uint64_t w_max = c_last > round * span ? workers - 1 : (flows - 1) % workers;
+  return w_max + uint64_t{workers} * round + 1;
+}
+
+Result<Addr> parse_addr(std::string_view text) {
+  const std::string s(text);
+  Addr a;
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, s.c_str(), &v4) == 1) {
+    a.lo = ntohl(v4.s_addr);
+    return a;
+  }
+  if (inet_pton(AF_INET6, s.c_str(), &v6) == 1) {
+    a.v6 = true;
+    for (int i = 0; i < 8; ++i) a.hi = a.hi << 8 | v6.s6_addr[i];
+    for (int i = 8; i < 16; ++i) a.lo = a.lo << 8 | v6.s6_addr[i];
+    return a;
+  }
+  return Result<Addr>::failure("\"" + s + "\" is not an IPv4 or IPv6 address");
+}
+
+std::string format_addr(const Addr& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (!a.v6) {
+    in_addr v4{htonl(static_cast<uint32_t>(a.lo))};
+    inet_ntop(AF_INET, &v4, buf, sizeof(buf));
+  } else {
+    in6_addr v6{};
+    for (int i = 0; i < 8; ++i) v6.s6_addr[i] = static_cast<uint8_t>(a.hi >> (56 - 8 * i));
+    for (int i = 0; i < 8; ++i) v6.s6_addr[8 + i] = static_cast<uint8_t>(a.lo >> (56 - 8 * i));
+    inet_ntop(AF_INET6, &v6, buf, sizeof(buf));
+  }
+  return buf;
+}
+
+Result<std::pair<Addr, uint16_t>> parse_endpoint(std::string_view text) {
+  using R = Result<std::pair<Addr, uint16_t>>;
+  const std::string quoted = "\"" + std::string(text) + "\"";
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find("]:");
+    if (close == std::string_view::npos) return R::failure(quoted + " is not [IPv6]:port");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos || text.find(':') != colon)
+      return R::failure(quoted + " is not address:port (IPv6: [address]:port)");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  auto a = parse_addr(host);
+  if (!a.ok()) return R::failure(a.error());
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
+    return R::failure(quoted + ": port is not a number");
+  const unsigned long p = std::stoul(std::string(port));
+  if (p == 0 || p > 65535) return R::failure(quoted + ": port out of range 1..65535");
+  return std::pair{*a, static_cast<uint16_t>(p)};
+}
+
+Result<uint64_t> parse_pps(std::string_view text) {
+  // Same exact decimal arithmetic and SI prefixes as bit rates: "1.5Mpps" reads as "1.5Mbit/s".
+  std::string s(text);
+  if (!s.ends_with("pps")) return Result<uint64_t>::failure("\"" + s + "\" is not a packet rate (expected e.g. \"10kpps\")");
+  s.replace(s.size() - 3, 3, "bit/s");
+  auto r = parse_rate_bps(s);
+  if (!r.ok()) {
+    return Result<uint64_t>::failure("\"" + std::string(text) +
+                                     "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G)");
+  }
+  return *r;
+}
+
+Result<bool> add_override(toml::table& table, std::string_view assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    return Result<bool>::failure("\"" + std::string(assignment) + "\" is not KEY=VALUE");
+  const std::string key(assignment.substr(0, eq));
+  const std::string value(assignment.substr(eq + 1));
+  try {
+    toml::table t = toml::parse("v = " + value);
+    if (const toml::node* n = t.get("v"); n && !n->is_table() && !n->is_array()) {
+      table.insert_or_assign(key, *n);
+      return true;
+    }
+  } catch (const toml::parse_error&) {
+  }
+  table.insert_or_assign(key, value);
+  return true;
+}
+
+Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides, std::string_view source) {
+  return Parser(source).run(root, job_overrides);
+}
+
+Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides,
+                                   std::string_view source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return Result<Profile>::failure(std::string(source) + ":" + std::to_string(e.source().begin.line) + ": " +
+                                    std::string(e.description()));
+  }
+  return parse_profile(root, job_overrides, source);
+}
+
+Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(errno));
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(err));
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return parse_profile_text(text, job_overrides, path);
+}
+
+}  // namespace psgate::gen

@@ -1,0 +1,192 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+namespace psgate::gen {
+namespace {
+
+constexpr double kL1Overhead = 24;  // FCS 4 + preamble 8 + inter-frame gap 12, bytes
+
+double per_s(double v, double s) { return s > 0 ? v / s : 0; }
+
+nlohmann::json latency_json(const LatencyHistogram& h) {
+  return {{"count", h.count()},
+          {"min_ns", h.min()},
+          {"p50_ns", h.percentile(0.5)},
+          {"p99_ns", h.percentile(0.99)},
+          {"p999_ns", h.percentile(0.999)},
+          {"max_ns", h.max()}};
+}
+
+nlohmann::json stream_json(const StreamResult& s, double tx_s) {
+  const int64_t lost = s.lost();
+  return {{"tx_packets", s.tx_packets},
+          {"tx_bytes", s.tx_bytes},
+          {"tx_dropped", s.tx_dropped},
+          {"tx_pps", per_s(s.tx_packets, tx_s)},
+          {"tx_bps", per_s(8.0 * s.tx_bytes, tx_s)},
+          {"tx_l1_bps", per_s(8.0 * (s.tx_bytes + kL1Overhead * s.tx_packets), tx_s)},
+          {"rx_packets", s.rx_packets},
+          {"rx_bytes", s.rx_bytes},
+          {"rx_unique", s.rx_unique},
+          {"rx_seconds", s.rx_seconds},
+          {"rx_pps", per_s(s.rx_packets, s.rx_seconds)},
+          {"rx_bps", per_s(8.0 * s.rx_bytes, s.rx_seconds)},
+          {"rx_l1_bps", per_s(8.0 * (s.rx_bytes + kL1Overhead * s.rx_packets), s.rx_seconds)},
+          {"lost", lost},
+          {"loss_ratio", s.tx_packets ? static_cast<double>(lost) / static_cast<double>(s.tx_packets) : 0.0},
+          {"reordered", s.reordered},
+          {"duplicates", s.duplicates},
+          {"late", s.late},
+          {"wrong_port", s.wrong_port},
+          {"flows", s.flows},
+          {"flows_seen", s.flows_seen},
+          {"flows_with_loss", s.flows_with_loss},
+          {"flows_reordered", s.flows_reordered},
+          {"max_flow_loss", s.max_flow_loss},
+          {"latency", latency_json(s.latency)}};
+}
+
+const char* rate_mode_name(RateMode m) {
+  switch (m) {
+    case RateMode::kPps: return "pps";
+    case RateMode::kBps: return "bit/s";
+    case RateMode::kMax: break;
+  }
+  return "max";
+}
+
+const char* size_name(const JobProfile& j, char* buf, size_t n) {
+  if (j.size_model == SizeModel::kImix) return "imix";
+  if (j.size_model == SizeModel::kPsLike) return "ps";
+  std::snprintf(buf, n, "%uB", j.size);
+  return buf;
+}
+
+}  // namespace
+
+void StreamResult::merge(const StreamResult& o) {
+  tx_packets += o.tx_packets;
+  tx_bytes += o.tx_bytes;
+  tx_dropped += o.tx_dropped;
+  rx_packets += o.rx_packets;
+  rx_bytes += o.rx_bytes;
+  rx_unique += o.rx_unique;
+  reordered += o.reordered;
+  duplicates += o.duplicates;
+  late += o.late;
+  wrong_port += o.wrong_port;
+  flows += o.flows;
+  flows_seen += o.flows_seen;
+  flows_with_loss += o.flows_with_loss;
+  flows_reordered += o.flows_reordered;
+  max_flow_loss = std::max(max_flow_loss, o.max_flow_loss);
+  rx_seconds = std::max(rx_seconds, o.rx_seconds);
+  latency.merge(o.latency);
+}
+
+std::string si(double v, const char* unit) {
+  static constexpr const char* kPrefix[] = {"", "k", "M", "G", "T"};
+  int i = 0;
+  while (v >= 1000 && i < 4) {
+    v /= 1000;
+    ++i;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.2f %s%s", v, kPrefix[i], unit);
+  return buf;
+}
+
+nlohmann::json to_json(const RunResult& r) {
+  nlohmann::json out;
+  out["generator"] = {{"lcores", r.lcore_mode},
+                      {"tsc_hz", r.tsc_hz},
+                      {"tx_seconds", r.tx_seconds},
+                      {"drain_seconds", r.drain_seconds},
+                      {"interrupted", r.interrupted},
+                      {"rx_foreign", r.rx_foreign},
+                      {"units", "bytes: frames without FCS; *_l1_bps: +24 B per frame; latency in ns"}};
+  out["ports"] = nlohmann::json::array();
+  for (const PortResult& p : r.ports) {
+    out["ports"].push_back({{"role", p.role},
+                            {"device", p.name},
+                            {"port_id", p.port_id},
+                            {"rx_foreign", p.rx_foreign},
+                            {"alloc_failed", p.alloc_failed},
+                            {"nic", {{"ipackets", p.nic_ipackets},
+                                     {"opackets", p.nic_opackets},
+                                     {"imissed", p.nic_imissed},
+                                     {"oerrors", p.nic_oerrors},
+                                     {"rx_nombuf", p.nic_rx_nombuf}}}});
+  }
+  out["jobs"] = nlohmann::json::array();
+  StreamResult grand;
+  for (const JobResult& jr : r.jobs) {
+    const JobProfile& j = *jr.job;
+    char buf[16];
+    nlohmann::json jj = {{"id", j.id},
+                         {"name", j.name},
+                         {"ps", format_addr(j.ps_addr) + ":" + std::to_string(j.ps_port)},
+                         {"proto", j.proto == Proto::kTcp ? "tcp" : "udp"},
+                         {"workers", j.workers},
+                         {"flows", j.flows},
+                         {"size", size_name(j, buf, sizeof(buf))},
+                         {"rate_mode", rate_mode_name(j.rate_mode)},
+                         {"rate", j.rate},
+                         {"pattern", j.pattern == Pattern::kIteration ? "iteration" : "constant"},
+                         {"iterations", jr.iterations}};
+    StreamResult total;
+    for (unsigned d = 0; d < 2; ++d) {
+      if (!jr.has[d]) continue;
+      jj[kDirNames[d]] = stream_json(jr.dir[d], r.tx_seconds);
+      total.merge(jr.dir[d]);
+    }
+    jj["total"] = stream_json(total, r.tx_seconds);
+    grand.merge(total);
+    out["jobs"].push_back(std::move(jj));
+  }
+  out["totals"] = stream_json(grand, r.tx_seconds);
+  return out;
+}
+
+std::string format_table(const RunResult& r) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "psgate-gen: %.3f s of TX (%s lcore mode), drain %.3f s%s\n", r.tx_seconds,
+                r.lcore_mode.c_str(), r.drain_seconds, r.interrupted ? ", interrupted" : "");
+  out += line;
+  std::snprintf(line, sizeof(line), "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %10s %10s %10s %10s\n",
+                "job", "name", "dir", "tx pkts", "tx rate", "tx Mbit/s", "rx pkts", "rx rate", "lost", "reord",
+                "dup", "tx_drop", "lat p50", "lat p99", "lat max");
+  out += line;
+  StreamResult grand;
+  auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
+    std::snprintf(line, sizeof(line),
+                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRId64 " %8" PRIu64
+                  " %8" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
+                  id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
+                  per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
+                  si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates,
+                  s.tx_dropped, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
+                  s.latency.max() / 1e3);
+    out += line;
+  };
+  for (const JobResult& jr : r.jobs) {
+    const std::string id = std::to_string(jr.job->id);
+    for (unsigned d = 0; d < 2; ++d) {
+      if (!jr.has[d]) continue;
+      row(id.c_str(), jr.job->name.c_str(), kDirNames[d], jr.dir[d]);
+      grand.merge(jr.dir[d]);
+    }
+  }
+  row("all", "", "", grand);
+  if (r.rx_foreign) {
+    std::snprintf(line, sizeof(line), "frames without a psgate-gen stamp received: %" PRIu64 "\n", r.rx_foreign);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace psgate::gen

@@ -1,0 +1,69 @@
+// The run's results as plain numbers, and their two renderings: JSON (for the
+// benchmark suite) and a readable table. Pure: the engine fills RunResult.
+//
+// Units: bytes are frame bytes without FCS (as DPDK and psgate count them);
+// *_bps rates are bits of those bytes per second, *_l1_bps add 24 bytes per
+// frame (FCS, preamble, inter-frame gap: what a line carries). TX rates are
+// over the TX time; RX rates over the time from a stream's first to its last
+// arrival.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "profile.h"
+#include "psgate/latency_histogram.h"
+
+namespace psgate::gen {
+
+struct StreamResult {
+  uint64_t tx_packets = 0, tx_bytes = 0;
+  uint64_t tx_dropped = 0;      // refused by a full TX ring after the retries: never sent
+  uint64_t rx_packets = 0, rx_bytes = 0;  // every arrival, duplicates included
+  uint64_t rx_unique = 0;       // distinct sequence numbers
+  uint64_t reordered = 0, duplicates = 0, late = 0;
+  uint64_t wrong_port = 0;      // arrived on the port this direction should not leave psgate by
+  uint64_t flows = 0, flows_seen = 0, flows_with_loss = 0, flows_reordered = 0;
+  uint64_t max_flow_loss = 0;
+  double rx_seconds = 0;        // first to last arrival
+  LatencyHistogram latency;     // ns, duplicates excluded
+
+  int64_t lost() const { return static_cast<int64_t>(tx_packets) - static_cast<int64_t>(rx_unique); }
+  void merge(const StreamResult& o);
+};
+
+struct JobResult {
+  const JobProfile* job = nullptr;
+  uint64_t iterations = 0;
+  bool has[2] = {false, false};
+  StreamResult dir[2];  // kPush, kPull
+};
+
+struct PortResult {
+  std::string role;     // "host-side", "wire-side"
+  std::string name;     // DPDK device name
+  uint16_t port_id = 0;
+  uint64_t rx_foreign = 0;  // frames without a valid stamp
+  uint64_t alloc_failed = 0;
+  uint64_t nic_ipackets = 0, nic_opackets = 0, nic_imissed = 0, nic_oerrors = 0, nic_rx_nombuf = 0;
+};
+
+struct RunResult {
+  std::string lcore_mode;  // "single" or "tx+rx"
+  uint64_t tsc_hz = 0;
+  double tx_seconds = 0;   // TX start to TX stop
+  double drain_seconds = 0;
+  bool interrupted = false;
+  std::vector<PortResult> ports;
+  std::vector<JobResult> jobs;
+  uint64_t rx_foreign = 0;
+};
+
+nlohmann::json to_json(const RunResult& r);
+std::string format_table(const RunResult& r);
+// "1.23 Mpps", "9.87 Gbit/s"
+std::string si(double value, const char* unit);
+
+}  // namespace psgate::gen

@@ -1,0 +1,73 @@
+// Per-flow receive accounting: sequence extension, reordering, duplicates.
+// One FlowRx per (job, direction, flow) in a flat array indexed by flow id, so
+// millions of flows cost 32 bytes each and no lookup. Loss is computed at the
+// end as (packets sent on the flow) - received, after the drain wait.
+//
+//   window bit i = sequence number (next - 1 - i) has arrived, i < 64
+//
+// An arrival above the highest seen is new (a gap is not loss yet: it may be
+// reordering). Below the highest: inside the window it is a duplicate when its
+// bit is set, else reordered; older than the window it is "late": counted as
+// received and reordered, since a duplicate can no longer be told apart.
+#pragma once
+
+#include <cstdint>
+
+namespace psgate::gen {
+
+inline constexpr unsigned kDupWindow = 64;
+
+struct FlowRx {
+  uint64_t next = 0;      // highest extended sequence number seen + 1; 0: none yet
+  uint64_t window = 0;
+  uint64_t received = 0;  // distinct sequence numbers (late ones included)
+  uint32_t reordered = 0; // saturating: per-flow detail; the job totals are exact
+  uint32_t duplicates = 0;
+};
+static_assert(sizeof(FlowRx) == 32, "per-flow state must stay small: millions of flows");
+
+enum class Arrival : uint8_t { kNew, kReordered, kDuplicate, kLate };
+
+// The 64-bit sequence number closest to the highest seen whose low 32 bits
+// are `seq` (the stamp carries 32 bits).
+inline uint64_t extend_seq(uint64_t next, uint32_t seq) {
+  if (next == 0) return seq;
+  const uint64_t highest = next - 1;
+  uint64_t s = (highest & ~0xffffffffull) | seq;
+  if (s + 0x80000000ull < highest) {
+    s += 1ull << 32;
+  } else if (s > highest + 0x80000000ull && s >= (1ull << 32)) {
+    s -= 1ull << 32;
+  }
+  return s;
+}
+
+inline void bump(uint32_t& c) { c += c != UINT32_MAX; }
+
+inline Arrival record_arrival(FlowRx& f, uint32_t seq32) {
+  const uint64_t s = extend_seq(f.next, seq32);
+  if (f.next == 0 || s >= f.next) {
+    const uint64_t shift = f.next == 0 ? kDupWindow : s - (f.next - 1);
+    f.window = shift >= kDupWindow ? 1 : (f.window << shift) | 1;
+    f.next = s + 1;
+    ++f.received;
+    return Arrival::kNew;
+  }
+  const uint64_t age = f.next - 1 - s;  // 0: the highest itself
+  if (age >= kDupWindow) {
+    ++f.received;
+    bump(f.reordered);
+    return Arrival::kLate;
+  }
+  const uint64_t bit = 1ull << age;
+  if (f.window & bit) {
+    bump(f.duplicates);
+    return Arrival::kDuplicate;
+  }
+  f.window |= bit;
+  ++f.received;
+  bump(f.reordered);
+  return Arrival::kReordered;
+}
+
+}  // namespace psgate::gen

@@ -1,0 +1,66 @@
+// RX: poll both ports, find each frame's stamp, account it on its flow.
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include "engine.h"
+
+namespace psgate::gen {
+
+void Engine::rx_poll(unsigned side) {
+  rte_mbuf* bufs[64];
+  const uint16_t n = rte_eth_rx_burst(port_[side], 0, bufs, 64);
+  if (n == 0) return;
+  const uint64_t now = rte_rdtsc();
+  const uint32_t now32 = static_cast<uint32_t>(now);
+  for (uint16_t i = 0; i < n; ++i) {
+    const rte_mbuf* m = bufs[i];
+    Stamp st;
+    if (!find_stamp(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, &st) || st.stream >= streams_) {
+      side_[side].rx_foreign.inc();
+      continue;
+    }
+    StreamRx& s = rx_[st.stream];
+    if (!s.active || st.flow >= s.flows.size()) {
+      side_[side].rx_foreign.inc();
+      continue;
+    }
+    // With one port for both sides every arrival is on the right one.
+    s.wrong_port += !same_port_ && side != s.side;
+    if (s.packets.get() == 0) s.first_tsc = now;
+    s.last_tsc = now;
+    s.packets.inc();
+    s.bytes.add(m->pkt_len);
+    switch (record_arrival(s.flows[st.flow], st.seq)) {
+      case Arrival::kDuplicate:
+        ++s.duplicates;
+        continue;  // no latency sample: it may be a copy of any earlier one
+      case Arrival::kReordered:
+        ++s.reordered;
+        break;
+      case Arrival::kLate:
+        ++s.late;
+        ++s.reordered;
+        break;
+      case Arrival::kNew:
+        break;
+    }
+    s.unique.inc();
+    const uint64_t cycles = static_cast<uint32_t>(now32 - st.tsc);  // mod 2^32: see stamp.h
+    s.latency.record(static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32));
+  }
+  rte_pktmbuf_free_bulk(bufs, n);
+}
+
+void Engine::rx_round() {
+  rx_poll(kHostSide);
+  if (!same_port_) rx_poll(kWireSide);
+}
+
+int Engine::rx_main(void* arg) {
+  Engine& e = *static_cast<Engine*>(arg);
+  while (!e.stop_rx_.load(std::memory_order_acquire)) e.rx_round();
+  return 0;
+}
+
+}  // namespace psgate::gen

@@ -1,0 +1,83 @@
+// Report: the JSON carries the derived figures (loss, rates, percentiles)
+// computed from the raw counts; the table names every job and direction.
+#include <gtest/gtest.h>
+
+#include "report.h"
+
+namespace psgate::gen {
+namespace {
+
+TEST(Report, JsonAndTable) {
+  JobProfile a;
+  a.id = 3;
+  a.name = "resnet";
+  a.ps_addr = Addr{false, 0, 0x0a000005};
+  a.ps_port = 2222;
+  a.size_model = SizeModel::kImix;
+  JobProfile b = a;
+  b.id = 4;
+  b.name = "bert";
+  b.dirs = 1u << kPull;
+  b.size_model = SizeModel::kFixed;
+  b.size = 128;
+
+  RunResult r;
+  r.lcore_mode = "single";
+  r.tx_seconds = 2.0;
+  r.ports.push_back(PortResult{.role = "host-side", .name = "net_null0", .rx_foreign = 2});
+  JobResult ja{.job = &a, .iterations = 0, .has = {true, true}};
+  ja.dir[kPush].tx_packets = 1000;
+  ja.dir[kPush].tx_bytes = 60'000;
+  ja.dir[kPush].rx_packets = 998;
+  ja.dir[kPush].rx_unique = 990;
+  ja.dir[kPush].rx_bytes = 59'880;
+  ja.dir[kPush].duplicates = 8;
+  ja.dir[kPush].rx_seconds = 1.0;
+  for (uint64_t ns : {1000, 2000, 3000, 100'000}) ja.dir[kPush].latency.record(ns);
+  ja.dir[kPull].tx_packets = 500;
+  ja.dir[kPull].rx_unique = 500;
+  ja.dir[kPull].rx_packets = 500;
+  JobResult jb{.job = &b, .iterations = 0, .has = {false, true}};
+  jb.dir[kPull].tx_packets = 10;
+  jb.dir[kPull].rx_unique = 10;
+  jb.dir[kPull].rx_packets = 10;
+  r.jobs = {ja, jb};
+  r.rx_foreign = 2;
+
+  const nlohmann::json j = to_json(r);
+  ASSERT_EQ(j["jobs"].size(), 2u);
+  const auto& push = j["jobs"][0]["push"];
+  EXPECT_EQ(push["lost"], 10);
+  EXPECT_DOUBLE_EQ(push["loss_ratio"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(push["tx_pps"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(push["tx_bps"].get<double>(), 240'000.0);
+  EXPECT_DOUBLE_EQ(push["tx_l1_bps"].get<double>(), 8.0 * (60'000 + 24 * 1000) / 2);
+  EXPECT_DOUBLE_EQ(push["rx_pps"].get<double>(), 998.0);
+  EXPECT_EQ(push["duplicates"], 8);
+  EXPECT_EQ(push["latency"]["count"], 4);
+  EXPECT_EQ(push["latency"]["min_ns"], 1000);
+  EXPECT_EQ(push["latency"]["max_ns"], 100'000);
+  EXPECT_EQ(j["jobs"][0]["size"], "imix");
+  EXPECT_EQ(j["jobs"][0]["ps"], "10.0.0.5:2222");
+  EXPECT_EQ(j["jobs"][0]["total"]["tx_packets"], 1500);
+  EXPECT_FALSE(j["jobs"][1].contains("push"));
+  EXPECT_EQ(j["jobs"][1]["size"], "128B");
+  EXPECT_EQ(j["totals"]["tx_packets"], 1510);
+  EXPECT_EQ(j["totals"]["lost"], 10);
+  EXPECT_EQ(j["generator"]["rx_foreign"], 2);
+
+  const std::string t = format_table(r);
+  for (const char* s : {"resnet", "bert", "push", "pull", "all", "without a psgate-gen stamp received: 2"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << s << "\n" << t;
+  }
+}
+
+TEST(Report, SiPrefixes) {
+  EXPECT_EQ(si(0, "pps"), "0.00 pps");
+  EXPECT_EQ(si(1500, "pps"), "1.50 kpps");
+  EXPECT_EQ(si(14'880'952, "pps"), "14.88 Mpps");
+  EXPECT_EQ(si(9.5e9, "bit/s"), "9.50 Gbit/s");
+}
+
+}  // namespace
+}  // namespace psgate::gen
