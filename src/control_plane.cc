@@ -192,9 +192,11 @@ Result<bool> ControlPlane::publish(uint64_t now_ns) {
     e.effective_rank[kPull] = r.pull_rank;
     e.match = j->match;
     e.police = j->police;
+    e.sequence = j->sequence;
     entries.push_back(std::move(e));
   }
-  auto snap = build_snapshot(config_, std::move(entries), generation_ + 1);
+  // Only this thread publishes, so the current snapshot cannot go away here.
+  auto snap = build_snapshot(config_, std::move(entries), generation_ + 1, &dataplane_.snapshot());
   if (!snap) return Result<bool>::failure(snap.error());
   (*snap)->ports = live_;
   {

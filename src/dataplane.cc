@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "psgate/dataplane_impl.h"
 #include "psgate/packet_meta.h"
@@ -58,7 +59,8 @@ Dataplane::Impl::~Impl() {
   rx.clear();
   for (rte_ring* r : rings) rte_ring_free(r);
   rte_free(qsbr);
-  // The mempool is left to rte_eal_cleanup: the ports still reference it.
+  // The ports are closed: nothing references the pool any more.
+  if (ports_started) rte_mempool_free(pool);
 }
 
 Dataplane::Dataplane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -74,6 +76,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   shared.tsc_hz = rte_get_tsc_hz();
   shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
   const int socket = static_cast<int>(rte_socket_id());
+  // DPDK object names are process-wide; tests build several data planes in one process.
+  static std::atomic<unsigned> instances{0};
+  const std::string tag = std::to_string(instances.fetch_add(1));
 
   if (register_packet_meta() < 0) return CreateResult::failure("cannot register the mbuf metadata field");
 
@@ -94,7 +99,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     spdlog::warn("dataplane.mbufs = {} is below what full queues and descriptor rings can hold ({}): "
                  "under overload the NIC will drop for lack of buffers", config.mbufs, needed);
   }
-  d->pool = rte_pktmbuf_pool_create("psgate_mbufs", config.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+  d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
   if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
   for (unsigned p = 0; p < kPortCount; ++p) {
     auto port = find_port(kPortNames[p], specs[p]->device);
@@ -110,7 +115,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
 
   // RCU for snapshot readers (RX stages).
   const size_t qsbr_size = rte_rcu_qsbr_get_memsize(static_cast<uint32_t>(n));
-  d->qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc_socket("psgate_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE, socket));
+  d->qsbr = static_cast<rte_rcu_qsbr*>(
+      rte_zmalloc_socket(("psgate_qsbr" + tag).c_str(), qsbr_size, RTE_CACHE_LINE_SIZE, socket));
   if (!d->qsbr || rte_rcu_qsbr_init(d->qsbr, static_cast<uint32_t>(n)) != 0)
     return CreateResult::failure("cannot set up RCU");
   shared.qsbr = d->qsbr;
@@ -128,6 +134,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     e->port_id = shared.port_ids[p];
     for (const ClassSpec& cls : config.classes) e->actions.push_back(ClassActions{cls.ecn_threshold, cls.dscp});
     e->applied = d->publisher->current()->ports[p];
+    e->job_queue.resize(config.max_jobs);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
       e->telemetry = std::vector<JobBurstState>(config.max_jobs);
       e->burst_gap_ticks = kBurstGapNs * shared.tsc_hz / 1'000'000'000ull;
@@ -144,15 +151,18 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     rx->rx_queue = k;
     rx->counters = counters;
     rx->police.resize(config.max_jobs);
+    rx->max_jobs = config.max_jobs;
     if (config.flow_cache_entries) {
-      auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + std::to_string(k), socket);
+      auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(k), socket);
       if (!fc.ok()) return Result<RxContext*>::failure("flow cache: " + fc.error());
       rx->flow_cache = std::move(*fc);
     }
     if (pipelined) {
+      rx->ring_stick.resize(kPortCount * config.max_jobs);
       for (unsigned p = 0; p < kPortCount; ++p) {
         for (unsigned c = 0; c < config.class_count; ++c) {
-          const std::string name = "psg_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
+          const std::string name =
+              "psg" + tag + "_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
           rte_ring* r = rte_ring_create(name.c_str(), config.ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
           if (!r) return Result<RxContext*>::failure("cannot create ring " + name + ": " + rte_strerror(rte_errno));
           d->rings.push_back(r);

@@ -87,7 +87,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   uint64_t miss_mask = 0;
   if (n_cacheable) {
     uint32_t cached[kMaxBurst];
-    const uint64_t hits = rx.flow_cache->lookup(cacheable, n_cacheable, snap.generation, cached);
+    const uint64_t hits = rx.flow_cache->lookup(cacheable, n_cacheable, snap.rules_generation, cached);
     for (unsigned k = 0; k < n_cacheable; ++k) {
       if (hits >> k & 1) {
         job[cacheable_idx[k]] = cached[k];
@@ -103,7 +103,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     snap.classifier->classify(uncached, n_uncached, matched);
     for (unsigned k = 0; k < n_uncached; ++k) {
       job[uncached_idx[k]] = matched[k];
-      if (miss_mask >> k & 1) rx.flow_cache->insert(*uncached[k], snap.generation, matched[k]);
+      if (miss_mask >> k & 1) rx.flow_cache->insert(*uncached[k], snap.rules_generation, matched[k]);
     }
   }
 
@@ -162,6 +162,36 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
 
   // Pipelined: one enqueue per class present in the burst, arrival order kept
   // within each class. A full ring drops the excess and counts it: never spin.
+  // A re-ranked job keeps using its old class's ring until the scheduler has
+  // consumed its last packet there (see RxContext::RingStick).
+  RxContext::RingStick* sticks = rx.ring_stick.data() + out_port * rx.max_jobs;
+  rte_ring* const* port_rings = rx.rings.data() + out_port * shared.class_count;
+  const uint32_t burst = ++rx.burst_seq;
+  for (unsigned i = 0; i < n_staged; ++i) {
+    const uint32_t s = packet_meta(staged[i])->job_slot;
+    if (s == kNoJob) continue;
+    RxContext::RingStick& st = sticks[s];
+    if (st.valid && st.cls != staged_cls[i]) {
+      // Stay on the old ring if an earlier packet of this burst is going
+      // there (its enqueue, and so its ticket, is still to come), or if the
+      // scheduler has not consumed past the job's last packet in it yet:
+      // cons.tail is the consumer's release-store of how far it has read.
+      bool stay = st.burst == burst;
+      if (!stay) {
+        const uint32_t consumed = __atomic_load_n(&port_rings[st.cls]->cons.tail, __ATOMIC_ACQUIRE);
+        stay = static_cast<int32_t>(st.ticket - consumed) > 0;
+      }
+      if (stay) {
+        staged_cls[i] = st.cls;
+        packet_meta(staged[i])->cls = st.cls;
+        st.burst = burst;
+        continue;
+      }
+    }
+    st.cls = staged_cls[i];
+    st.valid = 1;
+    st.burst = burst;
+  }
   uint64_t present = 0;
   for (unsigned i = 0; i < n_staged; ++i) present |= uint64_t{1} << staged_cls[i];
   while (present) {
@@ -171,8 +201,15 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     unsigned g = 0;
     for (unsigned i = 0; i < n_staged; ++i)
       if (staged_cls[i] == cls) group[g++] = staged[i];
-    rte_ring* ring = rx.rings[out_port * shared.class_count + cls];
+    rte_ring* ring = port_rings[cls];
     const unsigned sent = rte_ring_sp_enqueue_burst(ring, reinterpret_cast<void* const*>(group), g, nullptr);
+    // Single producer: after the enqueue, prod.tail is the position just past
+    // the packets this lcore put in, the ticket for their jobs.
+    const uint32_t ticket = ring->prod.tail;
+    for (unsigned i = 0; i < sent; ++i) {
+      const uint32_t s = packet_meta(group[i])->job_slot;
+      if (s != kNoJob) sticks[s].ticket = ticket;
+    }
     for (unsigned i = sent; i < g; ++i) {
       const uint32_t s = packet_meta(group[i])->job_slot;
       count_drop(out_counters, s == kNoJob ? nullptr : &counters.jobs[s], kDropRingFull);

@@ -64,12 +64,41 @@ inline unsigned transmit(EgressPort& egress, LcoreCounters& counters, rte_mbuf**
 
 }  // namespace
 
+// A job's packets all sit in one class. When a packet arrives for another
+// class (the job was re-ranked) while some are still queued, they move with
+// it, in order, so the new packet queues behind them: no reordering, no drop.
+// If the new class has no room for them, the job stays where it is until its
+// old queue drains.
+inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, uint32_t slot, unsigned cls) {
+  EgressPort::JobQueue& jq = egress.job_queue[slot];
+  if (jq.queued == 0 || jq.cls == cls) {
+    jq.cls = static_cast<uint8_t>(cls);
+    return cls;
+  }
+  uint32_t moved = 0;
+  PortCounters& pc = counters.ports[egress.index];
+  if (egress.sched.migrate(jq.cls, cls, slot, moved)) {
+    counters.cls(egress.index, jq.cls).migrated_out.add(moved);
+    counters.cls(egress.index, cls).migrated_in.add(moved);
+    pc.rerank_migrations.inc();
+    jq.cls = static_cast<uint8_t>(cls);
+    return cls;
+  }
+  pc.rerank_deferred.inc();
+  return jq.cls;
+}
+
 void sched_accept(DataplaneShared&, EgressPort& egress, LcoreCounters& counters, rte_mbuf* m) {
   PacketMeta* meta = packet_meta(m);
-  const unsigned cls = meta->cls;
+  const uint32_t slot = meta->job_slot;
+  unsigned cls = meta->cls;
+  if (slot != kNoJob) {
+    cls = settle_job_class(egress, counters, slot, cls);
+    meta->cls = static_cast<uint8_t>(cls);
+  }
   const uint32_t depth_before = egress.sched.depth(cls);
   ClassCounters& cc = counters.cls(egress.index, cls);
-  if (!egress.sched.enqueue(cls, m, m->pkt_len)) {
+  if (!egress.sched.enqueue(cls, m, m->pkt_len, slot)) {
     cc.drop_queue_full.inc();
     counters.ports[egress.index].drops[kDropQueueFull].inc();
     if (JobCounters* jc = job_counters(counters, meta->job_slot)) jc->drops.inc();
@@ -78,6 +107,7 @@ void sched_accept(DataplaneShared&, EgressPort& egress, LcoreCounters& counters,
   }
   cc.enqueued_packets.inc();
   cc.enqueued_bytes.add(m->pkt_len);
+  if (slot != kNoJob) ++egress.job_queue[slot].queued;
 
   // Marks are decided on the depth the packet found on arrival (as RED and
   // DCTCP's switches do) and written while the mbuf is still ours.
@@ -124,7 +154,9 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
     ClassCounters& cc = counters.cls(egress.index, items[i].cls);
     cc.dequeued_packets.inc();
     cc.dequeued_bytes.add(items[i].len);
-    counters.hist(egress.index, items[i].cls).record(ticks_to_ns(shared, now - packet_meta(m)->rx_tsc));
+    const PacketMeta* meta = packet_meta(m);
+    if (meta->job_slot != kNoJob) --egress.job_queue[meta->job_slot].queued;
+    counters.hist(egress.index, items[i].cls).record(ticks_to_ns(shared, now - meta->rx_tsc));
   }
   const unsigned sent = transmit(egress, counters, out, n);
   egress.pending_head = sent;
@@ -167,7 +199,9 @@ void sched_flush(EgressPort& egress, LcoreCounters& counters) {
     cc.dequeued_packets.inc();
     cc.dequeued_bytes.add(m->pkt_len);
     pc.drops[kDropShutdown].inc();
-    if (JobCounters* jc = job_counters(counters, packet_meta(m)->job_slot)) jc->drops.inc();
+    const uint32_t slot = packet_meta(m)->job_slot;
+    if (slot != kNoJob) --egress.job_queue[slot].queued;
+    if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();
     rte_pktmbuf_free(m);
   });
 }

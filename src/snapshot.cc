@@ -3,6 +3,9 @@
 
 #include <rte_lcore.h>
 
+#include <ctime>
+
+#include <algorithm>
 #include <string>
 
 namespace psgate {
@@ -12,13 +15,24 @@ std::vector<JobEntry> jobs_from_config(const ConfigSpec& config) {
   jobs.reserve(config.jobs.size());
   for (uint32_t i = 0; i < config.jobs.size(); ++i) {
     const JobSpec& spec = config.jobs[i];
-    jobs.push_back(JobEntry{i, spec.id, spec.name, spec.rank, {spec.rank, spec.rank}, spec.match, spec.police});
+    jobs.push_back(JobEntry{i, spec.id, spec.name, spec.rank, {spec.rank, spec.rank}, spec.match, spec.police, i});
   }
   return jobs;
 }
 
+namespace {
+
+bool same_rules(const std::vector<ClassifierRule>& a, const std::vector<ClassifierRule>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].value != b[i].value || !(a[i].match == b[i].match)) return false;
+  return true;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::vector<JobEntry> jobs,
-                                                 uint32_t generation) {
+                                                 uint32_t generation, const Snapshot* previous) {
   auto snap = std::make_unique<Snapshot>();
   snap->generation = generation;
   snap->slots.resize(config.max_jobs);
@@ -37,16 +51,25 @@ Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::
       slot.police_bytes_per_sec = job.police->rate_bps / 8;
       slot.police_burst_bytes = job.police->burst_bytes;
     }
-    for (const MatchRule& rule : job.match) rules.push_back(ClassifierRule{rule, job.slot});
   }
+  std::vector<const JobEntry*> by_age;
+  for (const JobEntry& job : jobs) by_age.push_back(&job);
+  std::sort(by_age.begin(), by_age.end(), [](const JobEntry* a, const JobEntry* b) { return a->sequence < b->sequence; });
+  for (const JobEntry* job : by_age)
+    for (const MatchRule& rule : job->match) rules.push_back(ClassifierRule{rule, job->slot});
 
-  // DPDK names ACL contexts globally; the generation keeps the names unique
-  // while an old snapshot waits for reclamation.
-  auto classifier = Classifier::build(rules, "psg" + std::to_string(generation), rte_socket_id());
-  if (!classifier.ok()) {
-    return Result<std::unique_ptr<Snapshot>>::failure("cannot build classifier: " + classifier.error());
+  if (previous && previous->classifier && same_rules(previous->rules, rules)) {
+    snap->classifier = previous->classifier;
+    snap->rules_generation = previous->rules_generation;
+  } else {
+    auto classifier = Classifier::build(rules, "psg" + std::to_string(generation), rte_socket_id());
+    if (!classifier.ok()) {
+      return Result<std::unique_ptr<Snapshot>>::failure("cannot build classifier: " + classifier.error());
+    }
+    snap->classifier = std::shared_ptr<const Classifier>(std::move(*classifier));
+    snap->rules_generation = generation;
   }
-  snap->classifier = std::move(*classifier);
+  snap->rules = std::move(rules);
   snap->jobs = std::move(jobs);
   snap->ports = live_params(config);
   return snap;
@@ -87,7 +110,13 @@ void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
   const Snapshot* old = current_.exchange(next.release(), std::memory_order_acq_rel);
   // Every reader that could still hold `old` passes a quiescent state after
   // its current loop iteration; offline readers (stopped lcores) are skipped.
-  rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+  // Poll with sleeps rather than rte_rcu_qsbr_synchronize's spin: the control
+  // thread may share a CPU with the threads the lcores are waiting for.
+  const uint64_t token = rte_rcu_qsbr_start(qsbr_);
+  while (rte_rcu_qsbr_check(qsbr_, token, false) == 0) {
+    timespec pause{0, 20'000};
+    nanosleep(&pause, nullptr);
+  }
   delete old;
 }
 

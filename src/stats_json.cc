@@ -36,6 +36,8 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
         {"tx_packets", pt.tx_packets},
         {"tx_bytes", pt.tx_bytes},
         {"drops", drops},  // by reason, for packets that were to leave by this port
+        {"rerank_migrations", pt.rerank_migrations},
+        {"rerank_deferred", pt.rerank_deferred},
         {"nic", {{"imissed", pt.nic_imissed}, {"ierrors", pt.nic_ierrors}, {"rx_nombuf", pt.nic_rx_nombuf},
                  {"oerrors", pt.nic_oerrors}}},
     };
@@ -55,6 +57,8 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
                                 {"drop_ring_full", ct.drop_ring_full},
                                 {"ecn_marked", ct.ecn_marked},
                                 {"dscp_remarked", ct.dscp_remarked},
+                                {"migrated_in", ct.migrated_in},
+                                {"migrated_out", ct.migrated_out},
                                 {"sojourn", histogram_json(ct.sojourn)}});
     }
   }

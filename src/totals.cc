@@ -23,6 +23,8 @@ Totals Dataplane::read_totals(bool with_histograms) const {
       pt.tx_packets += pc.tx_packets.get();
       pt.tx_bytes += pc.tx_bytes.get();
       for (unsigned r = 0; r < kDropReasonCount; ++r) pt.drops[r] += pc.drops[r].get();
+      pt.rerank_migrations += pc.rerank_migrations.get();
+      pt.rerank_deferred += pc.rerank_deferred.get();
       for (unsigned c = 0; c < t.class_count; ++c) {
         const ClassCounters& cc = lc->classes[p * t.class_count + c];
         ClassTotals& ct = t.classes[p * t.class_count + c];
@@ -34,6 +36,8 @@ Totals Dataplane::read_totals(bool with_histograms) const {
         ct.drop_ring_full += cc.drop_ring_full.get();
         ct.ecn_marked += cc.ecn_marked.get();
         ct.dscp_remarked += cc.dscp_remarked.get();
+        ct.migrated_in += cc.migrated_in.get();
+        ct.migrated_out += cc.migrated_out.get();
         if (with_histograms) ct.sojourn.merge(lc->sojourn[p * t.class_count + c]);
       }
     }

@@ -54,7 +54,14 @@ class PortScheduler {
   PortScheduler(const PortSchedConfig& config, uint64_t now);
 
   // false: the class queue is full; the caller drops (and counts) the item.
-  bool enqueue(unsigned cls, Item item, uint32_t len);
+  // `tag` is the caller's (psgate: the job slot) and only used by migrate().
+  bool enqueue(unsigned cls, Item item, uint32_t len, uint32_t tag = 0);
+
+  // Moves every queued item tagged `tag` from class `from` to the tail of
+  // class `to`, keeping their order (and the order of what stays). All or
+  // nothing: returns false, moving nothing, when `to` lacks room for them.
+  // O(depth of `from`). Returns the number moved through `moved`.
+  bool migrate(unsigned from, unsigned to, uint32_t tag, uint32_t& moved);
 
   // Dequeues up to `max` items allowed at time `now` into `out`; returns how
   // many. Refills buckets once per call.
@@ -86,6 +93,7 @@ class PortScheduler {
   struct Slot {
     Item item;
     uint32_t len;
+    uint32_t tag;
   };
   // Per-class state, kept small so the classes a dequeue touches share few
   // cache lines. The ring is ring_size (a power of two >= limit) slots of the

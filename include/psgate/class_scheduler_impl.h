@@ -61,16 +61,51 @@ PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
 }
 
 template <typename Item>
-bool PortScheduler<Item>::enqueue(unsigned cls, Item item, uint32_t len) {
+bool PortScheduler<Item>::enqueue(unsigned cls, Item item, uint32_t len, uint32_t tag) {
   if (cls >= classes_.size()) return false;
   Class& k = classes_[cls];
   if (k.tail - k.head >= k.limit) return false;
   Slot& s = k.ring[k.tail & k.mask];
   s.item = std::move(item);
   s.len = len;
+  s.tag = tag;
   ++k.tail;
   k.backlog_bytes += len;
   backlog_ |= uint64_t{1} << cls;
+  return true;
+}
+
+template <typename Item>
+bool PortScheduler<Item>::migrate(unsigned from, unsigned to, uint32_t tag, uint32_t& moved) {
+  moved = 0;
+  if (from >= classes_.size() || to >= classes_.size() || from == to) return from == to;
+  Class& src = classes_[from];
+  Class& dst = classes_[to];
+  uint32_t count = 0;
+  for (uint32_t i = src.head; i != src.tail; ++i) count += src.ring[i & src.mask].tag == tag;
+  if (count == 0) return true;
+  if ((dst.tail - dst.head) + count > dst.limit) return false;
+  // One pass: tagged items go to dst's tail, the others are compacted towards
+  // src's head, both in their original order.
+  uint32_t keep = src.head;
+  uint64_t bytes = 0;
+  for (uint32_t i = src.head; i != src.tail; ++i) {
+    Slot& s = src.ring[i & src.mask];
+    if (s.tag == tag) {
+      bytes += s.len;
+      dst.ring[dst.tail & dst.mask] = std::move(s);
+      ++dst.tail;
+    } else {
+      if (keep != i) src.ring[keep & src.mask] = std::move(s);
+      ++keep;
+    }
+  }
+  src.tail = keep;
+  src.backlog_bytes -= bytes;
+  dst.backlog_bytes += bytes;
+  if (src.head == src.tail) backlog_ &= ~(uint64_t{1} << from);
+  backlog_ |= uint64_t{1} << to;
+  moved = count;
   return true;
 }
 

@@ -52,11 +52,16 @@ struct PortCounters {
   // Egress side (counted on the port the packet was meant to leave by).
   Counter tx_packets, tx_bytes;
   std::array<Counter, kDropReasonCount> drops;
+  // Re-ranking: a job's queued packets followed it to its new class, or (new
+  // class full) the job stayed in its old class until that drained.
+  Counter rerank_migrations, rerank_deferred;
 };
 
 struct ClassCounters {
   Counter enqueued_packets, enqueued_bytes;   // accepted into the class FIFO
   Counter dequeued_packets, dequeued_bytes;   // left the FIFO towards TX
+  // Re-ranking moved a job's queued packets between classes (in order).
+  Counter migrated_in, migrated_out;
   Counter drop_queue_full, drop_ring_full;
   Counter ecn_marked, dscp_remarked;
 };

@@ -25,6 +25,7 @@ struct PortTotals {
   uint64_t rx_packets = 0, rx_bytes = 0, rx_malformed = 0, rx_network_control = 0, rx_unclassified = 0;
   uint64_t tx_packets = 0, tx_bytes = 0;
   uint64_t drops[kDropReasonCount] = {};
+  uint64_t rerank_migrations = 0, rerank_deferred = 0;
   // Driver-level counts (rte_eth_stats): frames lost before psgate saw them.
   uint64_t nic_imissed = 0, nic_ierrors = 0, nic_rx_nombuf = 0, nic_oerrors = 0;
   uint64_t drop_total() const {
@@ -37,8 +38,9 @@ struct PortTotals {
 struct ClassTotals {
   uint64_t enqueued_packets = 0, enqueued_bytes = 0, dequeued_packets = 0, dequeued_bytes = 0;
   uint64_t drop_queue_full = 0, drop_ring_full = 0, ecn_marked = 0, dscp_remarked = 0;
+  uint64_t migrated_in = 0, migrated_out = 0;
   LatencyHistogram sojourn;
-  uint64_t depth() const { return enqueued_packets - dequeued_packets; }
+  uint64_t depth() const { return enqueued_packets + migrated_in - dequeued_packets - migrated_out; }
 };
 
 struct JobTotals {

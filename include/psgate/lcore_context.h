@@ -48,6 +48,13 @@ struct EgressPort {
   PortScheduler<rte_mbuf*> sched;
   std::vector<ClassActions> actions;
   PortLive applied;  // the live parameters in force, to apply only what changed
+  // Where each job's queued packets are, by job slot: a job is in one class
+  // at a time, which is what keeps its flows in order across re-ranking.
+  struct JobQueue {
+    uint32_t queued = 0;
+    uint8_t cls = 0;
+  };
+  std::vector<JobQueue> job_queue;
   // Pull-burst telemetry by job slot; only the wire egress (pull direction) has it.
   std::vector<JobBurstState> telemetry;
   uint64_t burst_gap_ticks = 0;
@@ -85,6 +92,19 @@ struct RxContext {
   // Hand-off: exactly one of these is used.
   std::array<EgressPort*, kPortCount> direct{};            // run-to-completion
   std::vector<rte_ring*> rings;                            // [egress][class], pipelined
+  // Pipelined re-ranking: the ring each job's packets go to, by [egress][slot],
+  // and the ring position after the job's last packet in it. A job moves to
+  // another class's ring only once the scheduler has consumed past that
+  // position, so its packets are never in two rings at once.
+  struct RingStick {
+    uint32_t ticket = 0;
+    uint32_t burst = 0;  // the last burst that sent the job to `cls`
+    uint8_t cls = 0;
+    uint8_t valid = 0;
+  };
+  std::vector<RingStick> ring_stick;
+  unsigned max_jobs = 0;
+  uint32_t burst_seq = 0;  // counts RX bursts that reach the hand-off
 };
 
 struct SchedContext {

@@ -30,6 +30,9 @@ struct JobEntry {
   std::array<uint32_t, 2> effective_rank{};
   std::vector<MatchRule> match;
   std::optional<RateSpec> police;
+  // When the job was added: rules are matched in this order (earlier jobs'
+  // rules win), independent of rank, so a re-rank changes no rule.
+  uint64_t sequence = 0;
 };
 
 // What the fast path reads for a job slot.
@@ -59,16 +62,22 @@ struct Snapshot {
   uint32_t generation = 0;
   std::vector<JobEntry> jobs;            // in rank order (ties: control order)
   std::vector<SlotInfo> slots;           // max_jobs entries
-  std::unique_ptr<Classifier> classifier;  // values are job slots
+  // Compiled rules, shared between snapshots while the rules do not change: a
+  // re-rank costs no ACL build. The flow cache stores job slots, which a
+  // re-rank does not change either, so it is keyed by rules_generation.
+  std::shared_ptr<const Classifier> classifier;  // values are job slots
+  std::vector<ClassifierRule> rules;
+  uint32_t rules_generation = 0;
   std::array<PortLive, kPortCount> ports;
 };
 
 // The scheduler parameters of `config` (shapers and per-class settings).
 std::array<PortLive, kPortCount> live_params(const ConfigSpec& config);
 
-// Builds a snapshot for `jobs` (slots already assigned, < max_jobs).
+// Builds a snapshot for `jobs` (slots already assigned, < max_jobs). When
+// `previous` has the same rules, its classifier is reused.
 Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::vector<JobEntry> jobs,
-                                                 uint32_t generation);
+                                                 uint32_t generation, const Snapshot* previous = nullptr);
 
 // Job entries for the config's static [[jobs]], slots in order, effective
 // ranks equal to the configured ranks.

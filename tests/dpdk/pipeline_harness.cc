@@ -1,0 +1,79 @@
+#include "pipeline_harness.h"
+
+#include <atomic>
+
+namespace psgate::testing {
+
+PipelineHarness::PipelineHarness(const std::string& body) {
+  static std::atomic<unsigned> instances{0};
+  const std::string tag = "h" + std::to_string(instances.fetch_add(1));
+  std::string devices[2];
+  for (unsigned p = 0; p < 2; ++p) {
+    const std::string base = tag + (p == 0 ? "wire" : "host");
+    rx_[p] = rte_ring_create((base + "_rx").c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    tx_[p] = rte_ring_create((base + "_tx").c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!rx_[p] || !tx_[p]) {
+      error_ = "cannot create test rings";
+      return;
+    }
+    const int port = rte_eth_from_rings(("net_ring_" + base).c_str(), &rx_[p], 1, &tx_[p], 1, SOCKET_ID_ANY);
+    char name[RTE_ETH_NAME_MAX_LEN];
+    if (port < 0 || rte_eth_dev_get_name_by_port(static_cast<uint16_t>(port), name) != 0) {
+      error_ = "rte_eth_from_rings failed for " + base;
+      return;
+    }
+    devices[p] = name;  // the ring PMD may decorate the name: use what it registered
+  }
+  pool_ = rte_pktmbuf_pool_create((tag + "_gen").c_str(), 16383, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  if (!pool_) {
+    error_ = "cannot create the generator pool";
+    return;
+  }
+  const std::string toml = "[eal]\nargs = []\n[ports.wire]\ndevice = \"" + devices[0] + "\"\n[ports.host]\ndevice = \"" +
+                           devices[1] + "\"\n[control]\nsocket = \"/tmp/unused-" + tag + ".sock\"\n" + body;
+  auto config = parse_config(toml, "harness.toml");
+  if (!config) {
+    error_ = config.error();
+    return;
+  }
+  auto dp = Dataplane::create(*config);
+  if (!dp) {
+    error_ = dp.error();
+    return;
+  }
+  dataplane_ = std::move(*dp);
+  auto cp = ControlPlane::create(*dataplane_, *config);
+  if (!cp) {
+    error_ = cp.error();
+    return;
+  }
+  control_ = std::move(*cp);
+  if (auto started = control_->start(); !started) {
+    error_ = started.error();
+    return;
+  }
+  dataplane_->start();
+}
+
+PipelineHarness::~PipelineHarness() {
+  stop();
+  control_.reset();
+  dataplane_.reset();  // closes the ring ports
+  for (rte_ring* r : {rx_[0], rx_[1], tx_[0], tx_[1]}) {
+    if (!r) continue;
+    rte_mbuf* m;
+    while (rte_ring_dequeue(r, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
+    rte_ring_free(r);
+  }
+  rte_mempool_free(pool_);
+}
+
+unsigned PipelineHarness::inject(unsigned port, rte_mbuf** pkts, unsigned n) {
+  return rte_ring_sp_enqueue_burst(rx_[port], reinterpret_cast<void* const*>(pkts), n, nullptr);
+}
+
+unsigned PipelineHarness::collect(unsigned port, rte_mbuf** pkts, unsigned n) {
+  return rte_ring_sc_dequeue_burst(tx_[port], reinterpret_cast<void**>(pkts), n, nullptr);
+}
+
+}  // namespace psgate::testing
