@@ -33,9 +33,11 @@ void add_numbers(rte_tel_data* d, const nlohmann::json& obj, const std::string& 
 }
 
 nlohmann::json stats() {
+  // Read the counters first: totals_locked and with_snapshot take the same
+  // mutex, so one must not be called inside the other.
+  const Totals totals = g_control->totals_locked(false);
   nlohmann::json out;
-  g_control->with_snapshot(
-      [&](const Snapshot& snap) { out = totals_to_json(g_control->totals_locked(false), snap); });
+  g_control->with_snapshot([&](const Snapshot& snap) { out = totals_to_json(totals, snap); });
   return out;
 }
 
@@ -81,7 +83,8 @@ int cmd_jobs(const char*, const char*, rte_tel_data* d) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_control) return -1;
   rte_tel_data_start_array(d, RTE_TEL_U64_VAL);
-  for (const auto& j : stats()["jobs"]) rte_tel_data_add_array_u64(d, j["id"].get<uint64_t>());
+  const nlohmann::json s = stats();  // named: a range-for over stats()["jobs"] would dangle
+  for (const auto& j : s["jobs"]) rte_tel_data_add_array_u64(d, j["id"].get<uint64_t>());
   return 0;
 }
 
@@ -89,7 +92,8 @@ int cmd_job(const char*, const char* params, rte_tel_data* d) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_control || !params) return -1;
   const uint64_t id = std::strtoull(params, nullptr, 10);
-  for (const auto& j : stats()["jobs"]) {
+  const nlohmann::json s = stats();
+  for (const auto& j : s["jobs"]) {
     if (j["id"].get<uint64_t>() == id) {
       rte_tel_data_start_dict(d);
       rte_tel_data_add_dict_string(d, "name", j["name"].get<std::string>().c_str());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -33,9 +34,32 @@ class DaemonFixture {
   DaemonRun run(const std::string& config, const std::vector<std::string>& args, double limit_s = 60,
                 double signal_after_s = 0) const;
 
+  // Starts the daemon in the background (in dir()); stop_daemon() sends
+  // SIGTERM and waits. The destructor kills one still running.
+  void start_daemon(const std::string& config, const std::vector<std::string>& args = {});
+  DaemonRun stop_daemon(double limit_s = 30);
+  bool daemon_running() const;
+  pid_t daemon_pid() const { return daemon_pid_; }
+
  private:
+  DaemonRun wait_daemon(double limit_s, bool terminate);
   std::string dir_;
+  pid_t daemon_pid_ = -1;
 };
+
+// Runs psgatectl (PSGATECTL_BIN) with `args`; returns exit status and output.
+struct CtlResult {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+CtlResult psgatectl(const std::vector<std::string>& args);
+
+// One request line on a fresh connection to a Unix socket; returns the reply
+// line, or "" on timeout/close.
+std::string socket_request(const std::string& socket_path, const std::string& line, int timeout_ms = 5000);
+// Sends `line` on a connected socket and reads one reply line.
+std::string send_line(int fd, const std::string& line, int timeout_ms = 5000);
 
 // The psgate binary (PSGATE_BIN, set by meson).
 std::string psgate_binary();

@@ -1,0 +1,335 @@
+// The control plane as its users meet it: psgatectl and raw clients on the
+// control socket of a running daemon, restarts with a state file, and DPDK
+// telemetry.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <chrono>
+#include <thread>
+
+#include "daemon_runner.h"
+#include "packet_builder.h"
+
+namespace psgate::testing {
+namespace {
+
+using json = nlohmann::json;
+
+std::string prefix_for(const DaemonFixture& fx) {
+  return "psgate-ctl-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
+}
+
+std::string control_config(const DaemonFixture& fx, const std::string& extra = "") {
+  return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + prefix_for(fx) +
+         "\", \"--log-level=3\"]\n"
+         "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=wire-in.pcap\"\n"
+         "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap\"\n"
+         "[lcores]\nmain = 0\ndata = [1]\n"
+         "[dataplane]\nmbufs = 8191\nmax_jobs = 64\n[stats]\ninterval = \"0s\"\n"
+         "[control]\nsocket = \"ctl.sock\"\n" + extra +
+         "[[jobs]]\nid = 1\nname = \"one\"\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
+         "[[jobs]]\nid = 2\nname = \"two\"\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
+}
+
+void write_captures(DaemonFixture& fx) {
+  pkt::PacketSpec s;
+  s.src4 = {10, 0, 0, 5};
+  s.proto = pkt::kTcp;
+  s.sport = 2222;
+  fx.write_pcap("host-in.pcap", {pkt::build_packet(s)});
+  fx.write_pcap("wire-in.pcap", {});
+}
+
+class ControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start(); }
+
+  void start(const std::string& extra = "") {
+    write_captures(fx);
+    fx.write_file("psgate.toml", control_config(fx, extra));
+    fx.start_daemon("psgate.toml");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (ctl({"health"}).status == 0) return;
+      ASSERT_TRUE(fx.daemon_running()) << "psgate exited: " << fx.stop_daemon().output;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL() << "psgate did not answer health in 30 s";
+  }
+
+  std::string sock() const { return fx.path("ctl.sock"); }
+  CtlResult ctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"-s", sock()});
+    return psgatectl(args);
+  }
+  json ctl_json(std::vector<std::string> args) const {
+    args.push_back("--json");
+    const CtlResult r = ctl(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json::parse(r.out, nullptr, false);
+  }
+  static json job(const json& list, uint32_t id) {
+    for (const json& j : list["jobs"])
+      if (j["id"] == id) return j;
+    return nullptr;
+  }
+
+  DaemonFixture fx;
+};
+
+TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
+  const json health = ctl_json({"health"});
+  EXPECT_EQ(health["status"], "ok");
+  EXPECT_EQ(health["jobs"], 2);
+
+  EXPECT_EQ(ctl({"jobs", "add", "5", "--match", "dst=10.0.0.5/32,dport=2299,proto=tcp", "--name", "five"}).status, 0);
+  EXPECT_EQ(ctl({"jobs", "add", "6", "--match", "src=10.0.0.5/32,sport=2300,proto=tcp", "--police", "100Mbit/s"}).status, 0);
+  json list = ctl_json({"jobs", "list"});
+  ASSERT_EQ(list["jobs"].size(), 4u);
+  EXPECT_EQ(job(list, 5)["name"], "five");
+  EXPECT_EQ(job(list, 6)["police"], "100Mbit/s");
+
+  // order: listed jobs first, the rest after in their order.
+  EXPECT_EQ(ctl({"order", "6", "5"}).status, 0);
+  list = ctl_json({"jobs", "list"});
+  EXPECT_EQ(job(list, 6)["rank"], 0);
+  EXPECT_EQ(job(list, 5)["rank"], 1);
+  EXPECT_EQ(job(list, 1)["rank"], 2);
+  EXPECT_EQ(job(list, 2)["rank"], 3);
+  EXPECT_LT(job(list, 6)["class"].get<int>(), job(list, 2)["class"].get<int>());
+
+  EXPECT_EQ(ctl({"rank", "2", "0"}).status, 0);
+  list = ctl_json({"jobs", "list"});
+  EXPECT_EQ(job(list, 2)["rank"], 0);
+  EXPECT_EQ(job(list, 2)["class"], job(list, 6)["class"]);  // rank ties share a class
+
+  EXPECT_EQ(ctl({"class", "wire", "3", "--cap", "100Mbit/s", "--floor", "10Mbit/s", "--ecn-threshold", "32", "--dscp", "10"}).status, 0);
+  EXPECT_EQ(ctl({"shaper", "wire", "500Mbit/s"}).status, 0);
+  json config = ctl_json({"config"});
+  EXPECT_EQ(config["live"]["wire"]["classes"][3]["cap"], "100Mbit/s");
+  EXPECT_EQ(config["live"]["wire"]["classes"][3]["floor"], "10Mbit/s");
+  EXPECT_EQ(config["live"]["wire"]["classes"][3]["ecn_threshold"], 32);
+  EXPECT_EQ(config["live"]["wire"]["classes"][3]["dscp"], 10);
+  EXPECT_EQ(config["live"]["wire"]["shaper"], "500Mbit/s");
+  EXPECT_EQ(ctl({"shaper", "wire", "none"}).status, 0);
+  EXPECT_TRUE(ctl_json({"config"})["live"]["wire"]["shaper"].is_null());
+
+  EXPECT_EQ(ctl({"progress", "5", "0.5", "--iteration", "3"}).status, 0);
+  list = ctl_json({"jobs", "list"});
+  EXPECT_EQ(job(list, 5)["progress"]["fraction"], 0.5);
+  EXPECT_EQ(job(list, 5)["progress"]["iteration"], 3);
+
+  // progress (JPAS): least progressed first, so job 5 (50%) falls below the others (0%).
+  EXPECT_EQ(ctl({"policy", "progress"}).status, 0);
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "progress");
+  list = ctl_json({"jobs", "list"});
+  for (uint32_t other : {1u, 2u, 6u}) EXPECT_GT(job(list, 5)["class"].get<int>(), job(list, other)["class"].get<int>());
+  // fifo: one class for every job.
+  EXPECT_EQ(ctl({"policy", "fifo"}).status, 0);
+  list = ctl_json({"jobs", "list"});
+  for (const json& j : list["jobs"]) EXPECT_EQ(j["class"], job(list, 1)["class"]);
+  for (const char* name : {"tensorlights-one", "batch", "shortest-first", "static"})
+    EXPECT_EQ(ctl({"policy", name}).status, 0) << name;
+  EXPECT_EQ(ctl({"policy", "round-robin", "--interval", "2s", "--rotate-on", "iteration"}).status, 0);
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["rotate_on"], "iteration");
+
+  const json stats = ctl_json({"stats"});
+  EXPECT_TRUE(stats["totals"]["conserved"].is_boolean());
+  EXPECT_TRUE(job(stats, 5).contains("telemetry"));
+  EXPECT_TRUE(stats["ports"].contains("wire"));
+
+  EXPECT_EQ(ctl({"jobs", "rm", "6"}).status, 0);
+  EXPECT_TRUE(job(ctl_json({"jobs", "list"}), 6).is_null());
+
+  // Refused by the daemon: exit 1 with its reason on stderr.
+  CtlResult r = ctl({"rank", "99", "1"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no job 99"), std::string::npos) << r.err;
+  r = ctl({"jobs", "add", "5", "--match", "dport=1,proto=udp"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+  r = ctl({"class", "wire", "9", "--cap", "1Mbit/s"});  // 8 classes
+  EXPECT_EQ(r.status, 1) << r.err;
+  // Usage errors never reach the daemon: exit 2.
+  EXPECT_EQ(ctl({"jobs", "add"}).status, 2);
+  EXPECT_EQ(ctl({"shaper", "wire", "1Gbps/s"}).status, 2);
+  EXPECT_EQ(ctl({"jobs", "add", "7", "--match", "src=10.0.0.300/32"}).status, 2);
+
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_EQ(stopped.exit_status, 0) << stopped.output;
+  // Nobody listening: exit 3.
+  EXPECT_EQ(ctl({"health"}).status, 3);
+}
+
+TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock().c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  struct Case {
+    std::string line, expect;
+  } cases[] = {
+      {"this is not json", "malformed JSON"},
+      {"[1, 2, 3]", "JSON object"},
+      {R"({"nocmd": 1})", "missing \"cmd\""},
+      {R"({"cmd": "frobnicate"})", "unknown command \"frobnicate\""},
+      {R"({"cmd": "rank", "id": 99, "rank": 1})", "no job 99"},
+      {R"({"cmd": "rank", "id": 1, "rank": -4})", "non-negative integer"},
+      {R"({"cmd": "rank", "id": "one", "rank": 1})", "non-negative integer"},
+      {R"({"cmd": "class.set", "port": "wire", "class": 100})", "at most 7"},
+      {R"({"cmd": "class.set", "port": "eth0", "class": 1})", "unknown port"},
+      {R"({"cmd": "shaper.set", "port": "wire", "rate": "fast"})", "\"rate\""},
+      {R"({"cmd": "jobs.add", "id": 9, "match": ["src=10.0.0.300/32"]})", "match[0]"},
+      {R"({"cmd": "jobs.add", "id": 9, "match": []})", "\"match\""},
+      {R"({"cmd": "progress", "id": 1, "fraction": 1.5})", "between 0 and 1"},
+      {R"({"cmd": "policy", "name": "random"})", "unknown policy"},
+      {R"({"cmd": "order", "ids": [1, 1]})", "listed twice"},
+      {std::string(70 * 1024, 'x'), "longer than 64 KiB"},
+  };
+  for (const Case& c : cases) {
+    const std::string reply = send_line(fd, c.line + "\n");
+    const json j = json::parse(reply, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << c.line.substr(0, 60) << " -> " << reply;
+    EXPECT_FALSE(j["ok"].get<bool>()) << c.line.substr(0, 60);
+    EXPECT_NE(j.value("error", "").find(c.expect), std::string::npos) << c.line.substr(0, 60) << " -> " << reply;
+  }
+  // Still the same connection, still answering, and the id is echoed.
+  const json ok = json::parse(send_line(fd, R"({"cmd": "health", "id": 42})" "\n"), nullptr, false);
+  EXPECT_TRUE(ok["ok"].get<bool>());
+  EXPECT_EQ(ok["id"], 42);
+  close(fd);
+  EXPECT_TRUE(fx.daemon_running());
+}
+
+TEST_F(ControlTest, ManyClientsAtOnceAndIdleOrHalfFinishedClientsBlockNobody) {
+  auto open_conn = [&] {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, sock().c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    return fd;
+  };
+  std::vector<int> idle;
+  for (int i = 0; i < 10; ++i) idle.push_back(open_conn());  // connect, never send
+  for (int i = 0; i < 10; ++i) {                             // half a request, then vanish
+    const int fd = open_conn();
+    const char half[] = "{\"cmd\": \"hea";
+    ASSERT_GT(send(fd, half, sizeof half - 1, MSG_NOSIGNAL), 0);
+    close(fd);
+  }
+  const int stuck = open_conn();  // half a request and stays
+  ASSERT_GT(send(stuck, "{\"cmd\":", 7, MSG_NOSIGNAL), 0);
+
+  std::atomic<int> answered{0}, failed{0};
+  std::atomic<long> slowest_ms{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 24; ++t) {
+    clients.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const json r = json::parse(socket_request(sock(), "{\"cmd\": \"health\"}\n", 10000), nullptr, false);
+        const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        long prev = slowest_ms.load();
+        while (ms > prev && !slowest_ms.compare_exchange_weak(prev, ms)) {
+        }
+        (!r.is_discarded() && r["ok"] == true ? answered : failed)++;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(answered.load(), 24 * 20);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_LT(slowest_ms.load(), 5000) << "a request waited behind idle clients";
+  // The stuck client can still finish its request.
+  const json r = json::parse(send_line(stuck, " \"health\"}\n"), nullptr, false);
+  EXPECT_TRUE(!r.is_discarded() && r["ok"] == true);
+  for (int fd : idle) close(fd);
+  close(stuck);
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+}
+
+TEST_F(ControlTest, CountersAreReadableThroughDpdkTelemetry) {
+  const std::string path = "/var/run/dpdk/" + prefix_for(fx) + "/dpdk_telemetry.v2";
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << path;
+  timeval limit{10, 0};  // a hung callback must fail the test, not hang it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  char buf[16384];
+  ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // the greeting
+  auto query = [&](const std::string& cmd) {
+    EXPECT_GT(send(fd, cmd.data(), cmd.size(), 0), 0);
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    return n > 0 ? json::parse(std::string(buf, static_cast<size_t>(n)), nullptr, false) : json();
+  };
+  const json totals = query("/psgate/totals");
+  ASSERT_TRUE(totals.contains("/psgate/totals")) << totals.dump();
+  EXPECT_TRUE(totals["/psgate/totals"].contains("received"));
+  const json jobs = query("/psgate/jobs");
+  EXPECT_EQ(jobs["/psgate/jobs"], json::array({1, 2})) << jobs.dump();
+  const json one = query("/psgate/job,1");
+  EXPECT_EQ(one["/psgate/job"]["name"], "one") << one.dump();
+  const json wire = query("/psgate/port,wire");
+  EXPECT_TRUE(wire["/psgate/port"].contains("rx_packets")) << wire.dump();
+  close(fd);
+}
+
+TEST(ControlState, JobsOrderAndPolicySurviveARestartAndACorruptStateFileIsRefused) {
+  DaemonFixture fx;
+  write_captures(fx);
+  fx.write_file("psgate.toml", control_config(fx, "state = \"state.json\"\n"));
+  auto ctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"-s", fx.path("ctl.sock")});
+    return psgatectl(args);
+  };
+  auto wait_ready = [&] {
+    for (int i = 0; i < 300 && ctl({"health"}).status != 0; ++i) {
+      if (!fx.daemon_running()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ctl({"health"}).status == 0;
+  };
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(wait_ready());
+  ASSERT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.5/32,dport=2400,proto=tcp", "--name", "seven"}).status, 0);
+  ASSERT_EQ(ctl({"order", "7", "2", "1"}).status, 0);
+  ASSERT_EQ(ctl({"progress", "7", "0.25"}).status, 0);
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "30s"}).status, 0);
+  const std::string before = ctl({"jobs", "list", "--json"}).out;
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(wait_ready());
+  const json after = json::parse(ctl({"jobs", "list", "--json"}).out);
+  const json was = json::parse(before);
+  ASSERT_EQ(after["jobs"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(after["jobs"][i]["id"], was["jobs"][i]["id"]);
+    EXPECT_EQ(after["jobs"][i]["rank"], was["jobs"][i]["rank"]);
+    EXPECT_EQ(after["jobs"][i]["match"], was["jobs"][i]["match"]);
+    EXPECT_EQ(after["jobs"][i]["progress"], was["jobs"][i]["progress"]);
+  }
+  EXPECT_EQ(json::parse(ctl({"policy", "--json"}).out)["policy"]["name"], "round-robin");
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+
+  // A corrupt state file: refused with a clear message, nothing half-loaded, file kept.
+  fx.write_file("state.json", "{\"version\": 1, \"jobs\": [{\"id\": 3, \"rank\": \"high\"}]}");
+  const DaemonRun bad = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(bad.exit_status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("state file"), std::string::npos) << bad.output;
+  std::ifstream kept(fx.path("state.json"));
+  std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"high\""), std::string::npos) << "the corrupt file must be left for the operator";
+}
+
+}  // namespace
+}  // namespace psgate::testing
