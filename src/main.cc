@@ -162,8 +162,12 @@ int main(int argc, char** argv) {
       "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
       "Forwards every frame between the 'wire' and 'host' ports, classifying IP flows into\n"
       "jobs and scheduling each egress port with strict-priority classes and token buckets.\n"
+      "Jobs, their order and the policy change at run time through the control socket\n"
+      "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
       "SIGINT/SIGTERM stop receiving, drain the queues (bounded by dataplane.drain_timeout),\n"
-      "print the final counters and exit 0."};
+      "print the final counters and exit 0. Exit status: 0 clean run, 2 bad command line,\n"
+      "configuration or state file, 1 DPDK/device/socket set-up failure or counters that\n"
+      "do not add up."};
   std::string config_path;
   double duration_s = 0;
   bool check_only = false;
