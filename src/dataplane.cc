@@ -20,26 +20,18 @@ namespace {
 
 using CreateResult = Result<std::unique_ptr<Dataplane>>;
 
-PortSchedConfig sched_config(const ConfigSpec& config, const PortSpec& port, uint64_t tsc_hz) {
+// The scheduler's start-up parameters: the same live parameters a snapshot
+// carries (rates already in bytes per second), plus what never changes.
+PortSchedConfig sched_config(const ConfigSpec& config, const PortSpec& port, const PortLive& live, uint64_t tsc_hz) {
   PortSchedConfig sc;
   sc.tick_hz = tsc_hz;
   sc.overhead_bytes = port.overhead_bytes;
-  if (port.shaper) {
-    sc.shaper_bytes_per_sec = port.shaper->rate_bps / 8;
-    sc.shaper_burst_bytes = port.shaper->burst_bytes;
-  }
-  for (const ClassSpec& cls : config.classes) {
-    ClassSchedConfig c;
-    c.depth = cls.depth;
-    if (cls.cap) {
-      c.cap_bytes_per_sec = cls.cap->rate_bps / 8;
-      c.cap_burst_bytes = cls.cap->burst_bytes;
-    }
-    if (cls.floor) {
-      c.floor_bytes_per_sec = cls.floor->rate_bps / 8;
-      c.floor_burst_bytes = cls.floor->burst_bytes;
-    }
-    sc.classes.push_back(c);
+  sc.shaper_bytes_per_sec = live.shaper_bytes_per_sec;
+  sc.shaper_burst_bytes = live.shaper_burst_bytes;
+  for (size_t c = 0; c < config.classes.size(); ++c) {
+    const ClassLive& cl = live.classes[c];
+    sc.classes.push_back(ClassSchedConfig{config.classes[c].depth, cl.cap_bytes_per_sec, cl.cap_burst_bytes,
+                                          cl.floor_bytes_per_sec, cl.floor_burst_bytes});
   }
   return sc;
 }
@@ -129,11 +121,12 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   // Egress schedulers.
   const uint64_t now = rte_rdtsc();
   for (unsigned p = 0; p < kPortCount; ++p) {
-    auto e = std::make_unique<EgressPort>(sched_config(config, *specs[p], shared.tsc_hz), now);
+    const PortLive& live = d->publisher->current()->ports[p];
+    auto e = std::make_unique<EgressPort>(sched_config(config, *specs[p], live, shared.tsc_hz), now);
     e->index = p;
     e->port_id = shared.port_ids[p];
-    for (const ClassSpec& cls : config.classes) e->actions.push_back(ClassActions{cls.ecn_threshold, cls.dscp});
-    e->applied = d->publisher->current()->ports[p];
+    for (const ClassLive& cls : live.classes) e->actions.push_back(ClassActions{cls.ecn_threshold, cls.dscp});
+    e->applied = live;
     e->job_queue.resize(config.max_jobs);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
       e->telemetry = std::vector<JobBurstState>(config.max_jobs);
