@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <variant>
 
 #include <spdlog/spdlog.h>
 
 #include "psgate/snapshot.h"
 #include "psgate/stats_json.h"
-#include "psgate/units.h"
 
 namespace psgate {
 
@@ -25,47 +25,6 @@ using Reply = Result<json>;
 namespace {
 
 Reply fail(std::string message) { return Reply::failure(std::move(message)); }
-
-// Argument readers: each error names the argument.
-Result<uint64_t> arg_uint(const json& req, const char* key, uint64_t max) {
-  if (!req.contains(key)) return Result<uint64_t>::failure(std::string("missing argument \"") + key + "\"");
-  const json& v = req[key];
-  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
-    return Result<uint64_t>::failure(std::string("\"") + key + "\" must be a non-negative integer");
-  const uint64_t n = v.get<uint64_t>();
-  if (n > max) return Result<uint64_t>::failure(std::string("\"") + key + "\" must be at most " + std::to_string(max));
-  return n;
-}
-
-// Tri-state optional argument: absent (unchanged), null (remove), or a value.
-template <typename T>
-struct Change {
-  bool present = false;
-  std::optional<T> value;
-};
-
-Result<Change<uint64_t>> arg_quantity(const json& req, const char* key,
-                                      Result<uint64_t> (*parse)(std::string_view)) {
-  Change<uint64_t> c;
-  if (!req.contains(key)) return c;
-  c.present = true;
-  if (req[key].is_null()) return c;
-  if (!req[key].is_string())
-    return Result<Change<uint64_t>>::failure(std::string("\"") + key + "\" must be a string with a unit, or null");
-  auto parsed = parse(req[key].get<std::string>());
-  if (!parsed) return Result<Change<uint64_t>>::failure(std::string("\"") + key + "\": " + parsed.error());
-  c.value = *parsed;
-  return c;
-}
-
-Result<unsigned> arg_port(const json& req) {
-  if (!req.contains("port") || !req["port"].is_string())
-    return Result<unsigned>::failure("missing argument \"port\" (\"wire\" or \"host\")");
-  const std::string p = req["port"].get<std::string>();
-  for (unsigned i = 0; i < kPortCount; ++i)
-    if (p == kPortNames[i]) return i;
-  return Result<unsigned>::failure("unknown port \"" + p + "\" (expected \"wire\" or \"host\")");
-}
 
 std::string rate_text(uint64_t bytes_per_sec) {
   const double bps = static_cast<double>(bytes_per_sec) * 8;
@@ -82,7 +41,7 @@ json rate_spec_json(const std::optional<RateSpec>& r) {
   return r ? json(rate_text(r->rate_bps / 8)) : json(nullptr);
 }
 
-constexpr uint64_t kDefaultBurst = 64 * 1024;
+constexpr uint64_t kDefaultBurst = kControlDefaultBurstBytes;
 constexpr uint64_t kPolicyDefaultIntervalNs = 1'000'000'000;
 constexpr uint64_t kRoundRobinDefaultIntervalNs = 20'000'000'000;
 
@@ -94,23 +53,7 @@ uint64_t monotonic_ns() {
           .count());
 }
 
-const std::vector<CommandInfo>& ControlPlane::commands() {
-  static const std::vector<CommandInfo> list = {
-      {"health", "gateway status, version, uptime, snapshot generation"},
-      {"jobs.list", "jobs in rank order with their rules, classes and progress"},
-      {"jobs.add", "add a job: id, match (rules), optional name, rank, police, police_burst"},
-      {"jobs.remove", "remove a job: id"},
-      {"order", "set the job order: ids, highest priority first"},
-      {"rank", "set one job's rank: id, rank"},
-      {"class.set", "set a class's cap/floor/ECN threshold/DSCP: port, class, ..."},
-      {"shaper.set", "set a port's shaper: port, rate (null: unshaped), burst"},
-      {"progress", "report a job's progress: id, fraction, iteration, batch"},
-      {"policy", "show or choose the scheduling policy: name, interval, rotate_on"},
-      {"stats", "every counter, per port, class and job"},
-      {"config", "the configuration in force"},
-  };
-  return list;
-}
+const std::vector<CommandInfo>& ControlPlane::commands() { return control_commands(); }
 
 ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, JobRegistry jobs)
     : dataplane_(dataplane), config_(config), jobs_(std::move(jobs)), baselines_(config.max_jobs) {
@@ -258,30 +201,10 @@ void ControlPlane::tick(uint64_t now_ns) {
 }
 
 json ControlPlane::handle(const json& request) {
-  if (!request.is_object()) return {{"ok", false}, {"error", "a request must be a JSON object"}};
   json reply;
-  if (request.contains("id")) reply["id"] = request["id"];
-  if (!request.contains("cmd") || !request["cmd"].is_string()) {
-    reply["ok"] = false;
-    reply["error"] = "missing \"cmd\" (a string naming the command)";
-    return reply;
-  }
-  static const std::unordered_map<std::string, Handler> handlers = {
-      {"health", &ControlPlane::cmd_health},       {"jobs.list", &ControlPlane::cmd_jobs_list},
-      {"jobs.add", &ControlPlane::cmd_jobs_add},   {"jobs.remove", &ControlPlane::cmd_jobs_remove},
-      {"order", &ControlPlane::cmd_order},         {"rank", &ControlPlane::cmd_rank},
-      {"class.set", &ControlPlane::cmd_class_set}, {"shaper.set", &ControlPlane::cmd_shaper_set},
-      {"progress", &ControlPlane::cmd_progress},   {"policy", &ControlPlane::cmd_policy},
-      {"stats", &ControlPlane::cmd_stats},         {"config", &ControlPlane::cmd_config},
-  };
-  const std::string cmd = request["cmd"].get<std::string>();
-  auto it = handlers.find(cmd);
-  if (it == handlers.end()) {
-    reply["ok"] = false;
-    reply["error"] = "unknown command \"" + cmd + "\"";
-    return reply;
-  }
-  Reply r = (this->*(it->second))(request);
+  if (request.is_object() && request.contains("id")) reply["id"] = request["id"];
+  auto parsed = parse_control_request(request, config_.class_count);
+  Reply r = parsed ? std::visit([this](const auto& req) { return apply(req); }, *parsed) : fail(parsed.error());
   if (r) {
     reply["ok"] = true;
     reply["result"] = std::move(*r);
@@ -317,7 +240,7 @@ json ControlPlane::policy_json() const {
           {"rotate_on", policy_.rotate_on == RotateOn::kIteration ? "iteration" : "time"}};
 }
 
-Reply ControlPlane::cmd_health(const json&) {
+Reply ControlPlane::apply(const HealthRequest&) {
   return json{{"status", "ok"},
               {"version", PSGATE_VERSION},
               {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
@@ -327,47 +250,20 @@ Reply ControlPlane::cmd_health(const json&) {
               {"policy", policy_name(policy_.kind)}};
 }
 
-Reply ControlPlane::cmd_jobs_list(const json&) {
+Reply ControlPlane::apply(const JobsListRequest&) {
   json list = json::array();
   const Snapshot& snap = dataplane_.snapshot();  // control thread: no publish can run meanwhile
   for (const JobRecord* j : jobs_.in_rank_order()) list.push_back(job_json(*j, snap));
   return json{{"jobs", list}};
 }
 
-Reply ControlPlane::cmd_jobs_add(const json& req) {
-  auto id = arg_uint(req, "id", UINT32_MAX);
-  if (!id) return fail(id.error());
+Reply ControlPlane::apply(const JobsAddRequest& req) {
   JobRecord job;
-  job.id = static_cast<uint32_t>(*id);
-  if (!req.contains("match") || !req["match"].is_array() || req["match"].empty())
-    return fail("\"match\" must be a non-empty list of rule strings");
-  size_t i = 0;
-  for (const json& r : req["match"]) {
-    if (!r.is_string()) return fail("match[" + std::to_string(i) + "] must be a string");
-    auto rule = parse_match_rule(r.get<std::string>());
-    if (!rule) return fail("match[" + std::to_string(i) + "]: " + rule.error());
-    job.match.push_back(*rule);
-    ++i;
-  }
-  if (req.contains("name")) {
-    if (!req["name"].is_string()) return fail("\"name\" must be a string");
-    job.name = req["name"].get<std::string>();
-  }
-  std::optional<uint32_t> rank;
-  if (req.contains("rank")) {
-    auto r = arg_uint(req, "rank", UINT32_MAX);
-    if (!r) return fail(r.error());
-    rank = static_cast<uint32_t>(*r);
-  }
-  auto police = arg_quantity(req, "police", parse_rate_bps);
-  if (!police) return fail(police.error());
-  auto police_burst = arg_quantity(req, "police_burst", parse_size_bytes);
-  if (!police_burst) return fail(police_burst.error());
-  if (police->value) {
-    if (*police->value < 8) return fail("\"police\" must be at least 8bit/s");
-    job.police = RateSpec{*police->value, police_burst->value.value_or(kDefaultBurst)};
-  }
-  auto added = jobs_.add(std::move(job), rank);
+  job.id = req.id;
+  job.name = req.name;
+  job.match = req.rules;
+  job.police = req.police;
+  auto added = jobs_.add(std::move(job), req.rank);
   if (!added) return fail(added.error());
   const JobRecord* rec = *added;
   const uint32_t slot = rec->slot;
@@ -384,105 +280,68 @@ Reply ControlPlane::cmd_jobs_add(const json& req) {
   return json{{"job", job_json(*jobs_.find(new_id), dataplane_.snapshot())}};
 }
 
-Reply ControlPlane::cmd_jobs_remove(const json& req) {
-  auto id = arg_uint(req, "id", UINT32_MAX);
-  if (!id) return fail(id.error());
-  auto removed = jobs_.remove(static_cast<uint32_t>(*id));
+Reply ControlPlane::apply(const JobsRemoveRequest& req) {
+  auto removed = jobs_.remove(req.id);
   if (!removed) return fail(removed.error());
   if (auto ok = publish(monotonic_ns()); !ok) return fail(ok.error());
-  return json{{"removed", *id}};
+  return json{{"removed", req.id}};
 }
 
-Reply ControlPlane::cmd_order(const json& req) {
-  if (!req.contains("ids") || !req["ids"].is_array()) return fail("\"ids\" must be a list of job ids");
-  std::vector<uint32_t> ids;
-  for (const json& v : req["ids"]) {
-    if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX) return fail("\"ids\" must hold job ids");
-    ids.push_back(v.get<uint32_t>());
-  }
-  auto ok = jobs_.set_order(ids);
+Reply ControlPlane::apply(const OrderRequest& req) {
+  auto ok = jobs_.set_order(req.ids);
   if (!ok) return fail(ok.error());
   if (auto p = publish(monotonic_ns()); !p) return fail(p.error());
-  return cmd_jobs_list(req);
+  return apply(JobsListRequest{});
 }
 
-Reply ControlPlane::cmd_rank(const json& req) {
-  auto id = arg_uint(req, "id", UINT32_MAX);
-  if (!id) return fail(id.error());
-  auto rank = arg_uint(req, "rank", UINT32_MAX);
-  if (!rank) return fail(rank.error());
-  auto job = jobs_.set_rank(static_cast<uint32_t>(*id), static_cast<uint32_t>(*rank));
+Reply ControlPlane::apply(const RankRequest& req) {
+  auto job = jobs_.set_rank(req.id, req.rank);
   if (!job) return fail(job.error());
   if (auto p = publish(monotonic_ns()); !p) return fail(p.error());
   return json{{"job", job_json(**job, dataplane_.snapshot())}};
 }
 
-Reply ControlPlane::cmd_class_set(const json& req) {
-  auto port = arg_port(req);
-  if (!port) return fail(port.error());
-  auto cls = arg_uint(req, "class", config_.class_count - 1);
-  if (!cls) return fail(cls.error());
-  ClassLive want = live_[*port].classes[*cls];
-  auto cap = arg_quantity(req, "cap", parse_rate_bps);
-  auto cap_burst = arg_quantity(req, "cap_burst", parse_size_bytes);
-  auto floor = arg_quantity(req, "floor", parse_rate_bps);
-  auto floor_burst = arg_quantity(req, "floor_burst", parse_size_bytes);
-  for (auto* r : {&cap, &cap_burst, &floor, &floor_burst})
-    if (!*r) return fail(r->error());
-  if (cap->present) want.cap_bytes_per_sec = cap->value ? *cap->value / 8 : 0;
-  if (cap_burst->value) want.cap_burst_bytes = *cap_burst->value;
+Reply ControlPlane::apply(const ClassSetRequest& req) {
+  ClassLive want = live_[req.port].classes[req.cls];
+  // Rates arrive in bit/s, classes run in bytes/s. A null burst changes nothing;
+  // a burst of 0 (or none yet) takes the default once a rate is set.
+  if (req.cap_bps.present) want.cap_bytes_per_sec = req.cap_bps.value ? *req.cap_bps.value / 8 : 0;
+  if (req.cap_burst_bytes.value) want.cap_burst_bytes = *req.cap_burst_bytes.value;
   if (want.cap_bytes_per_sec && !want.cap_burst_bytes) want.cap_burst_bytes = kDefaultBurst;
-  if (floor->present) want.floor_bytes_per_sec = floor->value ? *floor->value / 8 : 0;
-  if (floor_burst->value) want.floor_burst_bytes = *floor_burst->value;
+  if (req.floor_bps.present) want.floor_bytes_per_sec = req.floor_bps.value ? *req.floor_bps.value / 8 : 0;
+  if (req.floor_burst_bytes.value) want.floor_burst_bytes = *req.floor_burst_bytes.value;
   if (want.floor_bytes_per_sec && !want.floor_burst_bytes) want.floor_burst_bytes = kDefaultBurst;
+  // The parser checked the request's own values; these need the values in force.
   for (uint64_t b : {want.cap_burst_bytes, want.floor_burst_bytes})
-    if (b && (b < 64 || b > (uint64_t{512} << 20))) return fail("bursts must be between 64B and 512MiB");
-  if ((cap->value && *cap->value < 8) || (floor->value && *floor->value < 8)) return fail("rates must be at least 8bit/s");
+    if (b && (b < kControlMinBurstBytes || b > kControlMaxBurstBytes))
+      return fail("bursts must be between 64B and 512MiB");
   if (want.cap_bytes_per_sec && want.floor_bytes_per_sec > want.cap_bytes_per_sec)
     return fail("the floor cannot exceed the cap");
-  if (req.contains("ecn_threshold")) {
-    auto t = arg_uint(req, "ecn_threshold", 65535);
-    if (!t) return fail(t.error());
-    want.ecn_threshold = static_cast<uint32_t>(*t);
-  }
-  if (req.contains("dscp")) {
-    if (req["dscp"].is_null()) {
-      want.dscp = kNoDscp;
-    } else {
-      auto d = arg_uint(req, "dscp", 63);
-      if (!d) return fail(d.error());
-      want.dscp = static_cast<int>(*d);
-    }
-  }
-  const ClassLive before = live_[*port].classes[*cls];
-  live_[*port].classes[*cls] = want;
+  if (req.ecn_threshold) want.ecn_threshold = *req.ecn_threshold;
+  if (req.dscp.present) want.dscp = req.dscp.value ? static_cast<int>(*req.dscp.value) : kNoDscp;
+  const ClassLive before = live_[req.port].classes[req.cls];
+  live_[req.port].classes[req.cls] = want;
   if (auto p = publish(monotonic_ns()); !p) {
-    live_[*port].classes[*cls] = before;
+    live_[req.port].classes[req.cls] = before;
     return fail(p.error());
   }
-  return json{{"port", kPortNames[*port]},
-              {"class", *cls},
+  return json{{"port", kPortNames[req.port]},
+              {"class", req.cls},
               {"cap", rate_json(want.cap_bytes_per_sec)},
               {"floor", rate_json(want.floor_bytes_per_sec)},
               {"ecn_threshold", want.ecn_threshold},
               {"dscp", want.dscp == kNoDscp ? json(nullptr) : json(want.dscp)}};
 }
 
-Reply ControlPlane::cmd_shaper_set(const json& req) {
-  auto port = arg_port(req);
-  if (!port) return fail(port.error());
-  auto rate = arg_quantity(req, "rate", parse_rate_bps);
-  if (!rate) return fail(rate.error());
-  if (!rate->present) return fail("missing argument \"rate\" (a rate, or null for unshaped)");
-  auto burst = arg_quantity(req, "burst", parse_size_bytes);
-  if (!burst) return fail(burst.error());
-  PortLive& live = live_[*port];
+Reply ControlPlane::apply(const ShaperSetRequest& req) {
+  PortLive& live = live_[req.port];
   const PortLive before = live;
-  if (rate->value && *rate->value < 8) return fail("rates must be at least 8bit/s");
-  live.shaper_bytes_per_sec = rate->value ? *rate->value / 8 : 0;
-  if (burst->value) live.shaper_burst_bytes = *burst->value;
+  live.shaper_bytes_per_sec = req.rate_bps ? *req.rate_bps / 8 : 0;
+  if (req.burst_bytes) live.shaper_burst_bytes = *req.burst_bytes;
   if (live.shaper_bytes_per_sec && !live.shaper_burst_bytes) live.shaper_burst_bytes = kDefaultBurst;
-  if (live.shaper_burst_bytes && (live.shaper_burst_bytes < 64 || live.shaper_burst_bytes > (uint64_t{512} << 20))) {
+  // The burst in force may come from the config rather than this request.
+  if (live.shaper_burst_bytes &&
+      (live.shaper_burst_bytes < kControlMinBurstBytes || live.shaper_burst_bytes > kControlMaxBurstBytes)) {
     live = before;
     return fail("bursts must be between 64B and 512MiB");
   }
@@ -490,31 +349,17 @@ Reply ControlPlane::cmd_shaper_set(const json& req) {
     live = before;
     return fail(p.error());
   }
-  return json{{"port", kPortNames[*port]},
+  return json{{"port", kPortNames[req.port]},
               {"rate", rate_json(live.shaper_bytes_per_sec)},
               {"burst", live.shaper_bytes_per_sec ? json(std::to_string(live.shaper_burst_bytes) + "B") : json(nullptr)}};
 }
 
-Reply ControlPlane::cmd_progress(const json& req) {
-  auto id = arg_uint(req, "id", UINT32_MAX);
-  if (!id) return fail(id.error());
+Reply ControlPlane::apply(const ProgressRequest& req) {
   JobProgress p;
-  if (req.contains("fraction")) {
-    if (!req["fraction"].is_number()) return fail("\"fraction\" must be a number between 0 and 1");
-    p.fraction = req["fraction"].get<double>();
-  }
-  if (req.contains("iteration")) {
-    auto it = arg_uint(req, "iteration", UINT64_MAX);
-    if (!it) return fail(it.error());
-    p.iteration = *it;
-  }
-  if (req.contains("batch")) {
-    auto b = arg_uint(req, "batch", UINT64_MAX);
-    if (!b) return fail(b.error());
-    p.batch = *b;
-  }
-  if (!p.fraction && !p.iteration && !p.batch) return fail("give at least one of \"fraction\", \"iteration\", \"batch\"");
-  auto job = jobs_.set_progress(static_cast<uint32_t>(*id), p);
+  p.fraction = req.fraction;
+  p.iteration = req.iteration;
+  p.batch = req.batch;
+  auto job = jobs_.set_progress(req.id, p);
   if (!job) return fail(job.error());
   const uint32_t job_id = (*job)->id;
   // Progress moves the order only under progress-driven policies; persist it either way.
@@ -525,29 +370,13 @@ Reply ControlPlane::cmd_progress(const json& req) {
   return json{{"job", job_json(*jobs_.find(job_id), dataplane_.snapshot())}};
 }
 
-Reply ControlPlane::cmd_policy(const json& req) {
-  if (!req.contains("name")) return json{{"policy", policy_json()}};
-  if (!req["name"].is_string()) return fail("\"name\" must be a string");
-  auto kind = policy_from_name(req["name"].get<std::string>());
-  if (!kind)
-    return fail("unknown policy \"" + req["name"].get<std::string>() +
-                "\" (static, fifo, tensorlights-one, round-robin, progress, batch, shortest-first)");
+Reply ControlPlane::apply(const PolicyRequest& req) {
+  if (!req.kind) return json{{"policy", policy_json()}};
   PolicyParams next;
-  next.kind = *kind;
-  next.interval_ns = *kind == PolicyKind::kRoundRobin ? kRoundRobinDefaultIntervalNs : kPolicyDefaultIntervalNs;
-  if (req.contains("interval")) {
-    if (!req["interval"].is_string()) return fail("\"interval\" must be a duration such as \"20s\"");
-    auto d = parse_duration_ns(req["interval"].get<std::string>());
-    if (!d) return fail("\"interval\": " + d.error());
-    if (*d < 1'000'000) return fail("\"interval\" must be at least 1ms");
-    next.interval_ns = *d;
-  }
-  if (req.contains("rotate_on")) {
-    const std::string r = req["rotate_on"].is_string() ? req["rotate_on"].get<std::string>() : "";
-    if (r != "time" && r != "iteration") return fail("\"rotate_on\" must be \"time\" or \"iteration\"");
-    if (*kind != PolicyKind::kRoundRobin) return fail("\"rotate_on\" applies to round-robin only");
-    next.rotate_on = r == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
-  }
+  next.kind = *req.kind;
+  next.interval_ns = req.interval_ns.value_or(*req.kind == PolicyKind::kRoundRobin ? kRoundRobinDefaultIntervalNs
+                                                                                     : kPolicyDefaultIntervalNs);
+  next.rotate_on = req.rotate_on.value_or(RotateOn::kTime);
   const PolicyParams before = policy_;
   const PolicyState before_state = policy_state_;
   policy_ = next;
@@ -576,7 +405,7 @@ Totals ControlPlane::adjusted(Totals t) const {
   return t;
 }
 
-Reply ControlPlane::cmd_stats(const json&) {
+Reply ControlPlane::apply(const StatsRequest&) {
   const Snapshot& snap = dataplane_.snapshot();
   json out = totals_to_json(adjusted(dataplane_.read_totals(true)), snap);
   for (json& j : out["jobs"]) {
@@ -590,7 +419,7 @@ Reply ControlPlane::cmd_stats(const json&) {
   return out;
 }
 
-Reply ControlPlane::cmd_config(const json&) {
+Reply ControlPlane::apply(const ConfigRequest&) {
   json out = config_to_json(config_);
   json live;
   for (unsigned p = 0; p < kPortCount; ++p) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psgate/config.h"
+#include "psgate/control_request.h"  // CommandInfo, the typed requests
 #include "psgate/dataplane.h"
 #include "psgate/job_registry.h"
 #include "psgate/policy.h"
@@ -27,11 +28,6 @@
 #include "psgate/snapshot.h"
 
 namespace psgate {
-
-struct CommandInfo {
-  const char* name;
-  const char* help;
-};
 
 class ControlPlane {
  public:
@@ -53,25 +49,27 @@ class ControlPlane {
 
   // Counters with per-job baselines applied (a reused job slot starts from zero).
   Totals totals_locked(bool with_histograms);
-  // Calls fn(snapshot) with the snapshot pinned.
+  // Calls fn(snapshot) with the snapshot pinned. fn must not call back into
+  // totals_locked or with_snapshot (same mutex).
   void with_snapshot(const std::function<void(const Snapshot&)>& fn);
 
  private:
   ControlPlane(Dataplane& dataplane, const ConfigSpec& config, JobRegistry jobs);
 
-  using Handler = Result<nlohmann::json> (ControlPlane::*)(const nlohmann::json&);
-  Result<nlohmann::json> cmd_health(const nlohmann::json&);
-  Result<nlohmann::json> cmd_jobs_list(const nlohmann::json&);
-  Result<nlohmann::json> cmd_jobs_add(const nlohmann::json&);
-  Result<nlohmann::json> cmd_jobs_remove(const nlohmann::json&);
-  Result<nlohmann::json> cmd_order(const nlohmann::json&);
-  Result<nlohmann::json> cmd_rank(const nlohmann::json&);
-  Result<nlohmann::json> cmd_class_set(const nlohmann::json&);
-  Result<nlohmann::json> cmd_shaper_set(const nlohmann::json&);
-  Result<nlohmann::json> cmd_progress(const nlohmann::json&);
-  Result<nlohmann::json> cmd_policy(const nlohmann::json&);
-  Result<nlohmann::json> cmd_stats(const nlohmann::json&);
-  Result<nlohmann::json> cmd_config(const nlohmann::json&);
+  // The operations, one per command, on requests parse_control_request has
+  // already checked; they check only what needs the current state.
+  Result<nlohmann::json> apply(const HealthRequest&);
+  Result<nlohmann::json> apply(const JobsListRequest&);
+  Result<nlohmann::json> apply(const JobsAddRequest&);
+  Result<nlohmann::json> apply(const JobsRemoveRequest&);
+  Result<nlohmann::json> apply(const OrderRequest&);
+  Result<nlohmann::json> apply(const RankRequest&);
+  Result<nlohmann::json> apply(const ClassSetRequest&);
+  Result<nlohmann::json> apply(const ShaperSetRequest&);
+  Result<nlohmann::json> apply(const ProgressRequest&);
+  Result<nlohmann::json> apply(const PolicyRequest&);
+  Result<nlohmann::json> apply(const StatsRequest&);
+  Result<nlohmann::json> apply(const ConfigRequest&);
 
   // Effective ranks under the current policy, by job id.
   std::unordered_map<uint32_t, JobRanks> effective_ranks(uint64_t now_ns);

@@ -1,0 +1,117 @@
+// Control-socket requests as typed values: one JSON request object (or one
+// request line) -> a ControlRequest, or the error reply's text. Pure: no DPDK,
+// no state. Everything that can be checked from the request alone is checked
+// here (types, ranges, units, rules, floor <= cap within one request); checks
+// that need the gateway's state (unknown job id, a floor above the class's
+// current cap) stay in ControlPlane. See docs/control-protocol.md.
+//
+// Every error is one line: control characters from the request are escaped
+// (\n, \t, \xNN), so an error can be printed or logged as is.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "psgate/config.h"
+#include "psgate/match_rule.h"
+#include "psgate/policy.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+struct CommandInfo {
+  const char* name;
+  const char* help;
+};
+
+// Every command the socket accepts, in the protocol document's order. The
+// parser and psgatectl's help both come from this list.
+const std::vector<CommandInfo>& control_commands();
+
+// Limits the parser enforces (the same as the config's where both exist).
+inline constexpr uint64_t kControlMinRateBps = 8;                       // below 1 byte/s a bucket never refills
+inline constexpr uint64_t kControlMinBurstBytes = 64;                   // a minimum Ethernet frame
+inline constexpr uint64_t kControlMaxBurstBytes = uint64_t{512} << 20;  // token bucket overflow bound
+inline constexpr uint64_t kControlDefaultBurstBytes = 64 * 1024;        // when a rate is set without a burst
+inline constexpr uint32_t kControlMaxEcnThreshold = 65535;              // packets
+inline constexpr uint64_t kControlMinIntervalNs = 1'000'000;            // policy interval: 1ms
+inline constexpr size_t kControlMaxJobNameChars = 64;
+
+// A tri-state argument: absent (leave as is), null (remove), or a value.
+template <typename T>
+struct Change {
+  bool present = false;
+  std::optional<T> value;  // nullopt with present: null, i.e. remove
+  bool operator==(const Change&) const = default;
+};
+
+struct HealthRequest {};
+struct JobsListRequest {};
+struct JobsAddRequest {
+  uint32_t id = 0;                  // >= 1
+  std::string name;                 // empty: the registry names the job "job-<id>"; else 1..64 chars, no control chars
+  std::vector<MatchRule> rules;     // at least one
+  std::optional<uint32_t> rank;     // absent: after every job
+  std::optional<RateSpec> police;   // rate >= 8bit/s; burst 64B..512MiB (default 64KiB)
+};
+struct JobsRemoveRequest {
+  uint32_t id = 0;
+};
+struct OrderRequest {
+  std::vector<uint32_t> ids;        // highest priority first; distinct; may be empty
+};
+struct RankRequest {
+  uint32_t id = 0;
+  uint32_t rank = 0;
+};
+struct ClassSetRequest {
+  unsigned port = 0;                // index into kPortNames: 0 = wire, 1 = host
+  unsigned cls = 0;                 // < class_count
+  // Rates in bits per second (>= 8bit/s); bursts in bytes, 0 or 64B..512MiB
+  // (0: the default 64KiB once a rate is set). A null burst changes nothing.
+  Change<uint64_t> cap_bps;
+  Change<uint64_t> cap_burst_bytes;
+  Change<uint64_t> floor_bps;
+  Change<uint64_t> floor_burst_bytes;
+  std::optional<uint32_t> ecn_threshold;  // packets, 0 = off, <= 65535
+  Change<uint8_t> dscp;                   // 0..63; null: leave DSCP as is
+};
+struct ShaperSetRequest {
+  unsigned port = 0;                      // index into kPortNames
+  std::optional<uint64_t> rate_bps;       // required argument; null (nullopt): unshaped; else >= 8bit/s
+  std::optional<uint64_t> burst_bytes;    // 0 or 64B..512MiB; absent or null: keep the current burst
+};
+struct ProgressRequest {
+  uint32_t id = 0;
+  std::optional<double> fraction;         // 0..1
+  std::optional<uint64_t> iteration;
+  std::optional<uint64_t> batch;          // at least one of the three is given
+};
+struct PolicyRequest {
+  std::optional<PolicyKind> kind;         // absent: show the current policy (other arguments are ignored)
+  std::optional<uint64_t> interval_ns;    // >= 1ms; absent: the policy's default
+  std::optional<RotateOn> rotate_on;      // round-robin only
+};
+struct StatsRequest {};
+struct ConfigRequest {};
+
+using ControlRequest =
+    std::variant<HealthRequest, JobsListRequest, JobsAddRequest, JobsRemoveRequest, OrderRequest, RankRequest,
+                 ClassSetRequest, ShaperSetRequest, ProgressRequest, PolicyRequest, StatsRequest, ConfigRequest>;
+
+// One request object -> a typed request. `class_count` is the configured
+// number of classes (2..64); class.set's "class" must be below it. Unknown
+// arguments are ignored. Never throws.
+Result<ControlRequest> parse_control_request(const nlohmann::json& request, unsigned class_count);
+
+// One request line (without or with its '\n') -> a typed request; malformed
+// JSON is an error like any other. Never throws.
+Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count);
+
+}  // namespace psgate
