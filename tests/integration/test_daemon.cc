@@ -22,12 +22,12 @@ using Frames = std::vector<std::vector<uint8_t>>;
 
 struct ConfigOptions {
   std::string data_lcores = "[1]";
-  std::string wire_device_extra;  // appended to the wire device args
-  std::string host_device_extra;
-  std::string wire_shaper;        // TOML body of [shaper.wire], empty = none
-  std::string classes_extra;      // extra lines under [classes] and class tables
-  std::string jobs;               // [[jobs]] tables
-  std::string dataplane_extra;
+  std::string wire_device_extra = "";  // appended to the wire device args
+  std::string host_device_extra = "";
+  std::string wire_shaper = "";        // TOML body of [shaper.wire], empty = none
+  std::string classes_extra = "";      // extra lines under [classes] and class tables
+  std::string jobs = "";               // [[jobs]] tables
+  std::string dataplane_extra = "";
 };
 
 std::string make_config(const ConfigOptions& o) {
@@ -257,7 +257,9 @@ TEST_P(DaemonTest, DscpRemarkAndEcnMarkingKeepChecksumsValid) {
     EXPECT_TRUE(s.checksum_ok) << "bad IPv4 checksum at " << i;
     EXPECT_EQ(s.tos >> 2, 46) << "DSCP not remarked at " << i;
     const bool ect = s.ip_id < kEct;
-    if (!ect) EXPECT_EQ(s.tos & 3, 0) << "Not-ECT packet was marked";
+    if (!ect) {
+      EXPECT_EQ(s.tos & 3, 0) << "Not-ECT packet was marked";
+    }
     if ((s.tos & 3) == 3) ++ce;
   }
   EXPECT_EQ(inspect(out[0]).tos & 3, 2) << "first packet found an empty queue: must not be marked";
