@@ -190,9 +190,6 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   result.lcore_mode = split ? "tx+rx" : "single";
   result.drain_seconds = drain_s;
   result.interrupted = interrupted;
-  for (uint16_t p : ports) {
-    rte_eth_dev_stop(p);
-  }
   int status = 0;
   const std::string json = to_json(result).dump(2) + "\n";
   const std::string table = format_table(result);
@@ -215,12 +212,17 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   }
   std::fflush(stdout);
   if (opt.hold) {
-    // Nothing polls the ports any more; the peer can stop first.
+    // Nothing polls the ports any more, but they stay started: stopping a
+    // memif port disconnects it, which is what --hold exists to delay (a
+    // DPDK 22.11 memif peer can crash when its partner disconnects).
     std::fprintf(stderr, "psgate-gen: report written; holding the ports open until SIGINT/SIGTERM\n");
     while (sigwaitinfo(&stop, nullptr) < 0) {
     }
   }
-  for (uint16_t p : ports) rte_eth_dev_close(p);
+  for (uint16_t p : ports) {
+    rte_eth_dev_stop(p);
+    rte_eth_dev_close(p);
+  }
   rte_eal_cleanup();
   return status;
 }
