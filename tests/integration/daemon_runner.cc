@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <signal.h>
@@ -69,6 +70,8 @@ pid_t spawn(const std::string& dir, const std::vector<std::string>& argv_s, cons
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    // A test binary killed by a timeout must not leave a daemon busy-polling a CPU.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (chdir(dir.c_str()) != 0) _exit(126);
     const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int efd = err_path.empty() ? fd : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -196,6 +199,7 @@ DaemonRun DaemonFixture::run(const std::string& config, const std::vector<std::s
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (chdir(dir_.c_str()) != 0) _exit(126);
     const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);

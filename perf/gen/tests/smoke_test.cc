@@ -206,9 +206,12 @@ rate = ")" << kRatePps << R"(pps"
       EXPECT_EQ(s["flows_seen"], 2);
       EXPECT_EQ(s["flows_with_loss"], 0);
       EXPECT_EQ(s["latency"]["count"], tx);
-      // The pacer never runs ahead of its rate by more than its depth (32
-      // packets here); half the job's rate goes each way.
-      EXPECT_LE(tx, static_cast<uint64_t>(kRatePps / 2.0 * tx_s) + 33);
+      // Half the job's rate goes each way. On the wall clock the pacer may run
+      // a little ahead of tx_seconds (it starts before the TX lcore's first
+      // round, and DPDK's TSC frequency is rounded to 10 MHz), so this is a
+      // sanity bound; the pacer's exactness (0.1% over 10 s) is checked in
+      // gen-unit against an injected clock.
+      EXPECT_LE(tx, static_cast<uint64_t>(kRatePps / 2.0 * tx_s * 1.05) + 33);
       // psgate saw and forwarded exactly these frames for this job.
       EXPECT_EQ((*pjob)[dir_name]["admitted_packets"], tx);
       EXPECT_EQ((*pjob)[dir_name]["sent_packets"], tx);
