@@ -7,6 +7,7 @@
 // always reports the same error. Unknown keys are errors everywhere: a typo
 // such as "ecn_treshold" must not silently fall back to the default.
 #include "psgate/config.h"
+#include "psgate/text.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -36,27 +37,7 @@ constexpr uint64_t kMaxOverheadBytes = 64;
 constexpr size_t kMaxJobNameChars = 64;
 constexpr size_t kMaxSocketPathBytes = 107;  // sizeof(sockaddr_un::sun_path) - 1
 
-// Control characters would break the one-line promise (and terminals).
-std::string escape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
-std::string quote(std::string_view s) { return "\"" + escape(s) + "\""; }
+std::string quote(std::string_view s) { return "\"" + escape_control_chars(s) + "\""; }
 
 bool is_bare_key(std::string_view k) {
   if (k.empty()) return false;
@@ -129,7 +110,7 @@ class Parser {
   // Records the first error; always returns false so callers can
   // `return fail(...)`.
   bool fail(const std::string& path, const std::string& problem) {
-    if (error_.empty()) error_ = source_ + ": " + path + ": " + escape(problem);
+    if (error_.empty()) error_ = source_ + ": " + path + ": " + escape_control_chars(problem);
     return false;
   }
   bool failed() const { return !error_.empty(); }
@@ -596,31 +577,16 @@ Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view sou
     return Result<ConfigSpec>::failure(std::string(source_name) + ":" +
                                        std::to_string(begin.line) + ":" +
                                        std::to_string(begin.column) + ": " +
-                                       escape(e.description()));
+                                       escape_control_chars(e.description()));
   }
   return Parser(source_name).run(root);
 }
 
 Result<ConfigSpec> load_config_file(const std::string& path) {
-  auto cannot_read = [&](int err) {
-    return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return cannot_read(errno);
   std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return cannot_read(err);  // e.g. EISDIR for a directory
-    }
-    text.append(buf, static_cast<size_t>(n));
+  if (const int err = read_text_file(path, text)) {
+    return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));  // e.g. EISDIR
   }
-  ::close(fd);
   return parse_config(text, path);
 }
 

@@ -4,6 +4,7 @@
 // applied them before the parser was split out, so a request with several
 // mistakes still gets the same (first) error.
 #include "psgate/control_request.h"
+#include "psgate/text.h"
 
 #include <string>
 #include <unordered_set>
@@ -25,27 +26,6 @@ Result<T> fail(std::string message) {
 }
 
 std::string quoted(const char* key) { return std::string("\"") + key + "\""; }
-
-// Control characters would break the one-line promise (and terminals).
-std::string one_line(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      static const char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
 
 // Argument readers: each error names the argument.
 Result<uint64_t> arg_uint(const json& req, const char* key, uint64_t max) {
@@ -343,7 +323,7 @@ const std::vector<CommandInfo>& control_commands() {
 
 Result<ControlRequest> parse_control_request(const json& request, unsigned class_count) {
   Parsed r = parse_request(request, class_count);
-  if (!r) return fail<ControlRequest>(one_line(r.error()));
+  if (!r) return fail<ControlRequest>(escape_control_chars(r.error()));
   return r;
 }
 

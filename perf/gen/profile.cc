@@ -1,6 +1,8 @@
 // Profile parsing: TOML -> validated Profile, one error line naming the key.
 #include "profile.h"
 
+#include "psgate/text.h"
+
 #include <arpa/inet.h>
 
 #include <fcntl.h>
@@ -467,22 +469,10 @@ Result<Profile> parse_profile_text(std::string_view text, const toml::table& job
 }
 
 Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(errno));
   std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(err));
-    }
-    text.append(buf, static_cast<size_t>(n));
+  if (const int err = read_text_file(path, text)) {
+    return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(err));
   }
-  ::close(fd);
   return parse_profile_text(text, job_overrides, path);
 }
 
