@@ -54,7 +54,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   PortCounters& in_counters = counters.ports[in_port];
   PortCounters& out_counters = counters.ports[out_port];
 
-  ParsedPacket parsed[kMaxBurst];
+  ParsedPacket* parsed = rx.parsed.data();
   bool rewritable[kMaxBurst];
   uint32_t job[kMaxBurst];
   // Packets to classify, split by whether the flow cache can answer for them.

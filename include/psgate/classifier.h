@@ -57,34 +57,4 @@ class Classifier {
   size_t rule_count_ = 0;
 };
 
-// Exact-match cache of classification results keyed by 5-tuple, one per RX
-// lcore (single writer, no locks). Entries carry the snapshot generation that
-// produced them, so a new snapshot invalidates the cache without clearing it.
-class FlowCache {
- public:
-  static Result<std::unique_ptr<FlowCache>> create(uint32_t entries, const std::string& name,
-                                                   int socket_id);
-  ~FlowCache();
-  FlowCache(const FlowCache&) = delete;
-  FlowCache& operator=(const FlowCache&) = delete;
-
-  // Only packets with has_ports are cacheable. n <= 64. Returns a bit mask of
-  // hits; out[i] is set for hits only.
-  uint64_t lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation,
-                  uint32_t out[]);
-  // Best effort: a full table keeps the packet uncached and counts it.
-  void insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value);
-  uint64_t insert_failures() const { return insert_failures_; }
-
-  static bool cacheable(const ParsedPacket& pkt) {
-    return pkt.has_ports && !pkt.malformed && !pkt.non_first_fragment;
-  }
-
- private:
-  FlowCache() = default;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  uint64_t insert_failures_ = 0;
-};
-
 }  // namespace psgate

@@ -24,6 +24,7 @@
 
 #include "psgate/class_scheduler.h"
 #include "psgate/classifier.h"
+#include "psgate/flow_cache.h"
 #include "psgate/counters.h"
 #include "psgate/job_telemetry.h"
 #include "psgate/snapshot.h"
@@ -105,6 +106,9 @@ struct RxContext {
   std::vector<RingStick> ring_stick;
   unsigned max_jobs = 0;
   uint32_t burst_seq = 0;  // counts RX bursts that reach the hand-off
+  // Parse results of the burst in flight. Kept here rather than on the stack
+  // so that a burst does not pay for zero-initialising 64 of them.
+  std::array<ParsedPacket, kMaxBurst> parsed;
 };
 
 struct SchedContext {

@@ -1,0 +1,56 @@
+// Exact-match cache of classification results keyed by 5-tuple, one per RX
+// lcore (single writer, no locks). Entries carry the snapshot generation that
+// produced them, so a new snapshot invalidates the cache without clearing it.
+//
+// It is a cache, not a map: set-associative tables (2 ways per set, each flow
+// with two candidate sets) of 32-byte IPv4 and 64-byte IPv6 entries, so an
+// IPv4 lookup costs one CRC32 hash and at most two cache lines, prefetched for
+// the whole burst before any is compared. When a flow's sets are full the
+// older entry of one is evicted (and counted): a flow that lost its entry is
+// classified again by the ACL, never misclassified.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "psgate/packet_parser.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+class FlowCache {
+ public:
+  // `entries` (per family) is rounded up to a power of two, at least 8.
+  // Memory: 96 bytes per entry (32 IPv4 + 64 IPv6) from DPDK's heap on `socket_id`.
+  static Result<std::unique_ptr<FlowCache>> create(uint32_t entries, const std::string& name,
+                                                   int socket_id);
+  ~FlowCache();
+  FlowCache(const FlowCache&) = delete;
+  FlowCache& operator=(const FlowCache&) = delete;
+
+  // Only cacheable packets are looked up (the others are misses). n <= 64.
+  // Returns a bit mask of hits; out[i] is set for hits only.
+  uint64_t lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation,
+                  uint32_t out[]);
+  // Always stores a cacheable packet's result, evicting the set's older live
+  // entry if it must (counted in evictions()).
+  void insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value);
+
+  uint32_t capacity() const;  // entries per family
+  uint64_t evictions() const { return evictions_; }
+
+  // Ports are part of the key, and a malformed or later-fragment packet has
+  // no trustworthy ones.
+  static bool cacheable(const ParsedPacket& pkt) {
+    return pkt.has_ports && !pkt.malformed && !pkt.non_first_fragment;
+  }
+
+ private:
+  struct Tables;  // flow_cache.cc: the IPv4 and IPv6 tables
+  FlowCache();
+  std::unique_ptr<Tables> tables_;
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace psgate
