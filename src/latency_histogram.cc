@@ -16,14 +16,6 @@
 
 namespace psgate {
 
-unsigned LatencyHistogram::bucket_of(uint64_t ns) {
-  if (ns < kSubBuckets) return static_cast<unsigned>(ns);
-  const unsigned msb = 63u - static_cast<unsigned>(__builtin_clzll(ns));  // >= 4
-  const unsigned shift = msb - kSubBucketBits;
-  const unsigned sub = static_cast<unsigned>(ns >> shift) & (kSubBuckets - 1);
-  return (msb - kSubBucketBits + 1) * kSubBuckets + sub;
-}
-
 uint64_t LatencyHistogram::bucket_upper_bound(unsigned bucket) {
   if (bucket < kSubBuckets) return bucket;
   if (bucket >= kBuckets) return UINT64_MAX;
@@ -33,13 +25,6 @@ uint64_t LatencyHistogram::bucket_upper_bound(unsigned bucket) {
   const uint64_t lower = (uint64_t{kSubBuckets} + sub) << shift;
   // lower + width - 1, written so the last bucket ends at UINT64_MAX without overflow.
   return lower + ((uint64_t{1} << shift) - 1);
-}
-
-void LatencyHistogram::record(uint64_t ns) {
-  ++counts_[bucket_of(ns)];
-  ++count_;
-  min_ = std::min(min_, ns);
-  max_ = std::max(max_, ns);
 }
 
 void LatencyHistogram::merge(const LatencyHistogram& other) {

@@ -14,7 +14,9 @@ namespace {
 // (drivers put at least the first 128 bytes in one segment). Returns false
 // when the parse had to use the copy, so rewrites must not touch the mbuf.
 inline bool parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
-  parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, out);
+  const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+  if (parse_packet_common(data, m->data_len, out)) return true;
+  parse_packet(data, m->data_len, out);
   if (!out.malformed || m->nb_segs == 1) return true;
   uint8_t copy[256];
   const uint32_t len = m->pkt_len < sizeof(copy) ? m->pkt_len : sizeof(copy);
@@ -156,7 +158,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   }
 
   if (EgressPort* direct = rx.direct[out_port]) {
-    for (unsigned i = 0; i < n_staged; ++i) sched_accept(shared, *direct, counters, staged[i]);
+    if (n_staged) sched_accept_burst(shared, *direct, counters, staged, n_staged);
     return n;
   }
 

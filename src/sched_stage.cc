@@ -12,6 +12,26 @@ namespace psgate {
 
 namespace {
 
+// Counters of consecutive packets that share a key (a class, a job) are added
+// once per run: the common burst is one job in one class, and one add per
+// burst instead of per packet takes a chain of dependent memory increments
+// off the fast path.
+struct RunTotal {
+  uint32_t key = UINT32_MAX;
+  uint32_t packets = 0;
+  uint64_t bytes = 0;
+};
+
+template <typename Flush>
+inline void run_add(RunTotal& run, uint32_t key, uint32_t bytes, Flush&& flush) {
+  if (key != run.key) {
+    if (run.packets) flush(run);
+    run = RunTotal{key, 0, 0};
+  }
+  ++run.packets;
+  run.bytes += bytes;
+}
+
 inline JobCounters* job_counters(LcoreCounters& counters, uint32_t slot) {
   return slot == kNoJob ? nullptr : &counters.jobs[slot];
 }
@@ -48,13 +68,23 @@ inline unsigned transmit(EgressPort& egress, LcoreCounters& counters, rte_mbuf**
   uint64_t bytes = 0;
   const unsigned dir = direction_of_egress(egress.index);
   const uint64_t now = measure && sent ? rte_rdtsc() : 0;
-  for (unsigned i = 0; i < sent; ++i) {
-    bytes += len[i];
-    if (JobCounters* jc = job_counters(counters, slot[i])) {
-      jc->sent_packets[dir].inc();
-      jc->sent_bytes[dir].add(len[i]);
-      if (measure) telemetry_on_tx(egress.telemetry[slot[i]], now, len[i], worker[i], egress.burst_gap_ticks);
-    }
+  // Per job, by runs of consecutive packets of the same job (all sent at `now`).
+  for (unsigned i = 0; i < sent;) {
+    const uint32_t job = slot[i];
+    const unsigned first = i;
+    uint64_t run_bytes = 0;
+    do {
+      run_bytes += len[i++];
+    } while (i < sent && slot[i] == job);
+    bytes += run_bytes;
+    if (job == kNoJob) continue;
+    JobCounters& jc = counters.jobs[job];
+    jc.sent_packets[dir].add(i - first);
+    jc.sent_bytes[dir].add(run_bytes);
+    if (!measure) continue;
+    JobBurstState& tel = egress.telemetry[job];
+    telemetry_on_tx(tel, now, run_bytes, egress.burst_gap_ticks);  // burst edges first, then this run's workers
+    for (unsigned k = first; k < i; ++k) telemetry_saw_worker(tel, worker[k], now);
   }
   PortCounters& pc = counters.ports[egress.index];
   pc.tx_packets.add(sent);
@@ -88,38 +118,48 @@ inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, ui
   return jq.cls;
 }
 
-void sched_accept(DataplaneShared&, EgressPort& egress, LcoreCounters& counters, rte_mbuf* m) {
-  PacketMeta* meta = packet_meta(m);
-  const uint32_t slot = meta->job_slot;
-  unsigned cls = meta->cls;
-  if (slot != kNoJob) {
-    cls = settle_job_class(egress, counters, slot, cls);
-    meta->cls = static_cast<uint8_t>(cls);
-  }
-  const uint32_t depth_before = egress.sched.depth(cls);
-  ClassCounters& cc = counters.cls(egress.index, cls);
-  if (!egress.sched.enqueue(cls, m, m->pkt_len, slot)) {
-    cc.drop_queue_full.inc();
-    counters.ports[egress.index].drops[kDropQueueFull].inc();
-    if (JobCounters* jc = job_counters(counters, meta->job_slot)) jc->drops.inc();
-    rte_pktmbuf_free(m);
-    return;
-  }
-  cc.enqueued_packets.inc();
-  cc.enqueued_bytes.add(m->pkt_len);
-  if (slot != kNoJob) ++egress.job_queue[slot].queued;
+void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts,
+                        unsigned n) {
+  RunTotal run;
+  auto flush_class = [&](const RunTotal& r) {
+    ClassCounters& cc = counters.cls(egress.index, r.key);
+    cc.enqueued_packets.add(r.packets);
+    cc.enqueued_bytes.add(r.bytes);
+  };
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    PacketMeta* meta = packet_meta(m);
+    const uint32_t slot = meta->job_slot;
+    unsigned cls = meta->cls;
+    if (slot != kNoJob) {
+      cls = settle_job_class(egress, counters, slot, cls);
+      meta->cls = static_cast<uint8_t>(cls);
+    }
+    const uint32_t depth_before = egress.sched.depth(cls);
+    if (!egress.sched.enqueue(cls, m, m->pkt_len, slot)) {
+      counters.cls(egress.index, cls).drop_queue_full.inc();
+      counters.ports[egress.index].drops[kDropQueueFull].inc();
+      if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    run_add(run, cls, m->pkt_len, flush_class);
+    if (slot != kNoJob) ++egress.job_queue[slot].queued;
 
-  // Marks are decided on the depth the packet found on arrival (as RED and
-  // DCTCP's switches do) and written while the mbuf is still ours.
-  const ClassActions& act = egress.actions[cls];
-  if (meta->ip_version == 0) return;
-  const bool mark_ce = act.ecn_threshold != 0 && depth_before >= act.ecn_threshold;
-  if (act.dscp < 0 && !mark_ce) return;
-  uint8_t* l3 = rte_pktmbuf_mtod_offset(m, uint8_t*, meta->l3_offset);
-  const unsigned changed =
-      rewrite_traffic_class(l3, static_cast<L3Kind>(meta->ip_version), act.dscp, mark_ce);
-  if (changed & kRewroteDscp) cc.dscp_remarked.inc();
-  if (changed & kMarkedCe) cc.ecn_marked.inc();
+    // Marks are decided on the depth the packet found on arrival (as RED and
+    // DCTCP's switches do) and written while the mbuf is still ours.
+    const ClassActions& act = egress.actions[cls];
+    if (meta->ip_version == 0) continue;
+    const bool mark_ce = act.ecn_threshold != 0 && depth_before >= act.ecn_threshold;
+    if (act.dscp < 0 && !mark_ce) continue;
+    uint8_t* l3 = rte_pktmbuf_mtod_offset(m, uint8_t*, meta->l3_offset);
+    const unsigned changed =
+        rewrite_traffic_class(l3, static_cast<L3Kind>(meta->ip_version), act.dscp, mark_ce);
+    ClassCounters& cc = counters.cls(egress.index, cls);
+    if (changed & kRewroteDscp) cc.dscp_remarked.inc();
+    if (changed & kMarkedCe) cc.ecn_marked.inc();
+  }
+  if (run.packets) flush_class(run);
 }
 
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
@@ -130,7 +170,7 @@ void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
       for (unsigned cls = 0; cls < shared.class_count; ++cls) {
         const unsigned n =
             rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pkts), shared.burst, nullptr);
-        for (unsigned i = 0; i < n; ++i) sched_accept(shared, *egress, *ctx.counters, pkts[i]);
+        if (n) sched_accept_burst(shared, *egress, *ctx.counters, pkts, n);
       }
     }
   }
@@ -148,16 +188,35 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   const unsigned n = egress.sched.dequeue(now, items, shared.burst);
   if (n == 0) return;
   rte_mbuf** out = egress.pending.data();
+  RunTotal run;
+  auto flush_class = [&](const RunTotal& r) {
+    ClassCounters& cc = counters.cls(egress.index, r.key);
+    cc.dequeued_packets.add(r.packets);
+    cc.dequeued_bytes.add(r.bytes);
+  };
+  // Sojourn times, one histogram record per run of packets of one class that
+  // arrived in the same RX burst (same timestamp).
+  uint64_t soj_tsc = 0;
+  unsigned soj_cls = 0, soj_count = 0;
+  auto flush_sojourn = [&] {
+    counters.hist(egress.index, soj_cls).record(ticks_to_ns(shared, now - soj_tsc), soj_count);
+  };
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = items[i].item;
     out[i] = m;
-    ClassCounters& cc = counters.cls(egress.index, items[i].cls);
-    cc.dequeued_packets.inc();
-    cc.dequeued_bytes.add(items[i].len);
+    run_add(run, items[i].cls, items[i].len, flush_class);
     const PacketMeta* meta = packet_meta(m);
     if (meta->job_slot != kNoJob) --egress.job_queue[meta->job_slot].queued;
-    counters.hist(egress.index, items[i].cls).record(ticks_to_ns(shared, now - meta->rx_tsc));
+    if (meta->rx_tsc != soj_tsc || items[i].cls != soj_cls) {
+      if (soj_count) flush_sojourn();
+      soj_tsc = meta->rx_tsc;
+      soj_cls = items[i].cls;
+      soj_count = 0;
+    }
+    ++soj_count;
   }
+  flush_class(run);
+  flush_sojourn();
   const unsigned sent = transmit(egress, counters, out, n);
   egress.pending_head = sent;
   egress.pending_count = n - sent;

@@ -36,8 +36,10 @@ struct alignas(64) JobBurstState {
   uint32_t workers = 0;
 };
 
-// Fast path, owner lcore only.
-inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint32_t bytes, uint32_t worker_key, uint64_t gap_ticks) {
+// Fast path, owner lcore only. For each transmitted run of a job's packets
+// (all sent at `now`): telemetry_on_tx once with the run's bytes, then
+// telemetry_saw_worker for each packet's destination.
+inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint64_t gap_ticks) {
   const uint64_t last = s.last_tx_tsc.get();
   if (s.current_bytes.get() != 0 && now - last > gap_ticks) {
     // The previous burst ended at `last`.
@@ -62,6 +64,9 @@ inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint32_t bytes, uint
   }
   s.current_bytes.add(bytes);
   s.last_tx_tsc.add(now - last);
+}
+
+inline void telemetry_saw_worker(JobBurstState& s, uint32_t worker_key, uint64_t now) {
   for (uint32_t i = 0; i < s.workers; ++i) {
     if (s.worker_key[i] == worker_key) {
       s.worker_last_tsc[i] = now;

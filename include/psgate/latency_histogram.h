@@ -15,7 +15,14 @@ class LatencyHistogram {
   static constexpr unsigned kSubBuckets = 1u << kSubBucketBits;
   static constexpr unsigned kBuckets = (64 - kSubBucketBits + 1) * kSubBuckets;
 
-  void record(uint64_t ns);
+  // `n` samples of the same value (the fast path records a run of packets
+  // that arrived together and left together at once).
+  void record(uint64_t ns, uint64_t n = 1) {
+    counts_[bucket_of(ns)] += n;
+    count_ += n;
+    min_ = ns < min_ ? ns : min_;
+    max_ = ns > max_ ? ns : max_;
+  }
   void merge(const LatencyHistogram& other);
   uint64_t count() const { return count_; }
   uint64_t min() const { return count_ ? min_ : 0; }
@@ -24,7 +31,13 @@ class LatencyHistogram {
   // clamped to [min(), max()]. 0 for an empty histogram.
   uint64_t percentile(double q) const;
 
-  static unsigned bucket_of(uint64_t ns);
+  static unsigned bucket_of(uint64_t ns) {
+    if (ns < kSubBuckets) return static_cast<unsigned>(ns);
+    const unsigned msb = 63u - static_cast<unsigned>(__builtin_clzll(ns));  // >= 4
+    const unsigned shift = msb - kSubBucketBits;
+    const unsigned sub = static_cast<unsigned>(ns >> shift) & (kSubBuckets - 1);
+    return (msb - kSubBucketBits + 1) * kSubBuckets + sub;
+  }
   static uint64_t bucket_upper_bound(unsigned bucket);
 
  private:

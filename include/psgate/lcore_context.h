@@ -125,7 +125,9 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
 void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap);
 
 // Scheduler stage.
-void sched_accept(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, rte_mbuf* m);
+// Enqueues packets into their class FIFOs (ECN/DSCP marks, re-rank settling).
+void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
+                        rte_mbuf* const* pkts, unsigned n);
 // Moves every ready packet from the RX lcores' rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.

@@ -110,5 +110,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dirty.has_ports = true;
   psgate::parse_packet(data, len, dirty);
   if (!same(fresh, dirty)) fail("result depends on the previous contents of out", dirty, size);
+
+  // The inline common-case parser either declines or agrees exactly.
+  ParsedPacket common;
+  std::memset(static_cast<void*>(&common), 0x5a, sizeof(common));
+  if (psgate::parse_packet_common(data, len, common) && !same(fresh, common))
+    fail("parse_packet_common disagrees with parse_packet", common, size);
   return 0;
 }

@@ -497,6 +497,50 @@ TEST(PacketParser, RandomMutationsStayInBounds) {
   EXPECT_GT(ported, 1000);
 }
 
+// The inline common-case parser: declines or agrees field by field with the
+// full parser, on the good and malformed cases, every truncation of them, and
+// random mutations; and it does take the plain IPv4 TCP/UDP frames.
+TEST(PacketParser, CommonCaseAgreesWithFullParser) {
+  std::mt19937 rng(99);
+  int taken = 0, checked = 0;
+  auto check = [&](const Bytes& f, size_t n, const std::string& what) {
+    auto buf = std::make_unique<uint8_t[]>(n + 1);
+    if (n) std::memcpy(buf.get(), f.data(), n);
+    ParsedPacket full, common;
+    parse_packet(buf.get(), static_cast<uint32_t>(n), full);
+    std::memset(static_cast<void*>(&common), 0x5a, sizeof(common));
+    ++checked;
+    if (!parse_packet_common(buf.get(), static_cast<uint32_t>(n), common)) return;
+    ++taken;
+    SCOPED_TRACE(what);
+    EXPECT_EQ(common.l3, full.l3);
+    EXPECT_EQ(common.malformed, full.malformed);
+    EXPECT_EQ(common.network_control, full.network_control);
+    EXPECT_EQ(common.non_first_fragment, full.non_first_fragment);
+    EXPECT_EQ(common.has_ports, full.has_ports);
+    EXPECT_EQ(common.proto, full.proto);
+    EXPECT_EQ(common.traffic_class, full.traffic_class);
+    EXPECT_EQ(common.l3_offset, full.l3_offset);
+    EXPECT_EQ(common.sport, full.sport);
+    EXPECT_EQ(common.dport, full.dport);
+    EXPECT_EQ(common.src, full.src);
+    EXPECT_EQ(common.dst, full.dst);
+  };
+  std::vector<Case> cases = good_cases();
+  for (const Case& c : malformed_cases()) cases.push_back(c);
+  for (const Case& c : cases)
+    for (size_t n = 0; n <= c.frame.size(); ++n) check(c.frame, n, c.name + " cut at " + std::to_string(n));
+  const std::vector<Case> good = good_cases();
+  for (int i = 0; i < 30000 && !HasFailure(); ++i) {
+    Bytes f = good[rng() % good.size()].frame;
+    const size_t at = rng() % std::min<size_t>(f.size(), 60);
+    f[at] = static_cast<uint8_t>(rng());
+    check(f, f.size(), "mutation " + std::to_string(i));
+  }
+  EXPECT_GT(taken, 1000) << "the common case never applied: the fast path is dead code";
+  EXPECT_GT(checked - taken, 1000);
+}
+
 // ---------------------------------------------------------------------------
 // Packet builder
 
