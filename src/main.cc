@@ -13,13 +13,13 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
 #include "psgate/control_server.h"
 #include "psgate/telemetry.h"
 #include "psgate/dataplane.h"
+#include "psgate/signals.h"
 #include "psgate/stats_json.h"
 #include "psgate/stats_report.h"
 
@@ -29,32 +29,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// SIGINT/SIGTERM are blocked in every thread (EAL's threads inherit the mask)
-// and taken synchronously by the main loop, so no handler runs on a data lcore.
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-// Waits up to `wait`; true when a stop signal arrived.
-bool wait_for_stop_signal(const sigset_t& set, Clock::duration wait) {
-  if (wait <= Clock::duration::zero()) return false;
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  const int sig = sigtimedwait(&set, nullptr, &ts);
-  if (sig > 0) {
-    spdlog::info("{} received: stopping RX and draining queues", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    return true;
-  }
-  return false;
-}
-
 int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path) {
-  const sigset_t stop_signals = block_stop_signals();
+  const sigset_t stop_signals = psgate::block_stop_signals();
 
   std::vector<std::string> args = psgate::eal_arguments(config, "psgate");
   std::vector<char*> argv;
@@ -126,7 +102,10 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
     for (;;) {
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
-      if (wait_for_stop_signal(stop_signals, wait)) break;
+      if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
+        spdlog::info("{} received: stopping RX and draining queues", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        break;
+      }
       if (bounded && Clock::now() >= end) {
         spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
         break;

@@ -16,13 +16,13 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <iostream>
 
 #include "engine.h"
 #include "gen_ports.h"
 #include "profile.h"
+#include "psgate/signals.h"
 #include "report.h"
 
 namespace {
@@ -59,22 +59,6 @@ struct Options {
   bool hold = false;
 };
 
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-bool wait_for_signal(const sigset_t& set, Clock::duration wait) {
-  if (wait <= Clock::duration::zero()) return false;
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  return sigtimedwait(&set, nullptr, &ts) > 0;
-}
-
 void progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t) {
   std::fprintf(stderr, "%7.1fs  tx %s %s  rx %s  tx_dropped %llu  lost-so-far %lld  foreign %llu\n", t,
                si((cur.tx_packets - prev.tx_packets) / secs, "pps").c_str(),
@@ -86,7 +70,7 @@ void progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double
 }
 
 int run(const Profile& profile, const Options& opt, std::vector<std::string> eal_args) {
-  const sigset_t stop = block_stop_signals();
+  const sigset_t stop = psgate::block_stop_signals();
   std::vector<char*> argv;
   for (std::string& a : eal_args) argv.push_back(a.data());
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
@@ -152,7 +136,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   for (;;) {
     auto wake = bounded ? end : Clock::now() + std::chrono::hours(1);
     if (profile.interval_ns) wake = std::min(wake, next_report);
-    if (wait_for_signal(stop, wake - Clock::now())) {
+    if (psgate::wait_for_stop_signal(stop, wake - Clock::now())) {
       interrupted = true;
       break;
     }
@@ -171,13 +155,14 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   // Stop TX, then let in-flight frames arrive: until every sent frame is
   // accounted for, the drain time passes, or a second signal.
   e.stop_tx();
-  while (!e.tx_finished()) wait_for_signal(stop, std::chrono::milliseconds(1));
+  while (!e.tx_finished()) psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1));
   const auto drain_start = Clock::now();
   const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
   for (;;) {
     const LiveTotals t = e.live();
     if (t.rx_unique >= t.tx_packets || Clock::now() >= drain_end) break;
-    if (wait_for_signal(stop, std::min<Clock::duration>(std::chrono::milliseconds(5), drain_end - Clock::now()))) {
+    const auto wait = std::min<Clock::duration>(std::chrono::milliseconds(5), drain_end - Clock::now());
+    if (psgate::wait_for_stop_signal(stop, wait)) {
       interrupted = true;
       break;
     }

@@ -9,8 +9,6 @@
 // Every push must carry the job's current iteration, once per worker; anything
 // else is a protocol error that ends the run with a message naming the job,
 // worker and iteration.
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -123,14 +121,11 @@ class Servers {
 
 void Servers::accept_all(unsigned j) {
   for (;;) {
-    const int fd = accept4(jobs_[j].listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = tcp_accept(jobs_[j].listen_fd);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) fail("accept on port " + std::to_string(p_.base_port + j) + ": " + std::strerror(errno));
+      if (fd != -EAGAIN && fd != -EWOULDBLOCK) fail("accept on port " + std::to_string(p_.base_port + j) + ": " + errno_text(fd));
       return;
     }
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conns_.push_back(std::make_unique<Conn>(j, fd, p_.bytes, p_.verify));
     if (const int rc = loop_.add(fd, EPOLLIN | EPOLLRDHUP, conns_.size() - 1); rc < 0) fail("epoll_ctl: " + errno_text(rc));
     last_progress_ = now_;

@@ -88,6 +88,14 @@ bool to_sockaddr(const std::string& addr, unsigned port, sockaddr_in& sa) {
   return inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) == 1;
 }
 
+// Pull and push are bulk transfers; Nagle would only delay the header. Both
+// ends of every connection set it: the worker's connecting socket and the
+// PS's accepted one.
+void disable_nagle(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 }  // namespace
 
 std::string errno_text(int negative_errno) { return std::strerror(-negative_errno); }
@@ -112,9 +120,7 @@ int tcp_connect_start(const std::string& local, const std::string& remote, unsig
   if (!to_sockaddr(remote, port, ra)) return -EINVAL;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
-  // Pull and push are bulk transfers; Nagle would only delay the header.
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  disable_nagle(fd);
   if (!local.empty()) {
     sockaddr_in la;
     if (!to_sockaddr(local, 0, la)) {
@@ -133,6 +139,18 @@ int tcp_connect_start(const std::string& local, const std::string& remote, unsig
     return -e;
   }
   return fd;
+}
+
+int tcp_accept(int listen_fd) {
+  for (;;) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      disable_nagle(fd);
+      return fd;
+    }
+    // Interrupted, or a client that gave up before being accepted: try the next.
+    if (errno != EINTR && errno != ECONNABORTED) return -errno;
+  }
 }
 
 int socket_error(int fd) {

@@ -76,6 +76,7 @@ bool write_text(const std::string& path, const std::string& text);
 // Nonblocking TCP helpers; they return -errno on failure.
 int tcp_listen(const std::string& addr, unsigned port);
 int tcp_connect_start(const std::string& local, const std::string& remote, unsigned port);  // EINPROGRESS is success
+int tcp_accept(int listen_fd);  // -EAGAIN when no connection is pending
 int socket_error(int fd);
 std::string errno_text(int negative_errno);
 

@@ -1,0 +1,40 @@
+// Stop signals (SIGINT, SIGTERM) for the programs that run DPDK lcores: the
+// psgate daemon and psgate-gen.
+//
+// Call block_stop_signals() before rte_eal_init: the threads EAL starts
+// inherit the signal mask, so a stop signal is never delivered to a data lcore
+// (no handler runs there and no polling loop is interrupted). The main thread
+// takes the signal synchronously with wait_for_stop_signal() instead.
+// Header-only, like psgate/text.h: two short functions need no library.
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <ctime>
+
+namespace psgate {
+
+// Blocks SIGINT and SIGTERM in the calling thread (and so in the threads it
+// starts later); returns that set, for wait_for_stop_signal.
+inline sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Waits up to `wait` for a signal of `set`. Returns the signal taken, or 0
+// when none came in time (a wait of zero or less returns 0 at once).
+inline int wait_for_stop_signal(const sigset_t& set, std::chrono::steady_clock::duration wait) {
+  if (wait <= std::chrono::steady_clock::duration::zero()) return 0;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+}  // namespace psgate
