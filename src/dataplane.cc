@@ -13,6 +13,7 @@
 #include "psgate/dataplane_impl.h"
 #include "psgate/packet_meta.h"
 #include "psgate/ports.h"
+#include "psgate/tsc_clock.h"
 
 namespace psgate {
 
@@ -65,7 +66,10 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   shared.burst = config.burst;
   shared.class_count = config.class_count;
   shared.default_class = config.default_class;
-  shared.tsc_hz = rte_get_tsc_hz();
+  shared.tsc_hz = psgate::tsc_hz();  // measured: DPDK rounds it (tsc_clock.h)
+  if (shared.tsc_hz != rte_get_tsc_hz())
+    spdlog::info("TSC {:.3f} MHz measured against CLOCK_MONOTONIC_RAW (DPDK reports {:.3f} MHz)", shared.tsc_hz / 1e6,
+                 rte_get_tsc_hz() / 1e6);
   shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
   const int socket = static_cast<int>(rte_socket_id());
   // DPDK object names are process-wide; tests build several data planes in one process.

@@ -32,9 +32,9 @@ inline void count_drop(PortCounters& egress_port, JobCounters* job, DropReason r
 
 }  // namespace
 
-void rx_sync_policers(DataplaneShared&, RxContext& rx, const Snapshot& snap) {
+void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
   const uint64_t now = rte_rdtsc();
-  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t hz = shared.tsc_hz;
   for (size_t slot = 0; slot < snap.slots.size() && slot < rx.police.size(); ++slot) {
     const SlotInfo& info = snap.slots[slot];
     TokenBucket& tb = rx.police[slot];

@@ -23,6 +23,7 @@
 #include "gen_ports.h"
 #include "profile.h"
 #include "psgate/signals.h"
+#include "psgate/tsc_clock.h"
 #include "report.h"
 
 namespace {
@@ -99,7 +100,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   rte_mempool* pool = rte_pktmbuf_pool_create("gen_mbufs", profile.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                               static_cast<int>(rte_socket_id()));
   if (!pool) return fail(std::string("cannot create the mbuf pool: ") + rte_strerror(rte_errno));
-  auto engine = Engine::create(profile, *host, *wire, pool, rte_get_tsc_hz());
+  auto engine = Engine::create(profile, *host, *wire, pool, psgate::tsc_hz());
   if (!engine.ok()) return fail(engine.error());
   Engine& e = **engine;
 
