@@ -1,0 +1,74 @@
+// Pull-burst telemetry (job_telemetry.h) with an injected clock: burst edges,
+// bytes, period, the straggler proxy, and worker tracking beyond its capacity.
+#include <gtest/gtest.h>
+
+#include "psgate/job_telemetry.h"
+
+namespace psgate {
+namespace {
+
+constexpr uint64_t kGap = 1000;  // ticks of silence that end a burst
+constexpr uint64_t kHz = 1'000'000;  // 1 tick = 1 us, so ms = ticks / 1000
+
+// One transmitted run of one packet to `worker` at `now`.
+void send(JobBurstState& s, uint64_t now, uint32_t worker, uint32_t bytes = 1000) {
+  telemetry_on_tx(s, now, bytes, kGap);
+  telemetry_saw_worker(s, worker, now);
+}
+
+TEST(JobTelemetry, BurstEdgesBytesPeriodAndStraggler) {
+  JobBurstState s;
+  // Burst 1 starts at 10'000: worker 1 done at 10'100, worker 2 at 10'300, worker 3 at 10'500.
+  send(s, 10'000, 1);
+  send(s, 10'100, 1);
+  send(s, 10'200, 2);
+  send(s, 10'300, 2);
+  send(s, 10'500, 3);
+  EXPECT_EQ(s.bursts.get(), 0u);
+  JobTelemetry t = read_telemetry(s, 10'600, kGap, kHz);
+  EXPECT_EQ(t.bursts, 0u);
+  EXPECT_EQ(t.current_burst_bytes, 5000u);
+  // Quiet past the gap: readers already see the burst as complete.
+  t = read_telemetry(s, 12'000, kGap, kHz);
+  EXPECT_EQ(t.bursts, 1u);
+  EXPECT_EQ(t.last_burst_bytes, 5000u);
+  EXPECT_DOUBLE_EQ(t.last_burst_ms, 0.5);
+
+  // Burst 2 at 30'000: the lcore closes burst 1 when the job sends again.
+  send(s, 30'000, 7, 400);
+  EXPECT_EQ(s.bursts.get(), 1u);
+  EXPECT_EQ(s.last_burst_bytes.get(), 5000u);
+  EXPECT_EQ(s.last_burst_ticks.get(), 500u);
+  EXPECT_EQ(s.last_straggler_ticks.get(), 400u) << "last worker finished 400 ticks after the first";
+  EXPECT_EQ(s.last_period_ticks.get(), 20'000u);
+  // Burst 2 forgot burst 1's workers: one worker, no straggler.
+  send(s, 30'050, 7, 400);
+  send(s, 60'000, 7);
+  EXPECT_EQ(s.bursts.get(), 2u);
+  EXPECT_EQ(s.last_burst_bytes.get(), 800u);
+  EXPECT_EQ(s.last_straggler_ticks.get(), 0u);
+  t = read_telemetry(s, 60'000, kGap, kHz);
+  EXPECT_DOUBLE_EQ(t.iteration_period_ms, 30.0);
+}
+
+TEST(JobTelemetry, TracksTheFirstWorkersAndFindsThemAgain) {
+  JobBurstState s;
+  // 40 workers with keys that share low bits (addresses of one subnet): the
+  // first kTrackedWorkers are tracked, the rest ignored, none tracked twice.
+  const uint64_t start = 1'000'000;
+  for (uint32_t w = 0; w < 40; ++w) send(s, start + w, 0x0a000000u + (w << 8));
+  EXPECT_EQ(s.workers, kTrackedWorkers);
+  // Every tracked worker sends again, later; worker 0 last of all.
+  for (uint32_t w = kTrackedWorkers; w-- > 0;) send(s, start + 500 - w, 0x0a000000u + (w << 8));
+  EXPECT_EQ(s.workers, kTrackedWorkers) << "a tracked worker was added twice";
+  for (uint32_t w = 0; w < kTrackedWorkers; ++w) {
+    EXPECT_EQ(s.worker_key[w], 0x0a000000u + (w << 8));
+    EXPECT_EQ(s.worker_last_tsc[w], start + 500 - w);
+  }
+  send(s, start + 10'000, 1);  // next burst closes this one
+  EXPECT_EQ(s.last_straggler_ticks.get(), kTrackedWorkers - 1u);
+  EXPECT_EQ(s.workers, 1u);
+}
+
+}  // namespace
+}  // namespace psgate
