@@ -34,6 +34,8 @@ constexpr uint64_t kMaxBurstBytes = 512ull << 20;
 constexpr uint64_t kMinBurstBytes = 64;   // a minimum Ethernet frame
 constexpr uint64_t kMinRateBps = 8;       // below 1 byte/s a bucket never refills
 constexpr uint64_t kMaxOverheadBytes = 64;
+// Class 63 holds back 63 x headroom: 64 KiB keeps that under 4 MiB of credit.
+constexpr uint64_t kMaxHeadroomBytes = 65536;
 constexpr size_t kMaxJobNameChars = 64;
 constexpr size_t kMaxSocketPathBytes = 107;  // sizeof(sockaddr_un::sun_path) - 1
 
@@ -349,15 +351,20 @@ class Parser {
         if (failed()) return false;
         continue;
       }
-      if (!check_keys(*s, path, {"rate", "burst", "overhead"})) return false;
-      std::optional<uint64_t> r, b, o;
+      if (!check_keys(*s, path, {"rate", "burst", "overhead", "headroom"})) return false;
+      std::optional<uint64_t> r, b, o, h;
       if (!rate(*s, "rate", path, r, true) || !burst(*s, "burst", path, b, true)) return false;
       if (!quantity(*s, "overhead", path, parse_size_bytes, "24B", o)) return false;
       if (o && *o > kMaxOverheadBytes) {
         return fail(join(path, "overhead"), std::to_string(*o) + " bytes is more than 64B");
       }
+      if (!quantity(*s, "headroom", path, parse_size_bytes, "1600B", h)) return false;
+      if (h && *h > kMaxHeadroomBytes) {
+        return fail(join(path, "headroom"), std::to_string(*h) + " bytes is more than 64KiB");
+      }
       port->shaper = RateSpec{*r, *b};
       if (o) port->overhead_bytes = static_cast<uint32_t>(*o);
+      if (h) port->headroom_bytes = static_cast<uint32_t>(*h);
     }
     return true;
   }

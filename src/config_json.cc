@@ -15,7 +15,8 @@ nlohmann::json port_json(const PortSpec& p) {
           {"rx_desc", p.rx_desc},
           {"tx_desc", p.tx_desc},
           {"shaper", rate_spec(p.shaper)},
-          {"overhead_bytes", p.overhead_bytes}};
+          {"overhead_bytes", p.overhead_bytes},
+          {"headroom_bytes", p.headroom_bytes}};
 }
 
 }  // namespace

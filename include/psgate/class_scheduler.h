@@ -12,6 +12,13 @@
 //   3. strict pass: the highest-priority backlogged class whose cap bucket
 //      (if any) conforms; a capped-out class lets the next class send
 //      (work-conserving across classes).
+// Priority headroom: a class c chosen by the strict pass must leave
+// c * headroom bytes in the shaper (capped at the burst). Backlogged lower
+// classes then keep credit waiting for higher ones instead of draining the
+// bucket to zero, so a higher-priority packet that arrives under load leaves
+// at once rather than waiting for a refill: in effect it preempts. Long-run
+// rates are unchanged. Floor-served packets need no headroom (a floor is a
+// guarantee, not a priority).
 // Classes are found with a 64-bit backlog bitmap and count-trailing-zeros,
 // never by scanning. Shaper, cap and floor buckets are charged len + overhead.
 #pragma once
@@ -38,6 +45,7 @@ struct PortSchedConfig {
   uint64_t shaper_bytes_per_sec = 0;      // 0: unshaped (line rate)
   uint64_t shaper_burst_bytes = 0;
   uint32_t overhead_bytes = 0;            // added to every packet's length for accounting
+  uint32_t priority_headroom_bytes = 0;   // per class step; 0: off (see above)
   uint64_t tick_hz = 1;
 };
 
@@ -122,6 +130,7 @@ class PortScheduler {
   TokenBucket shaper_;
   bool shaped_ = false;
   uint32_t overhead_ = 0;
+  uint32_t headroom_ = 0;
   uint64_t shaper_burst_ = 0;
   uint64_t tick_hz_ = 1;
 };

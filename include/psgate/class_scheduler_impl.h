@@ -6,7 +6,8 @@
 //     floor pass : ctz over backlog & floor_mask & ~floor_out & ~cap_out
 //                  (floor conforms, and cap conforms if capped)
 //     strict pass: ctz over backlog & ~cap_out   (cap conforms if capped)
-//     shaper gate: chosen head (len + overhead) must conform, else return
+//     shaper gate: chosen head (len + overhead, plus class * headroom unless
+//                  floor-served) must conform, else return
 //     charge shaper, cap, and floor only when served by the floor pass
 //
 // cap_out / floor_out are per-call exclusion masks. Within one call `now` is
@@ -37,6 +38,7 @@ inline uint32_t ring_size_for(uint32_t depth) {
 template <typename Item>
 PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
     : overhead_(config.overhead_bytes),
+      headroom_(config.priority_headroom_bytes),
       shaper_burst_(config.shaper_burst_bytes),
       tick_hz_(config.tick_hz ? config.tick_hz : 1) {
   static_assert(std::is_default_constructible_v<Item>, "ring slots are preallocated");
@@ -180,7 +182,10 @@ unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, un
     // The shaper gates the chosen packet only: letting a smaller packet of a
     // lower class pass here would invert priority.
     if (shaped_) {
-      if (!shaper_.conforms(charge)) break;
+      // conforms() caps what it asks for at the burst, so the lowest classes
+      // of a small bucket still send.
+      const uint32_t need = via_floor ? charge : charge + chosen * headroom_;
+      if (!shaper_.conforms(need)) break;
       shaper_.consume(charge);
     }
     if (cap_mask_ & bit) k.cap.consume(charge);

@@ -37,6 +37,7 @@ void check_spec(const psgate::ConfigSpec& c) {
     if (!pow2(p->rx_desc) || p->rx_desc < 64 || p->rx_desc > 16384) fail("rx_desc", "");
     if (!pow2(p->tx_desc) || p->tx_desc < 64 || p->tx_desc > 16384) fail("tx_desc", "");
     if (p->overhead_bytes > 64) fail("overhead", "");
+    if (p->headroom_bytes > 65536) fail("headroom", "");
     if (p->shaper && (p->shaper->rate_bps == 0 || p->shaper->burst_bytes < 64)) fail("shaper", "");
   }
   if (c.data_lcores.empty()) fail("no data lcores", "");

@@ -44,6 +44,7 @@ data = [3, 0, 5]
 rate = "9.5Gbit/s"
 burst = "64KiB"
 overhead = "20B"
+headroom = "3KiB"
 
 [shaper.host]
 rate = "1Gbps"
@@ -113,10 +114,12 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.wire.shaper->rate_bps, 9'500'000'000u);
   EXPECT_EQ(c.wire.shaper->burst_bytes, 65536u);
   EXPECT_EQ(c.wire.overhead_bytes, 20u);
+  EXPECT_EQ(c.wire.headroom_bytes, 3072u);
   ASSERT_TRUE(c.host.shaper);
   EXPECT_EQ(c.host.shaper->rate_bps, 1'000'000'000u);
   EXPECT_EQ(c.host.shaper->burst_bytes, 1500u);
   EXPECT_EQ(c.host.overhead_bytes, 24u);
+  EXPECT_EQ(c.host.headroom_bytes, 1600u) << "default: one standard frame and its overhead";
   EXPECT_EQ(c.main_lcore, 2u);
   EXPECT_EQ(c.data_lcores, (std::vector<unsigned>{3, 0, 5}));
 
@@ -303,6 +306,8 @@ std::vector<BadCase> bad_cases() {
        "unknown unit"},
       {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = \"65B\""),
        "shaper.host.overhead", "65 bytes is more than 64B"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"65537B\""),
+       "shaper.host.headroom", "65537 bytes is more than 64KiB"},
       {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = 24"),
        "shaper.host.overhead", "expected a string with a unit"},
       {d("[shaper.wire]\nrat = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.wire.rat",
