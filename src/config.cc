@@ -358,7 +358,7 @@ class Parser {
       if (o && *o > kMaxOverheadBytes) {
         return fail(join(path, "overhead"), std::to_string(*o) + " bytes is more than 64B");
       }
-      if (!quantity(*s, "headroom", path, parse_size_bytes, "1600B", h)) return false;
+      if (!quantity(*s, "headroom", path, parse_size_bytes, "3200B", h)) return false;
       if (h && *h > kMaxHeadroomBytes) {
         return fail(join(path, "headroom"), std::to_string(*h) + " bytes is more than 64KiB");
       }

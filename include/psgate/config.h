@@ -30,7 +30,7 @@ struct PortSpec {
   uint32_t tx_desc = 1024;
   std::optional<RateSpec> shaper;   // [shaper.<port>]; absent: unshaped
   uint32_t overhead_bytes = 24;     // [shaper.<port>] overhead, per-frame L1 bytes counted by the shaper
-  uint32_t headroom_bytes = 1600;   // [shaper.<port>] headroom, shaper credit class c leaves for higher ones, per class
+  uint32_t headroom_bytes = 3200;   // [shaper.<port>] headroom: credit class c leaves for higher ones, per class step
 };
 
 struct ClassSpec {

@@ -323,13 +323,17 @@ def toml_str(s):
 
 def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), shaper=None, classes_extra="",
                   dataplane=None, stats_interval="0s"):
-    """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead)}."""
+    """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead[, headroom])}."""
     lines = ["[eal]", "args = [" + ", ".join(toml_str(a) for a in eal) + "]", "", "[ports.wire]",
              f"device = {toml_str(wire_dev)}", "[ports.host]", f"device = {toml_str(host_dev)}", "", "[lcores]",
              "main = 0", "data = [" + ", ".join(str(x) for x in data_lcores) + "]", ""]
-    for port, (rate, burst, overhead) in (shaper or {}).items():
+    for port, spec in (shaper or {}).items():
+        rate, burst, overhead = spec[:3]
         lines += [f"[shaper.{port}]", f"rate = {toml_str(rate)}", f"burst = {toml_str(burst)}",
-                  f"overhead = {toml_str(overhead)}", ""]
+                  f"overhead = {toml_str(overhead)}"]
+        if len(spec) > 3:  # priority headroom; psgate's default otherwise
+            lines += [f"headroom = {toml_str(spec[3])}"]
+        lines += [""]
     lines += ["[classes]", "count = 8", "default = 7", "depth = 1024", classes_extra, ""]
     if dataplane:
         lines.append("[dataplane]")

@@ -115,10 +115,15 @@ def sum_classify(sc):
     return out
 
 
+ISO_CASES = ("alone", "loaded", "loaded-no-headroom")
+
+
 def sum_isolation(sc):
     out = {}
-    for case in ("alone", "loaded"):
+    for case in ISO_CASES:
         rs = [r for r in ok(sc.get("runs", [])) if r.get("case") == case and r.get("top")]
+        if not rs:
+            continue
         out[case] = {"sojourn_p99_ns": med((r.get("top_sojourn") or {}).get("p99_ns") for r in rs),
                      "sojourn_p50_ns": med((r.get("top_sojourn") or {}).get("p50_ns") for r in rs),
                      "gen_cpu": med(r.get("gen_cpu_share") for r in rs),
@@ -131,7 +136,11 @@ def sum_isolation(sc):
                      "max_ns": med(r["top"]["latency"]["max_ns"] for r in rs),
                      "all_rx_bps": med(r.get("all_rx_bps") for r in rs), "n": len(rs),
                      "p99_all": [r["top"]["latency"]["p99_ns"] for r in rs]}
+    if "alone" not in out or "loaded" not in out:
+        return out
     a, l = out["alone"], out["loaded"]
+    if "loaded-no-headroom" in out and a["sojourn_p99_ns"] and out["loaded-no-headroom"]["sojourn_p99_ns"]:
+        out["sojourn_p99_ratio_no_headroom"] = out["loaded-no-headroom"]["sojourn_p99_ns"] / a["sojourn_p99_ns"]
     if a["p99_ns"] and l["p99_ns"]:
         out["p99_ratio"] = l["p99_ns"] / a["p99_ns"]
     if a["rx_bps"] and l["rx_bps"]:
@@ -237,7 +246,7 @@ def targets(res):
                   0.5, worst2, "le"))
     if "isolation" in sc:
         i = sum_isolation(sc["isolation"])
-        t.append(("top job under 2x overload: packets lost (target 0)", 0, i["loaded"]["lost"], "le"))
+        t.append(("top job under 2x overload: packets lost (target 0)", 0, (i.get("loaded") or {}).get("lost"), "le"))
         t.append(("top job p99 loaded / p99 alone, end to end at psgate-gen (target <= 1.2)", 1.2, i.get("p99_ratio"),
                   "le"))
         t.append(("top job p99 loaded / p99 alone, psgate's own RX->TX sojourn of class 1 (target <= 1.2)", 1.2,
@@ -306,7 +315,7 @@ def plot_latency(res, out):
     if not sc or plt is None:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for case, color in (("alone", "tab:blue"), ("loaded", "tab:red")):
+    for case, color in (("alone", "tab:blue"), ("loaded", "tab:red"), ("loaded-no-headroom", "tab:gray")):
         first = True
         for r in ok(sc.get("runs", [])):
             if r.get("case") != case or not r.get("top"):
@@ -316,7 +325,7 @@ def plot_latency(res, out):
             xs = [L["min_ns"], L["p50_ns"], L["p99_ns"], L["p999_ns"], L["max_ns"]]
             ys = [1.0 / n, 0.5, 0.99, 0.999, 1 - 1.0 / n]
             ax.plot([x / 1e3 for x in xs], ys, "o-", color=color, alpha=0.7,
-                    label=(f"top job {case}" + (" + 2R lower-priority load" if case == "loaded" else "")) if first
+                    label=(f"top job {case}" + (" + 2R lower-priority load" if case.startswith("loaded") else "")) if first
                     else None)
             first = False
     ax.set_xscale("log")
@@ -455,11 +464,13 @@ def write(res, out):
         R = sc["isolation"].get("R_bps", 0)
         L += ["## 2. Priority isolation (path B)", "",
               f"Wire egress shaped to R = {R / 1e9:g} Gbit/s (overhead 0 B); {sc['isolation'].get('size')} pull "
-              f"frames. The top job (rank 0) offers 0.3R; in `loaded`, three lower jobs offer 2R in total. "
+              f"frames. The top job (rank 0) offers 0.3R; in `loaded`, three lower jobs offer 2R in total; "
+              f"`loaded-no-headroom` is the same with the shaper's priority headroom off (`headroom = \"0B\"`; "
+              f"psgate's default is 3200 B per class step). "
               "Latency is psgate-gen's TX→RX time through psgate (medians over repetitions).", "",
               "| case | top tx Mbit/s | top rx Mbit/s | top lost | p50 µs | p99 µs | p99.9 µs | max µs | all jobs rx "
               "Mbit/s | psgate sojourn p50 / p99 µs | cpu psgate / gen |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for case in ("alone", "loaded"):
+        for case in (c for c in ISO_CASES if c in i):
             x = i[case]
             L.append(f"| {case} | {f(x['tx_bps'] and x['tx_bps'] / 1e6, '{:.1f}')} | "
                      f"{f(x['rx_bps'] and x['rx_bps'] / 1e6, '{:.1f}')} | {x['lost']} of {x['tx_packets']} | "
@@ -473,7 +484,8 @@ def write(res, out):
               "pacer catches up by at most 1 ms of credit. `psgate sojourn` is psgate's own RX→TX time of the top "
               "class (its per-class histogram): the part of the latency psgate is responsible for; the end-to-end "
               "figure also holds the generator's and psgate's waits for a CPU on this shared machine.", "",
-              f"p99 loaded / alone: {f(i.get('p99_ratio'))} end to end, {f(i.get('sojourn_p99_ratio'))} inside psgate; "
+              f"p99 loaded / alone: {f(i.get('p99_ratio'))} end to end, {f(i.get('sojourn_p99_ratio'))} inside psgate "
+              f"({f(i.get('sojourn_p99_ratio_no_headroom'))} without headroom); "
               f"top-job throughput loaded / alone: "
               f"{f(i.get('thr_ratio'), '{:.4f}')}. p99 per repetition (ns): alone {i['alone']['p99_all']}, "
               f"loaded {i['loaded']['p99_all']}.", "", "![latency CDF](latency_cdf.png)", ""]

@@ -119,7 +119,7 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.host.shaper->rate_bps, 1'000'000'000u);
   EXPECT_EQ(c.host.shaper->burst_bytes, 1500u);
   EXPECT_EQ(c.host.overhead_bytes, 24u);
-  EXPECT_EQ(c.host.headroom_bytes, 1600u) << "default: one standard frame and its overhead";
+  EXPECT_EQ(c.host.headroom_bytes, 3200u) << "default: two standard frames";
   EXPECT_EQ(c.main_lcore, 2u);
   EXPECT_EQ(c.data_lcores, (std::vector<unsigned>{3, 0, 5}));
 
