@@ -90,6 +90,9 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   if (n_cacheable) {
     uint32_t cached[kMaxBurst];
     const uint64_t hits = rx.flow_cache->lookup(cacheable, n_cacheable, snap.rules_generation, cached);
+    const unsigned n_hits = static_cast<unsigned>(__builtin_popcountll(hits));
+    counters.flow_cache.hits.add(n_hits);
+    counters.flow_cache.misses.add(n_cacheable - n_hits);
     for (unsigned k = 0; k < n_cacheable; ++k) {
       if (hits >> k & 1) {
         job[cacheable_idx[k]] = cached[k];
@@ -103,9 +106,12 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   if (n_uncached) {
     uint32_t matched[kMaxBurst];
     snap.classifier->classify(uncached, n_uncached, matched);
-    for (unsigned k = 0; k < n_uncached; ++k) {
-      job[uncached_idx[k]] = matched[k];
-      if (miss_mask >> k & 1) rx.flow_cache->insert(*uncached[k], snap.rules_generation, matched[k]);
+    for (unsigned k = 0; k < n_uncached; ++k) job[uncached_idx[k]] = matched[k];
+    if (miss_mask) {
+      const uint64_t evictions_before = rx.flow_cache->evictions();
+      for (unsigned k = 0; k < n_uncached; ++k)
+        if (miss_mask >> k & 1) rx.flow_cache->insert(*uncached[k], snap.rules_generation, matched[k]);
+      counters.flow_cache.evictions.add(rx.flow_cache->evictions() - evictions_before);
     }
   }
 

@@ -81,6 +81,9 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
     }
     out["jobs"].push_back(j);
   }
+  out["flow_cache"] = {{"hits", t.flow_cache.hits},
+                       {"misses", t.flow_cache.misses},
+                       {"evictions", t.flow_cache.evictions}};
   out["totals"] = {{"received", t.rx_total()},
                    {"transmitted", t.tx_total()},
                    {"dropped", t.drop_total()},

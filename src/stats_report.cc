@@ -91,6 +91,11 @@ std::string format_final_report(const Totals& t, const Snapshot& snap, const Con
                        jt.admitted_packets[kPush], jt.sent_packets[kPush], jt.policed, jt.drops);
   }
   (void)config;
+  const FlowCacheTotals& fc = t.flow_cache;
+  const uint64_t lookups = fc.hits + fc.misses;
+  out += fmt::format("\nflow cache: {} hits, {} misses ({:.2f}% hit), {} evictions{}\n", fc.hits, fc.misses,
+                     lookups ? 100.0 * static_cast<double>(fc.hits) / static_cast<double>(lookups) : 0.0,
+                     fc.evictions, fc.evictions ? " (more flows than dataplane.flow_cache holds well)" : "");
   out += fmt::format("\nconservation: received {} = transmitted {} + dropped {} : {}\n", t.rx_total(), t.tx_total(),
                      t.drop_total(), conservation_holds(t) ? "OK" : "MISMATCH");
   return out;

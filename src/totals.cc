@@ -41,6 +41,9 @@ Totals Dataplane::read_totals(bool with_histograms) const {
         if (with_histograms) ct.sojourn.merge(lc->sojourn[p * t.class_count + c]);
       }
     }
+    t.flow_cache.hits += lc->flow_cache.hits.get();
+    t.flow_cache.misses += lc->flow_cache.misses.get();
+    t.flow_cache.evictions += lc->flow_cache.evictions.get();
     for (size_t j = 0; j < t.jobs.size(); ++j) {
       const JobCounters& jc = lc->jobs[j];
       JobTotals& jt = t.jobs[j];

@@ -80,6 +80,12 @@ struct JobCounters {
   Counter drops;    // dropped for any other reason
 };
 
+// The RX lcore's flow cache: how often the ACL was skipped, and how often the
+// cache was too small for the flows it saw (evictions: size dataplane.flow_cache).
+struct FlowCacheCounters {
+  Counter hits, misses, evictions;
+};
+
 struct alignas(64) LcoreCounters {
   LcoreCounters(unsigned class_count, unsigned max_jobs)
       : classes(kPortCount * class_count), sojourn(kPortCount * class_count), jobs(max_jobs),
@@ -88,6 +94,7 @@ struct alignas(64) LcoreCounters {
   std::vector<ClassCounters> classes;       // [egress port][class]
   std::vector<LatencyHistogram> sojourn;    // [egress port][class], ns from RX to TX
   std::vector<JobCounters> jobs;            // by job slot
+  FlowCacheCounters flow_cache;
   ClassCounters& cls(unsigned port, unsigned c) { return classes[port * class_count_ + c]; }
   LatencyHistogram& hist(unsigned port, unsigned c) { return sojourn[port * class_count_ + c]; }
   unsigned class_count_;

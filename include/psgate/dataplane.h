@@ -49,8 +49,13 @@ struct JobTotals {
   uint64_t policed = 0, drops = 0;
 };
 
+struct FlowCacheTotals {
+  uint64_t hits = 0, misses = 0, evictions = 0;
+};
+
 struct Totals {
   PortTotals ports[kPortCount];
+  FlowCacheTotals flow_cache;  // all RX lcores
   std::vector<ClassTotals> classes;  // [port * class_count + class]
   std::vector<JobTotals> jobs;       // by slot
   unsigned class_count = 0;

@@ -186,6 +186,10 @@ TEST_P(DaemonTest, EveryFramePassesThroughUnchanged) {
   EXPECT_EQ(stat(s, "/jobs/0/push/sent_packets"), 4u);
   EXPECT_EQ(stat(s, "/jobs/0/pull/sent_packets"), 1u);
   EXPECT_EQ(stat(s, "/jobs/1/pull/sent_packets"), 1u);
+  // The flow cache sees the IP packets with ports: IPv4, IPv6, QinQ, the
+  // job-less one and the two pulls, each a new flow.
+  EXPECT_EQ(stat(s, "/flow_cache/hits") + stat(s, "/flow_cache/misses"), 6u);
+  EXPECT_EQ(stat(s, "/flow_cache/evictions"), 0u);
 }
 
 // Behind a shaper, a high-priority job overtakes a low-priority job that
@@ -228,6 +232,10 @@ TEST_P(DaemonTest, HighPriorityOvertakesUnderShapingWithoutReordering) {
     EXPECT_EQ(last_high - first_high + 1, kHigh);
   }
   EXPECT_TRUE(run.stats["totals"]["conserved"].get<bool>());
+  // Two flows: after their first bursts, every packet is a cache hit.
+  EXPECT_EQ(stat(run.stats, "/flow_cache/hits") + stat(run.stats, "/flow_cache/misses"), host_in.size());
+  EXPECT_GE(stat(run.stats, "/flow_cache/hits"), host_in.size() / 2);
+  EXPECT_EQ(stat(run.stats, "/flow_cache/evictions"), 0u);
 }
 
 // DSCP remark and ECN CE marking on a class, with correct IPv4 checksums.
