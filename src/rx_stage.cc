@@ -5,6 +5,7 @@
 #include "psgate/lcore_context.h"
 #include "psgate/packet_meta.h"
 #include "psgate/packet_parser.h"
+#include "psgate/run_total.h"
 
 namespace psgate {
 
@@ -119,6 +120,13 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   rte_mbuf* staged[kMaxBurst];
   uint8_t staged_cls[kMaxBurst];
   unsigned n_staged = 0;
+  const unsigned dir = direction_of_ingress(in_port);
+  RunTotal admitted;
+  auto flush_admitted = [&](const RunTotal& r) {
+    JobCounters& jc = counters.jobs[r.key];
+    jc.admitted_packets[dir].add(r.packets);
+    jc.admitted_bytes[dir].add(r.bytes);
+  };
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     const ParsedPacket& p = parsed[i];
@@ -136,22 +144,19 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
       in_counters.rx_unclassified.inc();
     } else {
       const SlotInfo& info = snap.slots[slot];
-      cls = info.cls[direction_of_ingress(in_port)];
-      JobCounters& jc = counters.jobs[slot];
+      cls = info.cls[dir];
       if (info.police_bytes_per_sec) {
         TokenBucket& tb = rx.police[slot];
         tb.refill(now);
         if (!tb.conforms(m->pkt_len)) {
           out_counters.drops[kDropPoliced].inc();
-          jc.policed.inc();
+          counters.jobs[slot].policed.inc();
           rte_pktmbuf_free(m);
           continue;
         }
         tb.consume(m->pkt_len);
       }
-      const unsigned dir = direction_of_ingress(in_port);
-      jc.admitted_packets[dir].inc();
-      jc.admitted_bytes[dir].add(m->pkt_len);
+      run_add(admitted, slot, m->pkt_len, flush_admitted);
     }
     PacketMeta* meta = packet_meta(m);
     meta->rx_tsc = now;
@@ -162,6 +167,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     staged[n_staged] = m;
     staged_cls[n_staged++] = static_cast<uint8_t>(cls);
   }
+  if (admitted.packets) flush_admitted(admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
     if (n_staged) sched_accept_burst(shared, *direct, counters, staged, n_staged);

@@ -7,30 +7,11 @@
 #include "psgate/header_rewrite.h"
 #include "psgate/lcore_context.h"
 #include "psgate/packet_meta.h"
+#include "psgate/run_total.h"
 
 namespace psgate {
 
 namespace {
-
-// Counters of consecutive packets that share a key (a class, a job) are added
-// once per run: the common burst is one job in one class, and one add per
-// burst instead of per packet takes a chain of dependent memory increments
-// off the fast path.
-struct RunTotal {
-  uint32_t key = UINT32_MAX;
-  uint32_t packets = 0;
-  uint64_t bytes = 0;
-};
-
-template <typename Flush>
-inline void run_add(RunTotal& run, uint32_t key, uint32_t bytes, Flush&& flush) {
-  if (key != run.key) {
-    if (run.packets) flush(run);
-    run = RunTotal{key, 0, 0};
-  }
-  ++run.packets;
-  run.bytes += bytes;
-}
 
 inline JobCounters* job_counters(LcoreCounters& counters, uint32_t slot) {
   return slot == kNoJob ? nullptr : &counters.jobs[slot];
