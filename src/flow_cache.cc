@@ -27,6 +27,7 @@ namespace psgate {
 namespace {
 
 constexpr unsigned kMaxBurst = 64;                   // hit masks are uint64_t
+constexpr unsigned kPrefetchAhead = 8;               // packets whose sets are in flight while one is compared
 constexpr uint32_t kMaxEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries: beyond any sane config
 
 struct Key4 {
@@ -187,8 +188,7 @@ uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_
   void* first[kMaxBurst];
   void* second[kMaxBurst];
   uint64_t candidates = 0, is_v6 = 0;
-  // Pass 1: hash every key and start fetching both of its sets, so the misses
-  // to memory of a large table overlap instead of queueing one by one.
+  // Pass 1: hash every key and find both of its sets.
   for (unsigned i = 0; i < n; ++i) {
     const ParsedPacket& p = *pkts[i];
     if (!cacheable(p)) continue;
@@ -196,28 +196,34 @@ uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_
     if (p.l3 == L3Kind::kIpv4) {
       make_key(p, keys[i].k4);
       const uint32_t h = hash_key(keys[i].k4);
-      auto* a = t4.first_set(h);
-      auto* b = t4.second_set(h);
-      t4.prefetch_set(a);
-      t4.prefetch_set(b);
-      first[i] = a;
-      second[i] = b;
+      first[i] = t4.first_set(h);
+      second[i] = t4.second_set(h);
     } else {
       is_v6 |= uint64_t{1} << i;
       make_key(p, keys[i].k6);
       const uint32_t h = hash_key(keys[i].k6);
-      auto* a = t6.first_set(h);
-      auto* b = t6.second_set(h);
-      t6.prefetch_set(a);
-      t6.prefetch_set(b);
-      first[i] = a;
-      second[i] = b;
+      first[i] = t6.first_set(h);
+      second[i] = t6.second_set(h);
     }
   }
-  // Pass 2: compare the ways.
+  // Pass 2: compare the ways, with the sets of the packet kPrefetchAhead
+  // positions later being fetched meanwhile: enough misses in flight to hide
+  // memory latency, not so many that the prefetches themselves stall.
+  auto prefetch = [&](unsigned i) {
+    if (!(candidates >> i & 1)) return;
+    if (is_v6 >> i & 1) {
+      FlowTable<Key6>::prefetch_set(static_cast<Entry<Key6>*>(first[i]));
+      FlowTable<Key6>::prefetch_set(static_cast<Entry<Key6>*>(second[i]));
+    } else {
+      FlowTable<Key4>::prefetch_set(static_cast<Entry<Key4>*>(first[i]));
+      FlowTable<Key4>::prefetch_set(static_cast<Entry<Key4>*>(second[i]));
+    }
+  };
+  for (unsigned i = 0; i < kPrefetchAhead && i < n; ++i) prefetch(i);
   uint64_t hits = 0;
-  for (uint64_t todo = candidates; todo; todo &= todo - 1) {
-    const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+  for (unsigned i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) prefetch(i + kPrefetchAhead);
+    if (!(candidates >> i & 1)) continue;
     uint32_t gen, value;
     if (is_v6 >> i & 1) {
       const auto* e = FlowTable<Key6>::find(static_cast<Entry<Key6>*>(first[i]),

@@ -4,8 +4,8 @@
 //
 // It is a cache, not a map: set-associative tables (2 ways per set, each flow
 // with two candidate sets) of 32-byte IPv4 and 64-byte IPv6 entries, so an
-// IPv4 lookup costs one CRC32 hash and at most two cache lines, prefetched for
-// the whole burst before any is compared. When a flow's sets are full the
+// IPv4 lookup costs one CRC32 hash and at most two cache lines, prefetched a
+// few packets ahead of the compare. When a flow's sets are full the
 // older entry of one is evicted (and counted): a flow that lost its entry is
 // classified again by the ACL, never misclassified.
 #pragma once
