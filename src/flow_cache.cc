@@ -11,7 +11,7 @@
 //   keeps overflow rare at half load), and evicts the older way when full.
 //
 // A zeroed entry can never match: every real key has its family (4 or 6) in
-// word 0 (IPv6) or word 1 (IPv4).
+// word 0 (IPv6) or word 1 (IPv4) (flow_key.h).
 #include "psgate/flow_cache.h"
 
 #include <rte_errno.h>
@@ -26,30 +26,8 @@ namespace psgate {
 
 namespace {
 
-constexpr unsigned kMaxBurst = 64;                   // hit masks are uint64_t
-constexpr unsigned kPrefetchAhead = 8;               // packets whose sets are in flight while one is compared
+constexpr unsigned kMaxBurst = FlowCache::kMaxBurst;
 constexpr uint32_t kMaxEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries: beyond any sane config
-
-struct Key4 {
-  uint64_t w[2];  // src | dst << 32 (network order bytes); sport | dport << 16 | proto << 32 | 4 << 40
-};
-struct Key6 {
-  uint64_t w[5];  // family | proto << 8 | sport << 16 | dport << 32; src (16 B); dst (16 B)
-};
-
-inline void make_key(const ParsedPacket& p, Key4& k) {
-  uint32_t src, dst;
-  std::memcpy(&src, p.src.data(), 4);
-  std::memcpy(&dst, p.dst.data(), 4);
-  k.w[0] = uint64_t{src} | uint64_t{dst} << 32;
-  k.w[1] = uint64_t{p.sport} | uint64_t{p.dport} << 16 | uint64_t{p.proto} << 32 | uint64_t{4} << 40;
-}
-
-inline void make_key(const ParsedPacket& p, Key6& k) {
-  k.w[0] = uint64_t{6} | uint64_t{p.proto} << 8 | uint64_t{p.sport} << 16 | uint64_t{p.dport} << 32;
-  std::memcpy(&k.w[1], p.src.data(), 16);
-  std::memcpy(&k.w[3], p.dst.data(), 16);
-}
 
 template <typename Key>
 inline uint32_t hash_key(const Key& k) {
@@ -78,8 +56,8 @@ struct alignas(std::bit_ceil(sizeof(Key) + 8)) Entry {
   uint32_t generation;
   uint32_t value;
 };
-static_assert(sizeof(Entry<Key4>) == 32, "two IPv4 entries per cache line");
-static_assert(sizeof(Entry<Key6>) == 64, "one IPv6 entry per cache line");
+static_assert(sizeof(Entry<FlowKey4>) == 32, "two IPv4 entries per cache line");
+static_assert(sizeof(Entry<FlowKey6>) == 64, "one IPv6 entry per cache line");
 
 }  // namespace
 
@@ -99,17 +77,19 @@ struct FlowTable {
     if constexpr (sizeof(E) * 2 > RTE_CACHE_LINE_SIZE) rte_prefetch0(set + 1);
   }
 
+  // At most one way holds the key (insert refreshes in place), so the four
+  // compares are independent and can all be in flight at once.
   static E* find(E* a, E* b, const Key& key) {
-    if (same_key(a[0].key, key)) return &a[0];
-    if (same_key(a[1].key, key)) return &a[1];
-    if (same_key(b[0].key, key)) return &b[0];
-    if (same_key(b[1].key, key)) return &b[1];
-    return nullptr;
+    E* hit = nullptr;
+    hit = same_key(b[1].key, key) ? &b[1] : hit;
+    hit = same_key(b[0].key, key) ? &b[0] : hit;
+    hit = same_key(a[1].key, key) ? &a[1] : hit;
+    hit = same_key(a[0].key, key) ? &a[0] : hit;
+    return hit;
   }
 
   // Returns whether a live entry was evicted.
-  bool insert(const Key& key, uint32_t generation, uint32_t value) {
-    const uint32_t h = hash_key(key);
+  bool insert(const Key& key, uint32_t h, uint32_t generation, uint32_t value) {
     E* a = first_set(h);
     E* b = second_set(h);
     E* target = find(a, b, key);  // refresh in place (stale generation, or a re-insert)
@@ -134,8 +114,8 @@ struct FlowTable {
 };
 
 struct FlowCache::Tables {
-  FlowTable<Key4> v4;
-  FlowTable<Key6> v6;
+  FlowTable<FlowKey4> v4;
+  FlowTable<FlowKey6> v6;
 };
 
 Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std::string& name,
@@ -147,18 +127,18 @@ Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std
   const uint32_t rounded = rte_align32pow2(entries);
   std::unique_ptr<FlowCache> c(new FlowCache());
   c->tables_ = std::make_unique<Tables>();
-  const size_t v4_bytes = size_t{rounded} * sizeof(Entry<Key4>);
-  const size_t v6_bytes = size_t{rounded} * sizeof(Entry<Key6>);
+  const size_t v4_bytes = size_t{rounded} * sizeof(Entry<FlowKey4>);
+  const size_t v6_bytes = size_t{rounded} * sizeof(Entry<FlowKey6>);
   auto fail = [&](size_t bytes) {
     return R::failure("flow cache " + name + ": cannot allocate " + std::to_string(bytes >> 20) + " MiB (" +
                       std::to_string(rounded) + " entries) from DPDK memory: " + rte_strerror(rte_errno) +
                       "; lower dataplane.flow_cache or give the EAL more memory");
   };
   c->tables_->v4.entries =
-      static_cast<Entry<Key4>*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, 64, socket_id));
+      static_cast<Entry<FlowKey4>*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, 64, socket_id));
   if (c->tables_->v4.entries == nullptr) return fail(v4_bytes);
   c->tables_->v6.entries =
-      static_cast<Entry<Key6>*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
+      static_cast<Entry<FlowKey6>*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
   if (c->tables_->v6.entries == nullptr) return fail(v6_bytes);
   c->tables_->v4.mask = c->tables_->v6.mask = rounded - 1;
   return R(std::move(c));
@@ -175,89 +155,78 @@ FlowCache::~FlowCache() {
 
 uint32_t FlowCache::capacity() const { return tables_->v4.mask + 1; }
 
-uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation,
-                           uint32_t out[]) {
-  if (n > kMaxBurst) n = kMaxBurst;  // contract: n <= 64; never overrun the mask
-  FlowTable<Key4>& t4 = tables_->v4;
-  FlowTable<Key6>& t6 = tables_->v6;
-  // Per packet: its key and both candidate sets (IPv4 or IPv6 table).
-  union AnyKey {
-    Key4 k4;
-    Key6 k6;
-  } keys[kMaxBurst];
-  void* first[kMaxBurst];
-  void* second[kMaxBurst];
-  uint64_t candidates = 0, is_v6 = 0;
-  // Pass 1: hash every key and find both of its sets.
-  for (unsigned i = 0; i < n; ++i) {
-    const ParsedPacket& p = *pkts[i];
-    if (!cacheable(p)) continue;
-    candidates |= uint64_t{1} << i;
-    if (p.l3 == L3Kind::kIpv4) {
-      make_key(p, keys[i].k4);
-      const uint32_t h = hash_key(keys[i].k4);
-      first[i] = t4.first_set(h);
-      second[i] = t4.second_set(h);
-    } else {
-      is_v6 |= uint64_t{1} << i;
-      make_key(p, keys[i].k6);
-      const uint32_t h = hash_key(keys[i].k6);
-      first[i] = t6.first_set(h);
-      second[i] = t6.second_set(h);
-    }
-  }
-  // Pass 2: compare the ways, with the sets of the packet kPrefetchAhead
-  // positions later being fetched meanwhile: enough misses in flight to hide
-  // memory latency, not so many that the prefetches themselves stall.
-  auto prefetch = [&](unsigned i) {
-    if (!(candidates >> i & 1)) return;
-    if (is_v6 >> i & 1) {
-      FlowTable<Key6>::prefetch_set(static_cast<Entry<Key6>*>(first[i]));
-      FlowTable<Key6>::prefetch_set(static_cast<Entry<Key6>*>(second[i]));
-    } else {
-      FlowTable<Key4>::prefetch_set(static_cast<Entry<Key4>*>(first[i]));
-      FlowTable<Key4>::prefetch_set(static_cast<Entry<Key4>*>(second[i]));
-    }
-  };
-  for (unsigned i = 0; i < kPrefetchAhead && i < n; ++i) prefetch(i);
+uint32_t FlowCache::hash(const FlowKey4& key) { return hash_key(key); }
+
+void FlowCache::prefetch4(uint32_t h) const {
+  const FlowTable<FlowKey4>& t = tables_->v4;
+  FlowTable<FlowKey4>::prefetch_set(t.first_set(h));
+  FlowTable<FlowKey4>::prefetch_set(t.second_set(h));
+}
+
+uint64_t FlowCache::lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
+                            uint32_t out[]) const {
+  const FlowTable<FlowKey4>& t = tables_->v4;
   uint64_t hits = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    if (i + kPrefetchAhead < n) prefetch(i + kPrefetchAhead);
-    if (!(candidates >> i & 1)) continue;
-    uint32_t gen, value;
-    if (is_v6 >> i & 1) {
-      const auto* e = FlowTable<Key6>::find(static_cast<Entry<Key6>*>(first[i]),
-                                            static_cast<Entry<Key6>*>(second[i]), keys[i].k6);
-      if (e == nullptr) continue;
-      gen = e->generation;
-      value = e->value;
-    } else {
-      const auto* e = FlowTable<Key4>::find(static_cast<Entry<Key4>*>(first[i]),
-                                            static_cast<Entry<Key4>*>(second[i]), keys[i].k4);
-      if (e == nullptr) continue;
-      gen = e->generation;
-      value = e->value;
-    }
-    if (gen != generation) continue;  // cached under an older snapshot
-    out[i] = value;
+  for (uint64_t todo = mask; todo != 0; todo &= todo - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+    const auto* e = FlowTable<FlowKey4>::find(t.first_set(hashes[i]), t.second_set(hashes[i]), keys[i]);
+    if (e == nullptr || e->generation != generation) continue;  // absent, or cached under an older snapshot
+    out[i] = e->value;
     hits |= uint64_t{1} << i;
   }
   return hits;
 }
 
+void FlowCache::insert4(const FlowKey4& key, uint32_t h, uint32_t generation, uint32_t value) {
+  evictions_ += tables_->v4.insert(key, h, generation, value);
+}
+
+uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation,
+                           uint32_t out[]) const {
+  if (n > kMaxBurst) n = kMaxBurst;  // contract: n <= 64; never overrun the mask
+  const FlowTable<FlowKey6>& t6 = tables_->v6;
+  // Keys, hashes and prefetches for the whole burst first, compares after.
+  FlowKey4 keys4[kMaxBurst];
+  uint32_t hashes4[kMaxBurst];
+  FlowKey6 keys6[kMaxBurst];
+  uint32_t hashes6[kMaxBurst];
+  uint64_t v4 = 0, v6 = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const ParsedPacket& p = *pkts[i];
+    if (!cacheable(p)) continue;
+    if (p.l3 == L3Kind::kIpv4) {
+      keys4[i] = flow_key4(p);
+      hashes4[i] = hash_key(keys4[i]);
+      prefetch4(hashes4[i]);
+      v4 |= uint64_t{1} << i;
+    } else {
+      keys6[i] = flow_key6(p);
+      hashes6[i] = hash_key(keys6[i]);
+      FlowTable<FlowKey6>::prefetch_set(t6.first_set(hashes6[i]));
+      FlowTable<FlowKey6>::prefetch_set(t6.second_set(hashes6[i]));
+      v6 |= uint64_t{1} << i;
+    }
+  }
+  uint64_t hits = 0;
+  for (uint64_t todo = v6; todo != 0; todo &= todo - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+    const auto* e = FlowTable<FlowKey6>::find(t6.first_set(hashes6[i]), t6.second_set(hashes6[i]), keys6[i]);
+    if (e == nullptr || e->generation != generation) continue;
+    out[i] = e->value;
+    hits |= uint64_t{1} << i;
+  }
+  return hits | lookup4(keys4, hashes4, v4, generation, out);
+}
+
 void FlowCache::insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value) {
   if (!cacheable(pkt)) return;
-  bool evicted;
   if (pkt.l3 == L3Kind::kIpv4) {
-    Key4 key;
-    make_key(pkt, key);
-    evicted = tables_->v4.insert(key, generation, value);
+    const FlowKey4 key = flow_key4(pkt);
+    insert4(key, hash_key(key), generation, value);
   } else {
-    Key6 key;
-    make_key(pkt, key);
-    evicted = tables_->v6.insert(key, generation, value);
+    const FlowKey6 key = flow_key6(pkt);
+    evictions_ += tables_->v6.insert(key, hash_key(key), generation, value);
   }
-  evictions_ += evicted;
 }
 
 }  // namespace psgate

@@ -2,6 +2,7 @@
 // Fast path: no allocation, no locks, no logging. The clock is read once per burst.
 #include <rte_ethdev.h>
 
+#include "psgate/flow_key.h"
 #include "psgate/lcore_context.h"
 #include "psgate/packet_meta.h"
 #include "psgate/packet_parser.h"
@@ -15,9 +16,7 @@ namespace {
 // (drivers put at least the first 128 bytes in one segment). Returns false
 // when the parse had to use the copy, so rewrites must not touch the mbuf.
 inline bool parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
-  const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
-  if (parse_packet_common(data, m->data_len, out)) return true;
-  parse_packet(data, m->data_len, out);
+  parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, out);
   if (!out.malformed || m->nb_segs == 1) return true;
   uint8_t copy[256];
   const uint32_t len = m->pkt_len < sizeof(copy) ? m->pkt_len : sizeof(copy);
@@ -25,6 +24,11 @@ inline bool parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
   parse_packet(p, len, out);
   return false;
 }
+
+// What the class step does with a packet the slow path saw (a job slot, or
+// none: unclassified IP goes to the default class like malformed frames do,
+// but is counted apart).
+enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed };
 
 inline void count_drop(PortCounters& egress_port, JobCounters* job, DropReason reason) {
   egress_port.drops[reason].inc();
@@ -47,6 +51,77 @@ void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& sn
   rx.police_generation = snap.generation;
 }
 
+namespace {
+
+// Classifies the packets of `todo` the slow way: the full parser, the flow
+// cache for what it can key (IPv6, tagged, options), the ACL for the rest, and
+// the results cached. `keyed` marks packets whose IPv4 wire key (keys[i],
+// hashes[i]) already missed the cache: they are inserted under that key.
+// Fills job[i], and l3_offset[i] / ip_version[i] (0: never rewrite) for
+// every packet of `todo`; kind[i] says what the class step must do with a
+// packet that has no job.
+void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, uint64_t todo, uint64_t keyed,
+                   uint32_t* job, uint16_t* l3_offset, uint8_t* ip_version, uint8_t* kind) {
+  ParsedPacket* parsed = rx.parsed.data();
+  FlowCache* fc = rx.flow_cache.get();
+  LcoreCounters& counters = *rx.counters;
+  const ParsedPacket* lookup[kMaxBurst];  // cacheable without a wire key
+  unsigned lookup_idx[kMaxBurst];
+  unsigned n_lookup = 0;
+  const ParsedPacket* acl[kMaxBurst];
+  unsigned acl_idx[kMaxBurst];
+  unsigned n_acl = 0;
+  for (uint64_t t = todo; t != 0; t &= t - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
+    const bool rewritable = parse_mbuf(pkts[i], parsed[i]);
+    const ParsedPacket& p = parsed[i];
+    job[i] = kNoJob;
+    l3_offset[i] = p.l3_offset;
+    ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed && rewritable) ? static_cast<uint8_t>(p.l3) : 0;
+    kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
+    if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
+    if (fc && FlowCache::cacheable(p) && !(keyed >> i & 1)) {
+      lookup[n_lookup] = &p;
+      lookup_idx[n_lookup++] = i;
+    } else {
+      acl[n_acl] = &p;
+      acl_idx[n_acl++] = i;
+    }
+  }
+  uint64_t insert_mask = 0;  // bits of acl[] to cache after the ACL
+  if (n_lookup) {
+    uint32_t cached[kMaxBurst];
+    const uint64_t hits = fc->lookup(lookup, n_lookup, snap.rules_generation, cached);
+    counters.flow_cache.hits.add(static_cast<unsigned>(__builtin_popcountll(hits)));
+    counters.flow_cache.misses.add(n_lookup - static_cast<unsigned>(__builtin_popcountll(hits)));
+    for (unsigned k = 0; k < n_lookup; ++k) {
+      if (hits >> k & 1) {
+        job[lookup_idx[k]] = cached[k];
+      } else {
+        insert_mask |= uint64_t{1} << n_acl;
+        acl[n_acl] = lookup[k];
+        acl_idx[n_acl++] = lookup_idx[k];
+      }
+    }
+  }
+  if (n_acl == 0) return;
+  uint32_t matched[kMaxBurst];
+  snap.classifier->classify(acl, n_acl, matched);
+  const uint64_t evictions_before = fc ? fc->evictions() : 0;
+  for (unsigned k = 0; k < n_acl; ++k) {
+    const unsigned i = acl_idx[k];
+    job[i] = matched[k];
+    if (keyed >> i & 1) {
+      fc->insert4(rx.keys[i], rx.hashes[i], snap.rules_generation, matched[k]);
+    } else if (insert_mask >> k & 1) {
+      fc->insert(*acl[k], snap.rules_generation, matched[k]);
+    }
+  }
+  if (fc) counters.flow_cache.evictions.add(fc->evictions() - evictions_before);
+}
+
+}  // namespace
+
 unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port) {
   rte_mbuf* pkts[kMaxBurst];
   const uint16_t n = rte_eth_rx_burst(shared.port_ids[in_port], rx.rx_queue, pkts, shared.burst);
@@ -56,65 +131,40 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   LcoreCounters& counters = *rx.counters;
   PortCounters& in_counters = counters.ports[in_port];
   PortCounters& out_counters = counters.ports[out_port];
+  FlowCache* fc = rx.flow_cache.get();
 
-  ParsedPacket* parsed = rx.parsed.data();
-  bool rewritable[kMaxBurst];
+  // 1. The common case straight from the wire: key, hash, and the key's cache
+  //    sets requested, while the rest of the burst is still being looked at.
   uint32_t job[kMaxBurst];
-  // Packets to classify, split by whether the flow cache can answer for them.
-  const ParsedPacket* cacheable[kMaxBurst];
-  unsigned cacheable_idx[kMaxBurst];
-  unsigned n_cacheable = 0;
-  const ParsedPacket* uncached[kMaxBurst];
-  unsigned uncached_idx[kMaxBurst];
-  unsigned n_uncached = 0;
-
+  uint64_t keyed = 0;
   uint64_t bytes = 0;
   for (unsigned i = 0; i < n; ++i) {
-    bytes += pkts[i]->pkt_len;
-    rewritable[i] = parse_mbuf(pkts[i], parsed[i]);
-    job[i] = kNoJob;
-    const ParsedPacket& p = parsed[i];
-    if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
-    if (rx.flow_cache && FlowCache::cacheable(p)) {
-      cacheable[n_cacheable] = &p;
-      cacheable_idx[n_cacheable++] = i;
-    } else {
-      uncached[n_uncached] = &p;
-      uncached_idx[n_uncached++] = i;
+    rte_mbuf* m = pkts[i];
+    bytes += m->pkt_len;
+    if (fc && parse_ipv4_flow_key(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx.keys[i])) {
+      rx.hashes[i] = FlowCache::hash(rx.keys[i]);
+      fc->prefetch4(rx.hashes[i]);
+      keyed |= uint64_t{1} << i;
     }
   }
   in_counters.rx_packets.add(n);
   in_counters.rx_bytes.add(bytes);
 
-  // Flow cache first; its misses join the ACL lookup and are cached after it.
-  uint64_t miss_mask = 0;
-  if (n_cacheable) {
-    uint32_t cached[kMaxBurst];
-    const uint64_t hits = rx.flow_cache->lookup(cacheable, n_cacheable, snap.rules_generation, cached);
+  // 2. Compare them. A hit is all a common-case packet needs.
+  uint64_t hits = 0;
+  if (keyed) {
+    hits = fc->lookup4(rx.keys.data(), rx.hashes.data(), keyed, snap.rules_generation, job);
     const unsigned n_hits = static_cast<unsigned>(__builtin_popcountll(hits));
     counters.flow_cache.hits.add(n_hits);
-    counters.flow_cache.misses.add(n_cacheable - n_hits);
-    for (unsigned k = 0; k < n_cacheable; ++k) {
-      if (hits >> k & 1) {
-        job[cacheable_idx[k]] = cached[k];
-      } else {
-        miss_mask |= uint64_t{1} << n_uncached;
-        uncached[n_uncached] = cacheable[k];
-        uncached_idx[n_uncached++] = cacheable_idx[k];
-      }
-    }
+    counters.flow_cache.misses.add(static_cast<unsigned>(__builtin_popcountll(keyed)) - n_hits);
   }
-  if (n_uncached) {
-    uint32_t matched[kMaxBurst];
-    snap.classifier->classify(uncached, n_uncached, matched);
-    for (unsigned k = 0; k < n_uncached; ++k) job[uncached_idx[k]] = matched[k];
-    if (miss_mask) {
-      const uint64_t evictions_before = rx.flow_cache->evictions();
-      for (unsigned k = 0; k < n_uncached; ++k)
-        if (miss_mask >> k & 1) rx.flow_cache->insert(*uncached[k], snap.rules_generation, matched[k]);
-      counters.flow_cache.evictions.add(rx.flow_cache->evictions() - evictions_before);
-    }
-  }
+
+  // 3. Everything else: the full parser, then cache or ACL.
+  const uint64_t all = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  uint16_t l3_offset[kMaxBurst];
+  uint8_t ip_version[kMaxBurst];
+  uint8_t kind[kMaxBurst];
+  if (hits != all) classify_slow(rx, snap, pkts, all & ~hits, keyed & ~hits, job, l3_offset, ip_version, kind);
 
   // Class, policing, metadata; then hand off in arrival order.
   rte_mbuf* staged[kMaxBurst];
@@ -129,13 +179,15 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   };
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    const ParsedPacket& p = parsed[i];
     uint32_t slot = job[i];
+    // A cache hit is plain IPv4 at kCommonL3Offset; its slot may still be
+    // kNoMatch (unclassified flows are cached too).
+    const bool common = hits >> i & 1;
     unsigned cls;
-    if (p.network_control) {
+    if (!common && kind[i] == kKindNetworkControl) {
       cls = 0;
       in_counters.rx_network_control.inc();
-    } else if (p.malformed) {
+    } else if (!common && kind[i] == kKindMalformed) {
       cls = shared.default_class;
       in_counters.rx_malformed.inc();
     } else if (slot == Classifier::kNoMatch || slot >= snap.slots.size()) {
@@ -161,8 +213,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     PacketMeta* meta = packet_meta(m);
     meta->rx_tsc = now;
     meta->job_slot = slot;
-    meta->l3_offset = p.l3_offset;
-    meta->ip_version = (p.l3 != L3Kind::kNonIp && !p.malformed && rewritable[i]) ? static_cast<uint8_t>(p.l3) : 0;
+    meta->l3_offset = common ? kCommonL3Offset : l3_offset[i];
+    meta->ip_version = common ? 4 : ip_version[i];
     meta->cls = static_cast<uint8_t>(cls);
     staged[n_staged] = m;
     staged_cls[n_staged++] = static_cast<uint8_t>(cls);

@@ -4,16 +4,26 @@
 //
 // It is a cache, not a map: set-associative tables (2 ways per set, each flow
 // with two candidate sets) of 32-byte IPv4 and 64-byte IPv6 entries, so an
-// IPv4 lookup costs one CRC32 hash and at most two cache lines, prefetched a
-// few packets ahead of the compare. When a flow's sets are full the
-// older entry of one is evicted (and counted): a flow that lost its entry is
-// classified again by the ACL, never misclassified.
+// IPv4 lookup costs one CRC32 hash and at most two cache lines. When a flow's
+// sets are full the older entry of one is evicted (and counted): a flow that
+// lost its entry is classified again by the ACL, never misclassified.
+//
+// Two ways in:
+//   - the IPv4 burst path the RX stage uses at line rate: the caller builds
+//     keys from the wire (parse_ipv4_flow_key), hashes them and prefetches
+//     their sets while it parses the rest of the burst, then compares them all
+//     with lookup4 and inserts the misses with insert4;
+//   - lookup/insert on ParsedPackets, for everything the full parser handled
+//     (IPv6, VLAN-tagged, IPv4 with options).
+// Both ways address the same entries: a flow is one entry whichever way it
+// came in.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "psgate/flow_key.h"
 #include "psgate/packet_parser.h"
 #include "psgate/result.h"
 
@@ -21,6 +31,8 @@ namespace psgate {
 
 class FlowCache {
  public:
+  static constexpr unsigned kMaxBurst = 64;  // hit masks are uint64_t
+
   // `entries` (per family) is rounded up to a power of two, at least 8.
   // Memory: 96 bytes per entry (32 IPv4 + 64 IPv6) from DPDK's heap on `socket_id`.
   static Result<std::unique_ptr<FlowCache>> create(uint32_t entries, const std::string& name,
@@ -29,10 +41,19 @@ class FlowCache {
   FlowCache(const FlowCache&) = delete;
   FlowCache& operator=(const FlowCache&) = delete;
 
-  // Only cacheable packets are looked up (the others are misses). n <= 64.
-  // Returns a bit mask of hits; out[i] is set for hits only.
-  uint64_t lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation,
-                  uint32_t out[]);
+  // --- IPv4 burst path.
+  static uint32_t hash(const FlowKey4& key);
+  // Starts fetching the two sets a key with this hash may sit in.
+  void prefetch4(uint32_t hash) const;
+  // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]).
+  // Returns the mask of hits; out[i] is set for hits only.
+  uint64_t lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
+                   uint32_t out[]) const;
+  void insert4(const FlowKey4& key, uint32_t hash, uint32_t generation, uint32_t value);
+
+  // --- Parsed packets. Only cacheable packets are looked up (the others are
+  // misses). n <= kMaxBurst. Returns a bit mask of hits; out[i] is set for hits only.
+  uint64_t lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation, uint32_t out[]) const;
   // Always stores a cacheable packet's result, evicting the set's older live
   // entry if it must (counted in evictions()).
   void insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value);

@@ -106,8 +106,11 @@ struct RxContext {
   std::vector<RingStick> ring_stick;
   unsigned max_jobs = 0;
   uint32_t burst_seq = 0;  // counts RX bursts that reach the hand-off
-  // Parse results of the burst in flight. Kept here rather than on the stack
-  // so that a burst does not pay for zero-initialising 64 of them.
+  // Per-packet scratch of the burst in flight, kept here rather than on the
+  // stack so that a burst does not pay for zero-initialising them: wire flow
+  // keys and their hashes (common case), and full parse results (the rest).
+  std::array<FlowKey4, kMaxBurst> keys;
+  std::array<uint32_t, kMaxBurst> hashes;
   std::array<ParsedPacket, kMaxBurst> parsed;
 };
 

@@ -9,7 +9,6 @@
 
 #include <array>
 #include <cstdint>
-#include <cstring>
 
 namespace psgate {
 
@@ -41,42 +40,5 @@ struct ParsedPacket {
 // Fills `out` completely (every field is reset). Never fails: what cannot be
 // understood is reported through `out.malformed` / `out.l3`.
 void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out);
-
-// The common case, inline for the fast path: untagged Ethernet, IPv4 without
-// options, not a later fragment, with a complete TCP or UDP header. Returns
-// false, leaving `out` unspecified, for anything else; when it returns true,
-// `out` is exactly what parse_packet gives (tests and the fuzzer check this).
-inline bool parse_packet_common(const uint8_t* data, uint32_t len, ParsedPacket& out) {
-  constexpr uint32_t kL3 = 14;  // Ethernet header
-  if (len < kL3 + 20 + 8) return false;
-  const uint8_t* ip = data + kL3;
-  if (data[12] != 0x08 || data[13] != 0x00 || ip[0] != 0x45) return false;
-  const uint32_t total = static_cast<uint32_t>(ip[2] << 8 | ip[3]);
-  const uint8_t proto = ip[9];
-  const uint8_t* l4 = ip + 20;
-  if (total > len - kL3 || ((ip[6] & 0x1f) | ip[7]) != 0) return false;  // past the frame, or a later fragment
-  if (proto == 17) {
-    if (total < 20 + 8) return false;
-  } else if (proto == 6) {
-    if (total < 20 + 20 || (l4[12] >> 4) < 5) return false;
-  } else {
-    return false;
-  }
-  out.l3 = L3Kind::kIpv4;
-  out.malformed = false;
-  out.network_control = false;
-  out.non_first_fragment = false;
-  out.has_ports = true;
-  out.proto = proto;
-  out.traffic_class = ip[1];
-  out.l3_offset = kL3;
-  out.sport = static_cast<uint16_t>(l4[0] << 8 | l4[1]);
-  out.dport = static_cast<uint16_t>(l4[2] << 8 | l4[3]);
-  out.src = {};
-  out.dst = {};
-  std::memcpy(out.src.data(), ip + 12, 4);
-  std::memcpy(out.dst.data(), ip + 16, 4);
-  return true;
-}
 
 }  // namespace psgate

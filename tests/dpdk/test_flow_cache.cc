@@ -1,6 +1,7 @@
 // FlowCache behaviour: hits, generations, keys, capacity and eviction, bulk masks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -260,4 +261,53 @@ TEST(FlowCache, CreateValidatesAndNamesAreUnique) {
 }
 
 }  // namespace
+// The wire-key burst path (lookup4/insert4) and the parsed-packet path address
+// the same entries: whichever way a flow went in, the other finds it. Masks
+// select exactly the keys to compare; out[] is written for hits only.
+TEST(FlowCache, WireKeyPathAndParsedPathShareEntries) {
+  auto fc = must_create(4096);
+  ASSERT_NE(fc, nullptr);
+  std::mt19937 rng(17);
+  constexpr unsigned kFlows = 64;
+  std::vector<ParsedPacket> flows;
+  FlowKey4 keys[kFlows];
+  uint32_t hashes[kFlows];
+  for (unsigned i = 0; i < kFlows; ++i) {
+    flows.push_back(v4(static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint16_t>(rng()),
+                       static_cast<uint16_t>(rng()), i % 2 ? 6 : 17));
+    keys[i] = flow_key4(flows[i]);
+    hashes[i] = FlowCache::hash(keys[i]);
+  }
+  // Even flows in by wire key, odd ones by parsed packet.
+  for (unsigned i = 0; i < kFlows; ++i) {
+    if (i % 2 == 0) {
+      fc->insert4(keys[i], hashes[i], 5, 100 + i);
+    } else {
+      fc->insert(flows[i], 5, 100 + i);
+    }
+  }
+  for (unsigned i = 0; i < kFlows; ++i) EXPECT_EQ(get(*fc, flows[i], 5), 100 + i) << "parsed lookup of flow " << i;
+  uint32_t out[kFlows];
+  std::fill(std::begin(out), std::end(out), 0xcdcdcdcdu);
+  const uint64_t every_third = 0x9249249249249249ull;  // bits 0, 3, 6, ...
+  const uint64_t hits = fc->lookup4(keys, hashes, every_third, 5, out);
+  EXPECT_EQ(hits, every_third) << "hits outside the mask, or missing inside it";
+  for (unsigned i = 0; i < kFlows; ++i) {
+    EXPECT_EQ(out[i], (every_third >> i & 1) ? 100 + i : 0xcdcdcdcdu) << "flow " << i;
+  }
+  // Another generation misses everywhere and writes nothing.
+  std::fill(std::begin(out), std::end(out), 0xcdcdcdcdu);
+  EXPECT_EQ(fc->lookup4(keys, hashes, ~uint64_t{0}, 6, out), 0u);
+  for (unsigned i = 0; i < kFlows; ++i) EXPECT_EQ(out[i], 0xcdcdcdcdu);
+  // A key that differs in any one byte is another flow.
+  for (unsigned byte = 0; byte < 13; ++byte) {
+    FlowKey4 k = keys[0];
+    reinterpret_cast<uint8_t*>(k.w)[byte] ^= 0x01;  // bytes 0-7 addresses, 8-11 ports, 12 proto
+    const uint32_t h = FlowCache::hash(k);
+    uint32_t v = 0;
+    EXPECT_EQ(fc->lookup4(&k, &h, 1, 5, &v), 0u) << "byte " << byte;
+  }
+  EXPECT_EQ(fc->evictions(), 0u);
+}
+
 }  // namespace psgate

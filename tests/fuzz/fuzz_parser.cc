@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "psgate/flow_key.h"
 #include "psgate/packet_parser.h"
 
 namespace {
@@ -111,10 +112,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   psgate::parse_packet(data, len, dirty);
   if (!same(fresh, dirty)) fail("result depends on the previous contents of out", dirty, size);
 
-  // The inline common-case parser either declines or agrees exactly.
-  ParsedPacket common;
-  std::memset(static_cast<void*>(&common), 0x5a, sizeof(common));
-  if (psgate::parse_packet_common(data, len, common) && !same(fresh, common))
-    fail("parse_packet_common disagrees with parse_packet", common, size);
+  // The common-case flow key parser either declines, or takes a frame the
+  // full parser sees as plain IPv4 TCP/UDP at offset 14 and builds the same key.
+  psgate::FlowKey4 key;
+  if (psgate::parse_ipv4_flow_key(data, len, key)) {
+    if (fresh.l3 != L3Kind::kIpv4 || fresh.malformed || !fresh.has_ports || fresh.non_first_fragment ||
+        fresh.l3_offset != psgate::kCommonL3Offset)
+      fail("parse_ipv4_flow_key took a frame the full parser does not see as plain IPv4", fresh, size);
+    if (!(key == psgate::flow_key4(fresh))) fail("parse_ipv4_flow_key's key differs from flow_key4", fresh, size);
+  }
   return 0;
 }

@@ -2,6 +2,7 @@
 // cut at every length, then random mutations, each parsed from an exact-size
 // heap copy so AddressSanitizer catches any read past `len`. Also the packet
 // builder and pcap helpers the other tests rely on.
+#include "psgate/flow_key.h"
 #include "psgate/packet_parser.h"
 
 #include <gtest/gtest.h>
@@ -497,34 +498,35 @@ TEST(PacketParser, RandomMutationsStayInBounds) {
   EXPECT_GT(ported, 1000);
 }
 
-// The inline common-case parser: declines or agrees field by field with the
-// full parser, on the good and malformed cases, every truncation of them, and
-// random mutations; and it does take the plain IPv4 TCP/UDP frames.
-TEST(PacketParser, CommonCaseAgreesWithFullParser) {
+// The common-case flow key parser: when it takes a frame, the full parser
+// reports a plain IPv4 TCP/UDP packet at offset 14 with ports, and the key
+// built from its result is the same; when the full parser reports such a
+// packet, the fast parser takes it too (else the fast path would silently
+// lose its common case). Good and malformed cases, every truncation, random
+// mutations.
+TEST(PacketParser, CommonFlowKeyAgreesWithFullParser) {
   std::mt19937 rng(99);
   int taken = 0, checked = 0;
   auto check = [&](const Bytes& f, size_t n, const std::string& what) {
     auto buf = std::make_unique<uint8_t[]>(n + 1);
     if (n) std::memcpy(buf.get(), f.data(), n);
-    ParsedPacket full, common;
+    ParsedPacket full;
     parse_packet(buf.get(), static_cast<uint32_t>(n), full);
-    std::memset(static_cast<void*>(&common), 0x5a, sizeof(common));
+    FlowKey4 key{{0x5a5a5a5a5a5a5a5aull, 0x5a5a5a5a5a5a5a5aull}};
+    const FlowKey4 untouched = key;
     ++checked;
-    if (!parse_packet_common(buf.get(), static_cast<uint32_t>(n), common)) return;
-    ++taken;
     SCOPED_TRACE(what);
-    EXPECT_EQ(common.l3, full.l3);
-    EXPECT_EQ(common.malformed, full.malformed);
-    EXPECT_EQ(common.network_control, full.network_control);
-    EXPECT_EQ(common.non_first_fragment, full.non_first_fragment);
-    EXPECT_EQ(common.has_ports, full.has_ports);
-    EXPECT_EQ(common.proto, full.proto);
-    EXPECT_EQ(common.traffic_class, full.traffic_class);
-    EXPECT_EQ(common.l3_offset, full.l3_offset);
-    EXPECT_EQ(common.sport, full.sport);
-    EXPECT_EQ(common.dport, full.dport);
-    EXPECT_EQ(common.src, full.src);
-    EXPECT_EQ(common.dst, full.dst);
+    const bool plain = full.l3 == L3Kind::kIpv4 && !full.malformed && full.has_ports && !full.non_first_fragment &&
+                       full.l3_offset == kCommonL3Offset && buf[kCommonL3Offset] == 0x45 &&
+                       (full.proto == 6 || full.proto == 17);
+    if (!parse_ipv4_flow_key(buf.get(), static_cast<uint32_t>(n), key)) {
+      EXPECT_FALSE(plain) << "a plain IPv4 TCP/UDP frame missed the fast path";
+      EXPECT_EQ(key, untouched) << "a declined frame wrote the key";
+      return;
+    }
+    ++taken;
+    EXPECT_TRUE(plain);
+    EXPECT_EQ(key, flow_key4(full));
   };
   std::vector<Case> cases = good_cases();
   for (const Case& c : malformed_cases()) cases.push_back(c);
