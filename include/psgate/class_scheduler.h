@@ -119,6 +119,7 @@ class PortScheduler {
   };
 
   void pop(Class& c, unsigned cls, ScheduledItem<Item>& out);
+  unsigned dequeue_strict(ScheduledItem<Item>* out, unsigned max);
   static TokenBucket rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec,
                              uint64_t burst_bytes, uint64_t tick_hz, uint64_t now);
 

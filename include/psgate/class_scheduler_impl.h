@@ -125,6 +125,10 @@ void PortScheduler<Item>::pop(Class& k, unsigned cls, ScheduledItem<Item>& out) 
 template <typename Item>
 unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, unsigned max) {
   if (shaped_) shaper_.refill(now);
+  // No backlogged class has a cap or a floor: the floor pass and the cap
+  // checks below would find nothing, and the strict pass is a class-by-class
+  // drain. (The backlog only shrinks during a call, so this holds throughout.)
+  if ((backlog_ & (cap_mask_ | floor_mask_)) == 0) return dequeue_strict(out, max);
   uint64_t cap_out = 0;    // capped classes whose cap does not conform (this call)
   uint64_t floor_out = 0;  // floored classes whose floor does not conform for the head
   unsigned n = 0;
@@ -195,6 +199,42 @@ unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, un
       floor_out &= ~bit;  // new head: its floor conformance is unknown again
     }
     pop(k, chosen, out[n++]);
+  }
+  return n;
+}
+
+// Strict priority under the shaper only: drains the highest backlogged class,
+// then the next, each packet gated by the shaper with its class's headroom,
+// exactly as the general loop would choose them.
+template <typename Item>
+unsigned PortScheduler<Item>::dequeue_strict(ScheduledItem<Item>* out, unsigned max) {
+  unsigned n = 0;
+  while (n < max && backlog_ != 0) {
+    const unsigned c = static_cast<unsigned>(__builtin_ctzll(backlog_));
+    Class& k = classes_[c];
+    const uint32_t headroom = c * headroom_;
+    uint64_t bytes = 0;
+    bool blocked = false;
+    while (n < max && k.head != k.tail) {
+      Slot& s = k.ring[k.head & k.mask];
+      if (shaped_) {
+        const uint32_t charge = s.len + overhead_;
+        if (!shaper_.conforms(charge + headroom)) {
+          blocked = true;
+          break;
+        }
+        shaper_.consume(charge);
+      }
+      ScheduledItem<Item>& o = out[n++];
+      o.item = std::move(s.item);
+      o.len = s.len;
+      o.cls = static_cast<uint8_t>(c);
+      bytes += s.len;
+      ++k.head;
+    }
+    k.backlog_bytes -= bytes;
+    if (k.head == k.tail) backlog_ &= ~(uint64_t{1} << c);
+    if (blocked) break;  // a lower class must not pass the one the shaper holds back
   }
   return n;
 }
