@@ -595,6 +595,7 @@ def write(res, out):
         if res.get("analysis"):
             L += [res["analysis"], ""]
 
+    notes = list(res.get("notes") or [])
     crashes, memif_runs = 0, 0
     for name, scd in sc.items():
         if not isinstance(scd, dict):
@@ -606,14 +607,19 @@ def write(res, out):
             if r.get("psgate_died_at_generator_stop") is not None:
                 crashes += 1
     if crashes:
-        res.setdefault("notes", []).append(
+        # Only runs made before psgate-gen commit 29b319d have this field: psgate-gen then
+        # stopped its ports (a memif disconnect) before holding them. It now writes its JSON,
+        # holds with the ports started, and stops them only after the suite has stopped the
+        # forwarder, and run-bench treats a psgate death there as a failed run.
+        notes.append(
             f"psgate died (SIGSEGV in the memif driver's rx_burst) in {crashes} of {memif_runs} memif runs, each time "
-            "when psgate-gen stopped its ports after its report: psgate-gen calls rte_eth_dev_stop (a memif "
-            "disconnect) before writing its JSON even with --hold, and DPDK 22.11's memif server can crash when its "
-            "client disconnects while it polls. The generator's figures are complete by then; psgate's counters "
-            "of those runs come from its last sample before the stop.")
-    if res.get("notes"):
-        L += ["## Notes", ""] + [f"- {n}" for n in res["notes"]] + [""]
+            "after psgate-gen's report: the psgate-gen of this run stopped its ports (rte_eth_dev_stop, a memif "
+            "disconnect) before holding them, and DPDK 22.11's memif server can crash when its client disconnects "
+            "while it polls. The generator's figures are complete; psgate's counters of those runs come from its "
+            "last sample before the stop. (Since psgate-gen 29b319d the ports stay started until the forwarder has "
+            "been stopped.)")
+    if notes:
+        L += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     with open(os.path.join(out, "results.md"), "w") as fh:
         fh.write("\n".join(L))
     return [p for p in plots if p]
