@@ -814,6 +814,18 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
     if res["rx_mpps"] is not None and rxb:
         avg_len = rxb / max(1, sum(j["total"]["rx_packets"] for j in tot))
         res["rx_gbps"] = res["rx_mpps"] * 1e6 * avg_len * 8 / 1e9
+    # What the generator sent, next to what came back: at rate max, whichever of the two
+    # (generator, forwarder) is slower sets the figure. A forwarder that cannot keep up
+    # shows as frames a full memif TX ring refused (tx_dropped) or as lost frames.
+    txp = sum(j["total"]["tx_packets"] for j in tot)
+    txb = sum(j["total"]["tx_bytes"] for j in tot)
+    res["tx_packets"] = txp
+    res["tx_dropped"] = sum(j["total"].get("tx_dropped", 0) for j in tot)
+    tx_s = (res["gen"].get("generator") or {}).get("tx_seconds")
+    if tx_s:
+        res["tx_gbps_mean"] = txb * 8 / tx_s / 1e9
+    if res["tx_mpps"] is not None and txp:
+        res["tx_gbps"] = res["tx_mpps"] * 1e6 * (txb / txp) * 8 / 1e9
     res["lost"] = sum(j["total"]["lost"] for j in tot)
     res["reordered"] = sum(j["total"]["reordered"] for j in tot)
     return res

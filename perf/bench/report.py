@@ -60,6 +60,62 @@ def split_modes(vals):
     return None, v
 
 
+def run_limit(r):
+    """Which side set a path-B run's rate at rate max: "forwarder" when psgate-gen's frames
+    were refused by a full memif TX ring (tx_dropped) or lost on the way (together more than
+    0.1% of what was offered), "generator" when the forwarder took everything it was sent.
+    Runs recorded before the suite kept tx_dropped can only show loss: None when they lost
+    nothing (a refusing ring cannot be ruled out)."""
+    sent = r.get("tx_packets")
+    if sent is None:  # older JSON: the per-second TX rates over 1-s intervals add up to about what was sent
+        sent = sum(p[1] for p in r.get("gen_progress") or [] if len(p) > 1)
+    if not sent:
+        return None
+    offered = sent + (r.get("tx_dropped") or 0)
+    if (r.get("tx_dropped") or 0) + max(r.get("lost") or 0, 0) > 1e-3 * offered:
+        return "forwarder"
+    return "generator" if r.get("tx_dropped") is not None else None
+
+
+def tx_gbps_of(r):
+    """The generator's TX Gbit/s of a run (median-rate based, like rx_gbps). Older JSONs lack it;
+    every stream of a path-B run has one frame size, so it is then tx_mpps x the RX frame length."""
+    if r.get("tx_gbps") is not None:
+        return r["tx_gbps"]
+    if r.get("tx_mpps") and r.get("rx_gbps") and r.get("rx_mpps"):
+        return r["tx_mpps"] * r["rx_gbps"] / r["rx_mpps"]
+    return None
+
+
+def gen_side(rs):
+    """psgate-gen's side of path-B runs: what it sent, next to what came back."""
+    txp = [r.get("tx_packets") for r in rs]
+    drops = [r.get("tx_dropped") for r in rs]
+    limits = [run_limit(r) for r in rs]
+    counts = {k: limits.count(k) for k in ("generator", "forwarder") if k in limits}
+    if counts and None in limits:
+        counts["unknown"] = limits.count(None)
+    return {"tx_mpps": med(r.get("tx_mpps") for r in rs), "tx_all": [r.get("tx_mpps") for r in rs],
+            "tx_gbps": med(tx_gbps_of(r) for r in rs), "tx_gbps_mean": med(r.get("tx_gbps_mean") for r in rs),
+            "rx_gbps": med(r.get("rx_gbps") for r in rs),
+            "lost": sum(r.get("lost") or 0 for r in rs),
+            "tx_packets": sum(txp) if txp and None not in txp else None,
+            "tx_dropped": sum(drops) if drops and None not in drops else None,
+            "limit": ", ".join(f"{k} {v}/{len(rs)}" for k, v in counts.items()) if counts else None,
+            "fwd_cpu": med((r.get("psgate_side") or r.get("testpmd_side") or {}).get("cpu_share") for r in rs),
+            "gen_cpu": med(r.get("gen_cpu_share") for r in rs)}
+
+
+def lost_of(lost, sent):
+    """"lost of sent (share)" for a table cell; just the count when `sent` is unknown."""
+    if lost is None:
+        return "–"
+    if not sent:
+        return f"{lost:.0f}"
+    share = f" ({lost / sent:.2%})" if lost else ""
+    return f"{lost:.0f} of {sent:.0f}{share}"
+
+
 def sum_throughput_b(sc):
     out = {}
     for r in ok(sc.get("B", [])):
@@ -70,12 +126,9 @@ def sum_throughput_b(sc):
         for app, rs in apps.items():
             vals = [r.get("rx_mpps") for r in rs]
             slow, fast = split_modes(vals)
-            row[app] = {"all": vals, "median": med(vals), "max": max([v for v in vals if v] or [0]) or None,
-                        "slow": slow, "fast": fast, "fast_median": med(fast), "slow_median": med(slow or []),
-                        "tx_mpps": med(r.get("tx_mpps") for r in rs), "lost": sum(r.get("lost", 0) for r in rs),
-                        "gbps": med(r.get("rx_gbps") for r in rs),
-                        "fwd_cpu": med((r.get("psgate_side") or r.get("testpmd_side") or {}).get("cpu_share") for r in rs),
-                        "gen_cpu": med(r.get("gen_cpu_share") for r in rs)}
+            row[app] = dict(gen_side(rs), all=vals, median=med(vals), max=max([v for v in vals if v] or [0]) or None,
+                            slow=slow, fast=fast, fast_median=med(fast), slow_median=med(slow or []),
+                            gbps=med(r.get("rx_gbps") for r in rs))
         p, t = row.get("psgate"), row.get("testpmd")
         if p and t:
             # An app whose repetitions did not split has one cluster: it belongs to the mode
@@ -146,7 +199,8 @@ def sum_isolation(sc):
                      "p99_ns": med(r["top"]["latency"]["p99_ns"] for r in rs),
                      "p999_ns": med(r["top"]["latency"]["p999_ns"] for r in rs),
                      "max_ns": med(r["top"]["latency"]["max_ns"] for r in rs),
-                     "all_rx_bps": med(r.get("all_rx_bps") for r in rs), "n": len(rs),
+                     "all_rx_bps": med(r.get("all_rx_bps") for r in rs),
+                     "all_tx_bps": med(r.get("all_tx_bps") for r in rs), "n": len(rs),
                      "p99_all": [r["top"]["latency"]["p99_ns"] for r in rs]}
     if "alone" not in out or "loaded" not in out:
         return out
@@ -200,6 +254,8 @@ def sum_rerank(sc):
                      "rx_mpps": med(r.get("rx_mpps") for r in rs), "rx_gbps": med(r.get("rx_gbps_mean") for r in rs),
                      "reordered": med(r.get("reordered") for r in rs), "lost": med(r.get("lost") for r in rs),
                      "tx_total": med(r.get("tx_total") for r in rs),
+                     "tx_mpps": med(r.get("tx_mpps") for r in rs), "tx_gbps": med(r.get("tx_gbps_mean") for r in rs),
+                     "tx_dropped": med(r.get("tx_dropped") for r in rs),
                      "migrations": med(r.get("rerank_migrations") for r in rs),
                      "drops": {k: med(r.get("psgate_drops", {}).get(k, 0) for r in rs)
                                for k in set().union(*[r.get("psgate_drops", {}).keys() for r in rs])},
@@ -215,10 +271,13 @@ def sum_scaling(sc):
         by.setdefault((r["path"], r["app"], r["lcores"]), []).append(r)
     rows = []
     for (path, app, k), rs in sorted(by.items()):
-        rows.append({"path": path, "app": app, "lcores": k,
-                     "mpps": med((r.get("mpps") if path == "A" else r.get("rx_mpps")) for r in rs),
-                     "mpps_per_cpu": med(r.get("mpps_per_cpu") for r in rs) if path == "A" else None,
-                     "cpu_share": med(r.get("cpu_share") for r in rs) if path == "A" else None, "n": len(rs)})
+        row = {"path": path, "app": app, "lcores": k,
+               "mpps": med((r.get("mpps") if path == "A" else r.get("rx_mpps")) for r in rs),
+               "mpps_per_cpu": med(r.get("mpps_per_cpu") for r in rs) if path == "A" else None,
+               "cpu_share": med(r.get("cpu_share") for r in rs) if path == "A" else None, "n": len(rs)}
+        if path == "B":
+            row.update(gen=gen_side(rs), all=[r.get("rx_mpps") for r in rs])
+        rows.append(row)
     return rows
 
 
@@ -238,8 +297,11 @@ def targets(res):
         b = sum_throughput_b(sc["throughput"])
         for size, goal in ((64, 0.8), (1518, 0.95)):
             row = b.get(size, {})
-            t.append((f"{size} B, path B (memif + psgate-gen), psgate/testpmd median of reps", goal,
-                      row.get("ratio_median")))
+            # A ratio of two generator-bound figures says nothing about psgate: say which side limited.
+            lim = "; ".join(f"{app} runs: {row[app]['limit']}" for app in ("psgate", "testpmd")
+                            if (row.get(app) or {}).get("limit"))
+            t.append((f"{size} B, path B (memif + psgate-gen), psgate/testpmd median of reps"
+                      + (f" [limit: {lim}]" if lim else ""), goal, row.get("ratio_median")))
     if "classify" in sc:
         c = sum_classify(sc["classify"])
         big = c.get("rules100000+flows1000000", {})
@@ -306,17 +368,22 @@ def plot_throughput(res, out):
         ax.grid(alpha=0.3)
         ax.legend()
     ax = axes[2]
-    for app, style in (("psgate", "o-"), ("testpmd", "s--")):
+    for app, style, color in (("psgate", "o-", "tab:blue"), ("testpmd", "s--", "tab:orange")):
         xs = [s for s in b if app in b[s]]
-        ax.plot(xs, [b[s][app]["median"] for s in xs], style, label=f"{app} (median)")
+        ax.plot(xs, [b[s][app]["median"] for s in xs], style, color=color, label=f"{app}: RX at psgate-gen (median)")
+        txs = [s for s in xs if b[s][app].get("tx_mpps") is not None]
+        if txs:
+            # Hollow markers: where TX = RX they ring the RX points instead of hiding under them.
+            ax.plot(txs, [b[s][app]["tx_mpps"] for s in txs], "^:" if app == "psgate" else "v:", color=color,
+                    markersize=10, markerfacecolor="none", label=f"psgate-gen TX in the {app} runs (median)")
         for s in xs:
             ax.plot([s] * len(b[s][app]["all"]), b[s][app]["all"], "x" if app == "psgate" else "+", color="grey")
     ax.set_xlabel("frame size (B, with FCS)")
-    ax.set_ylabel("Mpps delivered back to psgate-gen")
-    ax.set_title("path B: psgate-gen over memif (every rep shown)", fontsize=10)
+    ax.set_ylabel("Mpps (both directions)")
+    ax.set_title("path B: psgate-gen over memif, RX (every rep) and the generator's TX", fontsize=10)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     path = os.path.join(out, "throughput.png")
     fig.savefig(path, dpi=110)
@@ -439,23 +506,37 @@ def write(res, out):
                      f"{f(p.get('gbps'))} | {f(t.get('gbps'))} | {f(p.get('cpu_share'))} / {f(t.get('cpu_share'))} |")
         b = sum_throughput_b(sc["throughput"])
         L += ["", "Path B (psgate-gen over memif, rate max, 4 workers, 500 flows per direction, both directions): "
-              "Mpps delivered back to the generator, median of its per-second rates; every repetition listed. "
-              "The memif path has a fast and a slow mode (vCPU placement); the modes are split at the largest gap "
-              "(≥ 1.6x) between repetitions, and like is compared with like. `cpu` = share of the window the "
-              "forwarder's data thread and the generator's worker ran: the generator, at rate max on a CPU it "
-              "shares, is what limits both forwarders here.", "",
-              "| frame | psgate reps (Mpps) | testpmd reps (Mpps) | psgate median | testpmd median | ratio | "
-              "ratio fast mode | ratio slow mode | ratio of best | cpu fwd / gen (psgate run) | cpu fwd / gen (testpmd run) |",
-              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "`RX` is what came back to the generator, `gen TX` what the generator sent, both the median of its "
+              "per-second rates after a warm-up (Gbit/s: frame bytes without FCS); every repetition listed. "
+              "At rate max the slower of the two sets the figure: `refused` counts frames a full memif TX ring "
+              "refused (the forwarder did not empty it in time), `lost` frames sent but never back; "
+              "`limit` says per repetition which side it was (`forwarder` when refused + lost > 0.1% of the "
+              "offered frames, else `generator`: the forwarder took everything it was sent, so the figure is the "
+              "generator's, not the forwarder's). `cpu` = share of the window the forwarder's data thread and the "
+              "generator's worker ran. `–`: not recorded by the suite that wrote this run's JSON.", "",
+              "| frame | forwarder | RX Mpps per rep | gen TX Mpps per rep | RX Mpps | gen TX Mpps | RX Gbit/s | "
+              "gen TX Gbit/s | lost | refused | limit | cpu fwd / gen |",
+              "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
         for size, row in b.items():
-            p, t = row.get("psgate", {}), row.get("testpmd", {})
-            L.append(f"| {size} B | {', '.join(f(x) for x in p.get('all', []))} | "
-                     f"{', '.join(f(x) for x in t.get('all', []))} | {f(p.get('median'))} | {f(t.get('median'))} | "
-                     f"{f(row.get('ratio_median'))} | "
+            for app in ("psgate", "testpmd"):
+                x = row.get(app)
+                if not x:
+                    continue
+                L.append(f"| {size} B | {app} | {', '.join(f(v) for v in x['all'])} | "
+                         f"{', '.join(f(v) for v in x['tx_all'])} | {f(x['median'])} | {f(x['tx_mpps'])} | "
+                         f"{f(x['gbps'])} | {f(x['tx_gbps'])} | {lost_of(x['lost'], x['tx_packets'])} | "
+                         f"{f(x['tx_dropped'], '{:.0f}')} | {x['limit'] or '–'} | "
+                         f"{f(x['fwd_cpu'])} / {f(x['gen_cpu'])} |")
+        L += ["", "psgate / testpmd, path B. The memif path has a fast and a slow mode (vCPU placement): the "
+              "repetitions are split at the largest gap (≥ 1.6x) and like is compared with like. A ratio between "
+              "two generator-limited runs compares the generator with itself.", "",
+              "| frame | ratio of medians | ratio fast mode | ratio slow mode | ratio of best |",
+              "|---:|---:|---:|---:|---:|"]
+        for size, row in b.items():
+            L.append(f"| {size} B | {f(row.get('ratio_median'))} | "
                      + ("one mode | one mode | " if row.get("one_mode") else
                         f"{f(row.get('ratio_fast'))} | {f(row.get('ratio_slow'))} | ") +
-                     f"{f(row.get('ratio_max'))} | {f(p.get('fwd_cpu'))} / {f(p.get('gen_cpu'))} | "
-                     f"{f(t.get('fwd_cpu'))} / {f(t.get('gen_cpu'))} |")
+                     f"{f(row.get('ratio_max'))} |")
         L += ["", "![throughput](throughput.png)", ""]
 
     if "classify" in sc:
@@ -482,14 +563,16 @@ def write(res, out):
               f"`loaded-no-headroom` is the same with the shaper's priority headroom off (`headroom = \"0B\"`; "
               f"psgate's default is 3200 B per class step). "
               "Latency is psgate-gen's TX→RX time through psgate (medians over repetitions).", "",
-              "| case | top tx Mbit/s | top rx Mbit/s | top lost | p50 µs | p99 µs | p99.9 µs | max µs | all jobs rx "
-              "Mbit/s | psgate sojourn p50 / p99 µs | cpu psgate / gen |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| case | top tx Mbit/s | top rx Mbit/s | top lost | p50 µs | p99 µs | p99.9 µs | max µs | all jobs gen tx "
+              "Mbit/s | all jobs rx Mbit/s | psgate sojourn p50 / p99 µs | cpu psgate / gen |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for case in (c for c in ISO_CASES if c in i):
             x = i[case]
             L.append(f"| {case} | {f(x['tx_bps'] and x['tx_bps'] / 1e6, '{:.1f}')} | "
-                     f"{f(x['rx_bps'] and x['rx_bps'] / 1e6, '{:.1f}')} | {x['lost']} of {x['tx_packets']} | "
+                     f"{f(x['rx_bps'] and x['rx_bps'] / 1e6, '{:.1f}')} | {lost_of(x['lost'], x['tx_packets'])} | "
                      f"{f(x['p50_ns'] and x['p50_ns'] / 1e3, '{:.1f}')} | {f(x['p99_ns'] and x['p99_ns'] / 1e3, '{:.1f}')} | "
                      f"{f(x['p999_ns'] and x['p999_ns'] / 1e3, '{:.1f}')} | {f(x['max_ns'] and x['max_ns'] / 1e3, '{:.0f}')} | "
+                     f"{f(x['all_tx_bps'] and x['all_tx_bps'] / 1e6, '{:.1f}')} | "
                      f"{f(x['all_rx_bps'] and x['all_rx_bps'] / 1e6, '{:.1f}')} | "
                      f"{f(x['sojourn_p50_ns'] and x['sojourn_p50_ns'] / 1e3, '{:.1f}')} / "
                      f"{f(x['sojourn_p99_ns'] and x['sojourn_p99_ns'] / 1e3, '{:.1f}')} | "
@@ -547,13 +630,17 @@ def write(res, out):
               "Gbit/s (bucket 100 ms), each job offers 300 Mbit/s of 1518 B pull frames (1.2x overload, so the lowest job at any "
               "moment loses); `unshaped`: 64 B both ways at the generator's maximum. The re-rank client and "
               "psgate's control thread share the 2 CPUs with the two busy-polling threads.", "",
-              "| variant | requested /s | achieved /s | reply p99 ms | rx Gbit/s | rx Mpps | reordered | lost "
-              "| psgate drops | migrations |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+              "`gen TX` is what psgate-gen sent (Gbit/s: mean over its TX time; Mpps: median of its per-second "
+              "rates), `rx` what came back; `refused`: frames a full memif TX ring refused (never sent).", "",
+              "| variant | requested /s | achieved /s | reply p99 ms | gen TX Gbit/s | rx Gbit/s | gen TX Mpps | "
+              "rx Mpps | refused | reordered | lost | psgate drops | migrations |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
         for r in rows:
             drops = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r["drops"].items()) if v) or "0"
             L.append(f"| {r['variant']} | {r['rate']} | {f(r['achieved_per_s'], '{:.0f}')} | "
-                     f"{f(r['reply_ms_p99'], '{:.2f}')} | {f(r['rx_gbps'], '{:.3f}')} | {f(r['rx_mpps'], '{:.3f}')} | "
-                     f"{f(r['reordered'], '{:.0f}')} | {f(r['lost'], '{:.0f}')} of {f(r['tx_total'], '{:.0f}')} | "
+                     f"{f(r['reply_ms_p99'], '{:.2f}')} | {f(r['tx_gbps'], '{:.3f}')} | {f(r['rx_gbps'], '{:.3f}')} | "
+                     f"{f(r['tx_mpps'], '{:.3f}')} | {f(r['rx_mpps'], '{:.3f}')} | {f(r['tx_dropped'], '{:.0f}')} | "
+                     f"{f(r['reordered'], '{:.0f}')} | {lost_of(r['lost'], r['tx_total'])} | "
                      f"{drops} | {f(r['migrations'], '{:.0f}')} |")
         L.append("")
 
@@ -565,9 +652,20 @@ def write(res, out):
               "testpmd with 1 and 2 forwarding cores. Path B: psgate with 1 and 2 data lcores while psgate-gen's "
               "worker also polls, i.e. 3 busy threads on 2 CPUs: the 2-lcore figure shows CPU sharing, not "
               "scaling.", "", "| path | app | data lcores | Mpps | Mpps/CPU-s | cpu |", "|---|---|---:|---:|---:|---:|"]
-        for r in rows:
+        for r in (r for r in rows if r["path"] == "A"):
             L.append(f"| {r['path']} | {r['app']} | {r['lcores']} | {f(r['mpps'])} | {f(r['mpps_per_cpu'])} | "
                      f"{f(r['cpu_share'])} |")
+        rows_b = [r for r in rows if r["path"] == "B"]
+        if rows_b:
+            L += ["", "Path B: `RX` came back to psgate-gen, `gen TX` is what it sent (medians of its per-second "
+                  "rates); `refused`, `lost` and `limit` as in 1.", "",
+                  "| path | forwarder | data lcores | RX Mpps per rep | RX Mpps | gen TX Mpps | lost | refused | limit | "
+                  "cpu fwd / gen |", "|---|---|---:|---|---:|---:|---:|---:|---|---:|"]
+            for r in rows_b:
+                g = r["gen"]
+                L.append(f"| B | {r['app']} | {r['lcores']} | {', '.join(f(v) for v in r['all'])} | {f(r['mpps'])} | "
+                         f"{f(g['tx_mpps'])} | {lost_of(g['lost'], g['tx_packets'])} | {f(g['tx_dropped'], '{:.0f}')} | "
+                         f"{g['limit'] or '–'} | {f(g['fwd_cpu'])} / {f(g['gen_cpu'])} |")
         L.append("")
 
     if "profile" in sc:
