@@ -391,36 +391,97 @@ def plot_throughput(res, out):
     return path
 
 
+ISO_STYLE = {
+    # case: (colour, line style, legend)
+    "alone": ("tab:blue", "-", "psgate: top job alone"),
+    "loaded": ("tab:red", "-", "psgate: top job + 2R lower-priority load"),
+    "loaded-no-headroom": ("tab:gray", "-", "psgate: loaded, priority headroom off"),
+    "testpmd-alone": ("tab:green", "--", "testpmd io (no scheduling): top job alone"),
+    "testpmd-loaded": ("tab:olive", "--", "testpmd io (no scheduling): same load, nothing shaped"),
+}
+
+
+def merged_buckets(runs):
+    """Sums the histogram buckets ([[upper_bound_ns, count], ...]) of several runs' top-job
+    latency. Every psgate-gen uses the same log-linear bucket bounds, so equal bounds are the
+    same bucket and the sum is the histogram of all the runs' packets together."""
+    tot = {}
+    for r in runs:
+        for ub, n in r["top"]["latency"]["buckets"]:
+            tot[ub] = tot.get(ub, 0) + n
+    return sorted(tot.items())
+
+
+def cdf_points(buckets):
+    """(xs, ys): ys[i] = share of the samples <= xs[i] (a bucket's upper bound), for a step plot.
+    The last step (1.0) is pulled to 1 - 1/(2N) so a logit axis can show it."""
+    n = sum(c for _, c in buckets)
+    if not n:
+        return [], []
+    xs, ys, cum = [], [], 0
+    for ub, c in buckets:
+        cum += c
+        xs.append(ub)
+        ys.append(min(cum / n, 1 - 0.5 / n))
+    return xs, ys
+
+
+def has_buckets(r):
+    return bool(((r.get("top") or {}).get("latency") or {}).get("buckets"))
+
+
 def plot_latency(res, out):
+    """Top job's latency CDF per isolation case. From psgate-gen's histogram buckets when the
+    run has them: one thick line per case (all repetitions' buckets summed) and a thin line per
+    repetition. Older runs have only five quantiles per repetition: those are drawn as points,
+    and the title says it is not a CDF. Returns (path, "buckets" | "points" | "mixed")."""
     sc = res["scenarios"].get("isolation")
     if not sc or plt is None:
-        return None
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for case, color in (("alone", "tab:blue"), ("loaded", "tab:red"), ("loaded-no-headroom", "tab:gray")):
+        return None, None
+    fig, ax = plt.subplots(figsize=(8.5, 5.2))
+    kinds = set()
+    for case, (color, ls, label) in ISO_STYLE.items():
+        rs = [r for r in ok(sc.get("runs", [])) if r.get("case") == case and r.get("top")]
+        with_b = [r for r in rs if has_buckets(r)]
+        if with_b:
+            kinds.add("buckets")
+            xs, ys = cdf_points(merged_buckets(with_b))
+            ax.plot([x / 1e3 for x in xs], ys, ls, color=color, lw=2, drawstyle="steps-post",
+                    label=f"{label} ({len(with_b)} rep{'s' if len(with_b) > 1 else ''} merged)")
+            if len(with_b) > 1:
+                for r in with_b:
+                    xs, ys = cdf_points(sorted(r["top"]["latency"]["buckets"]))
+                    ax.plot([x / 1e3 for x in xs], ys, ls, color=color, lw=0.7, alpha=0.45, drawstyle="steps-post")
         first = True
-        for r in ok(sc.get("runs", [])):
-            if r.get("case") != case or not r.get("top"):
-                continue
+        for r in (r for r in rs if not has_buckets(r)):
+            kinds.add("points")
             L = r["top"]["latency"]
             n = max(L["count"], 10)
             xs = [L["min_ns"], L["p50_ns"], L["p99_ns"], L["p999_ns"], L["max_ns"]]
             ys = [1.0 / n, 0.5, 0.99, 0.999, 1 - 1.0 / n]
-            ax.plot([x / 1e3 for x in xs], ys, "o-", color=color, alpha=0.7,
-                    label=(f"top job {case}" + (" + 2R lower-priority load" if case.startswith("loaded") else "")) if first
-                    else None)
+            ax.plot([x / 1e3 for x in xs], ys, "o" + ls, color=color, alpha=0.7, lw=0.8,
+                    label=(label + " (5 quantiles per rep)") if first and not with_b else None)
             first = False
+    if not kinds:
+        plt.close(fig)
+        return None, None
+    kind = "mixed" if len(kinds) > 1 else kinds.pop()
     ax.set_xscale("log")
     ax.set_yscale("logit")
-    ax.set_xlabel("latency TX→RX through psgate (µs)")
-    ax.set_ylabel("CDF (logit scale)")
-    ax.set_title("top job latency CDF (points: min, p50, p99, p99.9, max per rep)", fontsize=10)
+    ax.set_xlabel("latency TX→RX at psgate-gen (µs)")
+    ax.set_ylabel("share of the top job's frames ≤ x (logit scale)")
+    ax.set_title({"buckets": "top job latency CDF (psgate-gen's histogram; thin lines: single repetitions)",
+                  "points": "top job latency: only min, p50, p99, p99.9, max per rep, not the CDF between them\n"
+                            "(this run's psgate-gen reported no histogram buckets)",
+                  "mixed": "top job latency: CDF where psgate-gen reported histogram buckets,\n"
+                           "else min, p50, p99, p99.9, max per rep (points)"}[kind], fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend()
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     path = os.path.join(out, "latency_cdf.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
+    return path, kind
 
 
 def plot_shaping(res, out):
@@ -478,7 +539,8 @@ def machine_lines(res):
 
 def write(res, out):
     os.makedirs(out, exist_ok=True)
-    plots = [plot_throughput(res, out), plot_latency(res, out), plot_shaping(res, out)]
+    lat_plot, lat_kind = plot_latency(res, out)
+    plots = [plot_throughput(res, out), lat_plot, plot_shaping(res, out)]
     sc = res["scenarios"]
     L = ["# psgate benchmark results", "",
          "Generated by `perf/run-bench` (see `perf/README.md`); the run's full JSON is next to this file.", ""]
@@ -584,8 +646,18 @@ def write(res, out):
               f"p99 loaded / alone: {f(i.get('p99_ratio'))} end to end, {f(i.get('sojourn_p99_ratio'))} inside psgate "
               f"({f(i.get('sojourn_p99_ratio_no_headroom'))} without headroom); "
               f"top-job throughput loaded / alone: "
-              f"{f(i.get('thr_ratio'), '{:.4f}')}. p99 per repetition (ns): alone {i['alone']['p99_all']}, "
-              f"loaded {i['loaded']['p99_all']}.", "", "![latency CDF](latency_cdf.png)", ""]
+              f"{f(i.get('thr_ratio'), '{:.4f}')}. p99 per repetition (ns): alone {(i.get('alone') or {}).get('p99_all')}, "
+              f"loaded {(i.get('loaded') or {}).get('p99_all')}.", ""]
+        L += [{"buckets": "The plot is the top job's latency CDF from psgate-gen's log-linear histogram (bucket "
+                          "upper bounds, within 6.25%): per case the buckets of all repetitions summed (thick) and "
+                          "each repetition (thin).",
+               "points": "This run's psgate-gen reported no histogram buckets: the plot shows five quantiles per "
+                         "repetition (min, p50, p99, p99.9, max); the lines joining them are not measured, so it is "
+                         "not the CDF.",
+               "mixed": "Cases with histogram buckets are drawn as CDFs, the others as five quantiles per "
+                        "repetition.",
+               None: "(No latency plot: matplotlib missing or no isolation run.)"}[lat_kind], "",
+              "![latency CDF](latency_cdf.png)", ""]
 
     if "shaping" in sc:
         rows = sum_shaping(sc["shaping"])
