@@ -180,7 +180,7 @@ def sum_classify(sc):
     return out
 
 
-ISO_CASES = ("alone", "loaded", "loaded-no-headroom")
+ISO_CASES = ("alone", "loaded", "loaded-no-headroom", "testpmd-alone", "testpmd-loaded")
 
 
 def sum_isolation(sc):
@@ -192,7 +192,8 @@ def sum_isolation(sc):
         out[case] = {"sojourn_p99_ns": med((r.get("top_sojourn") or {}).get("p99_ns") for r in rs),
                      "sojourn_p50_ns": med((r.get("top_sojourn") or {}).get("p50_ns") for r in rs),
                      "gen_cpu": med(r.get("gen_cpu_share") for r in rs),
-                     "psgate_cpu": med((r.get("psgate_side") or {}).get("cpu_share") for r in rs),
+                     "fwd_cpu": med((r.get("psgate_side") or r.get("testpmd_side") or {}).get("cpu_share")
+                                    for r in rs),
                      "rx_bps": med(r["top"]["rx_bps"] for r in rs), "tx_bps": med(r["top"]["tx_bps"] for r in rs),
                      "lost": sum(r["top"]["lost"] for r in rs), "tx_packets": sum(r["top"]["tx_packets"] for r in rs),
                      "p50_ns": med(r["top"]["latency"]["p50_ns"] for r in rs),
@@ -202,6 +203,10 @@ def sum_isolation(sc):
                      "all_rx_bps": med(r.get("all_rx_bps") for r in rs),
                      "all_tx_bps": med(r.get("all_tx_bps") for r in rs), "n": len(rs),
                      "p99_all": [r["top"]["latency"]["p99_ns"] for r in rs]}
+    # testpmd io on the same path and load: what the path costs with no scheduling at all.
+    for case, ref in (("alone", "testpmd-alone"), ("loaded", "testpmd-loaded")):
+        if case in out and ref in out and out[case]["p99_ns"] and out[ref]["p99_ns"]:
+            out[f"p99_vs_testpmd_{case}"] = out[case]["p99_ns"] / out[ref]["p99_ns"]
     if "alone" not in out or "loaded" not in out:
         return out
     a, l = out["alone"], out["loaded"]
@@ -246,10 +251,10 @@ def sum_floors(sc):
 def sum_rerank(sc):
     by = {}
     for r in ok(sc.get("runs", [])):
-        by.setdefault((r["variant"], r["rate"]), []).append(r)
+        by.setdefault((r.get("app", "psgate"), r["variant"], r["rate"]), []).append(r)
     rows = []
-    for (v, rate), rs in by.items():
-        rows.append({"variant": v, "rate": rate, "achieved_per_s": med((r.get("during") or {}).get("per_s") for r in rs),
+    for (app, v, rate), rs in by.items():
+        rows.append({"app": app, "variant": v, "rate": rate, "achieved_per_s": med((r.get("during") or {}).get("per_s") for r in rs),
                      "reply_ms_p99": med((r.get("during") or {}).get("reply_ms_p99") for r in rs),
                      "rx_mpps": med(r.get("rx_mpps") for r in rs), "rx_gbps": med(r.get("rx_gbps_mean") for r in rs),
                      "reordered": med(r.get("reordered") for r in rs), "lost": med(r.get("lost") for r in rs),
@@ -261,7 +266,7 @@ def sum_rerank(sc):
                                for k in set().union(*[r.get("psgate_drops", {}).keys() for r in rs])},
                      "n": len(rs)})
     order = {"0": 0, "10": 1, "100": 2, "1000": 3, "max": 4}
-    rows.sort(key=lambda x: (x["variant"], order.get(x["rate"], 9)))
+    rows.sort(key=lambda x: (x["variant"], x["app"] != "testpmd", order.get(x["rate"], 9)))
     return rows
 
 
@@ -624,9 +629,12 @@ def write(res, out):
               f"frames. The top job (rank 0) offers 0.3R; in `loaded`, three lower jobs offer 2R in total; "
               f"`loaded-no-headroom` is the same with the shaper's priority headroom off (`headroom = \"0B\"`; "
               f"psgate's default is 3200 B per class step). "
-              "Latency is psgate-gen's TX→RX time through psgate (medians over repetitions).", "",
+              "Latency is psgate-gen's TX→RX time through the forwarder (medians over repetitions). The `testpmd-` "
+              "rows carry the same two loads through `dpdk-testpmd --forward-mode=io` on the same memif path: "
+              "nothing shaped or scheduled (so all of the 2.3R passes), i.e. the latency and loss of the path "
+              "itself, the floor for the top job's latency through psgate.", "",
               "| case | top tx Mbit/s | top rx Mbit/s | top lost | p50 µs | p99 µs | p99.9 µs | max µs | all jobs gen tx "
-              "Mbit/s | all jobs rx Mbit/s | psgate sojourn p50 / p99 µs | cpu psgate / gen |",
+              "Mbit/s | all jobs rx Mbit/s | psgate sojourn p50 / p99 µs | cpu fwd / gen |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for case in (c for c in ISO_CASES if c in i):
             x = i[case]
@@ -638,7 +646,7 @@ def write(res, out):
                      f"{f(x['all_rx_bps'] and x['all_rx_bps'] / 1e6, '{:.1f}')} | "
                      f"{f(x['sojourn_p50_ns'] and x['sojourn_p50_ns'] / 1e3, '{:.1f}')} / "
                      f"{f(x['sojourn_p99_ns'] and x['sojourn_p99_ns'] / 1e3, '{:.1f}')} | "
-                     f"{f(x['psgate_cpu'])} / {f(x['gen_cpu'])} |")
+                     f"{f(x['fwd_cpu'])} / {f(x['gen_cpu'])} |")
         L += ["", "`top tx` is what psgate-gen achieved of the configured 0.3R: when its thread is preempted its "
               "pacer catches up by at most 1 ms of credit. `psgate sojourn` is psgate's own RX→TX time of the top "
               "class (its per-class histogram): the part of the latency psgate is responsible for; the end-to-end "
@@ -648,6 +656,10 @@ def write(res, out):
               f"top-job throughput loaded / alone: "
               f"{f(i.get('thr_ratio'), '{:.4f}')}. p99 per repetition (ns): alone {(i.get('alone') or {}).get('p99_all')}, "
               f"loaded {(i.get('loaded') or {}).get('p99_all')}.", ""]
+        if i.get("p99_vs_testpmd_alone") or i.get("p99_vs_testpmd_loaded"):
+            L += [f"Top job p99 through psgate / through testpmd io with the same load: "
+                  f"{f(i.get('p99_vs_testpmd_alone'))} alone, {f(i.get('p99_vs_testpmd_loaded'))} loaded "
+                  "(what psgate's scheduling and shaping add over the bare path).", ""]
         L += [{"buckets": "The plot is the top job's latency CDF from psgate-gen's log-linear histogram (bucket "
                           "upper bounds, within 6.25%): per case the buckets of all repetitions summed (thick) and "
                           "each repetition (thin).",
@@ -670,6 +682,9 @@ def write(res, out):
               "than its depth across a preemption of the data thread, and on this shared machine the thread is "
               "preempted for milliseconds at a time (`cpu` column). The `64KiB` rows show what a small bucket "
               "gives under the same noise: the other tenants, not the shaper's arithmetic.", "",
+              "No testpmd row: `testpmd --forward-mode=io` has no shaper, so there is nothing of it to compare "
+              "with; the reference here is the configured rate itself, and the unshaped capacity behind `of "
+              "capacity` is psgate's own path-A throughput (section 1, or a short unshaped run).", "",
               "| frame | burst | configured | achieved (mean of ports) | error median % | error worst % | of capacity | cpu |",
               "|---:|---|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
@@ -682,7 +697,9 @@ def write(res, out):
         rows = sum_floors(sc["floors"])
         L += ["## 4. Floors (path A)", "",
               "Both ports shaped to R = 1 Gbit/s (overhead 0 B; bucket depths 100 ms of their rates, see 3.); jobs 1, 2, 3 (classes 1, 2, 3) each offered far "
-              "more than R by the replay (1518 B frames, equal shares); class 3 (lowest job class) gets floor F.",
+              "more than R by the replay (1518 B frames, equal shares); class 3 (lowest job class) gets floor F. "
+              "No testpmd row: testpmd io has no classes, shaper or floors, so it has no figure to compare; the "
+              "reference is F itself (`job 3 / F`).",
               "", "| floor F | job 1 (class 1) Mbit/s | job 2 (class 2) Mbit/s | job 3 (class 3) pull Mbit/s | "
               "job 3 push Mbit/s | job 3 / F |", "|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
@@ -704,12 +721,17 @@ def write(res, out):
               "psgate's control thread share the 2 CPUs with the two busy-polling threads.", "",
               "`gen TX` is what psgate-gen sent (Gbit/s: mean over its TX time; Mpps: median of its per-second "
               "rates), `rx` what came back; `refused`: frames a full memif TX ring refused (never sent).", "",
-              "| variant | requested /s | achieved /s | reply p99 ms | gen TX Gbit/s | rx Gbit/s | gen TX Mpps | "
-              "rx Mpps | refused | reordered | lost | psgate drops | migrations |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+              "The `testpmd` rows carry the same load through `dpdk-testpmd --forward-mode=io` on the same path "
+              "with no re-ranks and, since testpmd cannot shape, nothing shaped (so `shaped` passes all 1.2 Gbit/s): "
+              "the loss and reordering of the path itself.", "",
+              "| variant | forwarder | requested /s | achieved /s | reply p99 ms | gen TX Gbit/s | rx Gbit/s | "
+              "gen TX Mpps | rx Mpps | refused | reordered | lost | psgate drops | migrations |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
         for r in rows:
             drops = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r["drops"].items()) if v) or "0"
-            L.append(f"| {r['variant']} | {r['rate']} | {f(r['achieved_per_s'], '{:.0f}')} | "
+            if r["app"] != "psgate":
+                drops = "–"
+            L.append(f"| {r['variant']} | {r['app']} | {r['rate']} | {f(r['achieved_per_s'], '{:.0f}')} | "
                      f"{f(r['reply_ms_p99'], '{:.2f}')} | {f(r['tx_gbps'], '{:.3f}')} | {f(r['rx_gbps'], '{:.3f}')} | "
                      f"{f(r['tx_mpps'], '{:.3f}')} | {f(r['rx_mpps'], '{:.3f}')} | {f(r['tx_dropped'], '{:.0f}')} | "
                      f"{f(r['reordered'], '{:.0f}')} | {lost_of(r['lost'], r['tx_total'])} | "
@@ -721,9 +743,9 @@ def write(res, out):
         L += ["## 6. Data-lcore scaling (64 B)", "",
               f"This machine has {sc['scaling'].get('cpus')} CPUs. Path A: psgate `data = [1]` (run-to-completion) "
               "and `[1, 2]` (RX lcore + scheduler lcore; lcore 2 shares CPU 0 with the sleeping main lcore) vs "
-              "testpmd with 1 and 2 forwarding cores. Path B: psgate with 1 and 2 data lcores while psgate-gen's "
-              "worker also polls, i.e. 3 busy threads on 2 CPUs: the 2-lcore figure shows CPU sharing, not "
-              "scaling.", "", "| path | app | data lcores | Mpps | Mpps/CPU-s | cpu |", "|---|---|---:|---:|---:|---:|"]
+              "testpmd with 1 and 2 forwarding cores. Path B: psgate with 1 and 2 data lcores, and testpmd with 1 "
+              "and 2 forwarding cores, while psgate-gen's worker also polls, i.e. 3 busy threads on 2 CPUs: the "
+              "2-lcore figures show CPU sharing, not scaling.", "", "| path | app | data lcores | Mpps | Mpps/CPU-s | cpu |", "|---|---|---:|---:|---:|---:|"]
         for r in (r for r in rows if r["path"] == "A"):
             L.append(f"| {r['path']} | {r['app']} | {r['lcores']} | {f(r['mpps'])} | {f(r['mpps_per_cpu'])} | "
                      f"{f(r['cpu_share'])} |")

@@ -44,7 +44,7 @@ def main():
                 _, got = report.plot_latency(res, out)
                 check(f"{name}: latency plot kind", got == kind, f"(got {got})")
                 check(f"{name}: plot written", os.path.exists(os.path.join(out, "latency_cdf.png")))
-            check(f"{name}: isolation table", "| alone |" in md and "| loaded |" in md)
+            check(f"{name}: isolation table", "| alone |" in md and "| testpmd-loaded |" in md)
         # The merged CDF: summing buckets keeps every packet, and the CDF ends at 1.
         runs = [r for r in fixture["scenarios"]["isolation"]["runs"] if r["case"] == "alone"]
         merged = report.merged_buckets(runs)
