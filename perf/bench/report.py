@@ -766,7 +766,10 @@ def write(res, out):
         L += ["## Where the time goes (perf, cpu-clock samples of the data thread, path A)", "",
               "ns/packet = share of samples × (1e3 / Mpps per CPU-second of the profiled run). Debian's DPDK "
               "drivers are stripped, so their functions are summed per object (`librte_net_pcap` is the replay "
-              "itself, the same work for testpmd and psgate).", ""]
+              "itself, the same work for testpmd and psgate).", "",
+              "Each profile is **one run** (`--reps` does not apply: a profile shows where the time goes, not a "
+              f"rate to take a median of), {'3' if res['meta'].get('quick') else '5'} s of samples after a 1-s "
+              "warm-up; its Mpps/CPU-s is that run's and can differ from the medians of section 1.", ""]
         prof = sc["profile"]
         if prof.get("error"):
             L.append(prof["error"])
