@@ -821,6 +821,8 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
     txb = sum(j["total"]["tx_bytes"] for j in tot)
     res["tx_packets"] = txp
     res["tx_dropped"] = sum(j["total"].get("tx_dropped", 0) for j in tot)
+    if res["gen"].get("generator_side"):  # newer psgate-gens: loss that may be the generator's own RX
+        res["generator_side"] = res["gen"]["generator_side"]
     tx_s = (res["gen"].get("generator") or {}).get("tx_seconds")
     if tx_s:
         res["tx_gbps_mean"] = txb * 8 / tx_s / 1e9

@@ -72,7 +72,12 @@ def run_limit(r):
     if not sent:
         return None
     offered = sent + (r.get("tx_dropped") or 0)
-    if (r.get("tx_dropped") or 0) + max(r.get("lost") or 0, 0) > 1e-3 * offered:
+    refused, lost = r.get("tx_dropped") or 0, max(r.get("lost") or 0, 0)
+    if refused + lost > 1e-3 * offered:
+        # Newer psgate-gens say when their own RX fell behind or dropped while frames were lost:
+        # then the loss may be theirs, and only the refusals speak against the forwarder.
+        if (r.get("generator_side") or {}).get("loss_may_be_own") and refused <= 1e-3 * offered:
+            return "generator RX"
         return "forwarder"
     return "generator" if r.get("tx_dropped") is not None else None
 
@@ -92,7 +97,7 @@ def gen_side(rs):
     txp = [r.get("tx_packets") for r in rs]
     drops = [r.get("tx_dropped") for r in rs]
     limits = [run_limit(r) for r in rs]
-    counts = {k: limits.count(k) for k in ("generator", "forwarder") if k in limits}
+    counts = {k: limits.count(k) for k in ("generator", "generator RX", "forwarder") if k in limits}
     if counts and None in limits:
         counts["unknown"] = limits.count(None)
     return {"tx_mpps": med(r.get("tx_mpps") for r in rs), "tx_all": [r.get("tx_mpps") for r in rs],
@@ -579,7 +584,8 @@ def write(res, out):
               "refused (the forwarder did not empty it in time), `lost` frames sent but never back; "
               "`limit` says per repetition which side it was (`forwarder` when refused + lost > 0.1% of the "
               "offered frames, else `generator`: the forwarder took everything it was sent, so the figure is the "
-              "generator's, not the forwarder's). `cpu` = share of the window the forwarder's data thread and the "
+              "generator's, not the forwarder's; `generator RX` when the frames were lost while psgate-gen's own "
+              "RX fell behind or dropped, its `loss_may_be_own`). `cpu` = share of the window the forwarder's data thread and the "
               "generator's worker ran. `–`: not recorded by the suite that wrote this run's JSON.", "",
               "| frame | forwarder | RX Mpps per rep | gen TX Mpps per rep | RX Mpps | gen TX Mpps | RX Gbit/s | "
               "gen TX Gbit/s | lost | refused | limit | cpu fwd / gen |",
