@@ -743,12 +743,10 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
         t0 = time.monotonic()
         gen_cpu0 = None
         psg_series = Series()
-        last_stats = None
         if during is not None and ctl is not None:
             # let the links come up and traffic flow
             time.sleep(warmup + 1.0)
             res["during"] = during(ctl, duration - warmup - 1.5)
-            last_stats = ctl.call("stats")  # before the generator stops (see below)
         deadline = t0 + duration + 40
         while not os.path.exists(gen_json) and time.monotonic() < deadline:
             if not gen.alive():
@@ -758,14 +756,13 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
                 gen_cpu0 = (time.monotonic(), schedstat(gen.pid, gen_tids))
             if ctl is not None and during is None:
                 try:
-                    t, pk, by, run, wait, st = psgate_sample(ctl, fwd, tids)
+                    t, pk, by, run, wait, _ = psgate_sample(ctl, fwd, tids)
                 except (OSError, BenchError, ValueError) as e:
-                    if os.path.exists(gen_json) or not gen.alive():
-                        break  # the generator just stopped: handled below
+                    if not gen.alive():
+                        break  # the generator died (its memif went with it): reported below
                     fwd.p.wait(5)
                     raise BenchError(f"psgate stopped answering during the run (exit status {fwd.p.poll()}): {e}")
                 psg_series.add(t, pk, by, run, wait)
-                last_stats = st
                 time.sleep(1.0)
             else:
                 time.sleep(0.2)
@@ -785,18 +782,17 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
             s.samples = reader.series.samples[1:]
             res["testpmd_side"] = s.summarize(warmup + 1)
         if ctl is not None:
-            # psgate-gen stops its ports (rte_eth_dev_stop: a memif disconnect) *before* it
-            # writes the JSON, even with --hold, and DPDK 22.11's memif server can crash in
-            # rx_burst when its client disconnects while it polls. The generator's figures
-            # are complete by then; psgate's come from the last sample before the stop.
+            # psgate-gen writes its JSON first and, with --hold, keeps its ports started
+            # until signalled (perf/gen/main.cc, since 29b319d): the memif link is still up
+            # here, so psgate's counters can be read after the drain and cover the whole run.
+            # Then psgate is stopped before the generator (finally:), because DPDK 22.11's
+            # memif server can crash in rx_burst when its client disconnects while it polls.
             try:
                 res["psgate_stats"] = ctl.call("stats")
             except (OSError, BenchError, ValueError) as e:
                 fwd.p.wait(5)
-                res["psgate_died_at_generator_stop"] = fwd.p.poll()
-                res["psgate_stats"] = last_stats
-                log(f"psgate died when psgate-gen stopped its ports (exit {fwd.p.poll()}): {e}; "
-                    "using its last counters")
+                raise BenchError(f"psgate stopped answering after psgate-gen's report, with the memif link still "
+                                 f"up (exit status {fwd.p.poll()}): {e}: {fwd.tail_err()}")
     finally:
         if ctl is not None:
             ctl.close()
@@ -818,6 +814,20 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
     if res["rx_mpps"] is not None and rxb:
         avg_len = rxb / max(1, sum(j["total"]["rx_packets"] for j in tot))
         res["rx_gbps"] = res["rx_mpps"] * 1e6 * avg_len * 8 / 1e9
+    # What the generator sent, next to what came back: at rate max, whichever of the two
+    # (generator, forwarder) is slower sets the figure. A forwarder that cannot keep up
+    # shows as frames a full memif TX ring refused (tx_dropped) or as lost frames.
+    txp = sum(j["total"]["tx_packets"] for j in tot)
+    txb = sum(j["total"]["tx_bytes"] for j in tot)
+    res["tx_packets"] = txp
+    res["tx_dropped"] = sum(j["total"].get("tx_dropped", 0) for j in tot)
+    if res["gen"].get("generator_side"):  # newer psgate-gens: loss that may be the generator's own RX
+        res["generator_side"] = res["gen"]["generator_side"]
+    tx_s = (res["gen"].get("generator") or {}).get("tx_seconds")
+    if tx_s:
+        res["tx_gbps_mean"] = txb * 8 / tx_s / 1e9
+    if res["tx_mpps"] is not None and txp:
+        res["tx_gbps"] = res["tx_mpps"] * 1e6 * (txb / txp) * 8 / 1e9
     res["lost"] = sum(j["total"]["lost"] for j in tot)
     res["reordered"] = sum(j["total"]["reordered"] for j in tot)
     return res
