@@ -29,9 +29,11 @@ namespace {
 constexpr unsigned kMaxBurst = FlowCache::kMaxBurst;
 constexpr uint32_t kMaxEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries: beyond any sane config
 
-template <typename Key>
-inline uint32_t hash_key(const Key& k) {
-  uint32_t h = 0x9e3779b9u;
+// One hash per family: IPv4 keys use FlowCache::hash (inline, the RX stage
+// calls it per packet), IPv6 keys the same CRC chain over their five words.
+inline uint32_t hash_key(const FlowKey4& k) { return FlowCache::hash(k); }
+inline uint32_t hash_key(const FlowKey6& k) {
+  uint32_t h = FlowCache::kHashSeed;
   for (uint64_t w : k.w) h = rte_hash_crc_8byte(w, h);
   return h;
 }
@@ -56,7 +58,7 @@ struct alignas(std::bit_ceil(sizeof(Key) + 8)) Entry {
   uint32_t generation;
   uint32_t value;
 };
-static_assert(sizeof(Entry<FlowKey4>) == 32, "two IPv4 entries per cache line");
+static_assert(sizeof(Entry<FlowKey4>) == 32, "two IPv4 entries per cache line (FlowCache::kEntry4Bytes)");
 static_assert(sizeof(Entry<FlowKey6>) == 64, "one IPv6 entry per cache line");
 
 }  // namespace
@@ -141,6 +143,8 @@ Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std
       static_cast<Entry<FlowKey6>*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
   if (c->tables_->v6.entries == nullptr) return fail(v6_bytes);
   c->tables_->v4.mask = c->tables_->v6.mask = rounded - 1;
+  c->v4_entries_ = reinterpret_cast<const uint8_t*>(c->tables_->v4.entries);
+  c->v4_set_mask_ = (rounded - 1) & ~1u;
   return R(std::move(c));
 }
 
@@ -154,14 +158,6 @@ FlowCache::~FlowCache() {
 }
 
 uint32_t FlowCache::capacity() const { return tables_->v4.mask + 1; }
-
-uint32_t FlowCache::hash(const FlowKey4& key) { return hash_key(key); }
-
-void FlowCache::prefetch4(uint32_t h) const {
-  const FlowTable<FlowKey4>& t = tables_->v4;
-  FlowTable<FlowKey4>::prefetch_set(t.first_set(h));
-  FlowTable<FlowKey4>::prefetch_set(t.second_set(h));
-}
 
 uint64_t FlowCache::lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
                             uint32_t out[]) const {

@@ -23,6 +23,9 @@
 #include <memory>
 #include <string>
 
+#include <rte_hash_crc.h>
+#include <rte_prefetch.h>
+
 #include "psgate/flow_key.h"
 #include "psgate/packet_parser.h"
 #include "psgate/result.h"
@@ -32,6 +35,7 @@ namespace psgate {
 class FlowCache {
  public:
   static constexpr unsigned kMaxBurst = 64;  // hit masks are uint64_t
+  static constexpr uint32_t kHashSeed = 0x9e3779b9u;
 
   // `entries` (per family) is rounded up to a power of two, at least 8.
   // Memory: 96 bytes per entry (32 IPv4 + 64 IPv6) from DPDK's heap on `socket_id`.
@@ -42,9 +46,17 @@ class FlowCache {
   FlowCache& operator=(const FlowCache&) = delete;
 
   // --- IPv4 burst path.
-  static uint32_t hash(const FlowKey4& key);
+  // Inline: called per packet. The cache's set arithmetic (first/second set of
+  // a hash, 32-byte IPv4 entries) is spelled out in flow_cache.cc and checked
+  // there against these.
+  static uint32_t hash(const FlowKey4& key) {
+    return rte_hash_crc_8byte(key.w[1], rte_hash_crc_8byte(key.w[0], kHashSeed));
+  }
   // Starts fetching the two sets a key with this hash may sit in.
-  void prefetch4(uint32_t hash) const;
+  void prefetch4(uint32_t h) const {
+    rte_prefetch0(v4_entries_ + (h & v4_set_mask_) * kEntry4Bytes);
+    rte_prefetch0(v4_entries_ + (((h >> 16) | (h << 16)) & v4_set_mask_) * kEntry4Bytes);
+  }
   // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]).
   // Returns the mask of hits; out[i] is set for hits only.
   uint64_t lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
@@ -68,9 +80,12 @@ class FlowCache {
   }
 
  private:
+  static constexpr size_t kEntry4Bytes = 32;
   struct Tables;  // flow_cache.cc: the IPv4 and IPv6 tables
   FlowCache();
   std::unique_ptr<Tables> tables_;
+  const uint8_t* v4_entries_ = nullptr;  // = the IPv4 table's entries, for prefetch4
+  uint32_t v4_set_mask_ = 0;             // entries - 1 with the way bit cleared
   uint64_t evictions_ = 0;
 };
 
