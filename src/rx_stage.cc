@@ -30,11 +30,6 @@ inline bool parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
 // but is counted apart).
 enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed };
 
-inline void count_drop(PortCounters& egress_port, JobCounters* job, DropReason reason) {
-  egress_port.drops[reason].inc();
-  if (job) job->drops.inc();
-}
-
 }  // namespace
 
 void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
@@ -177,6 +172,9 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     jc.admitted_packets[dir].add(r.packets);
     jc.admitted_bytes[dir].add(r.bytes);
   };
+  // Policed packets are counted as they come and freed together afterwards.
+  rte_mbuf* policed[kMaxBurst];
+  unsigned n_policed = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     uint32_t slot = job[i];
@@ -201,9 +199,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
         TokenBucket& tb = rx.police[slot];
         tb.refill(now);
         if (!tb.conforms(m->pkt_len)) {
-          out_counters.drops[kDropPoliced].inc();
           counters.jobs[slot].policed.inc();
-          rte_pktmbuf_free(m);
+          policed[n_policed++] = m;
           continue;
         }
         tb.consume(m->pkt_len);
@@ -220,6 +217,10 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     staged_cls[n_staged++] = static_cast<uint8_t>(cls);
   }
   if (admitted.packets) flush_admitted(admitted);
+  if (n_policed) {
+    out_counters.drops[kDropPoliced].add(n_policed);
+    rte_pktmbuf_free_bulk(policed, n_policed);
+  }
 
   if (EgressPort* direct = rx.direct[out_port]) {
     if (n_staged) sched_accept_burst(shared, *direct, counters, staged, n_staged);
@@ -276,12 +277,14 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
       const uint32_t s = packet_meta(group[i])->job_slot;
       if (s != kNoJob) sticks[s].ticket = ticket;
     }
+    if (sent == g) continue;
     for (unsigned i = sent; i < g; ++i) {
       const uint32_t s = packet_meta(group[i])->job_slot;
-      count_drop(out_counters, s == kNoJob ? nullptr : &counters.jobs[s], kDropRingFull);
-      counters.cls(out_port, cls).drop_ring_full.inc();
-      rte_pktmbuf_free(group[i]);
+      if (s != kNoJob) counters.jobs[s].drops.inc();
     }
+    out_counters.drops[kDropRingFull].add(g - sent);
+    counters.cls(out_port, cls).drop_ring_full.add(g - sent);
+    rte_pktmbuf_free_bulk(group + sent, g - sent);
   }
   return n;
 }

@@ -102,12 +102,22 @@ inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, ui
 
 void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts,
                         unsigned n) {
+  // Local copies of what the loop reads: stores through the mbufs' metadata
+  // would otherwise make the compiler reload each vector's data pointer.
+  EgressPort::JobQueue* const job_queue = egress.job_queue.data();
+  const ClassActions* const actions = egress.actions.data();
+  const unsigned port = egress.index;
   RunTotal run;
   auto flush_class = [&](const RunTotal& r) {
-    ClassCounters& cc = counters.cls(egress.index, r.key);
+    ClassCounters& cc = counters.cls(port, r.key);
     cc.enqueued_packets.add(r.packets);
     cc.enqueued_bytes.add(r.bytes);
   };
+  // Packets a full class queue turned away: counted as they come, freed
+  // together at the end (one mempool operation instead of one per packet,
+  // which matters when a shaper holds back most of an overload).
+  rte_mbuf* dropped[kMaxBurst];
+  unsigned n_dropped = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     PacketMeta* meta = packet_meta(m);
@@ -117,31 +127,35 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
       cls = settle_job_class(egress, counters, slot, cls);
       meta->cls = static_cast<uint8_t>(cls);
     }
-    const uint32_t depth_before = egress.sched.depth(cls);
-    if (!egress.sched.enqueue(cls, m, m->pkt_len, slot)) {
-      counters.cls(egress.index, cls).drop_queue_full.inc();
-      counters.ports[egress.index].drops[kDropQueueFull].inc();
+    const uint32_t len = m->pkt_len;
+    uint32_t depth_before;
+    if (!egress.sched.enqueue(cls, m, len, slot, depth_before)) {
+      counters.cls(port, cls).drop_queue_full.inc();
       if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();
-      rte_pktmbuf_free(m);
+      dropped[n_dropped++] = m;
       continue;
     }
-    run_add(run, cls, m->pkt_len, flush_class);
-    if (slot != kNoJob) ++egress.job_queue[slot].queued;
+    run_add(run, cls, len, flush_class);
+    if (slot != kNoJob) ++job_queue[slot].queued;
 
     // Marks are decided on the depth the packet found on arrival (as RED and
     // DCTCP's switches do) and written while the mbuf is still ours.
-    const ClassActions& act = egress.actions[cls];
+    const ClassActions& act = actions[cls];
     if (meta->ip_version == 0) continue;
     const bool mark_ce = act.ecn_threshold != 0 && depth_before >= act.ecn_threshold;
     if (act.dscp < 0 && !mark_ce) continue;
     uint8_t* l3 = rte_pktmbuf_mtod_offset(m, uint8_t*, meta->l3_offset);
     const unsigned changed =
         rewrite_traffic_class(l3, static_cast<L3Kind>(meta->ip_version), act.dscp, mark_ce);
-    ClassCounters& cc = counters.cls(egress.index, cls);
+    ClassCounters& cc = counters.cls(port, cls);
     if (changed & kRewroteDscp) cc.dscp_remarked.inc();
     if (changed & kMarkedCe) cc.ecn_marked.inc();
   }
   if (run.packets) flush_class(run);
+  if (n_dropped) {
+    counters.ports[port].drops[kDropQueueFull].add(n_dropped);
+    rte_pktmbuf_free_bulk(dropped, n_dropped);
+  }
 }
 
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {

@@ -64,6 +64,8 @@ class PortScheduler {
   // false: the class queue is full; the caller drops (and counts) the item.
   // `tag` is the caller's (psgate: the job slot) and only used by migrate().
   bool enqueue(unsigned cls, Item item, uint32_t len, uint32_t tag = 0);
+  // As above, and reports the class's depth the item found (on success or not).
+  bool enqueue(unsigned cls, Item item, uint32_t len, uint32_t tag, uint32_t& depth_before);
 
   // Moves every queued item tagged `tag` from class `from` to the tail of
   // class `to`, keeping their order (and the order of what stays). All or

@@ -64,9 +64,17 @@ PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
 
 template <typename Item>
 bool PortScheduler<Item>::enqueue(unsigned cls, Item item, uint32_t len, uint32_t tag) {
+  uint32_t depth_before;
+  return enqueue(cls, std::move(item), len, tag, depth_before);
+}
+
+template <typename Item>
+bool PortScheduler<Item>::enqueue(unsigned cls, Item item, uint32_t len, uint32_t tag, uint32_t& depth_before) {
+  depth_before = 0;
   if (cls >= classes_.size()) return false;
   Class& k = classes_[cls];
-  if (k.tail - k.head >= k.limit) return false;
+  depth_before = k.tail - k.head;
+  if (depth_before >= k.limit) return false;
   Slot& s = k.ring[k.tail & k.mask];
   s.item = std::move(item);
   s.len = len;
