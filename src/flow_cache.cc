@@ -20,6 +20,9 @@
 #include <rte_prefetch.h>
 
 #include <bit>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <cstring>
 
 namespace psgate {
@@ -82,6 +85,21 @@ struct FlowTable {
   // At most one way holds the key (insert refreshes in place), so the four
   // compares are independent and can all be in flight at once.
   static E* find(E* a, E* b, const Key& key) {
+#if defined(__SSE2__)
+    if constexpr (sizeof(Key) == 16) {
+      // One 16-byte compare per way (a third of the scalar instructions), the
+      // four results as a mask, the first match picked by its bit.
+      const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.w));
+      auto eq = [&k](const E& e) -> unsigned {
+        const __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w));
+        return _mm_movemask_epi8(_mm_cmpeq_epi8(k, w)) == 0xffff;
+      };
+      const unsigned match = eq(a[0]) | eq(a[1]) << 1 | eq(b[0]) << 2 | eq(b[1]) << 3;
+      if (match == 0) return nullptr;
+      const unsigned way = static_cast<unsigned>(__builtin_ctz(match));
+      return (way < 2 ? a : b) + (way & 1);
+    }
+#endif
     E* hit = nullptr;
     hit = same_key(b[1].key, key) ? &b[1] : hit;
     hit = same_key(b[0].key, key) ? &b[0] : hit;
