@@ -23,6 +23,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Profile& profile, uint16_t 
   e->streams_ = jobs * 2;
   e->tx_ = std::make_unique<StreamTx[]>(e->streams_);
   e->rx_ = std::make_unique<StreamRx[]>(e->streams_);
+  e->rx_max_bursts_ = rx_bursts_per_round(jobs, profile.tx_burst);
   e->drivers_.reserve(jobs);
   const uint64_t now = rte_rdtsc();
   for (size_t j = 0; j < jobs; ++j) {
@@ -75,6 +76,7 @@ LiveTotals Engine::live() const {
 RunResult Engine::result() const {
   RunResult r;
   r.tsc_hz = tsc_hz_;
+  r.rx_bursts_per_round = rx_max_bursts_;
   r.tx_seconds = static_cast<double>(tx_end_tsc_ - tx_start_tsc_) / static_cast<double>(tsc_hz_);
   static constexpr const char* kRoles[2] = {"host-side", "wire-side"};
   for (unsigned side = 0; side < (same_port_ ? 1u : 2u); ++side) {
@@ -85,9 +87,11 @@ RunResult Engine::result() const {
     if (rte_eth_dev_get_name_by_port(port_[side], name) == 0) p.name = name;
     p.rx_foreign = side_[side].rx_foreign.get();
     p.alloc_failed = side_[side].alloc_failed.get();
+    p.rx_backlog = side_[side].rx_backlog.get();
     if (same_port_) {
       p.rx_foreign += side_[1].rx_foreign.get();
       p.alloc_failed += side_[1].alloc_failed.get();
+      p.rx_backlog += side_[1].rx_backlog.get();
     }
     rte_eth_stats st{};
     if (rte_eth_stats_get(port_[side], &st) == 0) {

@@ -61,6 +61,7 @@ struct alignas(64) StreamRx {
 struct alignas(64) SideCounters {
   Counter rx_foreign;
   Counter alloc_failed;
+  Counter rx_backlog;  // RX rounds that stopped at the burst cap with frames still waiting
 };
 
 struct LiveTotals {
@@ -93,7 +94,8 @@ class Engine {
   void tx_job(size_t job, uint64_t now);
   void tx_end();
   void rx_round();
-  void rx_poll(unsigned side);
+  void rx_drain(unsigned side);
+  uint16_t rx_poll(unsigned side);
 
   const Profile& profile_;
   uint16_t port_[2];
@@ -107,6 +109,7 @@ class Engine {
   std::unique_ptr<StreamRx[]> rx_;
   size_t streams_ = 0;
   size_t rr_ = 0;  // first job of the next TX round
+  unsigned rx_max_bursts_ = 2;  // per port and RX round: rx_bursts_per_round()
   SideCounters side_[2];
 
   std::atomic<bool> stop_tx_{false}, stop_rx_{false}, tx_finished_{false};

@@ -99,15 +99,41 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
+GeneratorSide generator_side(const RunResult& r) {
+  GeneratorSide g;
+  for (const PortResult& p : r.ports) {
+    g.rx_backlog_rounds += p.rx_backlog;
+    g.rx_imissed += p.nic_imissed;
+    g.rx_nombuf += p.nic_rx_nombuf;
+    g.alloc_failed += p.alloc_failed;
+  }
+  for (const JobResult& jr : r.jobs) {
+    for (unsigned d = 0; d < 2; ++d) {
+      if (!jr.has[d]) continue;
+      g.tx_dropped += jr.dir[d].tx_dropped;
+      g.lost += static_cast<uint64_t>(std::max<int64_t>(0, jr.dir[d].lost()));
+    }
+  }
+  return g;
+}
+
 nlohmann::json to_json(const RunResult& r) {
   nlohmann::json out;
+  const GeneratorSide g = generator_side(r);
   out["generator"] = {{"lcores", r.lcore_mode},
                       {"tsc_hz", r.tsc_hz},
                       {"tx_seconds", r.tx_seconds},
                       {"drain_seconds", r.drain_seconds},
                       {"interrupted", r.interrupted},
                       {"rx_foreign", r.rx_foreign},
+                      {"rx_bursts_per_round", r.rx_bursts_per_round},
                       {"units", "bytes: frames without FCS; *_l1_bps: +24 B per frame; latency in ns"}};
+  out["generator_side"] = {{"loss_may_be_own", g.loss_may_be_own()},
+                           {"rx_backlog_rounds", g.rx_backlog_rounds},
+                           {"rx_imissed", g.rx_imissed},
+                           {"rx_nombuf", g.rx_nombuf},
+                           {"tx_dropped", g.tx_dropped},
+                           {"alloc_failed", g.alloc_failed}};
   out["ports"] = nlohmann::json::array();
   for (const PortResult& p : r.ports) {
     out["ports"].push_back({{"role", p.role},
@@ -115,6 +141,7 @@ nlohmann::json to_json(const RunResult& r) {
                             {"port_id", p.port_id},
                             {"rx_foreign", p.rx_foreign},
                             {"alloc_failed", p.alloc_failed},
+                            {"rx_backlog_rounds", p.rx_backlog},
                             {"nic", {{"ipackets", p.nic_ipackets},
                                      {"opackets", p.nic_opackets},
                                      {"imissed", p.nic_imissed},
@@ -182,6 +209,30 @@ std::string format_table(const RunResult& r) {
     }
   }
   row("all", "", "", grand);
+  const GeneratorSide g = generator_side(r);
+  if (g.rx_imissed + g.rx_nombuf) {
+    std::snprintf(line, sizeof(line),
+                  "generator's own RX drops: imissed %" PRIu64 ", rx_nombuf %" PRIu64 " (in lost, but not the network's)\n",
+                  g.rx_imissed, g.rx_nombuf);
+    out += line;
+  }
+  if (g.rx_backlog_rounds) {
+    std::snprintf(line, sizeof(line),
+                  "generator RX was behind in %" PRIu64 " rounds (stopped at %u bursts per port with frames waiting)%s\n",
+                  g.rx_backlog_rounds, r.rx_bursts_per_round,
+                  g.lost ? ": some loss may be the peer dropping at its TX into the generator's full RX ring" : "");
+    out += line;
+  }
+  if (!g.rx_backlog_rounds && !g.rx_imissed && !g.rx_nombuf) {
+    out += "generator RX kept up: never behind, no frames dropped at its ports\n";
+  }
+  if (g.tx_dropped + g.alloc_failed) {
+    std::snprintf(line, sizeof(line),
+                  "generator TX fell short: %" PRIu64 " frames refused by full TX rings, %" PRIu64
+                  " not built for want of mbufs (never sent, not in lost)\n",
+                  g.tx_dropped, g.alloc_failed);
+    out += line;
+  }
   if (r.rx_foreign) {
     std::snprintf(line, sizeof(line), "frames without a psgate-gen stamp received: %" PRIu64 "\n", r.rx_foreign);
     out += line;

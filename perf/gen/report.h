@@ -47,6 +47,7 @@ struct PortResult {
   uint16_t port_id = 0;
   uint64_t rx_foreign = 0;  // frames without a valid stamp
   uint64_t alloc_failed = 0;
+  uint64_t rx_backlog = 0;  // RX rounds that stopped at the poll cap with frames still waiting
   uint64_t nic_ipackets = 0, nic_opackets = 0, nic_imissed = 0, nic_oerrors = 0, nic_rx_nombuf = 0;
 };
 
@@ -56,10 +57,27 @@ struct RunResult {
   double tx_seconds = 0;   // TX start to TX stop
   double drain_seconds = 0;
   bool interrupted = false;
+  unsigned rx_bursts_per_round = 0;  // poll cap per port and RX round
   std::vector<PortResult> ports;
   std::vector<JobResult> jobs;
   uint64_t rx_foreign = 0;
 };
+
+// Trouble on the generator's own side, summed over its ports and streams.
+// RX: frames its ports dropped (imissed, rx_nombuf) are in `lost` but were
+// lost by the generator; RX rounds that stopped at the poll cap with frames
+// still waiting mean RX was behind, and a peer that found the generator's RX
+// ring full dropped frames at its TX (psgate's memif TX does), which also
+// shows as `lost`. TX: frames refused or not built were never sent and are
+// not in `lost`; they only mean the offered rate fell short.
+struct GeneratorSide {
+  uint64_t rx_backlog_rounds = 0, rx_imissed = 0, rx_nombuf = 0;
+  uint64_t tx_dropped = 0, alloc_failed = 0;
+  uint64_t lost = 0;
+  // Loss was seen and the generator's RX dropped frames or fell behind.
+  bool loss_may_be_own() const { return lost != 0 && rx_backlog_rounds + rx_imissed + rx_nombuf != 0; }
+};
+GeneratorSide generator_side(const RunResult& r);
 
 nlohmann::json to_json(const RunResult& r);
 std::string format_table(const RunResult& r);

@@ -11,11 +11,25 @@
 // received and reordered, since a duplicate can no longer be told apart.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace psgate::gen {
 
 inline constexpr unsigned kDupWindow = 64;
+
+// Frames per rte_eth_rx_burst.
+inline constexpr uint16_t kRxBurst = 64;
+
+// Bursts RX polls from one port per round at most: twice what one TX round
+// can send (every job one burst, all of which may return on the same port),
+// so that in the single loop RX drains faster than TX fills and a backlog
+// left by a stall is worked off within a few rounds; never fewer than 2. The
+// cap keeps a flooded RX port from starving TX.
+inline constexpr unsigned rx_bursts_per_round(size_t jobs, uint32_t tx_burst) {
+  const uint64_t per_round = (uint64_t{jobs} * tx_burst + kRxBurst - 1) / kRxBurst;
+  return per_round < 1 ? 2u : static_cast<unsigned>(2 * per_round);
+}
 
 struct FlowRx {
   uint64_t next = 0;      // highest extended sequence number seen + 1; 0: none yet

@@ -72,6 +72,53 @@ TEST(Report, JsonAndTable) {
   }
 }
 
+// Whether the generator itself may have caused loss (RX behind, frames
+// dropped at its ports) is shown apart from the network's loss.
+TEST(Report, GeneratorSideTrouble) {
+  JobProfile a;
+  a.name = "a";
+  RunResult r;
+  r.rx_bursts_per_round = 4;
+  r.ports.push_back(PortResult{.role = "host-side"});
+  r.ports.push_back(PortResult{.role = "wire-side"});
+  JobResult ja{.job = &a, .iterations = 0, .has = {true, false}};
+  ja.dir[kPush].tx_packets = 100;
+  ja.dir[kPush].rx_unique = 100;
+  r.jobs = {ja};
+
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["loss_may_be_own"], false);
+  EXPECT_EQ(j["generator_side"]["rx_backlog_rounds"], 0);
+  EXPECT_EQ(j["generator"]["rx_bursts_per_round"], 4);
+  EXPECT_NE(format_table(r).find("RX kept up"), std::string::npos) << format_table(r);
+
+  // Behind, but nothing lost: said, without blaming loss on it.
+  r.ports[1].rx_backlog = 7;
+  r.ports[1].alloc_failed = 5;
+  r.jobs[0].dir[kPush].tx_dropped = 11;
+  j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["loss_may_be_own"], false);
+  EXPECT_EQ(j["generator_side"]["rx_backlog_rounds"], 7);
+  EXPECT_EQ(j["generator_side"]["tx_dropped"], 11);
+  EXPECT_EQ(j["generator_side"]["alloc_failed"], 5);
+  EXPECT_EQ(j["ports"][1]["rx_backlog_rounds"], 7);
+  std::string t = format_table(r);
+  EXPECT_NE(t.find("behind in 7 rounds"), std::string::npos) << t;
+  EXPECT_EQ(t.find("some loss may be"), std::string::npos) << t;
+  EXPECT_EQ(t.find("kept up"), std::string::npos) << t;
+  EXPECT_NE(t.find("11 frames refused"), std::string::npos) << t;
+
+  // Loss while RX was behind or its port dropped frames: flagged.
+  r.jobs[0].dir[kPush].rx_unique = 90;
+  r.ports[0].nic_rx_nombuf = 3;
+  j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["loss_may_be_own"], true);
+  EXPECT_EQ(j["generator_side"]["rx_nombuf"], 3);
+  t = format_table(r);
+  EXPECT_NE(t.find("some loss may be"), std::string::npos) << t;
+  EXPECT_NE(t.find("rx_nombuf 3"), std::string::npos) << t;
+}
+
 TEST(Report, SiPrefixes) {
   EXPECT_EQ(si(0, "pps"), "0.00 pps");
   EXPECT_EQ(si(1500, "pps"), "1.50 kpps");

@@ -122,5 +122,20 @@ TEST(RxAccounting, RandomOrdersMatchReference) {
   }
 }
 
+// The single loop's RX must be able to take back, per round and port, at
+// least twice what one TX round can send (a burst per job), so that it never
+// falls behind its own TX for good.
+TEST(RxAccounting, RxPollCapCoversTwoTxRounds) {
+  for (size_t jobs : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{7}, size_t{64}, size_t{1000}, size_t{32768}}) {
+    for (uint32_t burst : {1u, 2u, 31u, 32u, 33u, 64u}) {
+      const unsigned cap = rx_bursts_per_round(jobs, burst);
+      EXPECT_GE(cap, 2u) << jobs << " jobs, burst " << burst;
+      EXPECT_GE(uint64_t{cap} * kRxBurst, 2 * uint64_t{jobs} * burst) << jobs << " jobs, burst " << burst;
+      // ... and not much more: a flooded port must not starve TX.
+      EXPECT_LE(uint64_t{cap} * kRxBurst, 2 * uint64_t{jobs} * burst + 2 * kRxBurst) << jobs << " jobs, burst " << burst;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace psgate::gen
