@@ -1,6 +1,8 @@
 // Engine setup and results; the loops are in tx_loop.cc and rx_loop.cc.
 #include "engine.h"
 
+#include "flow_report.h"
+
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 
@@ -67,7 +69,9 @@ LiveTotals Engine::live() const {
     t.tx_bytes += tx_[s].tx_bytes.get();
     t.tx_dropped += tx_[s].tx_dropped.get();
     t.rx_packets += rx_[s].packets.get();
-    t.rx_unique += rx_[s].unique.get();
+    const uint64_t tx = tx_[s].tx_packets.get(), unique = rx_[s].unique.get();
+    t.rx_unique += unique;
+    t.pending += tx > unique ? tx - unique : 0;
   }
   t.rx_foreign = side_[0].rx_foreign.get() + side_[1].rx_foreign.get();
   return t;
@@ -119,21 +123,12 @@ RunResult Engine::result() const {
       s.tx_dropped = tx.tx_dropped.get();
       s.rx_packets = rx.packets.get();
       s.rx_bytes = rx.bytes.get();
-      s.rx_unique = rx.unique.get();
       s.reordered = rx.reordered;
       s.duplicates = rx.duplicates;
       s.late = rx.late;
       s.wrong_port = rx.wrong_port;
       s.flows = tx.flows;
-      for (uint64_t f = 0; f < tx.flows; ++f) {
-        const FlowRx& fr = rx.flows[f];
-        s.flows_seen += fr.next != 0;
-        s.flows_reordered += fr.reordered != 0;
-        if (tx.next_seq[f] > fr.received) {
-          ++s.flows_with_loss;
-          s.max_flow_loss = std::max(s.max_flow_loss, tx.next_seq[f] - fr.received);
-        }
-      }
+      summarize_flows(rx.flows.data(), tx.next_seq.data(), tx.flows, s);
       if (s.rx_packets) s.rx_seconds = static_cast<double>(rx.last_tsc - rx.first_tsc) / static_cast<double>(tsc_hz_);
       s.latency = rx.latency;
     }

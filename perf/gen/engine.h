@@ -66,6 +66,7 @@ struct alignas(64) SideCounters {
 
 struct LiveTotals {
   uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0, rx_packets = 0, rx_unique = 0, rx_foreign = 0;
+  uint64_t pending = 0;  // sum over streams of sent - received (late arrivals not received): in flight or lost
 };
 
 class Engine {

@@ -161,7 +161,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
   for (;;) {
     const LiveTotals t = e.live();
-    if (t.rx_unique >= t.tx_packets || Clock::now() >= drain_end) break;
+    if (t.pending == 0 || Clock::now() >= drain_end) break;
     const auto wait = std::min<Clock::duration>(std::chrono::milliseconds(5), drain_end - Clock::now());
     if (psgate::wait_for_stop_signal(stop, wait)) {
       interrupted = true;

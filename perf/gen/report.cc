@@ -21,7 +21,7 @@ nlohmann::json latency_json(const LatencyHistogram& h) {
 }
 
 nlohmann::json stream_json(const StreamResult& s, double tx_s) {
-  const int64_t lost = s.lost();
+  const uint64_t lost = s.lost();
   return {{"tx_packets", s.tx_packets},
           {"tx_bytes", s.tx_bytes},
           {"tx_dropped", s.tx_dropped},
@@ -31,6 +31,7 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
           {"rx_packets", s.rx_packets},
           {"rx_bytes", s.rx_bytes},
           {"rx_unique", s.rx_unique},
+          {"rx_excess", s.rx_excess},
           {"rx_seconds", s.rx_seconds},
           {"rx_pps", per_s(s.rx_packets, s.rx_seconds)},
           {"rx_bps", per_s(8.0 * s.rx_bytes, s.rx_seconds)},
@@ -45,6 +46,7 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
           {"flows_seen", s.flows_seen},
           {"flows_with_loss", s.flows_with_loss},
           {"flows_reordered", s.flows_reordered},
+          {"flows_with_late", s.flows_with_late},
           {"max_flow_loss", s.max_flow_loss},
           {"latency", latency_json(s.latency)}};
 }
@@ -74,6 +76,7 @@ void StreamResult::merge(const StreamResult& o) {
   rx_packets += o.rx_packets;
   rx_bytes += o.rx_bytes;
   rx_unique += o.rx_unique;
+  rx_excess += o.rx_excess;
   reordered += o.reordered;
   duplicates += o.duplicates;
   late += o.late;
@@ -82,6 +85,7 @@ void StreamResult::merge(const StreamResult& o) {
   flows_seen += o.flows_seen;
   flows_with_loss += o.flows_with_loss;
   flows_reordered += o.flows_reordered;
+  flows_with_late += o.flows_with_late;
   max_flow_loss = std::max(max_flow_loss, o.max_flow_loss);
   rx_seconds = std::max(rx_seconds, o.rx_seconds);
   latency.merge(o.latency);
@@ -111,7 +115,7 @@ GeneratorSide generator_side(const RunResult& r) {
     for (unsigned d = 0; d < 2; ++d) {
       if (!jr.has[d]) continue;
       g.tx_dropped += jr.dir[d].tx_dropped;
-      g.lost += static_cast<uint64_t>(std::max<int64_t>(0, jr.dir[d].lost()));
+      g.lost += jr.dir[d].lost();
     }
   }
   return g;
@@ -184,19 +188,19 @@ std::string format_table(const RunResult& r) {
   std::snprintf(line, sizeof(line), "psgate-gen: %.3f s of TX (%s lcore mode), drain %.3f s%s\n", r.tx_seconds,
                 r.lcore_mode.c_str(), r.drain_seconds, r.interrupted ? ", interrupted" : "");
   out += line;
-  std::snprintf(line, sizeof(line), "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %10s %10s %10s %10s\n",
+  std::snprintf(line, sizeof(line), "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %8s %10s %10s %10s %10s\n",
                 "job", "name", "dir", "tx pkts", "tx rate", "tx Mbit/s", "rx pkts", "rx rate", "lost", "reord",
-                "dup", "tx_drop", "lat p50", "lat p99", "lat max");
+                "dup", "late", "tx_drop", "lat p50", "lat p99", "lat max");
   out += line;
   StreamResult grand;
   auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
     std::snprintf(line, sizeof(line),
-                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRId64 " %8" PRIu64
-                  " %8" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
+                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64
+                  " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
                   id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
                   per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
                   si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates,
-                  s.tx_dropped, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
+                  s.late, s.tx_dropped, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
                   s.latency.max() / 1e3);
     out += line;
   };

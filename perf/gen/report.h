@@ -22,15 +22,20 @@ struct StreamResult {
   uint64_t tx_packets = 0, tx_bytes = 0;
   uint64_t tx_dropped = 0;      // refused by a full TX ring after the retries: never sent
   uint64_t rx_packets = 0, rx_bytes = 0;  // every arrival, duplicates included
-  uint64_t rx_unique = 0;       // distinct sequence numbers
-  uint64_t reordered = 0, duplicates = 0, late = 0;
+  uint64_t rx_unique = 0;       // distinct sequence numbers sent and received (per flow at most its sent)
+  uint64_t rx_excess = 0;       // distinct sequence numbers received beyond those sent on their flow
+  uint64_t reordered = 0;       // within the window, below the flow's highest
+  uint64_t duplicates = 0;      // within the window, seen before
+  uint64_t late = 0;            // older than the window: late original or old duplicate, undecidable
   uint64_t wrong_port = 0;      // arrived on the port this direction should not leave psgate by
-  uint64_t flows = 0, flows_seen = 0, flows_with_loss = 0, flows_reordered = 0;
+  uint64_t flows = 0, flows_seen = 0, flows_with_loss = 0, flows_reordered = 0, flows_with_late = 0;
   uint64_t max_flow_loss = 0;
   double rx_seconds = 0;        // first to last arrival
   LatencyHistogram latency;     // ns, duplicates excluded
 
-  int64_t lost() const { return static_cast<int64_t>(tx_packets) - static_cast<int64_t>(rx_unique); }
+  // Sent and never received: never negative, late arrivals never reduce it
+  // (the true loss lies between lost() - late and lost()).
+  uint64_t lost() const { return tx_packets > rx_unique ? tx_packets - rx_unique : 0; }
   void merge(const StreamResult& o);
 };
 

@@ -1,14 +1,17 @@
 // Per-flow receive accounting: sequence extension, reordering, duplicates.
 // One FlowRx per (job, direction, flow) in a flat array indexed by flow id, so
-// millions of flows cost 32 bytes each and no lookup. Loss is computed at the
-// end as (packets sent on the flow) - received, after the drain wait.
+// millions of flows cost a few bytes each and no lookup. Loss is computed at
+// the end, per flow, as (packets sent on the flow) - distinct sequence
+// numbers received, after the drain wait (tally_flow).
 //
 //   window bit i = sequence number (next - 1 - i) has arrived, i < 64
 //
 // An arrival above the highest seen is new (a gap is not loss yet: it may be
 // reordering). Below the highest: inside the window it is a duplicate when its
-// bit is set, else reordered; older than the window it is "late": counted as
-// received and reordered, since a duplicate can no longer be told apart.
+// bit is set, else reordered; older than the window it is "late": it may be a
+// long-delayed original or a copy of one counted long ago, and nothing here
+// can tell which. Late arrivals are counted apart and never as received, so
+// they cannot hide loss: the true loss lies between lost - late and lost.
 #pragma once
 
 #include <cstddef>
@@ -34,11 +37,12 @@ inline constexpr unsigned rx_bursts_per_round(size_t jobs, uint32_t tx_burst) {
 struct FlowRx {
   uint64_t next = 0;      // highest extended sequence number seen + 1; 0: none yet
   uint64_t window = 0;
-  uint64_t received = 0;  // distinct sequence numbers (late ones included)
+  uint64_t received = 0;  // distinct sequence numbers (late ones excluded)
   uint32_t reordered = 0; // saturating: per-flow detail; the job totals are exact
   uint32_t duplicates = 0;
+  uint32_t late = 0;      // older than the window: original or duplicate, undecidable
 };
-static_assert(sizeof(FlowRx) == 32, "per-flow state must stay small: millions of flows");
+static_assert(sizeof(FlowRx) == 40, "per-flow state must stay small: millions of flows");
 
 enum class Arrival : uint8_t { kNew, kReordered, kDuplicate, kLate };
 
@@ -69,8 +73,7 @@ inline Arrival record_arrival(FlowRx& f, uint32_t seq32) {
   }
   const uint64_t age = f.next - 1 - s;  // 0: the highest itself
   if (age >= kDupWindow) {
-    ++f.received;
-    bump(f.reordered);
+    bump(f.late);
     return Arrival::kLate;
   }
   const uint64_t bit = 1ull << age;
@@ -82,6 +85,21 @@ inline Arrival record_arrival(FlowRx& f, uint32_t seq32) {
   ++f.received;
   bump(f.reordered);
   return Arrival::kReordered;
+}
+
+// A flow's end result against the packets sent on it. Received sequence
+// numbers beyond those sent (frames of an earlier run still in a ring,
+// corrupt stamps) are `excess`, not received: lost never goes negative and
+// unique never exceeds sent.
+struct FlowTally {
+  uint64_t unique = 0;  // min(received, sent)
+  uint64_t lost = 0;    // sent - unique
+  uint64_t excess = 0;  // received - unique
+};
+
+inline FlowTally tally_flow(uint64_t sent, const FlowRx& f) {
+  if (f.received <= sent) return {f.received, sent - f.received, 0};
+  return {sent, 0, f.received - sent};
 }
 
 }  // namespace psgate::gen

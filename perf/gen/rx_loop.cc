@@ -38,21 +38,16 @@ uint16_t Engine::rx_poll(unsigned side) {
     s.last_tsc = now;
     s.packets.inc();
     s.bytes.add(m->pkt_len);
-    switch (record_arrival(s.flows[st.flow], st.seq)) {
-      case Arrival::kDuplicate:
-        ++s.duplicates;
-        continue;  // no latency sample: it may be a copy of any earlier one
-      case Arrival::kReordered:
-        ++s.reordered;
-        break;
-      case Arrival::kLate:
-        ++s.late;
-        ++s.reordered;
-        break;
-      case Arrival::kNew:
-        break;
+    const Arrival a = record_arrival(s.flows[st.flow], st.seq);
+    if (a == Arrival::kDuplicate) {
+      ++s.duplicates;
+      continue;  // no latency sample: it may be a copy of any earlier one
     }
-    s.unique.inc();
+    // A late arrival (older than the window) may be an original or an old
+    // duplicate: counted apart, never as received, so it cannot hide loss.
+    s.reordered += a == Arrival::kReordered;
+    s.late += a == Arrival::kLate;
+    s.unique.add(a != Arrival::kLate);
     const uint64_t cycles = static_cast<uint32_t>(now32 - st.tsc);  // mod 2^32: see stamp.h
     s.latency.record(static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32));
   }
