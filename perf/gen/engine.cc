@@ -137,4 +137,19 @@ RunResult Engine::result() const {
   return r;
 }
 
+bool Engine::write_flows_csv(std::FILE* out) const {
+  if (std::fputs(kFlowsCsvHeader, out) < 0) return false;
+  for (size_t j = 0; j < profile_.jobs.size(); ++j) {
+    for (unsigned d = 0; d < 2; ++d) {
+      const StreamTx& tx = tx_[j * 2 + d];
+      if (!tx.active) continue;
+      if (!psgate::gen::write_flows_csv(out, profile_.jobs[j], static_cast<Dir>(d), rx_[j * 2 + d].flows.data(),
+                                        tx.next_seq.data(), tx.flows)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace psgate::gen

@@ -14,6 +14,7 @@
 #include <rte_mbuf.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -87,6 +88,8 @@ class Engine {
   LiveTotals live() const;
   // After the loops returned.
   RunResult result() const;
+  // One CSV record per flow and direction (flow_report.h); false on a write error.
+  bool write_flows_csv(std::FILE* out) const;
 
  private:
   Engine(const Profile& profile, uint16_t host_port, uint16_t wire_port, rte_mempool* pool, uint64_t tsc_hz);

@@ -14,7 +14,9 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -52,6 +54,7 @@ struct Options {
   double interval_s = -1;
   double link_timeout_s = -1;
   std::string json_path;
+  std::string flows_csv_path;
   std::vector<std::string> sets;
   std::string host_port, wire_port;
   int burst = 0;
@@ -68,6 +71,44 @@ void progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double
                static_cast<unsigned long long>(cur.tx_dropped),
                static_cast<long long>(cur.tx_packets) - static_cast<long long>(cur.rx_unique),
                static_cast<unsigned long long>(cur.rx_foreign));
+}
+
+// The per-flow CSV, the JSON and the table. 0, or 1 when a file could not be written.
+int write_reports(const Engine& e, const RunResult& result, const Options& opt) {
+  int status = 0;
+  // Per-flow records first: a script that waits for the JSON finds them complete.
+  if (!opt.flows_csv_path.empty()) {
+    const std::string tmp = opt.flows_csv_path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    const bool ok = f && e.write_flows_csv(f);
+    if (f && std::fclose(f) != 0) f = nullptr;
+    if (!ok || !f || std::rename(tmp.c_str(), opt.flows_csv_path.c_str()) != 0) {
+      std::fprintf(stderr, "psgate-gen: cannot write %s: %s\n", opt.flows_csv_path.c_str(), std::strerror(errno));
+      std::remove(tmp.c_str());
+      status = 1;
+    }
+  }
+  const std::string json = to_json(result).dump(2) + "\n";
+  const std::string table = format_table(result);
+  if (opt.json_path == "-") {
+    std::fputs(json.c_str(), stdout);
+    if (!opt.quiet) std::fputs(table.c_str(), stderr);
+  } else {
+    if (!opt.json_path.empty()) {
+      // Complete or absent: a script may poll for the file (see --hold).
+      const std::string tmp = opt.json_path + ".tmp";
+      std::ofstream out(tmp);
+      out << json;
+      out.close();
+      if (!out || std::rename(tmp.c_str(), opt.json_path.c_str()) != 0) {
+        std::fprintf(stderr, "psgate-gen: cannot write %s\n", opt.json_path.c_str());
+        status = 1;
+      }
+    }
+    if (!opt.quiet) std::fputs(table.c_str(), stdout);
+  }
+  std::fflush(stdout);
+  return status;
 }
 
 int run(const Profile& profile, const Options& opt, std::vector<std::string> eal_args) {
@@ -176,27 +217,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   result.lcore_mode = split ? "tx+rx" : "single";
   result.drain_seconds = drain_s;
   result.interrupted = interrupted;
-  int status = 0;
-  const std::string json = to_json(result).dump(2) + "\n";
-  const std::string table = format_table(result);
-  if (opt.json_path == "-") {
-    std::fputs(json.c_str(), stdout);
-    if (!opt.quiet) std::fputs(table.c_str(), stderr);
-  } else {
-    if (!opt.json_path.empty()) {
-      // Complete or absent: a script may poll for the file (see --hold).
-      const std::string tmp = opt.json_path + ".tmp";
-      std::ofstream out(tmp);
-      out << json;
-      out.close();
-      if (!out || std::rename(tmp.c_str(), opt.json_path.c_str()) != 0) {
-        std::fprintf(stderr, "psgate-gen: cannot write %s\n", opt.json_path.c_str());
-        status = 1;
-      }
-    }
-    if (!opt.quiet) std::fputs(table.c_str(), stdout);
-  }
-  std::fflush(stdout);
+  const int status = write_reports(e, result, opt);
   if (opt.hold) {
     // Nothing polls the ports any more, but they stay started: stopping a
     // memif port disconnects it, which is what --hold exists to delay (a
@@ -240,6 +261,10 @@ int main(int argc, char** argv) {
   app.add_option("--link-timeout", opt.link_timeout_s, "Seconds to wait for the ports' links (default 10)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--json", opt.json_path, "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
+  app.add_option("--flows-csv", opt.flows_csv_path,
+                 "After the run, write one CSV record per flow and direction to this file: job, direction, flow, "
+                 "5-tuple, packets and bytes, lost, reordered, duplicates, late, latency min/mean/max "
+                 "(perf/gen/README.md)");
   app.add_flag("-q,--quiet", opt.quiet, "Do not print the table");
   app.add_option("--host-port", opt.host_port, "Host-side port (faces psgate's host port): id or device name (default 0)");
   app.add_option("--wire-port", opt.wire_port, "Wire-side port (faces psgate's wire port): id or device name (default 1)");
@@ -281,6 +306,22 @@ int main(int argc, char** argv) {
                                           : load_profile_file(opt.profile_path, overrides);
   if (!profile.ok()) {
     std::fprintf(stderr, "psgate-gen: %s\n", profile.error().c_str());
+    return 2;
+  }
+  // Output files are written after the run: find out now that they cannot be.
+  for (const std::string* path : {&opt.json_path, &opt.flows_csv_path}) {
+    if (path->empty() || *path == "-") continue;
+    const std::string tmp = *path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "psgate-gen: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+      return 2;
+    }
+    std::fclose(f);
+    std::remove(tmp.c_str());
+  }
+  if (!opt.flows_csv_path.empty() && opt.flows_csv_path == opt.json_path) {
+    std::fprintf(stderr, "psgate-gen: --flows-csv and --json name the same file\n");
     return 2;
   }
   Profile& p = *profile;

@@ -46,6 +46,7 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
           {"flows_seen", s.flows_seen},
           {"flows_with_loss", s.flows_with_loss},
           {"flows_reordered", s.flows_reordered},
+          {"flows_with_duplicates", s.flows_with_duplicates},
           {"flows_with_late", s.flows_with_late},
           {"max_flow_loss", s.max_flow_loss},
           {"latency", latency_json(s.latency)}};
@@ -85,6 +86,7 @@ void StreamResult::merge(const StreamResult& o) {
   flows_seen += o.flows_seen;
   flows_with_loss += o.flows_with_loss;
   flows_reordered += o.flows_reordered;
+  flows_with_duplicates += o.flows_with_duplicates;
   flows_with_late += o.flows_with_late;
   max_flow_loss = std::max(max_flow_loss, o.max_flow_loss);
   rx_seconds = std::max(rx_seconds, o.rx_seconds);
@@ -213,6 +215,12 @@ std::string format_table(const RunResult& r) {
     }
   }
   row("all", "", "", grand);
+  std::snprintf(line, sizeof(line),
+                "flows: %" PRIu64 " of %" PRIu64 " seen; with loss %" PRIu64 " (worst %" PRIu64 " lost), reordered %" PRIu64
+                ", with duplicates %" PRIu64 ", with late arrivals %" PRIu64 "\n",
+                grand.flows_seen, grand.flows, grand.flows_with_loss, grand.max_flow_loss, grand.flows_reordered,
+                grand.flows_with_duplicates, grand.flows_with_late);
+  out += line;
   const GeneratorSide g = generator_side(r);
   if (g.rx_imissed + g.rx_nombuf) {
     std::snprintf(line, sizeof(line),

@@ -28,7 +28,8 @@ struct StreamResult {
   uint64_t duplicates = 0;      // within the window, seen before
   uint64_t late = 0;            // older than the window: late original or old duplicate, undecidable
   uint64_t wrong_port = 0;      // arrived on the port this direction should not leave psgate by
-  uint64_t flows = 0, flows_seen = 0, flows_with_loss = 0, flows_reordered = 0, flows_with_late = 0;
+  uint64_t flows = 0, flows_seen = 0, flows_with_loss = 0, flows_reordered = 0, flows_with_duplicates = 0;
+  uint64_t flows_with_late = 0;
   uint64_t max_flow_loss = 0;
   double rx_seconds = 0;        // first to last arrival
   LatencyHistogram latency;     // ns, duplicates excluded

@@ -34,15 +34,29 @@ inline constexpr unsigned rx_bursts_per_round(size_t jobs, uint32_t tx_burst) {
   return per_round < 1 ? 2u : static_cast<unsigned>(2 * per_round);
 }
 
-struct FlowRx {
+// 64 bytes, one cache line per flow and direction: the RX path touches one
+// line per packet. Sequence state, the receive counts and a latency summary
+// (min, max, sum: a histogram per flow would not fit millions of flows; the
+// per-stream histograms have the distribution).
+struct alignas(64) FlowRx {
   uint64_t next = 0;      // highest extended sequence number seen + 1; 0: none yet
   uint64_t window = 0;
   uint64_t received = 0;  // distinct sequence numbers (late ones excluded)
-  uint32_t reordered = 0; // saturating: per-flow detail; the job totals are exact
+  uint64_t bytes = 0;     // every arrival's frame bytes (duplicates and late ones included)
+  uint64_t lat_sum_ns = 0;
+  uint32_t lat_min_ns = UINT32_MAX;  // saturating at UINT32_MAX ns (4.3 s)
+  uint32_t lat_max_ns = 0;           // saturating likewise
+  uint32_t reordered = 0; // saturating: per-flow detail; the stream totals are exact
   uint32_t duplicates = 0;
   uint32_t late = 0;      // older than the window: original or duplicate, undecidable
+  uint32_t lat_invalid = 0;  // arrivals without a plausible latency (stamp.h)
+
+  // Every arrival: distinct, duplicate or late.
+  uint64_t packets() const { return received + duplicates + late; }
+  // Arrivals with a latency sample: all but duplicates and implausible ones.
+  uint64_t lat_samples() const { return received + late - lat_invalid; }
 };
-static_assert(sizeof(FlowRx) == 40, "per-flow state must stay small: millions of flows");
+static_assert(sizeof(FlowRx) == 64, "per-flow state must stay small: millions of flows");
 
 enum class Arrival : uint8_t { kNew, kReordered, kDuplicate, kLate };
 
@@ -61,6 +75,13 @@ inline uint64_t extend_seq(uint64_t next, uint32_t seq) {
 }
 
 inline void bump(uint32_t& c) { c += c != UINT32_MAX; }
+
+inline void record_flow_latency(FlowRx& f, uint64_t ns) {
+  const uint32_t v = ns < UINT32_MAX ? static_cast<uint32_t>(ns) : UINT32_MAX;
+  f.lat_sum_ns += ns;
+  f.lat_min_ns = v < f.lat_min_ns ? v : f.lat_min_ns;
+  f.lat_max_ns = v > f.lat_max_ns ? v : f.lat_max_ns;
+}
 
 inline Arrival record_arrival(FlowRx& f, uint32_t seq32) {
   const uint64_t s = extend_seq(f.next, seq32);

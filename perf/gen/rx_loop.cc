@@ -38,7 +38,9 @@ uint16_t Engine::rx_poll(unsigned side) {
     s.last_tsc = now;
     s.packets.inc();
     s.bytes.add(m->pkt_len);
-    const Arrival a = record_arrival(s.flows[st.flow], st.seq);
+    FlowRx& flow = s.flows[st.flow];
+    flow.bytes += m->pkt_len;
+    const Arrival a = record_arrival(flow, st.seq);
     if (a == Arrival::kDuplicate) {
       ++s.duplicates;
       continue;  // no latency sample: it may be a copy of any earlier one
@@ -49,7 +51,9 @@ uint16_t Engine::rx_poll(unsigned side) {
     s.late += a == Arrival::kLate;
     s.unique.add(a != Arrival::kLate);
     const uint64_t cycles = static_cast<uint32_t>(now32 - st.tsc);  // mod 2^32: see stamp.h
-    s.latency.record(static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32));
+    const uint64_t ns = static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32);
+    s.latency.record(ns);
+    record_flow_latency(flow, ns);
   }
   rte_pktmbuf_free_bulk(bufs, n);
   return n;
