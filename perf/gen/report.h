@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "profile.h"
-#include "psgate/latency_histogram.h"
+#include "latency.h"
 
 namespace psgate::gen {
 
@@ -32,7 +32,7 @@ struct StreamResult {
   uint64_t flows_with_late = 0;
   uint64_t max_flow_loss = 0;
   double rx_seconds = 0;        // first to last arrival
-  LatencyHistogram latency;     // ns, duplicates excluded
+  LatencyBuckets latency;       // ns, duplicates excluded
 
   // Sent and never received: never negative, late arrivals never reduce it
   // (the true loss lies between lost() - late and lost()).

@@ -57,6 +57,20 @@ TEST(Report, JsonAndTable) {
   EXPECT_EQ(push["latency"]["count"], 4);
   EXPECT_EQ(push["latency"]["min_ns"], 1000);
   EXPECT_EQ(push["latency"]["max_ns"], 100'000);
+  // Nearest rank of 4 samples: p50 is the 2nd (2000 ns), reported as the
+  // upper bound of its bucket, 2047 (2^10..2^11 is cut in 16 buckets of 64 ns);
+  // p99 and p99.9 are the 4th, whose bucket bound 102399 is clamped to the max.
+  EXPECT_EQ(push["latency"]["p50_ns"], 2047);
+  EXPECT_EQ(push["latency"]["p99_ns"], 100'000);
+  EXPECT_EQ(push["latency"]["p999_ns"], 100'000);
+  // The CDF's buckets, [upper bound, count]: 1000 in 992..1023, 2000 in
+  // 1984..2047, 3000 in 2944..3071, 100000 in 98304..102399.
+  EXPECT_EQ(push["latency"]["buckets"],
+            nlohmann::json::parse("[[1023, 1], [2047, 1], [3071, 1], [102399, 1]]"));
+  EXPECT_EQ(j["jobs"][0]["pull"]["latency"]["buckets"], nlohmann::json::array());
+  // The job's total and the grand total merge the histograms.
+  EXPECT_EQ(j["jobs"][0]["total"]["latency"]["buckets"], push["latency"]["buckets"]);
+  EXPECT_EQ(j["totals"]["latency"]["buckets"], push["latency"]["buckets"]);
   EXPECT_EQ(j["jobs"][0]["size"], "imix");
   EXPECT_EQ(j["jobs"][0]["ps"], "10.0.0.5:2222");
   EXPECT_EQ(j["jobs"][0]["total"]["tx_packets"], 1500);
