@@ -52,6 +52,7 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
           {"flows_with_duplicates", s.flows_with_duplicates},
           {"flows_with_late", s.flows_with_late},
           {"max_flow_loss", s.max_flow_loss},
+          {"latency_invalid", s.latency_invalid},
           {"latency", latency_json(s.latency)}};
 }
 
@@ -94,6 +95,7 @@ void StreamResult::merge(const StreamResult& o) {
   max_flow_loss = std::max(max_flow_loss, o.max_flow_loss);
   rx_seconds = std::max(rx_seconds, o.rx_seconds);
   latency.merge(o.latency);
+  latency_invalid += o.latency_invalid;
 }
 
 std::string si(double v, const char* unit) {

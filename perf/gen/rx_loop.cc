@@ -19,7 +19,6 @@ uint16_t Engine::rx_poll(unsigned side) {
   const uint16_t n = rte_eth_rx_burst(port_[side], 0, bufs, kRxBurst);
   if (n == 0) return 0;
   const uint64_t now = rte_rdtsc();
-  const uint32_t now32 = static_cast<uint32_t>(now);
   for (uint16_t i = 0; i < n; ++i) {
     const rte_mbuf* m = bufs[i];
     Stamp st;
@@ -50,7 +49,12 @@ uint16_t Engine::rx_poll(unsigned side) {
     s.reordered += a == Arrival::kReordered;
     s.late += a == Arrival::kLate;
     s.unique.add(a != Arrival::kLate);
-    const uint64_t cycles = static_cast<uint32_t>(now32 - st.tsc);  // mod 2^32: see stamp.h
+    uint64_t cycles;
+    if (!tx_delay_cycles(now, st.tsc, epoch_tsc_, &cycles)) {  // 40 bits of TX TSC: see stamp.h
+      ++s.latency_invalid;
+      bump(flow.lat_invalid);
+      continue;
+    }
     const uint64_t ns = static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32);
     s.latency.record(ns);
     record_flow_latency(flow, ns);

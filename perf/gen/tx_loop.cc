@@ -67,7 +67,7 @@ void Engine::tx_job(size_t j, uint64_t now) {
     m->data_len = t.layout.len;
     m->pkt_len = t.layout.len;
     const Stamp stamp{s.stream, static_cast<uint32_t>(flow), static_cast<uint32_t>(s.next_seq[flow]++),
-                      static_cast<uint32_t>(rte_rdtsc())};
+                      rte_rdtsc()};
     patch_frame(data, t.layout, s.map.at(flow), stamp);
   }
 
