@@ -68,6 +68,7 @@ LiveTotals Engine::live() const {
     t.tx_packets += tx_[s].tx_packets.get();
     t.tx_bytes += tx_[s].tx_bytes.get();
     t.tx_dropped += tx_[s].tx_dropped.get();
+    t.alloc_failed += tx_[s].alloc_failed.get();
     t.rx_packets += rx_[s].packets.get();
     const uint64_t tx = tx_[s].tx_packets.get(), unique = rx_[s].unique.get();
     t.rx_unique += unique;
@@ -121,6 +122,7 @@ RunResult Engine::result() const {
       s.tx_packets = tx.tx_packets.get();
       s.tx_bytes = tx.tx_bytes.get();
       s.tx_dropped = tx.tx_dropped.get();
+      s.alloc_failed = tx.alloc_failed.get();
       s.rx_packets = rx.packets.get();
       s.rx_bytes = rx.bytes.get();
       s.reordered = rx.reordered;

@@ -47,6 +47,7 @@ struct alignas(64) StreamTx {
   std::vector<uint8_t> pattern;     // template index per position of the size sequence
   size_t pattern_pos = 0;
   Counter tx_packets, tx_bytes, tx_dropped;
+  Counter alloc_failed;             // frames admitted but not built: no mbuf (never sent)
 };
 
 struct alignas(64) StreamRx {
@@ -63,11 +64,6 @@ struct alignas(64) SideCounters {
   Counter rx_foreign;
   Counter alloc_failed;
   Counter rx_backlog;  // RX rounds that stopped at the burst cap with frames still waiting
-};
-
-struct LiveTotals {
-  uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0, rx_packets = 0, rx_unique = 0, rx_foreign = 0;
-  uint64_t pending = 0;  // sum over streams of sent - received (late arrivals not received): in flight or lost
 };
 
 class Engine {

@@ -64,13 +64,7 @@ struct Options {
 };
 
 void progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t) {
-  std::fprintf(stderr, "%7.1fs  tx %s %s  rx %s  tx_dropped %llu  lost-so-far %lld  foreign %llu\n", t,
-               si((cur.tx_packets - prev.tx_packets) / secs, "pps").c_str(),
-               si(8.0 * (cur.tx_bytes - prev.tx_bytes) / secs, "bit/s").c_str(),
-               si((cur.rx_packets - prev.rx_packets) / secs, "pps").c_str(),
-               static_cast<unsigned long long>(cur.tx_dropped),
-               static_cast<long long>(cur.tx_packets) - static_cast<long long>(cur.rx_unique),
-               static_cast<unsigned long long>(cur.rx_foreign));
+  std::fputs(format_progress(prev, cur, secs, t).c_str(), stderr);
 }
 
 // The per-flow CSV, the JSON and the table. 0, or 1 when a file could not be written.

@@ -28,6 +28,7 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
   return {{"tx_packets", s.tx_packets},
           {"tx_bytes", s.tx_bytes},
           {"tx_dropped", s.tx_dropped},
+          {"alloc_failed", s.alloc_failed},
           {"tx_pps", per_s(s.tx_packets, tx_s)},
           {"tx_bps", per_s(8.0 * s.tx_bytes, tx_s)},
           {"tx_l1_bps", per_s(8.0 * (s.tx_bytes + kL1Overhead * s.tx_packets), tx_s)},
@@ -78,6 +79,7 @@ void StreamResult::merge(const StreamResult& o) {
   tx_packets += o.tx_packets;
   tx_bytes += o.tx_bytes;
   tx_dropped += o.tx_dropped;
+  alloc_failed += o.alloc_failed;
   rx_packets += o.rx_packets;
   rx_bytes += o.rx_bytes;
   rx_unique += o.rx_unique;
@@ -189,25 +191,38 @@ nlohmann::json to_json(const RunResult& r) {
   return out;
 }
 
+std::string format_progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t) {
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "%7.1fs  tx %s %s  rx %s  tx_dropped %" PRIu64 "  lost-so-far %" PRId64 "  foreign %" PRIu64
+                "  alloc_failed %" PRIu64 "\n",
+                t, si(per_s(static_cast<double>(cur.tx_packets - prev.tx_packets), secs), "pps").c_str(),
+                si(per_s(8.0 * static_cast<double>(cur.tx_bytes - prev.tx_bytes), secs), "bit/s").c_str(),
+                si(per_s(static_cast<double>(cur.rx_packets - prev.rx_packets), secs), "pps").c_str(), cur.tx_dropped,
+                static_cast<int64_t>(cur.tx_packets - cur.rx_unique), cur.rx_foreign, cur.alloc_failed);
+  return line;
+}
+
 std::string format_table(const RunResult& r) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof(line), "psgate-gen: %.3f s of TX (%s lcore mode), drain %.3f s%s\n", r.tx_seconds,
                 r.lcore_mode.c_str(), r.drain_seconds, r.interrupted ? ", interrupted" : "");
   out += line;
-  std::snprintf(line, sizeof(line), "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %8s %10s %10s %10s %10s\n",
-                "job", "name", "dir", "tx pkts", "tx rate", "tx Mbit/s", "rx pkts", "rx rate", "lost", "reord",
-                "dup", "late", "tx_drop", "lat p50", "lat p99", "lat max");
+  std::snprintf(line, sizeof(line),
+                "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %8s %10s %10s %10s %10s %10s\n", "job", "name",
+                "dir", "tx pkts", "tx rate", "tx Mbit/s", "rx pkts", "rx rate", "lost", "reord", "dup", "late",
+                "tx_drop", "no_mbuf", "lat p50", "lat p99", "lat max");
   out += line;
   StreamResult grand;
   auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
     std::snprintf(line, sizeof(line),
                   "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64
-                  " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
+                  " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
                   id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
                   per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
                   si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates,
-                  s.late, s.tx_dropped, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
+                  s.late, s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
                   s.latency.max() / 1e3);
     out += line;
   };

@@ -21,6 +21,7 @@ namespace psgate::gen {
 struct StreamResult {
   uint64_t tx_packets = 0, tx_bytes = 0;
   uint64_t tx_dropped = 0;      // refused by a full TX ring after the retries: never sent
+  uint64_t alloc_failed = 0;    // admitted but not built for want of an mbuf: never sent
   uint64_t rx_packets = 0, rx_bytes = 0;  // every arrival, duplicates included
   uint64_t rx_unique = 0;       // distinct sequence numbers sent and received (per flow at most its sent)
   uint64_t rx_excess = 0;       // distinct sequence numbers received beyond those sent on their flow
@@ -85,6 +86,19 @@ struct GeneratorSide {
   bool loss_may_be_own() const { return lost != 0 && rx_backlog_rounds + rx_imissed + rx_nombuf != 0; }
 };
 GeneratorSide generator_side(const RunResult& r);
+
+// What the main lcore reads while the loops run (Engine::live()).
+struct LiveTotals {
+  uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0, rx_packets = 0, rx_unique = 0, rx_foreign = 0;
+  uint64_t alloc_failed = 0;
+  uint64_t pending = 0;  // sum over streams of sent - received (late arrivals not received): in flight or lost
+};
+
+// One progress line (with its newline) for the interval ending `t` seconds
+// into the run, `secs` after the previous one. perf/bench/benchlib.py parses
+// it with ^\s*([\d.]+)s\s+tx\s+([\d.]+)\s+(\w*pps)\s+.*?rx\s+([\d.]+)\s+(\w*pps):
+// new fields go at the end.
+std::string format_progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t);
 
 nlohmann::json to_json(const RunResult& r);
 std::string format_table(const RunResult& r);

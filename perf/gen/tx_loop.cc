@@ -54,6 +54,7 @@ void Engine::tx_job(size_t j, uint64_t now) {
   if (rte_pktmbuf_alloc_bulk(pool_, bufs, n) != 0) {
     driver.refund(admitted_bytes);
     side_[tx_side(static_cast<unsigned>(dir))].alloc_failed.add(n);
+    s.alloc_failed.add(n);
     return;
   }
   for (unsigned i = 0; i < n; ++i) {

@@ -2,6 +2,8 @@
 // computed from the raw counts; the table names every job and direction.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "report.h"
 
 namespace psgate::gen {
@@ -32,6 +34,7 @@ TEST(Report, JsonAndTable) {
   ja.dir[kPush].rx_unique = 990;
   ja.dir[kPush].rx_bytes = 59'880;
   ja.dir[kPush].duplicates = 8;
+  ja.dir[kPush].alloc_failed = 6;
   ja.dir[kPush].rx_seconds = 1.0;
   for (uint64_t ns : {1000, 2000, 3000, 100'000}) ja.dir[kPush].latency.record(ns);
   ja.dir[kPull].tx_packets = 500;
@@ -54,6 +57,9 @@ TEST(Report, JsonAndTable) {
   EXPECT_DOUBLE_EQ(push["tx_l1_bps"].get<double>(), 8.0 * (60'000 + 24 * 1000) / 2);
   EXPECT_DOUBLE_EQ(push["rx_pps"].get<double>(), 998.0);
   EXPECT_EQ(push["duplicates"], 8);
+  EXPECT_EQ(push["alloc_failed"], 6);
+  EXPECT_EQ(j["jobs"][0]["pull"]["alloc_failed"], 0);
+  EXPECT_EQ(j["totals"]["alloc_failed"], 6);
   EXPECT_EQ(push["latency"]["count"], 4);
   EXPECT_EQ(push["latency"]["min_ns"], 1000);
   EXPECT_EQ(push["latency"]["max_ns"], 100'000);
@@ -81,7 +87,7 @@ TEST(Report, JsonAndTable) {
   EXPECT_EQ(j["generator"]["rx_foreign"], 2);
 
   const std::string t = format_table(r);
-  for (const char* s : {"resnet", "bert", "push", "pull", "all", "without a psgate-gen stamp received: 2"}) {
+  for (const char* s : {"resnet", "bert", "push", "pull", "all", "without a psgate-gen stamp received: 2", "no_mbuf"}) {
     EXPECT_NE(t.find(s), std::string::npos) << s << "\n" << t;
   }
 }
@@ -131,6 +137,28 @@ TEST(Report, GeneratorSideTrouble) {
   t = format_table(r);
   EXPECT_NE(t.find("some loss may be"), std::string::npos) << t;
   EXPECT_NE(t.find("rx_nombuf 3"), std::string::npos) << t;
+}
+
+// The progress line keeps the shape perf/bench/benchlib.py parses (its
+// regex, verbatim), and carries the allocation failures.
+TEST(Report, ProgressLineParsesAsTheBenchmarkSuiteExpects) {
+  const std::regex bench(R"(^\s*([\d.]+)s\s+tx\s+([\d.]+)\s+(\w*pps)\s+.*?rx\s+([\d.]+)\s+(\w*pps))");
+  LiveTotals prev{.tx_packets = 1000, .tx_bytes = 60'000, .rx_packets = 900};
+  LiveTotals cur{.tx_packets = 1000 + 2'500'000, .tx_bytes = 60'000 + 150'000'000, .tx_dropped = 4,
+                 .rx_packets = 900 + 1'230'000, .rx_unique = 1'000'000, .rx_foreign = 2, .alloc_failed = 17};
+  const std::string line = format_progress(prev, cur, 2.0, 12.0);
+  ASSERT_EQ(line.back(), '\n');
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(line, m, bench)) << line;
+  EXPECT_EQ(m[1], "12.0");
+  EXPECT_EQ(m[2], "1.25");
+  EXPECT_EQ(m[3], "Mpps");
+  EXPECT_EQ(m[4], "615.00");
+  EXPECT_EQ(m[5], "kpps");
+  EXPECT_NE(line.find("600.00 Mbit/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("tx_dropped 4 "), std::string::npos) << line;
+  EXPECT_NE(line.find("lost-so-far 1501000 "), std::string::npos) << line;
+  EXPECT_NE(line.find("alloc_failed 17\n"), std::string::npos) << line;
 }
 
 TEST(Report, SiPrefixes) {
