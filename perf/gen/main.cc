@@ -267,9 +267,12 @@ int main(int argc, char** argv) {
                "After the report, keep the ports open until SIGINT/SIGTERM, so that a memif server peer can stop "
                "before its client disconnects");
   app.add_flag("--single-lcore", opt.single_lcore, "Run TX and RX in one loop even when two worker lcores exist");
-  app.add_option("--set", opt.sets, "KEY=VALUE: set a [[jobs]] key in every job of the profile (repeatable), e.g. "
-                                    "--set rate=10kpps --set size=imix");
-  app.add_option("--jobs", jobs, "Shortcut for --set count=N (N jobs, PS ports ps+0..N-1)");
+  app.add_option("--set", opt.sets,
+                 "KEY=VALUE: set a [[jobs]] key in every [[jobs]] entry of the profile (repeatable), e.g. "
+                 "--set rate=10kpps --set size=imix; count, id and ps only for a profile of one entry");
+  app.add_option("--jobs", jobs,
+                 "N copies of the job: ids id+0..N-1, PS ports ps+0..N-1 (--set count=N). Only without --profile or "
+                 "with a profile of one [[jobs]] entry; refused for a profile with more (set count in its entries)");
   app.add_option("--workers", workers, "Shortcut for --set workers=W");
   app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)");
   app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)");
