@@ -2,8 +2,9 @@
 //
 //   psgate-gen [--profile FILE] [options] -- EAL-ARGS
 //
-// Exit status: 0 after a run (loss is reported, not an error), 2 for a bad
-// command line or profile, 1 when DPDK, a port or its link cannot be set up.
+// Exit status: 0 after a run, also one stopped by a signal (loss is reported,
+// not an error), 2 for a bad command line or profile, 1 when DPDK, a port or
+// its link cannot be set up or a report file cannot be written.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -42,9 +43,10 @@ constexpr const char* kDescription =
     "reordering, duplicates and latency (min, p50, p99, p99.9, max).\n"
     "EAL arguments follow '--' (e.g. -- --no-huge -m 512 --file-prefix=gen --vdev=net_memif0,role=client,...).\n"
     "Lcores: with two worker lcores TX and RX run on separate lcores, with one in one loop; the main lcore\n"
-    "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short).\n"
-    "Exit status: 0 after a run (loss is reported, not an error), 2 for a bad command line or profile,\n"
-    "1 when DPDK, a port or its link cannot be set up.\n"
+    "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short);\n"
+    "while the links are awaited they stop the wait instead: report (nothing sent, no --hold) and exit 0.\n"
+    "Exit status: 0 after a run, also one stopped by a signal (loss is reported, not an error), 2 for a bad\n"
+    "command line or profile, 1 when DPDK, a port or its link cannot be set up or a report cannot be written.\n"
     "Profile format: perf/gen/README.md. Without --profile, one [[jobs]] entry is built from the job flags.";
 
 struct Options {
@@ -144,8 +146,29 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   for (uint16_t p : ports) {
     if (auto r = configure_port(p, pool); !r.ok()) return fail(r.error());
   }
+  auto close_ports = [&] {
+    for (uint16_t p : ports) {
+      rte_eth_dev_stop(p);
+      rte_eth_dev_close(p);
+    }
+    rte_eal_cleanup();
+  };
   for (uint16_t p : ports) {
-    if (auto r = start_and_wait_link(p, profile.link_timeout_ns, stop); !r.ok()) return fail(r.error());
+    auto r = start_and_wait_link(p, profile.link_timeout_ns, stop);
+    if (!r.ok()) return fail(r.error());
+    if (!*r) {
+      // Stopped before anything was sent: still a run (of nothing), so the
+      // report is written and the exit status is 0, as for any stop signal.
+      // No --hold: the stop it waits for has come.
+      std::fprintf(stderr, "psgate-gen: stop signal while waiting for the links; nothing sent\n");
+      RunResult result = e.result();
+      result.lcore_mode = split ? "tx+rx" : "single";
+      result.interrupted = true;
+      result.links_up = false;
+      const int status = write_reports(e, result, opt);
+      close_ports();
+      return status;
+    }
   }
   std::fprintf(stderr, "psgate-gen: %zu jobs, ports host-side %u wire-side %u up, %s\n", profile.jobs.size(),
                *host, *wire,
@@ -189,12 +212,16 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   }
 
   // Stop TX, then let in-flight frames arrive: until every sent frame is
-  // accounted for, the drain time passes, or a second signal.
+  // accounted for, the drain time passes, or a signal (the second one, if
+  // a signal stopped TX), also while TX finishes its round.
   e.stop_tx();
-  while (!e.tx_finished()) psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1));
+  bool cut_drain = false;
+  while (!e.tx_finished()) {
+    if (psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1))) cut_drain = interrupted = true;
+  }
   const auto drain_start = Clock::now();
   const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
-  for (;;) {
+  while (!cut_drain) {
     const LiveTotals t = e.live();
     if (t.pending == 0 || Clock::now() >= drain_end) break;
     const auto wait = std::min<Clock::duration>(std::chrono::milliseconds(5), drain_end - Clock::now());
@@ -220,11 +247,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     while (sigwaitinfo(&stop, nullptr) < 0) {
     }
   }
-  for (uint16_t p : ports) {
-    rte_eth_dev_stop(p);
-    rte_eth_dev_close(p);
-  }
-  rte_eal_cleanup();
+  close_ports();
   return status;
 }
 

@@ -138,6 +138,7 @@ nlohmann::json to_json(const RunResult& r) {
                       {"tx_seconds", r.tx_seconds},
                       {"drain_seconds", r.drain_seconds},
                       {"interrupted", r.interrupted},
+                      {"links_up", r.links_up},
                       {"rx_foreign", r.rx_foreign},
                       {"rx_bursts_per_round", r.rx_bursts_per_round},
                       {"units", "bytes: frames without FCS; *_l1_bps: +24 B per frame; latency in ns"}};
@@ -207,7 +208,8 @@ std::string format_table(const RunResult& r) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof(line), "psgate-gen: %.3f s of TX (%s lcore mode), drain %.3f s%s\n", r.tx_seconds,
-                r.lcore_mode.c_str(), r.drain_seconds, r.interrupted ? ", interrupted" : "");
+                r.lcore_mode.c_str(), r.drain_seconds,
+                !r.links_up ? ", interrupted while waiting for the links" : r.interrupted ? ", interrupted" : "");
   out += line;
   std::snprintf(line, sizeof(line),
                 "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %8s %10s %10s %10s %10s %10s\n", "job", "name",

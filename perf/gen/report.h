@@ -64,7 +64,8 @@ struct RunResult {
   uint64_t tsc_hz = 0;
   double tx_seconds = 0;   // TX start to TX stop
   double drain_seconds = 0;
-  bool interrupted = false;
+  bool interrupted = false;  // a stop signal ended the run (or the wait for the links)
+  bool links_up = true;      // false: stopped while waiting for the links, nothing sent
   unsigned rx_bursts_per_round = 0;  // poll cap per port and RX round
   std::vector<PortResult> ports;
   std::vector<JobResult> jobs;

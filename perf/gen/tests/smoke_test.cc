@@ -236,4 +236,39 @@ rate = ")" << kRatePps << R"(pps"
   }
 }
 
+// A stop signal while the generator waits for its links (no memif server
+// listening) ends the wait: a report of nothing sent, exit status 0, and no
+// --hold (the signal it would wait for has come).
+TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-sig-XXXXXX";
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  const std::string dir = templ;
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  Child g({gen, "--json", dir + "/gen.json", "--link-timeout", "60", "--hold", "--rate", "1kpps", "--", "--no-huge",
+           "-m", "128", "--no-pci", "--file-prefix=gsmoke-sig-" + std::to_string(getpid()), "--log-level=4",
+           "--lcores=0@" + std::to_string(1 % cpus) + ",1@0", "--vdev=net_memif0,role=client,socket=" + dir + "/h.sock",
+           "--vdev=net_memif1,role=client,socket=" + dir + "/w.sock"},
+          dir + "/gen.out");
+  // Waiting for the links once EAL is up: a failed memif connect is logged on every retry.
+  const auto by = Clock::now() + std::chrono::seconds(60);
+  while (g.running() && Clock::now() < by && g.output().find("memif_connect_client") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(g.running()) << g.output();
+  g.signal(SIGINT);
+  ASSERT_EQ(g.wait(30), 0) << g.output();
+  const json gj = json::parse(read_file(dir + "/gen.json"));
+  EXPECT_EQ(gj["generator"]["interrupted"], true);
+  EXPECT_EQ(gj["generator"]["links_up"], false);
+  EXPECT_EQ(gj["totals"]["tx_packets"], 0);
+  EXPECT_EQ(gj["totals"]["lost"], 0);
+  EXPECT_NE(g.output().find("nothing sent"), std::string::npos) << g.output();
+  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
 }  // namespace
