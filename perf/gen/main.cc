@@ -40,7 +40,8 @@ constexpr const char* kDescription =
     "pull frames (PS -> workers) leave by the host-side port (facing psgate's host port) and return on the\n"
     "wire-side port; push frames the other way. Every frame carries job, flow, per-flow sequence number and\n"
     "TX TSC; the report gives per job and direction: TX/RX packets, bytes and rates, loss (after the drain),\n"
-    "reordering, duplicates and latency (min, p50, p99, p99.9, max).\n"
+    "reordering, duplicates, late arrivals and latency (min, p50, p99, p99.9, max and the histogram), whether\n"
+    "the generator itself fell behind, and with --flows-csv the same per flow.\n"
     "EAL arguments follow '--' (e.g. -- --no-huge -m 512 --file-prefix=gen --vdev=net_memif0,role=client,...).\n"
     "Lcores: with two worker lcores TX and RX run on separate lcores, with one in one loop; the main lcore\n"
     "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short);\n"
@@ -269,13 +270,30 @@ int main(int argc, char** argv) {
   Options opt;
   std::string jobs, workers, flows, rate, size, direction, proto, pattern;
   app.add_option("-p,--profile", opt.profile_path, "TOML traffic profile (perf/gen/README.md)");
-  app.add_option("-d,--duration", opt.duration_s, "Send for this many seconds (default: the profile's, else until SIGINT)")
+  // Every [generator] setting a flag overrides: the flag wins, else the
+  // profile's value, else the built-in default (taken from Profile itself).
+  const Profile defaults;
+  auto secs = [](uint64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(ns) / 1e9);
+    return std::string(buf);
+  };
+  auto dflt = [](const char* key, const std::string& value) {
+    return " (default: the profile's [generator] " + std::string(key) + ", else " + value + ")";
+  };
+  app.add_option("-d,--duration", opt.duration_s,
+                 "Send for this many seconds; 0: until SIGINT/SIGTERM" + dflt("duration", "0"))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--drain", opt.drain_s, "After TX stops, wait at most this many seconds for in-flight frames (default 0.5)")
+  app.add_option("--drain", opt.drain_s,
+                 "After TX stops, wait at most this many seconds for in-flight frames" +
+                     dflt("drain", secs(defaults.drain_ns)))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--interval", opt.interval_s, "Progress line on stderr every this many seconds; 0: none (default 1)")
+  app.add_option("--interval", opt.interval_s,
+                 "Progress line on stderr every this many seconds; 0: none" +
+                     dflt("interval", secs(defaults.interval_ns)))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--link-timeout", opt.link_timeout_s, "Seconds to wait for the ports' links (default 10)")
+  app.add_option("--link-timeout", opt.link_timeout_s,
+                 "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
       ->check(CLI::NonNegativeNumber);
   app.add_option("--json", opt.json_path, "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
   app.add_option("--flows-csv", opt.flows_csv_path,
@@ -283,9 +301,12 @@ int main(int argc, char** argv) {
                  "5-tuple, packets and bytes, lost, reordered, duplicates, late, latency min/mean/max "
                  "(perf/gen/README.md)");
   app.add_flag("-q,--quiet", opt.quiet, "Do not print the table");
-  app.add_option("--host-port", opt.host_port, "Host-side port (faces psgate's host port): id or device name (default 0)");
-  app.add_option("--wire-port", opt.wire_port, "Wire-side port (faces psgate's wire port): id or device name (default 1)");
-  app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64 (default 32)")->check(CLI::Range(1, 64));
+  app.add_option("--host-port", opt.host_port,
+                 "Host-side port (faces psgate's host port): id or device name" + dflt("host_port", defaults.host_port));
+  app.add_option("--wire-port", opt.wire_port,
+                 "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port));
+  app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64" + dflt("burst", std::to_string(defaults.tx_burst)))
+      ->check(CLI::Range(1, 64));
   app.add_flag("--hold", opt.hold,
                "After the report, keep the ports open until SIGINT/SIGTERM, so that a memif server peer can stop "
                "before its client disconnects");
