@@ -42,8 +42,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Profile& profile, uint16_t 
       tx.stream = static_cast<uint16_t>(s);
       tx.flows = job.flows;
       tx.map = FlowMap(job);
-      tx.next_seq.assign(job.flows, 0);
       std::vector<uint32_t> distinct;
+      std::vector<uint8_t> pattern;
       for (uint32_t size : sizes) {
         auto it = std::find(distinct.begin(), distinct.end(), size);
         if (it == distinct.end()) {
@@ -51,8 +51,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Profile& profile, uint16_t 
           tx.templates.push_back(build_template(job, static_cast<Dir>(d), size));
           it = distinct.end() - 1;
         }
-        tx.pattern.push_back(static_cast<uint8_t>(it - distinct.begin()));
+        pattern.push_back(static_cast<uint8_t>(it - distinct.begin()));
       }
+      tx.seq = TxSequence(job.flows, std::move(pattern));
       StreamRx& rx = e->rx_[s];
       rx.active = true;
       rx.side = rx_side(d);
@@ -131,7 +132,7 @@ RunResult Engine::result() const {
       s.latency_invalid = rx.latency_invalid;
       s.wrong_port = rx.wrong_port;
       s.flows = tx.flows;
-      summarize_flows(rx.flows.data(), tx.next_seq.data(), tx.flows, s);
+      summarize_flows(rx.flows.data(), tx.seq.sent().data(), tx.flows, s);
       if (s.rx_packets) s.rx_seconds = static_cast<double>(rx.last_tsc - rx.first_tsc) / static_cast<double>(tsc_hz_);
       s.latency = rx.latency;
     }
@@ -147,7 +148,7 @@ bool Engine::write_flows_csv(std::FILE* out) const {
       const StreamTx& tx = tx_[j * 2 + d];
       if (!tx.active) continue;
       if (!psgate::gen::write_flows_csv(out, profile_.jobs[j], static_cast<Dir>(d), rx_[j * 2 + d].flows.data(),
-                                        tx.next_seq.data(), tx.flows)) {
+                                        tx.seq.sent().data(), tx.flows)) {
         return false;
       }
     }

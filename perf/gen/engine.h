@@ -26,6 +26,7 @@
 #include "psgate/result.h"
 #include "report.h"
 #include "rx_accounting.h"
+#include "tx_sequence.h"
 
 namespace psgate::gen {
 
@@ -40,12 +41,9 @@ struct alignas(64) StreamTx {
   uint16_t port = 0;
   uint16_t stream = 0;
   uint64_t flows = 0;
-  uint64_t cursor = 0;              // next flow, round robin
   FlowMap map;
-  std::vector<uint64_t> next_seq;   // per flow: packets sent = next sequence number
+  TxSequence seq;                   // pattern position, flow cursor, per-flow sequence numbers
   std::vector<FrameTemplate> templates;  // one per distinct frame size
-  std::vector<uint8_t> pattern;     // template index per position of the size sequence
-  size_t pattern_pos = 0;
   Counter tx_packets, tx_bytes, tx_dropped;
   Counter alloc_failed;             // frames admitted but not built: no mbuf (never sent)
 };
