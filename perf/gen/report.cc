@@ -169,7 +169,8 @@ nlohmann::json to_json(const RunResult& r) {
     char buf[16];
     nlohmann::json jj = {{"id", j.id},
                          {"name", j.name},
-                         {"ps", format_addr(j.ps_addr) + ":" + std::to_string(j.ps_port)},
+                         {"ps", (j.ps_addr.v6 ? "[" + format_addr(j.ps_addr) + "]" : format_addr(j.ps_addr)) + ":" +
+                                    std::to_string(j.ps_port)},  // as in the profile
                          {"proto", j.proto == Proto::kTcp ? "tcp" : "udp"},
                          {"workers", j.workers},
                          {"flows", j.flows},

@@ -22,6 +22,7 @@ TEST(Report, JsonAndTable) {
   b.dirs = 1u << kPull;
   b.size_model = SizeModel::kFixed;
   b.size = 128;
+  b.ps_addr = Addr{true, 0xfd00ull << 48, 5};  // fd00::5
 
   RunResult r;
   r.lcore_mode = "single";
@@ -82,6 +83,7 @@ TEST(Report, JsonAndTable) {
   EXPECT_EQ(j["jobs"][0]["total"]["tx_packets"], 1500);
   EXPECT_FALSE(j["jobs"][1].contains("push"));
   EXPECT_EQ(j["jobs"][1]["size"], "128B");
+  EXPECT_EQ(j["jobs"][1]["ps"], "[fd00::5]:2222");  // as a profile writes it
   EXPECT_EQ(j["totals"]["tx_packets"], 1510);
   EXPECT_EQ(j["totals"]["lost"], 10);
   EXPECT_EQ(j["generator"]["rx_foreign"], 2);
