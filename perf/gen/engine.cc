@@ -7,6 +7,7 @@
 #include <rte_ethdev.h>
 
 #include <algorithm>
+#include <new>
 
 namespace psgate::gen {
 
@@ -28,11 +29,27 @@ Result<std::unique_ptr<Engine>> Engine::create(const Profile& profile, uint16_t 
   e->rx_max_bursts_ = rx_bursts_per_round(jobs, profile.tx_burst);
   e->drivers_.reserve(jobs);
   const uint64_t now = rte_rdtsc();
+  try {
+    e->build_streams(now);
+  } catch (const std::bad_alloc&) {
+    uint64_t states = 0;
+    for (const JobProfile& job : profile.jobs) states += job.flows * static_cast<unsigned>(__builtin_popcount(job.dirs));
+    return R::failure("cannot allocate the per-flow state: " + std::to_string(states) + " flows x directions at " +
+                      std::to_string(sizeof(FlowRx) + sizeof(uint64_t)) + " bytes each (" +
+                      std::to_string(states * (sizeof(FlowRx) + sizeof(uint64_t)) >> 20) + " MiB)");
+  }
+  return e;
+}
+
+void Engine::build_streams(uint64_t now) {
+  const Profile& profile = profile_;
+  Engine* e = this;
+  const size_t jobs = profile.jobs.size();
   for (size_t j = 0; j < jobs; ++j) {
     const JobProfile& job = profile.jobs[j];
     const std::vector<uint32_t> sizes = size_pattern(job);
     const uint32_t largest = *std::max_element(sizes.begin(), sizes.end()) - kFcsBytes;
-    e->drivers_.emplace_back(job, tsc_hz, largest, profile.tx_burst, now);
+    e->drivers_.emplace_back(job, tsc_hz_, largest, profile.tx_burst, now);
     for (unsigned d = 0; d < 2; ++d) {
       if (!job.sends(static_cast<Dir>(d))) continue;
       const size_t s = j * 2 + d;
@@ -60,7 +77,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const Profile& profile, uint16_t 
       rx.flows.assign(job.flows, FlowRx{});
     }
   }
-  return e;
 }
 
 LiveTotals Engine::live() const {

@@ -87,6 +87,7 @@ class Engine {
 
  private:
   Engine(const Profile& profile, uint16_t host_port, uint16_t wire_port, rte_mempool* pool, uint64_t tsc_hz);
+  void build_streams(uint64_t now);  // allocates; may throw std::bad_alloc
   void tx_begin();
   void tx_round(uint64_t now);
   void tx_job(size_t job, uint64_t now);
