@@ -165,7 +165,9 @@ TEST(Frame, TxDelayFromFortyBits) {
   for (const Case& c : cases) {
     uint64_t cycles = 12345;
     EXPECT_EQ(tx_delay_cycles(c.now, c.tx & kStampTscMask, c.epoch, &cycles), c.valid) << c.what;
-    if (c.valid) EXPECT_EQ(cycles, c.cycles) << c.what;
+    if (c.valid) {
+      EXPECT_EQ(cycles, c.cycles) << c.what;
+    }
   }
   // In a run younger than 2^40 cycles no delay can reach 2^40 (its frame was
   // sent after the epoch), so every delay that comes out is exact: check all
