@@ -14,6 +14,7 @@
 #include <rte_mbuf.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -21,10 +22,11 @@
 #include "job_driver.h"
 #include "profile.h"
 #include "psgate/counters.h"
-#include "psgate/latency_histogram.h"
+#include "latency.h"
 #include "psgate/result.h"
 #include "report.h"
 #include "rx_accounting.h"
+#include "tx_sequence.h"
 
 namespace psgate::gen {
 
@@ -39,13 +41,11 @@ struct alignas(64) StreamTx {
   uint16_t port = 0;
   uint16_t stream = 0;
   uint64_t flows = 0;
-  uint64_t cursor = 0;              // next flow, round robin
   FlowMap map;
-  std::vector<uint64_t> next_seq;   // per flow: packets sent = next sequence number
+  TxSequence seq;                   // pattern position, flow cursor, per-flow sequence numbers
   std::vector<FrameTemplate> templates;  // one per distinct frame size
-  std::vector<uint8_t> pattern;     // template index per position of the size sequence
-  size_t pattern_pos = 0;
   Counter tx_packets, tx_bytes, tx_dropped;
+  Counter alloc_failed;             // frames admitted but not built: no mbuf (never sent)
 };
 
 struct alignas(64) StreamRx {
@@ -53,18 +53,15 @@ struct alignas(64) StreamRx {
   unsigned side = 0;                // where this stream should arrive
   std::vector<FlowRx> flows;
   Counter packets, bytes, unique;
-  uint64_t reordered = 0, duplicates = 0, late = 0, wrong_port = 0;
+  uint64_t reordered = 0, duplicates = 0, late = 0, wrong_port = 0, latency_invalid = 0;
   uint64_t first_tsc = 0, last_tsc = 0;
-  LatencyHistogram latency;         // ns
+  LatencyBuckets latency;           // ns
 };
 
 struct alignas(64) SideCounters {
   Counter rx_foreign;
   Counter alloc_failed;
-};
-
-struct LiveTotals {
-  uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0, rx_packets = 0, rx_unique = 0, rx_foreign = 0;
+  Counter rx_backlog;  // RX rounds that stopped at the burst cap with frames still waiting
 };
 
 class Engine {
@@ -85,21 +82,26 @@ class Engine {
   LiveTotals live() const;
   // After the loops returned.
   RunResult result() const;
+  // One CSV record per flow and direction (flow_report.h); false on a write error.
+  bool write_flows_csv(std::FILE* out) const;
 
  private:
   Engine(const Profile& profile, uint16_t host_port, uint16_t wire_port, rte_mempool* pool, uint64_t tsc_hz);
+  void build_streams(uint64_t now);  // allocates; may throw std::bad_alloc
   void tx_begin();
   void tx_round(uint64_t now);
   void tx_job(size_t job, uint64_t now);
   void tx_end();
   void rx_round();
-  void rx_poll(unsigned side);
+  void rx_drain(unsigned side);
+  uint16_t rx_poll(unsigned side);
 
   const Profile& profile_;
   uint16_t port_[2];
   bool same_port_;
   rte_mempool* pool_;
   uint64_t tsc_hz_;
+  uint64_t epoch_tsc_;         // before any frame is sent: no plausible TX TSC is older
   uint64_t ns_per_cycle_q32_;  // ns = cycles * this >> 32
 
   std::vector<JobDriver> drivers_;
@@ -107,6 +109,7 @@ class Engine {
   std::unique_ptr<StreamRx[]> rx_;
   size_t streams_ = 0;
   size_t rr_ = 0;  // first job of the next TX round
+  unsigned rx_max_bursts_ = 2;  // per port and RX round: rx_bursts_per_round()
   SideCounters side_[2];
 
   std::atomic<bool> stop_tx_{false}, stop_rx_{false}, tx_finished_{false};

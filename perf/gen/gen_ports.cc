@@ -84,7 +84,7 @@ Result<bool> start_and_wait_link(uint16_t port, uint64_t timeout_ns, const sigse
       return Result<bool>::failure(port_label(port) + ": link still down after " +
                                    std::to_string(timeout_ns / 1'000'000) + " ms (is the peer running?)");
     }
-    if (nap_or_signal(stop)) return Result<bool>::failure(port_label(port) + ": interrupted while waiting for link");
+    if (nap_or_signal(stop)) return false;
   }
 }
 

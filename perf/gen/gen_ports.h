@@ -19,7 +19,8 @@ Result<uint16_t> resolve_port(const std::string& spec);
 Result<bool> configure_port(uint16_t port, rte_mempool* pool);
 
 // Starts the port (retrying while start fails) and waits for link up, until
-// `timeout_ns` or a pending signal in `stop` (reported as an error).
+// `timeout_ns` (an error) or a signal of `stop` (taken; returns false).
+// True: the link is up.
 Result<bool> start_and_wait_link(uint16_t port, uint64_t timeout_ns, const sigset_t& stop);
 
 }  // namespace psgate::gen

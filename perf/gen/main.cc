@@ -2,8 +2,9 @@
 //
 //   psgate-gen [--profile FILE] [options] -- EAL-ARGS
 //
-// Exit status: 0 after a run (loss is reported, not an error), 2 for a bad
-// command line or profile, 1 when DPDK, a port or its link cannot be set up.
+// Exit status: 0 after a run, also one stopped by a signal (loss is reported,
+// not an error), 2 for a bad command line or profile, 1 when DPDK, a port or
+// its link cannot be set up or a report file cannot be written.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -14,7 +15,9 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -37,12 +40,14 @@ constexpr const char* kDescription =
     "pull frames (PS -> workers) leave by the host-side port (facing psgate's host port) and return on the\n"
     "wire-side port; push frames the other way. Every frame carries job, flow, per-flow sequence number and\n"
     "TX TSC; the report gives per job and direction: TX/RX packets, bytes and rates, loss (after the drain),\n"
-    "reordering, duplicates and latency (min, p50, p99, p99.9, max).\n"
+    "reordering, duplicates, late arrivals and latency (min, p50, p99, p99.9, max and the histogram), whether\n"
+    "the generator itself fell behind, and with --flows-csv the same per flow.\n"
     "EAL arguments follow '--' (e.g. -- --no-huge -m 512 --file-prefix=gen --vdev=net_memif0,role=client,...).\n"
     "Lcores: with two worker lcores TX and RX run on separate lcores, with one in one loop; the main lcore\n"
-    "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short).\n"
-    "Exit status: 0 after a run (loss is reported, not an error), 2 for a bad command line or profile,\n"
-    "1 when DPDK, a port or its link cannot be set up.\n"
+    "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short);\n"
+    "while the links are awaited they stop the wait instead: report (nothing sent, no --hold) and exit 0.\n"
+    "Exit status: 0 after a run, also one stopped by a signal (loss is reported, not an error), 2 for a bad\n"
+    "command line or profile, 1 when DPDK, a port or its link cannot be set up or a report cannot be written.\n"
     "Profile format: perf/gen/README.md. Without --profile, one [[jobs]] entry is built from the job flags.";
 
 struct Options {
@@ -52,6 +57,7 @@ struct Options {
   double interval_s = -1;
   double link_timeout_s = -1;
   std::string json_path;
+  std::string flows_csv_path;
   std::vector<std::string> sets;
   std::string host_port, wire_port;
   int burst = 0;
@@ -61,13 +67,45 @@ struct Options {
 };
 
 void progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t) {
-  std::fprintf(stderr, "%7.1fs  tx %s %s  rx %s  tx_dropped %llu  lost-so-far %lld  foreign %llu\n", t,
-               si((cur.tx_packets - prev.tx_packets) / secs, "pps").c_str(),
-               si(8.0 * (cur.tx_bytes - prev.tx_bytes) / secs, "bit/s").c_str(),
-               si((cur.rx_packets - prev.rx_packets) / secs, "pps").c_str(),
-               static_cast<unsigned long long>(cur.tx_dropped),
-               static_cast<long long>(cur.tx_packets) - static_cast<long long>(cur.rx_unique),
-               static_cast<unsigned long long>(cur.rx_foreign));
+  std::fputs(format_progress(prev, cur, secs, t).c_str(), stderr);
+}
+
+// The per-flow CSV, the JSON and the table. 0, or 1 when a file could not be written.
+int write_reports(const Engine& e, const RunResult& result, const Options& opt) {
+  int status = 0;
+  // Per-flow records first: a script that waits for the JSON finds them complete.
+  if (!opt.flows_csv_path.empty()) {
+    const std::string tmp = opt.flows_csv_path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    const bool ok = f && e.write_flows_csv(f);
+    if (f && std::fclose(f) != 0) f = nullptr;
+    if (!ok || !f || std::rename(tmp.c_str(), opt.flows_csv_path.c_str()) != 0) {
+      std::fprintf(stderr, "psgate-gen: cannot write %s: %s\n", opt.flows_csv_path.c_str(), std::strerror(errno));
+      std::remove(tmp.c_str());
+      status = 1;
+    }
+  }
+  const std::string json = to_json(result).dump(2) + "\n";
+  const std::string table = format_table(result);
+  if (opt.json_path == "-") {
+    std::fputs(json.c_str(), stdout);
+    if (!opt.quiet) std::fputs(table.c_str(), stderr);
+  } else {
+    if (!opt.json_path.empty()) {
+      // Complete or absent: a script may poll for the file (see --hold).
+      const std::string tmp = opt.json_path + ".tmp";
+      std::ofstream out(tmp);
+      out << json;
+      out.close();
+      if (!out || std::rename(tmp.c_str(), opt.json_path.c_str()) != 0) {
+        std::fprintf(stderr, "psgate-gen: cannot write %s\n", opt.json_path.c_str());
+        status = 1;
+      }
+    }
+    if (!opt.quiet) std::fputs(table.c_str(), stdout);
+  }
+  std::fflush(stdout);
+  return status;
 }
 
 int run(const Profile& profile, const Options& opt, std::vector<std::string> eal_args) {
@@ -109,8 +147,29 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   for (uint16_t p : ports) {
     if (auto r = configure_port(p, pool); !r.ok()) return fail(r.error());
   }
+  auto close_ports = [&] {
+    for (uint16_t p : ports) {
+      rte_eth_dev_stop(p);
+      rte_eth_dev_close(p);
+    }
+    rte_eal_cleanup();
+  };
   for (uint16_t p : ports) {
-    if (auto r = start_and_wait_link(p, profile.link_timeout_ns, stop); !r.ok()) return fail(r.error());
+    auto r = start_and_wait_link(p, profile.link_timeout_ns, stop);
+    if (!r.ok()) return fail(r.error());
+    if (!*r) {
+      // Stopped before anything was sent: still a run (of nothing), so the
+      // report is written and the exit status is 0, as for any stop signal.
+      // No --hold: the stop it waits for has come.
+      std::fprintf(stderr, "psgate-gen: stop signal while waiting for the links; nothing sent\n");
+      RunResult result = e.result();
+      result.lcore_mode = split ? "tx+rx" : "single";
+      result.interrupted = true;
+      result.links_up = false;
+      const int status = write_reports(e, result, opt);
+      close_ports();
+      return status;
+    }
   }
   std::fprintf(stderr, "psgate-gen: %zu jobs, ports host-side %u wire-side %u up, %s\n", profile.jobs.size(),
                *host, *wire,
@@ -154,14 +213,18 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   }
 
   // Stop TX, then let in-flight frames arrive: until every sent frame is
-  // accounted for, the drain time passes, or a second signal.
+  // accounted for, the drain time passes, or a signal (the second one, if
+  // a signal stopped TX), also while TX finishes its round.
   e.stop_tx();
-  while (!e.tx_finished()) psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1));
+  bool cut_drain = false;
+  while (!e.tx_finished()) {
+    if (psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1))) cut_drain = interrupted = true;
+  }
   const auto drain_start = Clock::now();
   const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
-  for (;;) {
+  while (!cut_drain) {
     const LiveTotals t = e.live();
-    if (t.rx_unique >= t.tx_packets || Clock::now() >= drain_end) break;
+    if (t.pending == 0 || Clock::now() >= drain_end) break;
     const auto wait = std::min<Clock::duration>(std::chrono::milliseconds(5), drain_end - Clock::now());
     if (psgate::wait_for_stop_signal(stop, wait)) {
       interrupted = true;
@@ -176,27 +239,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   result.lcore_mode = split ? "tx+rx" : "single";
   result.drain_seconds = drain_s;
   result.interrupted = interrupted;
-  int status = 0;
-  const std::string json = to_json(result).dump(2) + "\n";
-  const std::string table = format_table(result);
-  if (opt.json_path == "-") {
-    std::fputs(json.c_str(), stdout);
-    if (!opt.quiet) std::fputs(table.c_str(), stderr);
-  } else {
-    if (!opt.json_path.empty()) {
-      // Complete or absent: a script may poll for the file (see --hold).
-      const std::string tmp = opt.json_path + ".tmp";
-      std::ofstream out(tmp);
-      out << json;
-      out.close();
-      if (!out || std::rename(tmp.c_str(), opt.json_path.c_str()) != 0) {
-        std::fprintf(stderr, "psgate-gen: cannot write %s\n", opt.json_path.c_str());
-        status = 1;
-      }
-    }
-    if (!opt.quiet) std::fputs(table.c_str(), stdout);
-  }
-  std::fflush(stdout);
+  const int status = write_reports(e, result, opt);
   if (opt.hold) {
     // Nothing polls the ports any more, but they stay started: stopping a
     // memif port disconnects it, which is what --hold exists to delay (a
@@ -205,11 +248,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     while (sigwaitinfo(&stop, nullptr) < 0) {
     }
   }
-  for (uint16_t p : ports) {
-    rte_eth_dev_stop(p);
-    rte_eth_dev_close(p);
-  }
-  rte_eal_cleanup();
+  close_ports();
   return status;
 }
 
@@ -231,26 +270,53 @@ int main(int argc, char** argv) {
   Options opt;
   std::string jobs, workers, flows, rate, size, direction, proto, pattern;
   app.add_option("-p,--profile", opt.profile_path, "TOML traffic profile (perf/gen/README.md)");
-  app.add_option("-d,--duration", opt.duration_s, "Send for this many seconds (default: the profile's, else until SIGINT)")
+  // Every [generator] setting a flag overrides: the flag wins, else the
+  // profile's value, else the built-in default (taken from Profile itself).
+  const Profile defaults;
+  auto secs = [](uint64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(ns) / 1e9);
+    return std::string(buf);
+  };
+  auto dflt = [](const char* key, const std::string& value) {
+    return " (default: the profile's [generator] " + std::string(key) + ", else " + value + ")";
+  };
+  app.add_option("-d,--duration", opt.duration_s,
+                 "Send for this many seconds; 0: until SIGINT/SIGTERM" + dflt("duration", "0"))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--drain", opt.drain_s, "After TX stops, wait at most this many seconds for in-flight frames (default 0.5)")
+  app.add_option("--drain", opt.drain_s,
+                 "After TX stops, wait at most this many seconds for in-flight frames" +
+                     dflt("drain", secs(defaults.drain_ns)))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--interval", opt.interval_s, "Progress line on stderr every this many seconds; 0: none (default 1)")
+  app.add_option("--interval", opt.interval_s,
+                 "Progress line on stderr every this many seconds; 0: none" +
+                     dflt("interval", secs(defaults.interval_ns)))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--link-timeout", opt.link_timeout_s, "Seconds to wait for the ports' links (default 10)")
+  app.add_option("--link-timeout", opt.link_timeout_s,
+                 "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
       ->check(CLI::NonNegativeNumber);
   app.add_option("--json", opt.json_path, "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
+  app.add_option("--flows-csv", opt.flows_csv_path,
+                 "After the run, write one CSV record per flow and direction to this file: job, direction, flow, "
+                 "5-tuple, packets and bytes, lost, reordered, duplicates, late, latency min/mean/max "
+                 "(perf/gen/README.md)");
   app.add_flag("-q,--quiet", opt.quiet, "Do not print the table");
-  app.add_option("--host-port", opt.host_port, "Host-side port (faces psgate's host port): id or device name (default 0)");
-  app.add_option("--wire-port", opt.wire_port, "Wire-side port (faces psgate's wire port): id or device name (default 1)");
-  app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64 (default 32)")->check(CLI::Range(1, 64));
+  app.add_option("--host-port", opt.host_port,
+                 "Host-side port (faces psgate's host port): id or device name" + dflt("host_port", defaults.host_port));
+  app.add_option("--wire-port", opt.wire_port,
+                 "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port));
+  app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64" + dflt("burst", std::to_string(defaults.tx_burst)))
+      ->check(CLI::Range(1, 64));
   app.add_flag("--hold", opt.hold,
                "After the report, keep the ports open until SIGINT/SIGTERM, so that a memif server peer can stop "
                "before its client disconnects");
   app.add_flag("--single-lcore", opt.single_lcore, "Run TX and RX in one loop even when two worker lcores exist");
-  app.add_option("--set", opt.sets, "KEY=VALUE: set a [[jobs]] key in every job of the profile (repeatable), e.g. "
-                                    "--set rate=10kpps --set size=imix");
-  app.add_option("--jobs", jobs, "Shortcut for --set count=N (N jobs, PS ports ps+0..N-1)");
+  app.add_option("--set", opt.sets,
+                 "KEY=VALUE: set a [[jobs]] key in every [[jobs]] entry of the profile (repeatable), e.g. "
+                 "--set rate=10kpps --set size=imix; count, id and ps only for a profile of one entry");
+  app.add_option("--jobs", jobs,
+                 "N copies of the job: ids id+0..N-1, PS ports ps+0..N-1 (--set count=N). Only without --profile or "
+                 "with a profile of one [[jobs]] entry; refused for a profile with more (set count in its entries)");
   app.add_option("--workers", workers, "Shortcut for --set workers=W");
   app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)");
   app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)");
@@ -281,6 +347,22 @@ int main(int argc, char** argv) {
                                           : load_profile_file(opt.profile_path, overrides);
   if (!profile.ok()) {
     std::fprintf(stderr, "psgate-gen: %s\n", profile.error().c_str());
+    return 2;
+  }
+  // Output files are written after the run: find out now that they cannot be.
+  for (const std::string* path : {&opt.json_path, &opt.flows_csv_path}) {
+    if (path->empty() || *path == "-") continue;
+    const std::string tmp = *path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "psgate-gen: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+      return 2;
+    }
+    std::fclose(f);
+    std::remove(tmp.c_str());
+  }
+  if (!opt.flows_csv_path.empty() && opt.flows_csv_path == opt.json_path) {
+    std::fprintf(stderr, "psgate-gen: --flows-csv and --json name the same file\n");
     return 2;
   }
   Profile& p = *profile;

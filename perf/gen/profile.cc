@@ -69,6 +69,20 @@ class Parser {
     } else {
       entries.emplace_back();  // a job made of the overrides (and defaults)
     }
+    // Overrides apply to every entry: the keys that tell jobs apart would
+    // make several entries collide (equal ids, PS endpoints, or count copies
+    // of each starting at the same id and port).
+    if (entries.size() > 1) {
+      for (std::string_view key : {"count", "id", "ps"}) {
+        if (!overrides.get(key)) continue;
+        return error(std::string(key),
+                     "cannot be set from the command line (" +
+                         std::string(key == "count" ? "--jobs, " : "") + "--set " + std::string(key) +
+                         "=...) for a profile with " + std::to_string(entries.size()) +
+                         " [[jobs]] entries: it would apply to each of them and make them collide; set it in the "
+                         "profile's entries instead");
+      }
+    }
     for (size_t i = 0; i < entries.size(); ++i) {
       toml::table& t = entries[i];
       for (auto&& [k, v] : overrides) t.insert_or_assign(k, v);

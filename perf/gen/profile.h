@@ -83,7 +83,7 @@ struct Profile {
 };
 
 // Limits that keep per-flow state in memory and ids in their stamp fields.
-inline constexpr uint64_t kMaxFlowsPerJob = 1ull << 24;
+inline constexpr uint64_t kMaxFlowsPerJob = 1ull << 24;  // the stamp's flow field: 24 bits
 inline constexpr uint64_t kMaxFlowStates = 1ull << 25;  // sum of flows x directions
 inline constexpr size_t kMaxJobs = 32768;               // stamp stream field: job * 2 + dir
 

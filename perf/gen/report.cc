@@ -11,26 +11,31 @@ constexpr double kL1Overhead = 24;  // FCS 4 + preamble 8 + inter-frame gap 12, 
 
 double per_s(double v, double s) { return s > 0 ? v / s : 0; }
 
-nlohmann::json latency_json(const LatencyHistogram& h) {
+nlohmann::json latency_json(const LatencyBuckets& h) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const auto& [upper, count] : h.nonempty()) buckets.push_back({upper, count});
   return {{"count", h.count()},
           {"min_ns", h.min()},
           {"p50_ns", h.percentile(0.5)},
           {"p99_ns", h.percentile(0.99)},
           {"p999_ns", h.percentile(0.999)},
-          {"max_ns", h.max()}};
+          {"max_ns", h.max()},
+          {"buckets", std::move(buckets)}};
 }
 
 nlohmann::json stream_json(const StreamResult& s, double tx_s) {
-  const int64_t lost = s.lost();
+  const uint64_t lost = s.lost();
   return {{"tx_packets", s.tx_packets},
           {"tx_bytes", s.tx_bytes},
           {"tx_dropped", s.tx_dropped},
+          {"alloc_failed", s.alloc_failed},
           {"tx_pps", per_s(s.tx_packets, tx_s)},
           {"tx_bps", per_s(8.0 * s.tx_bytes, tx_s)},
           {"tx_l1_bps", per_s(8.0 * (s.tx_bytes + kL1Overhead * s.tx_packets), tx_s)},
           {"rx_packets", s.rx_packets},
           {"rx_bytes", s.rx_bytes},
           {"rx_unique", s.rx_unique},
+          {"rx_excess", s.rx_excess},
           {"rx_seconds", s.rx_seconds},
           {"rx_pps", per_s(s.rx_packets, s.rx_seconds)},
           {"rx_bps", per_s(8.0 * s.rx_bytes, s.rx_seconds)},
@@ -45,7 +50,10 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
           {"flows_seen", s.flows_seen},
           {"flows_with_loss", s.flows_with_loss},
           {"flows_reordered", s.flows_reordered},
+          {"flows_with_duplicates", s.flows_with_duplicates},
+          {"flows_with_late", s.flows_with_late},
           {"max_flow_loss", s.max_flow_loss},
+          {"latency_invalid", s.latency_invalid},
           {"latency", latency_json(s.latency)}};
 }
 
@@ -71,9 +79,11 @@ void StreamResult::merge(const StreamResult& o) {
   tx_packets += o.tx_packets;
   tx_bytes += o.tx_bytes;
   tx_dropped += o.tx_dropped;
+  alloc_failed += o.alloc_failed;
   rx_packets += o.rx_packets;
   rx_bytes += o.rx_bytes;
   rx_unique += o.rx_unique;
+  rx_excess += o.rx_excess;
   reordered += o.reordered;
   duplicates += o.duplicates;
   late += o.late;
@@ -82,9 +92,12 @@ void StreamResult::merge(const StreamResult& o) {
   flows_seen += o.flows_seen;
   flows_with_loss += o.flows_with_loss;
   flows_reordered += o.flows_reordered;
+  flows_with_duplicates += o.flows_with_duplicates;
+  flows_with_late += o.flows_with_late;
   max_flow_loss = std::max(max_flow_loss, o.max_flow_loss);
   rx_seconds = std::max(rx_seconds, o.rx_seconds);
   latency.merge(o.latency);
+  latency_invalid += o.latency_invalid;
 }
 
 std::string si(double v, const char* unit) {
@@ -99,15 +112,42 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
+GeneratorSide generator_side(const RunResult& r) {
+  GeneratorSide g;
+  for (const PortResult& p : r.ports) {
+    g.rx_backlog_rounds += p.rx_backlog;
+    g.rx_imissed += p.nic_imissed;
+    g.rx_nombuf += p.nic_rx_nombuf;
+    g.alloc_failed += p.alloc_failed;
+  }
+  for (const JobResult& jr : r.jobs) {
+    for (unsigned d = 0; d < 2; ++d) {
+      if (!jr.has[d]) continue;
+      g.tx_dropped += jr.dir[d].tx_dropped;
+      g.lost += jr.dir[d].lost();
+    }
+  }
+  return g;
+}
+
 nlohmann::json to_json(const RunResult& r) {
   nlohmann::json out;
+  const GeneratorSide g = generator_side(r);
   out["generator"] = {{"lcores", r.lcore_mode},
                       {"tsc_hz", r.tsc_hz},
                       {"tx_seconds", r.tx_seconds},
                       {"drain_seconds", r.drain_seconds},
                       {"interrupted", r.interrupted},
+                      {"links_up", r.links_up},
                       {"rx_foreign", r.rx_foreign},
+                      {"rx_bursts_per_round", r.rx_bursts_per_round},
                       {"units", "bytes: frames without FCS; *_l1_bps: +24 B per frame; latency in ns"}};
+  out["generator_side"] = {{"loss_may_be_own", g.loss_may_be_own()},
+                           {"rx_backlog_rounds", g.rx_backlog_rounds},
+                           {"rx_imissed", g.rx_imissed},
+                           {"rx_nombuf", g.rx_nombuf},
+                           {"tx_dropped", g.tx_dropped},
+                           {"alloc_failed", g.alloc_failed}};
   out["ports"] = nlohmann::json::array();
   for (const PortResult& p : r.ports) {
     out["ports"].push_back({{"role", p.role},
@@ -115,6 +155,7 @@ nlohmann::json to_json(const RunResult& r) {
                             {"port_id", p.port_id},
                             {"rx_foreign", p.rx_foreign},
                             {"alloc_failed", p.alloc_failed},
+                            {"rx_backlog_rounds", p.rx_backlog},
                             {"nic", {{"ipackets", p.nic_ipackets},
                                      {"opackets", p.nic_opackets},
                                      {"imissed", p.nic_imissed},
@@ -128,7 +169,8 @@ nlohmann::json to_json(const RunResult& r) {
     char buf[16];
     nlohmann::json jj = {{"id", j.id},
                          {"name", j.name},
-                         {"ps", format_addr(j.ps_addr) + ":" + std::to_string(j.ps_port)},
+                         {"ps", (j.ps_addr.v6 ? "[" + format_addr(j.ps_addr) + "]" : format_addr(j.ps_addr)) + ":" +
+                                    std::to_string(j.ps_port)},  // as in the profile
                          {"proto", j.proto == Proto::kTcp ? "tcp" : "udp"},
                          {"workers", j.workers},
                          {"flows", j.flows},
@@ -151,25 +193,39 @@ nlohmann::json to_json(const RunResult& r) {
   return out;
 }
 
+std::string format_progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t) {
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "%7.1fs  tx %s %s  rx %s  tx_dropped %" PRIu64 "  lost-so-far %" PRId64 "  foreign %" PRIu64
+                "  alloc_failed %" PRIu64 "\n",
+                t, si(per_s(static_cast<double>(cur.tx_packets - prev.tx_packets), secs), "pps").c_str(),
+                si(per_s(8.0 * static_cast<double>(cur.tx_bytes - prev.tx_bytes), secs), "bit/s").c_str(),
+                si(per_s(static_cast<double>(cur.rx_packets - prev.rx_packets), secs), "pps").c_str(), cur.tx_dropped,
+                static_cast<int64_t>(cur.tx_packets - cur.rx_unique), cur.rx_foreign, cur.alloc_failed);
+  return line;
+}
+
 std::string format_table(const RunResult& r) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof(line), "psgate-gen: %.3f s of TX (%s lcore mode), drain %.3f s%s\n", r.tx_seconds,
-                r.lcore_mode.c_str(), r.drain_seconds, r.interrupted ? ", interrupted" : "");
+                r.lcore_mode.c_str(), r.drain_seconds,
+                !r.links_up ? ", interrupted while waiting for the links" : r.interrupted ? ", interrupted" : "");
   out += line;
-  std::snprintf(line, sizeof(line), "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %10s %10s %10s %10s\n",
-                "job", "name", "dir", "tx pkts", "tx rate", "tx Mbit/s", "rx pkts", "rx rate", "lost", "reord",
-                "dup", "tx_drop", "lat p50", "lat p99", "lat max");
+  std::snprintf(line, sizeof(line),
+                "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %8s %10s %10s %10s %10s %10s\n", "job", "name",
+                "dir", "tx pkts", "tx rate", "tx Mbit/s", "rx pkts", "rx rate", "lost", "reord", "dup", "late",
+                "tx_drop", "no_mbuf", "lat p50", "lat p99", "lat max");
   out += line;
   StreamResult grand;
   auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
     std::snprintf(line, sizeof(line),
-                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRId64 " %8" PRIu64
-                  " %8" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
+                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64
+                  " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
                   id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
                   per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
                   si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates,
-                  s.tx_dropped, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
+                  s.late, s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
                   s.latency.max() / 1e3);
     out += line;
   };
@@ -182,6 +238,36 @@ std::string format_table(const RunResult& r) {
     }
   }
   row("all", "", "", grand);
+  std::snprintf(line, sizeof(line),
+                "flows: %" PRIu64 " of %" PRIu64 " seen; with loss %" PRIu64 " (worst %" PRIu64 " lost), reordered %" PRIu64
+                ", with duplicates %" PRIu64 ", with late arrivals %" PRIu64 "\n",
+                grand.flows_seen, grand.flows, grand.flows_with_loss, grand.max_flow_loss, grand.flows_reordered,
+                grand.flows_with_duplicates, grand.flows_with_late);
+  out += line;
+  const GeneratorSide g = generator_side(r);
+  if (g.rx_imissed + g.rx_nombuf) {
+    std::snprintf(line, sizeof(line),
+                  "generator's own RX drops: imissed %" PRIu64 ", rx_nombuf %" PRIu64 " (in lost, but not the network's)\n",
+                  g.rx_imissed, g.rx_nombuf);
+    out += line;
+  }
+  if (g.rx_backlog_rounds) {
+    std::snprintf(line, sizeof(line),
+                  "generator RX was behind in %" PRIu64 " rounds (stopped at %u bursts per port with frames waiting)%s\n",
+                  g.rx_backlog_rounds, r.rx_bursts_per_round,
+                  g.lost ? ": some loss may be the peer dropping at its TX into the generator's full RX ring" : "");
+    out += line;
+  }
+  if (!g.rx_backlog_rounds && !g.rx_imissed && !g.rx_nombuf) {
+    out += "generator RX kept up: never behind, no frames dropped at its ports\n";
+  }
+  if (g.tx_dropped + g.alloc_failed) {
+    std::snprintf(line, sizeof(line),
+                  "generator TX fell short: %" PRIu64 " frames refused by full TX rings, %" PRIu64
+                  " not built for want of mbufs (never sent, not in lost)\n",
+                  g.tx_dropped, g.alloc_failed);
+    out += line;
+  }
   if (r.rx_foreign) {
     std::snprintf(line, sizeof(line), "frames without a psgate-gen stamp received: %" PRIu64 "\n", r.rx_foreign);
     out += line;

@@ -1,4 +1,11 @@
 // RX: poll both ports, find each frame's stamp, account it on its flow.
+//
+// Each round polls a port until a burst comes back short of kRxBurst (the
+// ring is empty), at most rx_max_bursts_ bursts: in the single loop one TX
+// round may send a burst per job, and RX must take back at least that much
+// per round or the ring facing psgate fills and psgate drops frames at its
+// TX, which would then look like network loss. A round that stops at the cap
+// after a full burst is counted (rx_backlog): RX was behind.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -7,12 +14,11 @@
 
 namespace psgate::gen {
 
-void Engine::rx_poll(unsigned side) {
-  rte_mbuf* bufs[64];
-  const uint16_t n = rte_eth_rx_burst(port_[side], 0, bufs, 64);
-  if (n == 0) return;
+uint16_t Engine::rx_poll(unsigned side) {
+  rte_mbuf* bufs[kRxBurst];
+  const uint16_t n = rte_eth_rx_burst(port_[side], 0, bufs, kRxBurst);
+  if (n == 0) return 0;
   const uint64_t now = rte_rdtsc();
-  const uint32_t now32 = static_cast<uint32_t>(now);
   for (uint16_t i = 0; i < n; ++i) {
     const rte_mbuf* m = bufs[i];
     Stamp st;
@@ -31,30 +37,42 @@ void Engine::rx_poll(unsigned side) {
     s.last_tsc = now;
     s.packets.inc();
     s.bytes.add(m->pkt_len);
-    switch (record_arrival(s.flows[st.flow], st.seq)) {
-      case Arrival::kDuplicate:
-        ++s.duplicates;
-        continue;  // no latency sample: it may be a copy of any earlier one
-      case Arrival::kReordered:
-        ++s.reordered;
-        break;
-      case Arrival::kLate:
-        ++s.late;
-        ++s.reordered;
-        break;
-      case Arrival::kNew:
-        break;
+    FlowRx& flow = s.flows[st.flow];
+    flow.bytes += m->pkt_len;
+    const Arrival a = record_arrival(flow, st.seq);
+    if (a == Arrival::kDuplicate) {
+      ++s.duplicates;
+      continue;  // no latency sample: it may be a copy of any earlier one
     }
-    s.unique.inc();
-    const uint64_t cycles = static_cast<uint32_t>(now32 - st.tsc);  // mod 2^32: see stamp.h
-    s.latency.record(static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32));
+    // A late arrival (older than the window) may be an original or an old
+    // duplicate: counted apart, never as received, so it cannot hide loss.
+    s.reordered += a == Arrival::kReordered;
+    s.late += a == Arrival::kLate;
+    s.unique.add(a != Arrival::kLate);
+    uint64_t cycles;
+    if (!tx_delay_cycles(now, st.tsc, epoch_tsc_, &cycles)) {  // 40 bits of TX TSC: see stamp.h
+      ++s.latency_invalid;
+      bump(flow.lat_invalid);
+      continue;
+    }
+    const uint64_t ns = static_cast<uint64_t>((static_cast<unsigned __int128>(cycles) * ns_per_cycle_q32_) >> 32);
+    s.latency.record(ns);
+    record_flow_latency(flow, ns);
   }
   rte_pktmbuf_free_bulk(bufs, n);
+  return n;
+}
+
+void Engine::rx_drain(unsigned side) {
+  for (unsigned k = 0; k < rx_max_bursts_; ++k) {
+    if (rx_poll(side) < kRxBurst) return;
+  }
+  side_[side].rx_backlog.inc();
 }
 
 void Engine::rx_round() {
-  rx_poll(kHostSide);
-  if (!same_port_) rx_poll(kWireSide);
+  rx_drain(kHostSide);
+  if (!same_port_) rx_drain(kWireSide);
 }
 
 int Engine::rx_main(void* arg) {

@@ -40,10 +40,12 @@ bool find_stamp(const uint8_t* f, size_t len, Stamp* out) {
   uint16_t magic;
   std::memcpy(&magic, p, 2);
   if (magic != kStampMagic) return false;
+  uint64_t flow_tsc;
   std::memcpy(&out->stream, p + 2, 2);
-  std::memcpy(&out->flow, p + 4, 4);
-  std::memcpy(&out->seq, p + 8, 4);
-  std::memcpy(&out->tsc, p + 12, 4);
+  std::memcpy(&out->seq, p + 4, 4);
+  std::memcpy(&flow_tsc, p + 8, 8);
+  out->flow = static_cast<uint32_t>(flow_tsc >> kStampTscBits);
+  out->tsc = flow_tsc & kStampTscMask;
   return true;
 }
 

@@ -3,12 +3,20 @@
 //
 //   offset 0  u16 magic    0x5047 ("PG")
 //          2  u16 stream   job index * 2 + direction (kPush 0, kPull 1)
-//          4  u32 flow     flow id within the job and direction
-//          8  u32 seq      per-flow sequence number, from 0; the receiver
+//          4  u32 seq      per-flow sequence number, from 0; the receiver
 //                          extends it to 64 bits (wraps are fine while
 //                          reordering stays below 2^31 packets)
-//         12  u32 tsc      low 32 bits of the TX TSC: latency = (rx - tx) mod
-//                          2^32 cycles, valid below 2^32 cycles (> 1 s at 4 GHz)
+//          8  u64          flow << 40 | tsc
+//                            flow: 24 bits, flow id within the job and
+//                                  direction (at most 2^24 flows per job)
+//                            tsc:  low 40 bits of the TX TSC
+//
+// Latency = (rx - tx) mod 2^40 cycles (tx_delay_cycles). 2^40 cycles is
+// 4.6 minutes at 4 GHz; and a frame cannot have been sent before the run
+// began, so a delay the 40 bits cannot represent is caught as long as the
+// run is shorter than 2^40 cycles, as are frames of an earlier run and
+// corrupt stamps: they are counted (latency_invalid), never recorded as a
+// short latency.
 //
 // Host byte order (sender and receiver are the same process). 16 bytes is
 // what fits a 64-byte IPv4/UDP frame: 14 + 20 + 8 + 16 + 4 (FCS) = 62 <= 64.
@@ -22,21 +30,36 @@ namespace psgate::gen {
 
 inline constexpr uint16_t kStampMagic = 0x5047;
 inline constexpr size_t kStampSize = 16;
+inline constexpr unsigned kStampTscBits = 40;
+inline constexpr uint64_t kStampTscMask = (uint64_t{1} << kStampTscBits) - 1;
+inline constexpr unsigned kStampFlowBits = 64 - kStampTscBits;  // 24
 
 struct Stamp {
   uint16_t stream = 0;
-  uint32_t flow = 0;
+  uint32_t flow = 0;   // < 2^24
   uint32_t seq = 0;
-  uint32_t tsc = 0;
+  uint64_t tsc = 0;    // the TX TSC; only its low 40 bits travel
 };
 
 inline void write_stamp(uint8_t* p, const Stamp& s) {
   const uint16_t magic = kStampMagic;
+  const uint64_t flow_tsc = uint64_t{s.flow} << kStampTscBits | (s.tsc & kStampTscMask);
   std::memcpy(p, &magic, 2);
   std::memcpy(p + 2, &s.stream, 2);
-  std::memcpy(p + 4, &s.flow, 4);
-  std::memcpy(p + 8, &s.seq, 4);
-  std::memcpy(p + 12, &s.tsc, 4);
+  std::memcpy(p + 4, &s.seq, 4);
+  std::memcpy(p + 8, &flow_tsc, 8);
+}
+
+// Cycles from TX to `now`, from the low 40 bits of the TX TSC. `epoch` is a
+// TSC reading taken before any frame of this run was sent. False when the
+// delay is implausible: the TX time it implies lies before the epoch (a frame
+// of an earlier run, a corrupt stamp, a TX TSC ahead of `now`, or a delay
+// beyond 2^40 cycles in a run shorter than that).
+inline bool tx_delay_cycles(uint64_t now, uint64_t tx_tsc40, uint64_t epoch, uint64_t* cycles) {
+  const uint64_t d = (now - tx_tsc40) & kStampTscMask;
+  if (d > now - epoch) return false;
+  *cycles = d;
+  return true;
 }
 
 // Parses Ethernet (one optional VLAN tag), IPv4 or IPv6 (no extension

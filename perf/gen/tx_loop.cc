@@ -38,15 +38,14 @@ void Engine::tx_job(size_t j, uint64_t now) {
   const int dir = driver.begin(now);
   if (dir < 0) return;
   StreamTx& s = tx_[j * 2 + static_cast<unsigned>(dir)];
-  const size_t period = s.pattern.size();
 
   unsigned n = 0;
   uint64_t admitted_bytes = 0;
-  for (size_t pos = s.pattern_pos; n < profile_.tx_burst; ++n) {
-    const uint16_t len = s.templates[s.pattern[pos]].layout.len;
+  for (size_t pos = s.seq.pattern_pos(); n < profile_.tx_burst; ++n) {
+    const uint16_t len = s.templates[s.seq.template_at(pos)].layout.len;
     if (!driver.admit(len)) break;
     admitted_bytes += len;
-    if (++pos == period) pos = 0;
+    pos = s.seq.next_pos(pos);
   }
   if (n == 0) return;
 
@@ -54,21 +53,19 @@ void Engine::tx_job(size_t j, uint64_t now) {
   if (rte_pktmbuf_alloc_bulk(pool_, bufs, n) != 0) {
     driver.refund(admitted_bytes);
     side_[tx_side(static_cast<unsigned>(dir))].alloc_failed.add(n);
+    s.alloc_failed.add(n);
     return;
   }
   for (unsigned i = 0; i < n; ++i) {
-    const FrameTemplate& t = s.templates[s.pattern[s.pattern_pos]];
-    if (++s.pattern_pos == period) s.pattern_pos = 0;
-    const uint64_t flow = s.cursor;
-    if (++s.cursor == s.flows) s.cursor = 0;
+    const TxSequence::Frame f = s.seq.take();
+    const FrameTemplate& t = s.templates[f.tmpl];
     rte_mbuf* m = bufs[i];
     uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
     std::memcpy(data, t.bytes.data(), t.layout.len);
     m->data_len = t.layout.len;
     m->pkt_len = t.layout.len;
-    const Stamp stamp{s.stream, static_cast<uint32_t>(flow), static_cast<uint32_t>(s.next_seq[flow]++),
-                      static_cast<uint32_t>(rte_rdtsc())};
-    patch_frame(data, t.layout, s.map.at(flow), stamp);
+    const Stamp stamp{s.stream, f.flow, f.seq, rte_rdtsc()};
+    patch_frame(data, t.layout, s.map.at(f.flow), stamp);
   }
 
   unsigned sent = 0;
@@ -77,14 +74,10 @@ void Engine::tx_job(size_t j, uint64_t now) {
   }
   uint64_t sent_bytes = admitted_bytes;
   if (sent < n) {
-    // Undo the refused frames, newest first: each was its flow's latest.
+    // Undo the refused frames (tx_sequence.h): the next burst sends them again.
     uint64_t refused_bytes = 0;
-    for (unsigned i = n; i-- > sent;) {
-      s.cursor = s.cursor == 0 ? s.flows - 1 : s.cursor - 1;
-      --s.next_seq[s.cursor];
-      s.pattern_pos = s.pattern_pos == 0 ? period - 1 : s.pattern_pos - 1;
-      refused_bytes += bufs[i]->pkt_len;
-    }
+    for (unsigned i = sent; i < n; ++i) refused_bytes += bufs[i]->pkt_len;
+    s.seq.rewind(n - sent);
     rte_pktmbuf_free_bulk(bufs + sent, n - sent);
     driver.refund(refused_bytes);
     sent_bytes -= refused_bytes;

@@ -65,7 +65,7 @@ TEST(Frame, PatchedFramesMatchBuilderAndChecksumsVerify) {
             const uint64_t flow = rng() % j.flows;
             const WorkerEnd w = map.at(flow);
             const Stamp st{static_cast<uint16_t>(rng()), static_cast<uint32_t>(flow), static_cast<uint32_t>(rng()),
-                           static_cast<uint32_t>(rng())};
+                           rng() & kStampTscMask};
             std::vector<uint8_t> f(t.bytes.size(), 0xee);
             std::memcpy(f.data(), t.bytes.data(), f.size());
             patch_frame(f.data(), t.layout, w, st);
@@ -119,6 +119,68 @@ std::vector<uint8_t> stamped_udp(pkt::PacketSpec spec) {
   const size_t off = pkt::l3_offset(spec) + (spec.l3 == pkt::L3::kIpv6 ? 40 : 20) + 8;
   write_stamp(f.data() + off, Stamp{3, 4, 5, 6});
   return f;
+}
+
+// Every field survives the trip at its full width: 24-bit flow ids up to
+// 2^24 - 1 and the low 40 bits of the TSC (higher TSC bits are not carried).
+TEST(Frame, StampFieldWidths) {
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t flow = i == 0 ? (1u << 24) - 1 : static_cast<uint32_t>(rng() % (1u << 24));
+    const uint64_t tsc = i == 0 ? UINT64_MAX : rng();
+    const Stamp st{static_cast<uint16_t>(rng()), flow, static_cast<uint32_t>(rng()), tsc};
+    auto f = stamped_udp({});
+    const size_t off = 14 + 20 + 8;
+    write_stamp(f.data() + off, st);
+    Stamp got;
+    ASSERT_TRUE(find_stamp(f.data(), f.size(), &got));
+    EXPECT_EQ(got.stream, st.stream);
+    EXPECT_EQ(got.flow, flow);
+    EXPECT_EQ(got.seq, st.seq);
+    EXPECT_EQ(got.tsc, tsc & ((uint64_t{1} << 40) - 1));
+  }
+  static_assert(kMaxFlowsPerJob <= (uint64_t{1} << kStampFlowBits), "flow ids must fit the stamp");
+}
+
+// TX -> RX delay from 40 bits of TX TSC, on an injected clock.
+TEST(Frame, TxDelayFromFortyBits) {
+  constexpr uint64_t k40 = uint64_t{1} << 40;
+  constexpr uint64_t k33 = uint64_t{1} << 33;
+  struct Case {
+    const char* what;
+    uint64_t epoch, tx, now;  // full TSC values; the stamp carries tx's low 40 bits
+    bool valid;
+    uint64_t cycles;
+  } cases[] = {
+      {"plain", 1000, 5000, 7500, true, 2500},
+      {"zero delay", 1000, 5000, 5000, true, 0},
+      {"across a wrap of the 40 bits", k40 - 100, k40 - 10, k40 + 5, true, 15},
+      {"high TSC bits above the 40", 7 * k40 + 5, 7 * k40 + 123, 7 * k40 + 1123, true, 1000},
+      {"over 2^32 cycles: aliased to 7 cycles with the old 32-bit stamp", 10, 100, 100 + k33 + 7, true, k33 + 7},
+      {"a run over 2^40 cycles old, delay just below 2^40", 0, 5 * k40 + 1, 6 * k40, true, k40 - 1},
+      {"frame of an earlier run: TX before the epoch", 3 * k40 + 1000, 3 * k40 + 10, 3 * k40 + 2000, false, 0},
+      {"frame of a run 2^39 cycles earlier", 4 * k40, 4 * k40 - k40 / 2, 4 * k40 + 50, false, 0},
+      {"TX TSC ahead of now (cores' TSCs skewed)", 1000, 5000, 4000, false, 0},
+  };
+  for (const Case& c : cases) {
+    uint64_t cycles = 12345;
+    EXPECT_EQ(tx_delay_cycles(c.now, c.tx & kStampTscMask, c.epoch, &cycles), c.valid) << c.what;
+    if (c.valid) {
+      EXPECT_EQ(cycles, c.cycles) << c.what;
+    }
+  }
+  // In a run younger than 2^40 cycles no delay can reach 2^40 (its frame was
+  // sent after the epoch), so every delay that comes out is exact: check all
+  // delays of one run at coarse steps, across a wrap of the 40 bits.
+  const uint64_t epoch = 9 * k40 - (k40 >> 2);
+  uint64_t cycles = 0;
+  for (uint64_t age = 0; age < k40; age += k40 >> 12) {
+    const uint64_t now = epoch + age;
+    for (uint64_t delay : {uint64_t{0}, age / 3, age}) {
+      ASSERT_TRUE(tx_delay_cycles(now, (now - delay) & kStampTscMask, epoch, &cycles)) << age << " " << delay;
+      ASSERT_EQ(cycles, delay) << age;
+    }
+  }
 }
 
 TEST(Frame, FindStampAcceptsAndRejects) {

@@ -137,6 +137,28 @@ TEST(Profile, OverridesApplyToEveryJob) {
   EXPECT_EQ(q->jobs[3].flows, 100u);
 }
 
+// --jobs N is --set count=N. With one [[jobs]] entry (or none) it makes N
+// copies; with several it would give every entry N copies starting at the
+// same id and port: refused, naming the flag, as are id and ps.
+TEST(Profile, JobIdentityOverridesNeedASingleEntry) {
+  auto one = parse("[[jobs]]\nid = 5\nps = \"10.0.0.5:3000\"\n", {"count=3"});
+  ASSERT_TRUE(one.ok()) << one.error();
+  ASSERT_EQ(one->jobs.size(), 3u);
+  EXPECT_EQ(one->jobs[2].id, 7u);
+  EXPECT_EQ(one->jobs[2].ps_port, 3002);
+  const std::string two = "[[jobs]]\nid = 1\n[[jobs]]\nid = 2\nps = \"10.0.0.6:2222\"\n";
+  for (const char* set : {"count=2", "id=9", "ps=10.0.0.9:2000"}) {
+    auto p = parse(two, {set});
+    ASSERT_FALSE(p.ok()) << set;
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    EXPECT_EQ(p.error().rfind("p.toml: " + key + ": cannot be set from the command line", 0), 0u) << p.error();
+    EXPECT_NE(p.error().find("2 [[jobs]] entries"), std::string::npos) << p.error();
+    EXPECT_EQ(p.error().find("--jobs") != std::string::npos, key == "count") << p.error();
+  }
+  // Keys that do not identify a job still apply to every entry (see above).
+  EXPECT_TRUE(parse(two, {"workers=3"}).ok());
+}
+
 TEST(Profile, AddOverrideTypes) {
   toml::table t;
   ASSERT_TRUE(add_override(t, "workers=4").ok());
