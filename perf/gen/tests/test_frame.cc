@@ -82,7 +82,9 @@ TEST(Frame, PatchedFramesMatchBuilderAndChecksumsVerify) {
             }
             ASSERT_EQ(pkt::hex(a), pkt::hex(b)) << "v6 " << v6 << " dir " << dir << " flow " << flow;
 
-            if (!v6) EXPECT_EQ(pkt::internet_checksum(f.data() + t.layout.l3, 20), 0);
+            if (!v6) {
+              EXPECT_EQ(pkt::internet_checksum(f.data() + t.layout.l3, 20), 0);
+            }
             const size_t l4_len = f.size() - t.layout.l4;
             const uint8_t p = proto == Proto::kTcp ? pkt::kTcp : pkt::kUdp;
             uint32_t pseudo;

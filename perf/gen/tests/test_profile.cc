@@ -180,7 +180,9 @@ TEST(Profile, PpsAndEndpoints) {
   for (const Case& c : cases) {
     auto r = parse_pps(c.text);
     EXPECT_EQ(r.ok(), c.pps != 0) << c.text;
-    if (r.ok()) EXPECT_EQ(*r, c.pps) << c.text;
+    if (r.ok()) {
+      EXPECT_EQ(*r, c.pps) << c.text;
+    }
   }
   auto v4 = parse_endpoint("192.168.1.2:80");
   ASSERT_TRUE(v4.ok());
