@@ -34,7 +34,8 @@ constexpr uint64_t kMaxBurstBytes = 512ull << 20;
 constexpr uint64_t kMinBurstBytes = 64;   // a minimum Ethernet frame
 constexpr uint64_t kMinRateBps = 8;       // below 1 byte/s a bucket never refills
 constexpr uint64_t kMaxOverheadBytes = 64;
-// Class 63 holds back 63 x headroom: 64 KiB keeps that under 4 MiB of credit.
+// A fixed headroom of at most 64 KiB per class step (reserves are capped at
+// 3/4 of the burst anyway: class_scheduler.h).
 constexpr uint64_t kMaxHeadroomBytes = 65536;
 constexpr size_t kMaxJobNameChars = 64;
 constexpr size_t kMaxSocketPathBytes = 107;  // sizeof(sockaddr_un::sun_path) - 1
@@ -358,13 +359,26 @@ class Parser {
       if (o && *o > kMaxOverheadBytes) {
         return fail(join(path, "overhead"), std::to_string(*o) + " bytes is more than 64B");
       }
-      if (!quantity(*s, "headroom", path, parse_size_bytes, "3200B", h)) return false;
+      // headroom: "25%" of the burst, or a size like "3200B".
+      std::optional<uint64_t> h_share;
+      if (const auto* hs = s->get("headroom"); hs && hs->is_string() && hs->as_string()->get().ends_with('%')) {
+        if (!quantity(*s, "headroom", path, parse_share_permille, "25%", h_share)) return false;
+        if (*h_share > 1000) return fail(join(path, "headroom"), "a share of the burst is at most 100%");
+      } else if (!quantity(*s, "headroom", path, parse_size_bytes, "25%\" or \"3200B", h)) {
+        return false;
+      }
       if (h && *h > kMaxHeadroomBytes) {
         return fail(join(path, "headroom"), std::to_string(*h) + " bytes is more than 64KiB");
       }
       port->shaper = RateSpec{*r, *b};
       if (o) port->overhead_bytes = static_cast<uint32_t>(*o);
-      if (h) port->headroom_bytes = static_cast<uint32_t>(*h);
+      if (h) {
+        port->headroom_bytes = static_cast<uint32_t>(*h);
+        port->headroom_permille = 0;
+      } else if (h_share) {
+        port->headroom_permille = static_cast<uint32_t>(*h_share);
+        port->headroom_bytes = 0;
+      }
     }
     return true;
   }

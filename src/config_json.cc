@@ -16,7 +16,8 @@ nlohmann::json port_json(const PortSpec& p) {
           {"tx_desc", p.tx_desc},
           {"shaper", rate_spec(p.shaper)},
           {"overhead_bytes", p.overhead_bytes},
-          {"headroom_bytes", p.headroom_bytes}};
+          {"headroom_bytes", p.headroom_bytes},
+          {"headroom_permille", p.headroom_permille}};
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ PortSchedConfig sched_config(const ConfigSpec& config, const PortSpec& port, con
   sc.tick_hz = tsc_hz;
   sc.overhead_bytes = port.overhead_bytes;
   sc.priority_headroom_bytes = port.headroom_bytes;
+  sc.priority_headroom_permille = port.headroom_permille;
   sc.shaper_bytes_per_sec = live.shaper_bytes_per_sec;
   sc.shaper_burst_bytes = live.shaper_burst_bytes;
   for (size_t c = 0; c < config.classes.size(); ++c) {

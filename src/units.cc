@@ -52,6 +52,11 @@ constexpr std::array<Unit, 4> kDurationUnits{{
     {"s", 1'000'000'000},
 }};
 
+// A share of something else (a bucket, ...): "25%" is 250 per mille.
+constexpr std::array<Unit, 1> kShareUnits{{
+    {"%", 10},
+}};
+
 // 20 digits already exceed uint64; 24 fraction digits times the largest
 // multiplier (1e12) stay below 2^128 (about 3.4e38).
 constexpr size_t kMaxIntegerDigits = 20;
@@ -153,6 +158,10 @@ Result<uint64_t> parse_rate_bps(std::string_view text) {
 
 Result<uint64_t> parse_size_bytes(std::string_view text) {
   return parse_quantity(text, kSizeUnits, Kind{"size", "64KiB", "bytes"});
+}
+
+Result<uint64_t> parse_share_permille(std::string_view text) {
+  return parse_quantity(text, kShareUnits, Kind{"share", "25%", "per mille"});
 }
 
 Result<uint64_t> parse_duration_ns(std::string_view text) {

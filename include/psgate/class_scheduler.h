@@ -12,13 +12,18 @@
 //   3. strict pass: the highest-priority backlogged class whose cap bucket
 //      (if any) conforms; a capped-out class lets the next class send
 //      (work-conserving across classes).
-// Priority headroom: a class c chosen by the strict pass must leave
-// c * headroom bytes in the shaper (capped at the burst). Backlogged lower
+// Priority headroom: a class c chosen by the strict pass must leave its
+// reserve, min(c * step, 3/4 of the burst), in the shaper. Backlogged lower
 // classes then keep credit waiting for higher ones instead of draining the
-// bucket to zero, so a higher-priority packet that arrives under load leaves
-// at once rather than waiting for a refill: in effect it preempts. Long-run
-// rates are unchanged. Floor-served packets need no headroom (a floor is a
-// guarantee, not a priority).
+// bucket to zero, so a higher-priority burst that arrives under load leaves
+// at once (up to one step of it) rather than waiting for refills: in effect
+// it preempts, as it would find the bucket alone. The step is a share of the
+// burst (25% by default: a class's burst tolerance under lower-priority load
+// is then a quarter of what it has alone) or a fixed size. The 3/4 cap lets
+// every class spend at least the top quarter of the bucket, so lower classes
+// still reach the shaper's rate when the lcore polls less often than
+// burst/rate. Long-run rates are unchanged. Floor-served packets need no
+// headroom (a floor is a guarantee, not a priority).
 // Classes are found with a 64-bit backlog bitmap and count-trailing-zeros,
 // never by scanning. Shaper, cap and floor buckets are charged len + overhead.
 #pragma once
@@ -45,7 +50,8 @@ struct PortSchedConfig {
   uint64_t shaper_bytes_per_sec = 0;      // 0: unshaped (line rate)
   uint64_t shaper_burst_bytes = 0;
   uint32_t overhead_bytes = 0;            // added to every packet's length for accounting
-  uint32_t priority_headroom_bytes = 0;   // per class step; 0: off (see above)
+  uint32_t priority_headroom_bytes = 0;     // per class step, fixed; 0: see permille
+  uint32_t priority_headroom_permille = 0;  // per class step, of the shaper burst; both 0: off
   uint64_t tick_hz = 1;
 };
 
@@ -133,7 +139,12 @@ class PortScheduler {
   TokenBucket shaper_;
   bool shaped_ = false;
   uint32_t overhead_ = 0;
-  uint32_t headroom_ = 0;
+  uint32_t headroom_bytes_ = 0;
+  uint32_t headroom_permille_ = 0;
+  // reserve_[c]: shaper credit class c leaves for higher classes (see above);
+  // recomputed when the burst changes.
+  std::vector<uint32_t> reserve_;
+  void update_reserves();
   uint64_t shaper_burst_ = 0;
   uint64_t tick_hz_ = 1;
 };

@@ -38,12 +38,14 @@ inline uint32_t ring_size_for(uint32_t depth) {
 template <typename Item>
 PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
     : overhead_(config.overhead_bytes),
-      headroom_(config.priority_headroom_bytes),
+      headroom_bytes_(config.priority_headroom_bytes),
+      headroom_permille_(config.priority_headroom_bytes ? 0 : config.priority_headroom_permille),
       shaper_burst_(config.shaper_burst_bytes),
       tick_hz_(config.tick_hz ? config.tick_hz : 1) {
   static_assert(std::is_default_constructible_v<Item>, "ring slots are preallocated");
   const size_t n = std::min<size_t>(config.classes.size(), kMaxClasses);
   classes_.resize(n);
+  reserve_.assign(n, 0);
   size_t total = 0;
   for (size_t c = 0; c < n; ++c) total += detail::ring_size_for(config.classes[c].depth);
   storage_.resize(total);
@@ -196,7 +198,7 @@ unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, un
     if (shaped_) {
       // conforms() caps what it asks for at the burst, so the lowest classes
       // of a small bucket still send.
-      const uint32_t need = via_floor ? charge : charge + chosen * headroom_;
+      const uint32_t need = via_floor ? charge : charge + reserve_[chosen];
       if (!shaper_.conforms(need)) break;
       shaper_.consume(charge);
     }
@@ -220,7 +222,7 @@ unsigned PortScheduler<Item>::dequeue_strict(ScheduledItem<Item>* out, unsigned 
   while (n < max && backlog_ != 0) {
     const unsigned c = static_cast<unsigned>(__builtin_ctzll(backlog_));
     Class& k = classes_[c];
-    const uint32_t headroom = c * headroom_;
+    const uint32_t headroom = reserve_[c];
     uint64_t bytes = 0;
     bool blocked = false;
     while (n < max && k.head != k.tail) {
@@ -292,8 +294,16 @@ void PortScheduler<Item>::set_shaper_rate(uint64_t bytes_per_sec, uint64_t now) 
 }
 
 template <typename Item>
+void PortScheduler<Item>::update_reserves() {
+  const uint64_t step = headroom_bytes_ ? headroom_bytes_ : shaper_burst_ * headroom_permille_ / 1000;
+  const uint64_t cap = shaper_burst_ - shaper_burst_ / 4;
+  for (size_t c = 0; c < reserve_.size(); ++c) reserve_[c] = static_cast<uint32_t>(std::min(c * step, cap));
+}
+
+template <typename Item>
 void PortScheduler<Item>::set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
   shaper_burst_ = burst_bytes;
+  update_reserves();
   if (bytes_per_sec == 0) {
     shaped_ = false;
     return;

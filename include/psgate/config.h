@@ -30,7 +30,11 @@ struct PortSpec {
   uint32_t tx_desc = 1024;
   std::optional<RateSpec> shaper;   // [shaper.<port>]; absent: unshaped
   uint32_t overhead_bytes = 24;     // [shaper.<port>] overhead, per-frame L1 bytes counted by the shaper
-  uint32_t headroom_bytes = 3200;   // [shaper.<port>] headroom: credit class c leaves for higher ones, per class step
+  // [shaper.<port>] headroom: the shaper credit class c leaves for the classes
+  // above it, per class step: a share of the shaper's burst (default 25%), or
+  // a fixed size. Exactly one of the two is non-zero, or both are zero (off).
+  uint32_t headroom_permille = 250;
+  uint32_t headroom_bytes = 0;
 };
 
 struct ClassSpec {

@@ -6,6 +6,7 @@
 //   sizes:     "64KiB", "1MiB", "1500B", "2KB" (KiB/MiB/GiB are 1024-based,
 //              KB/MB/GB 1000-based). Result: bytes.
 //   durations: "500ms", "20s", "100us", "250ns", "1.5s". Result: nanoseconds.
+//   shares:    "25%", "12.5%", "100%". Result: per mille (rounded half up).
 #pragma once
 
 #include <cstdint>
@@ -18,5 +19,6 @@ namespace psgate {
 Result<uint64_t> parse_rate_bps(std::string_view text);
 Result<uint64_t> parse_size_bytes(std::string_view text);
 Result<uint64_t> parse_duration_ns(std::string_view text);
+Result<uint64_t> parse_share_permille(std::string_view text);
 
 }  // namespace psgate

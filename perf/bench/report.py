@@ -634,7 +634,7 @@ def write(res, out):
               f"Wire egress shaped to R = {R / 1e9:g} Gbit/s (overhead 0 B); {sc['isolation'].get('size')} pull "
               f"frames. The top job (rank 0) offers 0.3R; in `loaded`, three lower jobs offer 2R in total; "
               f"`loaded-no-headroom` is the same with the shaper's priority headroom off (`headroom = \"0B\"`; "
-              f"psgate's default is 3200 B per class step). "
+              f"psgate's default step is 25% of the bucket; 3200 B in runs before 2026-11-22). "
               "Latency is psgate-gen's TX→RX time through the forwarder (medians over repetitions). The `testpmd-` "
               "rows carry the same two loads through `dpdk-testpmd --forward-mode=io` on the same memif path: "
               "nothing shaped or scheduled (so all of the 2.3R passes), i.e. the latency and loss of the path "

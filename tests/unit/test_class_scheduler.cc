@@ -484,8 +484,7 @@ TEST(ClassScheduler, FloorsIgnoreHeadroom) {
   cfg.classes[7].floor_bytes_per_sec = 10 * kMbit;
   cfg.classes[7].floor_burst_bytes = 3000;
   Sched s(cfg, 0);
-  Sim sim{s};
-  sim.lens = {0, 1000, 0, 0, 0, 0, 0, 1000};
+  Sim sim{s, {0, 1000, 0, 0, 0, 0, 0, 1000}};
   const auto bytes = sim.run(1'000'000'000, 50'000);
   EXPECT_NEAR(static_cast<double>(bytes[7]), 10.0 * kMbit, 10.0 * kMbit * 0.02);
   EXPECT_NEAR(static_cast<double>(bytes[1] + bytes[7]), 100.0 * kMbit, 100.0 * kMbit * 0.01);
@@ -650,7 +649,8 @@ TEST(ClassScheduler, FlushReturnsEveryItemOnce) {
 class RefScheduler {
  public:
   RefScheduler(const PortSchedConfig& cfg, uint64_t now)
-      : overhead_(cfg.overhead_bytes), headroom_(cfg.priority_headroom_bytes), shaper_burst_(cfg.shaper_burst_bytes),
+      : overhead_(cfg.overhead_bytes), headroom_(cfg.priority_headroom_bytes),
+        headroom_permille_(cfg.priority_headroom_permille), shaper_burst_(cfg.shaper_burst_bytes),
         hz_(cfg.tick_hz) {
     cls_.resize(cfg.classes.size());
     for (unsigned c = 0; c < cls_.size(); ++c) {
@@ -695,7 +695,11 @@ class RefScheduler {
       Cls& k = cls_[chosen];
       const uint32_t charge = k.q.front().second + overhead_;
       if (shaped_) {
-        const uint64_t keep = via_floor ? 0 : uint64_t{headroom_} * static_cast<unsigned>(chosen);
+        // Reserve: chosen steps of headroom (a fixed size, else a share of the
+        // current burst), at most 3/4 of the burst.
+        const uint64_t step = headroom_ ? headroom_ : shaper_burst_ * headroom_permille_ / 1000;
+        const uint64_t keep =
+            via_floor ? 0 : std::min<uint64_t>(step * chosen, shaper_burst_ - shaper_burst_ / 4);
         if (!shaper_.conforms(static_cast<uint32_t>(charge + keep))) break;
         shaper_.consume(charge);
       }
@@ -760,6 +764,7 @@ class RefScheduler {
   std::vector<Cls> cls_;
   uint32_t overhead_;
   uint32_t headroom_;
+  uint32_t headroom_permille_;
   uint64_t shaper_burst_;
   uint64_t hz_;
   TokenBucket shaper_;
@@ -796,7 +801,16 @@ TEST(ClassScheduler, RandomizedAgainstReferenceAndConservation) {
       cfg.shaper_burst_bytes = pick(0, 30'000);
     }
     cfg.overhead_bytes = static_cast<uint32_t>(pick(0, 40));
-    if (rng() % 2 == 0) cfg.priority_headroom_bytes = static_cast<uint32_t>(pick(1, 4000));
+    switch (rng() % 3) {
+      case 0:
+        cfg.priority_headroom_bytes = static_cast<uint32_t>(pick(1, 4000));
+        break;
+      case 1:
+        cfg.priority_headroom_permille = static_cast<uint32_t>(pick(1, 1000));
+        break;
+      default:
+        break;  // off
+    }
     cfg.tick_hz = round % 2 ? kHz : 2'600'000'000;
     SCOPED_TRACE("round " + std::to_string(round) + " classes " + std::to_string(n));
 

@@ -115,11 +115,13 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.wire.shaper->burst_bytes, 65536u);
   EXPECT_EQ(c.wire.overhead_bytes, 20u);
   EXPECT_EQ(c.wire.headroom_bytes, 3072u);
+  EXPECT_EQ(c.wire.headroom_permille, 0u) << "a fixed size replaces the default share";
   ASSERT_TRUE(c.host.shaper);
   EXPECT_EQ(c.host.shaper->rate_bps, 1'000'000'000u);
   EXPECT_EQ(c.host.shaper->burst_bytes, 1500u);
   EXPECT_EQ(c.host.overhead_bytes, 24u);
-  EXPECT_EQ(c.host.headroom_bytes, 3200u) << "default: two standard frames";
+  EXPECT_EQ(c.host.headroom_bytes, 0u);
+  EXPECT_EQ(c.host.headroom_permille, 250u) << "default: a quarter of the burst per class step";
   EXPECT_EQ(c.main_lcore, 2u);
   EXPECT_EQ(c.data_lcores, (std::vector<unsigned>{3, 0, 5}));
 
@@ -212,6 +214,18 @@ TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   EXPECT_EQ(c.log_level, d.log_level);
   EXPECT_EQ(c.control.socket, d.control.socket);
   EXPECT_EQ(c.control.state, d.control.state);
+}
+
+// headroom is a share of the burst ("12.5%") or a fixed size, never both.
+TEST(ConfigParse, HeadroomShareOrSize) {
+  const auto share = parse_config(doc("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"12.5%\""), "s.toml");
+  ASSERT_TRUE(share.ok()) << share.error();
+  EXPECT_EQ(share->wire.headroom_permille, 125u);
+  EXPECT_EQ(share->wire.headroom_bytes, 0u);
+  const auto off = parse_config(doc("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"0B\""), "o.toml");
+  ASSERT_TRUE(off.ok()) << off.error();
+  EXPECT_EQ(off->wire.headroom_permille, 0u) << "\"0B\" turns the headroom off";
+  EXPECT_EQ(off->wire.headroom_bytes, 0u);
 }
 
 TEST(ConfigParse, ClassCountMovesTheDefaultClass) {
@@ -308,6 +322,10 @@ std::vector<BadCase> bad_cases() {
        "shaper.host.overhead", "65 bytes is more than 64B"},
       {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"65537B\""),
        "shaper.host.headroom", "65537 bytes is more than 64KiB"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"101%\""),
+       "shaper.host.headroom", "at most 100%"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"25\""),
+       "shaper.host.headroom", "missing unit"},
       {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = 24"),
        "shaper.host.overhead", "expected a string with a unit"},
       {d("[shaper.wire]\nrat = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.wire.rat",

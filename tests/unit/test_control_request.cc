@@ -445,7 +445,9 @@ TEST(ControlRequest, RegistryMatchesTheProtocol) {
     names.push_back(c.name);
     EXPECT_NE(std::string(c.help), "") << c.name;
     const auto r = parse_control_request(json{{"cmd", c.name}}, kClasses);
-    if (!r.ok()) EXPECT_EQ(r.error().find("unknown command"), std::string::npos) << c.name << ": " << r.error();
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().find("unknown command"), std::string::npos) << c.name << ": " << r.error();
+    }
   }
   EXPECT_EQ(names, protocol);
 }
@@ -469,7 +471,9 @@ TEST(ControlRequest, IntegerRangesAgainstReference) {
       const std::string line = R"({"cmd":"rank","id":1,"rank":)" + n + "}";
       const auto r = parse_control_line(line, classes);
       ASSERT_EQ(r.ok(), v <= UINT32_MAX) << line;
-      if (r.ok()) EXPECT_EQ(std::get<RankRequest>(*r).rank, v);
+      if (r.ok()) {
+        EXPECT_EQ(std::get<RankRequest>(*r).rank, v);
+      }
     }
     {
       const std::string line = R"({"cmd":"class.set","port":"host","class":)" + std::to_string(v % 70) +

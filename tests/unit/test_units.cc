@@ -131,6 +131,13 @@ TEST(UnitsSize, BadValues) {
   for (const auto& b : cases) expect_bad(parse_size_bytes, b);
 }
 
+TEST(UnitsShare, GoodAndBadValues) {
+  const Good good[] = {{"25%", 250}, {"12.5%", 125}, {"100%", 1000}, {"0%", 0}, {"0.04%", 0}, {"0.05%", 1}};
+  for (const auto& g : good) expect_good(parse_share_permille, g);
+  const Bad bad[] = {{"25", "missing unit"}, {"25 %", "unknown unit"}, {"-5%", "negative"}, {"%", "does not start"}};
+  for (const auto& b : bad) expect_bad(parse_share_permille, b);
+}
+
 TEST(UnitsDuration, GoodValues) {
   const Good cases[] = {
       {"500ms", 500'000'000}, {"20s", 20'000'000'000}, {"100us", 100'000},
