@@ -53,4 +53,12 @@ uint64_t LatencyHistogram::percentile(double q) const {
   return max_;  // unreachable while counts_ sums to count_
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> LatencyHistogram::nonempty_buckets() const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (unsigned b = 0; b < kBuckets; ++b) {
+    if (counts_[b]) out.emplace_back(bucket_upper_bound(b), counts_[b]);
+  }
+  return out;
+}
+
 }  // namespace psgate

@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace psgate {
 
@@ -30,6 +32,9 @@ class LatencyHistogram {
   // q in [0, 1]; returns the upper bound of the bucket holding the q-quantile,
   // clamped to [min(), max()]. 0 for an empty histogram.
   uint64_t percentile(double q) const;
+  // The non-empty buckets in ascending order, (upper bound in ns, count): the
+  // whole distribution, for reports that draw it (psgate-gen's JSON). Cold path.
+  std::vector<std::pair<uint64_t, uint64_t>> nonempty_buckets() const;
 
   static unsigned bucket_of(uint64_t ns) {
     if (ns < kSubBuckets) return static_cast<unsigned>(ns);

@@ -22,7 +22,7 @@
 #include "job_driver.h"
 #include "profile.h"
 #include "psgate/counters.h"
-#include "latency.h"
+#include "psgate/latency_histogram.h"
 #include "psgate/result.h"
 #include "report.h"
 #include "rx_accounting.h"
@@ -55,7 +55,7 @@ struct alignas(64) StreamRx {
   Counter packets, bytes, unique;
   uint64_t reordered = 0, duplicates = 0, late = 0, wrong_port = 0, latency_invalid = 0;
   uint64_t first_tsc = 0, last_tsc = 0;
-  LatencyBuckets latency;           // ns
+  LatencyHistogram latency;           // ns
 };
 
 struct alignas(64) SideCounters {

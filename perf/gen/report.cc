@@ -11,9 +11,9 @@ constexpr double kL1Overhead = 24;  // FCS 4 + preamble 8 + inter-frame gap 12, 
 
 double per_s(double v, double s) { return s > 0 ? v / s : 0; }
 
-nlohmann::json latency_json(const LatencyBuckets& h) {
+nlohmann::json latency_json(const LatencyHistogram& h) {
   nlohmann::json buckets = nlohmann::json::array();
-  for (const auto& [upper, count] : h.nonempty()) buckets.push_back({upper, count});
+  for (const auto& [upper, count] : h.nonempty_buckets()) buckets.push_back({upper, count});
   return {{"count", h.count()},
           {"min_ns", h.min()},
           {"p50_ns", h.percentile(0.5)},

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "profile.h"
-#include "latency.h"
+#include "psgate/latency_histogram.h"
 
 namespace psgate::gen {
 
@@ -33,7 +33,7 @@ struct StreamResult {
   uint64_t flows_with_late = 0;
   uint64_t max_flow_loss = 0;
   double rx_seconds = 0;        // first to last arrival
-  LatencyBuckets latency;       // ns, duplicates excluded
+  LatencyHistogram latency;       // ns, duplicates excluded
   uint64_t latency_invalid = 0; // arrivals whose stamp gave no plausible latency (stamp.h): not in `latency`
 
   // Sent and never received: never negative, late arrivals never reduce it

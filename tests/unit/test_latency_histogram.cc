@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -174,4 +175,45 @@ TEST(LatencyHistogram, MergeEqualsRecordingAll) {
 }
 
 }  // namespace
+// nonempty_buckets lists every sample once, in its own bucket, ascending,
+// and merged histograms list the sum.
+TEST(LatencyHistogram, NonemptyBucketsListTheDistribution) {
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 50; ++round) {
+    LatencyHistogram a, part2, ref;
+    std::map<uint64_t, uint64_t> truth;  // upper bound -> samples, computed from bucket_of
+    const int n = 1 + static_cast<int>(rng() % 2000);
+    for (int i = 0; i < n; ++i) {
+      // Log-uniform over 0 .. 2^40 ns, so every bucket width is exercised.
+      const uint64_t ns = rng() >> (24 + rng() % 40);
+      (i % 3 ? a : part2).record(ns);
+      ref.record(ns);
+      ++truth[LatencyHistogram::bucket_upper_bound(LatencyHistogram::bucket_of(ns))];
+    }
+    a.merge(part2);
+    ASSERT_EQ(a.count(), ref.count());
+    EXPECT_EQ(a.min(), ref.min());
+    EXPECT_EQ(a.max(), ref.max());
+    for (double q : {0.0, 0.001, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0}) EXPECT_EQ(a.percentile(q), ref.percentile(q)) << q;
+    const auto buckets = a.nonempty_buckets();
+    const std::map<uint64_t, uint64_t> listed(buckets.begin(), buckets.end());
+    EXPECT_EQ(listed, truth);
+    for (size_t i = 1; i < buckets.size(); ++i) EXPECT_LT(buckets[i - 1].first, buckets[i].first);
+  }
+}
+
+TEST(LatencyHistogram, NonemptyBucketsEmptyAndExtremes) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.count(), 0u);
+  EXPECT_EQ(h.min(), 0u);
+  EXPECT_EQ(h.percentile(0.5), 0u);
+  EXPECT_TRUE(h.nonempty_buckets().empty());
+  h.record(0);
+  h.record(UINT64_MAX);
+  const auto b = h.nonempty_buckets();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0], (std::pair<uint64_t, uint64_t>{0, 1}));
+  EXPECT_EQ(b[1], (std::pair<uint64_t, uint64_t>{UINT64_MAX, 1}));
+}
+
 }  // namespace psgate
