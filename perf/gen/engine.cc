@@ -13,7 +13,7 @@ namespace psgate::gen {
 
 Engine::Engine(const Profile& profile, uint16_t host_port, uint16_t wire_port, rte_mempool* pool, uint64_t tsc_hz)
     : profile_(profile), port_{host_port, wire_port}, same_port_(host_port == wire_port), pool_(pool),
-      tsc_hz_(tsc_hz), epoch_tsc_(rte_rdtsc()) {
+      tsc_hz_(tsc_hz), epoch_tsc_(rte_rdtsc()), max_skew_cycles_(tsc_hz / 1000) {
   ns_per_cycle_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) / tsc_hz);
 }
 
@@ -146,6 +146,7 @@ RunResult Engine::result() const {
       s.duplicates = rx.duplicates;
       s.late = rx.late;
       s.latency_invalid = rx.latency_invalid;
+      s.rx_stale = rx.rx_stale;
       s.wrong_port = rx.wrong_port;
       s.flows = tx.flows;
       summarize_flows(rx.flows.data(), tx.seq.sent().data(), tx.flows, s);

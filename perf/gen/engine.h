@@ -53,7 +53,7 @@ struct alignas(64) StreamRx {
   unsigned side = 0;                // where this stream should arrive
   std::vector<FlowRx> flows;
   Counter packets, bytes, unique;
-  uint64_t reordered = 0, duplicates = 0, late = 0, wrong_port = 0, latency_invalid = 0;
+  uint64_t reordered = 0, duplicates = 0, late = 0, wrong_port = 0, latency_invalid = 0, rx_stale = 0;
   uint64_t first_tsc = 0, last_tsc = 0;
   LatencyHistogram latency;           // ns
 };
@@ -102,6 +102,7 @@ class Engine {
   rte_mempool* pool_;
   uint64_t tsc_hz_;
   uint64_t epoch_tsc_;         // before any frame is sent: no plausible TX TSC is older
+  uint64_t max_skew_cycles_;   // how far another core's TSC may run ahead (1 ms): stamp_age
   uint64_t ns_per_cycle_q32_;  // ns = cycles * this >> 32
 
   std::vector<JobDriver> drivers_;

@@ -54,6 +54,7 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
           {"flows_with_late", s.flows_with_late},
           {"max_flow_loss", s.max_flow_loss},
           {"latency_invalid", s.latency_invalid},
+          {"rx_stale", s.rx_stale},
           {"latency", latency_json(s.latency)}};
 }
 
@@ -98,6 +99,7 @@ void StreamResult::merge(const StreamResult& o) {
   rx_seconds = std::max(rx_seconds, o.rx_seconds);
   latency.merge(o.latency);
   latency_invalid += o.latency_invalid;
+  rx_stale += o.rx_stale;
 }
 
 std::string si(double v, const char* unit) {
@@ -255,7 +257,7 @@ std::string format_table(const RunResult& r) {
     std::snprintf(line, sizeof(line),
                   "generator RX was behind in %" PRIu64 " rounds (stopped at %u bursts per port with frames waiting)%s\n",
                   g.rx_backlog_rounds, r.rx_bursts_per_round,
-                  g.lost ? ": some loss may be the peer dropping at its TX into the generator's full RX ring" : "");
+                  g.lost ? ": some loss may be the peer's, behind the generator's full RX ring (psgate: queue_full)" : "");
     out += line;
   }
   if (!g.rx_backlog_rounds && !g.rx_imissed && !g.rx_nombuf) {

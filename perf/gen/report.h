@@ -34,7 +34,8 @@ struct StreamResult {
   uint64_t max_flow_loss = 0;
   double rx_seconds = 0;        // first to last arrival
   LatencyHistogram latency;       // ns, duplicates excluded
-  uint64_t latency_invalid = 0; // arrivals whose stamp gave no plausible latency (stamp.h): not in `latency`
+  uint64_t latency_invalid = 0; // this run's arrivals with a skewed TX TSC (stamp.h): not in `latency`
+  uint64_t rx_stale = 0;        // frames of an earlier run (stamp.h): in no other RX counter
 
   // Sent and never received: never negative, late arrivals never reduce it
   // (the true loss lies between lost() - late and lost()).
@@ -76,8 +77,8 @@ struct RunResult {
 // RX: frames its ports dropped (imissed, rx_nombuf) are in `lost` but were
 // lost by the generator; RX rounds that stopped at the poll cap with frames
 // still waiting mean RX was behind, and a peer that found the generator's RX
-// ring full dropped frames at its TX (psgate's memif TX does), which also
-// shows as `lost`. TX: frames refused or not built were never sent and are
+// ring full lost frames (psgate holds them and drops at its class queues,
+// queue_full; testpmd io drops at its TX), which also shows as `lost`. TX: frames refused or not built were never sent and are
 // not in `lost`; they only mean the offered rate fell short.
 struct GeneratorSide {
   uint64_t rx_backlog_rounds = 0, rx_imissed = 0, rx_nombuf = 0;

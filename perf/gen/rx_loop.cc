@@ -3,8 +3,8 @@
 // Each round polls a port until a burst comes back short of kRxBurst (the
 // ring is empty), at most rx_max_bursts_ bursts: in the single loop one TX
 // round may send a burst per job, and RX must take back at least that much
-// per round or the ring facing psgate fills and psgate drops frames at its
-// TX, which would then look like network loss. A round that stops at the cap
+// per round or the ring facing psgate fills, psgate's queues back up and it
+// drops at them (queue_full), which would then look like network loss. A round that stops at the cap
 // after a full burst is counted (rx_backlog): RX was behind.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -31,6 +31,12 @@ uint16_t Engine::rx_poll(unsigned side) {
       side_[side].rx_foreign.inc();
       continue;
     }
+    uint64_t cycles = 0;
+    const StampAge age = stamp_age(now, st.tsc, epoch_tsc_, max_skew_cycles_, &cycles);
+    if (age == StampAge::kStale) {  // an earlier run's frame (stamp.h): not this stream's
+      ++s.rx_stale;
+      continue;
+    }
     // With one port for both sides every arrival is on the right one.
     s.wrong_port += !same_port_ && side != s.side;
     if (s.packets.get() == 0) s.first_tsc = now;
@@ -49,8 +55,7 @@ uint16_t Engine::rx_poll(unsigned side) {
     s.reordered += a == Arrival::kReordered;
     s.late += a == Arrival::kLate;
     s.unique.add(a != Arrival::kLate);
-    uint64_t cycles;
-    if (!tx_delay_cycles(now, st.tsc, epoch_tsc_, &cycles)) {  // 40 bits of TX TSC: see stamp.h
+    if (age == StampAge::kSkewed) {  // this run's frame, but no plausible latency
       ++s.latency_invalid;
       bump(flow.lat_invalid);
       continue;

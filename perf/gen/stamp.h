@@ -11,12 +11,12 @@
 //                                  direction (at most 2^24 flows per job)
 //                            tsc:  low 40 bits of the TX TSC
 //
-// Latency = (rx - tx) mod 2^40 cycles (tx_delay_cycles). 2^40 cycles is
+// Latency = (rx - tx) mod 2^40 cycles (stamp_age). 2^40 cycles is
 // 4.6 minutes at 4 GHz; and a frame cannot have been sent before the run
 // began, so a delay the 40 bits cannot represent is caught as long as the
 // run is shorter than 2^40 cycles, as are frames of an earlier run and
-// corrupt stamps: they are counted (latency_invalid), never recorded as a
-// short latency.
+// corrupt stamps (stamp_age: counted as stale, never recorded as a short
+// latency, never part of a flow's accounting).
 //
 // Host byte order (sender and receiver are the same process). 16 bytes is
 // what fits a 64-byte IPv4/UDP frame: 14 + 20 + 8 + 16 + 4 (FCS) = 62 <= 64.
@@ -55,11 +55,25 @@ inline void write_stamp(uint8_t* p, const Stamp& s) {
 // delay is implausible: the TX time it implies lies before the epoch (a frame
 // of an earlier run, a corrupt stamp, a TX TSC ahead of `now`, or a delay
 // beyond 2^40 cycles in a run shorter than that).
-inline bool tx_delay_cycles(uint64_t now, uint64_t tx_tsc40, uint64_t epoch, uint64_t* cycles) {
+// How a stamp's 40 bits of TX TSC relate to this run, at RX time `now`:
+//   kValid   sent during the run: *cycles = the TX -> RX delay;
+//   kSkewed  the TX TSC is ahead of `now` by at most `max_skew` cycles: a
+//            frame of this run sent on a core whose TSC runs ahead of the
+//            receiver's; it counts as received, with no latency sample;
+//   kStale   it claims a TX time before the run began: a frame of an earlier
+//            run that a long-lived peer still had queued, or a corrupt stamp.
+//            Not this run's: it must not touch any flow's sequence state,
+//            which it would drag past this run's frames and make them "late".
+enum class StampAge { kValid, kSkewed, kStale };
+
+inline StampAge stamp_age(uint64_t now, uint64_t tx_tsc40, uint64_t epoch, uint64_t max_skew, uint64_t* cycles) {
   const uint64_t d = (now - tx_tsc40) & kStampTscMask;
-  if (d > now - epoch) return false;
-  *cycles = d;
-  return true;
+  if (d <= now - epoch) {
+    *cycles = d;
+    return StampAge::kValid;
+  }
+  const uint64_t ahead = (tx_tsc40 - now) & kStampTscMask;
+  return ahead <= max_skew ? StampAge::kSkewed : StampAge::kStale;
 }
 
 // Parses Ethernet (one optional VLAN tag), IPv4 or IPv6 (no extension

@@ -144,30 +144,36 @@ TEST(Frame, StampFieldWidths) {
   static_assert(kMaxFlowsPerJob <= (uint64_t{1} << kStampFlowBits), "flow ids must fit the stamp");
 }
 
-// TX -> RX delay from 40 bits of TX TSC, on an injected clock.
-TEST(Frame, TxDelayFromFortyBits) {
+// TX -> RX delay from 40 bits of TX TSC, on an injected clock: this run's
+// frames give their delay (or, with a TX TSC slightly ahead, count as skewed);
+// frames that claim a TX time before the run are stale.
+TEST(Frame, StampAgeFromFortyBits) {
   constexpr uint64_t k40 = uint64_t{1} << 40;
   constexpr uint64_t k33 = uint64_t{1} << 33;
+  constexpr uint64_t kSkew = 1'000'000;
+  using A = StampAge;
   struct Case {
     const char* what;
     uint64_t epoch, tx, now;  // full TSC values; the stamp carries tx's low 40 bits
-    bool valid;
+    A age;
     uint64_t cycles;
   } cases[] = {
-      {"plain", 1000, 5000, 7500, true, 2500},
-      {"zero delay", 1000, 5000, 5000, true, 0},
-      {"across a wrap of the 40 bits", k40 - 100, k40 - 10, k40 + 5, true, 15},
-      {"high TSC bits above the 40", 7 * k40 + 5, 7 * k40 + 123, 7 * k40 + 1123, true, 1000},
-      {"over 2^32 cycles: aliased to 7 cycles with the old 32-bit stamp", 10, 100, 100 + k33 + 7, true, k33 + 7},
-      {"a run over 2^40 cycles old, delay just below 2^40", 0, 5 * k40 + 1, 6 * k40, true, k40 - 1},
-      {"frame of an earlier run: TX before the epoch", 3 * k40 + 1000, 3 * k40 + 10, 3 * k40 + 2000, false, 0},
-      {"frame of a run 2^39 cycles earlier", 4 * k40, 4 * k40 - k40 / 2, 4 * k40 + 50, false, 0},
-      {"TX TSC ahead of now (cores' TSCs skewed)", 1000, 5000, 4000, false, 0},
+      {"plain", 1000, 5000, 7500, A::kValid, 2500},
+      {"zero delay", 1000, 5000, 5000, A::kValid, 0},
+      {"across a wrap of the 40 bits", k40 - 100, k40 - 10, k40 + 5, A::kValid, 15},
+      {"high TSC bits above the 40", 7 * k40 + 5, 7 * k40 + 123, 7 * k40 + 1123, A::kValid, 1000},
+      {"over 2^32 cycles: aliased to 7 cycles with the old 32-bit stamp", 10, 100, 100 + k33 + 7, A::kValid, k33 + 7},
+      {"a run over 2^40 cycles old, delay just below 2^40", 0, 5 * k40 + 1, 6 * k40, A::kValid, k40 - 1},
+      {"frame of an earlier run: TX before the epoch", 3 * k40 + 1000, 3 * k40 + 10, 3 * k40 + 2000, A::kStale, 0},
+      {"frame of a run 2^39 cycles earlier", 4 * k40, 4 * k40 - k40 / 2, 4 * k40 + 50, A::kStale, 0},
+      {"TX TSC ahead of now (cores' TSCs skewed)", 1000, 5000, 4000, A::kSkewed, 0},
+      {"TX TSC ahead by exactly the skew bound", 1000, 4000 + kSkew, 4000, A::kSkewed, 0},
+      {"TX TSC ahead by more than any skew", 1000, 4000 + kSkew + 1, 4000, A::kStale, 0},
   };
   for (const Case& c : cases) {
     uint64_t cycles = 12345;
-    EXPECT_EQ(tx_delay_cycles(c.now, c.tx & kStampTscMask, c.epoch, &cycles), c.valid) << c.what;
-    if (c.valid) {
+    EXPECT_EQ(stamp_age(c.now, c.tx & kStampTscMask, c.epoch, kSkew, &cycles), c.age) << c.what;
+    if (c.age == A::kValid) {
       EXPECT_EQ(cycles, c.cycles) << c.what;
     }
   }
@@ -179,7 +185,7 @@ TEST(Frame, TxDelayFromFortyBits) {
   for (uint64_t age = 0; age < k40; age += k40 >> 12) {
     const uint64_t now = epoch + age;
     for (uint64_t delay : {uint64_t{0}, age / 3, age}) {
-      ASSERT_TRUE(tx_delay_cycles(now, (now - delay) & kStampTscMask, epoch, &cycles)) << age << " " << delay;
+      ASSERT_EQ(stamp_age(now, (now - delay) & kStampTscMask, epoch, kSkew, &cycles), A::kValid) << age << " " << delay;
       ASSERT_EQ(cycles, delay) << age;
     }
   }
