@@ -46,9 +46,10 @@ class FlowCache {
   FlowCache& operator=(const FlowCache&) = delete;
 
   // --- IPv4 burst path.
-  // Inline: called per packet. The cache's set arithmetic (first/second set of
-  // a hash, 32-byte IPv4 entries) is spelled out in flow_cache.cc and checked
-  // there against these.
+  // Inline: called per packet. prefetch4 repeats the table's set arithmetic
+  // (FlowTable::first_set/second_set in flow_cache.cc, 32-byte IPv4 entries);
+  // if the two ever disagreed the prefetch would fetch the wrong lines: slower,
+  // never wrong, since lookups use the table's own arithmetic.
   static uint32_t hash(const FlowKey4& key) {
     return rte_hash_crc_8byte(key.w[1], rte_hash_crc_8byte(key.w[0], kHashSeed));
   }
