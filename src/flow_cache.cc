@@ -108,6 +108,21 @@ struct FlowTable {
     return hit;
   }
 
+  // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]) with
+  // their sets; out[i] gets the value of each live hit. Returns the hit mask.
+  uint64_t compare(const Key keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
+                   uint32_t out[]) const {
+    uint64_t hits = 0;
+    for (uint64_t todo = mask; todo != 0; todo &= todo - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+      const E* e = find(first_set(hashes[i]), second_set(hashes[i]), keys[i]);
+      if (e == nullptr || e->generation != generation) continue;  // absent, or cached under an older snapshot
+      out[i] = e->value;
+      hits |= uint64_t{1} << i;
+    }
+    return hits;
+  }
+
   // Returns whether a live entry was evicted.
   bool insert(const Key& key, uint32_t h, uint32_t generation, uint32_t value) {
     E* a = first_set(h);
@@ -179,16 +194,7 @@ uint32_t FlowCache::capacity() const { return tables_->v4.mask + 1; }
 
 uint64_t FlowCache::lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
                             uint32_t out[]) const {
-  const FlowTable<FlowKey4>& t = tables_->v4;
-  uint64_t hits = 0;
-  for (uint64_t todo = mask; todo != 0; todo &= todo - 1) {
-    const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
-    const auto* e = FlowTable<FlowKey4>::find(t.first_set(hashes[i]), t.second_set(hashes[i]), keys[i]);
-    if (e == nullptr || e->generation != generation) continue;  // absent, or cached under an older snapshot
-    out[i] = e->value;
-    hits |= uint64_t{1} << i;
-  }
-  return hits;
+  return tables_->v4.compare(keys, hashes, mask, generation, out);
 }
 
 void FlowCache::insert4(const FlowKey4& key, uint32_t h, uint32_t generation, uint32_t value) {
@@ -221,15 +227,7 @@ uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_
       v6 |= uint64_t{1} << i;
     }
   }
-  uint64_t hits = 0;
-  for (uint64_t todo = v6; todo != 0; todo &= todo - 1) {
-    const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
-    const auto* e = FlowTable<FlowKey6>::find(t6.first_set(hashes6[i]), t6.second_set(hashes6[i]), keys6[i]);
-    if (e == nullptr || e->generation != generation) continue;
-    out[i] = e->value;
-    hits |= uint64_t{1} << i;
-  }
-  return hits | lookup4(keys4, hashes4, v4, generation, out);
+  return t6.compare(keys6, hashes6, v6, generation, out) | lookup4(keys4, hashes4, v4, generation, out);
 }
 
 void FlowCache::insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value) {
