@@ -51,7 +51,7 @@ struct PortSchedConfig {
   uint64_t shaper_burst_bytes = 0;
   uint32_t overhead_bytes = 0;            // added to every packet's length for accounting
   uint32_t priority_headroom_bytes = 0;     // per class step, fixed; 0: see permille
-  uint32_t priority_headroom_permille = 0;  // per class step, of the shaper burst; both 0: off
+  uint32_t priority_headroom_permille = 0;  // per class step, of the shaper burst, unless bytes is set; both 0: off
   uint64_t tick_hz = 1;
 };
 

@@ -39,7 +39,7 @@ template <typename Item>
 PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
     : overhead_(config.overhead_bytes),
       headroom_bytes_(config.priority_headroom_bytes),
-      headroom_permille_(config.priority_headroom_bytes ? 0 : config.priority_headroom_permille),
+      headroom_permille_(config.priority_headroom_permille),
       shaper_burst_(config.shaper_burst_bytes),
       tick_hz_(config.tick_hz ? config.tick_hz : 1) {
   static_assert(std::is_default_constructible_v<Item>, "ring slots are preallocated");
@@ -222,14 +222,14 @@ unsigned PortScheduler<Item>::dequeue_strict(ScheduledItem<Item>* out, unsigned 
   while (n < max && backlog_ != 0) {
     const unsigned c = static_cast<unsigned>(__builtin_ctzll(backlog_));
     Class& k = classes_[c];
-    const uint32_t headroom = reserve_[c];
+    const uint32_t reserve = reserve_[c];
     uint64_t bytes = 0;
     bool blocked = false;
     while (n < max && k.head != k.tail) {
       Slot& s = k.ring[k.head & k.mask];
       if (shaped_) {
         const uint32_t charge = s.len + overhead_;
-        if (!shaper_.conforms(charge + headroom)) {
+        if (!shaper_.conforms(charge + reserve)) {
           blocked = true;
           break;
         }
