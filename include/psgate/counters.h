@@ -35,10 +35,13 @@ enum DropReason : unsigned {
   kDropPoliced,        // job ingress policer
   kDropTxFailed,       // the egress port refused it until shutdown
   kDropShutdown,       // still queued when the drain timeout expired
+  kDropBadMbuf,        // the driver handed over a broken buffer (lengths, chain, bounds): never read
+  kDropOversize,       // larger than the egress port's MTU plus L2 header and tags
+  kDropLinkDown,       // the egress port's link was down: nowhere to send it
   kDropReasonCount
 };
 inline constexpr const char* kDropReasonNames[kDropReasonCount] = {
-    "ring_full", "queue_full", "policed", "tx_failed", "shutdown_flush"};
+    "ring_full", "queue_full", "policed", "tx_failed", "shutdown_flush", "bad_mbuf", "oversize", "link_down"};
 
 inline constexpr unsigned kPortCount = 2;  // 0 = wire, 1 = host
 inline constexpr const char* kPortNames[kPortCount] = {"wire", "host"};
