@@ -1,9 +1,12 @@
 // Header parser for the fast path. See include/psgate/packet_parser.h.
 //
 // Shape: one pass, front to back, over at most a few dozen bytes. Every read
-// is preceded by a bounds check against an `end` offset: first the frame
-// length, then (once the IP header is trusted) the end of the IP datagram, so
-// Ethernet padding after the datagram is never mistaken for L4 bytes.
+// is preceded by a bounds check against an `end` offset: first the bytes in
+// view, then (once the IP header is trusted) the end of the IP datagram or of
+// the view, whichever comes first, so Ethernet padding after the datagram is
+// never mistaken for L4 bytes. Lengths the headers state are checked against
+// the whole frame, which may be longer than the view (an mbuf chain's first
+// segment).
 //
 //   Ethernet -> VLAN* -> IPv4 ------------------------> L4 ports
 //                     -> IPv6 -> ext headers (walk) -->
@@ -84,8 +87,10 @@ inline bool parse_l4(const uint8_t* data, uint32_t off, uint32_t end, ParsedPack
   return true;
 }
 
-// `off` is the IPv4 header; frame bytes end at `len`.
-inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, ParsedPacket& out) {
+inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+// `off` is the IPv4 header; bytes in view end at `len`, the frame at `frame_len`.
+inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, uint32_t frame_len, ParsedPacket& out) {
   if (len - off < kIpv4MinHeaderLen) return;  // too short to know anything
   const uint8_t* ip = data + off;
   if ((ip[0] >> 4) != 4) return;  // ethertype says IPv4, header disagrees
@@ -103,9 +108,9 @@ inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, ParsedPa
 
   const uint32_t hlen = (ip[0] & 0x0fu) * 4;
   const uint32_t total = load_be16(ip + 2);
-  // IHL >= 5; options inside the frame; total_length covers the header and no
-  // more than the frame (anything past total_length is Ethernet padding).
-  if (hlen < kIpv4MinHeaderLen || hlen > len - off || total < hlen || total > len - off) return;
+  // IHL >= 5; options in view; total_length covers the header and no more
+  // than the frame (anything past total_length is Ethernet padding).
+  if (hlen < kIpv4MinHeaderLen || hlen > len - off || total < hlen || total > frame_len - off) return;
   // Fragment offset (low 13 bits) != 0: no L4 header here. MF with offset 0 is
   // a first fragment and carries the L4 header like an unfragmented packet.
   if ((load_be16(ip + 6) & 0x1fff) != 0) {
@@ -113,11 +118,11 @@ inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, ParsedPa
     out.malformed = false;
     return;
   }
-  out.malformed = !parse_l4(data, off + hlen, off + total, out);
+  out.malformed = !parse_l4(data, off + hlen, min_u32(off + total, len), out);
 }
 
-// `off` is the IPv6 header; frame bytes end at `len`.
-inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, ParsedPacket& out) {
+// `off` is the IPv6 header; bytes in view end at `len`, the frame at `frame_len`.
+inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, uint32_t frame_len, ParsedPacket& out) {
   if (len - off < kIpv6HeaderLen) return;
   const uint8_t* ip = data + off;
   if ((ip[0] >> 4) != 6) return;
@@ -134,8 +139,10 @@ inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, ParsedPa
   const uint32_t payload = load_be16(ip + 4);
   // Payload length 0 with a jumbo option (RFC 2675) cannot occur on Ethernet;
   // it fails the walk below as malformed.
-  if (payload > len - off - kIpv6HeaderLen) return;
-  const uint32_t end = off + kIpv6HeaderLen + payload;
+  if (payload > frame_len - off - kIpv6HeaderLen) return;
+  // The datagram ends at `dgram_end`; what can be read of it, at `end`.
+  const uint32_t dgram_end = off + kIpv6HeaderLen + payload;
+  const uint32_t end = min_u32(dgram_end, len);
 
   uint8_t nh = ip[6];
   uint32_t pos = off + kIpv6HeaderLen;
@@ -174,19 +181,25 @@ inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, ParsedPa
         out.malformed = !parse_l4(data, pos, end, out);
         return;
     }
-    if (n == kMaxIpv6ExtHeaders || ext_len > end - pos) return;
+    // A header may end past the view (its successor is then not readable and
+    // the next step returns), never past the datagram.
+    if (n == kMaxIpv6ExtHeaders || ext_len > dgram_end - pos) return;
     nh = data[pos];
     pos += ext_len;
+    if (pos > end) return;  // the next header is out of view
   }
 }
 
 }  // namespace
 
-void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out) {
+void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out) { parse_packet(data, len, len, out); }
+
+void parse_packet(const uint8_t* data, uint32_t len, uint32_t frame_len, ParsedPacket& out) {
   out = ParsedPacket{};
   // Until a header proves otherwise the packet is malformed: every early
   // return below then reports it without another assignment.
   out.malformed = true;
+  if (frame_len < len) frame_len = len;  // a frame is never shorter than what is in view
   if (len < kEthHeaderLen) return;  // runt: not even an ethertype
 
   uint32_t off = 12;  // ethertype / first TPID
@@ -201,9 +214,9 @@ void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out) {
   off += 2;  // past the final ethertype: start of L3
 
   if (type == kEtherTypeIpv4) {
-    parse_ipv4(data, off, len, out);
+    parse_ipv4(data, off, len, frame_len, out);
   } else if (type == kEtherTypeIpv6) {
-    parse_ipv6(data, off, len, out);
+    parse_ipv6(data, off, len, frame_len, out);
   } else {
     // ARP, LLDP, LACP, STP (802.3 length field), ...: the wire's own control
     // traffic. It is tiny and must never wait behind a training job.

@@ -40,5 +40,10 @@ struct ParsedPacket {
 // Fills `out` completely (every field is reset). Never fails: what cannot be
 // understood is reported through `out.malformed` / `out.l3`.
 void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out);
+// The same over the first `len` bytes of a frame of `frame_len` bytes (an mbuf
+// chain's first segment): lengths the headers state are checked against
+// frame_len, and only headers wholly in view are read; one that is not is
+// reported as malformed, so the caller can parse a longer view.
+void parse_packet(const uint8_t* data, uint32_t len, uint32_t frame_len, ParsedPacket& out);
 
 }  // namespace psgate

@@ -461,6 +461,71 @@ TEST(PacketParser, EveryTruncationOfGoodFrames) {
   EXPECT_GT(cuts, 3000);
 }
 
+// A frame seen through a shorter view (an mbuf chain's first segment): the
+// lengths the headers state are checked against the whole frame, only bytes
+// in view are read (exact-size heap copy: ASan catches any read past it).
+// Whatever the view, a result that is not malformed is the full parse's, and
+// a view that holds the headers gives exactly the full parse.
+ParsedPacket parse_view(const Bytes& frame, size_t n) {
+  auto buf = std::make_unique<uint8_t[]>(n);
+  if (n != 0) std::memcpy(buf.get(), frame.data(), n);
+  ParsedPacket p;
+  parse_packet(buf.get(), static_cast<uint32_t>(n), static_cast<uint32_t>(frame.size()), p);
+  return p;
+}
+
+TEST(PacketParser, EveryViewOfAFrameLongerThanTheView) {
+  int views = 0, parsed_in_view = 0;
+  for (const Case& c : good_cases()) {
+    const Bytes& frame = c.frame;
+    const ParsedPacket full = parse_exact(frame);
+    for (size_t n = 0; n <= frame.size(); ++n, ++views) {
+      const std::string what = c.name + " viewed to " + std::to_string(n);
+      SCOPED_TRACE(what);
+      const ParsedPacket p = parse_view(frame, n);
+      check_invariants(p, n, what);
+      if (n == frame.size()) {
+        ASSERT_EQ(p.malformed, full.malformed);
+      }
+      if (p.malformed) continue;
+      if (n < frame.size()) ++parsed_in_view;
+      ASSERT_EQ(p.l3, full.l3);
+      ASSERT_EQ(p.l3_offset, full.l3_offset);
+      ASSERT_EQ(p.has_ports, full.has_ports);
+      ASSERT_EQ(p.sport, full.sport);
+      ASSERT_EQ(p.dport, full.dport);
+      ASSERT_EQ(p.proto, full.proto);
+      ASSERT_EQ(p.src, full.src);
+      ASSERT_EQ(p.dst, full.dst);
+      ASSERT_EQ(p.network_control, full.network_control);
+      ASSERT_EQ(p.non_first_fragment, full.non_first_fragment);
+    }
+  }
+  EXPECT_GT(views, 3000);
+  // Most views that hold the headers but not the payload parse in full.
+  EXPECT_GT(parsed_in_view, views / 4);
+}
+
+TEST(PacketParser, AJumboDatagramParsesFromItsFirstSegment) {
+  const Bytes frame = build([](pk::PacketSpec& s) {
+    s.proto = pk::kTcp;
+    s.sport = 2222;
+    s.dport = 40000;
+    s.payload_len = 9000 - 40;
+  });
+  ASSERT_EQ(frame.size(), 9014u);
+  const ParsedPacket first_segment = parse_view(frame, 2048);
+  EXPECT_FALSE(first_segment.malformed);
+  EXPECT_EQ(first_segment.sport, 2222);
+  // The same view claiming the frame ends there: total length past the frame.
+  ParsedPacket alone;
+  parse_packet(frame.data(), 2048, alone);
+  EXPECT_TRUE(alone.malformed);
+  // A view shorter than the TCP header asks for a longer one.
+  EXPECT_TRUE(parse_view(frame, 14 + 20 + 19).malformed);
+  EXPECT_FALSE(parse_view(frame, 14 + 20 + 20).malformed);
+}
+
 TEST(PacketParser, EveryTruncationOfMalformedFramesStaysInBounds) {
   for (const Case& c : malformed_cases()) {
     for (size_t n = 0; n <= c.frame.size(); ++n) {
