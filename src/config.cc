@@ -22,6 +22,7 @@
 #include <set>
 #include <toml++/toml.h>
 
+#include "psgate/packet_parser.h"
 #include "psgate/units.h"
 
 namespace psgate {
@@ -38,6 +39,8 @@ constexpr uint64_t kMaxOverheadBytes = 64;
 // 3/4 of the burst anyway: class_scheduler.h).
 constexpr uint64_t kMaxHeadroomBytes = 65536;
 constexpr size_t kMaxJobNameChars = 64;
+constexpr uint32_t kMinMtu = 68;
+constexpr uint32_t kMaxMtu = 65535 - 14 - 4 * kMaxVlanTags;  // the largest frame an mbuf chain can describe
 constexpr size_t kMaxSocketPathBytes = 107;  // sizeof(sockaddr_un::sun_path) - 1
 
 std::string quote(std::string_view s) { return "\"" + escape_control_chars(s) + "\""; }
@@ -293,7 +296,7 @@ class Parser {
     const std::string path = join("ports", name);
     const toml::table* t = table(ports, name, "ports", true);
     if (t == nullptr) return false;
-    if (!check_keys(*t, path, {"device", "rx_desc", "tx_desc"})) return false;
+    if (!check_keys(*t, path, {"device", "rx_desc", "tx_desc", "mtu"})) return false;
     const std::string* dev = string(*t, "device", path, true);
     if (dev == nullptr) return false;
     if (dev->empty()) return fail(join(path, "device"), "must not be empty");
@@ -304,14 +307,24 @@ class Parser {
         return fail(join(path, key), std::to_string(*field) + " is not a power of two");
       }
     }
-    return true;
+    // 68: the smallest MTU IPv4 allows (RFC 791). The device's own limit is
+    // checked when the port is set up (ports.cc).
+    return integer(*t, "mtu", path, kMinMtu, kMaxMtu, port.mtu);
   }
 
   bool parse_ports(const toml::table& root, ConfigSpec& c) {
     const toml::table* t = table(root, "ports", "", true);
     if (t == nullptr) return false;
     if (!check_keys(*t, "ports", {"wire", "host"})) return false;
-    return parse_port(*t, "wire", c.wire) && parse_port(*t, "host", c.host);
+    if (!parse_port(*t, "wire", c.wire) || !parse_port(*t, "host", c.host)) return false;
+    // A bump in the wire forwards every frame it receives on one port out of
+    // the other: a larger MTU on one side would only make frames it cannot send.
+    if (c.wire.mtu != c.host.mtu) {
+      return fail("ports.host.mtu", std::to_string(c.host.mtu) + " differs from ports.wire.mtu " +
+                                        std::to_string(c.wire.mtu) +
+                                        ": frames cross from one port to the other, so both must carry the same size");
+    }
+    return true;
   }
 
   bool parse_lcores(const toml::table& root, ConfigSpec& c) {
@@ -610,6 +623,8 @@ Result<ConfigSpec> load_config_file(const std::string& path) {
   }
   return parse_config(text, path);
 }
+
+uint32_t max_frame_bytes(uint32_t mtu, unsigned vlan_tags) { return mtu + 14 + 4 * vlan_tags; }
 
 unsigned class_for_rank(const ConfigSpec& config, uint32_t rank) {
   // Job classes: 1..count-1 in order, skipping the default class. Written

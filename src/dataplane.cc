@@ -97,16 +97,27 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     spdlog::warn("dataplane.mbufs = {} is below what full queues and descriptor rings can hold ({}): "
                  "under overload the NIC will drop for lack of buffers", config.mbufs, needed);
   }
-  d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
-  if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
+  PortCapacity caps[kPortCount];
   for (unsigned p = 0; p < kPortCount; ++p) {
     auto port = find_port(kPortNames[p], specs[p]->device);
     if (!port.ok()) return CreateResult::failure(port.error());
     shared.port_ids[p] = *port;
+    auto cap = port_capacity(kPortNames[p], *port, *specs[p]);
+    if (!cap.ok()) return CreateResult::failure(cap.error());
+    caps[p] = std::move(*cap);
   }
   if (shared.port_ids[0] == shared.port_ids[1]) return CreateResult::failure("ports wire and host are the same device");
+  auto frames = plan_frames(config, caps);
+  if (!frames.ok()) return CreateResult::failure(config.source + ": " + frames.error());
+  // The RX stage drops what the egress port could not carry: frames over the
+  // MTU plus the Ethernet header (untagged, the common case, checked first)
+  // or plus the tags the frame actually has.
+  shared.max_untagged_frame = max_frame_bytes(config.wire.mtu, 0);
+  d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
+                                    static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
+  if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
   for (unsigned p = 0; p < kPortCount; ++p) {
-    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], n_rx, 1, d->pool);
+    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool);
     d->ports_started = true;
     if (!started.ok()) return CreateResult::failure(started.error());
   }

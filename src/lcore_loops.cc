@@ -125,6 +125,18 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
 
 void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
 
+bool Dataplane::run_once() {
+  Impl& d = *impl_;
+  if (d.started || d.plans.size() != 1 || d.plans[0].role != LcoreRole::kRunToCompletion) return false;
+  LcorePlan& plan = d.plans[0];
+  // No lcore runs, so nothing else reads snapshots: no RCU registration.
+  const Snapshot& snap = *d.shared.snapshots->current();
+  sched_sync_params(*plan.sched, snap);
+  rx_iteration(d.shared, *plan.rx, snap);
+  transmit_all(d.shared, *plan.sched);
+  return true;
+}
+
 int lcore_main(void* arg) {
   auto& plan = *static_cast<LcorePlan*>(arg);
   DataplaneShared& shared = g_dataplane->shared;

@@ -7,22 +7,24 @@
 #include "psgate/packet_meta.h"
 #include "psgate/packet_parser.h"
 #include "psgate/run_total.h"
+#include "psgate/rx_guard.h"
 
 namespace psgate {
 
 namespace {
 
 // Headers that straddle mbuf segments are copied out once, which is rare
-// (drivers put at least the first 128 bytes in one segment). Returns false
-// when the parse had to use the copy, so rewrites must not touch the mbuf.
-inline bool parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
-  parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, out);
-  if (!out.malformed || m->nb_segs == 1) return true;
-  uint8_t copy[256];
+// (drivers put at least the first 128 bytes in one segment); the rewrite at
+// dequeue finds the IP header in whichever segment holds it (mbuf_rewrite.h).
+// The copy holds an IPv6 header chain of up to 1 KiB; a longer one is
+// forwarded unclassified as malformed.
+inline void parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
+  parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, m->pkt_len, out);
+  if (!out.malformed || m->nb_segs == 1) return;
+  uint8_t copy[1024];
   const uint32_t len = m->pkt_len < sizeof(copy) ? m->pkt_len : sizeof(copy);
   const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, len, copy));
-  parse_packet(p, len, out);
-  return false;
+  parse_packet(p, len, m->pkt_len, out);
 }
 
 // What the class step does with a packet the slow path saw (a job slot, or
@@ -68,11 +70,11 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
   unsigned n_acl = 0;
   for (uint64_t t = todo; t != 0; t &= t - 1) {
     const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
-    const bool rewritable = parse_mbuf(pkts[i], parsed[i]);
+    parse_mbuf(pkts[i], parsed[i]);
     const ParsedPacket& p = parsed[i];
     job[i] = kNoJob;
     l3_offset[i] = p.l3_offset;
-    ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed && rewritable) ? static_cast<uint8_t>(p.l3) : 0;
+    ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed) ? static_cast<uint8_t>(p.l3) : 0;
     kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
     if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
     if (fc && FlowCache::cacheable(p) && !(keyed >> i & 1)) {
@@ -119,31 +121,34 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
 
 unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port) {
   rte_mbuf* pkts[kMaxBurst];
-  const uint16_t n = rte_eth_rx_burst(shared.port_ids[in_port], rx.rx_queue, pkts, shared.burst);
-  if (n == 0) return 0;
-  const uint64_t now = rte_rdtsc();
+  const uint16_t received = rte_eth_rx_burst(shared.port_ids[in_port], rx.rx_queue, pkts, shared.burst);
+  if (received == 0) return 0;
   const unsigned out_port = in_port ^ 1u;  // bump-in-the-wire: wire <-> host
   LcoreCounters& counters = *rx.counters;
   PortCounters& in_counters = counters.ports[in_port];
   PortCounters& out_counters = counters.ports[out_port];
+  // Nothing reads a packet before its buffer is known to be sound and its
+  // frame to fit the egress port (rx_guard.h).
+  uint64_t bytes = 0;
+  const unsigned n = rx_guard_burst(pkts, received, shared.max_untagged_frame, out_counters.drops, bytes);
+  in_counters.rx_packets.add(received);
+  in_counters.rx_bytes.add(bytes);
+  if (n == 0) return received;
+  const uint64_t now = rte_rdtsc();
   FlowCache* fc = rx.flow_cache.get();
 
   // 1. The common case straight from the wire: key, hash, and the key's cache
   //    sets requested, while the rest of the burst is still being looked at.
   uint32_t job[kMaxBurst];
   uint64_t keyed = 0;
-  uint64_t bytes = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    bytes += m->pkt_len;
     if (fc && parse_ipv4_flow_key(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx.keys[i])) {
       rx.hashes[i] = FlowCache::hash(rx.keys[i]);
       fc->prefetch4(rx.hashes[i]);
       keyed |= uint64_t{1} << i;
     }
   }
-  in_counters.rx_packets.add(n);
-  in_counters.rx_bytes.add(bytes);
 
   // 2. Compare them. A hit is all a common-case packet needs.
   uint64_t hits = 0;
@@ -212,6 +217,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     meta->job_slot = slot;
     meta->l3_offset = common ? kCommonL3Offset : l3_offset[i];
     meta->ip_version = common ? 4 : ip_version[i];
+    meta->mark_ce = 0;
     meta->cls = static_cast<uint8_t>(cls);
     staged[n_staged] = m;
     staged_cls[n_staged++] = static_cast<uint8_t>(cls);
@@ -224,7 +230,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
 
   if (EgressPort* direct = rx.direct[out_port]) {
     if (n_staged) sched_accept_burst(shared, *direct, counters, staged, n_staged);
-    return n;
+    return received;
   }
 
   // Pipelined: one enqueue per class present in the burst, arrival order kept
@@ -286,7 +292,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     counters.cls(out_port, cls).drop_ring_full.add(g - sent);
     rte_pktmbuf_free_bulk(group + sent, g - sent);
   }
-  return n;
+  return received;
 }
 
 }  // namespace psgate

@@ -3,9 +3,7 @@
 #include <rte_ethdev.h>
 #include <rte_prefetch.h>
 
-#include <cstring>
-
-#include "psgate/header_rewrite.h"
+#include "psgate/mbuf_rewrite.h"
 #include "psgate/lcore_context.h"
 #include "psgate/packet_meta.h"
 #include "psgate/run_total.h"
@@ -40,8 +38,7 @@ inline unsigned transmit(EgressPort& egress, LcoreCounters& counters, rte_mbuf**
     // The worker a pull packet goes to: the low 32 bits of its destination
     // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
     if (measure && slot[i] != kNoJob && meta->ip_version != 0) {
-      const unsigned off = meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u);
-      std::memcpy(&worker[i], rte_pktmbuf_mtod_offset(pkts[i], const uint8_t*, off), sizeof(uint32_t));
+      worker[i] = read_u32_at(pkts[i], meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u));
     } else {
       worker[i] = 0;
     }
@@ -138,18 +135,12 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
     run_add(run, cls, len, flush_class);
     if (slot != kNoJob) ++job_queue[slot].queued;
 
-    // Marks are decided on the depth the packet found on arrival (as RED and
-    // DCTCP's switches do) and written while the mbuf is still ours.
-    const ClassActions& act = actions[cls];
-    if (meta->ip_version == 0) continue;
-    const bool mark_ce = act.ecn_threshold != 0 && depth_before >= act.ecn_threshold;
-    if (act.dscp < 0 && !mark_ce) continue;
-    uint8_t* l3 = rte_pktmbuf_mtod_offset(m, uint8_t*, meta->l3_offset);
-    const unsigned changed =
-        rewrite_traffic_class(l3, static_cast<L3Kind>(meta->ip_version), act.dscp, mark_ce);
-    ClassCounters& cc = counters.cls(port, cls);
-    if (changed & kRewroteDscp) cc.dscp_remarked.inc();
-    if (changed & kMarkedCe) cc.ecn_marked.inc();
+    // CE is decided on the depth the packet found on arrival (as RED and
+    // DCTCP's switches do: a queue of T packets ahead marks at threshold T)
+    // and written when it leaves (sched_transmit), with the DSCP of the class
+    // it actually leaves from: a re-rank may still move it.
+    const uint32_t threshold = actions[cls].ecn_threshold;
+    meta->mark_ce = threshold != 0 && depth_before >= threshold;
   }
   if (run.packets) flush_class(run);
   if (n_dropped) {
@@ -204,12 +195,22 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   auto flush_sojourn = [&] {
     counters.hist(egress.index, soj_cls).record(ticks_to_ns(shared, now - soj_tsc), soj_count);
   };
+  const ClassActions* const actions = egress.actions.data();
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = items[i].item;
     out[i] = m;
     run_add(run, items[i].cls, items[i].len, flush_class);
     const PacketMeta* meta = packet_meta(m);
     if (meta->job_slot != kNoJob) --egress.job_queue[meta->job_slot].queued;
+    // DSCP of the class the packet leaves from, CE as decided on arrival.
+    const ClassActions& act = actions[items[i].cls];
+    if ((act.dscp >= 0 || meta->mark_ce) && meta->ip_version != 0) {
+      const unsigned changed = rewrite_traffic_class_mbuf(m, meta->l3_offset, static_cast<L3Kind>(meta->ip_version),
+                                                          act.dscp, meta->mark_ce);
+      ClassCounters& cc = counters.cls(egress.index, items[i].cls);
+      if (changed & kRewroteDscp) cc.dscp_remarked.inc();
+      if (changed & kMarkedCe) cc.ecn_marked.inc();
+    }
     if (meta->rx_tsc != soj_tsc || items[i].cls != soj_cls) {
       if (soj_count) flush_sojourn();
       soj_tsc = meta->rx_tsc;

@@ -28,6 +28,9 @@ struct PortSpec {
   std::string device;          // vdev args ("net_pcap0,rx_pcap=a.pcap") or PCI address
   uint32_t rx_desc = 1024;
   uint32_t tx_desc = 1024;
+  // Largest IP packet the port carries, in bytes (Ethernet MTU: the frame
+  // without its 14-byte header, VLAN tags and FCS). Both ports must agree.
+  uint32_t mtu = 1500;
   std::optional<RateSpec> shaper;   // [shaper.<port>]; absent: unshaped
   uint32_t overhead_bytes = 24;     // [shaper.<port>] overhead, per-frame L1 bytes counted by the shaper
   // [shaper.<port>] headroom: the shaper credit class c leaves for the classes
@@ -84,6 +87,10 @@ struct ConfigSpec {
 Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name);
 // Reads the file (error if missing/unreadable) and calls parse_config.
 Result<ConfigSpec> load_config_file(const std::string& path);
+
+// The largest frame psgate forwards for an MTU: the IP packet, the Ethernet
+// header and up to kMaxVlanTags tags (no FCS: devices strip it).
+uint32_t max_frame_bytes(uint32_t mtu, unsigned vlan_tags);
 
 // The class a job rank maps to: job classes are 1..count-1 without the default
 // class, in order; rank r takes the r-th, ranks beyond share the last one. With

@@ -38,10 +38,11 @@ enum DropReason : unsigned {
   kDropBadMbuf,        // the driver handed over a broken buffer (lengths, chain, bounds): never read
   kDropOversize,       // larger than the egress port's MTU plus L2 header and tags
   kDropLinkDown,       // the egress port's link was down: nowhere to send it
+  kDropRunt,           // shorter than an Ethernet header (14 bytes): nothing to forward
   kDropReasonCount
 };
 inline constexpr const char* kDropReasonNames[kDropReasonCount] = {
-    "ring_full", "queue_full", "policed", "tx_failed", "shutdown_flush", "bad_mbuf", "oversize", "link_down"};
+    "ring_full", "queue_full", "policed", "tx_failed", "shutdown_flush", "bad_mbuf", "oversize", "link_down", "runt"};
 
 inline constexpr unsigned kPortCount = 2;  // 0 = wire, 1 = host
 inline constexpr const char* kPortNames[kPortCount] = {"wire", "host"};

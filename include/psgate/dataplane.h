@@ -72,6 +72,12 @@ class Dataplane {
   ~Dataplane();
 
   void start();
+  // Instead of start(): one pass of the run-to-completion loop on the calling
+  // thread (receive a burst on each port, schedule, transmit), for in-process
+  // tests and the packet-path fuzzer, which need every packet's fate
+  // synchronously. Returns false (and does nothing) unless the data plane has
+  // one data lcore and was not started.
+  bool run_once();
   // Stop receiving; lcores drain their queues until empty or until the drain
   // timeout, then exit. Blocks until every data lcore returned.
   void stop_and_drain();

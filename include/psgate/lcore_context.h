@@ -1,7 +1,7 @@
 // What each data lcore owns, and the two fast-path stages that run on it:
 //
 //   RX stage  (rx_stage.cc):    rx_burst -> parse -> classify -> police -> hand off
-//   sched stage (sched_stage.cc): accept (ECN/DSCP, class FIFO) -> schedule -> tx_burst
+//   sched stage (sched_stage.cc): accept (ECN decision, class FIFO) -> schedule -> DSCP/CE rewrite -> tx_burst
 //
 // Run-to-completion: one lcore runs both and the hand-off is a direct call.
 // Pipelined: RX lcores hand off through SPSC rings, one per (RX lcore, egress
@@ -34,7 +34,8 @@ namespace psgate {
 
 inline constexpr unsigned kMaxBurst = 64;
 
-// Per-class settings the scheduler stage applies at enqueue.
+// Per-class settings of the scheduler stage: the ECN threshold is checked at
+// enqueue, the DSCP (and a CE mark decided then) written at dequeue.
 struct ClassActions {
   uint32_t ecn_threshold = 0;  // packets; 0 = never mark
   int dscp = -1;               // -1 = keep
@@ -74,6 +75,10 @@ struct DataplaneShared {
   unsigned default_class = 7;
   uint64_t tsc_hz = 0;
   uint64_t ns_per_tick_q32 = 0;  // (1e9 << 32) / tsc_hz: ticks -> ns without division
+  // Both ports carry the same MTU (config): the largest untagged frame either
+  // may send. A frame above it is oversize unless its VLAN tags account for
+  // the difference (rx_stage.cc).
+  uint32_t max_untagged_frame = 1514;
   const SnapshotPublisher* snapshots = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;
   // Shutdown handshake: main stores the deadline, then clears rx_enabled

@@ -14,7 +14,10 @@ struct PacketMeta {
   uint64_t rx_tsc;     // when the RX stage saw it: sojourn time is measured from here
   uint32_t job_slot;   // kNoJob for unclassified traffic
   uint16_t l3_offset;  // where DSCP/ECN rewrites apply
-  uint8_t ip_version;  // 4 or 6: rewritable; 0: leave the bytes alone (non-IP, malformed)
+  uint8_t ip_version : 7;  // 4 or 6: rewritable; 0: leave the bytes alone (non-IP, malformed)
+  // The class queue was at or above its ECN threshold when this packet
+  // arrived: set CE when it leaves (RED and DCTCP decide on arrival depth).
+  uint8_t mark_ce : 1;
   uint8_t cls;
 };
 static_assert(sizeof(PacketMeta) == 16);

@@ -7,6 +7,7 @@
 #include <rte_mempool.h>
 
 #include "psgate/config.h"
+#include "psgate/frame_plan.h"
 #include "psgate/result.h"
 
 namespace psgate {
@@ -17,9 +18,14 @@ std::string device_name(const std::string& device);
 // Finds the port EAL created for `device` (probed through --vdev or -a).
 Result<uint16_t> find_port(const std::string& role, const std::string& device);
 
-// Configures nb_rxq RX queues (RSS across them when the device supports it)
-// and nb_txq TX queues, promiscuous mode, and starts the port.
-Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, unsigned nb_rxq,
-                        unsigned nb_txq, rte_mempool* pool);
+// What the device can carry (MTU limit, chaining, multi-segment TX), from
+// its device info and what psgate knows of its driver.
+Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, const PortSpec& spec);
+
+// Configures the MTU and the offloads of `frames`, nb_rxq RX queues (RSS
+// across them when the device supports it) and nb_txq TX queues,
+// promiscuous mode, and starts the port.
+Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
+                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool);
 
 }  // namespace psgate

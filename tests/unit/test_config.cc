@@ -33,8 +33,10 @@ args = ["--no-huge", "-m", "512", "--no-pci", "--file-prefix=psgate-demo"]
 device = "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap"
 rx_desc = 512
 tx_desc = 2048
+mtu = 9000
 [ports.host]
 device = "0000:03:00.1"
+mtu = 9000
 
 [lcores]
 main = 2
@@ -110,6 +112,8 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.wire.tx_desc, 2048u);
   EXPECT_EQ(c.host.device, "0000:03:00.1");
   EXPECT_EQ(c.host.rx_desc, 1024u);
+  EXPECT_EQ(c.wire.mtu, 9000u);
+  EXPECT_EQ(c.host.mtu, 9000u);
   ASSERT_TRUE(c.wire.shaper);
   EXPECT_EQ(c.wire.shaper->rate_bps, 9'500'000'000u);
   EXPECT_EQ(c.wire.shaper->burst_bytes, 65536u);
@@ -188,6 +192,8 @@ TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   EXPECT_EQ(c.host.device, "net_null1");
   EXPECT_EQ(c.wire.rx_desc, d.wire.rx_desc);
   EXPECT_EQ(c.wire.tx_desc, d.wire.tx_desc);
+  EXPECT_EQ(c.wire.mtu, 1500u);
+  EXPECT_EQ(c.host.mtu, 1500u);
   EXPECT_FALSE(c.wire.shaper);
   EXPECT_FALSE(c.host.shaper);
   EXPECT_EQ(c.wire.overhead_bytes, d.wire.overhead_bytes);
@@ -289,6 +295,10 @@ std::vector<BadCase> bad_cases() {
       {wire("device = \"w\"\nrxdesc = 1024"), "ports.wire.rxdesc",
        "unknown key (did you mean \"rx_desc\"?)"},
       {wire("device = \"w\"\n[ports.mgmt]\ndevice = \"m\""), "ports.mgmt", "unknown key"},
+      {wire("device = \"w\"\nmtu = 67"), "ports.wire.mtu", "67 is out of range 68..65505"},
+      {wire("device = \"w\"\nmtu = 65506"), "ports.wire.mtu", "out of range 68..65505"},
+      {wire("device = \"w\"\nmtu = \"9000B\""), "ports.wire.mtu", "expected an integer"},
+      {wire("device = \"w\"\nmtu = 9000"), "ports.host.mtu", "1500 differs from ports.wire.mtu 9000"},
       // [lcores]
       {kPorts, "lcores", "missing"},
       {lcores("main = 0"), "lcores.data", "missing"},

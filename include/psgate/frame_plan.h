@@ -1,0 +1,55 @@
+// How the two ports carry frames of the configured MTU: the size of the mbufs
+// and whether a large frame arrives as an mbuf chain. Pure decision logic (no
+// DPDK): ports.cc reads what each device can do into a PortCapacity, this
+// file decides, and the data plane sizes its mbuf pool and offloads from the
+// plan.
+//
+//   ports.<p>.mtu ──▶ max frame = mtu + 14 + 4 x kMaxVlanTags
+//        device limit?  ──no──▶ config error naming the key and the limit
+//        fits 2048 B?   ──yes─▶ default mbufs
+//        both ports chain large frames (scatter RX, or the driver's own)?
+//                       ──yes─▶ default mbufs, chains
+//                       ──no──▶ mbufs as large as a frame
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "psgate/config.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+// The data room of DPDK's default mbuf (RTE_MBUF_DEFAULT_DATAROOM) and its
+// headroom (RTE_PKTMBUF_HEADROOM), restated so this file needs no DPDK.
+inline constexpr uint32_t kDefaultDataRoom = 2048;
+inline constexpr uint32_t kMbufHeadroom = 128;
+// An mbuf's buf_len is 16 bits: the data room plus headroom must fit.
+inline constexpr uint32_t kMaxDataRoom = 65535 - kMbufHeadroom;
+
+struct PortCapacity {
+  std::string name;          // device name, for messages
+  uint32_t mtu_limit = 0;    // the largest MTU the device carries
+  std::string limit_source;  // where mtu_limit comes from, for messages
+  bool scatter_offload = false;  // RTE_ETH_RX_OFFLOAD_SCATTER offered
+  bool chains_by_itself = false; // the driver chains a large frame without the offload (memif, pcap)
+  bool multi_seg_tx = false;     // RTE_ETH_TX_OFFLOAD_MULTI_SEGS offered
+  // A driver that copies a whole received frame into one mbuf without
+  // checking its size (af_packet in DPDK 22.11: up to framesz - 52 bytes).
+  uint32_t min_data_room = 0;
+};
+
+struct FramePlan {
+  uint32_t mtu = 1500;
+  uint32_t max_frame = 0;        // the largest frame forwarded (bytes, no FCS)
+  uint32_t data_room = kDefaultDataRoom;  // bytes of packet data per mbuf
+  bool scatter[2] = {false, false};  // by port: enable RTE_ETH_RX_OFFLOAD_SCATTER
+  bool multi_seg_tx[2] = {false, false};  // by port: enable RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+  std::string describe(unsigned port) const;  // one line for the start-up log
+};
+
+// caps[0] is the wire port, caps[1] the host port. Fails with one line
+// naming ports.<p>.mtu when a device cannot carry the configured MTU.
+Result<FramePlan> plan_frames(const ConfigSpec& config, const PortCapacity caps[2]);
+
+}  // namespace psgate

@@ -1,0 +1,89 @@
+// Frame sizing for the configured MTU: which mbufs and offloads each
+// combination of device capabilities gets, and the errors that name the key.
+#include "psgate/frame_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace psgate {
+namespace {
+
+PortCapacity device(const std::string& name, uint32_t limit) {
+  PortCapacity c;
+  c.name = name;
+  c.mtu_limit = limit;
+  c.limit_source = "test";
+  return c;
+}
+
+ConfigSpec with_mtu(uint32_t mtu) {
+  ConfigSpec c;
+  c.wire.mtu = c.host.mtu = mtu;
+  return c;
+}
+
+TEST(FramePlan, StandardMtuUsesDefaultMbufs) {
+  const PortCapacity caps[2] = {device("w", 1500), device("h", 1500)};
+  const auto plan = plan_frames(with_mtu(1500), caps);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_EQ(plan->max_frame, 1500u + 14 + 16);
+  EXPECT_EQ(plan->data_room, kDefaultDataRoom);
+  EXPECT_FALSE(plan->scatter[0]);
+  EXPECT_FALSE(plan->scatter[1]);
+}
+
+TEST(FramePlan, MtuAboveTheDeviceLimitNamesKeyAndLimit) {
+  const PortCapacity caps[2] = {device("w", 9000), device("net_ring1", 1500)};
+  const auto plan = plan_frames(with_mtu(9000), caps);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.error().find("ports.host.mtu: 9000"), std::string::npos) << plan.error();
+  EXPECT_NE(plan.error().find("net_ring1"), std::string::npos) << plan.error();
+  EXPECT_NE(plan.error().find("MTU 1500"), std::string::npos) << plan.error();
+  // The limit itself is accepted.
+  EXPECT_TRUE(plan_frames(with_mtu(1500), caps).ok());
+}
+
+TEST(FramePlan, JumboWithScatterOnBothPortsKeepsSmallMbufs) {
+  PortCapacity caps[2] = {device("w", 9600), device("h", 9600)};
+  caps[0].scatter_offload = caps[1].scatter_offload = true;
+  caps[0].multi_seg_tx = caps[1].multi_seg_tx = true;
+  const auto plan = plan_frames(with_mtu(9000), caps);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_EQ(plan->data_room, kDefaultDataRoom);
+  EXPECT_TRUE(plan->scatter[0]);
+  EXPECT_TRUE(plan->scatter[1]);
+  EXPECT_TRUE(plan->multi_seg_tx[0]);
+  EXPECT_NE(plan->describe(0).find("scatter RX offload"), std::string::npos) << plan->describe(0);
+}
+
+TEST(FramePlan, JumboWhereOnePortCannotChainGetsFrameSizedMbufs) {
+  PortCapacity caps[2] = {device("w", 9600), device("h", 9600)};
+  caps[0].chains_by_itself = true;  // e.g. memif
+  const auto plan = plan_frames(with_mtu(9000), caps);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_GE(plan->data_room, plan->max_frame);
+  EXPECT_EQ(plan->data_room % 64, 0u);
+  EXPECT_FALSE(plan->scatter[0]);
+  EXPECT_FALSE(plan->scatter[1]);
+  EXPECT_NE(plan->describe(1).find("one per frame"), std::string::npos) << plan->describe(1);
+}
+
+TEST(FramePlan, AfPacketFramesSizeTheMbufsWhateverTheMtu) {
+  // af_packet copies a whole ring frame into one mbuf: with framesz 16384 a
+  // 2 KB mbuf could be overrun even at MTU 1500.
+  PortCapacity caps[2] = {device("w", 16000), device("h", 16000)};
+  caps[0].min_data_room = caps[1].min_data_room = 16384 - 52;
+  const auto plan = plan_frames(with_mtu(1500), caps);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_GE(plan->data_room, 16384u - 52);
+}
+
+TEST(FramePlan, AnMtuNoMbufCanHoldNeedsChains) {
+  const PortCapacity caps[2] = {device("w", 65505), device("h", 65505)};
+  const auto plan = plan_frames(with_mtu(65500), caps);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.error().find("ports.wire.mtu"), std::string::npos) << plan.error();
+  EXPECT_NE(plan.error().find("cannot chain"), std::string::npos) << plan.error();
+}
+
+}  // namespace
+}  // namespace psgate
