@@ -69,13 +69,14 @@ bool PcapWriter::fail(const std::string& what) {
   return false;
 }
 
-bool PcapWriter::open(const std::string& path) {
+bool PcapWriter::open(const std::string& path, uint32_t snaplen) {
   close();
   path_ = path;
+  snaplen_ = snaplen;
   error_.clear();
   file_ = std::fopen(path.c_str(), "wb");
   if (file_ == nullptr) return fail("cannot create: " + errno_text());
-  const FileHeader h{kPcapMagicMicro, 2, 4, 0, 0, kPcapSnaplen, kPcapLinktypeEthernet};
+  const FileHeader h{kPcapMagicMicro, 2, 4, 0, 0, snaplen, kPcapLinktypeEthernet};
   if (std::fwrite(&h, sizeof h, 1, file_) != 1) {
     std::fclose(file_);
     file_ = nullptr;
@@ -85,12 +86,15 @@ bool PcapWriter::open(const std::string& path) {
 }
 
 bool PcapWriter::write(const uint8_t* data, size_t len, uint64_t ts_ns) {
+  const uint32_t incl = len > snaplen_ ? snaplen_ : static_cast<uint32_t>(len);
+  return write_record(data, incl, static_cast<uint32_t>(len), ts_ns);
+}
+
+bool PcapWriter::write_record(const uint8_t* data, uint32_t caplen, uint32_t orig_len, uint64_t ts_ns) {
   if (file_ == nullptr) return fail("write on a closed pcap writer");
-  const uint32_t incl = len > kPcapSnaplen ? kPcapSnaplen : static_cast<uint32_t>(len);
   const RecordHeader r{static_cast<uint32_t>(ts_ns / 1000000000),
-                       static_cast<uint32_t>(ts_ns % 1000000000 / 1000), incl,
-                       static_cast<uint32_t>(len)};
-  if (std::fwrite(&r, sizeof r, 1, file_) != 1 || (incl != 0 && std::fwrite(data, incl, 1, file_) != 1)) {
+                       static_cast<uint32_t>(ts_ns % 1000000000 / 1000), caplen, orig_len};
+  if (std::fwrite(&r, sizeof r, 1, file_) != 1 || (caplen != 0 && std::fwrite(data, caplen, 1, file_) != 1)) {
     return fail("write failed: " + errno_text());
   }
   return true;

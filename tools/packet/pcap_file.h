@@ -35,11 +35,15 @@ class PcapWriter {
   PcapWriter(PcapWriter&& other) noexcept;
   PcapWriter& operator=(PcapWriter&& other) noexcept;
 
-  // Creates or truncates `path` and writes the file header. On failure returns
-  // false and error() says why.
-  bool open(const std::string& path);
-  // Frames longer than kPcapSnaplen are cut, keeping their original length.
+  // Creates or truncates `path` and writes the file header with `snaplen`
+  // (libpcap reads records up to 256 KiB when the header allows them). On
+  // failure returns false and error() says why.
+  bool open(const std::string& path, uint32_t snaplen = kPcapSnaplen);
+  // Frames longer than the snap length are cut, keeping their original length.
   bool write(const uint8_t* data, size_t len, uint64_t ts_ns);
+  // One record exactly as given: `caplen` bytes of `data` captured of a frame
+  // of `orig_len` bytes (a capture cut short has caplen < orig_len).
+  bool write_record(const uint8_t* data, uint32_t caplen, uint32_t orig_len, uint64_t ts_ns);
   bool write(const std::vector<uint8_t>& frame, uint64_t ts_ns) {
     return write(frame.data(), frame.size(), ts_ns);
   }
@@ -54,6 +58,7 @@ class PcapWriter {
   std::FILE* file_ = nullptr;
   std::string path_;
   std::string error_;
+  uint32_t snaplen_ = kPcapSnaplen;
 };
 
 // Reads a whole pcap file: micro- or nanosecond magic, either byte order.
