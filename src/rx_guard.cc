@@ -2,7 +2,6 @@
 // fast check refused come here.
 #include "psgate/rx_guard.h"
 
-#include <rte_byteorder.h>
 #include <rte_ether.h>
 
 #include "psgate/config.h"
@@ -42,11 +41,10 @@ void free_broken_mbuf(rte_mbuf* m) {
 unsigned vlan_tag_count(const rte_mbuf* m) {
   unsigned tags = 0;
   for (; tags < kMaxVlanTags; ++tags) {
-    uint16_t type_be;
-    const uint32_t off = 12 + 4 * tags;
-    const auto* p = static_cast<const uint16_t*>(rte_pktmbuf_read(m, off, sizeof(type_be), &type_be));
+    uint8_t copy[2];
+    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 12 + 4 * tags, sizeof(copy), copy));
     if (p == nullptr) break;
-    const uint16_t type = rte_be_to_cpu_16(*p);
+    const uint16_t type = static_cast<uint16_t>(p[0] << 8 | p[1]);  // bytes: the frame has no alignment
     if (type != RTE_ETHER_TYPE_VLAN && type != RTE_ETHER_TYPE_QINQ && type != RTE_ETHER_TYPE_QINQ1) break;
   }
   return tags;
