@@ -87,8 +87,11 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
     cap.mtu_limit = data > tag_room ? data - tag_room : 0;
     cap.limit_source = "its framesz " + std::to_string(frame) + " (raise framesz and blocksz for larger frames)";
   } else if (driver == "net_pcap") {
-    // The pcap driver chains a capture larger than one mbuf by itself.
-    cap.chains_by_itself = true;
+    // The pcap driver chains a capture larger than one mbuf by itself, except
+    // when it replays forever: infinite_rx copies only the first segment of
+    // each preloaded frame and still reports the whole pkt_len (DPDK 22.11),
+    // so there every frame must fit one mbuf.
+    cap.chains_by_itself = devarg_u32(spec.device, "infinite_rx", 0) == 0;
   }
   return cap;
 }

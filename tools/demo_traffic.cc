@@ -2,7 +2,8 @@
 //
 //   host-in.pcap  what the PS host sends (replayed forever, infinite_rx=1):
 //                 the pull traffic of three jobs' parameter servers to their
-//                 workers, unknown traffic, an ARP reply
+//                 workers in 9000-byte packets (--mtu), unknown traffic, an
+//                 ARP reply
 //   wire-in.pcap  what the network sends (replayed once): workers' pushes
 //                 (IPv4 and IPv6), ARP, LLDP, and one truncated IPv4 packet
 //
@@ -75,14 +76,18 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes host-in.pcap and wire-in.pcap, the captures config/demo.toml replays."};
   std::string out_dir = ".";
   unsigned workers = 4;
+  unsigned mtu = 9000;
   app.add_option("-o,--out-dir", out_dir, "Directory for the two captures (default: current directory)");
   app.add_option("-w,--workers", workers, "Workers per job (default 4)")->check(CLI::Range(1, 200));
+  app.add_option("-m,--mtu", mtu, "IP packet size of the pulls, as ports.<p>.mtu in the demo config (default 9000)")
+      ->check(CLI::Range(576, 9000));
   CLI11_PARSE(app, argc, argv);
 
   // Host side: per cycle each job's PS sends one MTU-sized segment to each
-  // worker; unknown traffic is a quarter of a job's share.
+  // worker (jumbo frames by default, as ML clusters run); unknown traffic is
+  // a quarter of a job's share.
   std::vector<std::vector<uint8_t>> host;
-  const size_t mtu_payload = 1460;
+  const size_t mtu_payload = mtu - 40;  // IPv4 and TCP headers
   for (uint32_t seq = 0; seq < 64; ++seq) {
     for (unsigned job = 1; job <= 3; ++job)
       for (unsigned w = 0; w < workers; ++w) host.push_back(pkt::build_packet(pull(job, w, seq * mtu_payload, mtu_payload)));
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<uint8_t>> wire;
   for (unsigned job = 1; job <= 3; ++job)
     for (unsigned w = 0; w < workers; ++w) wire.push_back(pkt::build_packet(push(job, w, 1, 512)));
+  wire.push_back(pkt::build_packet(push(1, 0, 513, mtu_payload)));  // one full-size gradient segment
   pkt::PacketSpec v6 = push(1, 0, 1, 256);
   v6.l3 = pkt::L3::kIpv6;
   v6.src6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x10};
