@@ -42,7 +42,9 @@ Result<FramePlan> plan_frames(const ConfigSpec& config, const PortCapacity caps[
                                         " carries (MTU " + std::to_string(cap.mtu_limit) + ", from " +
                                         cap.limit_source + ")");
     }
-    all_chain = all_chain && (cap.scatter_offload || cap.chains_by_itself);
+    // A chain received on one port leaves by the other: both must be able
+    // to send one.
+    all_chain = all_chain && (cap.scatter_offload || cap.chains_by_itself) && cap.multi_seg_tx;
     if (cap.min_data_room > min_room) min_room = cap.min_data_room;
     plan.multi_seg_tx[p] = cap.multi_seg_tx;
   }

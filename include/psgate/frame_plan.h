@@ -7,7 +7,8 @@
 //   ports.<p>.mtu ──▶ max frame = mtu + 14 + 4 x kMaxVlanTags
 //        device limit?  ──no──▶ config error naming the key and the limit
 //        fits 2048 B?   ──yes─▶ default mbufs
-//        both ports chain large frames (scatter RX, or the driver's own)?
+//        both ports chain large frames (scatter RX, or the driver's own)
+//        and send chains (multi-segment TX)?
 //                       ──yes─▶ default mbufs, chains
 //                       ──no──▶ mbufs as large as a frame
 #pragma once

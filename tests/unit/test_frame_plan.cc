@@ -58,6 +58,7 @@ TEST(FramePlan, JumboWithScatterOnBothPortsKeepsSmallMbufs) {
 TEST(FramePlan, JumboWhereOnePortCannotChainGetsFrameSizedMbufs) {
   PortCapacity caps[2] = {device("w", 9600), device("h", 9600)};
   caps[0].chains_by_itself = true;  // e.g. memif
+  caps[0].multi_seg_tx = caps[1].multi_seg_tx = true;
   const auto plan = plan_frames(with_mtu(9000), caps);
   ASSERT_TRUE(plan.ok()) << plan.error();
   EXPECT_GE(plan->data_room, plan->max_frame);
@@ -65,6 +66,16 @@ TEST(FramePlan, JumboWhereOnePortCannotChainGetsFrameSizedMbufs) {
   EXPECT_FALSE(plan->scatter[0]);
   EXPECT_FALSE(plan->scatter[1]);
   EXPECT_NE(plan->describe(1).find("one per frame"), std::string::npos) << plan->describe(1);
+}
+
+TEST(FramePlan, ChainsOnlyWhereBothPortsCanSendThem) {
+  PortCapacity caps[2] = {device("w", 9600), device("h", 9600)};
+  caps[0].scatter_offload = caps[1].scatter_offload = true;
+  caps[0].multi_seg_tx = true;  // the host port could receive a chain it cannot send
+  const auto plan = plan_frames(with_mtu(9000), caps);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_GE(plan->data_room, plan->max_frame);
+  EXPECT_FALSE(plan->scatter[0]);
 }
 
 TEST(FramePlan, AfPacketFramesSizeTheMbufsWhateverTheMtu) {
