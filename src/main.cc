@@ -46,7 +46,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     if (!dataplane.ok()) {
       spdlog::error("{}", dataplane.error());
       rte_eal_cleanup();
-      return 1;
+      // A key the device refuses (an MTU above its limit) is reported as
+      // "<config>: <key>: ..." and is a configuration error like any other.
+      return dataplane.error().rfind(config.source + ": ", 0) == 0 ? 2 : 1;
     }
     psgate::Dataplane& dp = **dataplane;
     auto control = psgate::ControlPlane::create(dp, config);
@@ -145,8 +147,8 @@ int main(int argc, char** argv) {
       "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
       "SIGINT/SIGTERM stop receiving, drain the queues (bounded by dataplane.drain_timeout),\n"
       "print the final counters and exit 0. Exit status: 0 clean run, 2 bad command line,\n"
-      "configuration or state file, 1 DPDK/device/socket set-up failure or counters that\n"
-      "do not add up."};
+      "configuration (including a ports.<p>.mtu the device cannot carry) or state file,\n"
+      "1 DPDK/device/socket set-up failure or counters that do not add up."};
   std::string config_path;
   double duration_s = 0;
   bool check_only = false;
