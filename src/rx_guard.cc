@@ -55,7 +55,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint64_t suspect, uint32
   uint64_t sum = 0;
   unsigned kept = 0;
   unsigned bad = 0, runt = 0, oversize = 0;
-  rte_mbuf* dropped[64];
+  rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
   unsigned n_dropped = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];

@@ -40,17 +40,14 @@ void free_broken_mbuf(rte_mbuf* m);
 // kMaxVlanTags), read across segments if needed.
 unsigned vlan_tag_count(const rte_mbuf* m);
 
-// Checks a received burst in place: packets that may go on stay in `pkts`,
-// in order, and their count is returned; the others are counted on
-// `drops` (the egress port's drop counters) and freed. `bytes` receives the
-// pkt_len sum of every packet whose length can be trusted.
-inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
-                               std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes);
-
 // The slow half of rx_guard_burst: sorts out the packets of `suspect`.
 unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint64_t suspect, uint32_t max_untagged_frame,
                            std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes);
 
+// Checks a received burst in place: packets that may go on stay in `pkts`,
+// in order, and their count is returned; the others are counted on
+// `drops` (the egress port's drop counters) and freed. `bytes` receives the
+// pkt_len sum of every packet whose length can be trusted.
 inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
                                std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
   uint64_t suspect = 0;

@@ -1,0 +1,208 @@
+// Real mbufs and mbuf chains: the RX buffer guard's verdicts and what it
+// frees, and DSCP/ECN rewrites and address reads wherever a chain splits the
+// IP header.
+#include <gtest/gtest.h>
+#include <rte_mbuf.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "packet_builder.h"
+#include "psgate/header_rewrite.h"
+#include "psgate/mbuf_rewrite.h"
+#include "psgate/rx_guard.h"
+
+namespace psgate {
+namespace {
+
+namespace pk = psgate::pkt;
+using Bytes = std::vector<uint8_t>;
+
+class MbufChain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    pool_ = rte_pktmbuf_pool_create("chain_test", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    ASSERT_NE(pool_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    rte_mempool_free(pool_);
+    pool_ = nullptr;
+  }
+  void TearDown() override { EXPECT_EQ(rte_mempool_avail_count(pool_), 1023u) << "mbufs leaked or freed twice"; }
+
+  // `frame` cut at `cuts` (offsets, ascending) into a chain.
+  static rte_mbuf* chain(const Bytes& frame, const std::vector<uint32_t>& cuts) {
+    rte_mbuf* head = nullptr;
+    rte_mbuf* tail = nullptr;
+    uint32_t from = 0;
+    std::vector<uint32_t> ends = cuts;
+    ends.push_back(static_cast<uint32_t>(frame.size()));
+    for (uint32_t to : ends) {
+      rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+      if (to > from) std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(to - from)), frame.data() + from, to - from);
+      if (head == nullptr) {
+        head = m;
+      } else {
+        tail->next = m;
+        ++head->nb_segs;
+      }
+      tail = m;
+      from = to;
+    }
+    head->pkt_len = static_cast<uint32_t>(frame.size());
+    return head;
+  }
+  static Bytes flatten(const rte_mbuf* m) {
+    Bytes out;
+    for (; m != nullptr; m = m->next) {
+      const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
+      out.insert(out.end(), p, p + m->data_len);
+    }
+    return out;
+  }
+  static rte_mempool* pool_;
+};
+rte_mempool* MbufChain::pool_ = nullptr;
+
+Bytes ipv4_frame(uint8_t tos) {
+  pk::PacketSpec s;
+  s.tos = tos;
+  s.ipv4_options = {1, 1, 1, 1};  // a 24-byte header: the checksum covers the options too
+  s.payload_len = 100;
+  return pk::build_packet(s);
+}
+
+TEST_F(MbufChain, RewriteWhereverTheChainSplitsTheHeaderEqualsAFlatRewrite) {
+  for (L3Kind kind : {L3Kind::kIpv4, L3Kind::kIpv6}) {
+    pk::PacketSpec s;
+    s.l3 = kind == L3Kind::kIpv4 ? pk::L3::kIpv4 : pk::L3::kIpv6;
+    s.tos = 0x02;  // ECT(0)
+    s.payload_len = 100;
+    const Bytes frame = pk::build_packet(s);
+    Bytes want = frame;
+    ASSERT_EQ(rewrite_traffic_class(want.data() + 14, kind, 46, true), kRewroteDscp | kMarkedCe);
+    // Every two-way and three-way split of the first 60 bytes (empty segments too).
+    for (uint32_t a = 0; a <= 60; ++a) {
+      for (uint32_t b = a; b <= 60; b += 7) {
+        rte_mbuf* m = chain(frame, {a, b});
+        const unsigned changed = rewrite_traffic_class_mbuf(m, 14, kind, 46, true);
+        EXPECT_EQ(changed, kRewroteDscp | kMarkedCe) << a << "/" << b;
+        const Bytes got = flatten(m);
+        ASSERT_EQ(got, want) << "split at " << a << "/" << b;
+        if (kind == L3Kind::kIpv4) {
+          Bytes hdr(got.begin() + 14, got.begin() + 34);
+          const uint16_t stored = static_cast<uint16_t>(hdr[10] << 8 | hdr[11]);
+          hdr[10] = hdr[11] = 0;
+          ASSERT_EQ(stored, ipv4_header_checksum(hdr.data(), 20)) << "split at " << a << "/" << b;
+        }
+        rte_pktmbuf_free(m);
+      }
+    }
+  }
+}
+
+TEST_F(MbufChain, ChecksumAfterRewriteEqualsAFullRecomputeWithOptions) {
+  const Bytes frame = ipv4_frame(0x01);  // ECT(1)
+  for (uint32_t cut = 0; cut <= 40; ++cut) {
+    rte_mbuf* m = chain(frame, {cut});
+    rewrite_traffic_class_mbuf(m, 14, L3Kind::kIpv4, 10, true);
+    Bytes hdr = flatten(m);
+    hdr = Bytes(hdr.begin() + 14, hdr.begin() + 14 + 24);
+    EXPECT_EQ(hdr[1], (10 << 2) | 3);
+    const uint16_t stored = static_cast<uint16_t>(hdr[10] << 8 | hdr[11]);
+    hdr[10] = hdr[11] = 0;
+    EXPECT_EQ(stored, ipv4_header_checksum(hdr.data(), 24)) << "cut at " << cut;
+    rte_pktmbuf_free(m);
+  }
+}
+
+TEST_F(MbufChain, ReadsTheDestinationAddressAcrossSegments) {
+  const Bytes frame = ipv4_frame(0);
+  uint32_t want;
+  std::memcpy(&want, frame.data() + 14 + 16, 4);
+  for (uint32_t cut = 0; cut <= 40; ++cut) {
+    rte_mbuf* m = chain(frame, {cut});
+    EXPECT_EQ(read_u32_at(m, 14 + 16), want) << "cut at " << cut;
+    EXPECT_EQ(read_u32_at(m, static_cast<unsigned>(frame.size()) - 2), 0u) << "past the end reads as 0";
+    rte_pktmbuf_free(m);
+  }
+}
+
+TEST_F(MbufChain, GuardPassesSaneChainsAndCountsEveryBrokenOne) {
+  const Bytes frame = ipv4_frame(0);
+  std::array<Counter, kDropReasonCount> drops;
+  struct Case {
+    const char* name;
+    bool sane;
+    void (*fault)(rte_mbuf* head);
+  } cases[] = {
+      {"one segment", true, [](rte_mbuf*) {}},
+      {"pkt_len too long", false, [](rte_mbuf* m) { m->pkt_len += 1; }},
+      {"pkt_len too short", false, [](rte_mbuf* m) { m->pkt_len -= 1; }},
+      {"nb_segs zero", false, [](rte_mbuf* m) { m->nb_segs = 0; }},
+      {"data past the buffer", false,
+       [](rte_mbuf* m) { m->data_off = static_cast<uint16_t>(m->buf_len - m->data_len + 1); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    rte_mbuf* m = chain(frame, {});
+    c.fault(m);
+    EXPECT_EQ(mbuf_is_sane(m), c.sane);
+    rte_mbuf* burst[1] = {m};
+    uint64_t bytes = 0;
+    const uint64_t bad_before = drops[kDropBadMbuf].get();
+    const unsigned kept = rx_guard_burst(burst, 1, 1514, drops, bytes);
+    EXPECT_EQ(kept, c.sane ? 1u : 0u);
+    EXPECT_EQ(drops[kDropBadMbuf].get() - bad_before, c.sane ? 0u : 1u);
+    if (kept) rte_pktmbuf_free(burst[0]);
+  }
+  // Chains: a sane one passes; one whose nb_segs says more or fewer
+  // segments than it has is broken. Fewer: only what nb_segs vouches for is
+  // freed, the rest is never followed (the test frees it).
+  rte_mbuf* ok = chain(frame, {10, 50});
+  EXPECT_TRUE(mbuf_is_sane(ok));
+  rte_pktmbuf_free(ok);
+  rte_mbuf* more = chain(frame, {10, 50});
+  ++more->nb_segs;
+  EXPECT_FALSE(mbuf_is_sane(more));
+  free_broken_mbuf(more);
+  rte_mbuf* fewer = chain(frame, {10, 50});
+  rte_mbuf* third = fewer->next->next;
+  fewer->nb_segs = 2;
+  EXPECT_FALSE(mbuf_is_sane(fewer));
+  const unsigned avail = rte_mempool_avail_count(pool_);
+  free_broken_mbuf(fewer);
+  EXPECT_EQ(rte_mempool_avail_count(pool_), avail + 2);
+  rte_pktmbuf_free(third);
+}
+
+TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
+  std::array<Counter, kDropReasonCount> drops;
+  pk::PacketSpec tagged;
+  tagged.vlans = {{pk::kTpid8021ad, 1}, {pk::kTpid8021Q, 2}};
+  tagged.payload_len = 1500 - 28;  // an IP packet of exactly 1500 bytes: 1522 with two tags
+  tagged.min_frame_size = 0;
+  const Bytes at_limit = pk::build_packet(tagged);
+  ASSERT_EQ(at_limit.size(), 1522u);
+  tagged.payload_len += 1;
+  const Bytes over = pk::build_packet(tagged);
+  const Bytes runt(13, 0xee);
+  rte_mbuf* burst[4] = {chain(at_limit, {}), chain(runt, {}), chain(over, {700}), chain(ipv4_frame(0), {30})};
+  rte_mbuf* const keep0 = burst[0];
+  rte_mbuf* const keep3 = burst[3];
+  uint64_t bytes = 0;
+  const unsigned kept = rx_guard_burst(burst, 4, 1514, drops, bytes);
+  ASSERT_EQ(kept, 2u);
+  EXPECT_EQ(burst[0], keep0);  // order kept
+  EXPECT_EQ(burst[1], keep3);
+  EXPECT_EQ(drops[kDropRunt].get(), 1u);
+  EXPECT_EQ(drops[kDropOversize].get(), 1u);
+  EXPECT_EQ(drops[kDropBadMbuf].get(), 0u);
+  EXPECT_EQ(bytes, at_limit.size() + runt.size() + over.size() + ipv4_frame(0).size());
+  rte_pktmbuf_free(burst[0]);
+  rte_pktmbuf_free(burst[1]);
+}
+
+}  // namespace
+}  // namespace psgate
