@@ -17,6 +17,7 @@
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
 #include "psgate/control_server.h"
+#include "psgate/lcore_check.h"
 #include "psgate/telemetry.h"
 #include "psgate/dataplane.h"
 #include "psgate/signals.h"
@@ -167,6 +168,11 @@ int main(int argc, char** argv) {
   auto config = psgate::load_config_file(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "psgate: %s\n", config.error().c_str());
+    return 2;
+  }
+  // Lcores must exist on this machine (the parser cannot know which do).
+  if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path); !lcores) {
+    std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());
     return 2;
   }
   if (check_only) {
