@@ -44,6 +44,9 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
       conf.rx_adv_conf.rss_conf.rss_hf = wanted & info.flow_type_rss_offloads;
     }
   }
+  // Link changes as events where the device can raise them (link_watch.cc
+  // polls the others).
+  if (info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) conf.intr_conf.lsc = 1;
   if (int rc = rte_eth_dev_configure(port_id, nb_rxq, nb_txq, &conf); rc != 0) return fail("configure failed", rc);
   uint16_t rx_desc = static_cast<uint16_t>(spec.rx_desc);
   uint16_t tx_desc = static_cast<uint16_t>(spec.tx_desc);
