@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
@@ -104,7 +105,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     for (;;) {
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
-        spdlog::info("{} received: stopping RX and draining queues", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         break;
       }
       if (bounded && Clock::now() >= end) {
@@ -144,8 +145,10 @@ int main(int argc, char** argv) {
       "jobs and scheduling each egress port with strict-priority classes and token buckets.\n"
       "Jobs, their order and the policy change at run time through the control socket\n"
       "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
-      "SIGINT/SIGTERM stop receiving, drain the queues (bounded by dataplane.drain_timeout),\n"
-      "print the final counters and exit 0. Exit status: 0 clean run, 2 bad command line,\n"
+      "SIGINT, SIGTERM and SIGHUP stop receiving, drain the queues (bounded by\n"
+      "dataplane.drain_timeout), print the final counters and exit 0. A port whose link goes\n"
+      "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
+      "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean run, 2 bad command line,\n"
       "configuration or state file, 1 DPDK/device/socket set-up failure or counters that\n"
       "do not add up."};
   std::string config_path;
