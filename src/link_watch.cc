@@ -194,6 +194,14 @@ void links_init(Dataplane::Impl& d) {
       w.lsc = rte_eth_dev_callback_register(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d) == 0;
     }
   }
+  // The state at start (a memif server without its peer is down) is where
+  // counting starts, not a change.
+  std::lock_guard lock(d.link_mutex);
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    poll_port(d, p);
+    d.links[p].changes = 0;
+    d.links[p].since_unix_ns = now;
+  }
 }
 
 void links_shutdown(Dataplane::Impl& d) {

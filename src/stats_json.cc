@@ -40,8 +40,8 @@ nlohmann::json link_json(const PortLink& link) {
   nlohmann::json j = {{"state", link.up ? "up" : "down"},
                       {"since", utc_text(link.since_unix_ns)},
                       {"for_s", seconds_since(link.since_unix_ns)},
-                      {"changes", link.changes}};
-  if (!link.up) j["detail"] = link.detail;
+                      {"changes", link.changes},
+                      {"detail", link.detail}};  // always present: psgatectl's port table takes its keys from one port
   return j;
 }
 
