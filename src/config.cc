@@ -345,7 +345,8 @@ class Parser {
         return fail(p, std::to_string(v->get()) + " is out of range 0.." + std::to_string(kMaxLcore));
       }
       const auto id = static_cast<unsigned>(v->get());
-      if (id == c.main_lcore) return fail(p, "lcore " + std::to_string(id) + " is the main lcore");
+      // The main lcore may share a data lcore's CPU: it sleeps (eal_args.cc
+      // gives it an EAL lcore id of its own).
       if (std::find(c.data_lcores.begin(), c.data_lcores.end(), id) != c.data_lcores.end()) {
         return fail(p, "lcore " + std::to_string(id) + " listed twice");
       }

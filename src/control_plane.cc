@@ -194,6 +194,7 @@ Result<bool> ControlPlane::persist() const {
 }
 
 void ControlPlane::tick(uint64_t now_ns) {
+  dataplane_.poll_links();
   if (policy_.kind == PolicyKind::kStatic) return;
   auto ranks = effective_ranks(now_ns);
   if (ranks == applied_ranks_) return;
@@ -241,7 +242,18 @@ json ControlPlane::policy_json() const {
 }
 
 Reply ControlPlane::apply(const HealthRequest&) {
-  return json{{"status", "ok"},
+  // Degraded while a port's link is down: psgate runs, but that direction
+  // carries nothing (its traffic is dropped as link_down).
+  const auto links = dataplane_.links();
+  json ports = json::object();
+  json down = json::array();
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    ports[kPortNames[p]] = link_json(links[p]);
+    if (!links[p].up) down.push_back(kPortNames[p]);
+  }
+  return json{{"status", down.empty() ? "ok" : "degraded"},
+              {"ports_down", down},
+              {"links", ports},
               {"version", PSGATE_VERSION},
               {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
               {"generation", generation_},

@@ -43,6 +43,7 @@ PortSchedConfig sched_config(const ConfigSpec& config, const PortSpec& port, con
 
 Dataplane::Impl::~Impl() {
   if (ports_started) {
+    links_shutdown(*this);
     // Closing flushes what drivers buffer (net_pcap's output file).
     for (uint16_t port : shared.port_ids) {
       rte_eth_dev_stop(port);
@@ -73,6 +74,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     spdlog::info("TSC {:.3f} MHz measured against CLOCK_MONOTONIC_RAW (DPDK reports {:.3f} MHz)", shared.tsc_hz / 1e6,
                  rte_get_tsc_hz() / 1e6);
   shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
+  shared.tx_stall_ticks = kTxStallTimeoutNs * shared.tsc_hz / 1'000'000'000ull;
   const int socket = static_cast<int>(rte_socket_id());
   // DPDK object names are process-wide; tests build several data planes in one process.
   static std::atomic<unsigned> instances{0};
@@ -85,6 +87,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   const size_t n = lcores.size();
   const unsigned n_rx = n == 1 ? 1 : (n == 2 ? 1 : static_cast<unsigned>(n - 2));
   const bool pipelined = n > 1;
+  shared.link = std::make_unique<LinkShared>(static_cast<unsigned>(n));
 
   // Ports.
   const PortSpec* specs[kPortCount] = {&config.wire, &config.host};
@@ -109,6 +112,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   if (shared.port_ids[0] == shared.port_ids[1]) return CreateResult::failure("ports wire and host are the same device");
   auto frames = plan_frames(config, caps);
   if (!frames.ok()) return CreateResult::failure(config.source + ": " + frames.error());
+  d->frames = *frames;
   // The RX stage drops what the egress port could not carry: frames over the
   // MTU plus the Ethernet header (untagged, the common case, checked first)
   // or plus the tags the frame actually has.
@@ -121,6 +125,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     d->ports_started = true;
     if (!started.ok()) return CreateResult::failure(started.error());
   }
+
+  d->n_rx = n_rx;
+  links_init(*d);
 
   // RCU for snapshot readers (RX stages).
   const size_t qsbr_size = rte_rcu_qsbr_get_memsize(static_cast<uint32_t>(n));
@@ -220,8 +227,11 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   return std::unique_ptr<Dataplane>(new Dataplane(std::move(d)));
 }
 
+std::atomic<LinkShared*> g_teardown_guard{nullptr};
+
 void Dataplane::start() {
   set_lcore_dataplane(impl_.get());
+  g_teardown_guard.store(impl_->shared.link.get(), std::memory_order_release);
   for (LcorePlan& plan : impl_->plans) {
     rte_eal_remote_launch(lcore_main, &plan, plan.lcore_id);
   }
@@ -236,6 +246,7 @@ void Dataplane::stop_and_drain() {
   shared.rx_enabled.store(false, std::memory_order_release);
   for (LcorePlan& plan : impl_->plans) rte_eal_wait_lcore(plan.lcore_id);
   impl_->started = false;
+  g_teardown_guard.store(nullptr, std::memory_order_release);
 }
 
 const Snapshot& Dataplane::snapshot() const { return *impl_->publisher->current(); }

@@ -18,6 +18,16 @@ bool rings_empty(const SchedContext& ctx) {
   return true;
 }
 
+// Top of every loop iteration (outside all bursts): report to the port
+// teardown handshake and take the link state the iteration will obey.
+inline unsigned link_check(DataplaneShared& shared, unsigned lcore_index) {
+  return shared.link->report_and_read(lcore_index);
+}
+
+inline void apply_links(SchedContext& ctx, unsigned up) {
+  for (EgressPort* e : ctx.egress) e->link_up = (up >> e->index) & 1u;
+}
+
 void transmit_all(DataplaneShared& shared, SchedContext& ctx) {
   const uint64_t now = rte_rdtsc();
   for (EgressPort* e : ctx.egress) sched_transmit(shared, *e, *ctx.counters, now);
@@ -25,9 +35,11 @@ void transmit_all(DataplaneShared& shared, SchedContext& ctx) {
 
 // After RX stopped: send what is queued until empty or the drain deadline,
 // then count and free the rest.
-void drain(DataplaneShared& shared, SchedContext& ctx) {
+void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
   const uint64_t deadline = shared.drain_deadline_tsc.load(std::memory_order_relaxed);
   for (;;) {
+    // Still transmitting: still part of the teardown handshake.
+    apply_links(ctx, link_check(shared, lcore_index));
     // Acquire pairs with the RX lcores' release on exit: their last ring
     // enqueues are visible once the count reads zero.
     const bool rx_done = shared.rx_lcores_running.load(std::memory_order_acquire) == 0;
@@ -65,10 +77,12 @@ class SnapshotReader {
   unsigned id_;
 };
 
-void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
+// A port whose link is down is not polled: its driver may be tearing down
+// what rx_burst reads (memif unmaps the peer's memory on disconnect).
+void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up) {
   if (snap.generation != rx.police_generation) rx_sync_policers(shared, rx, snap);
-  rx_poll(shared, rx, snap, 0);
-  rx_poll(shared, rx, snap, 1);
+  if (up & 1u) rx_poll(shared, rx, snap, 0);
+  if (up & 2u) rx_poll(shared, rx, snap, 1);
 }
 
 void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
@@ -82,15 +96,18 @@ int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      const unsigned up = link_check(shared, plan.rcu_thread_id);
+      apply_links(*plan.sched, up);
       const Snapshot& snap = reader.current();
       sched_sync_params(*plan.sched, snap);
-      rx_iteration(shared, *plan.rx, snap);
+      rx_iteration(shared, *plan.rx, snap, up);
       reader.quiescent();
       transmit_all(shared, *plan.sched);
     }
   }
   shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
-  drain(shared, *plan.sched);
+  drain(shared, *plan.sched, plan.rcu_thread_id);
+  shared.link->go_offline(plan.rcu_thread_id);
   return 0;
 }
 
@@ -98,10 +115,12 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
-      rx_iteration(shared, *plan.rx, reader.current());
+      const unsigned up = link_check(shared, plan.rcu_thread_id);
+      rx_iteration(shared, *plan.rx, reader.current(), up);
       reader.quiescent();
     }
   }
+  shared.link->go_offline(plan.rcu_thread_id);
   shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
   return 0;
 }
@@ -111,13 +130,15 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      apply_links(ctx, link_check(shared, plan.rcu_thread_id));
       sched_sync_params(ctx, reader.current());
       reader.quiescent();
       sched_drain_rings(shared, ctx);
       transmit_all(shared, ctx);
     }
   }
-  drain(shared, ctx);
+  drain(shared, ctx, plan.rcu_thread_id);
+  shared.link->go_offline(plan.rcu_thread_id);
   return 0;
 }
 
@@ -130,10 +151,14 @@ bool Dataplane::run_once() {
   if (d.started || d.plans.size() != 1 || d.plans[0].role != LcoreRole::kRunToCompletion) return false;
   LcorePlan& plan = d.plans[0];
   // No lcore runs, so nothing else reads snapshots: no RCU registration.
+  // The caller takes the lcore's part in the link handshake for the pass.
+  const unsigned up = link_check(d.shared, plan.rcu_thread_id);
+  apply_links(*plan.sched, up);
   const Snapshot& snap = *d.shared.snapshots->current();
   sched_sync_params(*plan.sched, snap);
-  rx_iteration(d.shared, *plan.rx, snap);
+  rx_iteration(d.shared, *plan.rx, snap, up);
   transmit_all(d.shared, *plan.sched);
+  d.shared.link->go_offline(plan.rcu_thread_id);
   return true;
 }
 

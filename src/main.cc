@@ -13,10 +13,12 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
 #include "psgate/control_server.h"
+#include "psgate/lcore_check.h"
 #include "psgate/telemetry.h"
 #include "psgate/dataplane.h"
 #include "psgate/signals.h"
@@ -105,7 +107,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     for (;;) {
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
-        spdlog::info("{} received: stopping RX and draining queues", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         break;
       }
       if (bounded && Clock::now() >= end) {
@@ -145,10 +147,12 @@ int main(int argc, char** argv) {
       "jobs and scheduling each egress port with strict-priority classes and token buckets.\n"
       "Jobs, their order and the policy change at run time through the control socket\n"
       "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
-      "SIGINT/SIGTERM stop receiving, drain the queues (bounded by dataplane.drain_timeout),\n"
-      "print the final counters and exit 0. Exit status: 0 clean run, 2 bad command line,\n"
-      "configuration (including a ports.<p>.mtu the device cannot carry) or state file,\n"
-      "1 DPDK/device/socket set-up failure or counters that do not add up."};
+      "SIGINT, SIGTERM and SIGHUP stop receiving, drain the queues (bounded by\n"
+      "dataplane.drain_timeout), print the final counters and exit 0. A port whose link goes\n"
+      "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
+      "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
+      "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
+      "carry) or state file, 1 DPDK/device/socket set-up failure or counters that do not add up."};
   std::string config_path;
   double duration_s = 0;
   bool check_only = false;
@@ -169,6 +173,11 @@ int main(int argc, char** argv) {
   auto config = psgate::load_config_file(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "psgate: %s\n", config.error().c_str());
+    return 2;
+  }
+  // Lcores must exist on this machine (the parser cannot know which do).
+  if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path); !lcores) {
+    std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());
     return 2;
   }
   if (check_only) {

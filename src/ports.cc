@@ -129,6 +129,9 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
       conf.rx_adv_conf.rss_conf.rss_hf = wanted & info.flow_type_rss_offloads;
     }
   }
+  // Link changes as events where the device can raise them (link_watch.cc
+  // polls the others).
+  if (info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) conf.intr_conf.lsc = 1;
   if (int rc = rte_eth_dev_configure(port_id, nb_rxq, nb_txq, &conf); rc != 0) return fail("configure failed", rc);
   if (device_takes_mtu) {
     // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);

@@ -71,6 +71,20 @@ inline unsigned transmit(EgressPort& egress, LcoreCounters& counters, rte_mbuf**
   return sent;
 }
 
+// Counts the packets the NIC has not taken under `reason` and frees them.
+// They already left their class FIFO (counted as dequeued there).
+void drop_pending(EgressPort& egress, LcoreCounters& counters, DropReason reason) {
+  if (egress.pending_count == 0) return;
+  rte_mbuf** pkts = egress.pending.data() + egress.pending_head;
+  for (unsigned i = 0; i < egress.pending_count; ++i) {
+    if (JobCounters* jc = job_counters(counters, packet_meta(pkts[i])->job_slot)) jc->drops.inc();
+  }
+  counters.ports[egress.index].drops[reason].add(egress.pending_count);
+  rte_pktmbuf_free_bulk(pkts, egress.pending_count);
+  egress.pending_count = 0;
+  egress.pending_head = 0;
+}
+
 }  // namespace
 
 // A job's packets all sit in one class. When a packet arrives for another
@@ -115,6 +129,16 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
   // which matters when a shaper holds back most of an overload).
   rte_mbuf* dropped[kMaxBurst];
   unsigned n_dropped = 0;
+  if (!egress.link_up) [[unlikely]] {
+    // Nowhere to send them: count per port and per job, free in bulk.
+    for (unsigned i = 0; i < n; ++i) {
+      if (JobCounters* jc = job_counters(counters, packet_meta(pkts[i])->job_slot)) jc->drops.inc();
+      dropped[i] = pkts[i];
+    }
+    counters.ports[port].drops[kDropLinkDown].add(n);
+    rte_pktmbuf_free_bulk(dropped, n);
+    return;
+  }
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     PacketMeta* meta = packet_meta(m);
@@ -171,11 +195,30 @@ void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
 }
 
 void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
+  if (!egress.link_up) [[unlikely]] {
+    // Link down: the port is not touched (a driver may be tearing it down),
+    // and what waits for it is dropped at once rather than held for a link
+    // that may never return; the mbufs go back to the pool for the port that
+    // still works.
+    if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
+    return;
+  }
   if (egress.pending_count) {
     const unsigned sent = transmit(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count);
     egress.pending_head += sent;
     egress.pending_count -= sent;
-    if (egress.pending_count) return;  // port still busy: keep the queue inside psgate
+    if (sent) {
+      egress.pending_since_tsc = now;
+      egress.stalled = false;
+    }
+    if (egress.pending_count) {
+      // Port still busy: keep the queue inside psgate, for a while.
+      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return;
+      // It took nothing for tx_stall_ticks: give these up and keep going
+      // with one try per burst until it takes something again.
+      drop_pending(egress, counters, kDropTxFailed);
+      egress.stalled = true;
+    }
     egress.pending_head = 0;
   }
   ScheduledItem<rte_mbuf*> items[kMaxBurst];
@@ -224,6 +267,10 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   const unsigned sent = transmit(egress, counters, out, n);
   egress.pending_head = sent;
   egress.pending_count = n - sent;
+  if (sent) egress.stalled = false;
+  if (egress.pending_count == 0) return;
+  egress.pending_since_tsc = now;
+  if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
 }
 
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now) {
@@ -245,23 +292,16 @@ void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now
 
 bool sched_idle(const EgressPort& egress) { return egress.pending_count == 0 && egress.sched.empty(); }
 
-void sched_flush(EgressPort& egress, LcoreCounters& counters) {
+void sched_flush(EgressPort& egress, LcoreCounters& counters, DropReason pending_reason, DropReason queued_reason) {
   PortCounters& pc = counters.ports[egress.index];
-  for (unsigned i = 0; i < egress.pending_count; ++i) {
-    rte_mbuf* m = egress.pending[egress.pending_head + i];
-    pc.drops[kDropTxFailed].inc();
-    if (JobCounters* jc = job_counters(counters, packet_meta(m)->job_slot)) jc->drops.inc();
-    rte_pktmbuf_free(m);
-  }
-  egress.pending_count = 0;
-  egress.pending_head = 0;
+  drop_pending(egress, counters, pending_reason);
   egress.sched.flush([&](rte_mbuf* m, unsigned cls) {
     // Leaving the FIFO without transmission still counts as dequeued, so
     // enqueued - dequeued stays the live depth.
     ClassCounters& cc = counters.cls(egress.index, cls);
     cc.dequeued_packets.inc();
     cc.dequeued_bytes.add(m->pkt_len);
-    pc.drops[kDropShutdown].inc();
+    pc.drops[queued_reason].inc();
     const uint32_t slot = packet_meta(m)->job_slot;
     if (slot != kNoJob) --egress.job_queue[slot].queued;
     if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();

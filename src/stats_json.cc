@@ -1,5 +1,9 @@
 #include "psgate/stats_json.h"
 
+#include <ctime>
+
+#include <fmt/format.h>
+
 namespace psgate {
 
 namespace {
@@ -10,7 +14,43 @@ nlohmann::json histogram_json(const LatencyHistogram& h) {
           {"p999_ns", h.percentile(0.999)}, {"max_ns", h.max()}};
 }
 
+uint64_t now_unix_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string utc_text(uint64_t unix_ns) {
+  const time_t secs = static_cast<time_t>(unix_ns / 1'000'000'000ull);
+  tm t{};
+  gmtime_r(&secs, &t);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &t);
+  return fmt::format("{}.{:03}Z", buf, unix_ns / 1'000'000 % 1000);
+}
+
+double seconds_since(uint64_t unix_ns) {
+  const uint64_t now = now_unix_ns();
+  return now > unix_ns ? static_cast<double>(now - unix_ns) / 1e9 : 0.0;
+}
+
 }  // namespace
+
+nlohmann::json link_json(const PortLink& link) {
+  nlohmann::json j = {{"state", link.up ? "up" : "down"},
+                      {"since", utc_text(link.since_unix_ns)},
+                      {"for_s", seconds_since(link.since_unix_ns)},
+                      {"changes", link.changes},
+                      {"detail", link.detail}};  // always present: psgatectl's port table takes its keys from one port
+  return j;
+}
+
+std::string link_text(const PortLink& link) {
+  std::string out = fmt::format("{} since {} ({:.1f} s, {} changes)", link.up ? "up" : "down",
+                                utc_text(link.since_unix_ns), seconds_since(link.since_unix_ns), link.changes);
+  if (!link.up) out += ": " + link.detail;
+  return out;
+}
 
 nlohmann::json telemetry_json(const JobTelemetry& t) {
   return {{"iterations", t.bursts},
@@ -38,6 +78,7 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
         {"drops", drops},  // by reason, for packets that were to leave by this port
         {"rerank_migrations", pt.rerank_migrations},
         {"rerank_deferred", pt.rerank_deferred},
+        {"link", link_json(pt.link)},
         {"nic", {{"imissed", pt.nic_imissed}, {"ierrors", pt.nic_ierrors}, {"rx_nombuf", pt.nic_rx_nombuf},
                  {"oerrors", pt.nic_oerrors}}},
     };

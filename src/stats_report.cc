@@ -1,6 +1,8 @@
 // Text reports of the counters (control path).
 #include "psgate/stats_report.h"
 
+#include "psgate/stats_json.h"
+
 #include <fmt/format.h>
 
 namespace psgate {
@@ -63,6 +65,8 @@ std::string format_final_report(const Totals& t, const Snapshot& snap, const Con
                        pt.rx_packets, pt.rx_bytes, pt.tx_packets, pt.tx_bytes, pt.rx_malformed,
                        pt.rx_network_control, pt.rx_unclassified, pt.nic_imissed, pt.nic_rx_nombuf);
   }
+  out += "\n== links ==\n";
+  for (unsigned p = 0; p < kPortCount; ++p) out += fmt::format("{:<6} {}\n", kPortNames[p], link_text(t.ports[p].link));
   out += "\n== drops by reason (by egress port) ==\n";
   out += fmt::format("{:<16} {:>12} {:>12}\n", "reason", "wire", "host");
   for (unsigned r = 0; r < kDropReasonCount; ++r) {

@@ -57,9 +57,14 @@ Totals Dataplane::read_totals(bool with_histograms) const {
       jt.drops += jc.drops.get();
     }
   }
+  // The link mutex keeps a port from being detached or probed again
+  // (link_watch.cc) while its driver counters are read.
+  std::lock_guard lock(impl_->link_mutex);
   for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortWatch& w = d.links[p];
+    t.ports[p].link = PortLink{w.up, w.since_unix_ns, w.changes, w.detail};
     rte_eth_stats st{};
-    if (rte_eth_stats_get(d.shared.port_ids[p], &st) == 0) {
+    if (!w.detached && rte_eth_stats_get(d.shared.port_ids[p], &st) == 0) {
       t.ports[p].nic_imissed = st.imissed;
       t.ports[p].nic_ierrors = st.ierrors;
       t.ports[p].nic_rx_nombuf = st.rx_nombuf;

@@ -66,8 +66,8 @@ struct ConfigSpec {
   std::vector<std::string> eal_args;
   PortSpec wire;                    // index 0: towards the network
   PortSpec host;                    // index 1: towards the PS host
-  unsigned main_lcore = 0;
-  std::vector<unsigned> data_lcores;  // non-empty, distinct, none equal to main_lcore
+  unsigned main_lcore = 0;            // a CPU; may also carry a data lcore (the main lcore sleeps)
+  std::vector<unsigned> data_lcores;  // CPUs, non-empty, distinct
   unsigned class_count = 8;         // 2..64
   unsigned default_class = 7;       // 1..count-1
   std::vector<ClassSpec> classes;   // exactly class_count entries

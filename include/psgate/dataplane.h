@@ -9,6 +9,7 @@
 //           scheduler/TX lcore per egress port (wire, then host)
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,14 @@
 
 namespace psgate {
 
+// A port's link as the control path last saw it.
+struct PortLink {
+  bool up = true;
+  uint64_t since_unix_ns = 0;  // when it last changed (or psgate started)
+  uint64_t changes = 0;        // up/down transitions since start
+  std::string detail;          // why it is down; empty when up
+};
+
 struct PortTotals {
   uint64_t rx_packets = 0, rx_bytes = 0, rx_malformed = 0, rx_network_control = 0, rx_unclassified = 0;
   uint64_t tx_packets = 0, tx_bytes = 0;
@@ -28,6 +37,7 @@ struct PortTotals {
   uint64_t rerank_migrations = 0, rerank_deferred = 0;
   // Driver-level counts (rte_eth_stats): frames lost before psgate saw them.
   uint64_t nic_imissed = 0, nic_ierrors = 0, nic_rx_nombuf = 0, nic_oerrors = 0;
+  PortLink link;
   uint64_t drop_total() const {
     uint64_t t = 0;
     for (uint64_t d : drops) t += d;
@@ -92,6 +102,14 @@ class Dataplane {
   SnapshotPublisher& publisher();
   const ConfigSpec& config() const;
   std::string describe_lcores() const;
+
+  // Control thread, every 100 ms: reads every port's link (driver status, or
+  // the kernel interface of an af_packet port), publishes changes to the data
+  // lcores and, for a port going down, waits until no lcore touches it any
+  // more; detaches an af_packet port whose interface is gone and probes it
+  // again when the interface is back.
+  void poll_links();
+  std::array<PortLink, kPortCount> links() const;
 
   struct Impl;
 

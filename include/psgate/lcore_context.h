@@ -27,6 +27,7 @@
 #include "psgate/flow_cache.h"
 #include "psgate/counters.h"
 #include "psgate/job_telemetry.h"
+#include "psgate/port_link.h"
 #include "psgate/snapshot.h"
 #include "psgate/token_bucket.h"
 
@@ -65,6 +66,18 @@ struct EgressPort {
   std::array<rte_mbuf*, kMaxBurst> pending{};
   unsigned pending_head = 0;
   unsigned pending_count = 0;
+  // When the port last took a packet while some were pending (TSC): pending
+  // packets are retried until shared.tx_stall_ticks after that, then counted
+  // as tx_failed and freed. While `stalled`, a burst the port refuses is
+  // counted at once instead of retried, so a dead NIC drains the queues at
+  // the scheduler's pace rather than freezing them; the first packet the
+  // port takes again ends the stall.
+  uint64_t pending_since_tsc = 0;
+  bool stalled = false;
+  // The egress link as this port's scheduler lcore last read it (top of its
+  // loop iteration). Down: nothing is sent, everything meant for the port is
+  // dropped as link_down.
+  bool link_up = true;
 };
 
 // Shared, read-mostly state every lcore needs.
@@ -86,6 +99,10 @@ struct DataplaneShared {
   std::atomic<bool> rx_enabled{true};
   std::atomic<uint64_t> drain_deadline_tsc{UINT64_MAX};
   std::atomic<unsigned> rx_lcores_running{0};
+  // How long pending packets are retried on a port that takes none (TSC ticks).
+  uint64_t tx_stall_ticks = 0;
+  // Link state and the port-teardown handshake (port_link.h).
+  std::unique_ptr<LinkShared> link;
 };
 
 struct RxContext {
@@ -127,6 +144,10 @@ struct SchedContext {
   std::vector<const std::vector<rte_ring*>*> rx_rings;
 };
 
+// How long psgate retries a burst on a port that accepts nothing before it
+// counts the burst as tx_failed (see EgressPort::pending_since_tsc).
+inline constexpr uint64_t kTxStallTimeoutNs = 100'000'000;
+
 // RX stage: one burst from one ingress port. Returns packets received.
 unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port);
 // Brings the lcore's policers in line with a new snapshot (control changes only).
@@ -140,8 +161,11 @@ void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounte
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.
 void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
-// Counts and frees whatever is still queued or pending (drain timeout).
-void sched_flush(EgressPort& egress, LcoreCounters& counters);
+// Counts and frees whatever is still queued or pending: at the drain timeout
+// (pending as tx_failed, queued as shutdown_flush), or when the link is down
+// (both as link_down).
+void sched_flush(EgressPort& egress, LcoreCounters& counters, DropReason pending_reason = kDropTxFailed,
+                 DropReason queued_reason = kDropShutdown);
 bool sched_idle(const EgressPort& egress);
 // Applies changed shaper/class parameters of a new snapshot (control changes only).
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now);

@@ -1,4 +1,4 @@
-// Stop signals (SIGINT, SIGTERM) for the programs that run DPDK lcores: the
+// Stop signals (SIGINT, SIGTERM, SIGHUP) for the programs that run DPDK lcores: the
 // psgate daemon and psgate-gen.
 //
 // Call block_stop_signals() before rte_eal_init: the threads EAL starts
@@ -16,13 +16,17 @@
 
 namespace psgate {
 
-// Blocks SIGINT and SIGTERM in the calling thread (and so in the threads it
-// starts later); returns that set, for wait_for_stop_signal.
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and so in the
+// threads it starts later); returns that set, for wait_for_stop_signal.
+// SIGHUP is a stop signal like SIGTERM (drain, counters, exit 0): its default
+// action would kill the process undrained, e.g. when the terminal that
+// started it closes.
 inline sigset_t block_stop_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
 }

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+
 #include "psgate/dataplane.h"
 #include "psgate/snapshot.h"
 
@@ -13,5 +15,10 @@ namespace psgate {
 //  "totals": {"received", "transmitted", "dropped", "conserved"}}
 nlohmann::json totals_to_json(const Totals& totals, const Snapshot& snap);
 nlohmann::json telemetry_json(const JobTelemetry& t);
+// {"state": "up"|"down", "since": "2026-01-02T03:04:05.678Z", "for_s": 12.3,
+//  "changes": 4, "detail": "no memif peer"} (detail empty when up)
+nlohmann::json link_json(const PortLink& link);
+// "up since 2026-01-02T03:04:05.678Z (12.3 s, 4 changes)" for the text reports.
+std::string link_text(const PortLink& link);
 
 }  // namespace psgate

@@ -324,6 +324,10 @@ def toml_str(s):
 def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), shaper=None, classes_extra="",
                   dataplane=None, stats_interval="0s"):
     """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead[, headroom])}."""
+    # psgate refuses lcores this machine does not have: with more data lcores
+    # than CPUs - 1, run them on CPUs 0.. (the sleeping main lcore shares CPU 0).
+    if max(data_lcores) >= (os.cpu_count() or 1):
+        data_lcores = tuple(range(len(data_lcores)))
     lines = ["[eal]", "args = [" + ", ".join(toml_str(a) for a in eal) + "]", "", "[ports.wire]",
              f"device = {toml_str(wire_dev)}", "[ports.host]", f"device = {toml_str(host_dev)}", "", "[lcores]",
              "main = 0", "data = [" + ", ".join(str(x) for x in data_lcores) + "]", ""]

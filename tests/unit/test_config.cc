@@ -305,8 +305,6 @@ std::vector<BadCase> bad_cases() {
       {lcores("data = []"), "lcores.data", "at least one"},
       {lcores("data = 1"), "lcores.data", "expected an array"},
       {lcores("data = [1, 2, 1]"), "lcores.data[2]", "lcore 1 listed twice"},
-      {lcores("data = [1, 0]"), "lcores.data[1]", "lcore 0 is the main lcore"},
-      {lcores("main = 3\ndata = [3]"), "lcores.data[0]", "main lcore"},
       {lcores("data = [128]"), "lcores.data[0]", "128 is out of range 0..127"},
       {lcores("data = [-1]"), "lcores.data[0]", "out of range"},
       {lcores("data = [\"1\"]"), "lcores.data[0]", "expected an integer"},

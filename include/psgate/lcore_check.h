@@ -1,0 +1,27 @@
+// Lcores that exist on this machine: the configuration parser is
+// machine-independent, so main() checks the lcores against the CPUs the
+// process may run on before EAL starts (EAL itself would map a missing one
+// onto some other CPU and run "on lcore 99" of a 2-CPU machine).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "psgate/config.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+// The CPUs of the process's affinity set, ascending.
+std::vector<unsigned> affinity_cpus();
+
+// "0-1", "0,2-5,7": a CPU list as the kernel writes one.
+std::string cpu_list_text(const std::vector<unsigned>& cpus);
+
+// Fails, naming the key, for the first lcore (lcores.main, then lcores.data[i])
+// that is not in `cpus`: "<source>: lcores.data[0]: lcore 99 does not exist
+// (this machine has CPUs 0-1)".
+Result<bool> check_lcores_exist(const ConfigSpec& config, const std::vector<unsigned>& cpus,
+                                const std::string& source);
+
+}  // namespace psgate

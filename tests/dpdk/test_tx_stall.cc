@@ -1,0 +1,116 @@
+// A NIC that stops accepting: the host port's TX ring is never drained, so
+// its tx_burst returns 0 once the ring is full. psgate retries a refused burst
+// for a bounded time (kTxStallTimeoutNs), then counts it as tx_failed and
+// keeps going; the wire port, served by the same lcore, keeps forwarding
+// throughout, and every packet is accounted for.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "packet_builder.h"
+#include "pipeline_harness.h"
+#include "psgate/lcore_context.h"
+
+namespace psgate::testing {
+namespace {
+
+constexpr unsigned kWire = 0, kHost = 1;
+
+std::string config_body(const std::string& lcores) {
+  return "[lcores]\nmain = 0\ndata = " + lcores + R"(
+[classes]
+count = 8
+depth = 256
+[dataplane]
+max_jobs = 64
+mbufs = 16383
+drain_timeout = "200ms"
+[stats]
+interval = "0s"
+[[jobs]]
+id = 1
+rank = 0
+match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
+)";
+}
+
+unsigned inject(PipelineHarness& h, unsigned port, const std::vector<uint8_t>& frame, unsigned n) {
+  rte_mbuf* pkts[32];
+  unsigned done = 0;
+  while (done < n) {
+    const unsigned want = std::min(32u, n - done);
+    unsigned got = 0;
+    for (; got < want; ++got) {
+      rte_mbuf* m = rte_pktmbuf_alloc(h.pool());
+      if (!m) break;
+      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+      pkts[got] = m;
+    }
+    const unsigned in = h.inject(port, pkts, got);
+    for (unsigned i = in; i < got; ++i) rte_pktmbuf_free(pkts[i]);
+    done += in;
+    if (in < want) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done;
+}
+
+unsigned drain_tx(PipelineHarness& h, unsigned port) {
+  rte_mbuf* pkts[64];
+  unsigned total = 0;
+  for (unsigned n; (n = h.collect(port, pkts, 64)) > 0;) {
+    rte_pktmbuf_free_bulk(pkts, n);
+    total += n;
+  }
+  return total;
+}
+
+class TxStallTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
+  PipelineHarness h(config_body(GetParam()));
+  ASSERT_TRUE(h.ok()) << h.error();
+  pkt::PacketSpec s;
+  s.proto = pkt::kUdp;
+  s.dport = 2222;
+  const std::vector<uint8_t> frame = pkt::build_packet(s);
+
+  // The host TX ring holds 4096 - 1 packets and nobody drains it: anything
+  // beyond that can leave only as a counted drop.
+  constexpr unsigned kToHost = 12000, kToWirePerRound = 500, kRounds = 8;
+  unsigned to_host = 0, to_wire = 0, wire_out = 0;
+  for (unsigned r = 0; r < kRounds; ++r) {
+    to_host += inject(h, kWire, frame, kToHost / kRounds);
+    to_wire += inject(h, kHost, frame, kToWirePerRound);
+    // Longer than the stall timeout, so that refused bursts are given up.
+    std::this_thread::sleep_for(std::chrono::nanoseconds(kTxStallTimeoutNs) + std::chrono::milliseconds(50));
+    wire_out += drain_tx(h, kWire);
+  }
+  // The wire port forwarded everything while the host port was stuck.
+  EXPECT_EQ(wire_out, to_wire);
+  const Totals live = h.dataplane().read_totals(false);
+  EXPECT_GT(live.ports[kHost].drops[kDropTxFailed], 0u) << "refused bursts were never given up";
+  h.stop();
+  const Totals t = h.dataplane().read_totals(false);
+  EXPECT_EQ(t.ports[kWire].tx_packets, to_wire);
+  EXPECT_EQ(t.ports[kHost].tx_packets, 4095u);  // what the ring took
+  EXPECT_EQ(t.rx_total(), to_host + to_wire);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+  EXPECT_GT(t.ports[kHost].drops[kDropTxFailed], 0u);
+  EXPECT_EQ(t.ports[kWire].drop_total(), 0u);
+  std::printf("[ tx-stall ] %s: host tx %lu, tx_failed %lu, queue_full %lu, shutdown_flush %lu; wire tx %lu\n",
+              GetParam().c_str(), static_cast<unsigned long>(t.ports[kHost].tx_packets),
+              static_cast<unsigned long>(t.ports[kHost].drops[kDropTxFailed]),
+              static_cast<unsigned long>(t.ports[kHost].drops[kDropQueueFull]),
+              static_cast<unsigned long>(t.ports[kHost].drops[kDropShutdown]),
+              static_cast<unsigned long>(t.ports[kWire].tx_packets));
+}
+
+INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "[1]" ? std::string("RunToCompletion") : std::string("Pipelined");
+                         });
+
+}  // namespace
+}  // namespace psgate::testing

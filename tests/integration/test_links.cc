@@ -1,0 +1,409 @@
+// Dying peers and links, through the real daemon (issue 10): a memif peer
+// SIGKILLed and restarted twenty times at full rate, an af_packet veth
+// deleted under psgate and created again, SIGHUP, and lcores that do not
+// exist. psgate must survive each, say in `health` which port is down, carry
+// traffic again once the peer is back, and account for every packet at exit.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon_runner.h"
+#include "packet_builder.h"
+
+namespace psgate::testing {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Polls `cond` every 50 ms for up to `seconds`.
+bool eventually(double seconds, const std::function<bool()>& cond) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return cond();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json request(const DaemonFixture& fx, const std::string& cmd) {
+  const std::string reply = socket_request(fx.path("ctl.sock"), R"({"cmd":")" + cmd + "\"}\n", 2000);
+  json j = json::parse(reply, nullptr, false);
+  return j.is_object() && j.value("ok", false) ? j["result"] : json(nullptr);
+}
+
+// A child process killed with SIGKILL when the test process dies too.
+class Child {
+ public:
+  Child(std::vector<std::string> argv, const std::string& out_path) {
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(125);
+      const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  Child(const Child&) = delete;
+  ~Child() { kill_now(); }
+  void kill_now() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string eal_line(const DaemonFixture& fx, const std::string& name) {
+  return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=psgate-" + name + "-" +
+         std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6) + "\", \"--log-level=3\"]\n";
+}
+
+std::string common_tail() {
+  return "[dataplane]\nmbufs = 8191\nmax_jobs = 64\n[stats]\ninterval = \"0s\"\n"
+         "[control]\nsocket = \"ctl.sock\"\n"
+         "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"dport=2222,proto=udp\", \"sport=2222,proto=udp\"]\n";
+}
+
+uint64_t port_counter(const json& stats, const char* port, const char* key) {
+  return stats.is_object() ? stats["ports"][port][key].get<uint64_t>() : 0;
+}
+
+void expect_conservation(const DaemonRun& run) {
+  EXPECT_NE(run.output.find("conservation: received"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(": OK"), std::string::npos) << run.output;
+  ASSERT_TRUE(run.stats.is_object()) << run.output;
+  const json& t = run.stats["totals"];
+  EXPECT_EQ(t["received"].get<uint64_t>(), t["transmitted"].get<uint64_t>() + t["dropped"].get<uint64_t>());
+}
+
+// psgate-gen over memif at full rate, SIGKILLed mid-traffic and started again,
+// twenty times (an operator saw the fifth round crash psgate inside the memif
+// driver). Each round: traffic flows both ways, the kill takes both links
+// down and health names both ports, and the next generator brings them up.
+TEST(Links, MemifPeerKilledAndRestartedTwentyTimes) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  DaemonFixture fx;
+  const std::string wire_sock = fx.path("wire.sock"), host_sock = fx.path("host.sock");
+  fx.write_file("psgate.toml", eal_line(fx, "memif") + "[ports.wire]\ndevice = \"net_memif0,role=server,socket=" +
+                                   wire_sock + "\"\n[ports.host]\ndevice = \"net_memif1,role=server,socket=" +
+                                   host_sock + "\"\n[lcores]\nmain = 0\ndata = [1]\n" + common_tail());
+  fx.write_file("gen.toml", R"([generator]
+duration = "600s"
+drain = "0s"
+interval = "0s"
+link_timeout = "30s"
+host_port = "net_memif0"
+wire_port = "net_memif1"
+mbufs = 8191
+[[jobs]]
+id = 1
+ps = "10.0.0.5:2222"
+workers = 2
+rate = "max"
+)");
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+
+  const int rounds = env("PSGATE_LINK_ROUNDS").empty() ? 20 : std::atoi(env("PSGATE_LINK_ROUNDS").c_str());
+  uint64_t last_wire_rx = 0, last_host_rx = 0;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    // The generator shares CPU 0 with psgate's sleeping main lcore; psgate's
+    // data lcore has CPU 1.
+    const std::string prefix = "psgate-linkgen-" + std::to_string(getpid()) + "-" + std::to_string(round);
+    Child g({gen, "--profile", fx.path("gen.toml"), "--", "--no-huge", "-m", "256", "--no-pci", "--file-prefix=" + prefix,
+             "--log-level=3", "--lcores=0@0,1@0", "--vdev=net_memif0,role=client,socket=" + host_sock,
+             "--vdev=net_memif1,role=client,socket=" + wire_sock},
+            fx.path("gen.out"));
+    // Both directions carry traffic again, and health is ok.
+    json stats;
+    const bool flowing = eventually(20, [&] {
+      stats = request(fx, "stats");
+      return port_counter(stats, "wire", "rx_packets") > last_wire_rx + 1000 &&
+             port_counter(stats, "host", "rx_packets") > last_host_rx + 1000;
+    });
+    ASSERT_TRUE(fx.daemon_running()) << fx.stop_daemon().output;
+    ASSERT_TRUE(flowing) << "no traffic after restart; psgate-gen:\n" << slurp(fx.path("gen.out"))
+                         << "\npsgate stats: " << stats.dump();
+    const json up = request(fx, "health");
+    EXPECT_EQ(up["status"], "ok") << up.dump();
+    // Mid-traffic, at full rate.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    g.kill_now();
+    std::error_code ec;
+    std::filesystem::remove_all("/var/run/dpdk/" + prefix, ec);  // what a killed EAL leaves
+    json health;
+    const bool down = eventually(5, [&] {
+      health = request(fx, "health");
+      return health.is_object() && health["status"] == "degraded" && health["ports_down"].size() == 2;
+    });
+    ASSERT_TRUE(fx.daemon_running()) << "psgate died in round " << round << ":\n" << fx.stop_daemon().output;
+    ASSERT_TRUE(down) << health.dump();
+    EXPECT_EQ(health["links"]["host"]["state"], "down");
+    EXPECT_EQ(health["links"]["host"]["detail"], "no memif peer");
+    EXPECT_EQ(health["links"]["wire"]["state"], "down");
+    stats = request(fx, "stats");
+    last_wire_rx = port_counter(stats, "wire", "rx_packets");
+    last_host_rx = port_counter(stats, "host", "rx_packets");
+    EXPECT_EQ(stats["ports"]["host"]["link"]["state"], "down");
+    EXPECT_GE(stats["ports"]["host"]["link"]["changes"].get<uint64_t>(), 2u * round + 1);
+  }
+  const DaemonRun run = fx.stop_daemon(60);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  expect_conservation(run);
+  EXPECT_GT(run.stats["totals"]["transmitted"].get<uint64_t>(), 0u);
+  EXPECT_NE(run.output.find("== links =="), std::string::npos);
+}
+
+// ---------------------------------------------------------------- af_packet
+
+int run_cmd(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+// A raw socket on an interface of the current network namespace.
+class RawPort {
+ public:
+  explicit RawPort(const std::string& iface) {
+    fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(if_nametoindex(iface.c_str()));
+    if (fd_ >= 0 && (sll.sll_ifindex == 0 || bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof(sll)) != 0)) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  void send(const std::vector<uint8_t>& frame) { (void)::send(fd_, frame.data(), frame.size(), 0); }
+  // Frames of ours (UDP destination port `dport`) received so far.
+  unsigned count(uint16_t dport) {
+    uint8_t buf[2048];
+    for (;;) {
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      // Ethernet 14 + IPv4 20 + UDP destination port at 2.
+      if (n >= 38 && buf[12] == 0x08 && buf[13] == 0x00 && buf[23] == 17 && ((buf[36] << 8) | buf[37]) == dport)
+        ++seen_;
+    }
+    return seen_;
+  }
+
+ private:
+  int fd_ = -1;
+  unsigned seen_ = 0;
+};
+
+// Enters a network namespace for the lifetime of the object (this thread, and
+// the processes it starts).
+class NetnsScope {
+ public:
+  explicit NetnsScope(const std::string& name) : name_(name) {
+    if (geteuid() != 0) return;
+    run_cmd("ip netns del " + name_);
+    if (run_cmd("ip netns add " + name_) != 0) return;
+    old_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    const int ns = open(("/var/run/netns/" + name_).c_str(), O_RDONLY | O_CLOEXEC);
+    entered_ = old_ >= 0 && ns >= 0 && setns(ns, CLONE_NEWNET) == 0;
+    if (ns >= 0) close(ns);
+  }
+  ~NetnsScope() {
+    if (old_ >= 0) {
+      setns(old_, CLONE_NEWNET);
+      close(old_);
+    }
+    run_cmd("ip netns del " + name_);
+  }
+  bool entered() const { return entered_; }
+
+ private:
+  std::string name_;
+  int old_ = -1;
+  bool entered_ = false;
+};
+
+std::vector<uint8_t> udp_frame(uint16_t dport) {
+  pkt::PacketSpec s;
+  s.src4 = {10, 0, 0, 1};
+  s.dst4 = {10, 0, 0, 5};
+  s.proto = pkt::kUdp;
+  s.sport = 40000;
+  s.dport = dport;
+  return pkt::build_packet(s);
+}
+
+bool make_veth(const std::string& a, const std::string& b) {
+  return run_cmd("ip link add " + a + " type veth peer name " + b) == 0 && run_cmd("ip link set " + a + " up") == 0 &&
+         run_cmd("ip link set " + b + " up") == 0;
+}
+
+// psgate on net_af_packet over two veth pairs in a namespace of the test's
+// own; the host-side veth is deleted under psgate, then created again.
+TEST(Links, AfPacketVethDeletedAndRecreated) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  const std::string ns = "psgt" + std::to_string(getpid());
+  NetnsScope scope(ns);
+  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+  ASSERT_TRUE(make_veth("pw0", "pw1") && make_veth("ph0", "ph1"));
+  DaemonFixture fx;
+  fx.write_file("psgate.toml", eal_line(fx, "afp") +
+                                   "[ports.wire]\ndevice = \"net_af_packet0,iface=pw0\"\n"
+                                   "[ports.host]\ndevice = \"net_af_packet1,iface=ph0\"\n"
+                                   "[lcores]\nmain = 0\ndata = [1]\n" + common_tail());
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  EXPECT_EQ(request(fx, "health")["status"], "ok");
+
+  constexpr uint16_t kPort = 2222;
+  const std::vector<uint8_t> frame = udp_frame(kPort);
+  auto carries = [&](RawPort& in, RawPort& out) {
+    const unsigned before = out.count(kPort);
+    return eventually(5, [&] {
+      for (int i = 0; i < 20; ++i) in.send(frame);
+      return out.count(kPort) >= before + 20;
+    });
+  };
+  {
+    RawPort wire_peer("pw1"), host_peer("ph1");
+    ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
+    EXPECT_TRUE(carries(wire_peer, host_peer)) << "wire -> host before the delete";
+  }
+  // The host veth goes away under psgate.
+  ASSERT_EQ(run_cmd("ip link del ph0"), 0);
+  json health;
+  EXPECT_TRUE(eventually(5, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health["status"] == "degraded";
+  })) << health.dump();
+  ASSERT_TRUE(fx.daemon_running()) << fx.stop_daemon().output;
+  EXPECT_EQ(health["ports_down"], json::array({"host"}));
+  EXPECT_EQ(health["links"]["host"]["detail"], "interface ph0 gone");
+  EXPECT_EQ(health["links"]["wire"]["state"], "up");
+  {
+    // Traffic towards the missing port is counted, not lost.
+    RawPort wire_peer("pw1");
+    for (int i = 0; i < 50; ++i) wire_peer.send(frame);
+    json stats;
+    EXPECT_TRUE(eventually(5, [&] {
+      stats = request(fx, "stats");
+      return stats.is_object() && stats["ports"]["host"]["drops"]["link_down"].get<uint64_t>() >= 50;
+    })) << stats.dump();
+  }
+  // Back again: a new interface of the same name.
+  ASSERT_TRUE(make_veth("ph0", "ph1"));
+  EXPECT_TRUE(eventually(10, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health["status"] == "ok";
+  })) << health.dump();
+  EXPECT_EQ(health["links"]["host"]["changes"], 2);
+  {
+    RawPort wire_peer("pw1"), host_peer("ph1");
+    ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
+    EXPECT_TRUE(carries(wire_peer, host_peer)) << "wire -> host after the veth came back";
+    EXPECT_TRUE(carries(host_peer, wire_peer)) << "host -> wire after the veth came back";
+  }
+  const DaemonRun run = fx.stop_daemon(30);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  expect_conservation(run);
+  EXPECT_GE(run.stats["ports"]["host"]["drops"]["link_down"].get<uint64_t>(), 50u);
+}
+
+// ---------------------------------------------------------------- signals, lcores
+
+std::string pcap_config(const DaemonFixture& fx, const std::string& lcores) {
+  return eal_line(fx, "sig") +
+         "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=wire-in.pcap\"\n"
+         "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap,tx_pcap=host-out.pcap\"\n"
+         "[lcores]\n" + lcores + "\n" + common_tail();
+}
+
+TEST(Links, SighupDrainsCountsAndExitsZero) {
+  DaemonFixture fx;
+  std::vector<std::vector<uint8_t>> frames(100, udp_frame(2222));
+  fx.write_pcap("wire-in.pcap", frames);
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("psgate.toml", pcap_config(fx, "main = 0\ndata = [1]"));
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  ASSERT_EQ(kill(fx.daemon_pid(), SIGHUP), 0);
+  const DaemonRun run = fx.stop_daemon(30);  // its SIGTERM finds the daemon already stopping
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("SIGHUP received"), std::string::npos) << run.output;
+  expect_conservation(run);
+  EXPECT_EQ(run.stats["ports"]["host"]["tx_packets"], 100);
+  EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), 100u);
+}
+
+TEST(Links, LcoresThatDoNotExistAreRefusedNamingTheKey) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  struct Case {
+    std::string lcores, key, lcore;
+  } cases[] = {
+      {"main = 0\ndata = [99]", "lcores.data[0]", "lcore 99"},
+      {"main = 0\ndata = [1, 126]", "lcores.data[1]", "lcore 126"},
+      {"main = 127\ndata = [1]", "lcores.main", "lcore 127"},
+  };
+  for (const Case& c : cases) {
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 99) GTEST_SKIP() << "this machine has lcore 99";
+    fx.write_file("psgate.toml", pcap_config(fx, c.lcores));
+    for (const std::vector<std::string>& args : {std::vector<std::string>{}, std::vector<std::string>{"--check"}}) {
+      const DaemonRun run = fx.run("psgate.toml", args, 30);
+      EXPECT_EQ(run.exit_status, 2) << run.output;
+      EXPECT_NE(run.output.find("psgate.toml: " + c.key + ": " + c.lcore + " does not exist (this machine has CPUs "),
+                std::string::npos)
+          << run.output;
+      EXPECT_EQ(run.output.find("EAL"), std::string::npos) << "refused after EAL started:\n" << run.output;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace psgate::testing
