@@ -4,7 +4,7 @@
 
 namespace psgate::testing {
 
-PipelineHarness::PipelineHarness(const std::string& body) {
+PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores) {
   static std::atomic<unsigned> instances{0};
   const std::string tag = "h" + std::to_string(instances.fetch_add(1));
   std::string devices[2];
@@ -52,7 +52,7 @@ PipelineHarness::PipelineHarness(const std::string& body) {
     error_ = started.error();
     return;
   }
-  dataplane_->start();
+  if (start_lcores) dataplane_->start();
 }
 
 PipelineHarness::~PipelineHarness() {

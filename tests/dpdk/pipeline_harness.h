@@ -22,7 +22,10 @@ class PipelineHarness {
  public:
   // `config_body` is TOML for everything but [eal], [ports.*] and [control],
   // which the harness writes (ring ports named after a per-instance tag).
-  explicit PipelineHarness(const std::string& config_body);
+  // With `start_lcores` false the data plane is built but never started: the
+  // test drives it with dataplane().run_once() (one data lcore only), so every
+  // packet's fate is decided synchronously, between the test's own steps.
+  explicit PipelineHarness(const std::string& config_body, bool start_lcores = true);
   ~PipelineHarness();
 
   bool ok() const { return error_.empty(); }

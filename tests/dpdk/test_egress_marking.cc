@@ -1,0 +1,374 @@
+// What a packet carries when it leaves: the ECN CE mark decided on the depth
+// it found on arrival, and the DSCP of the class it actually leaves from, even
+// when a re-rank was deferred or moved it after RX chose its class. Through
+// the real RX and scheduler stages (one data lcore driven by run_once on the
+// test's thread), so every packet's depth and class are known exactly, with no
+// timing involved: a shaper of 1 byte/s holds everything in its queues until
+// the test opens it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "packet_builder.h"
+#include "pipeline_harness.h"
+#include "psgate/header_rewrite.h"
+#include "psgate/packet_parser.h"
+
+namespace psgate::testing {
+namespace {
+
+constexpr unsigned kWire = 0, kHost = 1;
+constexpr uint8_t kEct0 = 0x02, kEct1 = 0x01, kCe = 0x03, kNotEct = 0x00;
+
+// A pull packet from the PS (host -> wire) of the job that owns `sport`.
+std::vector<uint8_t> pull_frame(uint16_t sport, uint16_t ip_id, uint8_t tos) {
+  pkt::PacketSpec s;
+  s.src4 = {10, 0, 0, 5};
+  s.dst4 = {10, 0, 1, 10};
+  s.proto = pkt::kTcp;
+  s.sport = sport;
+  s.dport = 40000;
+  s.ip_id = ip_id;
+  s.tos = tos;
+  s.payload_len = 200;
+  return pkt::build_packet(s);
+}
+
+// A job-less packet (default class), used to empty the shaper's bucket.
+constexpr uint16_t kUnclassifiedPort = 9999;
+
+struct Seen {
+  uint16_t sport = 0;
+  uint16_t ip_id = 0;
+  uint8_t tos = 0;
+  bool checksum_ok = false;
+};
+
+Seen inspect(rte_mbuf* m) {
+  EXPECT_EQ(m->nb_segs, 1);
+  const auto* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  ParsedPacket p;
+  parse_packet(frame, m->data_len, p);
+  Seen s;
+  if (p.l3 != L3Kind::kIpv4 || p.malformed) return s;
+  const uint8_t* ip = frame + p.l3_offset;
+  const unsigned ihl = (ip[0] & 0x0f) * 4u;
+  s.sport = p.sport;
+  s.ip_id = static_cast<uint16_t>(ip[4] << 8 | ip[5]);
+  s.tos = ip[1];
+  std::vector<uint8_t> header(ip, ip + ihl);
+  const uint16_t stored = static_cast<uint16_t>(header[10] << 8 | header[11]);
+  header[10] = header[11] = 0;
+  s.checksum_ok = ipv4_header_checksum(header.data(), ihl) == stored;
+  return s;
+}
+
+// The data plane on ring ports, never started: the test runs it one pass at a time.
+class Gate {
+ public:
+  explicit Gate(const std::string& body) : h_(body, /*start_lcores=*/false), burst_(h_.ok() ? h_.dataplane().config().burst : 0) {}
+  bool ok() const { return h_.ok(); }
+  const std::string& error() const { return h_.error(); }
+
+  // Injects the frames on the host port, at most one RX burst per pass, so
+  // every frame is received (and classified, policed, queued) by the pass
+  // that follows its injection, in order.
+  void feed(const std::vector<std::vector<uint8_t>>& frames) {
+    for (size_t done = 0; done < frames.size();) {
+      std::vector<rte_mbuf*> chunk;
+      for (; done < frames.size() && chunk.size() < burst_; ++done) {
+        rte_mbuf* m = rte_pktmbuf_alloc(h_.pool());
+        ASSERT_NE(m, nullptr);
+        auto* data = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(frames[done].size())));
+        ASSERT_NE(data, nullptr);
+        std::memcpy(data, frames[done].data(), frames[done].size());
+        chunk.push_back(m);
+      }
+      ASSERT_EQ(h_.inject(kHost, chunk.data(), static_cast<unsigned>(chunk.size())), chunk.size());
+      ASSERT_TRUE(h_.dataplane().run_once());
+    }
+  }
+  void pass() { ASSERT_TRUE(h_.dataplane().run_once()); }
+
+  // What the wire port transmitted since the last call, in order.
+  std::vector<Seen> sent() {
+    std::vector<Seen> out;
+    rte_mbuf* pkts[64];
+    for (unsigned n; (n = h_.collect(kWire, pkts, 64)) != 0;) {
+      for (unsigned i = 0; i < n; ++i) {
+        out.push_back(inspect(pkts[i]));
+        rte_pktmbuf_free(pkts[i]);
+      }
+    }
+    return out;
+  }
+
+  nlohmann::json control(const nlohmann::json& request) { return h_.control().handle(request); }
+  Totals totals() { return h_.dataplane().read_totals(false); }
+
+  // The configured shaper (1 byte/s, 64-byte bucket) starts with a full
+  // bucket: one job-less frame of 254 bytes (278 charged with the framing
+  // overhead) spends it and leaves a debt that takes 278 s to repay back to
+  // 64 bytes, so from then on nothing leaves until the test opens the shaper.
+  void close_shaper() {
+    feed({pull_frame(kUnclassifiedPort, 0, 0)});
+    const auto primer = sent();
+    ASSERT_EQ(primer.size(), 1u);
+    ASSERT_EQ(primer[0].sport, kUnclassifiedPort);
+  }
+  void open_shaper() {
+    const auto reply = control({{"cmd", "shaper.set"}, {"port", "wire"}, {"rate", nullptr}});
+    ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  }
+  void set_shaper_closed_again() {
+    const auto reply = control({{"cmd", "shaper.set"}, {"port", "wire"}, {"rate", "8bit/s"}, {"burst", "64B"}});
+    ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+    close_shaper();
+  }
+
+ private:
+  PipelineHarness h_;
+  unsigned burst_;
+};
+
+const char* kShaper = R"(
+[shaper.wire]
+rate = "8bit/s"
+burst = "64B"
+headroom = "0B"
+)";
+
+// --- ECN: the threshold boundary --------------------------------------------
+
+struct EcnCase {
+  const char* name;
+  unsigned threshold;
+  unsigned burst;    // dataplane.burst: packets per RX pass
+  unsigned packets;  // all queued before any leaves
+};
+
+void PrintTo(const EcnCase& c, std::ostream* os) {
+  *os << "threshold " << c.threshold << ", burst " << c.burst << ", " << c.packets << " packets";
+}
+
+class EcnBoundaryTest : public ::testing::TestWithParam<EcnCase> {};
+
+// With threshold T, packet i of a run that arrives at an empty class finds i
+// packets queued: packets 0..T-1 (the last of them at depth T-1) leave as
+// they came, packets T.. (the first at depth exactly T) leave CE. Within one
+// RX burst, and across bursts whose packets wait behind the closed shaper.
+TEST_P(EcnBoundaryTest, DepthTMarksAndDepthTMinusOneDoesNot) {
+  const EcnCase& c = GetParam();
+  const bool across_bursts = c.packets > c.burst;
+  std::string body = "[lcores]\nmain = 0\ndata = [1]\n";
+  if (across_bursts) body += kShaper;
+  body += "[classes]\ncount = 8\ndepth = 64\n[classes.1]\necn_threshold = " + std::to_string(c.threshold) +
+          "\n[dataplane]\nburst = " + std::to_string(c.burst) +
+          "\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n"
+          "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  if (across_bursts) g.close_shaper();
+
+  // ECT(0) and ECT(1) alternate; the last packet is Not-ECT where it lies
+  // past the boundary (a queue that deep must still leave it alone).
+  std::vector<std::vector<uint8_t>> frames;
+  std::vector<uint8_t> tos;
+  for (unsigned i = 0; i < c.packets; ++i) {
+    tos.push_back(i + 1 == c.packets && i > c.threshold ? kNotEct : i % 2 ? kEct1 : kEct0);
+    frames.push_back(pull_frame(2222, static_cast<uint16_t>(i), tos.back()));
+  }
+  g.feed(frames);
+  if (across_bursts) {
+    ASSERT_TRUE(g.sent().empty()) << "the closed shaper let packets out: depths are not what the test assumes";
+    EXPECT_EQ(g.totals().cls(kWire, 1).depth(), c.packets);
+    g.open_shaper();
+    for (unsigned i = 0; i <= c.packets / c.burst; ++i) g.pass();
+  }
+
+  const std::vector<Seen> out = g.sent();
+  ASSERT_EQ(out.size(), c.packets);
+  uint64_t expect_marked = 0;
+  for (unsigned i = 0; i < out.size(); ++i) {
+    ASSERT_EQ(out[i].ip_id, i) << "the class is a FIFO";
+    EXPECT_TRUE(out[i].checksum_ok) << "packet " << i;
+    EXPECT_EQ(out[i].tos >> 2, 0) << "no DSCP configured: packet " << i;
+    const bool ce = i >= c.threshold && tos[i] != kNotEct;
+    expect_marked += ce;
+    EXPECT_EQ(out[i].tos & 3, ce ? kCe : tos[i])
+        << "packet " << i << " found depth " << i << " on arrival, threshold " << c.threshold;
+  }
+  const Totals t = g.totals();
+  const ClassTotals& cls = t.cls(kWire, 1);
+  EXPECT_EQ(cls.ecn_marked, expect_marked);
+  EXPECT_EQ(cls.dequeued_packets, c.packets);
+}
+
+INSTANTIATE_TEST_SUITE_P(Thresholds, EcnBoundaryTest,
+                         ::testing::Values(EcnCase{"T1", 1, 32, 32}, EcnCase{"T8", 8, 32, 32},
+                                           EcnCase{"T31LastOfBurst", 31, 32, 32},
+                                           EcnCase{"T10AcrossBursts", 10, 4, 16}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// --- DSCP and CE follow the class a packet leaves from ------------------------
+
+// Job "moving" (sport 2222) starts at rank 2 (class 3, DSCP 30, no ECN);
+// job "filler" (sport 2223) at rank 0 (class 1, DSCP 10, ECN threshold 1,
+// room for 8 packets).
+const char* kMovingJobs = R"(
+[lcores]
+main = 0
+data = [1]
+[classes]
+count = 8
+depth = 64
+[classes.1]
+depth = 8
+dscp = 10
+ecn_threshold = 1
+[classes.3]
+dscp = 30
+[dataplane]
+burst = 8
+mbufs = 8191
+max_jobs = 16
+[stats]
+interval = "0s"
+[[jobs]]
+id = 1
+name = "moving"
+rank = 2
+match = ["src=10.0.0.5/32,sport=2222,proto=tcp"]
+[[jobs]]
+id = 2
+name = "filler"
+rank = 0
+match = ["src=10.0.0.5/32,sport=2223,proto=tcp"]
+)";
+
+constexpr uint16_t kMoving = 2222, kFiller = 2223;
+
+// Each transmitted packet carries the DSCP of the class it was dequeued from
+// and CE only if the class it was queued in on arrival had reached its
+// threshold, whichever class RX assigned it:
+//  1. a deferred migration: "moving" is re-ranked into class 1 while class 1
+//     is full, so its next packets stay behind its old ones in class 3 and
+//     must leave with class 3's DSCP and no CE (class 3 marks nothing);
+//  2. a migration that succeeds: "moving" is re-ranked back to class 3 while
+//     packets it queued in class 1 wait; they move to class 3 and must leave
+//     with class 3's DSCP (CE as decided when they arrived in class 1).
+TEST(ClassActionsTest, DscpAndCeComeFromTheClassAPacketLeavesAfterDeferredAndDoneMigrations) {
+  std::string body = kMovingJobs;
+  body += kShaper;
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+
+  // moving 0..2 -> class 3; filler 0..7 fill class 1 (filler 0 finds it empty).
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t i = 0; i < 3; ++i) frames.push_back(pull_frame(kMoving, i, kEct0));
+  for (uint16_t i = 0; i < 8; ++i) frames.push_back(pull_frame(kFiller, i, kEct0));
+  g.feed(frames);
+  ASSERT_TRUE(g.sent().empty());
+  {
+    const Totals t = g.totals();
+    ASSERT_EQ(t.cls(kWire, 1).depth(), 8u);
+    ASSERT_EQ(t.cls(kWire, 3).depth(), 3u);
+  }
+
+  // Re-rank "moving" to class 1, which has no room for its 3 queued packets:
+  // the migration is deferred and moving 3..4, which RX assigns to class 1,
+  // queue in class 3 behind moving 0..2.
+  auto reply = g.control({{"cmd", "rank"}, {"id", 1}, {"rank", 0}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  ASSERT_EQ(reply["result"]["job"]["class"].get<unsigned>(), 1u) << reply.dump();
+  g.feed({pull_frame(kMoving, 3, kEct0), pull_frame(kMoving, 4, kEct0)});
+  ASSERT_TRUE(g.sent().empty());
+  {
+    const Totals t = g.totals();
+    EXPECT_GT(t.ports[kWire].rerank_deferred, 0u);
+    EXPECT_EQ(t.ports[kWire].rerank_migrations, 0u);
+    ASSERT_EQ(t.cls(kWire, 1).depth(), 8u) << "moving 3..4 must not have entered class 1";
+    ASSERT_EQ(t.cls(kWire, 3).depth(), 5u);
+    EXPECT_EQ(t.ports[kWire].drop_total(), 0u);
+  }
+
+  // Open: strict priority sends class 1 (filler 0..7), then class 3 (moving 0..4).
+  g.open_shaper();
+  g.pass();
+  g.pass();
+  {
+    const std::vector<Seen> out = g.sent();
+    ASSERT_EQ(out.size(), 13u);
+    for (unsigned i = 0; i < 8; ++i) {
+      SCOPED_TRACE("filler " + std::to_string(i) + ", left class 1");
+      EXPECT_EQ(out[i].sport, kFiller);
+      EXPECT_EQ(out[i].ip_id, i);
+      EXPECT_EQ(out[i].tos >> 2, 10);
+      EXPECT_EQ(out[i].tos & 3, i >= 1 ? kCe : kEct0) << "found depth " << i << ", threshold 1";
+      EXPECT_TRUE(out[i].checksum_ok);
+    }
+    for (unsigned i = 0; i < 5; ++i) {
+      SCOPED_TRACE("moving " + std::to_string(i) + ", left class 3" + (i >= 3 ? " (RX said class 1)" : ""));
+      EXPECT_EQ(out[8 + i].sport, kMoving);
+      EXPECT_EQ(out[8 + i].ip_id, i);
+      EXPECT_EQ(out[8 + i].tos >> 2, 30);
+      EXPECT_EQ(out[8 + i].tos & 3, kEct0) << "class 3 has no ECN threshold";
+      EXPECT_TRUE(out[8 + i].checksum_ok);
+    }
+    const Totals t = g.totals();
+    EXPECT_EQ(t.cls(kWire, 1).dequeued_packets, 8u);
+    EXPECT_EQ(t.cls(kWire, 1).dscp_remarked, 8u);
+    EXPECT_EQ(t.cls(kWire, 1).ecn_marked, 7u);
+    EXPECT_EQ(t.cls(kWire, 3).dequeued_packets, 5u);
+    EXPECT_EQ(t.cls(kWire, 3).dscp_remarked, 5u);
+    EXPECT_EQ(t.cls(kWire, 3).ecn_marked, 0u);
+  }
+
+  // "moving" now queues in class 1 (moving 5..7 find depths 0, 1, 2: 6 and 7
+  // are to be marked). Re-ranked back to class 3, its next packet (moving 8)
+  // takes them along: the migration succeeds, and they leave from class 3.
+  g.set_shaper_closed_again();
+  g.feed({pull_frame(kMoving, 5, kEct0), pull_frame(kMoving, 6, kEct0), pull_frame(kMoving, 7, kEct0)});
+  ASSERT_TRUE(g.sent().empty());
+  ASSERT_EQ(g.totals().cls(kWire, 1).depth(), 3u);
+  reply = g.control({{"cmd", "rank"}, {"id", 1}, {"rank", 2}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed({pull_frame(kMoving, 8, kEct0)});
+  ASSERT_TRUE(g.sent().empty());
+  {
+    const Totals t = g.totals();
+    EXPECT_EQ(t.ports[kWire].rerank_migrations, 1u);
+    EXPECT_EQ(t.cls(kWire, 1).migrated_out, 3u);
+    EXPECT_EQ(t.cls(kWire, 3).migrated_in, 3u);
+    ASSERT_EQ(t.cls(kWire, 1).depth(), 0u);
+    ASSERT_EQ(t.cls(kWire, 3).depth(), 4u);
+  }
+  g.open_shaper();
+  g.pass();
+  {
+    const std::vector<Seen> out = g.sent();
+    ASSERT_EQ(out.size(), 4u);
+    for (unsigned i = 0; i < 4; ++i) {
+      SCOPED_TRACE("moving " + std::to_string(5 + i) + ", left class 3" + (i < 3 ? " (queued in class 1)" : ""));
+      EXPECT_EQ(out[i].sport, kMoving);
+      EXPECT_EQ(out[i].ip_id, 5 + i);
+      EXPECT_EQ(out[i].tos >> 2, 30);
+      // CE is decided on arrival: 6 and 7 found class 1 at or over its threshold.
+      EXPECT_EQ(out[i].tos & 3, i == 1 || i == 2 ? kCe : kEct0);
+      EXPECT_TRUE(out[i].checksum_ok);
+    }
+    const Totals t = g.totals();
+    EXPECT_EQ(t.cls(kWire, 1).dequeued_packets, 8u) << "nothing more left from class 1";
+    EXPECT_EQ(t.cls(kWire, 3).dequeued_packets, 9u);
+    EXPECT_EQ(t.cls(kWire, 3).dscp_remarked, 9u);
+    EXPECT_EQ(t.cls(kWire, 3).ecn_marked, 2u);
+    EXPECT_EQ(t.ports[kWire].drop_total(), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace psgate::testing
