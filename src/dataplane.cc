@@ -149,7 +149,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     auto e = std::make_unique<EgressPort>(sched_config(config, *specs[p], live, shared.tsc_hz), now);
     e->index = p;
     e->port_id = shared.port_ids[p];
-    for (const ClassLive& cls : live.classes) e->actions.push_back(ClassActions{cls.ecn_threshold, cls.dscp});
+    e->actions.resize(live.classes.size());
+    for (unsigned c = 0; c < live.classes.size(); ++c)
+      e->set_actions(c, ClassActions{live.classes[c].ecn_threshold, live.classes[c].dscp});
     e->applied = live;
     e->job_queue.resize(config.max_jobs);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured

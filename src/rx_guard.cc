@@ -50,7 +50,7 @@ unsigned vlan_tag_count(const rte_mbuf* m) {
   return tags;
 }
 
-unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint64_t suspect, uint32_t max_untagged_frame,
+unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
                            std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
   uint64_t sum = 0;
   unsigned kept = 0;
@@ -59,7 +59,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint64_t suspect, uint32
   unsigned n_dropped = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    if (!(suspect >> i & 1)) {
+    if (mbuf_fast_odd(m, max_untagged_frame - 14u) == 0) {
       sum += m->pkt_len;
       pkts[kept++] = m;
       continue;

@@ -85,6 +85,25 @@ void drop_pending(EgressPort& egress, LcoreCounters& counters, DropReason reason
   egress.pending_head = 0;
 }
 
+// DSCP of the class each packet leaves from, and CE as decided on its
+// arrival, for the classes that rewrite (a separate pass: ports whose classes
+// rewrite nothing never look at a header here).
+void rewrite_dequeued(EgressPort& egress, LcoreCounters& counters, const ScheduledItem<rte_mbuf*>* items,
+                      unsigned n) {
+  const ClassActions* const actions = egress.actions.data();
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned cls = items[i].cls;
+    rte_mbuf* m = items[i].item;
+    const PacketMeta* meta = packet_meta(m);
+    if (!(egress.rewrite_classes >> cls & 1) || meta->ip_version == 0) continue;
+    const unsigned changed = rewrite_traffic_class_mbuf(m, meta->l3_offset, static_cast<L3Kind>(meta->ip_version),
+                                                        actions[cls].dscp, meta->mark_ce);
+    ClassCounters& cc = counters.cls(egress.index, cls);
+    if (changed & kRewroteDscp) cc.dscp_remarked.inc();
+    if (changed & kMarkedCe) cc.ecn_marked.inc();
+  }
+}
+
 }  // namespace
 
 // A job's packets all sit in one class. When a packet arrives for another
@@ -163,8 +182,9 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
     // DCTCP's switches do: a queue of T packets ahead marks at threshold T)
     // and written when it leaves (sched_transmit), with the DSCP of the class
     // it actually leaves from: a re-rank may still move it.
+    // (RX cleared the mark.)
     const uint32_t threshold = actions[cls].ecn_threshold;
-    meta->mark_ce = threshold != 0 && depth_before >= threshold;
+    if (threshold != 0 && depth_before >= threshold) meta->mark_ce = 1;
   }
   if (run.packets) flush_class(run);
   if (n_dropped) {
@@ -238,22 +258,12 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   auto flush_sojourn = [&] {
     counters.hist(egress.index, soj_cls).record(ticks_to_ns(shared, now - soj_tsc), soj_count);
   };
-  const ClassActions* const actions = egress.actions.data();
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = items[i].item;
     out[i] = m;
     run_add(run, items[i].cls, items[i].len, flush_class);
     const PacketMeta* meta = packet_meta(m);
     if (meta->job_slot != kNoJob) --egress.job_queue[meta->job_slot].queued;
-    // DSCP of the class the packet leaves from, CE as decided on arrival.
-    const ClassActions& act = actions[items[i].cls];
-    if ((act.dscp >= 0 || meta->mark_ce) && meta->ip_version != 0) {
-      const unsigned changed = rewrite_traffic_class_mbuf(m, meta->l3_offset, static_cast<L3Kind>(meta->ip_version),
-                                                          act.dscp, meta->mark_ce);
-      ClassCounters& cc = counters.cls(egress.index, items[i].cls);
-      if (changed & kRewroteDscp) cc.dscp_remarked.inc();
-      if (changed & kMarkedCe) cc.ecn_marked.inc();
-    }
     if (meta->rx_tsc != soj_tsc || items[i].cls != soj_cls) {
       if (soj_count) flush_sojourn();
       soj_tsc = meta->rx_tsc;
@@ -264,6 +274,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   }
   flush_class(run);
   flush_sojourn();
+  if (egress.rewrite_classes) rewrite_dequeued(egress, counters, items, n);
   const unsigned sent = transmit(egress, counters, out, n);
   egress.pending_head = sent;
   egress.pending_count = n - sent;
@@ -285,7 +296,7 @@ void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now
       egress.sched.set_class_cap(c, want.cap_bytes_per_sec, want.cap_burst_bytes, now);
     if (!had || want.floor_bytes_per_sec != had->floor_bytes_per_sec || want.floor_burst_bytes != had->floor_burst_bytes)
       egress.sched.set_class_floor(c, want.floor_bytes_per_sec, want.floor_burst_bytes, now);
-    egress.actions[c] = ClassActions{want.ecn_threshold, want.dscp};
+    egress.set_actions(c, ClassActions{want.ecn_threshold, want.dscp});
   }
   egress.applied = params;
 }

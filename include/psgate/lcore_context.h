@@ -50,6 +50,14 @@ struct EgressPort {
   uint16_t tx_queue = 0;
   PortScheduler<rte_mbuf*> sched;
   std::vector<ClassActions> actions;
+  // Bit c: class c remarks DSCP or marks CE, so its packets are rewritten at
+  // dequeue; with no bit set dequeue never looks at a packet's header.
+  uint64_t rewrite_classes = 0;
+  void set_actions(unsigned cls, const ClassActions& a) {
+    actions[cls] = a;
+    const uint64_t bit = uint64_t{1} << cls;
+    rewrite_classes = (a.dscp >= 0 || a.ecn_threshold != 0) ? rewrite_classes | bit : rewrite_classes & ~bit;
+  }
   PortLive applied;  // the live parameters in force, to apply only what changed
   // Where each job's queued packets are, by job slot: a job is in one class
   // at a time, which is what keeps its flows in order across re-ranking.
