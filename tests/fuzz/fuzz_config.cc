@@ -42,9 +42,9 @@ void check_spec(const psgate::ConfigSpec& c) {
   }
   if (c.data_lcores.empty()) fail("no data lcores", "");
   std::set<unsigned> lcores(c.data_lcores.begin(), c.data_lcores.end());
-  if (lcores.size() != c.data_lcores.size() || lcores.count(c.main_lcore) != 0) {
-    fail("lcores not distinct", "");
-  }
+  // Data lcores are distinct CPUs; the main lcore may share one of them (it sleeps).
+  if (lcores.size() != c.data_lcores.size()) fail("data lcores not distinct", "");
+  if (c.wire.mtu != c.host.mtu || c.wire.mtu < 68 || c.wire.mtu > 65505) fail("mtu", "");
   if (c.class_count < 2 || c.class_count > 64) fail("class_count", "");
   if (c.default_class < 1 || c.default_class >= c.class_count) fail("default_class", "");
   if (c.classes.size() != c.class_count) fail("classes size", "");
