@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psgate-demo-traffic: writes the two captures the demo replays.
 //
 //   host-in.pcap  what the PS host sends (replayed forever, infinite_rx=1):
@@ -90,7 +91,8 @@ int main(int argc, char** argv) {
   const size_t mtu_payload = mtu - 40;  // IPv4 and TCP headers
   for (uint32_t seq = 0; seq < 64; ++seq) {
     for (unsigned job = 1; job <= 3; ++job)
-      for (unsigned w = 0; w < workers; ++w) host.push_back(pkt::build_packet(pull(job, w, seq * mtu_payload, mtu_payload)));
+      for (unsigned w = 0; w < workers; ++w)
+        host.push_back(pkt::build_packet(pull(job, w, seq * mtu_payload, mtu_payload)));
     pkt::PacketSpec other = pull(9, seq % workers, seq, mtu_payload);
     other.sport = 8080;  // no job matches it: default class
     host.push_back(pkt::build_packet(other));

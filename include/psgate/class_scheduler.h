@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-egress-port scheduler: N strict-priority classes (0 = highest), each a
 // bounded FIFO with an optional cap (token bucket, non-work-conserving for that
 // class only) and an optional floor (minimum rate served ahead of strict
@@ -37,9 +38,12 @@ namespace psgate {
 
 inline constexpr unsigned kMaxClasses = 64;
 
+// The scheduler's own input, separate from psgate's class models on purpose:
+// this library knows nothing of the config or snapshots, so its tests and
+// benchmarks drive it alone. config/compile.h fills it for psgate.
 struct ClassSchedConfig {
-  uint32_t depth = 1024;        // packets
-  uint64_t cap_bytes_per_sec = 0;    // 0: no cap
+  uint32_t depth = 1024;           // packets
+  uint64_t cap_bytes_per_sec = 0;  // 0: no cap
   uint64_t cap_burst_bytes = 0;
   uint64_t floor_bytes_per_sec = 0;  // 0: no floor
   uint64_t floor_burst_bytes = 0;
@@ -49,7 +53,7 @@ struct PortSchedConfig {
   std::vector<ClassSchedConfig> classes;  // 1..kMaxClasses
   uint64_t shaper_bytes_per_sec = 0;      // 0: unshaped (line rate)
   uint64_t shaper_burst_bytes = 0;
-  uint32_t overhead_bytes = 0;            // added to every packet's length for accounting
+  uint32_t overhead_bytes = 0;              // added to every packet's length for accounting
   uint32_t priority_headroom_bytes = 0;     // per class step, fixed; 0: see permille
   uint32_t priority_headroom_permille = 0;  // per class step, of the shaper burst, unless bytes is set; both 0: off
   uint64_t tick_hz = 1;
@@ -62,8 +66,71 @@ struct ScheduledItem {
   uint8_t cls;
 };
 
+// The half of PortScheduler that does not depend on the item type: class
+// limits, the shaper, caps, floors and priority reserves, set up and changed
+// on the control path (src/sched/class_scheduler.cc), and the read-only
+// accessors. The queues and the per-packet code are the template's.
+class PortSchedulerBase {
+ public:
+  uint32_t depth(unsigned cls) const { return cls < classes_.size() ? classes_[cls].tail - classes_[cls].head : 0; }
+  uint64_t backlog_bytes(unsigned cls) const { return cls < classes_.size() ? classes_[cls].backlog_bytes : 0; }
+  uint64_t backlog_mask() const { return backlog_; }  // bit c set when class c holds packets
+  bool empty() const { return backlog_ == 0; }
+  unsigned class_count() const { return static_cast<unsigned>(classes_.size()); }
+  // Configured queue limit of class `cls` (packets); depth() is the occupancy.
+  uint32_t capacity(unsigned cls) const { return cls < classes_.size() ? classes_[cls].limit : 0; }
+
+  // Live changes (control plane hands them to the owning lcore).
+  void set_shaper_rate(uint64_t bytes_per_sec, uint64_t now);  // 0: unshaped
+  // As set_shaper_rate, and replaces the burst too (set_shaper_rate keeps the
+  // configured one). Same token rule as the class setters: a rate-only change
+  // keeps the earned tokens, a new burst starts a full bucket.
+  void set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);
+  void set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);    // 0: none
+  void set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);  // 0: none
+
+ protected:
+  // Sets up every class but its ring (the template's storage).
+  PortSchedulerBase(const PortSchedConfig& config, uint64_t now);
+
+  // Per-class state, kept small so the classes a dequeue touches share few
+  // cache lines. The ring is mask + 1 (a power of two >= limit) slots of the
+  // template's storage; head/tail are free-running counters, so tail - head
+  // is the occupancy and wrap-around needs no branch.
+  struct Class {
+    uint32_t head = 0;
+    uint32_t tail = 0;
+    uint32_t mask = 0;           // ring size - 1
+    uint32_t limit = 0;          // configured depth (packets)
+    uint64_t backlog_bytes = 0;  // sum of len (without overhead)
+    void* ring = nullptr;        // PortScheduler<Item>::Slot[mask + 1]
+    TokenBucket cap;
+    TokenBucket floor;
+  };
+
+  std::vector<Class> classes_;
+  uint64_t backlog_ = 0;     // bit c: class c holds packets
+  uint64_t cap_mask_ = 0;    // bit c: class c has a cap
+  uint64_t floor_mask_ = 0;  // bit c: class c has a floor
+  TokenBucket shaper_;
+  bool shaped_ = false;
+  uint32_t overhead_ = 0;
+  uint32_t headroom_bytes_ = 0;
+  uint32_t headroom_permille_ = 0;
+  // reserve_[c]: shaper credit class c leaves for higher classes (see above);
+  // recomputed when the burst changes.
+  std::vector<uint32_t> reserve_;
+  uint64_t shaper_burst_ = 0;
+  uint64_t tick_hz_ = 1;
+
+ private:
+  void update_reserves();
+  static TokenBucket rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec, uint64_t burst_bytes,
+                             uint64_t tick_hz, uint64_t now);
+};
+
 template <typename Item>
-class PortScheduler {
+class PortScheduler : public PortSchedulerBase {
  public:
   PortScheduler(const PortSchedConfig& config, uint64_t now);
 
@@ -83,27 +150,9 @@ class PortScheduler {
   // many. Refills buckets once per call.
   unsigned dequeue(uint64_t now, ScheduledItem<Item>* out, unsigned max);
 
-  uint32_t depth(unsigned cls) const;
-  uint64_t backlog_bytes(unsigned cls) const;
-  uint64_t backlog_mask() const;  // bit c set when class c holds packets
-  bool empty() const { return backlog_mask() == 0; }
-  unsigned class_count() const;
-
-  // Live changes (control plane hands them to the owning lcore).
-  void set_shaper_rate(uint64_t bytes_per_sec, uint64_t now);  // 0: unshaped
-  // As set_shaper_rate, and replaces the burst too (set_shaper_rate keeps the
-  // configured one). Same token rule as the class setters: a rate-only change
-  // keeps the earned tokens, a new burst starts a full bucket.
-  void set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);
-  void set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);    // 0: none
-  void set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);  // 0: none
-
   // Removes every queued item (for shutdown): calls fn(item, cls) for each.
   template <typename Fn>
   void flush(Fn&& fn);
-
-  // Configured queue limit of class `cls` (packets); depth() is the occupancy.
-  uint32_t capacity(unsigned cls) const;
 
  private:
   struct Slot {
@@ -111,42 +160,12 @@ class PortScheduler {
     uint32_t len;
     uint32_t tag;
   };
-  // Per-class state, kept small so the classes a dequeue touches share few
-  // cache lines. The ring is ring_size (a power of two >= limit) slots of the
-  // one storage_ block; head/tail are free-running counters, so
-  // tail - head is the occupancy and wrap-around needs no branch.
-  struct Class {
-    uint32_t head = 0;
-    uint32_t tail = 0;
-    uint32_t mask = 0;   // ring_size - 1
-    uint32_t limit = 0;  // configured depth (packets)
-    uint64_t backlog_bytes = 0;  // sum of len (without overhead)
-    Slot* ring = nullptr;
-    TokenBucket cap;
-    TokenBucket floor;
-  };
+  static Slot* ring(const Class& k) { return static_cast<Slot*>(k.ring); }
 
   void pop(Class& c, unsigned cls, ScheduledItem<Item>& out);
   unsigned dequeue_strict(ScheduledItem<Item>* out, unsigned max);
-  static TokenBucket rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec,
-                             uint64_t burst_bytes, uint64_t tick_hz, uint64_t now);
 
-  std::vector<Class> classes_;
   std::vector<Slot> storage_;
-  uint64_t backlog_ = 0;     // bit c: class c holds packets
-  uint64_t cap_mask_ = 0;    // bit c: class c has a cap
-  uint64_t floor_mask_ = 0;  // bit c: class c has a floor
-  TokenBucket shaper_;
-  bool shaped_ = false;
-  uint32_t overhead_ = 0;
-  uint32_t headroom_bytes_ = 0;
-  uint32_t headroom_permille_ = 0;
-  // reserve_[c]: shaper credit class c leaves for higher classes (see above);
-  // recomputed when the burst changes.
-  std::vector<uint32_t> reserve_;
-  void update_reserves();
-  uint64_t shaper_burst_ = 0;
-  uint64_t tick_hz_ = 1;
 };
 
 }  // namespace psgate

@@ -1,4 +1,7 @@
-// Template bodies of PortScheduler (class_scheduler.h holds the contract).
+// SPDX-License-Identifier: BSD-3-Clause
+// Template bodies of PortScheduler: the queues and the per-packet path
+// (class_scheduler.h holds the contract; the item-independent set-up and live
+// changes are src/sched/class_scheduler.cc).
 //
 // Per dequeue call:
 //
@@ -19,8 +22,6 @@
 // is a no-op, and refilling late gives the same tokens as refilling early.
 #pragma once
 
-#include <algorithm>
-#include <bit>
 #include <type_traits>
 #include <utility>
 
@@ -28,40 +29,17 @@
 
 namespace psgate {
 
-namespace detail {
-inline uint32_t ring_size_for(uint32_t depth) {
-  // Next power of two >= depth (1 for depth 0). depth <= 2^31 fits.
-  return depth <= 1 ? 1u : std::bit_ceil(depth);
-}
-}  // namespace detail
-
 template <typename Item>
-PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now)
-    : overhead_(config.overhead_bytes),
-      headroom_bytes_(config.priority_headroom_bytes),
-      headroom_permille_(config.priority_headroom_permille),
-      shaper_burst_(config.shaper_burst_bytes),
-      tick_hz_(config.tick_hz ? config.tick_hz : 1) {
+PortScheduler<Item>::PortScheduler(const PortSchedConfig& config, uint64_t now) : PortSchedulerBase(config, now) {
   static_assert(std::is_default_constructible_v<Item>, "ring slots are preallocated");
-  const size_t n = std::min<size_t>(config.classes.size(), kMaxClasses);
-  classes_.resize(n);
-  reserve_.assign(n, 0);
   size_t total = 0;
-  for (size_t c = 0; c < n; ++c) total += detail::ring_size_for(config.classes[c].depth);
+  for (const Class& k : classes_) total += size_t{k.mask} + 1;
   storage_.resize(total);
   size_t offset = 0;
-  for (size_t c = 0; c < n; ++c) {
-    const ClassSchedConfig& cc = config.classes[c];
-    Class& k = classes_[c];
-    const uint32_t size = detail::ring_size_for(cc.depth);
-    k.mask = size - 1;
-    k.limit = cc.depth;
+  for (Class& k : classes_) {
     k.ring = storage_.data() + offset;
-    offset += size;
-    set_class_cap(static_cast<unsigned>(c), cc.cap_bytes_per_sec, cc.cap_burst_bytes, now);
-    set_class_floor(static_cast<unsigned>(c), cc.floor_bytes_per_sec, cc.floor_burst_bytes, now);
+    offset += size_t{k.mask} + 1;
   }
-  set_shaper_rate(config.shaper_bytes_per_sec, now);
 }
 
 template <typename Item>
@@ -77,7 +55,7 @@ bool PortScheduler<Item>::enqueue(unsigned cls, Item item, uint32_t len, uint32_
   Class& k = classes_[cls];
   depth_before = k.tail - k.head;
   if (depth_before >= k.limit) return false;
-  Slot& s = k.ring[k.tail & k.mask];
+  Slot& s = ring(k)[k.tail & k.mask];
   s.item = std::move(item);
   s.len = len;
   s.tag = tag;
@@ -94,7 +72,7 @@ bool PortScheduler<Item>::migrate(unsigned from, unsigned to, uint32_t tag, uint
   Class& src = classes_[from];
   Class& dst = classes_[to];
   uint32_t count = 0;
-  for (uint32_t i = src.head; i != src.tail; ++i) count += src.ring[i & src.mask].tag == tag;
+  for (uint32_t i = src.head; i != src.tail; ++i) count += ring(src)[i & src.mask].tag == tag;
   if (count == 0) return true;
   if ((dst.tail - dst.head) + count > dst.limit) return false;
   // One pass: tagged items go to dst's tail, the others are compacted towards
@@ -102,13 +80,13 @@ bool PortScheduler<Item>::migrate(unsigned from, unsigned to, uint32_t tag, uint
   uint32_t keep = src.head;
   uint64_t bytes = 0;
   for (uint32_t i = src.head; i != src.tail; ++i) {
-    Slot& s = src.ring[i & src.mask];
+    Slot& s = ring(src)[i & src.mask];
     if (s.tag == tag) {
       bytes += s.len;
-      dst.ring[dst.tail & dst.mask] = std::move(s);
+      ring(dst)[dst.tail & dst.mask] = std::move(s);
       ++dst.tail;
     } else {
-      if (keep != i) src.ring[keep & src.mask] = std::move(s);
+      if (keep != i) ring(src)[keep & src.mask] = std::move(s);
       ++keep;
     }
   }
@@ -123,7 +101,7 @@ bool PortScheduler<Item>::migrate(unsigned from, unsigned to, uint32_t tag, uint
 
 template <typename Item>
 void PortScheduler<Item>::pop(Class& k, unsigned cls, ScheduledItem<Item>& out) {
-  Slot& s = k.ring[k.head & k.mask];
+  Slot& s = ring(k)[k.head & k.mask];
   out.item = std::move(s.item);
   out.len = s.len;
   out.cls = static_cast<uint8_t>(cls);
@@ -152,7 +130,7 @@ unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, un
       const uint64_t bit = uint64_t{1} << c;
       cand &= ~bit;
       Class& k = classes_[c];
-      const uint32_t charge = k.ring[k.head & k.mask].len + overhead_;
+      const uint32_t charge = ring(k)[k.head & k.mask].len + overhead_;
       k.floor.refill(now);
       if (!k.floor.conforms(charge)) {
         floor_out |= bit;
@@ -179,7 +157,7 @@ unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, un
         if (cap_mask_ & bit) {
           Class& k = classes_[c];
           k.cap.refill(now);
-          if (!k.cap.conforms(k.ring[k.head & k.mask].len + overhead_)) {
+          if (!k.cap.conforms(ring(k)[k.head & k.mask].len + overhead_)) {
             cap_out |= bit;
             continue;
           }
@@ -192,7 +170,7 @@ unsigned PortScheduler<Item>::dequeue(uint64_t now, ScheduledItem<Item>* out, un
 
     Class& k = classes_[chosen];
     const uint64_t bit = uint64_t{1} << chosen;
-    const uint32_t charge = k.ring[k.head & k.mask].len + overhead_;
+    const uint32_t charge = ring(k)[k.head & k.mask].len + overhead_;
     // The shaper gates the chosen packet only: letting a smaller packet of a
     // lower class pass here would invert priority.
     if (shaped_) {
@@ -226,7 +204,7 @@ unsigned PortScheduler<Item>::dequeue_strict(ScheduledItem<Item>* out, unsigned 
     uint64_t bytes = 0;
     bool blocked = false;
     while (n < max && k.head != k.tail) {
-      Slot& s = k.ring[k.head & k.mask];
+      Slot& s = ring(k)[k.head & k.mask];
       if (shaped_) {
         const uint32_t charge = s.len + overhead_;
         if (!shaper_.conforms(charge + reserve)) {
@@ -250,103 +228,12 @@ unsigned PortScheduler<Item>::dequeue_strict(ScheduledItem<Item>* out, unsigned 
 }
 
 template <typename Item>
-uint32_t PortScheduler<Item>::depth(unsigned cls) const {
-  if (cls >= classes_.size()) return 0;
-  return classes_[cls].tail - classes_[cls].head;
-}
-
-template <typename Item>
-uint32_t PortScheduler<Item>::capacity(unsigned cls) const {
-  return cls < classes_.size() ? classes_[cls].limit : 0;
-}
-
-template <typename Item>
-uint64_t PortScheduler<Item>::backlog_bytes(unsigned cls) const {
-  return cls < classes_.size() ? classes_[cls].backlog_bytes : 0;
-}
-
-template <typename Item>
-uint64_t PortScheduler<Item>::backlog_mask() const {
-  return backlog_;
-}
-
-template <typename Item>
-unsigned PortScheduler<Item>::class_count() const {
-  return static_cast<unsigned>(classes_.size());
-}
-
-// Keeps the tokens already earned when only the rate changes; a new burst (or
-// a bucket that did not exist) starts full, as at construction.
-template <typename Item>
-TokenBucket PortScheduler<Item>::rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec,
-                                         uint64_t burst_bytes, uint64_t tick_hz, uint64_t now) {
-  if (had && old.burst_bytes() == burst_bytes) {
-    TokenBucket b = old;
-    b.set_rate(bytes_per_sec, now);
-    return b;
-  }
-  return TokenBucket(bytes_per_sec, burst_bytes, tick_hz, now);
-}
-
-template <typename Item>
-void PortScheduler<Item>::set_shaper_rate(uint64_t bytes_per_sec, uint64_t now) {
-  set_shaper(bytes_per_sec, shaper_burst_, now);
-}
-
-template <typename Item>
-void PortScheduler<Item>::update_reserves() {
-  const uint64_t step = headroom_bytes_ ? headroom_bytes_ : shaper_burst_ * headroom_permille_ / 1000;
-  const uint64_t cap = shaper_burst_ - shaper_burst_ / 4;
-  for (size_t c = 0; c < reserve_.size(); ++c) reserve_[c] = static_cast<uint32_t>(std::min(c * step, cap));
-}
-
-template <typename Item>
-void PortScheduler<Item>::set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
-  shaper_burst_ = burst_bytes;
-  update_reserves();
-  if (bytes_per_sec == 0) {
-    shaped_ = false;
-    return;
-  }
-  shaper_ = rebuild(shaper_, shaped_, bytes_per_sec, burst_bytes, tick_hz_, now);
-  shaped_ = true;
-}
-
-template <typename Item>
-void PortScheduler<Item>::set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes,
-                                        uint64_t now) {
-  if (cls >= classes_.size()) return;
-  const uint64_t bit = uint64_t{1} << cls;
-  if (bytes_per_sec == 0) {
-    cap_mask_ &= ~bit;
-    return;
-  }
-  Class& k = classes_[cls];
-  k.cap = rebuild(k.cap, (cap_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
-  cap_mask_ |= bit;
-}
-
-template <typename Item>
-void PortScheduler<Item>::set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes,
-                                          uint64_t now) {
-  if (cls >= classes_.size()) return;
-  const uint64_t bit = uint64_t{1} << cls;
-  if (bytes_per_sec == 0) {
-    floor_mask_ &= ~bit;
-    return;
-  }
-  Class& k = classes_[cls];
-  k.floor = rebuild(k.floor, (floor_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
-  floor_mask_ |= bit;
-}
-
-template <typename Item>
 template <typename Fn>
 void PortScheduler<Item>::flush(Fn&& fn) {
   for (unsigned c = 0; c < classes_.size(); ++c) {
     Class& k = classes_[c];
     while (k.head != k.tail) {
-      Slot& s = k.ring[k.head & k.mask];
+      Slot& s = ring(k)[k.head & k.mask];
       ++k.head;
       fn(s.item, c);
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Rule matcher: an ordered list of match rules (first matching rule wins),
 // compiled into DPDK ACL tries (IPv4, IPv6, and address-only variants for
 // non-first fragments). Immutable once built: the control plane builds a new
@@ -39,8 +40,8 @@ class Classifier {
 
   // Needs an initialised EAL (ACL memory comes from rte_malloc). `name` must be
   // unique among live classifiers (DPDK names ACL contexts).
-  static Result<std::unique_ptr<Classifier>> build(std::span<const ClassifierRule> rules,
-                                                   const std::string& name, int socket_id);
+  static Result<std::unique_ptr<Classifier>> build(std::span<const ClassifierRule> rules, const std::string& name,
+                                                   int socket_id);
   ~Classifier();
   Classifier(const Classifier&) = delete;
   Classifier& operator=(const Classifier&) = delete;

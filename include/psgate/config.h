@@ -1,6 +1,10 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Configuration in three stages (see README "Configuration"):
 //   TOML text --parse_config--> ConfigSpec (validated, user units)
-//             --dataplane setup--> compiled per-lcore state (ticks, bytes/s).
+//             --config/compile.h--> what the lcores read (snapshot, scheduler
+//               parameters: bytes/s, classes, ticks).
+// JobSpec and ClassSpec are the one user-facing form of a job and a class;
+// live changes on the control socket edit the control plane's copy of them.
 // Validation is complete before DPDK starts: the first problem found is
 // returned as one line naming the key, e.g.
 //   demo.toml: shaper.wire.rate: "1Gbps/s" is not a rate (expected e.g. "9.5Gbit/s")
@@ -20,19 +24,20 @@ namespace psgate {
 inline constexpr int kNoDscp = -1;
 
 struct RateSpec {
-  uint64_t rate_bps = 0;       // bits per second, > 0
-  uint64_t burst_bytes = 0;    // bytes, > 0
+  uint64_t rate_bps = 0;     // bits per second, > 0
+  uint64_t burst_bytes = 0;  // bytes, > 0
+  bool operator==(const RateSpec&) const = default;
 };
 
 struct PortSpec {
-  std::string device;          // vdev args ("net_pcap0,rx_pcap=a.pcap") or PCI address
+  std::string device;  // vdev args ("net_pcap0,rx_pcap=a.pcap") or PCI address
   uint32_t rx_desc = 1024;
   uint32_t tx_desc = 1024;
   // Largest IP packet the port carries, in bytes (Ethernet MTU: the frame
   // without its 14-byte header, VLAN tags and FCS). Both ports must agree.
   uint32_t mtu = 1500;
-  std::optional<RateSpec> shaper;   // [shaper.<port>]; absent: unshaped
-  uint32_t overhead_bytes = 24;     // [shaper.<port>] overhead, per-frame L1 bytes counted by the shaper
+  std::optional<RateSpec> shaper;  // [shaper.<port>]; absent: unshaped
+  uint32_t overhead_bytes = 24;    // [shaper.<port>] overhead, per-frame L1 bytes counted by the shaper
   // [shaper.<port>] headroom: the shaper credit class c leaves for the classes
   // above it, per class step: a share of the shaper's burst (default 25%), or
   // a fixed size. Exactly one of the two is non-zero, or both are zero (off).
@@ -41,11 +46,11 @@ struct PortSpec {
 };
 
 struct ClassSpec {
-  uint32_t depth = 1024;            // packets
+  uint32_t depth = 1024;  // packets
   std::optional<RateSpec> cap;
   std::optional<RateSpec> floor;
-  uint32_t ecn_threshold = 0;       // packets; 0 = never mark
-  int dscp = kNoDscp;               // 0..63 remark, kNoDscp = leave as is
+  uint32_t ecn_threshold = 0;  // packets; 0 = never mark
+  int dscp = kNoDscp;          // 0..63 remark, kNoDscp = leave as is
 };
 
 struct JobSpec {
@@ -53,30 +58,31 @@ struct JobSpec {
   std::string name;
   uint32_t rank = 0;
   std::vector<MatchRule> match;
-  std::optional<RateSpec> police;   // ingress policer: excess dropped and counted
+  std::optional<RateSpec> police;  // ingress policer: excess dropped and counted
+  bool operator==(const JobSpec&) const = default;
 };
 
 struct ControlSpec {
   std::string socket = "/run/psgate/psgate.sock";
-  std::string state;                // empty: no persistence
+  std::string state;  // empty: no persistence
 };
 
 struct ConfigSpec {
-  std::string source;               // file name, for messages
+  std::string source;  // file name, for messages
   std::vector<std::string> eal_args;
-  PortSpec wire;                    // index 0: towards the network
-  PortSpec host;                    // index 1: towards the PS host
-  unsigned main_lcore = 0;            // a CPU; may also carry a data lcore (the main lcore sleeps)
-  std::vector<unsigned> data_lcores;  // CPUs, non-empty, distinct
-  unsigned class_count = 8;         // 2..64
-  unsigned default_class = 7;       // 1..count-1
-  std::vector<ClassSpec> classes;   // exactly class_count entries
-  std::vector<JobSpec> jobs;        // distinct ids
-  uint32_t burst = 32;              // packets per RX/TX burst, 1..64
-  uint32_t ring_size = 1024;        // per (RX lcore, egress port, class) ring, power of two
-  uint32_t mbufs = 16383;           // mbuf pool size
+  PortSpec wire;                        // index 0: towards the network
+  PortSpec host;                        // index 1: towards the PS host
+  unsigned main_lcore = 0;              // a CPU; may also carry a data lcore (the main lcore sleeps)
+  std::vector<unsigned> data_lcores;    // CPUs, non-empty, distinct
+  unsigned class_count = 8;             // 2..64
+  unsigned default_class = 7;           // 1..count-1
+  std::vector<ClassSpec> classes;       // exactly class_count entries
+  std::vector<JobSpec> jobs;            // distinct ids
+  uint32_t burst = 32;                  // packets per RX/TX burst, 1..64
+  uint32_t ring_size = 1024;            // per (RX lcore, egress port, class) ring, power of two
+  uint32_t mbufs = 16383;               // mbuf pool size
   uint32_t flow_cache_entries = 65536;  // per RX lcore, 0 disables
-  uint32_t max_jobs = 4096;         // job slots (counters are sized by it)
+  uint32_t max_jobs = 4096;             // job slots (counters are sized by it)
   uint64_t drain_timeout_ns = 500'000'000;
   uint64_t stats_interval_ns = 1'000'000'000;  // 0 disables periodic summaries
   std::string log_level = "info";

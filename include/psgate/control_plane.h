@@ -1,26 +1,38 @@
-// The control operations: every change an operator or a scheduler can make,
-// applied by building a new snapshot and publishing it (never by touching a
-// data lcore's state), then persisted to the state file. One registry of
-// commands (name, help, handler) serves the control socket; psgatectl mirrors
-// it one to one. See docs/control-protocol.md.
+// SPDX-License-Identifier: BSD-3-Clause
+// The control operations: every change an operator or a scheduler can make.
+// The commands come from one table (control_commands.h: name, arguments,
+// help, parser); each parsed request type has its handler here, apply().
+// See docs/control-protocol.md.
+//
+// All or nothing: a handler is const. It reads the state in force and returns
+// either a read's reply or a Candidate, a whole new ControlState; only
+// commit() makes a candidate current, in this order: compile its snapshot
+// (may fail) -> write the state file durably (may fail) -> publish the
+// snapshot -> make it the state in force. A failure before the publish leaves
+// memory, the data plane and the disk as they were, and the command is
+// refused; so an acknowledged change is on disk, and a refused one changed
+// nothing. Policy re-ranks (tick) go through commit() too.
 //
 // Threading: handle() and tick() run on the control thread only. The other
-// non-lcore readers (stats printing, DPDK telemetry) use the *_locked
-// accessors, which hold the snapshot mutex that publishing takes, so a
-// snapshot is never freed under them.
+// non-lcore readers (stats printing, DPDK telemetry) use totals_locked() and
+// with_snapshot(). Neither lock they take is held while anything waits: the
+// snapshot's is private to SnapshotPublisher, which releases it before
+// waiting for the lcores (snapshot.h); the baselines' guards a copy only.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "psgate/config.h"
-#include "psgate/control_request.h"  // CommandInfo, the typed requests
+#include "psgate/control_request.h"  // the typed requests
 #include "psgate/dataplane.h"
 #include "psgate/job_registry.h"
 #include "psgate/policy.h"
@@ -28,6 +40,21 @@
 #include "psgate/snapshot.h"
 
 namespace psgate {
+
+struct RankedJob;  // config/compile.h
+
+// Everything a change can change. A handler builds a new one from a copy;
+// commit() makes it the one in force.
+struct ControlState {
+  JobRegistry jobs;
+  PolicyParams policy;
+  PolicyState policy_state;
+  // Shaper and class parameters in force, per port: compiled from the config
+  // at start (or restored from the state file), then changed by `class` and
+  // `shaper` (in bytes/s, as the snapshot carries them, so a change keeps
+  // every value it does not name).
+  std::array<PortLive, kPortCount> live;
+};
 
 class ControlPlane {
  public:
@@ -39,62 +66,90 @@ class ControlPlane {
   // Publishes the initial job set (the state file's, if any).
   Result<bool> start();
 
-  // One request object -> one reply object ({"ok": ...}).
+  // One request line -> one reply object ({"ok": ...}): the control
+  // server's entry point.
+  nlohmann::json handle_line(std::string_view line);
+  // The same for a request built in-process (tests): serialised and handled
+  // as the line a client would send.
   nlohmann::json handle(const nlohmann::json& request);
   // Periodic work on the control thread: policy evaluation.
   void tick(uint64_t now_ns);
 
-  static const std::vector<CommandInfo>& commands();
-  size_t job_count() const { return jobs_.size(); }
+  size_t job_count() const { return state_.jobs.size(); }
+  // Policy re-ranks that could not be applied (their snapshot failed to
+  // compile or the state file could not be written): the previous order stays.
+  uint64_t policy_errors() const { return policy_errors_; }
+
+  // Test seams: how the state file is written and how a snapshot is compiled,
+  // so tests can make either fail on demand. Defaults: write_state_text and
+  // compile_snapshot.
+  using StateWriter = std::function<Result<bool>(const std::string& path, const std::string& text)>;
+  using SnapshotBuilder = std::function<Result<std::unique_ptr<Snapshot>>(
+      const ConfigSpec&, const std::vector<RankedJob>&, const std::array<PortLive, kPortCount>&, uint32_t,
+      const Snapshot*)>;
+  void set_io_for_testing(StateWriter writer, SnapshotBuilder builder);
 
   // Counters with per-job baselines applied (a reused job slot starts from zero).
   Totals totals_locked(bool with_histograms);
-  // Calls fn(snapshot) with the snapshot pinned. fn must not call back into
-  // totals_locked or with_snapshot (same mutex).
+  // Calls fn(snapshot) with the snapshot pinned. fn must not call
+  // with_snapshot again (SnapshotPublisher::read is not recursive).
   void with_snapshot(const std::function<void(const Snapshot&)>& fn);
 
  private:
-  ControlPlane(Dataplane& dataplane, const ConfigSpec& config, JobRegistry jobs);
+  ControlPlane(Dataplane& dataplane, const ConfigSpec& config, ControlState initial);
+
+  // A change a handler proposes: the whole state it wants in force, and its
+  // reply, built once that state is in force (commit() succeeded).
+  struct Candidate {
+    ControlState next;
+    std::function<nlohmann::json(const ControlPlane&)> reply;
+  };
+  // A read's reply, or a candidate for commit().
+  using Outcome = std::variant<nlohmann::json, Candidate>;
 
   // The operations, one per command, on requests parse_control_request has
-  // already checked; they check only what needs the current state.
-  Result<nlohmann::json> apply(const HealthRequest&);
-  Result<nlohmann::json> apply(const JobsListRequest&);
-  Result<nlohmann::json> apply(const JobsAddRequest&);
-  Result<nlohmann::json> apply(const JobsRemoveRequest&);
-  Result<nlohmann::json> apply(const OrderRequest&);
-  Result<nlohmann::json> apply(const RankRequest&);
-  Result<nlohmann::json> apply(const ClassSetRequest&);
-  Result<nlohmann::json> apply(const ShaperSetRequest&);
-  Result<nlohmann::json> apply(const ProgressRequest&);
-  Result<nlohmann::json> apply(const PolicyRequest&);
-  Result<nlohmann::json> apply(const StatsRequest&);
-  Result<nlohmann::json> apply(const ConfigRequest&);
+  // already checked; they check only what needs the current state. Const:
+  // a handler cannot change anything; commit() applies what it returns.
+  Result<Outcome> apply(const HealthRequest&) const;
+  Result<Outcome> apply(const JobsListRequest&) const;
+  Result<Outcome> apply(const JobsAddRequest&) const;
+  Result<Outcome> apply(const JobsRemoveRequest&) const;
+  Result<Outcome> apply(const OrderRequest&) const;
+  Result<Outcome> apply(const RankRequest&) const;
+  Result<Outcome> apply(const ClassSetRequest&) const;
+  Result<Outcome> apply(const ShaperSetRequest&) const;
+  Result<Outcome> apply(const ProgressRequest&) const;
+  Result<Outcome> apply(const PolicyRequest&) const;
+  Result<Outcome> apply(const StatsRequest&) const;
+  Result<Outcome> apply(const ConfigRequest&) const;
 
-  // Effective ranks under the current policy, by job id.
-  std::unordered_map<uint32_t, JobRanks> effective_ranks(uint64_t now_ns);
-  // Builds and publishes a snapshot from jobs_ + config_, then persists.
-  Result<bool> publish(uint64_t now_ns);
-  Result<bool> persist() const;
+  // The one way a state becomes the state in force (see the top of this file).
+  Result<bool> commit(ControlState next, uint64_t now_ns);
+  // Effective ranks of `state`'s jobs under its policy, by job id; advances
+  // `policy_state` as the policy's evaluation does.
+  std::unordered_map<uint32_t, JobRanks> effective_ranks(const ControlState& state, PolicyState& policy_state,
+                                                         uint64_t now_ns) const;
   nlohmann::json job_json(const JobRecord& job, const Snapshot& snap) const;
+  nlohmann::json job_json(uint32_t id) const;
   nlohmann::json policy_json() const;
   Totals adjusted(Totals totals) const;
 
   Dataplane& dataplane_;
-  ConfigSpec config_;  // the configuration in force (live changes applied)
-  JobRegistry jobs_;
-  PolicyParams policy_;
-  PolicyState policy_state_;
+  ConfigSpec config_;   // as loaded; live class and shaper changes are in state_.live
+  ControlState state_;  // in force: changed by commit() only (and tick()'s policy clock)
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
-  std::array<PortLive, kPortCount> live_;  // shaper and class parameters in force, per port
+  bool published_ = false;      // start() has published this control plane's first snapshot
+  std::string persisted_text_;  // the state file's content as last written ("" before the first write)
+  uint64_t policy_errors_ = 0;
+  StateWriter write_state_;
+  SnapshotBuilder build_snapshot_;
   std::vector<JobTotals> baselines_;  // by slot: counters when the slot was assigned
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;
-  std::mutex snapshot_mutex_;
+  // baselines_ is written on the control thread and read by totals_locked()
+  // from the others; held only while copying, never across a publish.
+  std::mutex baselines_mutex_;
 };
-
-// The configuration as JSON, in the TOML's structure (units in text form).
-nlohmann::json config_to_json(const ConfigSpec& config);
 
 uint64_t monotonic_ns();
 

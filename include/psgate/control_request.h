@@ -1,6 +1,8 @@
-// Control-socket requests as typed values: one JSON request object (or one
-// request line) -> a ControlRequest, or the error reply's text. Pure: no DPDK,
-// no state. Everything that can be checked from the request alone is checked
+// SPDX-License-Identifier: BSD-3-Clause
+// Control-socket requests as typed values: one request line (or one JSON
+// request object) -> a ControlRequest, or the error reply's text. The commands
+// themselves (names, arguments, help, parsers) are listed in
+// control_commands.h. Pure: no DPDK, no state. Everything that can be checked from the request alone is checked
 // here (types, ranges, units, rules, floor <= cap within one request); checks
 // that need the gateway's state (unknown job id, a floor above the class's
 // current cap) stay in ControlPlane. See docs/control-protocol.md.
@@ -22,17 +24,19 @@
 #include "psgate/match_rule.h"
 #include "psgate/policy.h"
 #include "psgate/result.h"
+#include "psgate/text.h"
 
 namespace psgate {
 
-struct CommandInfo {
-  const char* name;
-  const char* help;
-};
-
-// Every command the socket accepts, in the protocol document's order. The
-// parser and psgatectl's help both come from this list.
-const std::vector<CommandInfo>& control_commands();
+// The protocol's version (health's "protocol"). 2: the job argument of
+// jobs.add, jobs.remove, rank and progress is "job"; "id" is only ever the
+// request id the reply echoes. Protocol 1's form, the job as "id" (and no
+// "job"), is still read until protocol 3, and its reply carries
+// "deprecated": kControlIdAsJobDeprecation.
+inline constexpr int kControlProtocolVersion = 2;
+inline constexpr const char* kControlIdAsJobDeprecation =
+    "\"id\" as the job id is deprecated since protocol 2 and goes in protocol 3: send the job as \"job\" "
+    "(\"id\" is the request id the reply echoes)";
 
 // Limits the parser enforces (the same as the config's where both exist).
 inline constexpr uint64_t kControlMinRateBps = 8;                       // below 1 byte/s a bucket never refills
@@ -41,7 +45,7 @@ inline constexpr uint64_t kControlMaxBurstBytes = uint64_t{512} << 20;  // token
 inline constexpr uint64_t kControlDefaultBurstBytes = 64 * 1024;        // when a rate is set without a burst
 inline constexpr uint32_t kControlMaxEcnThreshold = 65535;              // packets
 inline constexpr uint64_t kControlMinIntervalNs = 1'000'000;            // policy interval: 1ms
-inline constexpr size_t kControlMaxJobNameChars = 64;
+inline constexpr size_t kControlMaxJobNameChars = kMaxNameBytes;        // and the rest of name_problem (text.h)
 
 // A tri-state argument: absent (leave as is), null (remove), or a value.
 template <typename T>
@@ -54,25 +58,25 @@ struct Change {
 struct HealthRequest {};
 struct JobsListRequest {};
 struct JobsAddRequest {
-  uint32_t id = 0;                  // >= 1
-  std::string name;                 // empty: the registry names the job "job-<id>"; else 1..64 chars, no control chars
-  std::vector<MatchRule> rules;     // at least one
-  std::optional<uint32_t> rank;     // absent: after every job
-  std::optional<RateSpec> police;   // rate >= 8bit/s; burst 64B..512MiB (default 64KiB)
+  uint32_t id = 0;   // >= 1
+  std::string name;  // empty: the registry names the job "job-<id>"; else a valid name (text.h: name_problem)
+  std::vector<MatchRule> rules;    // at least one
+  std::optional<uint32_t> rank;    // absent: after every job
+  std::optional<RateSpec> police;  // rate >= 8bit/s; burst 64B..512MiB (default 64KiB)
 };
 struct JobsRemoveRequest {
   uint32_t id = 0;
 };
 struct OrderRequest {
-  std::vector<uint32_t> ids;        // highest priority first; distinct; may be empty
+  std::vector<uint32_t> ids;  // highest priority first; distinct; may be empty
 };
 struct RankRequest {
   uint32_t id = 0;
   uint32_t rank = 0;
 };
 struct ClassSetRequest {
-  unsigned port = 0;                // index into kPortNames: 0 = wire, 1 = host
-  unsigned cls = 0;                 // < class_count
+  unsigned port = 0;  // index into kPortNames: 0 = wire, 1 = host
+  unsigned cls = 0;   // < class_count
   // Rates in bits per second (>= 8bit/s); bursts in bytes, 0 or 64B..512MiB
   // (0: the default 64KiB once a rate is set). A null burst changes nothing.
   Change<uint64_t> cap_bps;
@@ -83,35 +87,47 @@ struct ClassSetRequest {
   Change<uint8_t> dscp;                   // 0..63; null: leave DSCP as is
 };
 struct ShaperSetRequest {
-  unsigned port = 0;                      // index into kPortNames
-  std::optional<uint64_t> rate_bps;       // required argument; null (nullopt): unshaped; else >= 8bit/s
-  std::optional<uint64_t> burst_bytes;    // 0 or 64B..512MiB; absent or null: keep the current burst
+  unsigned port = 0;                    // index into kPortNames
+  std::optional<uint64_t> rate_bps;     // required argument; null (nullopt): unshaped; else >= 8bit/s
+  std::optional<uint64_t> burst_bytes;  // 0 or 64B..512MiB; absent or null: keep the current burst
 };
 struct ProgressRequest {
   uint32_t id = 0;
-  std::optional<double> fraction;         // 0..1
+  std::optional<double> fraction;  // 0..1
   std::optional<uint64_t> iteration;
-  std::optional<uint64_t> batch;          // at least one of the three is given
+  std::optional<uint64_t> batch;  // at least one of the three is given
 };
 struct PolicyRequest {
-  std::optional<PolicyKind> kind;         // absent: show the current policy (other arguments are ignored)
-  std::optional<uint64_t> interval_ns;    // >= 1ms; absent: the policy's default
-  std::optional<RotateOn> rotate_on;      // round-robin only
+  std::optional<PolicyKind> kind;       // absent: show the current policy (other arguments are ignored)
+  std::optional<uint64_t> interval_ns;  // >= 1ms; absent: the policy's default
+  std::optional<RotateOn> rotate_on;    // round-robin only
 };
 struct StatsRequest {};
 struct ConfigRequest {};
 
+// One alternative per command, in control_commands()'s order.
 using ControlRequest =
     std::variant<HealthRequest, JobsListRequest, JobsAddRequest, JobsRemoveRequest, OrderRequest, RankRequest,
                  ClassSetRequest, ShaperSetRequest, ProgressRequest, PolicyRequest, StatsRequest, ConfigRequest>;
 
-// One request object -> a typed request. `class_count` is the configured
-// number of classes (2..64); class.set's "class" must be below it. Unknown
-// arguments are ignored. Never throws.
-Result<ControlRequest> parse_control_request(const nlohmann::json& request, unsigned class_count);
-
 // One request line (without or with its '\n') -> a typed request; malformed
-// JSON is an error like any other. Never throws.
-Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count);
+// JSON is an error like any other. This is the control server's only way from
+// a line to a request, and what fuzz_control_request exercises. `echo_id`,
+// when given, receives the request's "id" member (to echo in the reply) if the
+// line is a JSON object that has one. A key repeated in any object of the
+// line is refused ("duplicate key"); the id is then echoed only if it is not
+// the repeated key. `deprecation`, when given, receives a notice for the
+// reply when the request uses a deprecated form. Never throws.
+Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count,
+                                          std::optional<nlohmann::json>* echo_id = nullptr,
+                                          std::string* deprecation = nullptr);
+
+// One request object -> a typed request: the command table's parser for its
+// "cmd" (control_commands.h). `class_count` is the configured number of
+// classes (2..64); class.set's "class" must be below it. A key that is not
+// "cmd", "id" or one of the command's arguments is refused, naming the
+// nearest argument. Never throws.
+Result<ControlRequest> parse_control_request(const nlohmann::json& request, unsigned class_count,
+                                             std::string* deprecation = nullptr);
 
 }  // namespace psgate

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The control socket: a Unix stream socket speaking one JSON object per line
 // (docs/control-protocol.md), served by one control thread with epoll. The
 // same thread runs the periodic work (policy ticks, stats reports), so every
@@ -16,17 +17,23 @@
 
 namespace psgate {
 
-inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+// The protocol's limits (docs/control-protocol.md states each).
+inline constexpr size_t kMaxRequestBytes = 64 * 1024;             // one request line, without its newline
 inline constexpr size_t kMaxPendingReplyBytes = 8 * 1024 * 1024;  // a client that reads nothing is cut off
-inline constexpr size_t kMaxClients = 1024;
+inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
+// Connections the kernel queues before the control thread accepts them
+// (capped by net.core.somaxconn, 4096 by default since Linux 5.4). The thread
+// accepts until the queue is empty on every wake-up, but a long command holds
+// it: the backlog is what lets a burst of clients connect meanwhile.
+inline constexpr int kListenBacklog = 4096;
 
 class ControlServer {
  public:
   struct Options {
     std::string socket_path;
-    uint64_t tick_ns = 100'000'000;       // policy evaluation period
-    uint64_t report_ns = 0;               // 0: no periodic report
-    std::function<void()> report;         // called every report_ns on the control thread
+    uint64_t tick_ns = 100'000'000;  // policy evaluation period
+    uint64_t report_ns = 0;          // 0: no periodic report
+    std::function<void()> report;    // called every report_ns on the control thread
   };
 
   // Creates the socket (mode 0660; the parent directory if missing). Fails if

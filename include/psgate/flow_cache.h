@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Exact-match cache of classification results keyed by 5-tuple, one per RX
 // lcore (single writer, no locks). Entries carry the snapshot generation that
 // produced them, so a new snapshot invalidates the cache without clearing it.
@@ -39,8 +40,7 @@ class FlowCache {
 
   // `entries` (per family) is rounded up to a power of two, at least 8.
   // Memory: 96 bytes per entry (32 IPv4 + 64 IPv6) from DPDK's heap on `socket_id`.
-  static Result<std::unique_ptr<FlowCache>> create(uint32_t entries, const std::string& name,
-                                                   int socket_id);
+  static Result<std::unique_ptr<FlowCache>> create(uint32_t entries, const std::string& name, int socket_id);
   ~FlowCache();
   FlowCache(const FlowCache&) = delete;
   FlowCache& operator=(const FlowCache&) = delete;
@@ -76,9 +76,7 @@ class FlowCache {
 
   // Ports are part of the key, and a malformed or later-fragment packet has
   // no trustworthy ones.
-  static bool cacheable(const ParsedPacket& pkt) {
-    return pkt.has_ports && !pkt.malformed && !pkt.non_first_fragment;
-  }
+  static bool cacheable(const ParsedPacket& pkt) { return pkt.has_ports && !pkt.malformed && !pkt.non_first_fragment; }
 
  private:
   static constexpr size_t kEntry4Bytes = 32;

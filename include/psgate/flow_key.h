@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The flow cache's key of a packet, and the two ways to get one:
 //   - flow_key4/flow_key6 from a ParsedPacket (any packet the full parser
 //     understood: VLAN tags, IPv4 options, IPv6 extension headers, ...);
@@ -53,9 +54,9 @@ inline uint32_t load32(const uint8_t* p) {
 
 // For a cacheable IPv4 packet (FlowCache::cacheable).
 inline FlowKey4 flow_key4(const ParsedPacket& p) {
-  return FlowKey4{{detail::load32(p.src.data()) | uint64_t{detail::load32(p.dst.data())} << 32,
-                   detail::wire_port(p.sport) | detail::wire_port(p.dport) << 16 | uint64_t{p.proto} << 32 |
-                       uint64_t{4} << 40}};
+  return FlowKey4{
+      {detail::load32(p.src.data()) | uint64_t{detail::load32(p.dst.data())} << 32,
+       detail::wire_port(p.sport) | detail::wire_port(p.dport) << 16 | uint64_t{p.proto} << 32 | uint64_t{4} << 40}};
 }
 
 // For a cacheable IPv6 packet.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How the two ports carry frames of the configured MTU: the size of the mbufs
 // and whether a large frame arrives as an mbuf chain. Pure decision logic (no
 // DPDK): ports.cc reads what each device can do into a PortCapacity, this
@@ -29,12 +30,12 @@ inline constexpr uint32_t kMbufHeadroom = 128;
 inline constexpr uint32_t kMaxDataRoom = 65535 - kMbufHeadroom;
 
 struct PortCapacity {
-  std::string name;          // device name, for messages
-  uint32_t mtu_limit = 0;    // the largest MTU the device carries
-  std::string limit_source;  // where mtu_limit comes from, for messages
-  bool scatter_offload = false;  // RTE_ETH_RX_OFFLOAD_SCATTER offered
-  bool chains_by_itself = false; // the driver chains a large frame without the offload (memif, pcap)
-  bool multi_seg_tx = false;     // RTE_ETH_TX_OFFLOAD_MULTI_SEGS offered
+  std::string name;               // device name, for messages
+  uint32_t mtu_limit = 0;         // the largest MTU the device carries
+  std::string limit_source;       // where mtu_limit comes from, for messages
+  bool scatter_offload = false;   // RTE_ETH_RX_OFFLOAD_SCATTER offered
+  bool chains_by_itself = false;  // the driver chains a large frame without the offload (memif, pcap)
+  bool multi_seg_tx = false;      // RTE_ETH_TX_OFFLOAD_MULTI_SEGS offered
   // A driver that copies a whole received frame into one mbuf without
   // checking its size (af_packet in DPDK 22.11: up to framesz - 52 bytes).
   uint32_t min_data_room = 0;
@@ -42,10 +43,10 @@ struct PortCapacity {
 
 struct FramePlan {
   uint32_t mtu = 1500;
-  uint32_t max_frame = 0;        // the largest frame forwarded (bytes, no FCS)
-  uint32_t data_room = kDefaultDataRoom;  // bytes of packet data per mbuf
-  bool scatter[2] = {false, false};  // by port: enable RTE_ETH_RX_OFFLOAD_SCATTER
-  bool multi_seg_tx[2] = {false, false};  // by port: enable RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+  uint32_t max_frame = 0;                     // the largest frame forwarded (bytes, no FCS)
+  uint32_t data_room = kDefaultDataRoom;      // bytes of packet data per mbuf
+  bool scatter[2] = {false, false};           // by port: enable RTE_ETH_RX_OFFLOAD_SCATTER
+  bool multi_seg_tx[2] = {false, false};      // by port: enable RTE_ETH_TX_OFFLOAD_MULTI_SEGS
   std::string describe(unsigned port) const;  // one line for the start-up log
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DSCP remarking and ECN CE marking of an IP header in place, with the IPv4
 // header checksum updated incrementally (RFC 1624). Pure, no DPDK.
 #pragma once

@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The control plane's authoritative list of jobs: ids, rules, operator ranks,
 // reported progress, and the counter slot each job owns. Pure (no DPDK): the
-// control operations turn it into snapshots and persist it as JSON.
+// control operations compile it into snapshots (config/compile.h) and persist
+// it in the state file (control/state_file.h).
 #pragma once
 
 #include <cstdint>
@@ -8,28 +10,20 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "psgate/config.h"
+#include "psgate/policy.h"  // JobProgress
 #include "psgate/result.h"
 
 namespace psgate {
 
-struct JobProgress {
-  std::optional<double> fraction;      // 0..1
-  std::optional<uint64_t> iteration;
-  std::optional<uint64_t> batch;
-};
-
+// A job as the registry holds it: the user's spec (from [[jobs]] or `jobs
+// add`; `order` and `rank` change its rank), what the job reported, and what
+// the registry assigned. Snapshots are compiled from it (config/compile.h).
 struct JobRecord {
-  uint32_t id = 0;
-  std::string name;
-  uint32_t rank = 0;                   // the operator's rank
-  std::vector<MatchRule> match;
-  std::optional<RateSpec> police;
+  JobSpec spec;
   JobProgress progress;
-  uint32_t slot = 0;                   // assigned by the registry
-  uint64_t sequence = 0;               // insertion order: breaks rank ties
+  uint32_t slot = 0;      // assigned by the registry
+  uint64_t sequence = 0;  // insertion order: breaks rank ties
 };
 
 class JobRegistry {
@@ -38,12 +32,9 @@ class JobRegistry {
 
   // From the config's [[jobs]].
   static Result<JobRegistry> from_config(const ConfigSpec& config);
-  // From a state file's JSON; any problem rejects the whole file.
-  static Result<JobRegistry> from_state(const nlohmann::json& state, uint32_t max_jobs);
-  nlohmann::json to_state() const;  // {"jobs": [...]}: what from_state reads
 
-  // `rank` absent: after every existing job. Errors: duplicate id, no free slot,
-  // no rules, bad name.
+  // `rank` absent: after every existing job (job.spec.rank is ignored).
+  // Errors: duplicate id, no free slot, no rules, bad name.
   Result<const JobRecord*> add(JobRecord job, std::optional<uint32_t> rank);
   Result<bool> remove(uint32_t id);
   // Listed jobs take ranks 0..n-1 in that order; the others follow (n, n+1, ...)
@@ -64,7 +55,7 @@ class JobRegistry {
   uint32_t max_jobs_;
   std::vector<JobRecord> jobs_;
   std::vector<bool> slot_used_;
-  uint32_t next_slot_ = 0;   // slots are handed out round-robin so a freed slot is reused last
+  uint32_t next_slot_ = 0;  // slots are handed out round-robin so a freed slot is reused last
   uint64_t next_sequence_ = 0;
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-job telemetry measured from traffic, with no help from the training
 // framework: the PS's pull bursts (model sent to the workers), from which
 // come the iteration count, bytes per iteration, iteration period, burst
@@ -22,7 +23,7 @@ inline constexpr uint64_t kBurstGapNs = 5'000'000;  // 5 ms of silence ends a bu
 
 struct alignas(64) JobBurstState {
   // Read by the control thread.
-  Counter bursts;                // completed bursts
+  Counter bursts;  // completed bursts
   Counter last_burst_bytes;
   Counter last_burst_ticks;      // duration of the last completed burst
   Counter last_period_ticks;     // start-to-start of the last two bursts

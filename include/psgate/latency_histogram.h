@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Log-linear latency histogram (HdrHistogram-like): values in nanoseconds,
 // 16 linear sub-buckets per power of two, so any reported percentile is within
 // 6.25% of the true value. Fixed size, no allocation, one writer; readers merge

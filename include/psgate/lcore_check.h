@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lcores that exist on this machine: the configuration parser is
 // machine-independent, so main() checks the lcores against the CPUs the
 // process may run on before EAL starts (EAL itself would map a missing one
@@ -21,7 +22,6 @@ std::string cpu_list_text(const std::vector<unsigned>& cpus);
 // Fails, naming the key, for the first lcore (lcores.main, then lcores.data[i])
 // that is not in `cpus`: "<source>: lcores.data[0]: lcore 99 does not exist
 // (this machine has CPUs 0-1)".
-Result<bool> check_lcores_exist(const ConfigSpec& config, const std::vector<unsigned>& cpus,
-                                const std::string& source);
+Result<bool> check_lcores_exist(const ConfigSpec& config, const std::vector<unsigned>& cpus, const std::string& source);
 
 }  // namespace psgate

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A job match rule as the operator writes it:
 //   "src=10.0.0.5/32,sport=2222,proto=tcp"
 //   "dst=fd00::5/128,dport=2222-2230,proto=udp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reads and rewrites of a packet's IP header wherever it lies in an mbuf
 // chain. The header is in the first segment for every frame a driver
 // delivers in one buffer; only a chain whose first segment ends inside it

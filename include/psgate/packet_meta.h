@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-packet metadata carried in an mbuf dynamic field from RX to TX.
 #pragma once
 
@@ -11,9 +12,9 @@ namespace psgate {
 inline constexpr uint32_t kNoJob = UINT32_MAX;
 
 struct PacketMeta {
-  uint64_t rx_tsc;     // when the RX stage saw it: sojourn time is measured from here
-  uint32_t job_slot;   // kNoJob for unclassified traffic
-  uint16_t l3_offset;  // where DSCP/ECN rewrites apply
+  uint64_t rx_tsc;         // when the RX stage saw it: sojourn time is measured from here
+  uint32_t job_slot;       // kNoJob for unclassified traffic
+  uint16_t l3_offset;      // where DSCP/ECN rewrites apply
   uint8_t ip_version : 7;  // 4 or 6: rewritable; 0: leave the bytes alone (non-IP, malformed)
   // The class queue was at or above its ECN threshold when this packet
   // arrived: set CE when it leaves (RED and DCTCP decide on arrival depth).
@@ -27,8 +28,6 @@ extern int g_packet_meta_offset;
 
 int register_packet_meta();  // returns the offset or -1 with rte_errno set
 
-inline PacketMeta* packet_meta(rte_mbuf* m) {
-  return RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*);
-}
+inline PacketMeta* packet_meta(rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*); }
 
 }  // namespace psgate

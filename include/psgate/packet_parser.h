@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Header parser for the fast path. Pure C++ over a byte span: no DPDK, no
 // allocation, never reads past `len`.
 //
@@ -28,11 +29,11 @@ struct ParsedPacket {
   bool non_first_fragment = false;
   // Ports were read (TCP, UDP or SCTP in an unfragmented or first fragment).
   bool has_ports = false;
-  uint8_t proto = 0;           // final upper-layer protocol (IPv6: after ext headers)
-  uint8_t traffic_class = 0;   // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
-  uint16_t l3_offset = 0;      // byte offset of the IP header, valid when l3 != kNonIp
-  uint16_t sport = 0;          // host byte order
-  uint16_t dport = 0;          // host byte order
+  uint8_t proto = 0;              // final upper-layer protocol (IPv6: after ext headers)
+  uint8_t traffic_class = 0;      // IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
+  uint16_t l3_offset = 0;         // byte offset of the IP header, valid when l3 != kNonIp
+  uint16_t sport = 0;             // host byte order
+  uint16_t dport = 0;             // host byte order
   std::array<uint8_t, 16> src{};  // network order; IPv4 in [0..3], rest zero
   std::array<uint8_t, 16> dst{};
 };

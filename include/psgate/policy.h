@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Scheduling policies from the literature, as pure functions: from the jobs,
 // their reported and measured state, and the time, to ranks. The control plane
 // runs the chosen one on a timer and applies the result through the same
@@ -13,17 +14,35 @@
 namespace psgate {
 
 enum class PolicyKind {
-  kStatic,          // the operator's order
-  kFifo,            // every job in one class: the baseline the papers compare against
-  kTensorLightsOne, // the operator's first job on top, all others below it
-  kRoundRobin,      // rotate the operator's order every interval (TensorLights-RR)
-  kProgress,        // JPAS: least reported progress first, ties keep operator order
-  kBatch,           // app-aware SDN: earlier batch first; within a job pull before push
-  kShortestFirst,   // MLNet-like: fewest bytes remaining in the current iteration first
+  kStatic,           // the operator's order
+  kFifo,             // every job in one class: the baseline the papers compare against
+  kTensorLightsOne,  // the operator's first job on top, all others below it
+  kRoundRobin,       // rotate the operator's order every interval (TensorLights-RR)
+  kProgress,         // JPAS: least reported progress first, ties keep operator order
+  kBatch,            // app-aware SDN: earlier batch first; within a job pull before push
+  kShortestFirst,    // MLNet-like: fewest bytes remaining in the current iteration first
+};
+
+// Every policy's name, in the order documents and help list them: the one
+// list that the config, the control protocol, psgatectl and the docs use.
+struct PolicyName {
+  std::string_view name;
+  PolicyKind kind;
+};
+inline constexpr PolicyName kPolicyNames[] = {
+    {"static", PolicyKind::kStatic},
+    {"fifo", PolicyKind::kFifo},
+    {"tensorlights-one", PolicyKind::kTensorLightsOne},
+    {"round-robin", PolicyKind::kRoundRobin},
+    {"progress", PolicyKind::kProgress},
+    {"batch", PolicyKind::kBatch},
+    {"shortest-first", PolicyKind::kShortestFirst},
 };
 
 std::optional<PolicyKind> policy_from_name(std::string_view name);
 const char* policy_name(PolicyKind kind);
+// "static, fifo, ..., shortest-first": the names for an error or a help line.
+std::string policy_name_list();
 
 enum class RotateOn { kTime, kIteration };
 
@@ -33,18 +52,26 @@ struct PolicyParams {
   RotateOn rotate_on = RotateOn::kTime;
 };
 
-// What a policy knows about one job. Jobs are given in the operator's order
-// (the order set by `order`/`rank`, ties by id).
-struct PolicyJob {
-  uint32_t id = 0;
-  // Reported by the job (psgatectl progress); absent when never reported.
-  std::optional<double> progress_fraction;
+// What a job reports about itself (psgatectl progress); each field absent
+// until first reported. The registry keeps it; policies rank on it.
+struct JobProgress {
+  std::optional<double> fraction;  // 0..1
   std::optional<uint64_t> iteration;
   std::optional<uint64_t> batch;
+};
+
+// What a policy knows about one job. Jobs are given in the operator's order
+// (the order set by `order`/`rank`, ties by id). Not a model of a job but the
+// policy's input: what the job reported plus what the data plane measured,
+// without rules or slots, so that policies stay pure and testable alone. The
+// control plane fills it from its registry and the telemetry.
+struct PolicyJob {
+  uint32_t id = 0;
+  JobProgress reported;
   // Measured from traffic.
-  uint64_t iterations_seen = 0;        // completed PS bursts
-  uint64_t bytes_per_iteration = 0;    // 0 when unknown
-  uint64_t bytes_this_iteration = 0;   // since the current burst began
+  uint64_t iterations_seen = 0;       // completed PS bursts
+  uint64_t bytes_per_iteration = 0;   // 0 when unknown
+  uint64_t bytes_this_iteration = 0;  // since the current burst began
 };
 
 // Per-job result: ranks for each direction (0 = highest). Most policies give
@@ -58,8 +85,8 @@ struct JobRanks {
 
 // State a policy carries between evaluations (round-robin's rotation).
 struct PolicyState {
-  uint64_t rotation = 0;             // how many times the order rotated
-  uint64_t last_rotation_ns = 0;     // when
+  uint64_t rotation = 0;          // how many times the order rotated
+  uint64_t last_rotation_ns = 0;  // when
   bool started = false;
   uint64_t top_iterations_seen = 0;  // rotate-on-iteration: the top job's count at the last rotation
 };

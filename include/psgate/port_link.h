@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Port link state, shared between the control path (which watches the links)
 // and the data lcores (which stop touching a port whose link is down).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Ethernet port lookup and start-up (control path).
 #pragma once
 

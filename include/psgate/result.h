@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Result<T>: a value or a human-readable error, for configuration and control
 // paths (never the per-packet path). C++20 has no std::expected.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The first thing the RX stage does with a burst: make sure every mbuf can be
 // read and forwarded before any stage touches its data.
 //

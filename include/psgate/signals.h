@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Stop signals (SIGINT, SIGTERM, SIGHUP) for the programs that run DPDK lcores: the
 // psgate daemon and psgate-gen.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The immutable state the RX stage classifies with: jobs, their rules compiled
 // into a Classifier, and the job -> class map. The control path builds a new
 // Snapshot and publishes it with one pointer store (SnapshotPublisher); data
@@ -7,7 +8,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,26 +19,22 @@
 #include "psgate/classifier.h"
 #include "psgate/config.h"
 #include "psgate/counters.h"
+#include "psgate/port_live.h"  // ClassActions, ClassLive, PortLive
 #include "psgate/result.h"
 
 namespace psgate {
 
+// A job as the threads that may not touch the control plane's registry (stats
+// printing, DPDK telemetry) see it: the listing part of the snapshot, in rank
+// order. What the lcores read of a job is its SlotInfo.
 struct JobEntry {
-  uint32_t slot = 0;       // stable index for counters while the job exists
+  uint32_t slot = 0;  // stable index for counters while the job exists
   uint32_t id = 0;
   std::string name;
-  uint32_t rank = 0;       // the operator's rank
-  // The ranks in force, by Direction: the policy's result (equal to `rank`
-  // under the static policy; `batch` ranks a job's pull above its push).
-  std::array<uint32_t, 2> effective_rank{};
-  std::vector<MatchRule> match;
-  std::optional<RateSpec> police;
-  // When the job was added: rules are matched in this order (earlier jobs'
-  // rules win), independent of rank, so a re-rank changes no rule.
-  uint64_t sequence = 0;
+  uint32_t rank = 0;  // the operator's rank
 };
 
-// What the fast path reads for a job slot.
+// A job's compiled fast-path form, what the RX stage reads per packet, by slot.
 struct SlotInfo {
   std::array<uint8_t, 2> cls{};  // by Direction (push, pull)
   uint8_t active = 0;
@@ -43,25 +42,11 @@ struct SlotInfo {
   uint64_t police_burst_bytes = 0;
 };
 
-// Scheduler parameters that can change while running ([shaper.*], [classes.N]),
-// in the units the scheduler takes. Scheduler lcores apply them when they see a
-// new generation.
-struct ClassLive {
-  uint64_t cap_bytes_per_sec = 0, cap_burst_bytes = 0;      // 0: none
-  uint64_t floor_bytes_per_sec = 0, floor_burst_bytes = 0;  // 0: none
-  uint32_t ecn_threshold = 0;
-  int dscp = kNoDscp;
-  bool operator==(const ClassLive&) const = default;
-};
-struct PortLive {
-  uint64_t shaper_bytes_per_sec = 0, shaper_burst_bytes = 0;  // 0: unshaped
-  std::vector<ClassLive> classes;
-};
-
+// Compiled by config/compile.h; never changed once published.
 struct Snapshot {
   uint32_t generation = 0;
-  std::vector<JobEntry> jobs;            // in rank order (ties: control order)
-  std::vector<SlotInfo> slots;           // max_jobs entries
+  std::vector<JobEntry> jobs;   // in rank order (ties: control order)
+  std::vector<SlotInfo> slots;  // max_jobs entries
   // Compiled rules, shared between snapshots while the rules do not change: a
   // re-rank costs no ACL build. The flow cache stores job slots, which a
   // re-rank does not change either, so it is keyed by rules_generation.
@@ -71,29 +56,27 @@ struct Snapshot {
   std::array<PortLive, kPortCount> ports;
 };
 
-// The scheduler parameters of `config` (shapers and per-class settings).
-std::array<PortLive, kPortCount> live_params(const ConfigSpec& config);
-
-// Builds a snapshot for `jobs` (slots already assigned, < max_jobs). When
-// `previous` has the same rules, its classifier is reused.
-Result<std::unique_ptr<Snapshot>> build_snapshot(const ConfigSpec& config, std::vector<JobEntry> jobs,
-                                                 uint32_t generation, const Snapshot* previous = nullptr);
-
-// Job entries for the config's static [[jobs]], slots in order, effective
-// ranks equal to the configured ranks.
-std::vector<JobEntry> jobs_from_config(const ConfigSpec& config);
-
-// Holds the current snapshot. Readers (RX lcores) load it once per burst and
-// report quiescence after each loop; publish() swaps the pointer and frees the
-// old snapshot once every reader has passed a quiescent state.
+// Holds the current snapshot. Three kinds of reader, two protections:
+//   - data lcores load current() once per burst and report RCU quiescence
+//     after each loop iteration (lock-free);
+//   - the control thread, the only publisher, reads current() freely;
+//   - other threads (stats printing, DPDK telemetry) go through read(),
+//     which pins the snapshot with the readers' lock.
+// publish() takes that lock only for the pointer swap and waits for the
+// lcores' quiescence after releasing it. The lock is private, so no caller can
+// hold it across the wait (which may take a while: it sleeps between polls).
 class SnapshotPublisher {
  public:
-  // `qsbr` must outlive the publisher; reader thread ids are registered by the lcores.
+  // `qsbr` must outlive the publisher; reader thread ids are registered by the
+  // lcores. `initial` may be null: then nothing may read until the first publish.
   SnapshotPublisher(std::unique_ptr<Snapshot> initial, rte_rcu_qsbr* qsbr);
   ~SnapshotPublisher();
 
   // Acquire pairs with publish's release store: the reader sees a fully built snapshot.
   const Snapshot* current() const { return current_.load(std::memory_order_acquire); }
+  // Calls fn with the current snapshot pinned (not freed until fn returns).
+  // fn must not call read() or publish() (the lock is not recursive).
+  void read(const std::function<void(const Snapshot&)>& fn) const;
   // Control thread only. Blocks the caller (never a data lcore) until the old
   // snapshot is unreachable, then frees it.
   void publish(std::unique_ptr<Snapshot> next);
@@ -101,6 +84,7 @@ class SnapshotPublisher {
  private:
   std::atomic<const Snapshot*> current_;
   rte_rcu_qsbr* qsbr_;
+  mutable std::mutex readers_;  // read() against publish()'s swap; nothing else
 };
 
 }  // namespace psgate

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Counters as JSON: the one machine-readable form, shared by `psgate
 // --stats-json`, the control socket and the tests.
 #pragma once

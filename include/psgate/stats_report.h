@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Human-readable reports of the data plane's counters: the periodic per-job
 // rate table and the full table printed at exit.
 #pragma once

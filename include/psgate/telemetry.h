@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psgate's counters over DPDK telemetry (/var/run/dpdk/<prefix>/dpdk_telemetry.v2),
 // readable with dpdk-telemetry.py:
 //   /psgate/totals              received, transmitted, dropped

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Token bucket in exact integer arithmetic, refilled lazily from a caller-given
 // clock (TSC ticks on the data path, a hand-ticked counter in tests).
 //
@@ -73,9 +74,9 @@ class TokenBucket {
  private:
   uint64_t tick_hz_ = 1;
   uint64_t burst_bytes_ = 0;
-  uint64_t rate_ = 0;          // bytes per second
-  int64_t capacity_ = 0;       // byte-ticks
-  int64_t tokens_ = 0;         // byte-ticks
+  uint64_t rate_ = 0;     // bytes per second
+  int64_t capacity_ = 0;  // byte-ticks
+  int64_t tokens_ = 0;    // byte-ticks
   uint64_t fill_ticks_ = UINT64_MAX;
   uint64_t last_ = 0;
 };

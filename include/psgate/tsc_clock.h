@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The TSC frequency, measured rather than trusted.
 //
 // DPDK 22.11 takes the TSC frequency from CPUID/MSRs where it can and rounds
@@ -41,7 +42,7 @@ inline void clock_pair(uint64_t& ns, uint64_t& tsc) {
 }
 
 inline uint64_t measure_tsc_hz(uint64_t nominal_hz) {
-  constexpr uint64_t kIntervalNs = 50'000'000;  // 50 ms: the pairs' ~1 us jitter is then 2e-5
+  constexpr uint64_t kIntervalNs = 50'000'000;    // 50 ms: the pairs' ~1 us jitter is then 2e-5
   uint64_t ns0 = 0, tsc0 = 0, ns1 = 0, tsc1 = 0;  // always set by clock_pair (16 tries)
   clock_pair(ns0, tsc0);
   const timespec interval{0, static_cast<long>(kIntervalNs)};

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Runners for perf/run-bench: psgate, dpdk-testpmd and psgate-gen as child
 processes, their counters sampled while they run, and the machine set-up
 (hugepages, CPU description).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes a pcap of IPv4/UDP parameter-server frames for the in-process
 benchmark path (psgate and testpmd replay it with net_pcap infinite_rx=1).
 

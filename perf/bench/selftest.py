@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Self-test of the report (no benchmark is run): builds results.md and the plots from
   - fixtures/isolation-buckets.json: top-job latencies with psgate-gen's histogram buckets
     (synthetic, written by fixtures/mkfixture.py): the latency plot must be a CDF;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Engine setup and results; the loops are in tx_loop.cc and rx_loop.cc.
 #include "engine.h"
 
@@ -12,8 +13,13 @@
 namespace psgate::gen {
 
 Engine::Engine(const Profile& profile, uint16_t host_port, uint16_t wire_port, rte_mempool* pool, uint64_t tsc_hz)
-    : profile_(profile), port_{host_port, wire_port}, same_port_(host_port == wire_port), pool_(pool),
-      tsc_hz_(tsc_hz), epoch_tsc_(rte_rdtsc()), max_skew_cycles_(tsc_hz / 1000) {
+    : profile_(profile),
+      port_{host_port, wire_port},
+      same_port_(host_port == wire_port),
+      pool_(pool),
+      tsc_hz_(tsc_hz),
+      epoch_tsc_(rte_rdtsc()),
+      max_skew_cycles_(tsc_hz / 1000) {
   ns_per_cycle_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) / tsc_hz);
 }
 
@@ -33,7 +39,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Profile& profile, uint16_t 
     e->build_streams(now);
   } catch (const std::bad_alloc&) {
     uint64_t states = 0;
-    for (const JobProfile& job : profile.jobs) states += job.flows * static_cast<unsigned>(__builtin_popcount(job.dirs));
+    for (const JobProfile& job : profile.jobs)
+      states += job.flows * static_cast<unsigned>(__builtin_popcount(job.dirs));
     return R::failure("cannot allocate the per-flow state: " + std::to_string(states) + " flows x directions at " +
                       std::to_string(sizeof(FlowRx) + sizeof(uint64_t)) + " bytes each (" +
                       std::to_string(states * (sizeof(FlowRx) + sizeof(uint64_t)) >> 20) + " MiB)");

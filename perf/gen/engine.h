@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The generator's data path: per-stream TX and RX state and the lcore loops.
 //
 //   host-side port ──TX pull──▶ psgate host port ... psgate wire port ──▶ RX pull ── wire-side port
@@ -42,20 +43,20 @@ struct alignas(64) StreamTx {
   uint16_t stream = 0;
   uint64_t flows = 0;
   FlowMap map;
-  TxSequence seq;                   // pattern position, flow cursor, per-flow sequence numbers
+  TxSequence seq;                        // pattern position, flow cursor, per-flow sequence numbers
   std::vector<FrameTemplate> templates;  // one per distinct frame size
   Counter tx_packets, tx_bytes, tx_dropped;
-  Counter alloc_failed;             // frames admitted but not built: no mbuf (never sent)
+  Counter alloc_failed;  // frames admitted but not built: no mbuf (never sent)
 };
 
 struct alignas(64) StreamRx {
   bool active = false;
-  unsigned side = 0;                // where this stream should arrive
+  unsigned side = 0;  // where this stream should arrive
   std::vector<FlowRx> flows;
   Counter packets, bytes, unique;
   uint64_t reordered = 0, duplicates = 0, late = 0, wrong_port = 0, latency_invalid = 0, rx_stale = 0;
   uint64_t first_tsc = 0, last_tsc = 0;
-  LatencyHistogram latency;           // ns
+  LatencyHistogram latency;  // ns
 };
 
 struct alignas(64) SideCounters {
@@ -109,7 +110,7 @@ class Engine {
   std::unique_ptr<StreamTx[]> tx_;
   std::unique_ptr<StreamRx[]> rx_;
   size_t streams_ = 0;
-  size_t rr_ = 0;  // first job of the next TX round
+  size_t rr_ = 0;               // first job of the next TX round
   unsigned rx_max_bursts_ = 2;  // per port and RX round: rx_bursts_per_round()
   SideCounters side_[2];
 

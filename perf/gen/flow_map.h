@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Flow id -> 5-tuple. A job's flows are numbered 0..flows-1 in each direction;
 // the PS end of every flow is the job's endpoint, the worker end is computed,
 // so millions of flows need no table:
@@ -30,8 +31,7 @@ class FlowMap {
  public:
   FlowMap() = default;
   explicit FlowMap(const JobProfile& job)
-      : base_(job.worker_addr), workers_(job.workers), port0_(job.worker_port),
-        span_(65536u - job.worker_port) {}
+      : base_(job.worker_addr), workers_(job.workers), port0_(job.worker_port), span_(65536u - job.worker_port) {}
 
   WorkerEnd at(uint64_t flow) const {
     const uint64_t w = flow % workers_;

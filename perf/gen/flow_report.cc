@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "flow_report.h"
 
 #include <algorithm>
@@ -36,8 +37,9 @@ bool write_flows_csv(std::FILE* out, const JobProfile& job, Dir dir, const FlowR
     const WorkerEnd w = map.at(f);
     const std::string worker = format_addr(w.addr);
     const bool push = dir == kPush;  // worker -> PS
-    int rc = std::fprintf(out, "%u,%s,%" PRIu64 ",%s,%u,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                          ",%" PRIu64 ",%u,%u,%u,%" PRIu64 ",",
+    int rc = std::fprintf(out,
+                          "%u,%s,%" PRIu64 ",%s,%u,%s,%u,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                          ",%u,%u,%u,%" PRIu64 ",",
                           job.id, kDirNames[dir], f, push ? worker.c_str() : ps.c_str(),
                           push ? unsigned{w.port} : unsigned{job.ps_port}, push ? ps.c_str() : worker.c_str(),
                           push ? unsigned{job.ps_port} : unsigned{w.port}, proto, sent[f], fr.packets(), fr.bytes,

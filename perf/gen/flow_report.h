@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-flow results: the summary figures of a stream computed from its flows'
 // receive state and sent counts, and the per-flow CSV (--flows-csv). Pure (no
 // DPDK), unit-tested.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Packet templates and the per-packet patch.
 //
 // Setup (allocates): one template per (job, direction, frame size), built for
@@ -18,8 +19,8 @@
 namespace psgate::gen {
 
 struct FrameLayout {
-  uint16_t len = 0;    // bytes in the mbuf: the frame without its FCS
-  uint16_t l3 = 0;     // offsets from the start of the frame
+  uint16_t len = 0;  // bytes in the mbuf: the frame without its FCS
+  uint16_t l3 = 0;   // offsets from the start of the frame
   uint16_t l4 = 0;
   uint16_t stamp = 0;  // = L4 payload
   bool v6 = false;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "gen_ports.h"
 
 #include <rte_ethdev.h>

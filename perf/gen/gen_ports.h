@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Port start-up for psgate-gen: one RX and one TX queue per port, and a wait
 // for the link that tolerates the peer coming up later (a memif client whose
 // server is not listening yet cannot start; it is retried until the timeout).

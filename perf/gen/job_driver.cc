@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "job_driver.h"
 
 #include <algorithm>
@@ -19,7 +20,8 @@ JobDriver::JobDriver(const JobProfile& job, uint64_t hz, uint32_t largest_frame,
   if (mode_ != RateMode::kMax) {
     paced_ = true;
     const uint64_t largest_cost = mode_ == RateMode::kPps ? 1 : uint64_t{largest_frame} * 8;
-    const uint64_t depth = std::max<uint64_t>(uint64_t{tx_burst} * largest_cost, scale_ns(job.rate, job.pacer_depth_ns));
+    const uint64_t depth =
+        std::max<uint64_t>(uint64_t{tx_burst} * largest_cost, scale_ns(job.rate, job.pacer_depth_ns));
     pacer_ = Pacer(job.rate, hz, depth, now);
   }
   if (job.pattern == Pattern::kIteration) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What one job sends, round by round: direction, pacing, iteration phases.
 // Pure logic on an injected clock (TSC ticks in psgate-gen, a counter in tests).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psgate-gen: packet generator for psgate benchmarks and tests.
 //
 //   psgate-gen [--profile FILE] [options] -- EAL-ARGS
@@ -17,8 +18,8 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -171,11 +172,10 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
       return status;
     }
   }
-  std::fprintf(stderr, "psgate-gen: %zu jobs, ports host-side %u wire-side %u up, %s\n", profile.jobs.size(),
-               *host, *wire,
-               split ? ("TX on lcore " + std::to_string(workers[0]) + ", RX on lcore " + std::to_string(workers[1]))
-                           .c_str()
-                     : ("TX and RX on lcore " + std::to_string(workers[0])).c_str());
+  std::fprintf(
+      stderr, "psgate-gen: %zu jobs, ports host-side %u wire-side %u up, %s\n", profile.jobs.size(), *host, *wire,
+      split ? ("TX on lcore " + std::to_string(workers[0]) + ", RX on lcore " + std::to_string(workers[1])).c_str()
+            : ("TX and RX on lcore " + std::to_string(workers[0])).c_str());
 
   if (split) {
     rte_eal_remote_launch(Engine::tx_main, &e, workers[0]);
@@ -284,27 +284,30 @@ int main(int argc, char** argv) {
   app.add_option("-d,--duration", opt.duration_s,
                  "Send for this many seconds; 0: until SIGINT/SIGTERM" + dflt("duration", "0"))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--drain", opt.drain_s,
-                 "After TX stops, wait at most this many seconds for in-flight frames" +
-                     dflt("drain", secs(defaults.drain_ns)))
+  app.add_option(
+         "--drain", opt.drain_s,
+         "After TX stops, wait at most this many seconds for in-flight frames" + dflt("drain", secs(defaults.drain_ns)))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--interval", opt.interval_s,
-                 "Progress line on stderr every this many seconds; 0: none" +
-                     dflt("interval", secs(defaults.interval_ns)))
+  app.add_option(
+         "--interval", opt.interval_s,
+         "Progress line on stderr every this many seconds; 0: none" + dflt("interval", secs(defaults.interval_ns)))
       ->check(CLI::NonNegativeNumber);
   app.add_option("--link-timeout", opt.link_timeout_s,
                  "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--json", opt.json_path, "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
+  app.add_option("--json", opt.json_path,
+                 "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
   app.add_option("--flows-csv", opt.flows_csv_path,
                  "After the run, write one CSV record per flow and direction to this file: job, direction, flow, "
                  "5-tuple, packets and bytes, lost, reordered, duplicates, late, latency min/mean/max "
                  "(perf/gen/README.md)");
   app.add_flag("-q,--quiet", opt.quiet, "Do not print the table");
-  app.add_option("--host-port", opt.host_port,
-                 "Host-side port (faces psgate's host port): id or device name" + dflt("host_port", defaults.host_port));
-  app.add_option("--wire-port", opt.wire_port,
-                 "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port));
+  app.add_option(
+      "--host-port", opt.host_port,
+      "Host-side port (faces psgate's host port): id or device name" + dflt("host_port", defaults.host_port));
+  app.add_option(
+      "--wire-port", opt.wire_port,
+      "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port));
   app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64" + dflt("burst", std::to_string(defaults.tx_burst)))
       ->check(CLI::Range(1, 64));
   app.add_flag("--hold", opt.hold,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Token-bucket pacer for one job, driven by an injected clock (the TSC in
 // psgate-gen, a plain counter in the tests).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Profile parsing: TOML -> validated Profile, one error line naming the key.
 #include "profile.h"
 
@@ -10,44 +11,31 @@
 
 #include <cerrno>
 #include <cstring>
-#include <initializer_list>
 #include <set>
 #include <span>
-#include <sstream>
 #include <tuple>
 
 #include "flow_map.h"
+#include "psgate/toml_reader.h"
 #include "psgate/units.h"
 
 namespace psgate::gen {
 namespace {
 
-using Keys = std::span<const std::string_view>;
-
 constexpr std::string_view kTopKeys[] = {"generator", "jobs"};
-constexpr std::string_view kGeneratorKeys[] = {"duration", "drain",     "interval",  "link_timeout", "burst",
-                                 "tx_retries", "mbufs",   "host_port", "wire_port"};
-constexpr std::string_view kJobKeys[] = {"id",    "name",      "count", "ps",          "workers",   "worker_addr",
-                           "worker_port", "flows", "proto", "size",   "direction", "rate",
-                           "pacer_depth", "pattern", "push", "pull",  "gap"};
+constexpr std::string_view kGeneratorKeys[] = {"duration",   "drain", "interval",  "link_timeout", "burst",
+                                               "tx_retries", "mbufs", "host_port", "wire_port"};
+constexpr std::string_view kJobKeys[] = {"id",          "name",    "count", "ps",   "workers",   "worker_addr",
+                                         "worker_port", "flows",   "proto", "size", "direction", "rate",
+                                         "pacer_depth", "pattern", "push",  "pull", "gap"};
 
-std::string describe(const toml::node& n) {
-  std::ostringstream os;
-  if (n.is_string()) {
-    os << '"' << n.as_string()->get() << '"';
-  } else if (n.is_table()) {
-    os << "a table";
-  } else if (n.is_array()) {
-    os << "an array";
-  } else {
-    n.visit([&](auto&& v) { os << v; });
-  }
-  return os.str();
-}
-
-class Parser {
+// The generic reading (typed getters, unknown keys with "did you mean",
+// one-line errors) is psgate's config reader; this is the profile's schema.
+// Profiles say "5 is not a string" where the config says "expected a string,
+// got integer 5".
+class Parser : TomlReader {
  public:
-  explicit Parser(std::string_view source) : source_(source) {}
+  explicit Parser(std::string_view source) : TomlReader(source, Wording::kIsNot) {}
 
   Result<Profile> run(const toml::table& root, const toml::table& overrides) {
     Profile p;
@@ -76,9 +64,8 @@ class Parser {
       for (std::string_view key : {"count", "id", "ps"}) {
         if (!overrides.get(key)) continue;
         return error(std::string(key),
-                     "cannot be set from the command line (" +
-                         std::string(key == "count" ? "--jobs, " : "") + "--set " + std::string(key) +
-                         "=...) for a profile with " + std::to_string(entries.size()) +
+                     "cannot be set from the command line (" + std::string(key == "count" ? "--jobs, " : "") +
+                         "--set " + std::string(key) + "=...) for a profile with " + std::to_string(entries.size()) +
                          " [[jobs]] entries: it would apply to each of them and make them collide; set it in the "
                          "profile's entries instead");
       }
@@ -93,72 +80,29 @@ class Parser {
   }
 
  private:
-  Result<Profile> fail() { return Result<Profile>::failure(error_); }
+  Result<Profile> fail() { return Result<Profile>::failure(TomlReader::error()); }
   Result<Profile> error(const std::string& key, const std::string& what) {
     set_error(key, what);
     return fail();
   }
-  bool set_error(const std::string& key, const std::string& what) {
-    error_ = std::string(source_) + ": " + key + ": " + what;
-    return false;
-  }
+  bool set_error(const std::string& key, const std::string& what) { return TomlReader::fail(key, what); }
 
-  bool check_keys(const toml::table& t, const std::string& path, Keys allowed) {
-    for (auto&& [k, v] : t) {
-      bool ok = false;
-      for (std::string_view a : allowed) ok = ok || a == k.str();
-      if (!ok) {
-        std::string names;
-        for (std::string_view a : allowed) names += (names.empty() ? "" : ", ") + std::string(a);
-        return set_error(path.empty() ? std::string(k.str()) : path + "." + std::string(k.str()),
-                         "unknown key (known: " + names + ")");
-      }
-    }
-    return true;
-  }
-
-  bool integer(const toml::table& t, std::string_view key, const std::string& path, int64_t lo, int64_t hi,
-               uint64_t& out) {
-    const toml::node* n = t.get(key);
-    if (!n) return true;
-    const auto v = n->value<int64_t>();
-    const std::string name = path + "." + std::string(key);
-    if (!n->is_integer() || !v) return set_error(name, describe(*n) + " is not an integer");
-    if (*v < lo || *v > hi)
-      return set_error(name, std::to_string(*v) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    out = static_cast<uint64_t>(*v);
-    return true;
-  }
-
-  const std::string* string(const toml::table& t, std::string_view key, const std::string& path) {
-    const toml::node* n = t.get(key);
-    if (!n) return nullptr;
-    if (!n->is_string()) {
-      set_error(path + "." + std::string(key), describe(*n) + " is not a string");
-      bad_ = true;
-      return nullptr;
-    }
-    return &n->as_string()->get();
-  }
-
-  template <typename F>
-  bool quantity(const toml::table& t, std::string_view key, const std::string& path, F parse, uint64_t& out) {
-    bad_ = false;
-    const std::string* s = string(t, key, path);
-    if (!s) return !bad_;
-    auto r = parse(*s);
-    if (!r.ok()) return set_error(path + "." + std::string(key), r.error());
-    out = *r;
+  // Absent: leaves `out` (the default).
+  bool quantity(const toml::table& t, std::string_view key, const std::string& path,
+                Result<uint64_t> (*parse)(std::string_view), const char* example, uint64_t& out) {
+    std::optional<uint64_t> v;
+    if (!TomlReader::quantity(t, key, path, parse, example, v)) return false;
+    if (v) out = *v;
     return true;
   }
 
   bool parse_generator(const toml::table& t, Profile& p) {
     const std::string path = "generator";
     if (!check_keys(t, path, kGeneratorKeys)) return false;
-    if (!quantity(t, "duration", path, parse_duration_ns, p.duration_ns)) return false;
-    if (!quantity(t, "drain", path, parse_duration_ns, p.drain_ns)) return false;
-    if (!quantity(t, "interval", path, parse_duration_ns, p.interval_ns)) return false;
-    if (!quantity(t, "link_timeout", path, parse_duration_ns, p.link_timeout_ns)) return false;
+    if (!quantity(t, "duration", path, parse_duration_ns, "500ms", p.duration_ns)) return false;
+    if (!quantity(t, "drain", path, parse_duration_ns, "500ms", p.drain_ns)) return false;
+    if (!quantity(t, "interval", path, parse_duration_ns, "500ms", p.interval_ns)) return false;
+    if (!quantity(t, "link_timeout", path, parse_duration_ns, "500ms", p.link_timeout_ns)) return false;
     uint64_t v = p.tx_burst;
     if (!integer(t, "burst", path, 1, 64, v)) return false;
     p.tx_burst = static_cast<uint32_t>(v);
@@ -176,7 +120,7 @@ class Parser {
       } else if (n->is_string() && !n->as_string()->get().empty()) {
         *out = n->as_string()->get();
       } else {
-        return set_error(path + "." + key, describe(*n) + " is not a port id or a device name");
+        return set_error(path + "." + key, describe_value(*n) + " is not a port id or a device name");
       }
     }
     return true;
@@ -188,20 +132,18 @@ class Parser {
     uint64_t v = p.jobs.size() + 1;
     if (!integer(t, "id", path, 0, UINT32_MAX, v)) return false;
     j.id = static_cast<uint32_t>(v);
-    bad_ = false;
     const std::string* name = string(t, "name", path);
-    if (bad_) return false;
+    if (failed()) return false;
     uint64_t count = 1;
     if (!integer(t, "count", path, 1, static_cast<int64_t>(kMaxJobs), count)) return false;
 
     j.ps_addr = Addr{false, 0, 0x0a000005};  // 10.0.0.5
-    bad_ = false;
     if (const std::string* ps = string(t, "ps", path)) {
       auto e = parse_endpoint(*ps);
       if (!e.ok()) return set_error(path + ".ps", e.error());
       j.ps_addr = e->first;
       j.ps_port = e->second;
-    } else if (bad_) {
+    } else if (failed()) {
       return false;
     }
     v = j.workers;
@@ -213,7 +155,7 @@ class Parser {
       if (!a.ok()) return set_error(path + ".worker_addr", a.error());
       if (a->v6 != j.ps_addr.v6) return set_error(path + ".worker_addr", "must be of the same family as ps");
       j.worker_addr = *a;
-    } else if (bad_) {
+    } else if (failed()) {
       return false;
     }
     v = j.worker_port;
@@ -234,7 +176,7 @@ class Parser {
       } else {
         return set_error(path + ".proto", "\"" + *s + "\" is not udp or tcp");
       }
-    } else if (bad_) {
+    } else if (failed()) {
       return false;
     }
     const uint32_t min_size = min_frame_size(j.ps_addr.v6, j.proto);
@@ -245,9 +187,9 @@ class Parser {
       } else if (s == "ps") {
         j.size_model = SizeModel::kPsLike;
       } else {
-        auto bytes = n->is_integer() ? Result<uint64_t>(static_cast<uint64_t>(n->value<int64_t>().value()))
+        auto bytes = n->is_integer()  ? Result<uint64_t>(static_cast<uint64_t>(n->value<int64_t>().value()))
                      : n->is_string() ? parse_size_bytes(s)
-                                      : Result<uint64_t>::failure(describe(*n) + " is not a size");
+                                      : Result<uint64_t>::failure(describe_value(*n) + " is not a size");
         if (!bytes.ok()) return set_error(path + ".size", bytes.error() + ", \"imix\" or \"ps\"");
         if (*bytes < min_size || *bytes > kMaxFrameSize) {
           return set_error(path + ".size", std::to_string(*bytes) + " bytes is outside " + std::to_string(min_size) +
@@ -269,7 +211,7 @@ class Parser {
       } else {
         return set_error(path + ".direction", "\"" + *s + "\" is not push, pull or both");
       }
-    } else if (bad_) {
+    } else if (failed()) {
       return false;
     }
     if (const std::string* s = string(t, "rate", path)) {
@@ -287,10 +229,10 @@ class Parser {
         j.rate = *r;
       }
       if (j.rate_mode != RateMode::kMax && j.rate == 0) return set_error(path + ".rate", "must be above zero");
-    } else if (bad_) {
+    } else if (failed()) {
       return false;
     }
-    if (!quantity(t, "pacer_depth", path, parse_duration_ns, j.pacer_depth_ns)) return false;
+    if (!quantity(t, "pacer_depth", path, parse_duration_ns, "500ms", j.pacer_depth_ns)) return false;
     if (const std::string* s = string(t, "pattern", path)) {
       if (*s == "constant") {
         j.pattern = Pattern::kConstant;
@@ -299,12 +241,12 @@ class Parser {
       } else {
         return set_error(path + ".pattern", "\"" + *s + "\" is not constant or iteration");
       }
-    } else if (bad_) {
+    } else if (failed()) {
       return false;
     }
-    if (!quantity(t, "push", path, parse_size_bytes, j.push_bytes)) return false;
-    if (!quantity(t, "pull", path, parse_size_bytes, j.pull_bytes)) return false;
-    if (!quantity(t, "gap", path, parse_duration_ns, j.gap_ns)) return false;
+    if (!quantity(t, "push", path, parse_size_bytes, "64KiB", j.push_bytes)) return false;
+    if (!quantity(t, "pull", path, parse_size_bytes, "64KiB", j.pull_bytes)) return false;
+    if (!quantity(t, "gap", path, parse_duration_ns, "500ms", j.gap_ns)) return false;
     if (j.pattern == Pattern::kIteration) {
       if (j.dirs != 3) return set_error(path + ".direction", "the iteration pattern sends both directions");
       if (j.push_bytes + j.pull_bytes == 0) return set_error(path + ".push", "push and pull are both zero");
@@ -358,10 +300,6 @@ class Parser {
     }
     return true;
   }
-
-  std::string_view source_;
-  std::string error_;
-  bool bad_ = false;  // string() found the key with a wrong type
 };
 
 }  // namespace
@@ -438,12 +376,13 @@ Result<std::pair<Addr, uint16_t>> parse_endpoint(std::string_view text) {
 Result<uint64_t> parse_pps(std::string_view text) {
   // Same exact decimal arithmetic and SI prefixes as bit rates: "1.5Mpps" reads as "1.5Mbit/s".
   std::string s(text);
-  if (!s.ends_with("pps")) return Result<uint64_t>::failure("\"" + s + "\" is not a packet rate (expected e.g. \"10kpps\")");
+  if (!s.ends_with("pps"))
+    return Result<uint64_t>::failure("\"" + s + "\" is not a packet rate (expected e.g. \"10kpps\")");
   s.replace(s.size() - 3, 3, "bit/s");
   auto r = parse_rate_bps(s);
   if (!r.ok()) {
-    return Result<uint64_t>::failure("\"" + std::string(text) +
-                                     "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G)");
+    return Result<uint64_t>::failure(
+        "\"" + std::string(text) + "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G)");
   }
   return *r;
 }
@@ -470,16 +409,10 @@ Result<Profile> parse_profile(const toml::table& root, const toml::table& job_ov
   return Parser(source).run(root, job_overrides);
 }
 
-Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides,
-                                   std::string_view source) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return Result<Profile>::failure(std::string(source) + ":" + std::to_string(e.source().begin.line) + ": " +
-                                    std::string(e.description()));
-  }
-  return parse_profile(root, job_overrides, source);
+Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides, std::string_view source) {
+  auto root = parse_toml(text, source);
+  if (!root) return Result<Profile>::failure(root.error());
+  return parse_profile(*root, job_overrides, source);
 }
 
 Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides) {

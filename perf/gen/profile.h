@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psgate-gen traffic model: what to send, validated before DPDK starts.
 //
 //   TOML profile (+ --set KEY=VALUE overrides) --parse_profile--> Profile
@@ -7,11 +8,11 @@
 // See perf/gen/README.md for the format. Nothing here touches DPDK.
 #pragma once
 
+#include <toml++/toml.h>
 #include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <toml++/toml.h>
 #include <vector>
 
 #include "psgate/result.h"
@@ -46,9 +47,9 @@ inline constexpr uint32_t kMaxFrameSize = 1518;
 inline constexpr uint32_t kFcsBytes = 4;
 
 struct JobProfile {
-  uint32_t id = 0;               // label in reports (psgate's job id, usually)
+  uint32_t id = 0;  // label in reports (psgate's job id, usually)
   std::string name;
-  Addr ps_addr;                  // the parameter server
+  Addr ps_addr;  // the parameter server
   uint16_t ps_port = 2222;
   uint32_t workers = 2;          // distinct worker addresses (before port exhaustion)
   Addr worker_addr;              // first worker; worker w = worker_addr + w
@@ -56,10 +57,10 @@ struct JobProfile {
   uint64_t flows = 0;            // 5-tuples per direction, >= workers
   Proto proto = Proto::kUdp;
   SizeModel size_model = SizeModel::kFixed;
-  uint32_t size = 64;            // frame bytes incl. FCS (kFixed)
-  unsigned dirs = 3;             // bit kPush | bit kPull
+  uint32_t size = 64;  // frame bytes incl. FCS (kFixed)
+  unsigned dirs = 3;   // bit kPush | bit kPull
   RateMode rate_mode = RateMode::kMax;
-  uint64_t rate = 0;             // packets/s (kPps) or bit/s of frame bytes without FCS (kBps)
+  uint64_t rate = 0;                  // packets/s (kPps) or bit/s of frame bytes without FCS (kBps)
   uint64_t pacer_depth_ns = 100'000;  // token-bucket depth as time at the rate
   Pattern pattern = Pattern::kConstant;
   uint64_t push_bytes = 1'000'000;  // iteration: bytes each worker pushes
@@ -70,22 +71,22 @@ struct JobProfile {
 };
 
 struct Profile {
-  uint64_t duration_ns = 0;          // 0: until SIGINT/SIGTERM
-  uint64_t drain_ns = 500'000'000;   // RX keeps counting this long after TX stops
+  uint64_t duration_ns = 0;              // 0: until SIGINT/SIGTERM
+  uint64_t drain_ns = 500'000'000;       // RX keeps counting this long after TX stops
   uint64_t interval_ns = 1'000'000'000;  // progress lines on stderr; 0: none
   uint64_t link_timeout_ns = 10'000'000'000;
-  uint32_t tx_burst = 32;            // packets per rte_eth_tx_burst, 1..64
-  uint32_t tx_retries = 8;           // tries of a full TX ring before counting tx_dropped
+  uint32_t tx_burst = 32;   // packets per rte_eth_tx_burst, 1..64
+  uint32_t tx_retries = 8;  // tries of a full TX ring before counting tx_dropped
   uint32_t mbufs = 16383;
-  std::string host_port = "0";       // port id or device name ("net_memif0")
+  std::string host_port = "0";  // port id or device name ("net_memif0")
   std::string wire_port = "1";
-  std::vector<JobProfile> jobs;      // expanded ("count"), at least one
+  std::vector<JobProfile> jobs;  // expanded ("count"), at least one
 };
 
 // Limits that keep per-flow state in memory and ids in their stamp fields.
 inline constexpr uint64_t kMaxFlowsPerJob = 1ull << 24;  // the stamp's flow field: 24 bits
-inline constexpr uint64_t kMaxFlowStates = 1ull << 25;  // sum of flows x directions
-inline constexpr size_t kMaxJobs = 32768;               // stamp stream field: job * 2 + dir
+inline constexpr uint64_t kMaxFlowStates = 1ull << 25;   // sum of flows x directions
+inline constexpr size_t kMaxJobs = 32768;                // stamp stream field: job * 2 + dir
 
 // Smallest frame (incl. FCS) that holds the headers and the 16-byte stamp,
 // and at least Ethernet's 64 bytes.
@@ -94,10 +95,8 @@ uint32_t min_frame_size(bool v6, Proto proto);
 // `root` is the profile; `job_overrides` (may be empty) is merged into every
 // [[jobs]] entry before it is read (command-line --set). A root without
 // [[jobs]] gets one job made of the overrides alone. `source` prefixes errors.
-Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides,
-                              std::string_view source);
-Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides,
-                                   std::string_view source);
+Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides, std::string_view source);
+Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides, std::string_view source);
 Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides);
 
 // "KEY=VALUE" from the command line into `table`: VALUE is read as a TOML

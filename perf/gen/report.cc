@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "report.h"
 
 #include <algorithm>
@@ -60,9 +61,12 @@ nlohmann::json stream_json(const StreamResult& s, double tx_s) {
 
 const char* rate_mode_name(RateMode m) {
   switch (m) {
-    case RateMode::kPps: return "pps";
-    case RateMode::kBps: return "bit/s";
-    case RateMode::kMax: break;
+    case RateMode::kPps:
+      return "pps";
+    case RateMode::kBps:
+      return "bit/s";
+    case RateMode::kMax:
+      break;
   }
   return "max";
 }
@@ -158,11 +162,12 @@ nlohmann::json to_json(const RunResult& r) {
                             {"rx_foreign", p.rx_foreign},
                             {"alloc_failed", p.alloc_failed},
                             {"rx_backlog_rounds", p.rx_backlog},
-                            {"nic", {{"ipackets", p.nic_ipackets},
-                                     {"opackets", p.nic_opackets},
-                                     {"imissed", p.nic_imissed},
-                                     {"oerrors", p.nic_oerrors},
-                                     {"rx_nombuf", p.nic_rx_nombuf}}}});
+                            {"nic",
+                             {{"ipackets", p.nic_ipackets},
+                              {"opackets", p.nic_opackets},
+                              {"imissed", p.nic_imissed},
+                              {"oerrors", p.nic_oerrors},
+                              {"rx_nombuf", p.nic_rx_nombuf}}}});
   }
   out["jobs"] = nlohmann::json::array();
   StreamResult grand;
@@ -212,7 +217,9 @@ std::string format_table(const RunResult& r) {
   char line[512];
   std::snprintf(line, sizeof(line), "psgate-gen: %.3f s of TX (%s lcore mode), drain %.3f s%s\n", r.tx_seconds,
                 r.lcore_mode.c_str(), r.drain_seconds,
-                !r.links_up ? ", interrupted while waiting for the links" : r.interrupted ? ", interrupted" : "");
+                !r.links_up     ? ", interrupted while waiting for the links"
+                : r.interrupted ? ", interrupted"
+                                : "");
   out += line;
   std::snprintf(line, sizeof(line),
                 "%-6s %-14s %-4s %12s %12s %10s %12s %12s %10s %8s %8s %8s %10s %10s %10s %10s %10s\n", "job", "name",
@@ -222,12 +229,12 @@ std::string format_table(const RunResult& r) {
   StreamResult grand;
   auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
     std::snprintf(line, sizeof(line),
-                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64
-                  " %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
+                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64 " %8" PRIu64
+                  " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
                   id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
                   per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
-                  si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates,
-                  s.late, s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
+                  si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates, s.late,
+                  s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
                   s.latency.max() / 1e3);
     out += line;
   };
@@ -241,23 +248,25 @@ std::string format_table(const RunResult& r) {
   }
   row("all", "", "", grand);
   std::snprintf(line, sizeof(line),
-                "flows: %" PRIu64 " of %" PRIu64 " seen; with loss %" PRIu64 " (worst %" PRIu64 " lost), reordered %" PRIu64
-                ", with duplicates %" PRIu64 ", with late arrivals %" PRIu64 "\n",
+                "flows: %" PRIu64 " of %" PRIu64 " seen; with loss %" PRIu64 " (worst %" PRIu64
+                " lost), reordered %" PRIu64 ", with duplicates %" PRIu64 ", with late arrivals %" PRIu64 "\n",
                 grand.flows_seen, grand.flows, grand.flows_with_loss, grand.max_flow_loss, grand.flows_reordered,
                 grand.flows_with_duplicates, grand.flows_with_late);
   out += line;
   const GeneratorSide g = generator_side(r);
   if (g.rx_imissed + g.rx_nombuf) {
     std::snprintf(line, sizeof(line),
-                  "generator's own RX drops: imissed %" PRIu64 ", rx_nombuf %" PRIu64 " (in lost, but not the network's)\n",
+                  "generator's own RX drops: imissed %" PRIu64 ", rx_nombuf %" PRIu64
+                  " (in lost, but not the network's)\n",
                   g.rx_imissed, g.rx_nombuf);
     out += line;
   }
   if (g.rx_backlog_rounds) {
-    std::snprintf(line, sizeof(line),
-                  "generator RX was behind in %" PRIu64 " rounds (stopped at %u bursts per port with frames waiting)%s\n",
-                  g.rx_backlog_rounds, r.rx_bursts_per_round,
-                  g.lost ? ": some loss may be the peer's, behind the generator's full RX ring (psgate: queue_full)" : "");
+    std::snprintf(
+        line, sizeof(line),
+        "generator RX was behind in %" PRIu64 " rounds (stopped at %u bursts per port with frames waiting)%s\n",
+        g.rx_backlog_rounds, r.rx_bursts_per_round,
+        g.lost ? ": some loss may be the peer's, behind the generator's full RX ring (psgate: queue_full)" : "");
     out += line;
   }
   if (!g.rx_backlog_rounds && !g.rx_imissed && !g.rx_nombuf) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The run's results as plain numbers, and their two renderings: JSON (for the
 // benchmark suite) and a readable table. Pure: the engine fills RunResult.
 //
@@ -20,22 +21,22 @@ namespace psgate::gen {
 
 struct StreamResult {
   uint64_t tx_packets = 0, tx_bytes = 0;
-  uint64_t tx_dropped = 0;      // refused by a full TX ring after the retries: never sent
-  uint64_t alloc_failed = 0;    // admitted but not built for want of an mbuf: never sent
+  uint64_t tx_dropped = 0;                // refused by a full TX ring after the retries: never sent
+  uint64_t alloc_failed = 0;              // admitted but not built for want of an mbuf: never sent
   uint64_t rx_packets = 0, rx_bytes = 0;  // every arrival, duplicates included
-  uint64_t rx_unique = 0;       // distinct sequence numbers sent and received (per flow at most its sent)
-  uint64_t rx_excess = 0;       // distinct sequence numbers received beyond those sent on their flow
-  uint64_t reordered = 0;       // within the window, below the flow's highest
-  uint64_t duplicates = 0;      // within the window, seen before
-  uint64_t late = 0;            // older than the window: late original or old duplicate, undecidable
-  uint64_t wrong_port = 0;      // arrived on the port this direction should not leave psgate by
+  uint64_t rx_unique = 0;                 // distinct sequence numbers sent and received (per flow at most its sent)
+  uint64_t rx_excess = 0;                 // distinct sequence numbers received beyond those sent on their flow
+  uint64_t reordered = 0;                 // within the window, below the flow's highest
+  uint64_t duplicates = 0;                // within the window, seen before
+  uint64_t late = 0;                      // older than the window: late original or old duplicate, undecidable
+  uint64_t wrong_port = 0;                // arrived on the port this direction should not leave psgate by
   uint64_t flows = 0, flows_seen = 0, flows_with_loss = 0, flows_reordered = 0, flows_with_duplicates = 0;
   uint64_t flows_with_late = 0;
   uint64_t max_flow_loss = 0;
-  double rx_seconds = 0;        // first to last arrival
-  LatencyHistogram latency;       // ns, duplicates excluded
-  uint64_t latency_invalid = 0; // this run's arrivals with a skewed TX TSC (stamp.h): not in `latency`
-  uint64_t rx_stale = 0;        // frames of an earlier run (stamp.h): in no other RX counter
+  double rx_seconds = 0;         // first to last arrival
+  LatencyHistogram latency;      // ns, duplicates excluded
+  uint64_t latency_invalid = 0;  // this run's arrivals with a skewed TX TSC (stamp.h): not in `latency`
+  uint64_t rx_stale = 0;         // frames of an earlier run (stamp.h): in no other RX counter
 
   // Sent and never received: never negative, late arrivals never reduce it
   // (the true loss lies between lost() - late and lost()).
@@ -51,8 +52,8 @@ struct JobResult {
 };
 
 struct PortResult {
-  std::string role;     // "host-side", "wire-side"
-  std::string name;     // DPDK device name
+  std::string role;  // "host-side", "wire-side"
+  std::string name;  // DPDK device name
   uint16_t port_id = 0;
   uint64_t rx_foreign = 0;  // frames without a valid stamp
   uint64_t alloc_failed = 0;
@@ -63,10 +64,10 @@ struct PortResult {
 struct RunResult {
   std::string lcore_mode;  // "single" or "tx+rx"
   uint64_t tsc_hz = 0;
-  double tx_seconds = 0;   // TX start to TX stop
+  double tx_seconds = 0;  // TX start to TX stop
   double drain_seconds = 0;
-  bool interrupted = false;  // a stop signal ended the run (or the wait for the links)
-  bool links_up = true;      // false: stopped while waiting for the links, nothing sent
+  bool interrupted = false;          // a stop signal ended the run (or the wait for the links)
+  bool links_up = true;              // false: stopped while waiting for the links, nothing sent
   unsigned rx_bursts_per_round = 0;  // poll cap per port and RX round
   std::vector<PortResult> ports;
   std::vector<JobResult> jobs;
@@ -78,8 +79,8 @@ struct RunResult {
 // lost by the generator; RX rounds that stopped at the poll cap with frames
 // still waiting mean RX was behind, and a peer that found the generator's RX
 // ring full lost frames (psgate holds them and drops at its class queues,
-// queue_full; testpmd io drops at its TX), which also shows as `lost`. TX: frames refused or not built were never sent and are
-// not in `lost`; they only mean the offered rate fell short.
+// queue_full; testpmd io drops at its TX), which also shows as `lost`. TX: frames refused or not built were never sent
+// and are not in `lost`; they only mean the offered rate fell short.
 struct GeneratorSide {
   uint64_t rx_backlog_rounds = 0, rx_imissed = 0, rx_nombuf = 0;
   uint64_t tx_dropped = 0, alloc_failed = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Per-flow receive accounting: sequence extension, reordering, duplicates.
 // One FlowRx per (job, direction, flow) in a flat array indexed by flow id, so
 // millions of flows cost a few bytes each and no lookup. Loss is computed at
@@ -39,16 +40,16 @@ inline constexpr unsigned rx_bursts_per_round(size_t jobs, uint32_t tx_burst) {
 // (min, max, sum: a histogram per flow would not fit millions of flows; the
 // per-stream histograms have the distribution).
 struct alignas(64) FlowRx {
-  uint64_t next = 0;      // highest extended sequence number seen + 1; 0: none yet
+  uint64_t next = 0;  // highest extended sequence number seen + 1; 0: none yet
   uint64_t window = 0;
   uint64_t received = 0;  // distinct sequence numbers (late ones excluded)
   uint64_t bytes = 0;     // every arrival's frame bytes (duplicates and late ones included)
   uint64_t lat_sum_ns = 0;
   uint32_t lat_min_ns = UINT32_MAX;  // saturating at UINT32_MAX ns (4.3 s)
   uint32_t lat_max_ns = 0;           // saturating likewise
-  uint32_t reordered = 0; // saturating: per-flow detail; the stream totals are exact
+  uint32_t reordered = 0;            // saturating: per-flow detail; the stream totals are exact
   uint32_t duplicates = 0;
-  uint32_t late = 0;      // older than the window: original or duplicate, undecidable
+  uint32_t late = 0;         // older than the window: original or duplicate, undecidable
   uint32_t lat_invalid = 0;  // arrivals without a plausible latency (stamp.h)
 
   // Every arrival: distinct, duplicate or late.

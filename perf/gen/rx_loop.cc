@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RX: poll both ports, find each frame's stamp, account it on its flow.
 //
 // Each round polls a port until a burst comes back short of kRxBurst (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The 16 bytes psgate-gen writes at the start of every packet's L4 payload,
 // and how the receive side finds them again.
 //
@@ -36,9 +37,9 @@ inline constexpr unsigned kStampFlowBits = 64 - kStampTscBits;  // 24
 
 struct Stamp {
   uint16_t stream = 0;
-  uint32_t flow = 0;   // < 2^24
+  uint32_t flow = 0;  // < 2^24
   uint32_t seq = 0;
-  uint64_t tsc = 0;    // the TX TSC; only its low 40 bits travel
+  uint64_t tsc = 0;  // the TX TSC; only its low 40 bits travel
 };
 
 inline void write_stamp(uint8_t* p, const Stamp& s) {

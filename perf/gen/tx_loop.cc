@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // TX: every round, each job in turn (starting one further each round, so no
 // job always goes first into a filling ring) sends one burst of up to
 // `burst` frames of one direction, as far as its JobDriver admits.

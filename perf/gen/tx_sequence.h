@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What one stream sends next, and how refused frames are taken back: the
 // position in the stream's frame-size pattern, the round-robin flow cursor
 // and each flow's next sequence number. Pure (no DPDK), unit-tested; the TX
@@ -56,8 +57,8 @@ class TxSequence {
 
  private:
   uint64_t flows_ = 0;
-  uint64_t cursor_ = 0;              // next flow, round robin
-  std::vector<uint64_t> next_seq_;   // per flow: packets sent = next sequence number
+  uint64_t cursor_ = 0;             // next flow, round robin
+  std::vector<uint64_t> next_seq_;  // per flow: packets sent = next sequence number
   std::vector<uint8_t> pattern_;
   size_t pattern_pos_ = 0;
 };

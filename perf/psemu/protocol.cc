@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "protocol.h"
 
 #include <sys/socket.h>
@@ -34,9 +35,12 @@ uint32_t header_check(const Header& h) {
 
 const char* msg_type_name(MsgType t) {
   switch (t) {
-    case MsgType::kHello: return "hello";
-    case MsgType::kPush: return "push";
-    case MsgType::kPull: return "pull";
+    case MsgType::kHello:
+      return "hello";
+    case MsgType::kPush:
+      return "push";
+    case MsgType::kPull:
+      return "pull";
   }
   return "?";
 }

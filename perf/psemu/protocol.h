@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psemu wire protocol: every message is a fixed 40-byte header followed by
 // `length` payload bytes. Both ends count and checksum every payload byte, so
 // a run proves that each byte sent arrived, in order, unaltered.
@@ -67,8 +68,8 @@ class Checksum {
     b_ += a_;
   }
   uint64_t a_ = 0, b_ = 0;
-  uint64_t carry_ = 0;      // bytes of an incomplete word, little endian
-  unsigned carry_n_ = 0;    // how many
+  uint64_t carry_ = 0;    // bytes of an incomplete word, little endian
+  unsigned carry_n_ = 0;  // how many
   uint64_t total_ = 0;
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psemu PS role: the parameter servers of every job, one listening port per
 // job (base_port + job), one epoll loop.
 //
@@ -44,7 +45,7 @@ struct Job {
   std::vector<int> conn_of;  // worker -> connection index, -1 before its hello
   unsigned iter = 0;         // the barrier being collected
   unsigned arrived = 0;
-  unsigned closed = 0;       // connections ended after the last pull
+  unsigned closed = 0;  // connections ended after the last pull
   std::vector<Iteration> its;
   uint64_t bytes_received = 0, bytes_sent = 0;
   uint64_t push_messages = 0, checksum_errors = 0;
@@ -123,11 +124,13 @@ void Servers::accept_all(unsigned j) {
   for (;;) {
     const int fd = tcp_accept(jobs_[j].listen_fd);
     if (fd < 0) {
-      if (fd != -EAGAIN && fd != -EWOULDBLOCK) fail("accept on port " + std::to_string(p_.base_port + j) + ": " + errno_text(fd));
+      if (fd != -EAGAIN && fd != -EWOULDBLOCK)
+        fail("accept on port " + std::to_string(p_.base_port + j) + ": " + errno_text(fd));
       return;
     }
     conns_.push_back(std::make_unique<Conn>(j, fd, p_.bytes, p_.verify));
-    if (const int rc = loop_.add(fd, EPOLLIN | EPOLLRDHUP, conns_.size() - 1); rc < 0) fail("epoll_ctl: " + errno_text(rc));
+    if (const int rc = loop_.add(fd, EPOLLIN | EPOLLRDHUP, conns_.size() - 1); rc < 0)
+      fail("epoll_ctl: " + errno_text(rc));
     last_progress_ = now_;
   }
 }
@@ -137,12 +140,15 @@ bool Servers::check_message(Conn& c, const Header& h) {
   std::string why;
   if (c.worker < 0) {
     if (h.type != MsgType::kHello) why = std::string("expected a hello, got a ") + msg_type_name(h.type);
-    else if (h.job != c.job) why = "hello for job " + std::to_string(h.job) + " on job " + std::to_string(c.job) + "'s port";
-    else if (h.worker >= p_.workers) why = "hello from worker " + std::to_string(h.worker) + ", the PS expects " + std::to_string(p_.workers) + " per job";
+    else if (h.job != c.job)
+      why = "hello for job " + std::to_string(h.job) + " on job " + std::to_string(c.job) + "'s port";
+    else if (h.worker >= p_.workers)
+      why = "hello from worker " + std::to_string(h.worker) + ", the PS expects " + std::to_string(p_.workers) +
+            " per job";
     else if (job.conn_of[h.worker] >= 0) why = "second connection from worker " + std::to_string(h.worker);
     else if (h.iter != p_.iters || h.checksum != p_.bytes)
-      why = "worker runs K=" + std::to_string(h.iter) + " M=" + std::to_string(h.checksum) + ", the PS K=" +
-            std::to_string(p_.iters) + " M=" + std::to_string(p_.bytes);
+      why = "worker runs K=" + std::to_string(h.iter) + " M=" + std::to_string(h.checksum) +
+            ", the PS K=" + std::to_string(p_.iters) + " M=" + std::to_string(p_.bytes);
     else if (h.length != 0) why = "hello with a payload";
   } else if (h.type != MsgType::kPush) {
     why = std::string("expected a push, got a ") + msg_type_name(h.type);
@@ -164,9 +170,8 @@ void Servers::message_done(Conn& c, const Header& h, bool checksum_ok) {
   Job& job = jobs_[c.job];
   if (h.type == MsgType::kHello) {
     c.worker = static_cast<int>(h.worker);
-    job.conn_of[h.worker] = static_cast<int>(std::find_if(conns_.begin(), conns_.end(),
-                                                          [&](const auto& p) { return p.get() == &c; }) -
-                                             conns_.begin());
+    job.conn_of[h.worker] = static_cast<int>(
+        std::find_if(conns_.begin(), conns_.end(), [&](const auto& p) { return p.get() == &c; }) - conns_.begin());
     return;
   }
   if (!checksum_ok) {
@@ -276,7 +281,7 @@ std::string Servers::stuck_report() const {
 
 int Servers::run() {
   started_ = now_ = last_progress_ = now_ns();
-  const int64_t deadline = started_ + static_cast<int64_t>(p_.timeout_s * 1e9);
+  const RunLimits limits(p_, started_);
   if (!loop_.ok()) fail("epoll_create: " + std::string(std::strerror(errno)));
   pattern_ = make_pattern(p_.bytes, 0x50534D4F44ull);  // "PSMOD": the model differs from the gradients
   jobs_.resize(p_.jobs);
@@ -300,9 +305,7 @@ int Servers::run() {
   std::vector<epoll_event> events;
   std::vector<uint64_t> fired;
   while (error_.empty() && jobs_done_ < jobs_.size()) {
-    // Wake for the global deadline or the idle limit, whichever comes first.
-    const int64_t idle_at = last_progress_ + static_cast<int64_t>(p_.idle_timeout_s * 1e9) + 1;
-    const int rc = loop_.wait(std::min(deadline, idle_at), events, fired);
+    const int rc = loop_.wait(limits.wake_at(last_progress_), events, fired);
     now_ = now_ns();
     if (rc < 0) {
       fail("epoll_wait: " + errno_text(rc));
@@ -320,10 +323,8 @@ int Servers::run() {
       if (conns_[i]->fd >= 0 && error_.empty() && (ev.events & EPOLLOUT) && conns_[i]->writer.active()) pump_send(i);
     }
     if (!error_.empty()) break;
-    if (now_ >= deadline) {
-      fail("global timeout of " + seconds(p_.timeout_s) + " reached; unfinished:" + stuck_report(), kExitTimeout);
-    } else if (now_ - last_progress_ > static_cast<int64_t>(p_.idle_timeout_s * 1e9)) {
-      fail("no progress for " + seconds(p_.idle_timeout_s) + "; unfinished:" + stuck_report(), kExitTimeout);
+    if (const std::string why = limits.reached(now_, last_progress_); !why.empty()) {
+      fail(why + "; unfinished:" + stuck_report(), kExitTimeout);
     }
   }
   for (auto& c : conns_) {
@@ -332,12 +333,7 @@ int Servers::run() {
   for (Job& job : jobs_) {
     if (job.listen_fd >= 0) close(job.listen_fd);
   }
-  if (!error_.empty()) std::fprintf(stderr, "psemu ps: %s\n", error_.c_str());
-  if (!write_text(p_.out, report())) {
-    std::fprintf(stderr, "psemu ps: cannot write %s\n", p_.out.c_str());
-    if (exit_code_ == kExitOk) exit_code_ = kExitFailed;
-  }
-  return exit_code_;
+  return finish_run("ps", error_, p_.out, report(), exit_code_);
 }
 
 std::string Servers::report() const {
@@ -347,8 +343,8 @@ std::string Servers::report() const {
   out["ok"] = error_.empty();
   out["error"] = error_;
   out["clock"] = "CLOCK_MONOTONIC, microseconds";
-  out["params"] = {{"jobs", p_.jobs},   {"workers", p_.workers},     {"bytes", p_.bytes}, {"iters", p_.iters},
-                   {"base_port", p_.base_port}, {"listen", o_.listen}, {"verify", p_.verify}};
+  out["params"] = {{"jobs", p_.jobs},           {"workers", p_.workers}, {"bytes", p_.bytes},  {"iters", p_.iters},
+                   {"base_port", p_.base_port}, {"listen", o_.listen},   {"verify", p_.verify}};
   out["started_us"] = to_us(started_);
   out["jobs"] = json::array();
   for (const Job& job : jobs_) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psemu: parameter-server training emulator over real TCP.
 //
 //   psemu ps     --jobs N --workers W --bytes M --iters K [--listen ADDR] [--out FILE]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "runtime.h"
 
 #include <arpa/inet.h>
@@ -63,6 +64,32 @@ Pattern make_pattern(uint64_t bytes, uint64_t seed) {
   }
   p.checksum = checksum_of(p.data.data(), p.data.size());
   return p;
+}
+
+RunLimits::RunLimits(const Params& p, int64_t started_ns)
+    : timeout_s_(p.timeout_s),
+      idle_timeout_s_(p.idle_timeout_s),
+      deadline_ns_(started_ns + static_cast<int64_t>(p.timeout_s * 1e9)),
+      idle_ns_(static_cast<int64_t>(p.idle_timeout_s * 1e9)) {}
+
+int64_t RunLimits::wake_at(int64_t last_progress_ns) const {
+  return std::min(deadline_ns_, last_progress_ns + idle_ns_ + 1);
+}
+
+std::string RunLimits::reached(int64_t now, int64_t last_progress_ns) const {
+  if (now >= deadline_ns_) return "global timeout of " + seconds(timeout_s_) + " reached";
+  if (now - last_progress_ns > idle_ns_) return "no progress for " + seconds(idle_timeout_s_);
+  return {};
+}
+
+int finish_run(const char* role, const std::string& error, const std::string& out, const std::string& report,
+               int exit_code) {
+  if (!error.empty()) std::fprintf(stderr, "psemu %s: %s\n", role, error.c_str());
+  if (!write_text(out, report)) {
+    std::fprintf(stderr, "psemu %s: cannot write %s\n", role, out.c_str());
+    if (exit_code == kExitOk) exit_code = kExitFailed;
+  }
+  return exit_code;
 }
 
 bool write_text(const std::string& path, const std::string& text) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What both psemu roles share: options, the clock, the payload pattern, an
 // epoll loop with timers, and socket helpers.
 #pragma once
@@ -16,14 +17,14 @@ namespace psemu {
 // the PS can refuse a mismatch with a clear error).
 struct Params {
   unsigned jobs = 6;
-  unsigned workers = 4;          // per job
-  uint64_t bytes = 4ull << 20;   // M: push and pull message size, bytes
-  unsigned iters = 30;           // K
-  unsigned base_port = 2222;     // job j listens on base_port + j
-  double timeout_s = 300;        // whole run; never hang forever
-  double idle_timeout_s = 60;    // no byte moved and no timer fired for this long: stuck
-  bool verify = true;            // checksum every payload
-  std::string out = "-";         // JSON report, "-" = stdout
+  unsigned workers = 4;         // per job
+  uint64_t bytes = 4ull << 20;  // M: push and pull message size, bytes
+  unsigned iters = 30;          // K
+  unsigned base_port = 2222;    // job j listens on base_port + j
+  double timeout_s = 300;       // whole run; never hang forever
+  double idle_timeout_s = 60;   // no byte moved and no timer fired for this long: stuck
+  bool verify = true;           // checksum every payload
+  std::string out = "-";        // JSON report, "-" = stdout
 };
 
 struct PsOptions {
@@ -34,10 +35,10 @@ struct PsOptions {
 struct WorkerOptions {
   Params p;
   std::string ps_addr;
-  double compute_ms = 20;        // C: "compute" (sleep) before every push
-  double stagger_ms = 0;         // job j starts j * stagger_ms after job 0
-  double start_delay_ms = 200;   // after every connection is up, before job 0 starts
-  double connect_timeout_s = 20; // keep retrying a refused connect this long
+  double compute_ms = 20;                // C: "compute" (sleep) before every push
+  double stagger_ms = 0;                 // job j starts j * stagger_ms after job 0
+  double start_delay_ms = 200;           // after every connection is up, before job 0 starts
+  double connect_timeout_s = 20;         // keep retrying a refused connect this long
   std::vector<std::string> local_addrs;  // worker w binds local_addrs[w % n]
   // Run through /bin/sh each time a job completes an iteration (every worker
   // pulled it), as a cluster scheduler reporting progress would; {job} {id}
@@ -72,6 +73,28 @@ Pattern make_pattern(uint64_t bytes, uint64_t seed);
 // Writes text to `path` ("-" = stdout) through a temporary file and rename, so
 // a reader never sees half a report.
 bool write_text(const std::string& path, const std::string& text);
+
+// The two limits that keep a run from hanging: the whole run (timeout_s) and
+// progress (idle_timeout_s: no byte moved and no timer fired). Both roles
+// check them after every pass of their loop.
+class RunLimits {
+ public:
+  RunLimits(const Params& p, int64_t started_ns);
+  // The latest time the loop must wake to check them.
+  int64_t wake_at(int64_t last_progress_ns) const;
+  // Empty within both; otherwise which one was reached ("no progress for 60 s").
+  std::string reached(int64_t now_ns, int64_t last_progress_ns) const;
+
+ private:
+  double timeout_s_, idle_timeout_s_;
+  int64_t deadline_ns_, idle_ns_;
+};
+
+// The end of a role's run: logs its error (if any) as "psemu <role>: ...",
+// writes its report to `out`, and returns the exit code, kExitFailed when
+// the report cannot be written and the run had gone well.
+int finish_run(const char* role, const std::string& error, const std::string& out, const std::string& report,
+               int exit_code);
 
 // Nonblocking TCP helpers; they return -errno on failure.
 int tcp_listen(const std::string& addr, unsigned port);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psemu worker role: every worker of every job, one TCP connection each, driven
 // by one epoll loop (a thread per worker would cost 2 cores' worth of wakeups).
 //
@@ -35,13 +36,20 @@ enum class St { kConnecting, kHello, kReady, kComputing, kPushing, kWaitPull, kD
 
 const char* st_name(St s) {
   switch (s) {
-    case St::kConnecting: return "connecting";
-    case St::kHello: return "sending hello";
-    case St::kReady: return "waiting for the start";
-    case St::kComputing: return "computing";
-    case St::kPushing: return "pushing";
-    case St::kWaitPull: return "waiting for / receiving the pull";
-    case St::kDone: return "done";
+    case St::kConnecting:
+      return "connecting";
+    case St::kHello:
+      return "sending hello";
+    case St::kReady:
+      return "waiting for the start";
+    case St::kComputing:
+      return "computing";
+    case St::kPushing:
+      return "pushing";
+    case St::kWaitPull:
+      return "waiting for / receiving the pull";
+    case St::kDone:
+      return "done";
   }
   return "?";
 }
@@ -241,10 +249,17 @@ void Workers::on_timer(size_t i) {
   Conn& c = conns_[i];
   last_progress_ = now_;
   switch (c.st) {
-    case St::kConnecting: start_connect(i); break;
-    case St::kReady: begin_iteration(i); break;
-    case St::kComputing: push(i); break;
-    default: break;  // a stale timer
+    case St::kConnecting:
+      start_connect(i);
+      break;
+    case St::kReady:
+      begin_iteration(i);
+      break;
+    case St::kComputing:
+      push(i);
+      break;
+    default:
+      break;  // a stale timer
   }
 }
 
@@ -252,9 +267,11 @@ bool Workers::check_pull(Conn& c, const Header& h) {
   std::string why;
   if (c.st != St::kWaitPull) why = std::string("a message arrived while ") + st_name(c.st);
   else if (h.type != MsgType::kPull) why = std::string("expected a pull, got a ") + msg_type_name(h.type);
-  else if (h.job != c.job || h.worker != c.worker) why = "pull addressed to job " + std::to_string(h.job) + " worker " + std::to_string(h.worker);
+  else if (h.job != c.job || h.worker != c.worker)
+    why = "pull addressed to job " + std::to_string(h.job) + " worker " + std::to_string(h.worker);
   else if (h.iter != c.iter) why = "pull for iteration " + std::to_string(h.iter);
-  else if (h.length != p_.bytes) why = "pull of " + std::to_string(h.length) + " bytes, expected " + std::to_string(p_.bytes);
+  else if (h.length != p_.bytes)
+    why = "pull of " + std::to_string(h.length) + " bytes, expected " + std::to_string(p_.bytes);
   if (why.empty()) return true;
   fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + " iteration " + std::to_string(c.iter) +
        ": protocol error: " + why);
@@ -303,8 +320,8 @@ void Workers::on_readable(size_t i) {
     last_progress_ = now_;
     c.bytes_received += static_cast<uint64_t>(n);
     if (!c.reader.feed(rxbuf_.data(), static_cast<size_t>(n), sink)) {
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + ": bad stream from the PS: " +
-           c.reader.error());
+      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) +
+           ": bad stream from the PS: " + c.reader.error());
       return;
     }
   }
@@ -316,10 +333,10 @@ void Workers::job_iteration_done(unsigned job, unsigned iters_done) {
   char fraction[32];
   std::snprintf(fraction, sizeof fraction, "%.4f", static_cast<double>(iters_done) / p_.iters);
   const std::pair<const char*, std::string> vars[] = {{"{job}", std::to_string(job)},
-                                                       {"{id}", std::to_string(job + 1)},
-                                                       {"{iters}", std::to_string(p_.iters)},
-                                                       {"{iter}", std::to_string(iters_done)},
-                                                       {"{fraction}", fraction}};
+                                                      {"{id}", std::to_string(job + 1)},
+                                                      {"{iters}", std::to_string(p_.iters)},
+                                                      {"{iter}", std::to_string(iters_done)},
+                                                      {"{fraction}", fraction}};
   for (const auto& [key, value] : vars) {
     for (size_t pos = cmd.find(key); pos != std::string::npos; pos = cmd.find(key, pos + value.size()))
       cmd.replace(pos, std::strlen(key), value);
@@ -363,7 +380,7 @@ std::string Workers::stuck_report() const {
 int Workers::run() {
   started_ = now_ = now_ns();
   last_progress_ = now_;
-  const int64_t deadline = started_ + static_cast<int64_t>(p_.timeout_s * 1e9);
+  const RunLimits limits(p_, started_);
   connect_deadline_ = started_ + static_cast<int64_t>(o_.connect_timeout_s * 1e9);
   if (!loop_.ok()) fail("epoll_create: " + std::string(std::strerror(errno)));
   pattern_ = make_pattern(p_.bytes, 0x5053454D55ull);  // "PSEMU"
@@ -382,9 +399,7 @@ int Workers::run() {
   std::vector<epoll_event> events;
   std::vector<uint64_t> fired;
   while (error_.empty() && done_ < conns_.size()) {
-    // Wake for the global deadline or the idle limit, whichever comes first.
-    const int64_t idle_at = last_progress_ + static_cast<int64_t>(p_.idle_timeout_s * 1e9) + 1;
-    const int rc = loop_.wait(std::min(deadline, idle_at), events, fired);
+    const int rc = loop_.wait(limits.wake_at(last_progress_), events, fired);
     now_ = now_ns();
     if (rc < 0) {
       fail("epoll_wait: " + errno_text(rc));
@@ -407,11 +422,8 @@ int Workers::run() {
     }
     reap_progress(false);
     if (!error_.empty()) break;
-    if (now_ >= deadline) {
-      fail("global timeout of " + seconds(p_.timeout_s) + " reached; unfinished:" + stuck_report(),
-           kExitTimeout);
-    } else if (now_ - last_progress_ > static_cast<int64_t>(p_.idle_timeout_s * 1e9)) {
-      fail("no progress for " + seconds(p_.idle_timeout_s) + "; unfinished:" + stuck_report(), kExitTimeout);
+    if (const std::string why = limits.reached(now_, last_progress_); !why.empty()) {
+      fail(why + "; unfinished:" + stuck_report(), kExitTimeout);
     }
   }
   for (Conn& c : conns_) {
@@ -419,12 +431,7 @@ int Workers::run() {
     c.fd = -1;
   }
   reap_progress(true);  // the commands are short (a control-socket request); the caller bounds the run
-  if (!error_.empty()) std::fprintf(stderr, "psemu worker: %s\n", error_.c_str());
-  if (!write_text(p_.out, report())) {
-    std::fprintf(stderr, "psemu worker: cannot write %s\n", p_.out.c_str());
-    if (exit_code_ == kExitOk) exit_code_ = kExitFailed;
-  }
-  return exit_code_;
+  return finish_run("worker", error_, p_.out, report(), exit_code_);
 }
 
 std::string Workers::report() const {
@@ -434,9 +441,15 @@ std::string Workers::report() const {
   out["ok"] = error_.empty();
   out["error"] = error_;
   out["clock"] = "CLOCK_MONOTONIC, microseconds";
-  out["params"] = {{"jobs", p_.jobs},           {"workers", p_.workers},       {"bytes", p_.bytes},
-                   {"iters", p_.iters},         {"base_port", p_.base_port},   {"compute_ms", o_.compute_ms},
-                   {"stagger_ms", o_.stagger_ms}, {"ps_addr", o_.ps_addr},     {"verify", p_.verify},
+  out["params"] = {{"jobs", p_.jobs},
+                   {"workers", p_.workers},
+                   {"bytes", p_.bytes},
+                   {"iters", p_.iters},
+                   {"base_port", p_.base_port},
+                   {"compute_ms", o_.compute_ms},
+                   {"stagger_ms", o_.stagger_ms},
+                   {"ps_addr", o_.ps_addr},
+                   {"verify", p_.verify},
                    {"local_addrs", o_.local_addrs}};
   out["started_us"] = to_us(started_);
   out["progress_cmd"] = o_.progress_cmd;
@@ -460,8 +473,8 @@ std::string Workers::report() const {
       received += c.bytes_received;
       json its = json::array();
       for (const IterTimes& t : c.its) {
-        its.push_back({to_us(t.compute_start), to_us(t.push_start), to_us(t.push_sent), to_us(t.pull_first),
-                       to_us(t.pull_done)});
+        its.push_back(
+            {to_us(t.compute_start), to_us(t.push_start), to_us(t.push_sent), to_us(t.pull_first), to_us(t.pull_done)});
       }
       workers.push_back({{"worker", c.worker},
                          {"local_addr", c.local},

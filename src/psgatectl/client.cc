@@ -1,12 +1,13 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "client.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 
 namespace psgatectl {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The control-socket client: one Unix stream connection, one JSON line out,
 // one JSON line back per call (docs/control-protocol.md). Every failure to get
 // a well-formed reply is an error whose text names the socket and the reason;

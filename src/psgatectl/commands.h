@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psgatectl's command line: argv -> one control-protocol request
-// (docs/control-protocol.md), validated on this side with the same parsers the
-// daemon uses, so a typo is a usage error (exit 2) before anything is sent.
+// (docs/control-protocol.md). The subcommands, their arguments and their help
+// come from the protocol's command table (psgate/control_commands.h); values
+// are checked on this side with the same parsers the daemon uses, so a typo
+// is a usage error (exit 2) before anything is sent.
 // No I/O here: parse_command_line returns the text CLI11 would print, which
 // keeps the mapping table-testable.
 #pragma once
@@ -71,8 +74,5 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
 // sign, no "0x", no leading '+', no trailing text). Errors read "... must be ...".
 psgate::Result<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max);
 psgate::Result<double> parse_fraction(std::string_view text);  // 0 <= x <= 1
-
-// The policy names the daemon knows (control protocol, `policy`).
-bool is_policy_name(std::string_view name);
 
 }  // namespace psgatectl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "format.h"
 
 #include <algorithm>
@@ -96,8 +97,8 @@ std::string duration_words(uint64_t s) {
 }
 
 // Counter difference per second; "-" without a usable previous sample.
-std::string rate_text(const ojson* prev_job, const ojson& cur_job, const char* dir, const char* key,
-                      double dt_s, double scale, const char* fmt_spec) {
+std::string rate_text(const ojson* prev_job, const ojson& cur_job, const char* dir, const char* key, double dt_s,
+                      double scale, const char* fmt_spec) {
   if (prev_job == nullptr || !(dt_s > 0)) return "-";
   uint64_t a = 0, b = 0;
   const ojson& pv = dir != nullptr ? get(*prev_job, dir, key) : get(*prev_job, key);
@@ -299,8 +300,8 @@ std::string format_stats(const ojson& result) {
   {
     Table t({C{"PORT"}, C{"CLASS", Table::kRight}, C{"ENQUEUED", Table::kRight}, C{"SENT", Table::kRight},
              C{"DEPTH", Table::kRight}, C{"QUEUE FULL", Table::kRight}, C{"RING FULL", Table::kRight},
-             C{"ECN", Table::kRight}, C{"DSCP", Table::kRight}, C{"P50 µs", Table::kRight},
-             C{"P99 µs", Table::kRight}, C{"P99.9 µs", Table::kRight}, C{"MAX µs", Table::kRight}});
+             C{"ECN", Table::kRight}, C{"DSCP", Table::kRight}, C{"P50 µs", Table::kRight}, C{"P99 µs", Table::kRight},
+             C{"P99.9 µs", Table::kRight}, C{"MAX µs", Table::kRight}});
     const ojson& classes = get(result, "classes");
     if (classes.is_array()) {
       for (const ojson& c : classes) {
@@ -315,8 +316,8 @@ std::string format_stats(const ojson& result) {
         t.add_row({value_text(get(c, "port")), value_text(get(c, "class")), value_text(get(c, "enqueued_packets")),
                    value_text(get(c, "dequeued_packets")), value_text(get(c, "depth")),
                    value_text(get(c, "drop_queue_full")), value_text(get(c, "drop_ring_full")),
-                   value_text(get(c, "ecn_marked")), value_text(get(c, "dscp_remarked")), us("p50_ns"),
-                   us("p99_ns"), us("p999_ns"), us("max_ns")});
+                   value_text(get(c, "ecn_marked")), value_text(get(c, "dscp_remarked")), us("p50_ns"), us("p99_ns"),
+                   us("p999_ns"), us("max_ns")});
       }
     }
     out += "\nClasses with traffic (packets; sojourn from RX to TX)\n";
@@ -337,10 +338,10 @@ std::string format_stats(const ojson& result) {
         t.add_row({value_text(get(j, "id")), value_text(get(j, "name")), value_text(get(j, "rank")),
                    value_text(get(j, "class")), value_text(get(j, "pull", "sent_packets")),
                    value_text(get(j, "pull", "sent_bytes")), value_text(get(j, "push", "sent_packets")),
-                   value_text(get(j, "push", "sent_bytes")), value_text(get(j, "policed")),
-                   value_text(get(j, "drops")), value_text(get(tel, "iterations")),
-                   bytes_text(get(tel, "bytes_per_iteration")), ms_text(get(tel, "iteration_period_ms")),
-                   ms_text(get(tel, "last_burst_ms")), ms_text(get(tel, "straggler_wait_ms"))});
+                   value_text(get(j, "push", "sent_bytes")), value_text(get(j, "policed")), value_text(get(j, "drops")),
+                   value_text(get(tel, "iterations")), bytes_text(get(tel, "bytes_per_iteration")),
+                   ms_text(get(tel, "iteration_period_ms")), ms_text(get(tel, "last_burst_ms")),
+                   ms_text(get(tel, "straggler_wait_ms"))});
       }
     }
     out += "\nJobs (sent packets and bytes by direction; pull = from the PS)\n";
@@ -349,8 +350,8 @@ std::string format_stats(const ojson& result) {
 
   const ojson& totals = get(result, "totals");
   out += "\nTotals: received " + value_text(get(totals, "received")) + ", transmitted " +
-         value_text(get(totals, "transmitted")) + ", dropped " + value_text(get(totals, "dropped")) +
-         ", conserved " + value_text(get(totals, "conserved")) + "\n";
+         value_text(get(totals, "transmitted")) + ", dropped " + value_text(get(totals, "dropped")) + ", conserved " +
+         value_text(get(totals, "conserved")) + "\n";
   return out;
 }
 
@@ -382,7 +383,7 @@ std::string format_confirmation(Kind kind, const nlohmann::json& request, const 
                          get(job, "match").size(), get(job, "match").size() == 1 ? "" : "s");
     case Kind::kJobsRemove: {
       const ojson& removed = get(result, "removed");
-      return "removed job " + (removed.is_null() ? request["id"].dump() : value_text(removed)) + "\n";
+      return "removed job " + (removed.is_null() ? value_text(get(request, "job")) : value_text(removed)) + "\n";
     }
     case Kind::kOrder: {
       std::string ids;
@@ -394,8 +395,8 @@ std::string format_confirmation(Kind kind, const nlohmann::json& request, const 
     }
     case Kind::kRank:
     case Kind::kProgress: {
-      std::string line = "job " + value_text(get(job, "id")) + ": rank " + value_text(get(job, "rank")) +
-                         ", class " + value_text(get(job, "class"));
+      std::string line = "job " + value_text(get(job, "id")) + ": rank " + value_text(get(job, "rank")) + ", class " +
+                         value_text(get(job, "class"));
       if (kind == Kind::kProgress) line += ", progress " + progress_text(get(job, "progress"));
       return line + "\n";
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Human-readable output of psgatectl: aligned tables from the daemon's JSON
 // results. Pure functions of the JSON (and, for --watch, of the time between
 // two replies), so tests feed them sample replies. Missing or null fields print

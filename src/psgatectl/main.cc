@@ -1,5 +1,7 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // psgatectl: parse the command line, send one request, print the reply.
 // Exit status as in docs/control-protocol.md: 0 ok, 1 refused, 2 usage, 3 unreachable.
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <ctime>
 #include <iostream>
 #include <thread>
-#include <unistd.h>
 
 #include "client.h"
 #include "commands.h"
@@ -21,6 +22,20 @@ using Clock = std::chrono::steady_clock;
 volatile std::sig_atomic_t g_interrupted = 0;
 
 void on_sigint(int) { g_interrupted = 1; }
+
+// The exit status for a reply that did not come back or was refused (its
+// reason on stderr), or 0 for an accepted one.
+int failure_status(const psgate::Result<Reply>& reply) {
+  if (!reply) {
+    std::cerr << "psgatectl: " << reply.error() << "\n";
+    return kExitUnreachable;
+  }
+  if (!reply->ok) {
+    std::cerr << "psgatectl: " << reply->error << "\n";
+    return kExitRefused;
+  }
+  return kExitOk;
+}
 
 // stats --watch: one connection, a stats request every second, a frame per
 // reply computed from the difference to the previous one. Ctrl-C ends it with
@@ -42,14 +57,7 @@ int watch(Client& client, const Invocation& inv) {
     if (g_interrupted) break;
     next_at += std::chrono::seconds(1);
     auto reply = client.call(inv.request);
-    if (!reply) {
-      std::cerr << "psgatectl: " << reply.error() << "\n";
-      return kExitUnreachable;
-    }
-    if (!reply->ok) {
-      std::cerr << "psgatectl: " << reply->error << "\n";
-      return kExitRefused;
-    }
+    if (const int status = failure_status(reply); status != kExitOk) return status;
     const auto now = Clock::now();
     const double dt = have_prev ? std::chrono::duration<double>(now - prev_at).count() : 0;
     char clock_text[16] = "";
@@ -88,14 +96,7 @@ int main(int argc, char** argv) {
   if (inv.kind == Kind::kStatsWatch) return watch(*client, inv);
 
   auto reply = client->call(inv.request);
-  if (!reply) {
-    std::cerr << "psgatectl: " << reply.error() << "\n";
-    return kExitUnreachable;
-  }
-  if (!reply->ok) {
-    std::cerr << "psgatectl: " << reply->error << "\n";
-    return kExitRefused;
-  }
+  if (const int status = failure_status(reply); status != kExitOk) return status;
   if (inv.json_output) {
     std::cout << reply->result.dump(2) << "\n";
   } else {

@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "pipeline_harness.h"
 
 #include <atomic>
 
 namespace psgate::testing {
 
-PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores) {
+PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, const std::string& control_extra) {
   static std::atomic<unsigned> instances{0};
   const std::string tag = "h" + std::to_string(instances.fetch_add(1));
   std::string devices[2];
@@ -29,8 +30,9 @@ PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores) {
     error_ = "cannot create the generator pool";
     return;
   }
-  const std::string toml = "[eal]\nargs = []\n[ports.wire]\ndevice = \"" + devices[0] + "\"\n[ports.host]\ndevice = \"" +
-                           devices[1] + "\"\n[control]\nsocket = \"/tmp/unused-" + tag + ".sock\"\n" + body;
+  const std::string toml = "[eal]\nargs = []\n[ports.wire]\ndevice = \"" + devices[0] +
+                           "\"\n[ports.host]\ndevice = \"" + devices[1] + "\"\n[control]\nsocket = \"/tmp/unused-" +
+                           tag + ".sock\"\n" + control_extra + body;
   auto config = parse_config(toml, "harness.toml");
   if (!config) {
     error_ = config.error();

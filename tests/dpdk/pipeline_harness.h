@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The real psgate data plane and control plane in-process, on ring-backed
 // ports the test feeds and drains itself: a test controls exactly what enters
 // and sees exactly what leaves, in order.
 #pragma once
 
-#include <rte_ethdev.h>
 #include <rte_eth_ring.h>
+#include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
@@ -25,7 +26,9 @@ class PipelineHarness {
   // With `start_lcores` false the data plane is built but never started: the
   // test drives it with dataplane().run_once() (one data lcore only), so every
   // packet's fate is decided synchronously, between the test's own steps.
-  explicit PipelineHarness(const std::string& config_body, bool start_lcores = true);
+  // `control_extra` is TOML added to the [control] table (e.g. a state file).
+  explicit PipelineHarness(const std::string& config_body, bool start_lcores = true,
+                           const std::string& control_extra = "");
   ~PipelineHarness();
 
   bool ok() const { return error_.empty(); }

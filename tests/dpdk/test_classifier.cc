@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Classifier (DPDK ACL) against its semantics and against classify_reference.
 // Rules and packets are built as structs: the text parsers are tested elsewhere.
 #include <arpa/inet.h>
@@ -40,20 +41,35 @@ IpPrefix prefix(const char* text, uint8_t len) {
 // Chainable rule builder: R().src("10.0.0.0", 8).dport(80).proto(kTcp).
 struct R {
   MatchRule m;
-  R& src(const char* a, uint8_t len) { m.src = prefix(a, len); return *this; }
-  R& dst(const char* a, uint8_t len) { m.dst = prefix(a, len); return *this; }
-  R& sport(uint16_t lo, uint16_t hi) { m.sport = {lo, hi}; return *this; }
+  R& src(const char* a, uint8_t len) {
+    m.src = prefix(a, len);
+    return *this;
+  }
+  R& dst(const char* a, uint8_t len) {
+    m.dst = prefix(a, len);
+    return *this;
+  }
+  R& sport(uint16_t lo, uint16_t hi) {
+    m.sport = {lo, hi};
+    return *this;
+  }
   R& sport(uint16_t p) { return sport(p, p); }
-  R& dport(uint16_t lo, uint16_t hi) { m.dport = {lo, hi}; return *this; }
+  R& dport(uint16_t lo, uint16_t hi) {
+    m.dport = {lo, hi};
+    return *this;
+  }
   R& dport(uint16_t p) { return dport(p, p); }
-  R& proto(uint8_t p) { m.proto = p; return *this; }
+  R& proto(uint8_t p) {
+    m.proto = p;
+    return *this;
+  }
   ClassifierRule val(uint32_t v) const { return {m, v}; }
 };
 
 enum class Kind { kL4, kNoPorts, kFragment };
 
-ParsedPacket pkt(const char* src, const char* dst, uint8_t proto, uint16_t sport = 0,
-                 uint16_t dport = 0, Kind kind = Kind::kL4) {
+ParsedPacket pkt(const char* src, const char* dst, uint8_t proto, uint16_t sport = 0, uint16_t dport = 0,
+                 Kind kind = Kind::kL4) {
   ParsedPacket p;
   p.l3 = std::string(src).find(':') == std::string::npos ? L3Kind::kIpv4 : L3Kind::kIpv6;
   p.src = addr(src);
@@ -67,8 +83,7 @@ ParsedPacket pkt(const char* src, const char* dst, uint8_t proto, uint16_t sport
   return p;
 }
 
-std::unique_ptr<Classifier> must_build(const std::vector<ClassifierRule>& rules,
-                                       const std::string& name = "t") {
+std::unique_ptr<Classifier> must_build(const std::vector<ClassifierRule>& rules, const std::string& name = "t") {
   auto r = Classifier::build(rules, name, 0);
   EXPECT_TRUE(r.ok()) << r.error();
   return r.ok() ? std::move(*r) : nullptr;
@@ -108,8 +123,7 @@ std::vector<Case> semantic_cases() {
   return {
       {"empty rule list matches nothing",
        {},
-       {{"v4", pkt("10.0.0.1", "10.0.0.2", kTcp, 1, 2), kNo},
-        {"v6", pkt("fd00::1", "fd00::2", kUdp, 1, 2), kNo}}},
+       {{"v4", pkt("10.0.0.1", "10.0.0.2", kTcp, 1, 2), kNo}, {"v6", pkt("fd00::1", "fd00::2", kUdp, 1, 2), kNo}}},
       {"empty rule matches every IP packet",
        {R().val(7)},
        {{"v4 tcp", pkt("10.0.0.1", "10.0.0.2", kTcp, 1, 2), 7},
@@ -148,8 +162,7 @@ std::vector<Case> semantic_cases() {
         {"v6 udp", pkt("fd00::1", "fd00::2", kUdp, 40000, 2222), kNo},
         {"v4 other port", pkt("10.0.0.1", "10.0.0.2", kTcp, 40000, 2223), kNo}}},
       {"port ranges are inclusive and byte-order safe",
-       {R().sport(0x0102, 0x0104).val(1), R().dport(2222, 2230).val(2),
-        R().sport(65535).dport(0).val(3)},
+       {R().sport(0x0102, 0x0104).val(1), R().dport(2222, 2230).val(2), R().sport(65535).dport(0).val(3)},
        {{"sport lo", pkt("1.1.1.1", "2.2.2.2", kUdp, 0x0102, 9), 1},
         {"sport hi", pkt("1.1.1.1", "2.2.2.2", kUdp, 0x0104, 9), 1},
         {"sport byte-swapped lo (0x0201)", pkt("1.1.1.1", "2.2.2.2", kUdp, 0x0201, 9), kNo},
@@ -164,15 +177,12 @@ std::vector<Case> semantic_cases() {
         {"tcp", pkt("1.1.1.1", "2.2.2.2", kTcp, 1, 2), kNo},
         {"proto 250", pkt("fd00::1", "fd00::2", 250, 0, 0, Kind::kNoPorts), 2}}},
       {"packets without ports have ports 0/0",
-       {R().dport(1, 65535).val(1), R().sport(0).dport(0).proto(kIcmp).val(2),
-        R().dport(0, 10).val(3)},
+       {R().dport(1, 65535).val(1), R().sport(0).dport(0).proto(kIcmp).val(2), R().dport(0, 10).val(3)},
        {{"icmp matches 0/0 rule", pkt("1.1.1.1", "2.2.2.2", kIcmp, 0, 0, Kind::kNoPorts), 2},
-        {"icmpv6 skips 0/0 icmp-only rule, hits 0-10",
-         pkt("fd00::1", "fd00::2", kIcmp6, 0, 0, Kind::kNoPorts), 3},
+        {"icmpv6 skips 0/0 icmp-only rule, hits 0-10", pkt("fd00::1", "fd00::2", kIcmp6, 0, 0, Kind::kNoPorts), 3},
         {"tcp port 5", pkt("1.1.1.1", "2.2.2.2", kTcp, 7, 5), 1}}},
       {"non-first fragments ignore ports but not addresses or proto",
-       {R().src("10.0.0.0", 8).dport(2222).proto(kUdp).val(1),
-        R().src("fd00::", 8).sport(1, 2).val(2)},
+       {R().src("10.0.0.0", 8).dport(2222).proto(kUdp).val(1), R().src("fd00::", 8).sport(1, 2).val(2)},
        {{"v4 fragment", pkt("10.1.1.1", "2.2.2.2", kUdp, 0, 0, Kind::kFragment), 1},
         {"v4 fragment other proto", pkt("10.1.1.1", "2.2.2.2", kTcp, 0, 0, Kind::kFragment), kNo},
         {"v4 fragment other src", pkt("11.1.1.1", "2.2.2.2", kUdp, 0, 0, Kind::kFragment), kNo},
@@ -181,15 +191,14 @@ std::vector<Case> semantic_cases() {
         {"v6 fragment outside", pkt("fe00::1", "::2", kTcp, 0, 0, Kind::kFragment), kNo},
         {"v6 full packet wrong port", pkt("fd12::1", "::2", kTcp, 3, 3), kNo}}},
       {"first matching rule wins",
-       {R().src("10.0.0.5", 32).dport(80).val(10), R().src("10.0.0.0", 24).val(20),
-        R().dport(80).val(30), R().val(40), R().src("10.0.0.5", 32).val(50)},
+       {R().src("10.0.0.5", 32).dport(80).val(10), R().src("10.0.0.0", 24).val(20), R().dport(80).val(30), R().val(40),
+        R().src("10.0.0.5", 32).val(50)},
        {{"most specific first", pkt("10.0.0.5", "9.9.9.9", kTcp, 1, 80), 10},
         {"second", pkt("10.0.0.5", "9.9.9.9", kTcp, 1, 81), 20},
         {"third", pkt("10.0.1.5", "9.9.9.9", kTcp, 1, 80), 30},
         {"catch-all shadows the last", pkt("10.0.1.5", "9.9.9.9", kTcp, 1, 81), 40},
         {"catch-all v6", pkt("fd00::1", "fd00::2", kTcp, 1, 81), 40},
-        {"fragment of 10.0.0.5 hits first", pkt("10.0.0.5", "9.9.9.9", kTcp, 0, 0, Kind::kFragment),
-         10}}},
+        {"fragment of 10.0.0.5 hits first", pkt("10.0.0.5", "9.9.9.9", kTcp, 0, 0, Kind::kFragment), 10}}},
       {"later general rule does not beat an earlier specific one across families",
        {R().dst("fd00::2", 128).val(1), R().val(2)},
        {{"v6 host", pkt("fd00::1", "fd00::2", kUdp, 5, 5), 1},
@@ -238,8 +247,7 @@ TEST(ClassifierSemantics, HostBitsInRulePrefixAreIgnored) {
   ASSERT_NE(c, nullptr);
   auto got = classify_all(*c, {pkt("10.0.0.1", "2.2.2.2", kTcp, 1, 2)}, {1});
   EXPECT_EQ(got[0], 1u);
-  EXPECT_EQ(classify_reference(std::vector<ClassifierRule>{r}, pkt("10.0.0.1", "2.2.2.2", kTcp)),
-            1u);
+  EXPECT_EQ(classify_reference(std::vector<ClassifierRule>{r}, pkt("10.0.0.1", "2.2.2.2", kTcp)), 1u);
 }
 
 TEST(ClassifierBuild, RejectsInvalidRules) {
@@ -257,9 +265,8 @@ TEST(ClassifierBuild, RejectsInvalidRules) {
   ClassifierRule bad_range = R().val(1);
   bad_range.match.dport = {10, 9};
   const Bad table[] = {
-      {"value kNoMatch", R().val(kNo)},  {"mixed families", mixed},
-      {"v4 length 33", long_v4},         {"v6 length 129", long_v6},
-      {"family 5", bad_family},          {"port lo > hi", bad_range},
+      {"value kNoMatch", R().val(kNo)}, {"mixed families", mixed}, {"v4 length 33", long_v4},
+      {"v6 length 129", long_v6},       {"family 5", bad_family},  {"port lo > hi", bad_range},
   };
   for (const Bad& b : table) {
     std::vector<ClassifierRule> rules = {R().val(1), b.rule};
@@ -427,8 +434,7 @@ TEST(ClassifierRandom, MatchesReference) {
     const auto t1 = std::chrono::steady_clock::now();
     ASSERT_NE(c, nullptr);
     std::printf("[ info     ] %u random rules built in %lld ms\n", n_rules,
-                static_cast<long long>(
-                    std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count()));
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count()));
 
     const size_t n_pkts = n_rules >= 2000 ? 30000 : 5000;
     std::vector<ParsedPacket> pkts;
@@ -447,9 +453,8 @@ TEST(ClassifierRandom, MatchesReference) {
       matched += want != kNo;
       winners.insert(want);
       if (got[i] != want && ++mismatches <= 10) {
-        ADD_FAILURE() << "packet " << i << ": got " << got[i] << " want " << want
-                      << " (l3=" << int(pkts[i].l3) << " proto=" << int(pkts[i].proto)
-                      << " frag=" << pkts[i].non_first_fragment
+        ADD_FAILURE() << "packet " << i << ": got " << got[i] << " want " << want << " (l3=" << int(pkts[i].l3)
+                      << " proto=" << int(pkts[i].proto) << " frag=" << pkts[i].non_first_fragment
                       << " ports=" << pkts[i].has_ports << ")";
       }
     }
@@ -459,8 +464,8 @@ TEST(ClassifierRandom, MatchesReference) {
     EXPECT_LT(matched, pkts.size());
     // ... and many different rules must win, or shadowing hid most of the list.
     EXPECT_GT(winners.size(), std::min<size_t>(n_rules, 1000) / 2);
-    std::printf("[ info     ] %u rules: %zu/%zu packets matched, %zu distinct winners\n", n_rules,
-                matched, pkts.size(), winners.size());
+    std::printf("[ info     ] %u rules: %zu/%zu packets matched, %zu distinct winners\n", n_rules, matched, pkts.size(),
+                winners.size());
   }
 }
 
@@ -481,12 +486,12 @@ TEST(ClassifierScale, HundredThousandRules) {
       for (int b = 0; b < 4; ++b) p.addr[12 + b] = static_cast<uint8_t>(host >> (24 - 8 * b));
       p.length = i % 10 == 0 ? 120 : 128;
     } else {
-      p.addr = {10, static_cast<uint8_t>(host >> 16), static_cast<uint8_t>(host >> 8),
-                static_cast<uint8_t>(host)};
+      p.addr = {10, static_cast<uint8_t>(host >> 16), static_cast<uint8_t>(host >> 8), static_cast<uint8_t>(host)};
       p.length = i % 10 == 0 ? 24 : 32;
     }
     for (unsigned bit = p.length; bit < 128; ++bit) p.addr[bit / 8] &= ~(0x80 >> (bit % 8));
-    if (i % 2) m.src = p; else m.dst = p;
+    if (i % 2) m.src = p;
+    else m.dst = p;
     const uint16_t port = static_cast<uint16_t>(1024 + rng() % 60000);
     if (i % 4 == 0) m.dport = {port, static_cast<uint16_t>(port + rng() % 16)};
     else if (i % 4 == 1) m.sport = {port, port};
@@ -509,11 +514,9 @@ TEST(ClassifierScale, HundredThousandRules) {
     ASSERT_EQ(got[i], want) << "packet " << i;
   }
   EXPECT_GT(matched, pkts.size() / 4);
-  std::printf("[ info     ] %u rules built in %lld ms; %zu of %zu sampled packets matched\n",
-              kRules,
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count()),
-              matched, pkts.size());
+  std::printf("[ info     ] %u rules built in %lld ms; %zu of %zu sampled packets matched\n", kRules,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count()), matched,
+              pkts.size());
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What a packet carries when it leaves: the ECN CE mark decided on the depth
 // it found on arrival, and the DSCP of the class it actually leaves from, even
 // when a re-rank was deferred or moved it after RX chose its class. Through
@@ -25,15 +26,8 @@ constexpr uint8_t kEct0 = 0x02, kEct1 = 0x01, kCe = 0x03, kNotEct = 0x00;
 
 // A pull packet from the PS (host -> wire) of the job that owns `sport`.
 std::vector<uint8_t> pull_frame(uint16_t sport, uint16_t ip_id, uint8_t tos) {
-  pkt::PacketSpec s;
-  s.src4 = {10, 0, 0, 5};
-  s.dst4 = {10, 0, 1, 10};
-  s.proto = pkt::kTcp;
-  s.sport = sport;
-  s.dport = 40000;
-  s.ip_id = ip_id;
+  pkt::PacketSpec s = pkt::from_ps(sport, ip_id, 200);
   s.tos = tos;
-  s.payload_len = 200;
   return pkt::build_packet(s);
 }
 
@@ -69,7 +63,8 @@ Seen inspect(rte_mbuf* m) {
 // The data plane on ring ports, never started: the test runs it one pass at a time.
 class Gate {
  public:
-  explicit Gate(const std::string& body) : h_(body, /*start_lcores=*/false), burst_(h_.ok() ? h_.dataplane().config().burst : 0) {}
+  explicit Gate(const std::string& body)
+      : h_(body, /*start_lcores=*/false), burst_(h_.ok() ? h_.dataplane().config().burst : 0) {}
   bool ok() const { return h_.ok(); }
   const std::string& error() const { return h_.error(); }
 
@@ -282,7 +277,7 @@ TEST(ClassActionsTest, DscpAndCeComeFromTheClassAPacketLeavesAfterDeferredAndDon
   // Re-rank "moving" to class 1, which has no room for its 3 queued packets:
   // the migration is deferred and moving 3..4, which RX assigns to class 1,
   // queue in class 3 behind moving 0..2.
-  auto reply = g.control({{"cmd", "rank"}, {"id", 1}, {"rank", 0}});
+  auto reply = g.control({{"cmd", "rank"}, {"job", 1}, {"rank", 0}});
   ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
   ASSERT_EQ(reply["result"]["job"]["class"].get<unsigned>(), 1u) << reply.dump();
   g.feed({pull_frame(kMoving, 3, kEct0), pull_frame(kMoving, 4, kEct0)});
@@ -335,7 +330,7 @@ TEST(ClassActionsTest, DscpAndCeComeFromTheClassAPacketLeavesAfterDeferredAndDon
   g.feed({pull_frame(kMoving, 5, kEct0), pull_frame(kMoving, 6, kEct0), pull_frame(kMoving, 7, kEct0)});
   ASSERT_TRUE(g.sent().empty());
   ASSERT_EQ(g.totals().cls(kWire, 1).depth(), 3u);
-  reply = g.control({{"cmd", "rank"}, {"id", 1}, {"rank", 2}});
+  reply = g.control({{"cmd", "rank"}, {"job", 1}, {"rank", 2}});
   ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
   g.feed({pull_frame(kMoving, 8, kEct0)});
   ASSERT_TRUE(g.sent().empty());

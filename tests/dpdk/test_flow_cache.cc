@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // FlowCache behaviour: hits, generations, keys, capacity and eviction, bulk masks.
 #include <gtest/gtest.h>
 

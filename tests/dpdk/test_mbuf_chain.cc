@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Real mbufs and mbuf chains: the RX buffer guard's verdicts and what it
 // frees, and DSCP/ECN rewrites and address reads wherever a chain splits the
 // IP header.
@@ -40,7 +41,8 @@ class MbufChain : public ::testing::Test {
     ends.push_back(static_cast<uint32_t>(frame.size()));
     for (uint32_t to : ends) {
       rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-      if (to > from) std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(to - from)), frame.data() + from, to - from);
+      if (to > from)
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(to - from)), frame.data() + from, to - from);
       if (head == nullptr) {
         head = m;
       } else {

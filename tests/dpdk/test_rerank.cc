@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Re-ranking without loss or reordering (issue 3), through the real pipeline:
 // traffic of two jobs in bursts that build queues behind a shaper, while the
 // control plane reorders the jobs as fast as it can. Every flow must arrive
@@ -87,7 +88,8 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
         rte_mbuf* burst[kFlows];
         for (unsigned f = 0; f < kFlows; ++f) {
           rte_mbuf* m;
-          while ((m = rte_pktmbuf_alloc(h.pool())) == nullptr) std::this_thread::sleep_for(std::chrono::microseconds(100));
+          while ((m = rte_pktmbuf_alloc(h.pool())) == nullptr)
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
           uint8_t* data = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(templates[f].size())));
           std::memcpy(data, templates[f].data(), templates[f].size());
           data[14 + 4] = static_cast<uint8_t>(seq[f] >> 8);
@@ -170,7 +172,8 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   timespec cpu1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
-  std::printf("[ rerank   ] control: %.0f us per re-rank, %.0f%% of a CPU\n", 1e6 * handle_seconds / std::max<uint64_t>(rerankings, 1),
+  std::printf("[ rerank   ] control: %.0f us per re-rank, %.0f%% of a CPU\n",
+              1e6 * handle_seconds / std::max<uint64_t>(rerankings, 1),
               100.0 * ((cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) / 1e9) / seconds);
   generating = false;
   generator.join();
@@ -191,13 +194,15 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
               static_cast<unsigned long>(received.load()), static_cast<unsigned long>(migrations),
               static_cast<unsigned long>(t.ports[kWire].rerank_deferred));
   for (unsigned r = 0; r < kDropReasonCount; ++r)
-    if (t.ports[kWire].drops[r]) std::printf("[ rerank   ] drop %s: %lu\n", kDropReasonNames[r], static_cast<unsigned long>(t.ports[kWire].drops[r]));
+    if (t.ports[kWire].drops[r])
+      std::printf("[ rerank   ] drop %s: %lu\n", kDropReasonNames[r],
+                  static_cast<unsigned long>(t.ports[kWire].drops[r]));
   for (unsigned c = 0; c < t.class_count; ++c) {
     const ClassTotals& ct = t.cls(kWire, c);
     if (ct.enqueued_packets)
-      std::printf("[ rerank   ] class %u: enq %lu deq %lu in %lu out %lu qfull %lu\n", c, (unsigned long)ct.enqueued_packets,
-                  (unsigned long)ct.dequeued_packets, (unsigned long)ct.migrated_in, (unsigned long)ct.migrated_out,
-                  (unsigned long)ct.drop_queue_full);
+      std::printf("[ rerank   ] class %u: enq %lu deq %lu in %lu out %lu qfull %lu\n", c,
+                  (unsigned long)ct.enqueued_packets, (unsigned long)ct.dequeued_packets, (unsigned long)ct.migrated_in,
+                  (unsigned long)ct.migrated_out, (unsigned long)ct.drop_queue_full);
   }
   EXPECT_EQ(received.load(), injected.load()) << "packets lost";
   EXPECT_EQ(reordered.load(), 0u);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A NIC that stops accepting: the host port's TX ring is never drained, so
 // its tx_burst returns 0 once the ring is full. psgate retries a refused burst
 // for a bounded time (kTxStallTimeoutNs), then counts it as tx_failed and
@@ -9,9 +10,9 @@
 #include <cstring>
 #include <thread>
 
+#include "dataplane/lcore_context.h"
 #include "packet_builder.h"
 #include "pipeline_harness.h"
-#include "psgate/lcore_context.h"
 
 namespace psgate::testing {
 namespace {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer target: arbitrary bytes as a config file. parse_config must never
 // crash, throw or hang, every error must be one line prefixed with the source
 // name, and an accepted config must satisfy what validation promises.
@@ -12,6 +13,7 @@
 
 #include "psgate/config.h"
 #include "psgate/match_rule.h"
+#include "psgate/text.h"
 #include "psgate/units.h"
 
 namespace {
@@ -57,7 +59,7 @@ void check_spec(const psgate::ConfigSpec& c) {
   std::set<uint32_t> ids;
   for (const psgate::JobSpec& j : c.jobs) {
     if (j.id == 0 || !ids.insert(j.id).second) fail("job id", std::to_string(j.id));
-    if (j.name.empty() || j.name.size() > 64) fail("job name", j.name);
+    if (!psgate::name_problem(j.name).empty()) fail("job name breaks the name rule", j.name);
     if (j.match.empty()) fail("job without rules", j.name);
     for (const psgate::MatchRule& r : j.match) {
       const auto back = psgate::parse_match_rule(psgate::to_string(r));
@@ -80,9 +82,7 @@ void check_units(std::string_view text) {
   struct {
     psgate::Result<uint64_t> (*parse)(std::string_view);
     const char* base_unit;
-  } parsers[] = {{psgate::parse_rate_bps, "bit/s"},
-                 {psgate::parse_size_bytes, "B"},
-                 {psgate::parse_duration_ns, "ns"}};
+  } parsers[] = {{psgate::parse_rate_bps, "bit/s"}, {psgate::parse_size_bytes, "B"}, {psgate::parse_duration_ns, "ns"}};
   for (const auto& p : parsers) {
     const auto r = p.parse(text);
     if (!r.ok()) continue;

@@ -1,8 +1,13 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer target: arbitrary bytes as one control-socket request line. The
 // first byte picks the configured class count (2..64), the rest is the line.
-// parse_control_line must never crash, throw or hang; an error must be one
+// parse_control_line is the control server's one path from a line to a
+// request (ControlPlane::handle_line calls it just so, echo id included); it
+// must never crash, throw or hang; an error must be one
 // non-empty line without control characters; an accepted request must hold
-// only values within the ranges control_request.h documents.
+// only values within the ranges control_request.h documents, and come from a
+// line whose keys are all distinct and whose top-level keys are "cmd", "id"
+// or the command's own arguments.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -12,7 +17,9 @@
 #include <type_traits>
 #include <unordered_set>
 #include <variant>
+#include <vector>
 
+#include "psgate/control_commands.h"
 #include "psgate/control_request.h"
 #include "psgate/counters.h"
 
@@ -56,9 +63,7 @@ struct Checker {
       const auto back = parse_match_rule(to_string(r));
       if (!back.ok() || !(*back == r)) fail("rule round trip", to_string(r));
     }
-    if (q.name.size() > kControlMaxJobNameChars) fail("job name length", q.name);
-    for (unsigned char c : q.name)
-      if (c < 0x20 || c == 0x7f) fail("control character in job name", q.name);
+    if (!q.name.empty() && !name_problem(q.name).empty()) fail("job name breaks the name rule", q.name);
     if (q.police) {
       if (q.police->rate_bps < kControlMinRateBps) fail("police rate", std::to_string(q.police->rate_bps));
       if (q.police->burst_bytes < kControlMinBurstBytes || q.police->burst_bytes > kControlMaxBurstBytes)
@@ -110,13 +115,41 @@ struct Checker {
   }
 };
 
+// An accepted line: every key known, none repeated in any object.
+void check_accepted_line(std::string_view line) {
+  bool distinct = true;
+  std::vector<std::unordered_set<std::string>> open;
+  const auto j = nlohmann::json::parse(
+      line.begin(), line.end(),
+      [&](int, nlohmann::json::parse_event_t e, nlohmann::json& parsed) {
+        using E = nlohmann::json::parse_event_t;
+        if (e == E::object_start) open.emplace_back();
+        if (e == E::object_end) open.pop_back();
+        if (e == E::key && !open.back().insert(parsed.get<std::string>()).second) distinct = false;
+        return true;
+      },
+      false);
+  if (j.is_discarded() || !j.is_object()) fail("accepted a line that is not a JSON object", std::string(line));
+  if (!distinct) fail("accepted a line with a duplicate key", std::string(line));
+  const CommandSpec* c = find_control_command(j.value("cmd", ""));
+  if (c == nullptr) fail("accepted an unknown command", std::string(line));
+  for (const auto& [k, v] : j.items()) {
+    bool known = k == "cmd" || k == "id";
+    for (const ArgSpec& a : c->args) known |= k == a.name;
+    if (!known) fail("accepted an unknown argument", k);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const unsigned class_count = 2 + data[0] % 63;  // 2..64, as the config allows
   const std::string_view line(reinterpret_cast<const char*>(data + 1), size - 1);
-  const auto r = parse_control_line(line, class_count);
+  std::optional<nlohmann::json> echo_id;
+  const auto r = parse_control_line(line, class_count, &echo_id);
+  // The reply echoes the id: it must serialise as the server writes replies.
+  if (echo_id) (void)echo_id->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!r.ok()) {
     const std::string& e = r.error();
     if (e.empty()) fail("empty error", "");
@@ -125,6 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (c < 0x20 || c == 0x7f) fail("control character in error", e);
     return 0;
   }
+  check_accepted_line(line);
   std::visit(Checker{class_count}, *r);
   return 0;
 }

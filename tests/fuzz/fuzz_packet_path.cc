@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer target: the whole per-packet path, RX guard -> parse -> classify
 // -> class queue -> schedule -> DSCP/CE rewrite -> TX, on the real data plane
 // over ring-backed ports, one synchronous pass at a time (Dataplane::run_once).
@@ -61,8 +62,8 @@ World* g_world = nullptr;
 
 void set_up() {
   const std::string prefix = "--file-prefix=psgate-fuzz-" + std::to_string(getpid());
-  const char* argv[] = {"fuzz_packet_path", "--no-huge", "-m", "512", "--no-pci", "--lcores=0@0,1@0",
-                        "--log-level=1", "--no-telemetry", prefix.c_str()};
+  const char* argv[] = {"fuzz_packet_path", "--no-huge",      "-m",          "512", "--no-pci", "--lcores=0@0,1@0",
+                        "--log-level=1",    "--no-telemetry", prefix.c_str()};
   if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
     fail("rte_eal_init failed");
   auto* w = new World;
@@ -82,8 +83,12 @@ void set_up() {
   if (!w->pool) fail("frame pool");
   const std::string toml =
       "[eal]\nargs = []\n"
-      "[ports.wire]\ndevice = \"" + devices[0] + "\"\nmtu = " + std::to_string(kMtu) + "\n"
-      "[ports.host]\ndevice = \"" + devices[1] + "\"\nmtu = " + std::to_string(kMtu) + "\n"
+      "[ports.wire]\ndevice = \"" +
+      devices[0] + "\"\nmtu = " + std::to_string(kMtu) +
+      "\n"
+      "[ports.host]\ndevice = \"" +
+      devices[1] + "\"\nmtu = " + std::to_string(kMtu) +
+      "\n"
       "[lcores]\nmain = 0\ndata = [1]\n"
       "[dataplane]\nmbufs = 4095\n"
       "[stats]\ninterval = \"0s\"\n"
@@ -124,8 +129,8 @@ std::vector<uint8_t> header_template(unsigned kind, uint8_t tags) {
     h.insert(h.end(), tcp, tcp + sizeof(tcp));
   } else if (kind == 2) {
     // IPv6 to job 1 with a hop-by-hop header; payload length filled in later.
-    const uint8_t ip[] = {0x60, 0x20, 0, 0, 0, 0, 0, 64, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
-                          0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+    const uint8_t ip[] = {0x60, 0x20, 0, 0, 0,    0, 0, 64, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                          0,    0,    0, 1, 0xfd, 0, 0, 0,  0,    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
     h.push_back(0x86);
     h.push_back(0xdd);
     h.insert(h.end(), ip, ip + sizeof(ip));
@@ -172,7 +177,7 @@ struct Packet {
   std::vector<rte_mbuf*> segments;  // every segment allocated, in chain order
   unsigned declared_segments = 0;   // nb_segs as handed over (a fault may lower it)
   Fate fate = Fate::kCarried;
-  bool ipv4_checksum_ok = false;    // the frame parses as IPv4 with a valid header checksum
+  bool ipv4_checksum_ok = false;  // the frame parses as IPv4 with a valid header checksum
 };
 
 std::vector<uint8_t> read_chain(const rte_mbuf* m) {
@@ -265,14 +270,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const unsigned fault = in.ConsumeIntegralInRange<unsigned>(0, 11);
     bool broken = true;
     switch (fault) {
-      case 0: head->pkt_len += in.ConsumeIntegralInRange<uint32_t>(1, 70000); break;
+      case 0:
+        head->pkt_len += in.ConsumeIntegralInRange<uint32_t>(1, 70000);
+        break;
       case 1:
-        if (head->pkt_len == 0) { broken = false; break; }
+        if (head->pkt_len == 0) {
+          broken = false;
+          break;
+        }
         head->pkt_len -= in.ConsumeIntegralInRange<uint32_t>(1, head->pkt_len);
         break;
-      case 2: ++head->nb_segs; break;
+      case 2:
+        ++head->nb_segs;
+        break;
       case 3:
-        if (head->nb_segs < 2) { broken = false; break; }
+        if (head->nb_segs < 2) {
+          broken = false;
+          break;
+        }
         --head->nb_segs;
         --pk.declared_segments;
         break;
@@ -281,7 +296,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s->data_off = static_cast<uint16_t>(s->buf_len - s->data_len + 1);
         break;
       }
-      default: broken = false;
+      default:
+        broken = false;
     }
     const unsigned tags_seen = count_tags(pk.frame);
     if (broken) {
@@ -358,7 +374,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fail("transmitted " + std::to_string(transmitted) + " (counted " + std::to_string(tx) + "), expected " +
          std::to_string(carried));
   if (rx != tx + dropped) fail("conservation: received != transmitted + dropped");
-  if (delta(kDropBadMbuf) != bad) fail("bad_mbuf " + std::to_string(delta(kDropBadMbuf)) + ", expected " + std::to_string(bad));
+  if (delta(kDropBadMbuf) != bad)
+    fail("bad_mbuf " + std::to_string(delta(kDropBadMbuf)) + ", expected " + std::to_string(bad));
   if (delta(kDropRunt) != runt) fail("runt count");
   if (delta(kDropOversize) != oversize) fail("oversize count");
   if (rte_mempool_avail_count(w.pool) != avail_before) fail("mbufs leaked from the frame pool");

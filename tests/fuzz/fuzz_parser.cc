@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer target: arbitrary bytes as an Ethernet frame. libFuzzer hands us
 // an exactly-sized heap buffer, so AddressSanitizer catches any read past
 // `len`; on top of that the result must obey the contract in packet_parser.h.
@@ -20,8 +21,8 @@ constexpr uint32_t kEthHeaderLen = 14;
   std::fprintf(stderr,
                "invariant broken: %s (len=%zu l3=%u malformed=%d control=%d nff=%d ports=%d "
                "proto=%u l3_offset=%u sport=%u dport=%u)\n",
-               what, len, static_cast<unsigned>(p.l3), p.malformed, p.network_control,
-               p.non_first_fragment, p.has_ports, p.proto, p.l3_offset, p.sport, p.dport);
+               what, len, static_cast<unsigned>(p.l3), p.malformed, p.network_control, p.non_first_fragment,
+               p.has_ports, p.proto, p.l3_offset, p.sport, p.dport);
   std::abort();
 }
 
@@ -34,9 +35,9 @@ bool all_zero(const uint8_t* p, size_t n) {
 
 bool same(const ParsedPacket& a, const ParsedPacket& b) {
   return a.l3 == b.l3 && a.malformed == b.malformed && a.network_control == b.network_control &&
-         a.non_first_fragment == b.non_first_fragment && a.has_ports == b.has_ports &&
-         a.proto == b.proto && a.traffic_class == b.traffic_class && a.l3_offset == b.l3_offset &&
-         a.sport == b.sport && a.dport == b.dport && a.src == b.src && a.dst == b.dst;
+         a.non_first_fragment == b.non_first_fragment && a.has_ports == b.has_ports && a.proto == b.proto &&
+         a.traffic_class == b.traffic_class && a.l3_offset == b.l3_offset && a.sport == b.sport && a.dport == b.dport &&
+         a.src == b.src && a.dst == b.dst;
 }
 
 void check(const ParsedPacket& p, const uint8_t* data, size_t len) {
@@ -64,8 +65,7 @@ void check(const ParsedPacket& p, const uint8_t* data, size_t len) {
   // IP: the header sits after Ethernet and at most kMaxVlanTags tags, and the
   // ethertype that said "IP" was inside the frame.
   const uint32_t max_offset = kEthHeaderLen + 4 * psgate::kMaxVlanTags;
-  if (p.l3_offset < kEthHeaderLen || p.l3_offset > max_offset ||
-      (p.l3_offset - kEthHeaderLen) % 4 != 0) {
+  if (p.l3_offset < kEthHeaderLen || p.l3_offset > max_offset || (p.l3_offset - kEthHeaderLen) % 4 != 0) {
     fail("l3_offset not after Ethernet + VLAN tags", p, len);
   }
   if (p.l3_offset > len) fail("l3_offset beyond the frame", p, len);

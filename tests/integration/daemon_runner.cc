@@ -1,17 +1,21 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "daemon_runner.h"
+
+#include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,10 +39,7 @@ DaemonFixture::DaemonFixture() {
 }
 
 DaemonFixture::~DaemonFixture() {
-  if (daemon_pid_ > 0) {
-    kill(daemon_pid_, SIGKILL);
-    waitpid(daemon_pid_, nullptr, 0);
-  }
+  daemon_.reset();
   std::error_code ec;
   if (!std::getenv("PSGATE_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_, ec);
 }
@@ -63,72 +64,24 @@ std::vector<std::vector<uint8_t>> DaemonFixture::read_pcap(const std::string& na
   return frames;
 }
 
-namespace {
-
-pid_t spawn(const std::string& dir, const std::vector<std::string>& argv_s, const std::string& out_path,
-            const std::string& err_path) {
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    // A test binary killed by a timeout must not leave a daemon busy-polling a CPU.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (chdir(dir.c_str()) != 0) _exit(126);
-    const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int efd = err_path.empty() ? fd : open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(efd, 2);
-    std::vector<char*> argv;
-    for (auto& a : const_cast<std::vector<std::string>&>(argv_s)) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 void DaemonFixture::start_daemon(const std::string& config, const std::vector<std::string>& args) {
   std::vector<std::string> argv_s = {psgate_binary(), "--config", path(config), "--stats-json", path("stats.json")};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::filesystem::remove(path("stats.json"));
-  daemon_pid_ = spawn(dir_, argv_s, path("psgate.out"), "");
+  daemon_ = std::make_unique<ChildProcess>(argv_s, ChildProcess::Options{path("psgate.out"), "", dir_});
 }
 
-bool DaemonFixture::daemon_running() const {
-  return daemon_pid_ > 0 && waitpid(daemon_pid_, nullptr, WNOHANG) == 0;
-}
+bool DaemonFixture::daemon_running() const { return daemon_ && daemon_->running(); }
 
 DaemonRun DaemonFixture::stop_daemon(double limit_s) { return wait_daemon(limit_s, true); }
 
 DaemonRun DaemonFixture::wait_daemon(double limit_s, bool terminate) {
   DaemonRun result;
-  if (daemon_pid_ <= 0) return result;
-  if (terminate) kill(daemon_pid_, SIGTERM);
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(daemon_pid_, &status, WNOHANG);
-    if (r == daemon_pid_) {
-      result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
-    }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) {
-      kill(daemon_pid_, SIGKILL);
-      waitpid(daemon_pid_, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  daemon_pid_ = -1;
-  result.output = slurp(path("psgate.out"));
+  if (!daemon_) return result;
+  if (terminate) daemon_->signal(SIGTERM);
+  result.exit_status = daemon_->wait(limit_s);
+  daemon_.reset();  // kills it if it outlived the limit
+  result.output = read_text_file(path("psgate.out"));
   std::ifstream js(path("stats.json"));
   if (js) result.stats = nlohmann::json::parse(js, nullptr, false);
   return result;
@@ -141,15 +94,27 @@ CtlResult psgatectl(const std::vector<std::string>& args) {
   if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
   std::vector<std::string> argv_s = {bin};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  const pid_t pid = spawn(templ, argv_s, templ + "/out", templ + "/err");
-  int status = 0;
-  waitpid(pid, &status, 0);
   CtlResult r;
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(templ + "/out");
-  r.err = slurp(templ + "/err");
+  {
+    ChildProcess ctl(argv_s, {templ + "/out", templ + "/err", templ});
+    r.status = ctl.wait(600);
+  }
+  r.out = read_text_file(templ + "/out");
+  r.err = read_text_file(templ + "/err");
   std::filesystem::remove_all(templ);
   return r;
+}
+
+CtlResult psgatectl_at(const std::string& socket_path, std::vector<std::string> args) {
+  args.insert(args.begin(), {"-s", socket_path});
+  return psgatectl(args);
+}
+
+nlohmann::json psgatectl_json(const std::string& socket_path, std::vector<std::string> args) {
+  args.push_back("--json");
+  const CtlResult r = psgatectl_at(socket_path, std::move(args));
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out, nullptr, false);
 }
 
 std::string socket_request(const std::string& socket_path, const std::string& line, int timeout_ms) {
@@ -176,7 +141,8 @@ std::string send_line(int fd, const std::string& line, int timeout_ms) {
   std::string reply;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (reply.find('\n') == std::string::npos) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return "";
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
@@ -196,47 +162,18 @@ DaemonRun DaemonFixture::run(const std::string& config, const std::vector<std::s
   std::vector<std::string> argv_s = {psgate_binary(), "--config", path(config), "--stats-json", json_path};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
 
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (chdir(dir_.c_str()) != 0) _exit(126);
-    const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
   DaemonRun result;
-  const auto start = std::chrono::steady_clock::now();
-  bool signalled = false;
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      break;
+  {
+    ChildProcess daemon(argv_s, {out_path, "", dir_});
+    if (signal_after_s > 0) {
+      result.exit_status = daemon.wait(signal_after_s);
+      if (result.exit_status == -1) daemon.signal(SIGTERM);
     }
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (signal_after_s > 0 && !signalled && elapsed >= signal_after_s) {
-      kill(pid, SIGTERM);
-      signalled = true;
+    if (signal_after_s <= 0 || result.exit_status == -1) {
+      result.exit_status = daemon.wait(limit_s - std::max(0.0, signal_after_s));
     }
-    if (elapsed > limit_s) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      result.exit_status = -1;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::ifstream out(out_path);
-  std::stringstream ss;
-  ss << out.rdbuf();
-  result.output = ss.str();
+  }  // killed here if it outlived the limit (exit_status stays -1)
+  result.output = read_text_file(out_path);
   std::ifstream js(json_path);
   if (js) result.stats = nlohmann::json::parse(js, nullptr, false);
   return result;

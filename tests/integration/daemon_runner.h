@@ -1,21 +1,25 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Runs the real psgate binary for integration tests: writes a config and
 // capture files into a fresh directory, runs the daemon with a time limit, and
 // reads back its exit status, output, JSON counters and output captures.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <sys/types.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "child_process.h"
 
 namespace psgate::testing {
 
 struct DaemonRun {
-  int exit_status = -1;   // -1: killed after the time limit
-  std::string output;     // stdout + stderr
-  nlohmann::json stats;   // --stats-json, null if absent
+  int exit_status = -1;  // -1: killed after the time limit
+  std::string output;    // stdout + stderr
+  nlohmann::json stats;  // --stats-json, null if absent
 };
 
 class DaemonFixture {
@@ -39,12 +43,12 @@ class DaemonFixture {
   void start_daemon(const std::string& config, const std::vector<std::string>& args = {});
   DaemonRun stop_daemon(double limit_s = 30);
   bool daemon_running() const;
-  pid_t daemon_pid() const { return daemon_pid_; }
+  pid_t daemon_pid() const { return daemon_ ? daemon_->pid() : -1; }
 
  private:
   DaemonRun wait_daemon(double limit_s, bool terminate);
   std::string dir_;
-  pid_t daemon_pid_ = -1;
+  std::unique_ptr<ChildProcess> daemon_;
 };
 
 // Runs psgatectl (PSGATECTL_BIN) with `args`; returns exit status and output.
@@ -54,6 +58,10 @@ struct CtlResult {
   std::string err;  // stderr
 };
 CtlResult psgatectl(const std::vector<std::string>& args);
+// psgatectl -s SOCKET args...
+CtlResult psgatectl_at(const std::string& socket_path, std::vector<std::string> args);
+// psgatectl -s SOCKET args... --json: the reply, expected to succeed (exit 0).
+nlohmann::json psgatectl_json(const std::string& socket_path, std::vector<std::string> args);
 
 // One request line on a fresh connection to a Unix socket; returns the reply
 // line, or "" on timeout/close.

@@ -1,15 +1,20 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The control plane as its users meet it: psgatectl and raw clients on the
 // control socket of a running daemon, restarts with a state file, and DPDK
 // telemetry.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <chrono>
+#include <map>
 #include <thread>
 
 #include "daemon_runner.h"
@@ -31,7 +36,8 @@ std::string control_config(const DaemonFixture& fx, const std::string& extra = "
          "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap\"\n"
          "[lcores]\nmain = 0\ndata = [1]\n"
          "[dataplane]\nmbufs = 8191\nmax_jobs = 64\n[stats]\ninterval = \"0s\"\n"
-         "[control]\nsocket = \"ctl.sock\"\n" + extra +
+         "[control]\nsocket = \"ctl.sock\"\n" +
+         extra +
          "[[jobs]]\nid = 1\nname = \"one\"\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
          "[[jobs]]\nid = 2\nname = \"two\"\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
 }
@@ -63,16 +69,8 @@ class ControlTest : public ::testing::Test {
   }
 
   std::string sock() const { return fx.path("ctl.sock"); }
-  CtlResult ctl(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"-s", sock()});
-    return psgatectl(args);
-  }
-  json ctl_json(std::vector<std::string> args) const {
-    args.push_back("--json");
-    const CtlResult r = ctl(args);
-    EXPECT_EQ(r.status, 0) << r.err;
-    return json::parse(r.out, nullptr, false);
-  }
+  CtlResult ctl(std::vector<std::string> args) const { return psgatectl_at(sock(), std::move(args)); }
+  json ctl_json(std::vector<std::string> args) const { return psgatectl_json(sock(), std::move(args)); }
   static json job(const json& list, uint32_t id) {
     for (const json& j : list["jobs"])
       if (j["id"] == id) return j;
@@ -88,7 +86,8 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
   EXPECT_EQ(health["jobs"], 2);
 
   EXPECT_EQ(ctl({"jobs", "add", "5", "--match", "dst=10.0.0.5/32,dport=2299,proto=tcp", "--name", "five"}).status, 0);
-  EXPECT_EQ(ctl({"jobs", "add", "6", "--match", "src=10.0.0.5/32,sport=2300,proto=tcp", "--police", "100Mbit/s"}).status, 0);
+  EXPECT_EQ(
+      ctl({"jobs", "add", "6", "--match", "src=10.0.0.5/32,sport=2300,proto=tcp", "--police", "100Mbit/s"}).status, 0);
   json list = ctl_json({"jobs", "list"});
   ASSERT_EQ(list["jobs"].size(), 4u);
   EXPECT_EQ(job(list, 5)["name"], "five");
@@ -108,7 +107,10 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
   EXPECT_EQ(job(list, 2)["rank"], 0);
   EXPECT_EQ(job(list, 2)["class"], job(list, 6)["class"]);  // rank ties share a class
 
-  EXPECT_EQ(ctl({"class", "wire", "3", "--cap", "100Mbit/s", "--floor", "10Mbit/s", "--ecn-threshold", "32", "--dscp", "10"}).status, 0);
+  EXPECT_EQ(
+      ctl({"class", "wire", "3", "--cap", "100Mbit/s", "--floor", "10Mbit/s", "--ecn-threshold", "32", "--dscp", "10"})
+          .status,
+      0);
   EXPECT_EQ(ctl({"shaper", "wire", "500Mbit/s"}).status, 0);
   json config = ctl_json({"config"});
   EXPECT_EQ(config["live"]["wire"]["classes"][3]["cap"], "100Mbit/s");
@@ -179,18 +181,24 @@ TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
       {"[1, 2, 3]", "JSON object"},
       {R"({"nocmd": 1})", "missing \"cmd\""},
       {R"({"cmd": "frobnicate"})", "unknown command \"frobnicate\""},
-      {R"({"cmd": "rank", "id": 99, "rank": 1})", "no job 99"},
-      {R"({"cmd": "rank", "id": 1, "rank": -4})", "non-negative integer"},
-      {R"({"cmd": "rank", "id": "one", "rank": 1})", "non-negative integer"},
+      {R"({"cmd": "rank", "job": 99, "rank": 1})", "no job 99"},
+      {R"({"cmd": "rank", "job": 1, "rank": -4})", "non-negative integer"},
+      {R"({"cmd": "rank", "job": "one", "rank": 1})", "non-negative integer"},
       {R"({"cmd": "class.set", "port": "wire", "class": 100})", "at most 7"},
       {R"({"cmd": "class.set", "port": "eth0", "class": 1})", "unknown port"},
       {R"({"cmd": "shaper.set", "port": "wire", "rate": "fast"})", "\"rate\""},
-      {R"({"cmd": "jobs.add", "id": 9, "match": ["src=10.0.0.300/32"]})", "match[0]"},
-      {R"({"cmd": "jobs.add", "id": 9, "match": []})", "\"match\""},
-      {R"({"cmd": "progress", "id": 1, "fraction": 1.5})", "between 0 and 1"},
+      {R"({"cmd": "jobs.add", "job": 9, "match": ["src=10.0.0.300/32"]})", "match[0]"},
+      {R"({"cmd": "jobs.add", "job": 9, "match": []})", "\"match\""},
+      {R"({"cmd": "progress", "job": 1, "fraction": 1.5})", "between 0 and 1"},
       {R"({"cmd": "policy", "name": "random"})", "unknown policy"},
       {R"({"cmd": "order", "ids": [1, 1]})", "listed twice"},
       {std::string(70 * 1024, 'x'), "longer than 64 KiB"},
+      // Refused since issue 12, not silently ignored or last-wins.
+      {R"({"cmd": "class.set", "port": "wire", "class": 1, "flor": "10Mbit/s"})",
+       "unknown argument \"flor\" (did you mean \"floor\"?); allowed: port, class"},
+      {R"({"cmd": "health", "cmd": "jobs.remove", "job": 1})", "duplicate key \"cmd\""},
+      {R"({"cmd": "jobs.add", "job": 9, "match": ["proto=tcp"], "name": "gpu\u202ejob"})",
+       "bidirectional control characters"},
   };
   for (const Case& c : cases) {
     const std::string reply = send_line(fd, c.line + "\n");
@@ -200,11 +208,124 @@ TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
     EXPECT_NE(j.value("error", "").find(c.expect), std::string::npos) << c.line.substr(0, 60) << " -> " << reply;
   }
   // Still the same connection, still answering, and the id is echoed.
-  const json ok = json::parse(send_line(fd, R"({"cmd": "health", "id": 42})" "\n"), nullptr, false);
+  const json ok = json::parse(send_line(fd, R"({"cmd": "health", "id": 42})"
+                                            "\n"),
+                              nullptr, false);
   EXPECT_TRUE(ok["ok"].get<bool>());
   EXPECT_EQ(ok["id"], 42);
+  // Protocol 2: a request id beside the job. Protocol 1's form (the job as
+  // "id") still works for now, and its reply says it is deprecated.
+  const json ranked = json::parse(send_line(fd, R"({"cmd": "rank", "id": "req-1", "job": 1, "rank": 0})"
+                                                "\n"),
+                                  nullptr, false);
+  EXPECT_EQ(ranked["ok"], true) << ranked.dump();
+  EXPECT_EQ(ranked["id"], "req-1");
+  EXPECT_FALSE(ranked.contains("deprecated"));
+  const json old = json::parse(send_line(fd, R"({"cmd": "rank", "id": 1, "rank": 0})"
+                                             "\n"),
+                               nullptr, false);
+  EXPECT_EQ(old["ok"], true) << old.dump();
+  EXPECT_NE(old.value("deprecated", "").find("deprecated since protocol 2"), std::string::npos) << old.dump();
   close(fd);
   EXPECT_TRUE(fx.daemon_running());
+}
+
+// One reply per request line however long it is: a 2 MB line, sent through
+// the real socket in whatever pieces the kernel makes of it, gets one error,
+// and the next request on the same connection is answered.
+TEST_F(ControlTest, AHugeLineGetsOneReplyAndTheConnectionGoesOn) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock().c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string stream = std::string(2 * 1024 * 1024, 'x') + "\n{\"cmd\": \"health\", \"id\": 7}\n";
+  std::string replies;
+  size_t sent = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // Send and read at once, so neither side's buffer can stall the other; then
+  // wait a little for any reply beyond the two expected.
+  auto quiet_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, static_cast<short>(POLLIN | (sent < stream.size() ? POLLOUT : 0)), 0};
+    if (poll(&p, 1, 100) < 0) break;
+    if ((p.revents & POLLOUT) && sent < stream.size()) {
+      const ssize_t n = send(fd, stream.data() + sent, std::min<size_t>(stream.size() - sent, 65536), MSG_NOSIGNAL);
+      ASSERT_GT(n, 0);
+      sent += static_cast<size_t>(n);
+    }
+    if (p.revents & POLLIN) {
+      char buf[4096];
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      replies.append(buf, static_cast<size_t>(n));
+      quiet_since = std::chrono::steady_clock::now();
+    }
+    const size_t lines = static_cast<size_t>(std::count(replies.begin(), replies.end(), '\n'));
+    if (sent == stream.size() && lines >= 2 &&
+        std::chrono::steady_clock::now() - quiet_since > std::chrono::milliseconds(500))
+      break;
+  }
+  close(fd);
+  ASSERT_EQ(sent, stream.size());
+  std::vector<json> got;
+  for (size_t start = 0, end; (end = replies.find('\n', start)) != std::string::npos; start = end + 1)
+    got.push_back(json::parse(replies.substr(start, end - start), nullptr, false));
+  ASSERT_EQ(got.size(), 2u) << replies.substr(0, 500);
+  EXPECT_EQ(got[0]["ok"], false);
+  EXPECT_EQ(got[0]["error"], "request longer than 64 KiB");
+  EXPECT_EQ(got[1]["ok"], true) << got[1].dump();
+  EXPECT_EQ(got[1]["id"], 7);
+  EXPECT_TRUE(fx.daemon_running());
+}
+
+// Every field of every reply a running daemon gives is named in
+// docs/control-protocol.md: the result's own keys in its command's row, a
+// job's keys on the JOB line, a link's on the LINK description.
+TEST_F(ControlTest, EveryReplyFieldIsDocumented) {
+  const char* root = std::getenv("PSGATE_SOURCE_ROOT");
+  if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
+  std::ifstream in(std::string(root) + "/docs/control-protocol.md");
+  ASSERT_TRUE(in);
+  std::map<std::string, std::string> rows;  // command -> its table row
+  std::string job_line, line;
+  while (std::getline(in, line)) {
+    if (line.rfind("| `", 0) == 0) rows[line.substr(3, line.find('`', 3) - 3)] = line;
+    if (line.rfind("JOB = ", 0) == 0) job_line = line;
+  }
+  auto result_of = [&](const std::string& request) {
+    const json r = json::parse(socket_request(sock(), request + "\n"), nullptr, false);
+    EXPECT_TRUE(!r.is_discarded() && r["ok"] == true) << request << " -> " << r.dump();
+    return r.is_discarded() ? json::object() : r.value("result", json::object());
+  };
+  auto expect_documented = [](const json& obj, const std::string& where, const std::string& text) {
+    ASSERT_TRUE(obj.is_object()) << where;
+    for (const auto& [key, value] : obj.items())
+      EXPECT_NE(text.find("\"" + key + "\""), std::string::npos)
+          << where << ": reply field \"" << key << "\" is not in docs/control-protocol.md";
+  };
+  const std::pair<const char*, const char*> commands[] = {
+      {"health", R"({"cmd": "health"})"},
+      {"jobs.list", R"({"cmd": "jobs.list"})"},
+      {"rank", R"({"cmd": "rank", "job": 1, "rank": 0})"},
+      {"class.set", R"({"cmd": "class.set", "port": "wire", "class": 1})"},
+      {"shaper.set", R"({"cmd": "shaper.set", "port": "wire", "rate": null})"},
+      {"progress", R"({"cmd": "progress", "job": 1, "fraction": 0.5})"},
+      {"policy", R"({"cmd": "policy"})"},
+      {"stats", R"({"cmd": "stats"})"},
+      {"config", R"({"cmd": "config"})"},
+  };
+  for (const auto& [cmd, request] : commands) {
+    ASSERT_TRUE(rows.count(cmd)) << cmd;
+    const json result = result_of(request);
+    expect_documented(result, cmd, rows[cmd]);
+    if (std::string(cmd) == "health") expect_documented(result["links"]["wire"], "health.links.wire", rows[cmd]);
+  }
+  ASSERT_FALSE(job_line.empty());
+  const json jobs = result_of(R"({"cmd": "jobs.list"})")["jobs"];
+  ASSERT_FALSE(jobs.empty());
+  expect_documented(jobs[0], "JOB", job_line);
+  expect_documented(jobs[0]["progress"], "JOB.progress", job_line);
 }
 
 TEST_F(ControlTest, ManyClientsAtOnceAndIdleOrHalfFinishedClientsBlockNobody) {
@@ -235,7 +356,8 @@ TEST_F(ControlTest, ManyClientsAtOnceAndIdleOrHalfFinishedClientsBlockNobody) {
       for (int i = 0; i < 20; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         const json r = json::parse(socket_request(sock(), "{\"cmd\": \"health\"}\n", 10000), nullptr, false);
-        const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        const long ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
         long prev = slowest_ms.load();
         while (ms > prev && !slowest_ms.compare_exchange_weak(prev, ms)) {
         }

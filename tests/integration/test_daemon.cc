@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Integration tests through the real psgate daemon on net_pcap virtual
 // devices: what a user would see feeding it captures. Each test runs with one
 // data lcore (run-to-completion) and with two (RX lcore -> rings -> scheduler
@@ -24,9 +25,9 @@ struct ConfigOptions {
   std::string data_lcores = "[1]";
   std::string wire_device_extra = "";  // appended to the wire device args
   std::string host_device_extra = "";
-  std::string wire_shaper = "";        // TOML body of [shaper.wire], empty = none
-  std::string classes_extra = "";      // extra lines under [classes] and class tables
-  std::string jobs = "";               // [[jobs]] tables
+  std::string wire_shaper = "";    // TOML body of [shaper.wire], empty = none
+  std::string classes_extra = "";  // extra lines under [classes] and class tables
+  std::string jobs = "";           // [[jobs]] tables
   std::string dataplane_extra = "";
 };
 
@@ -63,22 +64,10 @@ match = ["src=10.0.0.5/32,sport=2223,proto=tcp", "dst=10.0.0.5/32,dport=2223,pro
 )";
 
 pkt::PacketSpec from_ps(uint16_t sport, uint16_t ip_id, size_t payload = 1000) {
-  pkt::PacketSpec s;
-  s.src4 = {10, 0, 0, 5};
-  s.dst4 = {10, 0, 1, 10};
-  s.proto = pkt::kTcp;
-  s.sport = sport;
-  s.dport = 40000;
-  s.ip_id = ip_id;
-  s.payload_len = payload;
-  return s;
+  return pkt::from_ps(sport, ip_id, payload);
 }
-
 pkt::PacketSpec to_ps(uint16_t dport, uint16_t ip_id, size_t payload = 200) {
-  pkt::PacketSpec s = from_ps(40000, ip_id, payload);
-  std::swap(s.src4, s.dst4);
-  s.dport = dport;
-  return s;
+  return pkt::to_ps(dport, ip_id, payload);
 }
 
 // What the tests read back from a transmitted IPv4 frame.
@@ -343,7 +332,8 @@ TEST(DaemonConfig, BadConfigsExitWithStatus2AndNameTheKey) {
   } cases[] = {
       {"bad-rate.toml", make_config({.wire_shaper = "rate = \"1Gbps/s\"\nburst = \"64KiB\""}), "shaper.wire.rate"},
       {"unknown-key.toml", make_config({}) + "\n[lcores2]\nx = 1\n", "lcores2"},
-      {"bad-rule.toml", make_config({.jobs = "[[jobs]]\nid = 1\nmatch = [\"src=10.0.0.300/32\"]\n"}), "jobs[0].match[0]"},
+      {"bad-rule.toml", make_config({.jobs = "[[jobs]]\nid = 1\nmatch = [\"src=10.0.0.300/32\"]\n"}),
+       "jobs[0].match[0]"},
   };
   for (const Case& c : cases) {
     fx.write_file(c.name, c.text);

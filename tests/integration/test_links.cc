@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Dying peers and links, through the real daemon (issue 10): a memif peer
 // SIGKILLed and restarted twenty times at full rate, an af_packet veth
 // deleted under psgate and created again, SIGHUP, and lcores that do not
@@ -21,8 +22,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,38 +65,6 @@ json request(const DaemonFixture& fx, const std::string& cmd) {
   return j.is_object() && j.value("ok", false) ? j["result"] : json(nullptr);
 }
 
-// A child process killed with SIGKILL when the test process dies too.
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::string& out_path) {
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(125);
-      const int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  Child(const Child&) = delete;
-  ~Child() { kill_now(); }
-  void kill_now() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
 std::string eal_line(const DaemonFixture& fx, const std::string& name) {
   return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=psgate-" + name + "-" +
          std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6) + "\", \"--log-level=3\"]\n";
@@ -128,9 +97,10 @@ TEST(Links, MemifPeerKilledAndRestartedTwentyTimes) {
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   DaemonFixture fx;
   const std::string wire_sock = fx.path("wire.sock"), host_sock = fx.path("host.sock");
-  fx.write_file("psgate.toml", eal_line(fx, "memif") + "[ports.wire]\ndevice = \"net_memif0,role=server,socket=" +
-                                   wire_sock + "\"\n[ports.host]\ndevice = \"net_memif1,role=server,socket=" +
-                                   host_sock + "\"\n[lcores]\nmain = 0\ndata = [1]\n" + common_tail());
+  fx.write_file("psgate.toml", eal_line(fx, "memif") +
+                                   "[ports.wire]\ndevice = \"net_memif0,role=server,socket=" + wire_sock +
+                                   "\"\n[ports.host]\ndevice = \"net_memif1,role=server,socket=" + host_sock +
+                                   "\"\n[lcores]\nmain = 0\ndata = [1]\n" + common_tail());
   fx.write_file("gen.toml", R"([generator]
 duration = "600s"
 drain = "0s"
@@ -155,10 +125,11 @@ rate = "max"
     // The generator shares CPU 0 with psgate's sleeping main lcore; psgate's
     // data lcore has CPU 1.
     const std::string prefix = "psgate-linkgen-" + std::to_string(getpid()) + "-" + std::to_string(round);
-    Child g({gen, "--profile", fx.path("gen.toml"), "--", "--no-huge", "-m", "256", "--no-pci", "--file-prefix=" + prefix,
-             "--log-level=3", "--lcores=0@0,1@0", "--vdev=net_memif0,role=client,socket=" + host_sock,
-             "--vdev=net_memif1,role=client,socket=" + wire_sock},
-            fx.path("gen.out"));
+    ChildProcess g(
+        {gen, "--profile", fx.path("gen.toml"), "--", "--no-huge", "-m", "256", "--no-pci", "--file-prefix=" + prefix,
+         "--log-level=3", "--lcores=0@0,1@0", "--vdev=net_memif0,role=client,socket=" + host_sock,
+         "--vdev=net_memif1,role=client,socket=" + wire_sock},
+        fx.path("gen.out"));
     // Both directions carry traffic again, and health is ok.
     json stats;
     const bool flowing = eventually(20, [&] {
@@ -167,8 +138,8 @@ rate = "max"
              port_counter(stats, "host", "rx_packets") > last_host_rx + 1000;
     });
     ASSERT_TRUE(fx.daemon_running()) << fx.stop_daemon().output;
-    ASSERT_TRUE(flowing) << "no traffic after restart; psgate-gen:\n" << slurp(fx.path("gen.out"))
-                         << "\npsgate stats: " << stats.dump();
+    ASSERT_TRUE(flowing) << "no traffic after restart; psgate-gen:\n"
+                         << slurp(fx.path("gen.out")) << "\npsgate stats: " << stats.dump();
     const json up = request(fx, "health");
     EXPECT_EQ(up["status"], "ok") << up.dump();
     // Mid-traffic, at full rate.
@@ -295,7 +266,8 @@ TEST(Links, AfPacketVethDeletedAndRecreated) {
   fx.write_file("psgate.toml", eal_line(fx, "afp") +
                                    "[ports.wire]\ndevice = \"net_af_packet0,iface=pw0\"\n"
                                    "[ports.host]\ndevice = \"net_af_packet1,iface=ph0\"\n"
-                                   "[lcores]\nmain = 0\ndata = [1]\n" + common_tail());
+                                   "[lcores]\nmain = 0\ndata = [1]\n" +
+                                   common_tail());
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   EXPECT_EQ(request(fx, "health")["status"], "ok");
@@ -360,7 +332,8 @@ std::string pcap_config(const DaemonFixture& fx, const std::string& lcores) {
   return eal_line(fx, "sig") +
          "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=wire-in.pcap\"\n"
          "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap,tx_pcap=host-out.pcap\"\n"
-         "[lcores]\n" + lcores + "\n" + common_tail();
+         "[lcores]\n" +
+         lcores + "\n" + common_tail();
 }
 
 TEST(Links, SighupDrainsCountsAndExitsZero) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Ingress policing through the real daemon on net_pcap, with one data lcore
 // and with two: a job whose policer admits a known number of packets, next
 // to a job that overflows its class queue behind a shaper, unclassified
@@ -28,14 +29,16 @@ std::string config(const std::string& data_lcores) {
   static int counter = 0;
   const std::string prefix = "psgate-police-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
   return R"([eal]
-args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=)" + prefix + R"(", "--log-level=3"]
+args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=)" +
+         prefix + R"(", "--log-level=3"]
 [ports.wire]
 device = "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap"
 [ports.host]
 device = "net_pcap1,rx_pcap=host-in.pcap,tx_pcap=host-out.pcap"
 [lcores]
 main = 0
-data = )" + data_lcores + R"(
+data = )" +
+         data_lcores + R"(
 [shaper.wire]
 rate = "2Mbit/s"
 burst = "2000B"
@@ -69,29 +72,11 @@ match = ["src=10.0.0.5/32,sport=2223,proto=tcp"]
 
 // From the PS (host -> wire, "pull"): 1054-byte frames.
 std::vector<uint8_t> from_ps(uint16_t sport, uint16_t ip_id) {
-  pkt::PacketSpec s;
-  s.src4 = {10, 0, 0, 5};
-  s.dst4 = {10, 0, 1, 10};
-  s.proto = pkt::kTcp;
-  s.sport = sport;
-  s.dport = 40000;
-  s.ip_id = ip_id;
-  s.payload_len = 1000;
-  return pkt::build_packet(s);
+  return pkt::build_packet(pkt::from_ps(sport, ip_id, 1000));
 }
 
 // To the PS (wire -> host), of no job: the default class, 1024 deep.
-std::vector<uint8_t> to_ps(uint16_t dport, uint16_t ip_id) {
-  pkt::PacketSpec s;
-  s.src4 = {10, 0, 1, 10};
-  s.dst4 = {10, 0, 0, 5};
-  s.proto = pkt::kTcp;
-  s.sport = 40000;
-  s.dport = dport;
-  s.ip_id = ip_id;
-  s.payload_len = 200;
-  return pkt::build_packet(s);
-}
+std::vector<uint8_t> to_ps(uint16_t dport, uint16_t ip_id) { return pkt::build_packet(pkt::to_ps(dport, ip_id, 200)); }
 
 uint64_t stat(const nlohmann::json& j, const std::string& pointer) {
   return j.at(nlohmann::json::json_pointer(pointer)).get<uint64_t>();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PortScheduler with a hand-ticked clock: ordering, limits, rates, live
 // changes, and a randomized comparison against a naive reference scheduler
 // that scans every class for every packet (the contract, written plainly).
@@ -24,7 +25,7 @@ struct Pkt {
 using Sched = PortScheduler<Pkt>;
 using Out = ScheduledItem<Pkt>;
 
-constexpr uint64_t kHz = 1'000'000'000;  // 1 tick = 1 ns
+constexpr uint64_t kHz = 1'000'000'000;    // 1 tick = 1 ns
 constexpr uint64_t kMbit = 1'000'000 / 8;  // bytes per second in 1 Mbit/s
 
 PortSchedConfig config(unsigned classes, uint32_t depth, uint64_t shaper = 0, uint64_t shaper_burst = 0,
@@ -188,11 +189,7 @@ TEST(ClassScheduler, UnshapedDequeuesEverythingUpToMax) {
     std::vector<unsigned> expect;  // successive dequeue results
   };
   const Case cases[] = {
-      {100, 32, {32, 32, 32, 4, 0}},
-      {32, 32, {32, 0}},
-      {5, 1, {1, 1, 1, 1, 1, 0}},
-      {10, 0, {0, 0}},
-      {0, 32, {0}},
+      {100, 32, {32, 32, 32, 4, 0}}, {32, 32, {32, 0}}, {5, 1, {1, 1, 1, 1, 1, 0}}, {10, 0, {0, 0}}, {0, 32, {0}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("items " + std::to_string(c.items) + " max " + std::to_string(c.max));
@@ -240,7 +237,7 @@ TEST(ClassScheduler, SixtyFourClasses) {
 // Caps: the capped class gets its cap, the rest goes to lower classes.
 struct CapCase {
   const char* name;
-  uint64_t shaper;  // bytes/s, 0: unshaped
+  uint64_t shaper;             // bytes/s, 0: unshaped
   std::vector<uint64_t> caps;  // per class, 0: none; every class saturated
   std::vector<uint32_t> lens;
   uint32_t overhead;
@@ -264,8 +261,7 @@ TEST_P(ClassSchedulerCap, CappedClassGetsCapRestFlowsDown) {
   const uint64_t seconds = 10;
   const std::vector<uint64_t> bytes = sim.run(seconds * kHz, 100'000);  // gaps up to 100 us
 
-  const unsigned first_uncapped =
-      static_cast<unsigned>(std::find(c.caps.begin(), c.caps.end(), 0) - c.caps.begin());
+  const unsigned first_uncapped = static_cast<unsigned>(std::find(c.caps.begin(), c.caps.end(), 0) - c.caps.begin());
   ASSERT_LT(first_uncapped, n);
   // Capped classes above the first uncapped one get exactly their cap...
   uint64_t capped_total = 0;
@@ -290,13 +286,12 @@ TEST_P(ClassSchedulerCap, CappedClassGetsCapRestFlowsDown) {
 
 INSTANTIATE_TEST_SUITE_P(
     ClassScheduler, ClassSchedulerCap,
-    ::testing::Values(
-        CapCase{"top_capped", 100 * kMbit, {20 * kMbit, 0}, {1000, 1000}, 24},
-        CapCase{"two_capped", 100 * kMbit, {10 * kMbit, 30 * kMbit, 0, 0}, {1500, 64, 800, 9000}, 20},
-        CapCase{"capped_below_uncapped", 100 * kMbit, {10 * kMbit, 0, 30 * kMbit}, {1500, 800, 64}, 20},
-        CapCase{"small_packets", 50 * kMbit, {5 * kMbit, 0, 0}, {64, 64, 64}, 24},
-        CapCase{"no_overhead", 40 * kMbit, {20 * kMbit, 10 * kMbit, 0}, {1500, 300, 1500}, 0},
-        CapCase{"unshaped", 0, {30 * kMbit, 0}, {1500, 1500}, 24}),
+    ::testing::Values(CapCase{"top_capped", 100 * kMbit, {20 * kMbit, 0}, {1000, 1000}, 24},
+                      CapCase{"two_capped", 100 * kMbit, {10 * kMbit, 30 * kMbit, 0, 0}, {1500, 64, 800, 9000}, 20},
+                      CapCase{"capped_below_uncapped", 100 * kMbit, {10 * kMbit, 0, 30 * kMbit}, {1500, 800, 64}, 20},
+                      CapCase{"small_packets", 50 * kMbit, {5 * kMbit, 0, 0}, {64, 64, 64}, 24},
+                      CapCase{"no_overhead", 40 * kMbit, {20 * kMbit, 10 * kMbit, 0}, {1500, 300, 1500}, 0},
+                      CapCase{"unshaped", 0, {30 * kMbit, 0}, {1500, 1500}, 24}),
     [](const ::testing::TestParamInfo<CapCase>& i) { return std::string(i.param.name); });
 
 struct ShaperCase {
@@ -328,15 +323,14 @@ TEST_P(ClassSchedulerShaper, TotalRateIsShaperRateWithOverhead) {
   EXPECT_EQ(bytes[0], total);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ClassScheduler, ClassSchedulerShaper,
-    ::testing::Values(ShaperCase{"mbit10_64B", 10 * kMbit, kHz, {64, 64}, 24},
-                      ShaperCase{"mbit100_1500B", 100 * kMbit, kHz, {1500, 64}, 24},
-                      ShaperCase{"mbit100_9000B_tsc", 100 * kMbit, 2'600'000'000, {9000}, 24},
-                      ShaperCase{"gbit1_1500B_tsc", 1000 * kMbit, 2'600'000'000, {1500, 1500}, 20},
-                      ShaperCase{"gbit1_no_overhead", 1000 * kMbit, kHz, {1000}, 0},
-                      ShaperCase{"odd_rate_big_overhead", 12'345'678, kHz, {333, 1}, 200}),
-    [](const ::testing::TestParamInfo<ShaperCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(ClassScheduler, ClassSchedulerShaper,
+                         ::testing::Values(ShaperCase{"mbit10_64B", 10 * kMbit, kHz, {64, 64}, 24},
+                                           ShaperCase{"mbit100_1500B", 100 * kMbit, kHz, {1500, 64}, 24},
+                                           ShaperCase{"mbit100_9000B_tsc", 100 * kMbit, 2'600'000'000, {9000}, 24},
+                                           ShaperCase{"gbit1_1500B_tsc", 1000 * kMbit, 2'600'000'000, {1500, 1500}, 20},
+                                           ShaperCase{"gbit1_no_overhead", 1000 * kMbit, kHz, {1000}, 0},
+                                           ShaperCase{"odd_rate_big_overhead", 12'345'678, kHz, {333, 1}, 200}),
+                         [](const ::testing::TestParamInfo<ShaperCase>& i) { return std::string(i.param.name); });
 
 TEST(ClassScheduler, ShaperMixedLengthsAndOverhead) {
   // Random lengths per packet: the shaper charges len + overhead for each.
@@ -390,8 +384,7 @@ TEST_P(ClassSchedulerFloor, FloorServedUnderSaturatingHigherLoad) {
   const std::vector<uint64_t> bytes = sim.run(seconds * kHz, 100'000);
   uint64_t total = 0;
   for (uint64_t b : bytes) total += b;
-  EXPECT_NEAR(pct_err(static_cast<double>(total), static_cast<double>(c.shaper * seconds + c.shaper / 100)),
-              0, 0.001);
+  EXPECT_NEAR(pct_err(static_cast<double>(total), static_cast<double>(c.shaper * seconds + c.shaper / 100)), 0, 0.001);
   for (unsigned k = 1; k < n; ++k) {
     // Class 0 is saturated and uncapped, so lower classes get exactly their
     // floor (or their cap when it is below the floor), nothing more.
@@ -437,7 +430,7 @@ TEST(ClassScheduler, PriorityHeadroomLetsAHigherClassPreempt) {
     uint32_t seq = 0;
     uint64_t sent_bytes = 0;
     uint64_t waits = 0, tries = 0;
-    constexpr uint64_t kStep = 997;  // ns; not a divisor of the packet time
+    constexpr uint64_t kStep = 997;                      // ns; not a divisor of the packet time
     for (uint64_t t = 0; t < 200'000'000; t += kStep) {  // 0.2 s
       now = t;
       while (s.depth(3) < 64 && s.enqueue(3, Pkt{3, seq}, 1500)) ++seq;
@@ -622,9 +615,8 @@ TEST(ClassScheduler, FlushReturnsEveryItemOnce) {
   unsigned taken = s.dequeue(0, out, 4);
   for (unsigned i = 0; i < taken; ++i) accepted.erase(out[i].item.seq);
   std::map<uint32_t, unsigned> flushed;
-  s.flush([&](const Pkt& p, unsigned cls) {
-    EXPECT_TRUE(flushed.emplace(p.seq, cls).second) << "duplicate " << p.seq;
-  });
+  s.flush(
+      [&](const Pkt& p, unsigned cls) { EXPECT_TRUE(flushed.emplace(p.seq, cls).second) << "duplicate " << p.seq; });
   EXPECT_EQ(flushed, accepted);
   EXPECT_TRUE(s.empty());
   for (unsigned c = 0; c < 5; ++c) {
@@ -649,8 +641,10 @@ TEST(ClassScheduler, FlushReturnsEveryItemOnce) {
 class RefScheduler {
  public:
   RefScheduler(const PortSchedConfig& cfg, uint64_t now)
-      : overhead_(cfg.overhead_bytes), headroom_(cfg.priority_headroom_bytes),
-        headroom_permille_(cfg.priority_headroom_permille), shaper_burst_(cfg.shaper_burst_bytes),
+      : overhead_(cfg.overhead_bytes),
+        headroom_(cfg.priority_headroom_bytes),
+        headroom_permille_(cfg.priority_headroom_permille),
+        shaper_burst_(cfg.shaper_burst_bytes),
         hz_(cfg.tick_hz) {
     cls_.resize(cfg.classes.size());
     for (unsigned c = 0; c < cls_.size(); ++c) {
@@ -698,8 +692,7 @@ class RefScheduler {
         // Reserve: chosen steps of headroom (a fixed size, else a share of the
         // current burst), at most 3/4 of the burst.
         const uint64_t step = headroom_ ? headroom_ : shaper_burst_ * headroom_permille_ / 1000;
-        const uint64_t keep =
-            via_floor ? 0 : std::min<uint64_t>(step * chosen, shaper_burst_ - shaper_burst_ / 4);
+        const uint64_t keep = via_floor ? 0 : std::min<uint64_t>(step * chosen, shaper_burst_ - shaper_burst_ / 4);
         if (!shaper_.conforms(static_cast<uint32_t>(charge + keep))) break;
         shaper_.consume(charge);
       }
@@ -719,9 +712,7 @@ class RefScheduler {
     shaper_burst_ = b;
     set(shaper_, shaped_, r, b, now);
   }
-  void set_class_cap(unsigned c, uint64_t r, uint64_t b, uint64_t now) {
-    set(cls_[c].cap, cls_[c].has_cap, r, b, now);
-  }
+  void set_class_cap(unsigned c, uint64_t r, uint64_t b, uint64_t now) { set(cls_[c].cap, cls_[c].has_cap, r, b, now); }
   void set_class_floor(unsigned c, uint64_t r, uint64_t b, uint64_t now) {
     set(cls_[c].floor, cls_[c].has_floor, r, b, now);
   }
@@ -824,7 +815,8 @@ TEST(ClassScheduler, RandomizedAgainstReferenceAndConservation) {
       const unsigned kind = rng() % 100;
       if (kind < 55) {
         const unsigned c = static_cast<unsigned>(rng() % (n + (n < 64 ? 1 : 0)));  // sometimes out of range
-        const uint32_t len = rng() % 8 == 0 ? static_cast<uint32_t>(pick(1, 63)) : static_cast<uint32_t>(pick(64, 9000));
+        const uint32_t len =
+            rng() % 8 == 0 ? static_cast<uint32_t>(pick(1, 63)) : static_cast<uint32_t>(pick(64, 9000));
         const Pkt p{static_cast<uint32_t>(rng() % 7), static_cast<uint32_t>(seen.size())};
         const bool ok = s.enqueue(c, p, len);
         ASSERT_EQ(ok, ref.enqueue(c, p, len)) << "op " << op;
@@ -887,7 +879,8 @@ TEST(ClassScheduler, RandomizedAgainstReferenceAndConservation) {
     });
     EXPECT_TRUE(s.empty());
     for (size_t i = 0; i < seen.size(); ++i) {
-      ASSERT_EQ(seen[i], accepted[i]) << "seq " << i << (accepted[i] ? " lost or duplicated" : " rejected but delivered");
+      ASSERT_EQ(seen[i], accepted[i]) << "seq " << i
+                                      << (accepted[i] ? " lost or duplicated" : " rejected but delivered");
     }
   }
   // The random mix must have exercised both paths.

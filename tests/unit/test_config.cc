@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // parse_config: a full config maps to the right fields, defaults match
 // ConfigSpec, and every bad input gives ONE line naming the key to fix.
 #include <gtest/gtest.h>
@@ -105,8 +106,7 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   ASSERT_TRUE(r.ok()) << r.error();
   const ConfigSpec& c = *r;
   EXPECT_EQ(c.source, "full.toml");
-  EXPECT_EQ(c.eal_args, (std::vector<std::string>{"--no-huge", "-m", "512", "--no-pci",
-                                                  "--file-prefix=psgate-demo"}));
+  EXPECT_EQ(c.eal_args, (std::vector<std::string>{"--no-huge", "-m", "512", "--no-pci", "--file-prefix=psgate-demo"}));
   EXPECT_EQ(c.wire.device, "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap");
   EXPECT_EQ(c.wire.rx_desc, 512u);
   EXPECT_EQ(c.wire.tx_desc, 2048u);
@@ -224,11 +224,13 @@ TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
 
 // headroom is a share of the burst ("12.5%") or a fixed size, never both.
 TEST(ConfigParse, HeadroomShareOrSize) {
-  const auto share = parse_config(doc("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"12.5%\""), "s.toml");
+  const auto share =
+      parse_config(doc("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"12.5%\""), "s.toml");
   ASSERT_TRUE(share.ok()) << share.error();
   EXPECT_EQ(share->wire.headroom_permille, 125u);
   EXPECT_EQ(share->wire.headroom_bytes, 0u);
-  const auto off = parse_config(doc("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"0B\""), "o.toml");
+  const auto off =
+      parse_config(doc("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"0B\""), "o.toml");
   ASSERT_TRUE(off.ok()) << off.error();
   EXPECT_EQ(off->wire.headroom_permille, 0u) << "\"0B\" turns the headroom off";
   EXPECT_EQ(off->wire.headroom_bytes, 0u);
@@ -243,8 +245,8 @@ TEST(ConfigParse, ClassCountMovesTheDefaultClass) {
 }
 
 struct BadCase {
-  std::string text;   // whole document
-  const char* path;   // key the error must name
+  std::string text;     // whole document
+  const char* path;     // key the error must name
   const char* problem;  // phrase the error must contain
 };
 
@@ -261,9 +263,7 @@ void expect_error(const BadCase& c) {
 std::vector<BadCase> bad_cases() {
   auto d = [](const std::string& extra) { return doc(extra); };
   const std::string ports_host = "\n[ports.host]\ndevice = \"h\"\n";
-  auto wire = [&](const std::string& keys) {
-    return "[ports.wire]\n" + keys + "\n" + ports_host + kLcores;
-  };
+  auto wire = [&](const std::string& keys) { return "[ports.wire]\n" + keys + "\n" + ports_host + kLcores; };
   auto lcores = [&](const std::string& keys) { return kPorts + "\n[lcores]\n" + keys + "\n"; };
   const std::string job = "[[jobs]]\nid = 1\nmatch = [\"proto=tcp\"]\n";
   return {
@@ -290,10 +290,8 @@ std::vector<BadCase> bad_cases() {
       {wire("device = \"w\"\nrx_desc = 32"), "ports.wire.rx_desc", "32 is out of range 64..16384"},
       {wire("device = \"w\"\ntx_desc = 32768"), "ports.wire.tx_desc", "out of range 64..16384"},
       {wire("device = \"w\"\ntx_desc = -1024"), "ports.wire.tx_desc", "out of range"},
-      {wire("device = \"w\"\nrx_desc = \"1024\""), "ports.wire.rx_desc",
-       "expected an integer, got string \"1024\""},
-      {wire("device = \"w\"\nrxdesc = 1024"), "ports.wire.rxdesc",
-       "unknown key (did you mean \"rx_desc\"?)"},
+      {wire("device = \"w\"\nrx_desc = \"1024\""), "ports.wire.rx_desc", "expected an integer, got string \"1024\""},
+      {wire("device = \"w\"\nrxdesc = 1024"), "ports.wire.rxdesc", "unknown key (did you mean \"rx_desc\"?)"},
       {wire("device = \"w\"\n[ports.mgmt]\ndevice = \"m\""), "ports.mgmt", "unknown key"},
       {wire("device = \"w\"\nmtu = 67"), "ports.wire.mtu", "67 is out of range 68..65505"},
       {wire("device = \"w\"\nmtu = 65506"), "ports.wire.mtu", "out of range 68..65505"},
@@ -318,26 +316,22 @@ std::vector<BadCase> bad_cases() {
        "\"1Gbps/s\" is not a rate (expected e.g. \"9.5Gbit/s\")"},
       {d("[shaper.wire]\nrate = 1000000000\nburst = \"64KiB\""), "shaper.wire.rate",
        "expected a string with a unit like \"9.5Gbit/s\", got integer 1000000000"},
-      {d("[shaper.wire]\nrate = \"0bit/s\"\nburst = \"64KiB\""), "shaper.wire.rate",
-       "at least 8bit/s"},
+      {d("[shaper.wire]\nrate = \"0bit/s\"\nburst = \"64KiB\""), "shaper.wire.rate", "at least 8bit/s"},
       {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"63B\""), "shaper.wire.burst",
        "63 bytes is out of range 64B..512MiB"},
-      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1GiB\""), "shaper.wire.burst",
-       "out of range"},
-      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64Kib\""), "shaper.wire.burst",
-       "unknown unit"},
-      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = \"65B\""),
-       "shaper.host.overhead", "65 bytes is more than 64B"},
-      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"65537B\""),
-       "shaper.host.headroom", "65537 bytes is more than 64KiB"},
-      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"101%\""),
-       "shaper.host.headroom", "at most 100%"},
-      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"25\""),
-       "shaper.host.headroom", "missing unit"},
-      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = 24"),
-       "shaper.host.overhead", "expected a string with a unit"},
-      {d("[shaper.wire]\nrat = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.wire.rat",
-       "did you mean \"rate\"?"},
+      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1GiB\""), "shaper.wire.burst", "out of range"},
+      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64Kib\""), "shaper.wire.burst", "unknown unit"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = \"65B\""), "shaper.host.overhead",
+       "65 bytes is more than 64B"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"65537B\""), "shaper.host.headroom",
+       "65537 bytes is more than 64KiB"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"101%\""), "shaper.host.headroom",
+       "at most 100%"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"25\""), "shaper.host.headroom",
+       "missing unit"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\noverhead = 24"), "shaper.host.overhead",
+       "expected a string with a unit"},
+      {d("[shaper.wire]\nrat = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.wire.rat", "did you mean \"rate\"?"},
       {d("[shaper.mgmt]\nrate = \"1Gbit/s\"\nburst = \"64KiB\""), "shaper.mgmt", "unknown key"},
       {d("[shaper]\nwire = \"1Gbit/s\""), "shaper.wire", "expected a table"},
       // [classes]
@@ -350,10 +344,8 @@ std::vector<BadCase> bad_cases() {
       {d("[classes]\ncount = 4\ndefault = 4"), "classes.default", "out of range 1..3"},
       {d("[classes]\ndepth = 0"), "classes.depth", "out of range 1..65536"},
       {d("[classes]\ndepth = 65537"), "classes.depth", "out of range"},
-      {d("[classes]\necn_threshold = 1024"), "classes.ecn_threshold",
-       "ecn_threshold 1024 must be below depth 1024"},
-      {d("[classes]\necn_treshold = 10"), "classes.ecn_treshold",
-       "did you mean \"ecn_threshold\"?"},
+      {d("[classes]\necn_threshold = 1024"), "classes.ecn_threshold", "ecn_threshold 1024 must be below depth 1024"},
+      {d("[classes]\necn_treshold = 10"), "classes.ecn_treshold", "did you mean \"ecn_threshold\"?"},
       {d("[classes.8]\ndepth = 10"), "classes.8", "no such class: count = 8, so classes are 0..7"},
       {d("[classes]\ncount = 4\n[classes.4]\ndepth = 10"), "classes.4", "classes are 0..3"},
       {d("[classes.foo]\ndepth = 10"), "classes.foo", "unknown key"},
@@ -367,8 +359,7 @@ std::vector<BadCase> bad_cases() {
       {d("[classes.3]\ncap = \"1GB\""), "classes.3.cap", "is not a rate"},
       {d("[classes.3]\ncap = \"10Mbit/s\"\nfloor = \"20Mbit/s\""), "classes.3.floor",
        "floor 20000000 bit/s is above cap 10000000 bit/s"},
-      {d("[classes.3]\nfloor = \"20Mbit/s\"\nfloor_burst = \"8B\""), "classes.3.floor_burst",
-       "out of range"},
+      {d("[classes.3]\nfloor = \"20Mbit/s\"\nfloor_burst = \"8B\""), "classes.3.floor_burst", "out of range"},
       {d("[classes.3]\ndscp = 64"), "classes.3.dscp", "64 is out of range 0..63"},
       {d("[classes.3]\ndscp = -1"), "classes.3.dscp", "out of range 0..63"},
       {d("[classes.3]\ndepth = 256\necn_threshold = 300"), "classes.3.ecn_threshold",
@@ -399,8 +390,8 @@ std::vector<BadCase> bad_cases() {
       {d(job + "police_burst = \"64KiB\""), "jobs[0].police_burst", "given without police"},
       {d(job + "police = \"300Mbit\""), "jobs[0].police", "unknown unit \"Mbit\""},
       {d(job + "prio = 1"), "jobs[0].prio", "unknown key"},
-      {d(job + "[[jobs]]\nid = 2\nmatch = [\"proto=udp\"]\n[dataplane]\nmax_jobs = 1"),
-       "dataplane.max_jobs", "1 is fewer than the 2 [[jobs]] configured"},
+      {d(job + "[[jobs]]\nid = 2\nmatch = [\"proto=udp\"]\n[dataplane]\nmax_jobs = 1"), "dataplane.max_jobs",
+       "1 is fewer than the 2 [[jobs]] configured"},
       // [dataplane]
       {d("[dataplane]\nburst = 0"), "dataplane.burst", "0 is out of range 1..64"},
       {d("[dataplane]\nburst = 65"), "dataplane.burst", "out of range 1..64"},
@@ -452,11 +443,11 @@ TEST(ConfigParse, SyntaxErrorsGiveLineAndColumn) {
     int line;
   } cases[] = {
       {"[ports.wire\ndevice = \"a\"\n", 1},
-      {"\n\n[log]\nlevel = \"info\nx = 1\n", 4},  // unterminated string
+      {"\n\n[log]\nlevel = \"info\nx = 1\n", 4},            // unterminated string
       {"[log]\nlevel = \"info\"\nlevel = \"debug\"\n", 3},  // redefined key
-      {"[log]\n[log]\n", 2},                              // redefined table
-      {"x = \xff\xfe\n", 1},                              // not UTF-8
-      {"a = [1,\n", 1},  // toml++ reports the array start at EOF
+      {"[log]\n[log]\n", 2},                                // redefined table
+      {"x = \xff\xfe\n", 1},                                // not UTF-8
+      {"a = [1,\n", 1},                                     // toml++ reports the array start at EOF
   };
   for (const auto& c : cases) {
     const auto r = parse_config(c.text, "t.toml");
@@ -488,17 +479,13 @@ TEST(ConfigFile, LoadsAndUsesThePathInErrors) {
   ASSERT_GE(fd, 0);
   close(fd);
   const std::string path = tmpl;
-  {
-    std::ofstream(path) << kFull;
-  }
+  { std::ofstream(path) << kFull; }
   const auto good = load_config_file(path);
   EXPECT_TRUE(good.ok()) << good.error();
   if (good.ok()) {
     EXPECT_EQ(good->source, path);
   }
-  {
-    std::ofstream(path) << doc("[log]\nlevel = \"loud\"");
-  }
+  { std::ofstream(path) << doc("[log]\nlevel = \"loud\""); }
   const auto bad = load_config_file(path);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().rfind(path + ": log.level: ", 0), 0u) << bad.error();
@@ -529,16 +516,34 @@ TEST(ConfigClassForRank, Table) {
     unsigned want;
   } cases[] = {
       // count 8, default 7: job classes 1..6.
-      {8, 7, 0, 1}, {8, 7, 1, 2}, {8, 7, 5, 6}, {8, 7, 6, 6}, {8, 7, 4000000000u, 6},
+      {8, 7, 0, 1},
+      {8, 7, 1, 2},
+      {8, 7, 5, 6},
+      {8, 7, 6, 6},
+      {8, 7, 4000000000u, 6},
       // default in the middle is skipped: job classes 1, 2, 4, 5, 6, 7.
-      {8, 3, 0, 1}, {8, 3, 1, 2}, {8, 3, 2, 4}, {8, 3, 3, 5}, {8, 3, 5, 7}, {8, 3, 9, 7},
+      {8, 3, 0, 1},
+      {8, 3, 1, 2},
+      {8, 3, 2, 4},
+      {8, 3, 3, 5},
+      {8, 3, 5, 7},
+      {8, 3, 9, 7},
       // default first: job classes 2..7.
-      {8, 1, 0, 2}, {8, 1, 5, 7}, {8, 1, 6, 7},
+      {8, 1, 0, 2},
+      {8, 1, 5, 7},
+      {8, 1, 6, 7},
       // count 2: no job class left, everything shares the default.
-      {2, 1, 0, 1}, {2, 1, 7, 1},
+      {2, 1, 0, 1},
+      {2, 1, 7, 1},
       // count 3: one job class.
-      {3, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 0, 2}, {3, 1, 99, 2},
-      {64, 63, 0, 1}, {64, 63, 61, 62}, {64, 63, 62, 62}, {64, 10, 9, 11},
+      {3, 2, 0, 1},
+      {3, 2, 1, 1},
+      {3, 1, 0, 2},
+      {3, 1, 99, 2},
+      {64, 63, 0, 1},
+      {64, 63, 61, 62},
+      {64, 63, 62, 62},
+      {64, 10, 9, 11},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(class_for_rank(spec(c.count, c.def), c.rank), c.want)
@@ -558,9 +563,7 @@ TEST(ConfigClassForRank, MatchesReferenceForAllValidSpecs) {
         if (k != def) job_classes.push_back(k);
       }
       for (uint32_t rank = 0; rank < 70; ++rank) {
-        const unsigned want = job_classes.empty()
-                                  ? def
-                                  : job_classes[std::min<size_t>(rank, job_classes.size() - 1)];
+        const unsigned want = job_classes.empty() ? def : job_classes[std::min<size_t>(rank, job_classes.size() - 1)];
         ASSERT_EQ(class_for_rank(c, rank), want) << count << "/" << def << "/" << rank;
         ASSERT_NE(class_for_rank(c, rank), 0u);
       }

@@ -1,10 +1,15 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // parse_control_line / parse_control_request: every command with good
 // arguments (the typed result checked field by field), and every class of bad
 // input with the exact error an operator reads (each names the argument, or
 // quotes the registry's wording where the check moved from JobRegistry).
 // Requests are written as the lines a client sends, so integers go through the
 // same JSON parser as on the socket.
+#include "psgate/control_commands.h"
 #include "psgate/control_request.h"
+
+#include "psgate/request_lines.h"
+#include "psgate/text.h"
 
 #include <gtest/gtest.h>
 
@@ -61,12 +66,12 @@ struct Good {
 TEST(ControlRequest, GoodRequestsParseToTypedValues) {
   const std::vector<Good> cases = {
       {R"({"cmd":"health"})", kClasses, [](auto& r, auto& l) { as<HealthRequest>(r, l); }},
-      // The echoed "id" may be any JSON value where the command takes no job id.
+      // The echoed "id" may be any JSON value.
       {R"({"cmd":"health","id":"req-1"})", kClasses, [](auto& r, auto& l) { as<HealthRequest>(r, l); }},
       {R"({"cmd":"jobs.list"})", kClasses, [](auto& r, auto& l) { as<JobsListRequest>(r, l); }},
-      {R"({"cmd":"stats","extra":[1,2]})", kClasses, [](auto& r, auto& l) { as<StatsRequest>(r, l); }},
+      {R"({"cmd":"stats","id":[1,2]})", kClasses, [](auto& r, auto& l) { as<StatsRequest>(r, l); }},
       {"{\"cmd\":\"config\"}\n", kClasses, [](auto& r, auto& l) { as<ConfigRequest>(r, l); }},
-      {R"({"cmd":"jobs.add","id":7,"match":["dst=10.0.0.5/32,dport=2222,proto=tcp"]})", kClasses,
+      {R"({"cmd":"jobs.add","job":7,"match":["dst=10.0.0.5/32,dport=2222,proto=tcp"]})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<JobsAddRequest>(r, l);
          EXPECT_EQ(q.id, 7u);
@@ -76,7 +81,7 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_FALSE(q.rank);
          EXPECT_FALSE(q.police);
        }},
-      {R"({"cmd":"jobs.add","id":4294967295,"name":"resnet-a","rank":0,"police":"300Mbit/s",)"
+      {R"({"cmd":"jobs.add","job":4294967295,"name":"resnet-a","rank":0,"police":"300Mbit/s",)"
        R"("police_burst":"128KiB","match":["src=fd00::5/128,sport=2222-2230,proto=udp",""]})",
        kClasses,
        [](auto& r, auto& l) {
@@ -91,7 +96,7 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.police->rate_bps, 300'000'000u);
          EXPECT_EQ(q.police->burst_bytes, 128u * 1024);
        }},
-      {R"({"cmd":"jobs.add","id":1,"match":["proto=tcp"],"police":"1Gbit/s","name":""})", kClasses,
+      {R"({"cmd":"jobs.add","job":1,"match":["proto=tcp"],"police":"1Gbit/s","name":""})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<JobsAddRequest>(r, l);
          ASSERT_TRUE(q.police);
@@ -100,17 +105,19 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.name, "");
        }},
       // null police: no policer, and its burst is then ignored.
-      {R"({"cmd":"jobs.add","id":2,"match":["proto=udp"],"police":null,"police_burst":"1B"})", kClasses,
+      {R"({"cmd":"jobs.add","job":2,"match":["proto=udp"],"police":null,"police_burst":"1B"})", kClasses,
        [](auto& r, auto& l) { EXPECT_FALSE(as<JobsAddRequest>(r, l).police); }},
-      {R"({"cmd":"jobs.add","id":2,"match":["proto=udp"],"name":")" + std::string(64, 'n') + R"("})", kClasses,
+      {R"({"cmd":"jobs.add","job":2,"match":["proto=udp"],"name":")" + std::string(64, 'n') + R"("})", kClasses,
        [](auto& r, auto& l) { EXPECT_EQ(as<JobsAddRequest>(r, l).name.size(), 64u); }},
-      {R"({"cmd":"jobs.remove","id":3})", kClasses,
+      {R"({"cmd":"jobs.remove","job":3})", kClasses,
        [](auto& r, auto& l) { EXPECT_EQ(as<JobsRemoveRequest>(r, l).id, 3u); }},
       {R"({"cmd":"order","ids":[3,1,2]})", kClasses,
-       [](auto& r, auto& l) { EXPECT_EQ(as<OrderRequest>(r, l).ids, (std::vector<uint32_t>{3, 1, 2})); }},
+       [](auto& r, auto& l) {
+         EXPECT_EQ(as<OrderRequest>(r, l).ids, (std::vector<uint32_t>{3, 1, 2}));
+       }},
       {R"({"cmd":"order","ids":[]})", kClasses,
        [](auto& r, auto& l) { EXPECT_TRUE(as<OrderRequest>(r, l).ids.empty()); }},
-      {R"({"cmd":"rank","id":3,"rank":4294967295})", kClasses,
+      {R"({"cmd":"rank","job":3,"rank":4294967295})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<RankRequest>(r, l);
          EXPECT_EQ(q.id, 3u);
@@ -130,8 +137,7 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.ecn_threshold, std::optional<uint32_t>(64));
          EXPECT_EQ(q.dscp, set<uint8_t>(46));
        }},
-      {R"({"cmd":"class.set","port":"wire","class":0,"cap":null,"floor":null,"dscp":null,"ecn_threshold":0})",
-       kClasses,
+      {R"({"cmd":"class.set","port":"wire","class":0,"cap":null,"floor":null,"dscp":null,"ecn_threshold":0})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<ClassSetRequest>(r, l);
          EXPECT_EQ(q.port, 0u);
@@ -178,7 +184,7 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_FALSE(q.rate_bps);
          EXPECT_FALSE(q.burst_bytes);
        }},
-      {R"({"cmd":"progress","id":3,"fraction":0.25})", kClasses,
+      {R"({"cmd":"progress","job":3,"fraction":0.25})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<ProgressRequest>(r, l);
          EXPECT_EQ(q.id, 3u);
@@ -186,14 +192,14 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_FALSE(q.iteration);
          EXPECT_FALSE(q.batch);
        }},
-      {R"({"cmd":"progress","id":3,"fraction":1,"iteration":18446744073709551615,"batch":0})", kClasses,
+      {R"({"cmd":"progress","job":3,"fraction":1,"iteration":18446744073709551615,"batch":0})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<ProgressRequest>(r, l);
          EXPECT_EQ(q.fraction, std::optional<double>(1.0));
          EXPECT_EQ(q.iteration, std::optional<uint64_t>(UINT64_MAX));
          EXPECT_EQ(q.batch, std::optional<uint64_t>(0));
        }},
-      {R"({"cmd":"progress","id":3,"batch":12})", kClasses,
+      {R"({"cmd":"progress","job":3,"batch":12})", kClasses,
        [](auto& r, auto& l) { EXPECT_EQ(as<ProgressRequest>(r, l).batch, std::optional<uint64_t>(12)); }},
       {R"({"cmd":"policy"})", kClasses,
        [](auto& r, auto& l) {
@@ -234,9 +240,12 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
 
 TEST(ControlRequest, EveryPolicyNameParses) {
   const std::pair<const char*, PolicyKind> names[] = {
-      {"static", PolicyKind::kStatic},       {"fifo", PolicyKind::kFifo},
-      {"tensorlights-one", PolicyKind::kTensorLightsOne}, {"round-robin", PolicyKind::kRoundRobin},
-      {"progress", PolicyKind::kProgress},   {"batch", PolicyKind::kBatch},
+      {"static", PolicyKind::kStatic},
+      {"fifo", PolicyKind::kFifo},
+      {"tensorlights-one", PolicyKind::kTensorLightsOne},
+      {"round-robin", PolicyKind::kRoundRobin},
+      {"progress", PolicyKind::kProgress},
+      {"batch", PolicyKind::kBatch},
       {"shortest-first", PolicyKind::kShortestFirst},
   };
   for (const auto& [name, kind] : names) {
@@ -248,9 +257,8 @@ TEST(ControlRequest, EveryPolicyNameParses) {
 // A json built in C++ holds small integers as signed: they are job ids all the same.
 TEST(ControlRequest, SignedIntegersFromCxxJsonAreAccepted) {
   const json order = {{"cmd", "order"}, {"ids", {3, 1}}};
-  EXPECT_EQ(as<OrderRequest>(parse_control_request(order, kClasses), order.dump()).ids,
-            (std::vector<uint32_t>{3, 1}));
-  const json rank = {{"cmd", "rank"}, {"id", 1}, {"rank", 2}};
+  EXPECT_EQ(as<OrderRequest>(parse_control_request(order, kClasses), order.dump()).ids, (std::vector<uint32_t>{3, 1}));
+  const json rank = {{"cmd", "rank"}, {"job", 1}, {"rank", 2}};
   EXPECT_EQ(as<RankRequest>(parse_control_request(rank, kClasses), rank.dump()).rank, 2u);
   const json negative = {{"cmd", "order"}, {"ids", {3, -1}}};
   const auto r = parse_control_request(negative, kClasses);
@@ -291,51 +299,51 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"Health"})", "unknown command \"Health\""},
       {R"({"cmd":"jobs"})", "unknown command \"jobs\""},
       // jobs.add
-      {R"({"cmd":"jobs.add","match":["proto=tcp"]})", "missing argument \"id\""},
-      {R"({"cmd":"jobs.add","id":"7","match":["proto=tcp"]})", "\"id\" must be a non-negative integer"},
-      {R"({"cmd":"jobs.add","id":-1,"match":["proto=tcp"]})", "\"id\" must be a non-negative integer"},
-      {R"({"cmd":"jobs.add","id":1.5,"match":["proto=tcp"]})", "\"id\" must be a non-negative integer"},
-      {R"({"cmd":"jobs.add","id":null,"match":["proto=tcp"]})", "\"id\" must be a non-negative integer"},
-      {R"({"cmd":"jobs.add","id":4294967296,"match":["proto=tcp"]})", "\"id\" must be at most 4294967295"},
-      {R"({"cmd":"jobs.add","id":0,"match":["proto=tcp"]})", "job id must be at least 1"},
-      {R"({"cmd":"jobs.add","id":7})", "\"match\" must be a non-empty list of rule strings"},
-      {R"({"cmd":"jobs.add","id":7,"match":[]})", "\"match\" must be a non-empty list of rule strings"},
-      {R"({"cmd":"jobs.add","id":7,"match":"proto=tcp"})", "\"match\" must be a non-empty list of rule strings"},
-      {R"({"cmd":"jobs.add","id":7,"match":[5]})", "match[0] must be a string"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp","bogus=1"]})", "match[1]: bad match rule \"bogus=1\"",
+      {R"({"cmd":"jobs.add","match":["proto=tcp"]})", "missing argument \"job\""},
+      {R"({"cmd":"jobs.add","job":"7","match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
+      {R"({"cmd":"jobs.add","job":-1,"match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
+      {R"({"cmd":"jobs.add","job":1.5,"match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
+      {R"({"cmd":"jobs.add","job":null,"match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
+      {R"({"cmd":"jobs.add","job":4294967296,"match":["proto=tcp"]})", "\"job\" must be at most 4294967295"},
+      {R"({"cmd":"jobs.add","job":0,"match":["proto=tcp"]})", "job id must be at least 1"},
+      {R"({"cmd":"jobs.add","job":7})", "\"match\" must be a non-empty list of rule strings"},
+      {R"({"cmd":"jobs.add","job":7,"match":[]})", "\"match\" must be a non-empty list of rule strings"},
+      {R"({"cmd":"jobs.add","job":7,"match":"proto=tcp"})", "\"match\" must be a non-empty list of rule strings"},
+      {R"({"cmd":"jobs.add","job":7,"match":[5]})", "match[0] must be a string"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp","bogus=1"]})", "match[1]: bad match rule \"bogus=1\"",
        Match::kPrefix},
-      {R"({"cmd":"jobs.add","id":7,"match":["dst=10.0.0.0/33"]})", "match[0]: ", Match::kPrefix},
-      {R"({"cmd":"jobs.add","id":7,"match":["src=10.0.0.1,dst=fd00::1"]})", "match[0]: ", Match::kPrefix},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"name":5})", "\"name\" must be a string"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"name":")" + std::string(65, 'n') + "\"}",
+      {R"({"cmd":"jobs.add","job":7,"match":["dst=10.0.0.0/33"]})", "match[0]: ", Match::kPrefix},
+      {R"({"cmd":"jobs.add","job":7,"match":["src=10.0.0.1,dst=fd00::1"]})", "match[0]: ", Match::kPrefix},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":5})", "\"name\" must be a string"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":")" + std::string(65, 'n') + "\"}",
        "job 7: name must be 1..64 characters"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"name":"a\u0001b"})",
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":"a\u0001b"})",
        "job 7: name must not contain control characters"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"rank":-1})", "\"rank\" must be a non-negative integer"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"rank":4294967296})", "\"rank\" must be at most 4294967295"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police":300})",
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"rank":-1})", "\"rank\" must be a non-negative integer"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"rank":4294967296})", "\"rank\" must be at most 4294967295"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":300})",
        "\"police\" must be a string with a unit, or null"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police":"300"})", "\"police\": \"300\" is not a rate",
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"300"})", "\"police\": \"300\" is not a rate",
        Match::kPrefix},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police":"-1Mbit/s"})",
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"-1Mbit/s"})",
        "\"police\": \"-1Mbit/s\" is not a rate", Match::kPrefix},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police":"7bit/s"})", "\"police\" must be at least 8bit/s"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police":"1Mbit/s","police_burst":"63B"})",
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"7bit/s"})", "\"police\" must be at least 8bit/s"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"1Mbit/s","police_burst":"63B"})",
        "\"police_burst\" must be between 64B and 512MiB"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police":"1Mbit/s","police_burst":"513MiB"})",
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"1Mbit/s","police_burst":"513MiB"})",
        "\"police_burst\" must be between 64B and 512MiB"},
-      {R"({"cmd":"jobs.add","id":7,"match":["proto=tcp"],"police_burst":"64"})", "\"police_burst\": \"64\" is not a size",
-       Match::kPrefix},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police_burst":"64"})",
+       "\"police_burst\": \"64\" is not a size", Match::kPrefix},
       // Precedence as before the split: argument errors before the registry's.
-      {R"({"cmd":"jobs.add","id":0,"match":[]})", "\"match\" must be a non-empty list of rule strings"},
+      {R"({"cmd":"jobs.add","job":0,"match":[]})", "\"match\" must be a non-empty list of rule strings"},
       // jobs.remove, rank
-      {R"({"cmd":"jobs.remove"})", "missing argument \"id\""},
-      {R"({"cmd":"jobs.remove","id":"3"})", "\"id\" must be a non-negative integer"},
-      {R"({"cmd":"rank","rank":1})", "missing argument \"id\""},
-      {R"({"cmd":"rank","id":3})", "missing argument \"rank\""},
-      {R"({"cmd":"rank","id":3,"rank":-2})", "\"rank\" must be a non-negative integer"},
-      {R"({"cmd":"rank","id":3,"rank":"first"})", "\"rank\" must be a non-negative integer"},
-      {R"({"cmd":"rank","id":3,"rank":4294967296})", "\"rank\" must be at most 4294967295"},
+      {R"({"cmd":"jobs.remove"})", "missing argument \"job\""},
+      {R"({"cmd":"jobs.remove","job":"3"})", "\"job\" must be a non-negative integer"},
+      {R"({"cmd":"rank","rank":1})", "missing argument \"job\""},
+      {R"({"cmd":"rank","job":3})", "missing argument \"rank\""},
+      {R"({"cmd":"rank","job":3,"rank":-2})", "\"rank\" must be a non-negative integer"},
+      {R"({"cmd":"rank","job":3,"rank":"first"})", "\"rank\" must be a non-negative integer"},
+      {R"({"cmd":"rank","job":3,"rank":4294967296})", "\"rank\" must be at most 4294967295"},
       // order
       {R"({"cmd":"order"})", "\"ids\" must be a list of job ids"},
       {R"({"cmd":"order","ids":"1,2"})", "\"ids\" must be a list of job ids"},
@@ -369,7 +377,8 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"class.set","port":"wire","class":1,"floor":"0bit/s"})", kRateMin},
       {R"({"cmd":"class.set","port":"wire","class":1,"cap":"10Mbit/s","floor":"20Mbit/s"})",
        "the floor cannot exceed the cap"},
-      {R"({"cmd":"class.set","port":"wire","class":1,"ecn_threshold":65536})", "\"ecn_threshold\" must be at most 65535"},
+      {R"({"cmd":"class.set","port":"wire","class":1,"ecn_threshold":65536})",
+       "\"ecn_threshold\" must be at most 65535"},
       {R"({"cmd":"class.set","port":"wire","class":1,"ecn_threshold":-1})",
        "\"ecn_threshold\" must be a non-negative integer"},
       {R"({"cmd":"class.set","port":"wire","class":1,"ecn_threshold":null})",
@@ -391,15 +400,16 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit/s","burst":5})",
        "\"burst\" must be a string with a unit, or null"},
       // progress
-      {R"({"cmd":"progress","fraction":0.5})", "missing argument \"id\""},
-      {R"({"cmd":"progress","id":3})", "give at least one of \"fraction\", \"iteration\", \"batch\""},
-      {R"({"cmd":"progress","id":3,"fraction":"half"})", "\"fraction\" must be a number between 0 and 1"},
-      {R"({"cmd":"progress","id":3,"fraction":null})", "\"fraction\" must be a number between 0 and 1"},
-      {R"({"cmd":"progress","id":3,"fraction":1.5})", "fraction must be between 0 and 1"},
-      {R"({"cmd":"progress","id":3,"fraction":-0.1})", "fraction must be between 0 and 1"},
-      {R"({"cmd":"progress","id":3,"iteration":-1})", "\"iteration\" must be a non-negative integer"},
-      {R"({"cmd":"progress","id":3,"iteration":18446744073709551616})", "\"iteration\" must be a non-negative integer"},
-      {R"({"cmd":"progress","id":3,"batch":1.5})", "\"batch\" must be a non-negative integer"},
+      {R"({"cmd":"progress","fraction":0.5})", "missing argument \"job\""},
+      {R"({"cmd":"progress","job":3})", "give at least one of \"fraction\", \"iteration\", \"batch\""},
+      {R"({"cmd":"progress","job":3,"fraction":"half"})", "\"fraction\" must be a number between 0 and 1"},
+      {R"({"cmd":"progress","job":3,"fraction":null})", "\"fraction\" must be a number between 0 and 1"},
+      {R"({"cmd":"progress","job":3,"fraction":1.5})", "fraction must be between 0 and 1"},
+      {R"({"cmd":"progress","job":3,"fraction":-0.1})", "fraction must be between 0 and 1"},
+      {R"({"cmd":"progress","job":3,"iteration":-1})", "\"iteration\" must be a non-negative integer"},
+      {R"({"cmd":"progress","job":3,"iteration":18446744073709551616})",
+       "\"iteration\" must be a non-negative integer"},
+      {R"({"cmd":"progress","job":3,"batch":1.5})", "\"batch\" must be a non-negative integer"},
       // policy
       {R"({"cmd":"policy","name":5})", "\"name\" must be a string"},
       {R"({"cmd":"policy","name":null})", "\"name\" must be a string"},
@@ -438,10 +448,10 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
 // The registry lists exactly the protocol's commands, and each is parsed (no
 // "unknown command" for any of them).
 TEST(ControlRequest, RegistryMatchesTheProtocol) {
-  const std::vector<std::string> protocol = {"health", "jobs.list", "jobs.add", "jobs.remove", "order", "rank",
-                                             "class.set", "shaper.set", "progress", "policy", "stats", "config"};
+  const std::vector<std::string> protocol = {"health",    "jobs.list",  "jobs.add", "jobs.remove", "order", "rank",
+                                             "class.set", "shaper.set", "progress", "policy",      "stats", "config"};
   std::vector<std::string> names;
-  for (const CommandInfo& c : control_commands()) {
+  for (const CommandSpec& c : control_commands()) {
     names.push_back(c.name);
     EXPECT_NE(std::string(c.help), "") << c.name;
     const auto r = parse_control_request(json{{"cmd", c.name}}, kClasses);
@@ -460,15 +470,22 @@ TEST(ControlRequest, IntegerRangesAgainstReference) {
     // Mostly near the interesting bounds, sometimes anywhere.
     uint64_t v = rng();
     switch (i % 4) {
-      case 0: v %= 128; break;
-      case 1: v = uint64_t{UINT32_MAX} - 2 + v % 5; break;
-      case 2: v = 65533 + v % 6; break;
-      default: break;
+      case 0:
+        v %= 128;
+        break;
+      case 1:
+        v = uint64_t{UINT32_MAX} - 2 + v % 5;
+        break;
+      case 2:
+        v = 65533 + v % 6;
+        break;
+      default:
+        break;
     }
     const unsigned classes = 2 + static_cast<unsigned>(rng() % 63);
     const std::string n = std::to_string(v);
     {
-      const std::string line = R"({"cmd":"rank","id":1,"rank":)" + n + "}";
+      const std::string line = R"({"cmd":"rank","job":1,"rank":)" + n + "}";
       const auto r = parse_control_line(line, classes);
       ASSERT_EQ(r.ok(), v <= UINT32_MAX) << line;
       if (r.ok()) {
@@ -495,18 +512,163 @@ TEST(ControlRequest, IntegerRangesAgainstReference) {
 TEST(ControlRequest, JobNameRule) {
   for (int len : {0, 1, 63, 64, 65, 200}) {
     const std::string line =
-        R"({"cmd":"jobs.add","id":9,"match":["proto=tcp"],"name":")" + std::string(len, 'x') + "\"}";
+        R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":")" + std::string(len, 'x') + "\"}";
     const auto r = parse_control_line(line, kClasses);
     EXPECT_EQ(r.ok(), len <= 64) << len;
   }
   for (const char* esc : {"\\u0000", "\\u001f", "\\u007f", "\\n"}) {
-    const std::string line = R"({"cmd":"jobs.add","id":9,"match":["proto=tcp"],"name":"a)" + std::string(esc) + "\"}";
+    const std::string line = R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":"a)" + std::string(esc) + "\"}";
     const auto r = parse_control_line(line, kClasses);
     ASSERT_FALSE(r.ok()) << line;
     EXPECT_EQ(r.error(), "job 9: name must not contain control characters");
   }
+  // C1 controls are control characters too.
+  for (const char* esc : {"\\u0080", "\\u009f"}) {
+    const std::string line = R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":"a)" + std::string(esc) + "\"}";
+    const auto r = parse_control_line(line, kClasses);
+    ASSERT_FALSE(r.ok()) << line;
+    EXPECT_EQ(r.error(), "job 9: name must not contain control characters");
+  }
+  // Bidirectional controls would let a name display as another one.
+  for (const char* esc : {"\\u202a", "\\u202e", "\\u2066", "\\u2069", "\\u200e", "\\u200f", "\\u061c"}) {
+    const std::string line = R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":"a)" + std::string(esc) + "b\"}";
+    const auto r = parse_control_line(line, kClasses);
+    ASSERT_FALSE(r.ok()) << line;
+    EXPECT_EQ(r.error(), "job 9: name must not contain bidirectional control characters");
+  }
   // Not control characters: UTF-8 is fine.
-  EXPECT_TRUE(parse_control_line(R"({"cmd":"jobs.add","id":9,"match":["proto=tcp"],"name":"résumé-α"})", kClasses).ok());
+  EXPECT_TRUE(
+      parse_control_line(R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":"résumé-α"})", kClasses).ok());
+  // Invalid UTF-8 in a request built in C++ (a parsed line cannot hold it).
+  const json bad_utf8 = {{"cmd", "jobs.add"}, {"job", 9}, {"match", {"proto=tcp"}}, {"name", "a\xc3"}};
+  const auto r = parse_control_request(bad_utf8, kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "job 9: name must be valid UTF-8");
+}
+
+// The one rule for names (text.h), as the config loader and the registry use it.
+TEST(NameRule, PrintableUtf8WithoutBidiControls) {
+  EXPECT_EQ(name_problem("bert-large"), "");
+  EXPECT_EQ(name_problem("训练-α"), "");
+  EXPECT_EQ(name_problem("\xf0\x9f\x98\x80"), "");  // U+1F600
+  EXPECT_EQ(name_problem(""), "must be 1..64 characters");
+  EXPECT_EQ(name_problem(std::string(65, 'x')), "must be 1..64 characters");
+  for (const char* bad : {"\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "a\xe2\x80"})
+    EXPECT_EQ(name_problem(bad), "must be valid UTF-8") << bad;
+  for (const char* ctl : {"a\tb", "\x7f", "\xc2\x85"})
+    EXPECT_EQ(name_problem(ctl), "must not contain control characters");
+  EXPECT_EQ(name_problem("gpu\xe2\x80\xaejob"), "must not contain bidirectional control characters");  // U+202E
+}
+
+// Unknown arguments are refused, naming the nearest one (the config loader's rule).
+TEST(ControlRequest, UnknownArgumentsAreRefusedWithASuggestion) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"cmd":"class.set","port":"wire","class":1,"flor":"10Mbit/s"})",
+       "unknown argument \"flor\" (did you mean \"floor\"?); allowed: port, class, cap, cap_burst, floor, "
+       "floor_burst, ecn_threshold, dscp"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"polic":"1Mbit/s"})",
+       "unknown argument \"polic\" (did you mean \"police\"?); allowed: job, match, name, rank, police, police_burst"},
+      {R"({"cmd":"health","verbose":true})", "unknown argument \"verbose\"; allowed: none"},
+      {R"({"cmd":"shaper.set","port":"wire","rate":null,"x":1})", "unknown argument \"x\"; allowed: port, rate, burst"},
+      {R"({"cmd":"policy","name":"fifo","x\u0007":1})",
+       "unknown argument \"x\\x07\"; allowed: name, interval, rotate_on"},
+  };
+  for (const auto& [line, error] : cases) {
+    const auto r = parse_control_line(line, kClasses);
+    ASSERT_FALSE(r.ok()) << line;
+    EXPECT_EQ(r.error(), error) << line;
+  }
+  // "id" is the echoed request id, never an argument.
+  EXPECT_TRUE(parse_control_line(R"({"cmd":"health","id":"req-1"})", kClasses).ok());
+  // Every command's allowed list is its table row.
+  for (const CommandSpec& c : control_commands()) {
+    const auto r = parse_control_request(json{{"cmd", c.name}, {"zzzzzzzz", 1}}, kClasses);
+    ASSERT_FALSE(r.ok()) << c.name;
+    std::string allowed;
+    for (const ArgSpec& a : c.args) allowed += (allowed.empty() ? "" : ", ") + std::string(a.name);
+    EXPECT_EQ(r.error(), "unknown argument \"zzzzzzzz\"; allowed: " + (allowed.empty() ? "none" : allowed));
+  }
+}
+
+// nlohmann::json keeps the last duplicate; the protocol refuses them at any depth.
+TEST(ControlRequest, DuplicateKeysAreRefused) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"cmd":"health","cmd":"jobs.remove","job":1})", "duplicate key \"cmd\""},
+      {R"({"cmd":"rank","job":1,"rank":0,"rank":5})", "duplicate key \"rank\""},
+      {R"({"cmd":"health","id":{"a":1,"a":2}})", "duplicate key \"a\""},
+      {R"({"cmd":"health","id":[{"b":1},{"b":2,"c":{"d":1,"d":1}}]})", "duplicate key \"d\""},
+      {R"({"cmd":"health","x\u0001":1,"x\u0001":2})", "duplicate key \"x\\x01\""},
+  };
+  for (const auto& [line, error] : cases) {
+    const auto r = parse_control_line(line, kClasses);
+    ASSERT_FALSE(r.ok()) << line;
+    EXPECT_EQ(r.error(), error) << line;
+  }
+  // The same key in sibling objects is no duplicate.
+  EXPECT_TRUE(parse_control_line(R"({"cmd":"health","id":[{"b":1},{"b":2}]})", kClasses).ok());
+  // The id is echoed unless it is the repeated key.
+  std::optional<json> echo;
+  EXPECT_FALSE(parse_control_line(R"({"cmd":"health","id":7,"cmd":"stats"})", kClasses, &echo).ok());
+  EXPECT_EQ(echo, std::optional<json>(7));
+  echo.reset();
+  EXPECT_FALSE(parse_control_line(R"({"cmd":"health","id":7,"id":8})", kClasses, &echo).ok());
+  EXPECT_FALSE(echo);
+}
+
+// Protocol 2: the job is "job", "id" is the request id. Protocol 1's form
+// (the job as "id", no "job") is read until protocol 3, with a notice.
+TEST(ControlRequest, TheJobArgumentIsJobAndTheOldIdFormIsDeprecated) {
+  std::optional<json> echo;
+  std::string deprecation;
+  auto r = parse_control_line(R"({"cmd":"rank","id":"req-1","job":3,"rank":1})", kClasses, &echo, &deprecation);
+  EXPECT_EQ(as<RankRequest>(r, "new form").id, 3u);
+  EXPECT_EQ(echo, std::optional<json>("req-1"));
+  EXPECT_EQ(deprecation, "");
+  for (const char* old :
+       {R"({"cmd":"rank","id":3,"rank":1})", R"({"cmd":"jobs.remove","id":3})",
+        R"({"cmd":"progress","id":3,"batch":2})", R"({"cmd":"jobs.add","id":3,"match":["proto=tcp"]})"}) {
+    deprecation.clear();
+    echo.reset();
+    r = parse_control_line(old, kClasses, &echo, &deprecation);
+    ASSERT_TRUE(r.ok()) << old << ": " << r.error();
+    EXPECT_EQ(deprecation, kControlIdAsJobDeprecation) << old;
+    EXPECT_EQ(echo, std::optional<json>(3)) << old;  // echoed as before
+  }
+  // The old form's errors name the new argument; unknown arguments are still refused.
+  r = parse_control_line(R"({"cmd":"rank","id":"req-1","rank":1})", kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "\"job\" must be a non-negative integer");
+  r = parse_control_line(R"({"cmd":"rank","id":3,"rank":1,"rnk":2})", kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "unknown argument \"rnk\" (did you mean \"rank\"?); allowed: job, rank");
+  // A command without a job argument never reads "id" as one.
+  deprecation.clear();
+  EXPECT_TRUE(parse_control_line(R"({"cmd":"health","id":3})", kClasses, nullptr, &deprecation).ok());
+  EXPECT_EQ(deprecation, "");
+}
+
+// One reply per request line however long: the server's framing.
+TEST(RequestLines, AnOversizedLineIsReportedOnceAndTheNextLineStillParses) {
+  for (size_t chunk : {size_t{1}, size_t{7}, size_t{100}, size_t{16384}, size_t{1} << 22}) {
+    RequestLines lines(64);
+    std::vector<std::string> got;
+    int oversized = 0;
+    const std::string stream = "a\r\n\n" + std::string(2 * 1024 * 1024, 'x') + "\nb\n" + std::string(64, 'y') + "\n" +
+                               std::string(65, 'z') + "\nc";
+    for (size_t i = 0; i < stream.size(); i += chunk) {
+      lines.feed(
+          std::string_view(stream).substr(i, chunk), [&](std::string&& l) { got.push_back(std::move(l)); },
+          [&] {
+            got.push_back("<oversized>");
+            ++oversized;
+          });
+      EXPECT_LE(lines.buffered(), 64u);
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"a", "<oversized>", "b", std::string(64, 'y'), "<oversized>"}))
+        << "chunk " << chunk;
+    EXPECT_EQ(oversized, 2);
+    EXPECT_EQ(lines.buffered(), 1u);  // "c", waiting for its newline
+  }
 }
 
 }  // namespace

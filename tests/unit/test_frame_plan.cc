@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Frame sizing for the configured MTU: which mbufs and offloads each
 // combination of device capabilities gets, and the errors that name the key.
 #include "psgate/frame_plan.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DSCP remarking / ECN CE marking: the incremental IPv4 checksum is checked
 // against a full recompute on thousands of random headers (fixed seed), and
 // every byte outside the traffic class (and checksum) must stay untouched.
@@ -43,8 +44,7 @@ uint8_t expected_tc(uint8_t tc, int dscp, bool mark_ce) {
 }
 
 unsigned expected_bits(uint8_t before, uint8_t after) {
-  return ((before >> 2) != (after >> 2) ? kRewroteDscp : 0u) |
-         ((before & 3) != (after & 3) ? kMarkedCe : 0u);
+  return ((before >> 2) != (after >> 2) ? kRewroteDscp : 0u) | ((before & 3) != (after & 3) ? kMarkedCe : 0u);
 }
 
 // A random IPv4 header of 20..60 bytes with a correct checksum.
@@ -136,11 +136,11 @@ struct EcnCase {
 
 TEST(HeaderRewrite, EcnMarkingTable) {
   const EcnCase cases[] = {
-      {0, true, 0, 0},           // Not-ECT is never marked
-      {1, true, 3, kMarkedCe},   // ECT(1) -> CE
-      {2, true, 3, kMarkedCe},   // ECT(0) -> CE
-      {3, true, 3, 0},           // CE stays CE, nothing changed
-      {0, false, 0, 0}, {1, false, 1, 0}, {2, false, 2, 0}, {3, false, 3, 0},
+      {0, true, 0, 0},          // Not-ECT is never marked
+      {1, true, 3, kMarkedCe},  // ECT(1) -> CE
+      {2, true, 3, kMarkedCe},  // ECT(0) -> CE
+      {3, true, 3, 0},          // CE stays CE, nothing changed
+      {0, false, 0, 0},        {1, false, 1, 0}, {2, false, 2, 0}, {3, false, 3, 0},
   };
   for (const auto& c : cases) {
     for (L3Kind kind : {L3Kind::kIpv4, L3Kind::kIpv6}) {

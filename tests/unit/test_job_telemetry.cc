@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pull-burst telemetry (job_telemetry.h) with an injected clock: burst edges,
 // bytes, period, the straggler proxy, and worker tracking beyond its capacity.
 #include <gtest/gtest.h>
@@ -7,7 +8,7 @@
 namespace psgate {
 namespace {
 
-constexpr uint64_t kGap = 1000;  // ticks of silence that end a burst
+constexpr uint64_t kGap = 1000;      // ticks of silence that end a burst
 constexpr uint64_t kHz = 1'000'000;  // 1 tick = 1 us, so ms = ticks / 1000
 
 // One transmitted run of one packet to `worker` at `now`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // LatencyHistogram against a sorted-vector reference (nearest-rank percentile).
 #include "psgate/latency_histogram.h"
 
@@ -35,9 +36,20 @@ TEST(LatencyHistogram, BucketOfTable) {
     unsigned bucket;
   };
   const Case cases[] = {
-      {0, 0},        {1, 1},     {15, 15},   {16, 16},  {17, 17}, {31, 31},
-      {32, 32},      {33, 32},   {34, 33},   {63, 47},  {64, 48}, {67, 48},
-      {68, 49},      {1000, 6 * 16 + ((1000 >> 5) & 15)},  // msb 9: group 6
+      {0, 0},
+      {1, 1},
+      {15, 15},
+      {16, 16},
+      {17, 17},
+      {31, 31},
+      {32, 32},
+      {33, 32},
+      {34, 33},
+      {63, 47},
+      {64, 48},
+      {67, 48},
+      {68, 49},
+      {1000, 6 * 16 + ((1000 >> 5) & 15)},  // msb 9: group 6
       {uint64_t{1} << 63, 60 * 16},
       {UINT64_MAX, LatencyHistogram::kBuckets - 1},
   };
@@ -114,14 +126,20 @@ TEST_P(LatencyHistogramRandom, PercentilesMatchSortedReference) {
   for (size_t i = 0; i < d.n; ++i) {
     uint64_t v = 0;
     switch (d.kind) {
-      case 0: v = small(rng); break;
+      case 0:
+        v = small(rng);
+        break;
       case 1: {
         const unsigned b = exp_bits(rng);
         v = (rng() >> (63 - b)) | (uint64_t{1} << b);  // msb at b, random below
         break;
       }
-      case 2: v = static_cast<uint64_t>(expo(rng)) + 500; break;
-      default: v = 123'456'789; break;
+      case 2:
+        v = static_cast<uint64_t>(expo(rng)) + 500;
+        break;
+      default:
+        v = 123'456'789;
+        break;
     }
     samples.push_back(v);
     h.record(v);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Lcores that do not exist on the machine are refused with the key named; the
 // CPU set is injected, so these cases do not depend on the test machine.
 #include <gtest/gtest.h>

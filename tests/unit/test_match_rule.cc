@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // parse_match_rule / parse_ip_prefix / to_string: field values, clear errors,
 // and the canonical round trip on hand-picked and random rules.
 #include <gtest/gtest.h>
@@ -87,8 +88,8 @@ TEST(MatchRuleParse, Good) {
     MatchRule want;
     const char* canonical;
   };
-  auto rule = [](std::optional<IpPrefix> src, std::optional<IpPrefix> dst, PortRange sport,
-                 PortRange dport, std::optional<uint8_t> proto) {
+  auto rule = [](std::optional<IpPrefix> src, std::optional<IpPrefix> dst, PortRange sport, PortRange dport,
+                 std::optional<uint8_t> proto) {
     MatchRule r;
     r.src = src;
     r.dst = dst;
@@ -99,20 +100,17 @@ TEST(MatchRuleParse, Good) {
   };
   const PortRange any;
   const Case cases[] = {
-      {"src=10.0.0.5/32,sport=2222,proto=tcp",
-       rule(v4(10, 0, 0, 5, 32), {}, {2222, 2222}, any, 6),
+      {"src=10.0.0.5/32,sport=2222,proto=tcp", rule(v4(10, 0, 0, 5, 32), {}, {2222, 2222}, any, 6),
        "src=10.0.0.5/32,sport=2222,proto=tcp"},
       {"dst=fd00::5/128,dport=2222-2230,proto=udp",
        rule({}, v6({0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5}, 128), any, {2222, 2230}, 17),
        "dst=fd00::5/128,dport=2222-2230,proto=udp"},
       // Key order and spaces are free; the canonical form fixes them.
-      {"proto=sctp, dport=9000 ,src=10.1.0.0/16",
-       rule(v4(10, 1, 0, 0, 16), {}, any, {9000, 9000}, 132),
+      {"proto=sctp, dport=9000 ,src=10.1.0.0/16", rule(v4(10, 1, 0, 0, 16), {}, any, {9000, 9000}, 132),
        "src=10.1.0.0/16,dport=9000,proto=sctp"},
       {"", MatchRule{}, ""},
       {"proto=icmp", rule({}, {}, any, any, 1), "proto=icmp"},
-      {"proto=icmpv6,dst=fd00::/8", rule({}, v6({0xfd}, 8), any, any, 58),
-       "dst=fd00::/8,proto=icmpv6"},
+      {"proto=icmpv6,dst=fd00::/8", rule({}, v6({0xfd}, 8), any, any, 58), "dst=fd00::/8,proto=icmpv6"},
       {"proto=47", rule({}, {}, any, any, 47), "proto=47"},
       {"proto=6", rule({}, {}, any, any, 6), "proto=tcp"},
       {"proto=0", rule({}, {}, any, any, 0), "proto=0"},

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Packet parser: a table of good and malformed frames, then every good frame
 // cut at every length, then random mutations, each parsed from an exact-size
 // heap copy so AddressSanitizer catches any read past `len`. Also the packet
@@ -111,152 +112,303 @@ constexpr L3Kind kNon = L3Kind::kNonIp;
 std::vector<Case> good_cases() {
   std::vector<Case> c;
   // --- IPv4 ---
-  c.push_back({"udp4", build([](auto&) {}),
-               {.l3 = k4, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"tcp4_dscp_ef", build([](auto& s) {
-                 s.proto = pk::kTcp; s.sport = 40000; s.dport = 5201; s.tos = 0xb8; s.payload_len = 100;
+  c.push_back({"udp4", build([](auto&) {}), {.l3 = k4, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
+  c.push_back({"tcp4_dscp_ef",
+               build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.sport = 40000;
+                 s.dport = 5201;
+                 s.tos = 0xb8;
+                 s.payload_len = 100;
                }),
                {.l3 = k4, .has_ports = true, .proto = 6, .sport = 40000, .dport = 5201, .tc = 0xb8}});
-  c.push_back({"tcp4_with_options", build([](auto& s) {
-                 s.proto = pk::kTcp; s.tcp_options = {2, 4, 0x05, 0xb4, 1, 1, 4, 2}; s.sport = 1; s.dport = 2;
+  c.push_back({"tcp4_with_options",
+               build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.tcp_options = {2, 4, 0x05, 0xb4, 1, 1, 4, 2};
+                 s.sport = 1;
+                 s.dport = 2;
                }),
                {.l3 = k4, .has_ports = true, .proto = 6, .sport = 1, .dport = 2}});
-  c.push_back({"sctp4", build([](auto& s) { s.proto = pk::kSctp; s.sport = 9; s.dport = 36412; }),
+  c.push_back({"sctp4",
+               build([](auto& s) {
+                 s.proto = pk::kSctp;
+                 s.sport = 9;
+                 s.dport = 36412;
+               }),
                {.l3 = k4, .has_ports = true, .proto = 132, .sport = 9, .dport = 36412}});
-  c.push_back({"icmp4_echo", build([](auto& s) { s.proto = pk::kIcmp; s.payload_len = 56; }),
+  c.push_back({"icmp4_echo",
+               build([](auto& s) {
+                 s.proto = pk::kIcmp;
+                 s.payload_len = 56;
+               }),
                {.l3 = k4, .proto = 1}});
-  c.push_back({"gre4_no_ports", build([](auto& s) { s.proto = 47; s.payload_len = 24; }),
+  c.push_back({"gre4_no_ports",
+               build([](auto& s) {
+                 s.proto = 47;
+                 s.payload_len = 24;
+               }),
                {.l3 = k4, .proto = 47}});
-  c.push_back({"ipv4_options_4B", build([](auto& s) { s.ipv4_options = {0x94, 4, 0, 0}; s.proto = pk::kTcp; }),
+  c.push_back({"ipv4_options_4B",
+               build([](auto& s) {
+                 s.ipv4_options = {0x94, 4, 0, 0};
+                 s.proto = pk::kTcp;
+               }),
                {.l3 = k4, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv4_options_40B", build([](auto& s) { s.ipv4_options = Bytes(40, 1); s.sport = 7; }),
+  c.push_back({"ipv4_options_40B",
+               build([](auto& s) {
+                 s.ipv4_options = Bytes(40, 1);
+                 s.sport = 7;
+               }),
                {.l3 = k4, .has_ports = true, .proto = 17, .sport = 7, .dport = 2048}});
-  c.push_back({"ipv4_df", build([](auto& s) { s.dont_fragment = true; }),
+  c.push_back({"ipv4_df",
+               build([](auto& s) { s.dont_fragment = true; }),
                {.l3 = k4, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv4_first_fragment", build([](auto& s) {
-                 s.more_fragments = true; s.proto = pk::kTcp; s.payload_len = 1000;
+  c.push_back({"ipv4_first_fragment",
+               build([](auto& s) {
+                 s.more_fragments = true;
+                 s.proto = pk::kTcp;
+                 s.payload_len = 1000;
                }),
                {.l3 = k4, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv4_middle_fragment", build([](auto& s) {
-                 s.more_fragments = true; s.frag_offset = 185; s.payload_len = 1480;
+  c.push_back({"ipv4_middle_fragment",
+               build([](auto& s) {
+                 s.more_fragments = true;
+                 s.frag_offset = 185;
+                 s.payload_len = 1480;
                }),
                {.l3 = k4, .non_first_fragment = true, .proto = 17}});
-  c.push_back({"ipv4_last_fragment_tiny", build([](auto& s) { s.frag_offset = 1; s.payload_len = 1; }),
+  c.push_back({"ipv4_last_fragment_tiny",
+               build([](auto& s) {
+                 s.frag_offset = 1;
+                 s.payload_len = 1;
+               }),
                {.l3 = k4, .non_first_fragment = true, .proto = 17}});
-  c.push_back({"ipv4_last_fragment_empty", build([](auto& s) { s.frag_offset = 3; s.proto = pk::kTcp; }),
+  c.push_back({"ipv4_last_fragment_empty",
+               build([](auto& s) {
+                 s.frag_offset = 3;
+                 s.proto = pk::kTcp;
+               }),
                {.l3 = k4, .non_first_fragment = true, .proto = 6}});
   {
     // Bytes after total_length (a left-over FCS, non-zero padding) are ignored.
-    Bytes f = build([](auto& s) { s.min_frame_size = 0; s.sport = 5; });
+    Bytes f = build([](auto& s) {
+      s.min_frame_size = 0;
+      s.sport = 5;
+    });
     f.insert(f.end(), {0xde, 0xad, 0xbe, 0xef});
-    c.push_back({"ipv4_trailing_garbage", f,
-                 {.l3 = k4, .has_ports = true, .proto = 17, .sport = 5, .dport = 2048}});
+    c.push_back({"ipv4_trailing_garbage", f, {.l3 = k4, .has_ports = true, .proto = 17, .sport = 5, .dport = 2048}});
   }
-  c.push_back({"ipv4_unpadded_42B", build([](auto& s) { s.min_frame_size = 0; }),
+  c.push_back({"ipv4_unpadded_42B",
+               build([](auto& s) { s.min_frame_size = 0; }),
                {.l3 = k4, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
   // --- VLAN ---
-  c.push_back({"vlan_8100", build([](auto& s) { s.vlans = {{0x8100, 0x2064}}; }),
+  c.push_back({"vlan_8100",
+               build([](auto& s) {
+                 s.vlans = {{0x8100, 0x2064}};
+               }),
                {.l3 = k4, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048, .l3_offset = 18}});
-  c.push_back({"qinq_88a8_8100", build([](auto& s) {
-                 s.vlans = {{0x88a8, 10}, {0x8100, 20}}; s.proto = pk::kTcp;
+  c.push_back({"qinq_88a8_8100",
+               build([](auto& s) {
+                 s.vlans = {{0x88a8, 10}, {0x8100, 20}};
+                 s.proto = pk::kTcp;
                }),
                {.l3 = k4, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048, .l3_offset = 22}});
-  c.push_back({"vlan_x4_max", build([](auto& s) {
-                 s.vlans = {{0x9100, 1}, {0x88a8, 2}, {0x8100, 3}, {0x8100, 4}}; s.l3 = pk::L3::kIpv6;
+  c.push_back({"vlan_x4_max",
+               build([](auto& s) {
+                 s.vlans = {{0x9100, 1}, {0x88a8, 2}, {0x8100, 3}, {0x8100, 4}};
+                 s.l3 = pk::L3::kIpv6;
                }),
                {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048, .l3_offset = 30}});
   // --- IPv6 ---
-  c.push_back({"udp6", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.tos = 0x2b; s.flow_label = 0xfffff; }),
-               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048, .tc = 0x2b}});
-  c.push_back({"tcp6", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.proto = pk::kTcp; s.tos = 0xff; }),
-               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048, .tc = 0xff}});
-  c.push_back({"sctp6", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.proto = pk::kSctp; }),
-               {.l3 = k6, .has_ports = true, .proto = 132, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_hbh_udp", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.ext = {{.type = 0}}; }),
-               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_routing_tcp", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 43, .len = 24}}; s.proto = pk::kTcp;
-               }),
-               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_dstopts_16B", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.ext = {{.type = 60, .len = 16}}; }),
-               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_ah_tcp", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 51, .len = 24}}; s.proto = pk::kTcp;
-               }),
-               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_chain_all", build([](auto& s) {
+  c.push_back({"udp6",
+               build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
-                 s.ext = {{.type = 0, .len = 8}, {.type = 60, .len = 24}, {.type = 43, .len = 16},
-                          {.type = 44, .more_fragments = true, .ident = 77}, {.type = 51, .len = 16},
-                          {.type = 60, .len = 8}};
-                 s.proto = pk::kTcp; s.sport = 179; s.dport = 50000;
+                 s.tos = 0x2b;
+                 s.flow_label = 0xfffff;
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048, .tc = 0x2b}});
+  c.push_back({"tcp6",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kTcp;
+                 s.tos = 0xff;
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048, .tc = 0xff}});
+  c.push_back({"sctp6",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kSctp;
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 132, .sport = 1024, .dport = 2048}});
+  c.push_back({"ipv6_hbh_udp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0}};
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
+  c.push_back({"ipv6_routing_tcp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 43, .len = 24}};
+                 s.proto = pk::kTcp;
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
+  c.push_back({"ipv6_dstopts_16B",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 60, .len = 16}};
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
+  c.push_back({"ipv6_ah_tcp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 51, .len = 24}};
+                 s.proto = pk::kTcp;
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
+  c.push_back({"ipv6_chain_all",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0, .len = 8},   {.type = 60, .len = 24},
+                          {.type = 43, .len = 16}, {.type = 44, .more_fragments = true, .ident = 77},
+                          {.type = 51, .len = 16}, {.type = 60, .len = 8}};
+                 s.proto = pk::kTcp;
+                 s.sport = 179;
+                 s.dport = 50000;
                }),
                {.l3 = k6, .has_ports = true, .proto = 6, .sport = 179, .dport = 50000}});
-  c.push_back({"ipv6_8_ext_headers_ok", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = std::vector<pk::Ipv6Ext>(8, pk::Ipv6Ext{.type = 60});
+  c.push_back({"ipv6_8_ext_headers_ok",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = std::vector<pk::Ipv6Ext>(8, pk::Ipv6Ext{.type = 60});
                }),
                {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_first_fragment", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 44, .more_fragments = true}}; s.payload_len = 1200;
+  c.push_back({"ipv6_first_fragment",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 44, .more_fragments = true}};
+                 s.payload_len = 1200;
                }),
                {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_atomic_fragment", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.ext = {{.type = 44}}; }),
+  c.push_back({"ipv6_atomic_fragment",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 44}};
+               }),
                {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_non_first_fragment", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 44, .frag_offset = 150, .more_fragments = true}};
-                 s.proto = pk::kTcp; s.payload_len = 64;
+  c.push_back({"ipv6_non_first_fragment",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 44, .frag_offset = 150, .more_fragments = true}};
+                 s.proto = pk::kTcp;
+                 s.payload_len = 64;
                }),
                {.l3 = k6, .non_first_fragment = true, .proto = 6}});
-  c.push_back({"ipv6_hbh_then_non_first_fragment", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 0}, {.type = 44, .frag_offset = 1}};
+  c.push_back({"ipv6_hbh_then_non_first_fragment",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0}, {.type = 44, .frag_offset = 1}};
                  s.payload_len = 3;
                }),
                {.l3 = k6, .non_first_fragment = true, .proto = 17}});
-  c.push_back({"ipv6_esp", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.proto = pk::kEsp; s.payload_len = 64; }),
-               {.l3 = k6, .proto = 50}});
-  c.push_back({"ipv6_dstopts_esp", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 60}}; s.proto = pk::kEsp; s.payload_len = 2;
+  c.push_back({"ipv6_esp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kEsp;
+                 s.payload_len = 64;
                }),
                {.l3 = k6, .proto = 50}});
-  c.push_back({"ipv6_no_next_header", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.proto = pk::kNoNextHeader; }),
-               {.l3 = k6, .proto = 59}});
-  c.push_back({"ipv6_hbh_no_next_header", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 0}}; s.proto = pk::kNoNextHeader;
+  c.push_back({"ipv6_dstopts_esp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 60}};
+                 s.proto = pk::kEsp;
+                 s.payload_len = 2;
+               }),
+               {.l3 = k6, .proto = 50}});
+  c.push_back({"ipv6_no_next_header",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kNoNextHeader;
                }),
                {.l3 = k6, .proto = 59}});
-  c.push_back({"icmpv6_echo", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.proto = pk::kIcmpv6; s.icmp_type = 128; s.payload_len = 56;
+  c.push_back({"ipv6_hbh_no_next_header",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0}};
+                 s.proto = pk::kNoNextHeader;
+               }),
+               {.l3 = k6, .proto = 59}});
+  c.push_back({"icmpv6_echo",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kIcmpv6;
+                 s.icmp_type = 128;
+                 s.payload_len = 56;
                }),
                {.l3 = k6, .proto = 58}});
   for (uint8_t type : {132, 138, 1, 143}) {  // MLD done, redirect+1, dest unreachable, MLDv2 report
-    c.push_back({"icmpv6_type_" + std::to_string(type), build([type](auto& s) {
-                   s.l3 = pk::L3::kIpv6; s.proto = pk::kIcmpv6; s.icmp_type = type;
+    c.push_back({"icmpv6_type_" + std::to_string(type),
+                 build([type](auto& s) {
+                   s.l3 = pk::L3::kIpv6;
+                   s.proto = pk::kIcmpv6;
+                   s.icmp_type = type;
                  }),
                  {.l3 = k6, .proto = 58}});
   }
   for (uint8_t type = 133; type <= 137; ++type) {  // RS, RA, NS, NA, redirect
-    c.push_back({"ndp_type_" + std::to_string(type), build([type](auto& s) {
-                   s.l3 = pk::L3::kIpv6; s.proto = pk::kIcmpv6; s.icmp_type = type; s.ttl = 255;
+    c.push_back({"ndp_type_" + std::to_string(type),
+                 build([type](auto& s) {
+                   s.l3 = pk::L3::kIpv6;
+                   s.proto = pk::kIcmpv6;
+                   s.icmp_type = type;
+                   s.ttl = 255;
                    s.payload_len = 24;
                  }),
                  {.l3 = k6, .network_control = true, .proto = 58}});
   }
-  c.push_back({"ndp_in_vlan_after_hbh", build([](auto& s) {
-                 s.vlans = {{0x8100, 5}}; s.l3 = pk::L3::kIpv6; s.ext = {{.type = 0}};
-                 s.proto = pk::kIcmpv6; s.icmp_type = 135;
+  c.push_back({"ndp_in_vlan_after_hbh",
+               build([](auto& s) {
+                 s.vlans = {{0x8100, 5}};
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0}};
+                 s.proto = pk::kIcmpv6;
+                 s.icmp_type = 135;
                }),
                {.l3 = k6, .network_control = true, .proto = 58, .l3_offset = 18}});
   // --- non-IP: always network control ---
-  c.push_back({"arp_request", build([](auto& s) { s.l3 = pk::L3::kArp; s.dst_mac.fill(0xff); }),
+  c.push_back({"arp_request",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kArp;
+                 s.dst_mac.fill(0xff);
+               }),
                {.l3 = kNon, .network_control = true}});
-  c.push_back({"arp_in_qinq", build([](auto& s) { s.l3 = pk::L3::kArp; s.vlans = {{0x88a8, 1}, {0x8100, 2}}; }),
+  c.push_back({"arp_in_qinq",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kArp;
+                 s.vlans = {{0x88a8, 1}, {0x8100, 2}};
+               }),
                {.l3 = kNon, .network_control = true}});
-  c.push_back({"lldp", build([](auto& s) { s.l3 = pk::L3::kNone; s.ethertype = pk::kEtherTypeLldp; s.payload_len = 40; }),
+  c.push_back({"lldp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kNone;
+                 s.ethertype = pk::kEtherTypeLldp;
+                 s.payload_len = 40;
+               }),
                {.l3 = kNon, .network_control = true}});
-  c.push_back({"ieee8023_llc_stp", build([](auto& s) { s.l3 = pk::L3::kNone; s.ethertype = 38; s.payload_len = 38; }),
+  c.push_back({"ieee8023_llc_stp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kNone;
+                 s.ethertype = 38;
+                 s.payload_len = 38;
+               }),
                {.l3 = kNon, .network_control = true}});
-  c.push_back({"unknown_ethertype_bare_14B", build([](auto& s) {
-                 s.l3 = pk::L3::kNone; s.ethertype = 0x88b5; s.min_frame_size = 0;
+  c.push_back({"unknown_ethertype_bare_14B",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kNone;
+                 s.ethertype = 0x88b5;
+                 s.min_frame_size = 0;
                }),
                {.l3 = kNon, .network_control = true}});
   return c;
@@ -291,65 +443,156 @@ std::vector<Case> malformed_cases() {
   c.push_back({"ipv4_ethertype_version_6", build([](auto& s) { s.ip_version_override = 6; }), bad_non});
   c.push_back({"ipv4_ihl_0", build([](auto& s) { s.ipv4_ihl_override = 0; }), bad4});
   c.push_back({"ipv4_ihl_4", build([](auto& s) { s.ipv4_ihl_override = 4; }), bad4});
-  c.push_back({"ipv4_ihl_15_beyond_frame", build([](auto& s) { s.min_frame_size = 0; s.ipv4_ihl_override = 15; }), bad4});
-  c.push_back({"ipv4_ihl_beyond_total_length", build([](auto& s) { s.ipv4_ihl_override = 8; s.payload_len = 100; s.ipv4_total_length_override = 28; }), bad4});
+  c.push_back({"ipv4_ihl_15_beyond_frame", build([](auto& s) {
+                 s.min_frame_size = 0;
+                 s.ipv4_ihl_override = 15;
+               }),
+               bad4});
+  c.push_back({"ipv4_ihl_beyond_total_length", build([](auto& s) {
+                 s.ipv4_ihl_override = 8;
+                 s.payload_len = 100;
+                 s.ipv4_total_length_override = 28;
+               }),
+               bad4});
   c.push_back({"ipv4_total_length_beyond_frame", build([](auto& s) { s.ipv4_total_length_override = 1500; }), bad4});
   c.push_back({"ipv4_total_length_0", build([](auto& s) { s.ipv4_total_length_override = 0; }), bad4});
   c.push_back({"ipv4_total_length_19", build([](auto& s) { s.ipv4_total_length_override = 19; }), bad4});
   // The UDP header is in the frame, but only as padding past total_length.
   c.push_back({"ipv4_udp_past_total_length", build([](auto& s) { s.ipv4_total_length_override = 20; }), bad4});
-  c.push_back({"ipv4_udp_7B", build([](auto& s) { s.raw_l4 = true; s.payload_len = 7; }), bad4});
-  c.push_back({"ipv4_tcp_0B", build([](auto& s) { s.proto = pk::kTcp; s.raw_l4 = true; }), bad4});
-  c.push_back({"ipv4_tcp_10B", build([](auto& s) { s.proto = pk::kTcp; s.raw_l4 = true; s.payload_len = 10; }), bad4});
-  c.push_back({"ipv4_tcp_19B", build([](auto& s) { s.proto = pk::kTcp; s.raw_l4 = true; s.payload_len = 19; }), bad4});
-  c.push_back({"ipv4_tcp_data_offset_4", build([](auto& s) { s.proto = pk::kTcp; s.tcp_data_offset_override = 4; }), bad4});
-  c.push_back({"ipv4_tcp_data_offset_0", build([](auto& s) { s.proto = pk::kTcp; s.tcp_data_offset_override = 0; s.payload_len = 20; }), bad4});
-  c.push_back({"ipv4_sctp_3B", build([](auto& s) { s.proto = pk::kSctp; s.raw_l4 = true; s.payload_len = 3; }), bad4});
+  c.push_back({"ipv4_udp_7B", build([](auto& s) {
+                 s.raw_l4 = true;
+                 s.payload_len = 7;
+               }),
+               bad4});
+  c.push_back({"ipv4_tcp_0B", build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.raw_l4 = true;
+               }),
+               bad4});
+  c.push_back({"ipv4_tcp_10B", build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.raw_l4 = true;
+                 s.payload_len = 10;
+               }),
+               bad4});
+  c.push_back({"ipv4_tcp_19B", build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.raw_l4 = true;
+                 s.payload_len = 19;
+               }),
+               bad4});
+  c.push_back({"ipv4_tcp_data_offset_4", build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.tcp_data_offset_override = 4;
+               }),
+               bad4});
+  c.push_back({"ipv4_tcp_data_offset_0", build([](auto& s) {
+                 s.proto = pk::kTcp;
+                 s.tcp_data_offset_override = 0;
+                 s.payload_len = 20;
+               }),
+               bad4});
+  c.push_back({"ipv4_sctp_3B", build([](auto& s) {
+                 s.proto = pk::kSctp;
+                 s.raw_l4 = true;
+                 s.payload_len = 3;
+               }),
+               bad4});
   c.push_back({"ipv4_first_fragment_tiny_tcp", build([](auto& s) {
-                 s.proto = pk::kTcp; s.more_fragments = true; s.raw_l4 = true; s.payload_len = 8;
-               }), bad4});
-  c.push_back({"ipv6_ethertype_version_4", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.ip_version_override = 4; }), bad_non});
+                 s.proto = pk::kTcp;
+                 s.more_fragments = true;
+                 s.raw_l4 = true;
+                 s.payload_len = 8;
+               }),
+               bad4});
+  c.push_back({"ipv6_ethertype_version_4", build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ip_version_override = 4;
+               }),
+               bad_non});
   {
-    Bytes f = build([](auto& s) { s.l3 = pk::L3::kIpv6; s.min_frame_size = 0; });
+    Bytes f = build([](auto& s) {
+      s.l3 = pk::L3::kIpv6;
+      s.min_frame_size = 0;
+    });
     f.resize(14 + 39);
     c.push_back({"ipv6_header_39B", f, bad_non});
   }
   c.push_back({"ipv6_payload_length_beyond_frame", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ipv6_payload_length_override = 9;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ipv6_payload_length_override = 9;
+               }),
+               bad6});
   c.push_back({"ipv6_payload_length_0_udp", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ipv6_payload_length_override = 0;
-               }), bad6});
-  c.push_back({"ipv6_udp_4B", build([](auto& s) { s.l3 = pk::L3::kIpv6; s.raw_l4 = true; s.payload_len = 4; }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ipv6_payload_length_override = 0;
+               }),
+               bad6});
+  c.push_back({"ipv6_udp_4B", build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.raw_l4 = true;
+                 s.payload_len = 4;
+               }),
+               bad6});
   c.push_back({"ipv6_tcp_19B", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.proto = pk::kTcp; s.raw_l4 = true; s.payload_len = 19;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kTcp;
+                 s.raw_l4 = true;
+                 s.payload_len = 19;
+               }),
+               bad6});
   c.push_back({"ipv6_icmpv6_3B", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.proto = pk::kIcmpv6; s.raw_l4 = true; s.payload_len = 3; s.payload_seed = 135;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kIcmpv6;
+                 s.raw_l4 = true;
+                 s.payload_len = 3;
+                 s.payload_seed = 135;
+               }),
+               bad6});
   c.push_back({"ipv6_hbh_1B", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 0}}; s.ipv6_payload_length_override = 1;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0}};
+                 s.ipv6_payload_length_override = 1;
+               }),
+               bad6});
   c.push_back({"ipv6_dstopts_longer_than_payload", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 60, .len = 16}}; s.ipv6_payload_length_override = 8;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 60, .len = 16}};
+                 s.ipv6_payload_length_override = 8;
+               }),
+               bad6});
   c.push_back({"ipv6_routing_longer_than_payload", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 43, .len = 2048}}; s.ipv6_payload_length_override = 40;
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 43, .len = 2048}};
+                 s.ipv6_payload_length_override = 40;
                  s.payload_len = 100;
-               }), bad6});
+               }),
+               bad6});
   c.push_back({"ipv6_fragment_header_7B", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 44, .frag_offset = 9}}; s.ipv6_payload_length_override = 7;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 44, .frag_offset = 9}};
+                 s.ipv6_payload_length_override = 7;
+               }),
+               bad6});
   c.push_back({"ipv6_ah_longer_than_payload", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 51, .len = 64}}; s.ipv6_payload_length_override = 32;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 51, .len = 64}};
+                 s.ipv6_payload_length_override = 32;
+               }),
+               bad6});
   c.push_back({"ipv6_first_fragment_tiny_tcp", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = {{.type = 44, .more_fragments = true}};
-                 s.proto = pk::kTcp; s.raw_l4 = true; s.payload_len = 8;
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 44, .more_fragments = true}};
+                 s.proto = pk::kTcp;
+                 s.raw_l4 = true;
+                 s.payload_len = 8;
+               }),
+               bad6});
   c.push_back({"ipv6_9_ext_headers", build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6; s.ext = std::vector<pk::Ipv6Ext>(9, pk::Ipv6Ext{.type = 60});
-               }), bad6});
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = std::vector<pk::Ipv6Ext>(9, pk::Ipv6Ext{.type = 60});
+               }),
+               bad6});
   return c;
 }
 
@@ -372,7 +615,10 @@ TEST(PacketParser, MalformedFrames) {
 }
 
 TEST(PacketParser, Addresses) {
-  const ParsedPacket p4 = parse_exact(build([](auto& s) { s.src4 = {192, 168, 1, 2}; s.dst4 = {8, 8, 4, 4}; }));
+  const ParsedPacket p4 = parse_exact(build([](auto& s) {
+    s.src4 = {192, 168, 1, 2};
+    s.dst4 = {8, 8, 4, 4};
+  }));
   const std::array<uint8_t, 16> src4{192, 168, 1, 2}, dst4{8, 8, 4, 4};
   EXPECT_EQ(p4.src, src4);
   EXPECT_EQ(p4.dst, dst4);
@@ -380,7 +626,10 @@ TEST(PacketParser, Addresses) {
   const pk::Ipv6Addr a{0x20, 0x01, 0x0d, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   const pk::Ipv6Addr b{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x11, 0x22};
   const ParsedPacket p6 = parse_exact(build([&](auto& s) {
-    s.l3 = pk::L3::kIpv6; s.src6 = a; s.dst6 = b; s.ext = {{.type = 44, .frag_offset = 3}};
+    s.l3 = pk::L3::kIpv6;
+    s.src6 = a;
+    s.dst6 = b;
+    s.ext = {{.type = 44, .frag_offset = 3}};
   }));
   EXPECT_TRUE(p6.non_first_fragment);
   EXPECT_EQ(p6.src, a);
@@ -621,7 +870,9 @@ uint32_t ref_sum(const uint8_t* p, size_t n, uint64_t sum = 0) {
 TEST(PacketBuilder, KnownIpv4HeaderChecksum) {
   // Wikipedia's IPv4 checksum example: 4500 0073 0000 4000 4011 [b861] c0a8 0001 c0a8 00c7.
   const Bytes f = build([](auto& s) {
-    s.dont_fragment = true; s.src4 = {192, 168, 0, 1}; s.dst4 = {192, 168, 0, 199};
+    s.dont_fragment = true;
+    s.src4 = {192, 168, 0, 1};
+    s.dst4 = {192, 168, 0, 199};
     s.payload_len = 0x73 - 28;
   });
   const Bytes want_hdr = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
@@ -646,9 +897,8 @@ TEST(PacketBuilder, ChecksumsVerify) {
         s.ipv4_options = {1, 1, 1};
         s.tcp_options = {1, 1, 1, 1, 2, 4, 5, 0xb4};
         s.ext = {{.type = 0}};
-        cases.push_back({std::to_string(static_cast<int>(l3)) + "/" + std::to_string(proto) + "/" +
-                             std::to_string(payload),
-                         s});
+        cases.push_back(
+            {std::to_string(static_cast<int>(l3)) + "/" + std::to_string(proto) + "/" + std::to_string(payload), s});
       }
     }
   }
@@ -682,7 +932,9 @@ TEST(PacketBuilder, ChecksumsVerify) {
 
 TEST(PacketBuilder, LayoutOfVlanArpAndIpv6Chain) {
   const Bytes arp = build([](auto& s) {
-    s.l3 = pk::L3::kArp; s.vlans = {{0x88a8, 0x0123}, {0x8100, 0x0fff}}; s.src4 = {10, 1, 2, 3};
+    s.l3 = pk::L3::kArp;
+    s.vlans = {{0x88a8, 0x0123}, {0x8100, 0x0fff}};
+    s.src4 = {10, 1, 2, 3};
     s.dst4 = {10, 1, 2, 4};
   });
   ASSERT_EQ(arp.size(), 60u);
@@ -694,10 +946,14 @@ TEST(PacketBuilder, LayoutOfVlanArpAndIpv6Chain) {
   EXPECT_EQ(Bytes(arp.begin() + 46, arp.begin() + 50), (Bytes{10, 1, 2, 4}));
 
   const Bytes v6 = build([](auto& s) {
-    s.l3 = pk::L3::kIpv6; s.min_frame_size = 0; s.tos = 0xa5; s.flow_label = 0x12345;
-    s.ext = {{.type = 0}, {.type = 44, .frag_offset = 0x1abc, .more_fragments = true, .ident = 0xdeadbeef},
-             {.type = 51}};
-    s.proto = pk::kNoNextHeader; s.payload_len = 3;
+    s.l3 = pk::L3::kIpv6;
+    s.min_frame_size = 0;
+    s.tos = 0xa5;
+    s.flow_label = 0x12345;
+    s.ext = {
+        {.type = 0}, {.type = 44, .frag_offset = 0x1abc, .more_fragments = true, .ident = 0xdeadbeef}, {.type = 51}};
+    s.proto = pk::kNoNextHeader;
+    s.payload_len = 3;
   });
   ASSERT_EQ(v6.size(), 14u + 40 + 8 + 8 + 16 + 3);
   EXPECT_EQ(Bytes(v6.begin() + 14, v6.begin() + 22), (Bytes{0x6a, 0x51, 0x23, 0x45, 0, 35, 0, 64}));
@@ -705,7 +961,7 @@ TEST(PacketBuilder, LayoutOfVlanArpAndIpv6Chain) {
   EXPECT_EQ(v6[55], 0);
   EXPECT_EQ(Bytes(v6.begin() + 62, v6.begin() + 70),
             (Bytes{51, 0, 0xd5, 0xe1, 0xde, 0xad, 0xbe, 0xef}));  // offset << 3 | M
-  EXPECT_EQ(v6[70], 59);  // AH -> no next header
+  EXPECT_EQ(v6[70], 59);                                          // AH -> no next header
   EXPECT_EQ(v6[71], 16 / 4 - 2);
 }
 
@@ -720,9 +976,13 @@ TEST(PcapFile, RoundTrip) {
   const std::string path = temp_path("roundtrip.pcap");
   std::vector<Bytes> frames = {
       build([](auto&) {}),
-      build([](auto& s) { s.l3 = pk::L3::kIpv6; s.proto = pk::kTcp; s.payload_len = 1400; }),
+      build([](auto& s) {
+        s.l3 = pk::L3::kIpv6;
+        s.proto = pk::kTcp;
+        s.payload_len = 1400;
+      }),
       build([](auto& s) { s.l3 = pk::L3::kArp; }),
-      Bytes{},  // zero-length record
+      Bytes{},                                       // zero-length record
       build([](auto& s) { s.payload_len = 9000; }),  // jumbo
   };
   const std::vector<uint64_t> ts = {0, 1'000, 1'700'000'000'123'456'000ull, 999'999'000, 5'000'000'000};
@@ -767,8 +1027,8 @@ void put_u32(Bytes& b, uint32_t v, bool big_endian) {
 }
 
 // A hand-made file: magic, version 2.4 as two u16, zone, sigfigs, snaplen, linktype.
-Bytes pcap_bytes(uint32_t magic, bool big_endian, uint32_t linktype, const std::vector<std::pair<uint32_t, uint32_t>>& ts,
-                 const Bytes& frame) {
+Bytes pcap_bytes(uint32_t magic, bool big_endian, uint32_t linktype,
+                 const std::vector<std::pair<uint32_t, uint32_t>>& ts, const Bytes& frame) {
   Bytes b;
   put_u32(b, magic, big_endian);
   const uint32_t version = big_endian ? (2u << 16 | 4) : (4u << 16 | 2);

@@ -1,7 +1,8 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Scheduling policies: tables of (jobs -> ranks) per policy, round-robin over a
 // hand-ticked timeline, and random inputs checked against an O(n^2) reference
 // ("rank = how many jobs sort strictly before me") that shares no code with
-// the stable sort in src/policy.cc.
+// the stable sort in src/policy/policy.cc.
 #include "psgate/policy.h"
 
 #include <gtest/gtest.h>
@@ -23,9 +24,8 @@ namespace {
 constexpr uint64_t kSec = 1'000'000'000;  // ns
 
 constexpr PolicyKind kAllKinds[] = {
-    PolicyKind::kStatic,   PolicyKind::kFifo,  PolicyKind::kTensorLightsOne,
-    PolicyKind::kRoundRobin, PolicyKind::kProgress, PolicyKind::kBatch,
-    PolicyKind::kShortestFirst,
+    PolicyKind::kStatic,   PolicyKind::kFifo,  PolicyKind::kTensorLightsOne, PolicyKind::kRoundRobin,
+    PolicyKind::kProgress, PolicyKind::kBatch, PolicyKind::kShortestFirst,
 };
 
 PolicyJob job(uint32_t id) {
@@ -35,12 +35,12 @@ PolicyJob job(uint32_t id) {
 }
 PolicyJob with_progress(uint32_t id, std::optional<double> f) {
   PolicyJob j = job(id);
-  j.progress_fraction = f;
+  j.reported.fraction = f;
   return j;
 }
 PolicyJob with_batch(uint32_t id, std::optional<uint64_t> b) {
   PolicyJob j = job(id);
-  j.batch = b;
+  j.reported.batch = b;
   return j;
 }
 PolicyJob with_bytes(uint32_t id, uint64_t per_iter, uint64_t this_iter) {
@@ -73,8 +73,7 @@ std::vector<std::pair<uint32_t, uint32_t>> same(const std::vector<uint32_t>& r) 
 std::string describe(const std::vector<JobRanks>& v) {
   std::string s;
   for (const JobRanks& r : v)
-    s += "{" + std::to_string(r.id) + ":" + std::to_string(r.pull_rank) + "/" +
-         std::to_string(r.push_rank) + "} ";
+    s += "{" + std::to_string(r.id) + ":" + std::to_string(r.pull_rank) + "/" + std::to_string(r.push_rank) + "} ";
   return s;
 }
 
@@ -96,7 +95,8 @@ std::vector<TableCase> table_cases() {
       {"static_empty", PolicyKind::kStatic, {}, {}},
       {"static_one", PolicyKind::kStatic, {job(9)}, same({0})},
       {"static_four", PolicyKind::kStatic, four, same({0, 1, 2, 3})},
-      {"static_ignores_reports", PolicyKind::kStatic,
+      {"static_ignores_reports",
+       PolicyKind::kStatic,
        {with_progress(1, 0.9), with_progress(2, 0.1), with_batch(3, 0)},
        same({0, 1, 2})},
 
@@ -111,55 +111,66 @@ std::vector<TableCase> table_cases() {
 
       // progress: least progressed first; never reported and NaN count as 0.
       {"progress_empty", PolicyKind::kProgress, {}, {}},
-      {"progress_ascending", PolicyKind::kProgress,
+      {"progress_ascending",
+       PolicyKind::kProgress,
        {with_progress(1, 0.8), with_progress(2, 0.2), with_progress(3, 0.5)},
        same({2, 0, 1})},
-      {"progress_ties_keep_input_order", PolicyKind::kProgress,
-       {with_progress(1, 0.5), with_progress(2, 0.1), with_progress(3, 0.5),
-        with_progress(4, 0.1)},
+      {"progress_ties_keep_input_order",
+       PolicyKind::kProgress,
+       {with_progress(1, 0.5), with_progress(2, 0.1), with_progress(3, 0.5), with_progress(4, 0.1)},
        same({2, 0, 3, 1})},
-      {"progress_unreported_is_zero", PolicyKind::kProgress,
+      {"progress_unreported_is_zero",
+       PolicyKind::kProgress,
        {with_progress(1, 0.3), job(2), with_progress(3, 0.0), job(4)},
        same({3, 0, 1, 2})},
-      {"progress_nan_is_zero", PolicyKind::kProgress,
+      {"progress_nan_is_zero",
+       PolicyKind::kProgress,
        {with_progress(1, 0.3), with_progress(2, nan), with_progress(3, 0.1)},
        same({2, 0, 1})},
-      {"progress_all_equal_is_static", PolicyKind::kProgress,
+      {"progress_all_equal_is_static",
+       PolicyKind::kProgress,
        {with_progress(1, 1.0), with_progress(2, 1.0), with_progress(3, 1.0)},
        same({0, 1, 2})},
 
       // batch: earlier batch first; pull 2p, push 2p+1; unreported = batch 0.
       {"batch_empty", PolicyKind::kBatch, {}, {}},
       {"batch_one", PolicyKind::kBatch, {with_batch(1, 7)}, {{0, 1}}},
-      {"batch_ascending", PolicyKind::kBatch,
+      {"batch_ascending",
+       PolicyKind::kBatch,
        {with_batch(1, 30), with_batch(2, 10), with_batch(3, 20)},
        {{4, 5}, {0, 1}, {2, 3}}},
-      {"batch_ties_keep_input_order", PolicyKind::kBatch,
+      {"batch_ties_keep_input_order",
+       PolicyKind::kBatch,
        {with_batch(1, 5), with_batch(2, 5), with_batch(3, 1)},
        {{2, 3}, {4, 5}, {0, 1}}},
-      {"batch_unreported_is_zero", PolicyKind::kBatch,
+      {"batch_unreported_is_zero",
+       PolicyKind::kBatch,
        {with_batch(1, 1), job(2), with_batch(3, 0)},
        {{4, 5}, {0, 1}, {2, 3}}},
-      {"batch_huge_numbers", PolicyKind::kBatch,
+      {"batch_huge_numbers",
+       PolicyKind::kBatch,
        {with_batch(1, UINT64_MAX), with_batch(2, UINT64_MAX - 1)},
        {{2, 3}, {0, 1}}},
 
       // shortest-first: fewest bytes remaining; unknown size last.
       {"sf_empty", PolicyKind::kShortestFirst, {}, {}},
-      {"sf_remaining", PolicyKind::kShortestFirst,
+      {"sf_remaining",
+       PolicyKind::kShortestFirst,
        // remaining: 900, 100, 500
        {with_bytes(1, 1000, 100), with_bytes(2, 1000, 900), with_bytes(3, 600, 100)},
        same({2, 0, 1})},
-      {"sf_overshoot_counts_as_zero", PolicyKind::kShortestFirst,
+      {"sf_overshoot_counts_as_zero",
+       PolicyKind::kShortestFirst,
        // remaining: 0 (overshoot), 1, 0 (exactly done)
        {with_bytes(1, 100, 5000), with_bytes(2, 100, 99), with_bytes(3, 100, 100)},
        same({0, 2, 1})},
-      {"sf_unknown_last", PolicyKind::kShortestFirst,
+      {"sf_unknown_last",
+       PolicyKind::kShortestFirst,
        // 1 unknown, 2 remaining 10^12, 3 unknown (even with bytes sent), 4 remaining 1
-       {with_bytes(1, 0, 0), with_bytes(2, 1'000'000'000'000, 0), with_bytes(3, 0, 77),
-        with_bytes(4, 10, 9)},
+       {with_bytes(1, 0, 0), with_bytes(2, 1'000'000'000'000, 0), with_bytes(3, 0, 77), with_bytes(4, 10, 9)},
        same({2, 1, 3, 0})},
-      {"sf_ties_keep_input_order", PolicyKind::kShortestFirst,
+      {"sf_ties_keep_input_order",
+       PolicyKind::kShortestFirst,
        {with_bytes(1, 100, 50), with_bytes(2, 80, 30), with_bytes(3, 50, 0)},
        same({0, 1, 2})},
   };
@@ -224,8 +235,7 @@ TEST_P(PolicyRoundRobinTime, RotatesOncePerWholeInterval) {
   for (const TimeStep& s : c.steps) {
     const auto got = evaluate_policy(params, state, jobs, s.now_ns);
     EXPECT_EQ(state.rotation, s.rotation) << "at " << s.now_ns;
-    EXPECT_EQ(got, expect(jobs, same(rotated(jobs.size(), s.rotation))))
-        << "at " << s.now_ns << ": " << describe(got);
+    EXPECT_EQ(got, expect(jobs, same(rotated(jobs.size(), s.rotation)))) << "at " << s.now_ns << ": " << describe(got);
   }
 }
 
@@ -248,17 +258,11 @@ INSTANTIATE_TEST_SUITE_P(
         // would read 1, 2, 3, 4; anchored to the start it is 1, 3, 4, 6.
         TimeCase{"no_drift_at_1_5_intervals",
                  10 * kSec,
-                 {{t0, 0},
-                  {t0 + 15 * kSec, 1},
-                  {t0 + 30 * kSec, 3},
-                  {t0 + 45 * kSec, 4},
-                  {t0 + 60 * kSec, 6}}},
+                 {{t0, 0}, {t0 + 15 * kSec, 1}, {t0 + 30 * kSec, 3}, {t0 + 45 * kSec, 4}, {t0 + 60 * kSec, 6}}},
         // A long gap rotates several times at once; 3 jobs, 7 rotations -> top is job 1.
         TimeCase{"long_gap", kSec, {{0, 0}, {7 * kSec + 5, 7}}},
         // Time going backwards (a test's or a caller's mistake) rotates nothing.
-        TimeCase{"clock_backwards",
-                 kSec,
-                 {{t0, 0}, {t0 + 2 * kSec, 2}, {t0 + kSec, 2}, {t0 + 3 * kSec, 3}}},
+        TimeCase{"clock_backwards", kSec, {{t0, 0}, {t0 + 2 * kSec, 2}, {t0 + kSec, 2}, {t0 + 3 * kSec, 3}}},
         // interval 0 means never (no division by zero).
         TimeCase{"zero_interval_never_rotates", 0, {{t0, 0}, {t0 + 100 * kSec, 0}}}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -330,7 +334,7 @@ TEST(PolicyRoundRobin, JobsAddedAndRemovedBetweenEvaluations) {
 
 struct IterStep {
   std::vector<PolicyJob> jobs;
-  uint64_t rotation;           // expected after the evaluation
+  uint64_t rotation;  // expected after the evaluation
   std::vector<uint32_t> ranks;
 };
 
@@ -362,56 +366,55 @@ TEST_P(PolicyRoundRobinIteration, RotatesWhenTopJobFinishesABurst) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policy, PolicyRoundRobinIteration,
-    ::testing::Values(
-        IterCase{"top_job_bursts_drive_rotation",
-                 {
-                     // First evaluation records job 1's count (5), no rotation.
-                     {{with_iters(1, 5), with_iters(2, 0), with_iters(3, 0)}, 0, {0, 1, 2}},
-                     // Others finish bursts: the top job did not, nothing moves.
-                     {{with_iters(1, 5), with_iters(2, 9), with_iters(3, 9)}, 0, {0, 1, 2}},
-                     // Job 1 finishes a burst: job 2 goes on top, its 9 recorded.
-                     {{with_iters(1, 6), with_iters(2, 9), with_iters(3, 9)}, 1, {2, 0, 1}},
-                     {{with_iters(1, 7), with_iters(2, 9), with_iters(3, 9)}, 1, {2, 0, 1}},
-                     // Job 2 finishes three bursts at once: still one rotation.
-                     {{with_iters(1, 7), with_iters(2, 12), with_iters(3, 9)}, 2, {1, 2, 0}},
-                     {{with_iters(1, 7), with_iters(2, 12), with_iters(3, 10)}, 3, {0, 1, 2}},
-                     // Wrapped around: job 1 on top again with 7 recorded.
-                     {{with_iters(1, 7), with_iters(2, 12), with_iters(3, 10)}, 3, {0, 1, 2}},
-                     {{with_iters(1, 8), with_iters(2, 12), with_iters(3, 10)}, 4, {2, 0, 1}},
-                 }},
-        IterCase{"no_jobs_then_jobs_baselines",
-                 {
-                     {{}, 0, {}},
-                     // The first job to appear is baselined, not compared with 0.
-                     {{with_iters(1, 50), with_iters(2, 3)}, 0, {0, 1}},
-                     {{with_iters(1, 51), with_iters(2, 3)}, 1, {1, 0}},
-                 }},
-        IterCase{"top_job_removed",
-                 {
-                     {{with_iters(1, 5), with_iters(2, 2), with_iters(3, 20)}, 0, {0, 1, 2}},
-                     {{with_iters(1, 6), with_iters(2, 2), with_iters(3, 20)}, 1, {2, 0, 1}},
-                     // Job 2 (on top, count 2 recorded) is removed: rotation 1 % 2
-                     // puts job 3 on top, whose 20 > 2 rotates once more; then
-                     // job 1 is on top with its own count recorded.
-                     {{with_iters(1, 6), with_iters(3, 20)}, 2, {0, 1}},
-                     {{with_iters(1, 6), with_iters(3, 21)}, 2, {0, 1}},
-                     {{with_iters(1, 7), with_iters(3, 21)}, 3, {1, 0}},
-                 }},
-        IterCase{"lower_count_on_top_rebaselines",
-                 {
-                     {{with_iters(1, 100), with_iters(2, 1)}, 0, {0, 1}},
-                     // Job 1 removed, job 2 (count 1 < 100 recorded) now on top:
-                     // re-record instead of waiting for 100 bursts.
-                     {{with_iters(2, 1), with_iters(4, 0)}, 0, {0, 1}},
-                     {{with_iters(2, 2), with_iters(4, 0)}, 1, {1, 0}},
-                 }},
-        IterCase{"single_job",
-                 {
-                     {{with_iters(1, 0)}, 0, {0}},
-                     {{with_iters(1, 1)}, 1, {0}},
-                     {{with_iters(1, 1)}, 1, {0}},
-                     {{with_iters(1, 2)}, 2, {0}},
-                 }}),
+    ::testing::Values(IterCase{"top_job_bursts_drive_rotation",
+                               {
+                                   // First evaluation records job 1's count (5), no rotation.
+                                   {{with_iters(1, 5), with_iters(2, 0), with_iters(3, 0)}, 0, {0, 1, 2}},
+                                   // Others finish bursts: the top job did not, nothing moves.
+                                   {{with_iters(1, 5), with_iters(2, 9), with_iters(3, 9)}, 0, {0, 1, 2}},
+                                   // Job 1 finishes a burst: job 2 goes on top, its 9 recorded.
+                                   {{with_iters(1, 6), with_iters(2, 9), with_iters(3, 9)}, 1, {2, 0, 1}},
+                                   {{with_iters(1, 7), with_iters(2, 9), with_iters(3, 9)}, 1, {2, 0, 1}},
+                                   // Job 2 finishes three bursts at once: still one rotation.
+                                   {{with_iters(1, 7), with_iters(2, 12), with_iters(3, 9)}, 2, {1, 2, 0}},
+                                   {{with_iters(1, 7), with_iters(2, 12), with_iters(3, 10)}, 3, {0, 1, 2}},
+                                   // Wrapped around: job 1 on top again with 7 recorded.
+                                   {{with_iters(1, 7), with_iters(2, 12), with_iters(3, 10)}, 3, {0, 1, 2}},
+                                   {{with_iters(1, 8), with_iters(2, 12), with_iters(3, 10)}, 4, {2, 0, 1}},
+                               }},
+                      IterCase{"no_jobs_then_jobs_baselines",
+                               {
+                                   {{}, 0, {}},
+                                   // The first job to appear is baselined, not compared with 0.
+                                   {{with_iters(1, 50), with_iters(2, 3)}, 0, {0, 1}},
+                                   {{with_iters(1, 51), with_iters(2, 3)}, 1, {1, 0}},
+                               }},
+                      IterCase{"top_job_removed",
+                               {
+                                   {{with_iters(1, 5), with_iters(2, 2), with_iters(3, 20)}, 0, {0, 1, 2}},
+                                   {{with_iters(1, 6), with_iters(2, 2), with_iters(3, 20)}, 1, {2, 0, 1}},
+                                   // Job 2 (on top, count 2 recorded) is removed: rotation 1 % 2
+                                   // puts job 3 on top, whose 20 > 2 rotates once more; then
+                                   // job 1 is on top with its own count recorded.
+                                   {{with_iters(1, 6), with_iters(3, 20)}, 2, {0, 1}},
+                                   {{with_iters(1, 6), with_iters(3, 21)}, 2, {0, 1}},
+                                   {{with_iters(1, 7), with_iters(3, 21)}, 3, {1, 0}},
+                               }},
+                      IterCase{"lower_count_on_top_rebaselines",
+                               {
+                                   {{with_iters(1, 100), with_iters(2, 1)}, 0, {0, 1}},
+                                   // Job 1 removed, job 2 (count 1 < 100 recorded) now on top:
+                                   // re-record instead of waiting for 100 bursts.
+                                   {{with_iters(2, 1), with_iters(4, 0)}, 0, {0, 1}},
+                                   {{with_iters(2, 2), with_iters(4, 0)}, 1, {1, 0}},
+                               }},
+                      IterCase{"single_job",
+                               {
+                                   {{with_iters(1, 0)}, 0, {0}},
+                                   {{with_iters(1, 1)}, 1, {0}},
+                                   {{with_iters(1, 1)}, 1, {0}},
+                                   {{with_iters(1, 2)}, 2, {0}},
+                               }}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------
@@ -426,13 +429,13 @@ TEST(PolicyName, RoundTripsEveryKind) {
     ASSERT_TRUE(back.has_value()) << name;
     EXPECT_EQ(*back, k) << name;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"static", "fifo", "tensorlights-one", "round-robin",
-                                          "progress", "batch", "shortest-first"}));
+  EXPECT_EQ(names, (std::set<std::string>{"static", "fifo", "tensorlights-one", "round-robin", "progress", "batch",
+                                          "shortest-first"}));
 }
 
 TEST(PolicyName, UnknownNamesAreRejected) {
-  for (const char* bad : {"", "Static", "FIFO", "round_robin", "roundrobin", "rr", "static ",
-                          " fifo", "tensorlights", "shortest", "progress\n", "unknown"}) {
+  for (const char* bad : {"", "Static", "FIFO", "round_robin", "roundrobin", "rr", "static ", " fifo", "tensorlights",
+                          "shortest", "progress\n", "unknown"}) {
     EXPECT_FALSE(policy_from_name(bad).has_value()) << "'" << bad << "'";
   }
   // A name with an embedded NUL is not "static".
@@ -447,9 +450,9 @@ PolicyJob random_job(uint32_t id, std::mt19937_64& rng) {
   // Few distinct values so that ties are common.
   std::uniform_int_distribution<int> small(0, 4);
   PolicyJob j = job(id);
-  if (small(rng) != 0) j.progress_fraction = small(rng) / 4.0;
-  if (small(rng) != 0) j.batch = small(rng);
-  if (small(rng) != 0) j.iteration = small(rng);
+  if (small(rng) != 0) j.reported.fraction = small(rng) / 4.0;
+  if (small(rng) != 0) j.reported.batch = small(rng);
+  if (small(rng) != 0) j.reported.iteration = small(rng);
   j.iterations_seen = small(rng);
   j.bytes_per_iteration = small(rng) == 0 ? 0 : 1000 * small(rng);
   j.bytes_this_iteration = 500 * small(rng);
@@ -472,13 +475,12 @@ std::vector<JobRanks> reference(PolicyKind kind, const std::vector<PolicyJob>& j
   const size_t n = jobs.size();
   switch (kind) {
     case PolicyKind::kProgress: {
-      const auto r = reference_ranks(
-          jobs, [](const PolicyJob& j) { return j.progress_fraction.value_or(0.0); });
+      const auto r = reference_ranks(jobs, [](const PolicyJob& j) { return j.reported.fraction.value_or(0.0); });
       for (size_t i = 0; i < n; ++i) out.push_back({jobs[i].id, r[i], r[i]});
       break;
     }
     case PolicyKind::kBatch: {
-      const auto r = reference_ranks(jobs, [](const PolicyJob& j) { return j.batch.value_or(0); });
+      const auto r = reference_ranks(jobs, [](const PolicyJob& j) { return j.reported.batch.value_or(0); });
       for (size_t i = 0; i < n; ++i) out.push_back({jobs[i].id, 2 * r[i], 2 * r[i] + 1});
       break;
     }
@@ -529,8 +531,8 @@ TEST(PolicyProperty, EveryPolicyGivesOneEntryPerJobInInputOrder) {
         PolicyState state2 = state;
 
         const auto got = evaluate_policy(params, state, jobs, now);
-        const std::string ctx = std::string(policy_name(kind)) + " trial " +
-                                std::to_string(trial) + ": " + describe(got);
+        const std::string ctx =
+            std::string(policy_name(kind)) + " trial " + std::to_string(trial) + ": " + describe(got);
         ASSERT_EQ(got.size(), n) << ctx;
         for (size_t i = 0; i < n; ++i) {
           EXPECT_EQ(got[i].id, jobs[i].id) << ctx;
@@ -563,8 +565,7 @@ TEST(PolicyProperty, EveryPolicyGivesOneEntryPerJobInInputOrder) {
           EXPECT_EQ(positions.size(), n) << "not a permutation: " << ctx;
         }
 
-        if (kind == PolicyKind::kProgress || kind == PolicyKind::kBatch ||
-            kind == PolicyKind::kShortestFirst) {
+        if (kind == PolicyKind::kProgress || kind == PolicyKind::kBatch || kind == PolicyKind::kShortestFirst) {
           const auto want = reference(kind, jobs);
           EXPECT_EQ(got, want) << ctx << "\nwant " << describe(want);
         }
@@ -581,8 +582,8 @@ TEST(PolicyStability, ManyTiedJobsKeepInputOrder) {
     for (uint32_t i = 0; i < 200; ++i) {
       // Three distinct keys, interleaved, ids descending so id order != input order.
       PolicyJob j = job(1000 - i);
-      j.progress_fraction = (i * 7 % 3) / 2.0;
-      j.batch = i * 7 % 3;
+      j.reported.fraction = (i * 7 % 3) / 2.0;
+      j.reported.batch = i * 7 % 3;
       j.bytes_per_iteration = 3000;
       j.bytes_this_iteration = 1000 * (i * 7 % 3);
       jobs.push_back(j);

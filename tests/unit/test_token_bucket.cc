@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // TokenBucket against exact arithmetic with a hand-ticked clock.
 //
 // The greedy-sender tests use the bucket's own invariant to get an exact bound
@@ -23,14 +24,14 @@ constexpr uint64_t kGbit = 1'000'000'000 / 8;  // bytes per second in 1 Gbit/s
 struct GreedyResult {
   uint64_t sent_bytes = 0;
   uint64_t packets = 0;
-  uint64_t last_poll = 0;  // ticks
+  uint64_t last_poll = 0;    // ticks
   uint32_t blocked_len = 0;  // length of the packet that did not conform at last_poll
 };
 
 // Polls at random intervals in [0, max_gap] ticks until `end`, sending
 // packets while the bucket conforms. pkt_len 0 means random lengths 64..9000.
-GreedyResult run_greedy(TokenBucket& tb, uint64_t start, uint64_t end, uint64_t max_gap,
-                        uint32_t pkt_len, std::mt19937_64& rng) {
+GreedyResult run_greedy(TokenBucket& tb, uint64_t start, uint64_t end, uint64_t max_gap, uint32_t pkt_len,
+                        std::mt19937_64& rng) {
   std::uniform_int_distribution<uint64_t> gap(0, max_gap);
   std::uniform_int_distribution<uint32_t> size(64, 9000);
   GreedyResult r;
@@ -71,8 +72,7 @@ TEST_P(TokenBucketRate, GreedySenderGetsConfiguredRate) {
   const uint64_t seconds = std::max<uint64_t>(10, 2000 * max_len / c.bytes_per_sec + 1);
   const uint64_t t0 = 12345;
   const uint64_t end = t0 + seconds * c.tick_hz;
-  const uint64_t max_gap =
-      static_cast<uint64_t>(static_cast<i128>(burst - max_len) * c.tick_hz / c.bytes_per_sec);
+  const uint64_t max_gap = static_cast<uint64_t>(static_cast<i128>(burst - max_len) * c.tick_hz / c.bytes_per_sec);
   ASSERT_GT(max_gap, 0u);
 
   TokenBucket tb(c.bytes_per_sec, burst, c.tick_hz, t0);
@@ -80,8 +80,7 @@ TEST_P(TokenBucketRate, GreedySenderGetsConfiguredRate) {
   const GreedyResult r = run_greedy(tb, t0, end, max_gap, c.pkt_len, rng);
 
   // Exact: 0 <= earned - sent < blocked_len, all in byte-ticks.
-  const i128 earned = static_cast<i128>(burst) * c.tick_hz +
-                      static_cast<i128>(c.bytes_per_sec) * (r.last_poll - t0);
+  const i128 earned = static_cast<i128>(burst) * c.tick_hz + static_cast<i128>(c.bytes_per_sec) * (r.last_poll - t0);
   const i128 left = earned - static_cast<i128>(r.sent_bytes) * c.tick_hz;
   EXPECT_GE(left, 0) << "sent more than rate * time + burst";
   EXPECT_LT(left, static_cast<i128>(r.blocked_len) * c.tick_hz) << "left tokens unused";
@@ -95,13 +94,13 @@ TEST_P(TokenBucketRate, GreedySenderGetsConfiguredRate) {
 
 std::vector<RateCase> rate_cases() {
   std::vector<RateCase> v;
-  const uint64_t rates[] = {1'250,            // 10 kbit/s
-                            125'000,          // 1 Mbit/s
-                            12'500'000,       // 100 Mbit/s
-                            kGbit,            // 1 Gbit/s
-                            10 * kGbit + 7,   // ~10 Gbit/s, not a round number
-                            25 * kGbit,       // 25 Gbit/s
-                            100 * kGbit};     // 100 Gbit/s
+  const uint64_t rates[] = {1'250,           // 10 kbit/s
+                            125'000,         // 1 Mbit/s
+                            12'500'000,      // 100 Mbit/s
+                            kGbit,           // 1 Gbit/s
+                            10 * kGbit + 7,  // ~10 Gbit/s, not a round number
+                            25 * kGbit,      // 25 Gbit/s
+                            100 * kGbit};    // 100 Gbit/s
   const uint32_t lens[] = {64, 1500, 9000, 0};
   for (uint64_t r : rates)
     for (uint32_t l : lens) {
@@ -126,7 +125,7 @@ TEST(TokenBucket, BurstHonouredAfterIdle) {
     uint64_t expect_packets;
   };
   const Case cases[] = {
-      {15'000, 1500, 10}, {15'001, 1500, 10}, {16'499, 1500, 10}, {64, 64, 1},
+      {15'000, 1500, 10},  {15'001, 1500, 10},     {16'499, 1500, 10}, {64, 64, 1},
       {63, 64, 1},  // frame larger than burst: one passes (bucket goes into debt)
       {128'000, 64, 2000}, {1'000'000, 9000, 111}, {0, 64, 1},
   };
@@ -175,8 +174,8 @@ TEST(TokenBucket, SetRateMidRun) {
     uint64_t r1, r2;
     uint32_t len;
   };
-  const Case cases[] = {{kGbit, 10 * kGbit, 1500}, {10 * kGbit, kGbit, 64}, {125'000, 12'500'000, 9000},
-                        {12'500'000, 125'000, 1500}};
+  const Case cases[] = {
+      {kGbit, 10 * kGbit, 1500}, {10 * kGbit, kGbit, 64}, {125'000, 12'500'000, 9000}, {12'500'000, 125'000, 1500}};
   for (const Case& c : cases) {
     SCOPED_TRACE(std::to_string(c.r1) + " -> " + std::to_string(c.r2));
     const uint64_t hz = 2'600'000'000;
@@ -190,8 +189,8 @@ TEST(TokenBucket, SetRateMidRun) {
     tb.set_rate(c.r2, t1);
     EXPECT_EQ(tb.rate_bytes_per_sec(), c.r2);
     GreedyResult b = run_greedy(tb, t1, t2, gap, c.len, rng);
-    const i128 earned = static_cast<i128>(burst) * hz + static_cast<i128>(c.r1) * t1 +
-                        static_cast<i128>(c.r2) * (b.last_poll - t1);
+    const i128 earned =
+        static_cast<i128>(burst) * hz + static_cast<i128>(c.r1) * t1 + static_cast<i128>(c.r2) * (b.last_poll - t1);
     const i128 left = earned - static_cast<i128>(a.sent_bytes + b.sent_bytes) * hz;
     EXPECT_GE(left, 0);
     EXPECT_LT(left, static_cast<i128>(c.len) * hz);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // parse_rate_bps / parse_size_bytes / parse_duration_ns: exact values for good
 // input, an understandable error (naming the text and the problem) for bad.
 #include <gtest/gtest.h>
@@ -34,8 +35,7 @@ void expect_good(ParseFn parse, const Good& g) {
 void expect_bad(ParseFn parse, const Bad& b) {
   const auto r = parse(b.text);
   ASSERT_FALSE(r.ok()) << "\"" << b.text << "\" parsed as " << *r;
-  EXPECT_NE(r.error().find(b.error_contains), std::string::npos)
-      << "\"" << b.text << "\": " << r.error();
+  EXPECT_NE(r.error().find(b.error_contains), std::string::npos) << "\"" << b.text << "\": " << r.error();
   // One line, and it quotes the input so the operator sees what was read.
   EXPECT_EQ(r.error().find('\n'), std::string::npos) << r.error();
   if (*b.text != '\0') {
@@ -56,8 +56,8 @@ TEST(UnitsRate, GoodValues) {
       {"64kbps", 64'000},
       {"1bps", 1},
       {"0bit/s", 0},
-      {"0.0005kbit/s", 1},      // 0.5 rounds half up
-      {"0.0004kbit/s", 0},      // 0.4 rounds down
+      {"0.0005kbit/s", 1},         // 0.5 rounds half up
+      {"0.0004kbit/s", 0},         // 0.4 rounds down
       {"1.0000005kbit/s", 1'000},  // 1000.0005 -> 1000
       {"007Mbit/s", 7'000'000},    // leading zeros
       {"2.50000Gbit/s", 2'500'000'000},
@@ -81,7 +81,7 @@ TEST(UnitsRate, BadValues) {
       {"-1Gbit/s", "negative"},
       {"+1Gbit/s", "sign"},
       {"Gbit/s", "does not start with a number"},
-      {"1GB", "unknown unit"},          // a size is not a rate
+      {"1GB", "unknown unit"},  // a size is not a rate
       {"1gbit/s", "case-sensitive"},
       {"1Kbit/s", "unknown unit"},
       {"1 Gbit/s", "unknown unit \" Gbit/s\""},
@@ -103,11 +103,19 @@ TEST(UnitsRate, BadValues) {
 
 TEST(UnitsSize, GoodValues) {
   const Good cases[] = {
-      {"64KiB", 65'536},  {"1MiB", 1'048'576},   {"1500B", 1'500},
-      {"2KB", 2'000},     {"1GiB", 1ull << 30},   {"3GB", 3'000'000'000},
-      {"5MB", 5'000'000}, {"1.5KiB", 1'536},      {"0B", 0},
-      {"0.5B", 1},        {"0.49B", 0},           {"24B", 24},
-      {"0.001KiB", 1},    // 1.024 -> 1
+      {"64KiB", 65'536},
+      {"1MiB", 1'048'576},
+      {"1500B", 1'500},
+      {"2KB", 2'000},
+      {"1GiB", 1ull << 30},
+      {"3GB", 3'000'000'000},
+      {"5MB", 5'000'000},
+      {"1.5KiB", 1'536},
+      {"0B", 0},
+      {"0.5B", 1},
+      {"0.49B", 0},
+      {"24B", 24},
+      {"0.001KiB", 1},                           // 1.024 -> 1
       {"17179869183GiB", 17179869183ull << 30},  // (2^34 - 1) GiB, just below 2^64
   };
   for (const auto& g : cases) expect_good(parse_size_bytes, g);
@@ -120,7 +128,7 @@ TEST(UnitsSize, BadValues) {
       {"64K", "unknown unit \"K\""},
       {"64kb", "unknown unit"},
       {"64kiB", "unknown unit"},
-      {"1TiB", "unknown unit"},   // strict list: up to GiB
+      {"1TiB", "unknown unit"},  // strict list: up to GiB
       {"1TB", "unknown unit"},
       {"1Gbit/s", "unknown unit"},
       {"-64KiB", "negative"},
@@ -142,7 +150,7 @@ TEST(UnitsDuration, GoodValues) {
   const Good cases[] = {
       {"500ms", 500'000'000}, {"20s", 20'000'000'000}, {"100us", 100'000},
       {"250ns", 250},         {"1.5s", 1'500'000'000}, {"0s", 0},
-      {"0.1s", 100'000'000},  {"1.0005us", 1'001},     // 1000.5 ns rounds up
+      {"0.1s", 100'000'000},  {"1.0005us", 1'001},  // 1000.5 ns rounds up
       {"0.25ns", 0},
   };
   for (const auto& g : cases) expect_good(parse_duration_ns, g);
@@ -150,11 +158,9 @@ TEST(UnitsDuration, GoodValues) {
 
 TEST(UnitsDuration, BadValues) {
   const Bad cases[] = {
-      {"", "empty duration"},   {"500", "missing unit"},
-      {"1m", "unknown unit"},   {"1min", "unknown unit"},
-      {"1h", "unknown unit"},   {"1S", "unknown unit"},
-      {"1µs", "unknown unit"},  {"-1s", "negative"},
-      {"1s1", "unknown unit"},  {"99999999999s", "too large"},
+      {"", "empty duration"},  {"500", "missing unit"},       {"1m", "unknown unit"},  {"1min", "unknown unit"},
+      {"1h", "unknown unit"},  {"1S", "unknown unit"},        {"1µs", "unknown unit"}, {"-1s", "negative"},
+      {"1s1", "unknown unit"}, {"99999999999s", "too large"},
   };
   for (const auto& b : cases) expect_bad(parse_duration_ns, b);
 }
@@ -168,8 +174,7 @@ TEST(UnitsRate, MatchesReferenceOnRandomDecimals) {
     const char* name;
     long double mult;
   };
-  const U units[] = {{"bit/s", 1}, {"kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9},
-                     {"Tbit/s", 1e12}};
+  const U units[] = {{"bit/s", 1}, {"kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9}, {"Tbit/s", 1e12}};
   for (int i = 0; i < 20000; ++i) {
     const uint64_t whole = rng() % 100000;
     const unsigned frac_digits = rng() % 7;
@@ -180,12 +185,11 @@ TEST(UnitsRate, MatchesReferenceOnRandomDecimals) {
     if (frac_digits == 0) {
       std::snprintf(text, sizeof(text), "%" PRIu64 "%s", whole, u.name);
     } else {
-      std::snprintf(text, sizeof(text), "%" PRIu64 ".%0*" PRIu64 "%s", whole,
-                    static_cast<int>(frac_digits), frac, u.name);
+      std::snprintf(text, sizeof(text), "%" PRIu64 ".%0*" PRIu64 "%s", whole, static_cast<int>(frac_digits), frac,
+                    u.name);
     }
-    const long double exact = (static_cast<long double>(whole) +
-                               static_cast<long double>(frac) / static_cast<long double>(scale)) *
-                              u.mult;
+    const long double exact =
+        (static_cast<long double>(whole) + static_cast<long double>(frac) / static_cast<long double>(scale)) * u.mult;
     const long double lower = std::floor(exact);
     const long double dist = exact - lower;
     if (dist > 0.4999L && dist < 0.5001L) continue;  // too close to a half to judge

@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Frame builder for tests and tools. See packet_builder.h.
 #include "packet_builder.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace psgate::pkt {
 namespace {
@@ -34,9 +36,8 @@ std::vector<uint8_t> payload(const PacketSpec& s) {
 
 bool is_non_first_fragment(const PacketSpec& s) {
   if (s.l3 == L3::kIpv4) return s.frag_offset != 0;
-  return std::any_of(s.ext.begin(), s.ext.end(), [](const Ipv6Ext& e) {
-    return e.type == kIpv6Fragment && e.frag_offset != 0;
-  });
+  return std::any_of(s.ext.begin(), s.ext.end(),
+                     [](const Ipv6Ext& e) { return e.type == kIpv6Fragment && e.frag_offset != 0; });
 }
 
 // The L4 segment (header + payload). `pseudo` is the pseudo-header sum for a
@@ -77,13 +78,12 @@ std::vector<uint8_t> build_l4(const PacketSpec& s, PseudoFn pseudo) {
     put16(seg, s.dport);
     put32(seg, 0);  // verification tag
     put32(seg, 0);  // checksum
-  } else if (header && ((s.proto == kIcmp && s.l3 == L3::kIpv4) ||
-                        (s.proto == kIcmpv6 && s.l3 == L3::kIpv6))) {
+  } else if (header && ((s.proto == kIcmp && s.l3 == L3::kIpv4) || (s.proto == kIcmpv6 && s.l3 == L3::kIpv6))) {
     put8(seg, s.icmp_type);
     put8(seg, s.icmp_code);
     csum_at = seg.size();
     put16(seg, 0);
-    put32(seg, 0);  // identifier/sequence, or NDP's reserved/flags word
+    put32(seg, 0);                    // identifier/sequence, or NDP's reserved/flags word
     use_pseudo = s.proto == kIcmpv6;  // ICMPv4 has no pseudo-header
   }
   seg.insert(seg.end(), body.begin(), body.end());
@@ -96,9 +96,8 @@ std::vector<uint8_t> build_l4(const PacketSpec& s, PseudoFn pseudo) {
 }
 
 void build_ipv4(const PacketSpec& s, std::vector<uint8_t>& f) {
-  const std::vector<uint8_t> seg = build_l4(s, [&](size_t n) {
-    return pseudo_header_sum_v4(s.src4, s.dst4, s.proto, n);
-  });
+  const std::vector<uint8_t> seg =
+      build_l4(s, [&](size_t n) { return pseudo_header_sum_v4(s.src4, s.dst4, s.proto, n); });
   const size_t opt_len = std::min<size_t>(round_up(s.ipv4_options.size(), 4), 40);
   const size_t hlen = 20 + opt_len;
   const size_t at = f.size();
@@ -165,9 +164,8 @@ void build_ipv6_ext(const PacketSpec& s, size_t i, std::vector<uint8_t>& f) {
 
 void build_ipv6(const PacketSpec& s, std::vector<uint8_t>& f) {
   // Pseudo header uses the final proto (RFC 8200 sec. 8.1).
-  const std::vector<uint8_t> seg = build_l4(s, [&](size_t n) {
-    return pseudo_header_sum_v6(s.src6, s.dst6, s.proto, n);
-  });
+  const std::vector<uint8_t> seg =
+      build_l4(s, [&](size_t n) { return pseudo_header_sum_v6(s.src6, s.dst6, s.proto, n); });
   const size_t at = f.size();
   put32(f, (6u << 28) | (uint32_t{s.tos} << 20) | (s.flow_label & 0xfffff));
   put16(f, 0);  // payload length, below
@@ -242,15 +240,13 @@ uint16_t internet_checksum(const uint8_t* data, size_t len, uint32_t initial) {
   return static_cast<uint16_t>(~ones_complement_sum(data, len, initial));
 }
 
-uint32_t pseudo_header_sum_v4(const Ipv4Addr& src, const Ipv4Addr& dst, uint8_t proto,
-                              size_t l4_len) {
+uint32_t pseudo_header_sum_v4(const Ipv4Addr& src, const Ipv4Addr& dst, uint8_t proto, size_t l4_len) {
   uint32_t sum = ones_complement_sum(src.data(), 4);
   sum = ones_complement_sum(dst.data(), 4, sum);
   return ones_complement_sum(nullptr, 0, sum + proto + static_cast<uint32_t>(l4_len));
 }
 
-uint32_t pseudo_header_sum_v6(const Ipv6Addr& src, const Ipv6Addr& dst, uint8_t proto,
-                              size_t l4_len) {
+uint32_t pseudo_header_sum_v6(const Ipv6Addr& src, const Ipv6Addr& dst, uint8_t proto, size_t l4_len) {
   uint32_t sum = ones_complement_sum(src.data(), 16);
   sum = ones_complement_sum(dst.data(), 16, sum);
   // 32-bit upper-layer length and 24 zero bits + next header.
@@ -267,6 +263,25 @@ std::string hex(const std::vector<uint8_t>& bytes) {
     out += buf;
   }
   return out;
+}
+
+PacketSpec from_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len) {
+  PacketSpec s;
+  s.src4 = kTestPs;
+  s.dst4 = kTestWorker;
+  s.proto = kTcp;
+  s.sport = ps_port;
+  s.dport = kTestWorkerPort;
+  s.ip_id = ip_id;
+  s.payload_len = payload_len;
+  return s;
+}
+
+PacketSpec to_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len) {
+  PacketSpec s = from_ps(ps_port, ip_id, payload_len);
+  std::swap(s.src4, s.dst4);
+  std::swap(s.sport, s.dport);
+  return s;
 }
 
 }  // namespace psgate::pkt

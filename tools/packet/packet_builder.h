@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Builds Ethernet frames byte by byte for tests, the demo traffic tool and the
 // packet generator. Not for the fast path: it allocates freely.
 //
@@ -83,11 +84,11 @@ struct Ipv6Ext {
 struct PacketSpec {
   Mac dst_mac{0x02, 0, 0, 0, 0, 0x02};
   Mac src_mac{0x02, 0, 0, 0, 0, 0x01};
-  std::vector<VlanTag> vlans;  // outermost first
+  std::vector<VlanTag> vlans;           // outermost first
   uint16_t ethertype = kEtherTypeLldp;  // L3::kNone only
 
   L3 l3 = L3::kIpv4;
-  uint8_t tos = 0;  // IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
+  uint8_t tos = 0;   // IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
   uint8_t ttl = 64;  // IPv4 TTL / IPv6 hop limit
 
   Ipv4Addr src4{10, 0, 0, 1};
@@ -100,7 +101,7 @@ struct PacketSpec {
 
   Ipv6Addr src6{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   Ipv6Addr dst6{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-  uint32_t flow_label = 0;  // 20 bits
+  uint32_t flow_label = 0;   // 20 bits
   std::vector<Ipv6Ext> ext;  // in wire order
 
   // Upper-layer protocol. TCP, UDP, SCTP, ICMP (IPv4) and ICMPv6 get a real
@@ -114,20 +115,20 @@ struct PacketSpec {
   uint32_t ack = 0;
   uint8_t tcp_flags = kTcpAck;
   std::vector<uint8_t> tcp_options;  // zero-padded to a multiple of 4
-  uint8_t icmp_type = 8;  // echo request (ICMPv6: set 128 or an NDP type)
+  uint8_t icmp_type = 8;             // echo request (ICMPv6: set 128 or an NDP type)
   uint8_t icmp_code = 0;
 
   size_t payload_len = 0;
-  uint8_t payload_seed = 0;  // payload byte i = payload_seed + i
+  uint8_t payload_seed = 0;               // payload byte i = payload_seed + i
   size_t min_frame_size = kMinFrameSize;  // zero-pad the frame up to this; 0 = none
 
   // Deliberate breakage (applied after the checksum, so it stays as computed
   // for the honest header).
   std::optional<uint8_t> ip_version_override;
-  std::optional<uint8_t> ipv4_ihl_override;            // in 4-byte words
+  std::optional<uint8_t> ipv4_ihl_override;  // in 4-byte words
   std::optional<uint16_t> ipv4_total_length_override;
   std::optional<uint16_t> ipv6_payload_length_override;
-  std::optional<uint8_t> tcp_data_offset_override;     // in 4-byte words
+  std::optional<uint8_t> tcp_data_offset_override;  // in 4-byte words
 };
 
 std::vector<uint8_t> build_packet(const PacketSpec& spec);
@@ -142,12 +143,20 @@ uint32_t ones_complement_sum(const uint8_t* data, size_t len, uint32_t initial =
 uint16_t internet_checksum(const uint8_t* data, size_t len, uint32_t initial = 0);
 
 // Pseudo-header sum for TCP/UDP/ICMPv6 checksums over a `l4_len`-byte segment.
-uint32_t pseudo_header_sum_v4(const Ipv4Addr& src, const Ipv4Addr& dst, uint8_t proto,
-                              size_t l4_len);
-uint32_t pseudo_header_sum_v6(const Ipv6Addr& src, const Ipv6Addr& dst, uint8_t proto,
-                              size_t l4_len);
+uint32_t pseudo_header_sum_v4(const Ipv4Addr& src, const Ipv4Addr& dst, uint8_t proto, size_t l4_len);
+uint32_t pseudo_header_sum_v6(const Ipv6Addr& src, const Ipv6Addr& dst, uint8_t proto, size_t l4_len);
 
 // Readable hex dump for test failure messages.
 std::string hex(const std::vector<uint8_t>& bytes);
+
+// The PS-host topology the tests share: the PS at 10.0.0.5 and a worker at
+// 10.0.1.10, whose end of every connection is port 40000.
+inline constexpr Ipv4Addr kTestPs{10, 0, 0, 5};
+inline constexpr Ipv4Addr kTestWorker{10, 0, 1, 10};
+inline constexpr uint16_t kTestWorkerPort = 40000;
+// From the PS (leaves by the wire port: a pull): TCP from `ps_port` to the worker.
+PacketSpec from_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len);
+// To the PS (leaves by the host port: a push): TCP from the worker to `ps_port`.
+PacketSpec to_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len);
 
 }  // namespace psgate::pkt

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Classic pcap reader/writer. See pcap_file.h.
 //
 // File layout (all fields in the writer's byte order, told by the magic):
@@ -92,8 +93,8 @@ bool PcapWriter::write(const uint8_t* data, size_t len, uint64_t ts_ns) {
 
 bool PcapWriter::write_record(const uint8_t* data, uint32_t caplen, uint32_t orig_len, uint64_t ts_ns) {
   if (file_ == nullptr) return fail("write on a closed pcap writer");
-  const RecordHeader r{static_cast<uint32_t>(ts_ns / 1000000000),
-                       static_cast<uint32_t>(ts_ns % 1000000000 / 1000), caplen, orig_len};
+  const RecordHeader r{static_cast<uint32_t>(ts_ns / 1000000000), static_cast<uint32_t>(ts_ns % 1000000000 / 1000),
+                       caplen, orig_len};
   if (std::fwrite(&r, sizeof r, 1, file_) != 1 || (caplen != 0 && std::fwrite(data, caplen, 1, file_) != 1)) {
     return fail("write failed: " + errno_text());
   }
@@ -117,8 +118,11 @@ Result<std::vector<PcapRecord>> read_pcap(const std::string& path) {
   bool swap = false;
   bool nano = false;
   switch (h.magic) {
-    case kPcapMagicMicro: break;
-    case kPcapMagicNano: nano = true; break;
+    case kPcapMagicMicro:
+      break;
+    case kPcapMagicNano:
+      nano = true;
+      break;
     default:
       if (h.magic == bswap32(kPcapMagicMicro)) {
         swap = true;
@@ -150,8 +154,7 @@ Result<std::vector<PcapRecord>> read_pcap(const std::string& path) {
     }
     const uint32_t incl = u32(r.incl_len);
     if (incl > kMaxRecordLen) {
-      return R::failure(path + ": record " + std::to_string(out.size()) + " claims " +
-                        std::to_string(incl) + " bytes");
+      return R::failure(path + ": record " + std::to_string(out.size()) + " claims " + std::to_string(incl) + " bytes");
     }
     PcapRecord rec;
     rec.ts_ns = uint64_t{u32(r.ts_sec)} * 1000000000 + uint64_t{u32(r.ts_frac)} * (nano ? 1 : 1000);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Classic libpcap files (not pcapng), Ethernet link type only: integration
 // tests write what they send and read back what psgate transmitted (DPDK's
 // net_pcap vdev reads and writes this same format).
@@ -19,7 +20,7 @@ inline constexpr uint32_t kPcapLinktypeEthernet = 1;
 inline constexpr uint32_t kPcapSnaplen = 65535;  // bytes
 
 struct PcapRecord {
-  uint64_t ts_ns = 0;  // since the epoch; microsecond files give multiples of 1000
+  uint64_t ts_ns = 0;          // since the epoch; microsecond files give multiples of 1000
   std::vector<uint8_t> bytes;  // captured bytes (at most the snap length)
   uint32_t orig_len = 0;       // length on the wire
 };
@@ -44,9 +45,7 @@ class PcapWriter {
   // One record exactly as given: `caplen` bytes of `data` captured of a frame
   // of `orig_len` bytes (a capture cut short has caplen < orig_len).
   bool write_record(const uint8_t* data, uint32_t caplen, uint32_t orig_len, uint64_t ts_ns);
-  bool write(const std::vector<uint8_t>& frame, uint64_t ts_ns) {
-    return write(frame.data(), frame.size(), ts_ns);
-  }
+  bool write(const std::vector<uint8_t>& frame, uint64_t ts_ns) { return write(frame.data(), frame.size(), ts_ns); }
   // Flushes and closes; false if a buffered write failed.
   bool close();
 

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Flow cache: see include/psgate/flow_cache.h for what it promises.
+//
+// Two tables, because an IPv4 5-tuple (13 bytes) fits a 32-byte entry and an
+// IPv6 one (37 bytes) needs 64: IPv4 entries go two to a cache line, so an
+// IPv4 lookup touches at most two lines (its two candidate sets).
+//
+//   table<Key>:  entries[0 .. mask], a set = the 2 neighbouring entries
+//                {i & ~1, i | 1}: one line (IPv4) or two adjacent (IPv6)
+//   a flow may sit in either of 2 sets, picked by different bits of one CRC32-C
+//   hash; insert picks the set with fewer live entries ("two choices", which
+//   keeps overflow rare at half load), and evicts the older way when full.
+//
+// A zeroed entry can never match: every real key has its family (4 or 6) in
+// word 0 (IPv6) or word 1 (IPv4) (flow_key.h).
+#include "psgate/flow_cache.h"
+
+#include <rte_errno.h>
+#include <rte_hash_crc.h>
+#include <rte_malloc.h>
+#include <rte_prefetch.h>
+
+#include <bit>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <cstring>
+
+namespace psgate {
+
+namespace {
+
+constexpr unsigned kMaxBurst = FlowCache::kMaxBurst;
+constexpr uint32_t kMaxEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries: beyond any sane config
+
+// One hash per family: IPv4 keys use FlowCache::hash (inline, the RX stage
+// calls it per packet), IPv6 keys the same CRC chain over their five words.
+inline uint32_t hash_key(const FlowKey4& k) { return FlowCache::hash(k); }
+inline uint32_t hash_key(const FlowKey6& k) {
+  uint32_t h = FlowCache::kHashSeed;
+  for (uint64_t w : k.w) h = rte_hash_crc_8byte(w, h);
+  return h;
+}
+
+template <typename Key>
+inline bool same_key(const Key& a, const Key& b) {
+  uint64_t diff = 0;  // branch-free: every word compared, then combined
+  for (size_t i = 0; i < std::size(a.w); ++i) diff |= a.w[i] ^ b.w[i];
+  return diff == 0;
+}
+
+template <typename Key>
+inline bool is_empty(const Key& k) {
+  uint64_t any = 0;
+  for (uint64_t w : k.w) any |= w;
+  return any == 0;
+}
+
+template <typename Key>
+struct alignas(std::bit_ceil(sizeof(Key) + 8)) Entry {
+  Key key;
+  uint32_t generation;
+  uint32_t value;
+};
+static_assert(sizeof(Entry<FlowKey4>) == 32, "two IPv4 entries per cache line (FlowCache::kEntry4Bytes)");
+static_assert(sizeof(Entry<FlowKey6>) == 64, "one IPv6 entry per cache line");
+
+}  // namespace
+
+// One table of one key type.
+template <typename Key>
+struct FlowTable {
+  using E = Entry<Key>;
+  E* entries = nullptr;
+  uint32_t mask = 0;  // entries - 1
+
+  E* first_set(uint32_t h) const { return entries + (h & mask & ~1u); }
+  // The high half of the hash: independent of the bits that pick the first set.
+  E* second_set(uint32_t h) const { return entries + (std::rotr(h, 16) & mask & ~1u); }
+
+  static void prefetch_set(const E* set) {
+    rte_prefetch0(set);
+    if constexpr (sizeof(E) * 2 > RTE_CACHE_LINE_SIZE) rte_prefetch0(set + 1);
+  }
+
+  // At most one way holds the key (insert refreshes in place), so the four
+  // compares are independent and can all be in flight at once.
+  static E* find(E* a, E* b, const Key& key) {
+#if defined(__SSE2__)
+    if constexpr (sizeof(Key) == 16) {
+      // One 16-byte compare per way (a third of the scalar instructions), the
+      // four results as a mask, the first match picked by its bit.
+      const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.w));
+      auto eq = [&k](const E& e) -> unsigned {
+        const __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w));
+        return _mm_movemask_epi8(_mm_cmpeq_epi8(k, w)) == 0xffff;
+      };
+      const unsigned match = eq(a[0]) | eq(a[1]) << 1 | eq(b[0]) << 2 | eq(b[1]) << 3;
+      if (match == 0) return nullptr;
+      const unsigned way = static_cast<unsigned>(__builtin_ctz(match));
+      return (way < 2 ? a : b) + (way & 1);
+    }
+#endif
+    E* hit = nullptr;
+    hit = same_key(b[1].key, key) ? &b[1] : hit;
+    hit = same_key(b[0].key, key) ? &b[0] : hit;
+    hit = same_key(a[1].key, key) ? &a[1] : hit;
+    hit = same_key(a[0].key, key) ? &a[0] : hit;
+    return hit;
+  }
+
+  // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]) with
+  // their sets; out[i] gets the value of each live hit. Returns the hit mask.
+  uint64_t compare(const Key keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
+                   uint32_t out[]) const {
+    uint64_t hits = 0;
+    for (uint64_t todo = mask; todo != 0; todo &= todo - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+      const E* e = find(first_set(hashes[i]), second_set(hashes[i]), keys[i]);
+      if (e == nullptr || e->generation != generation) continue;  // absent, or cached under an older snapshot
+      out[i] = e->value;
+      hits |= uint64_t{1} << i;
+    }
+    return hits;
+  }
+
+  // Returns whether a live entry was evicted.
+  bool insert(const Key& key, uint32_t h, uint32_t generation, uint32_t value) {
+    E* a = first_set(h);
+    E* b = second_set(h);
+    E* target = find(a, b, key);  // refresh in place (stale generation, or a re-insert)
+    bool evicted = false;
+    if (target == nullptr) {
+      auto live = [generation](const E& e) { return !is_empty(e.key) && e.generation == generation; };
+      E* set = live(b[0]) + live(b[1]) < live(a[0]) + live(a[1]) ? b : a;
+      // Way 0 holds the set's newest entry, way 1 the older one.
+      if (live(set[0])) {
+        evicted = live(set[1]);
+        set[1] = set[0];
+      }
+      target = &set[0];
+    }
+    target->key = key;
+    target->generation = generation;
+    target->value = value;
+    return evicted;
+  }
+
+  void free() { rte_free(entries); }
+};
+
+struct FlowCache::Tables {
+  FlowTable<FlowKey4> v4;
+  FlowTable<FlowKey6> v6;
+};
+
+Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std::string& name, int socket_id) {
+  using R = Result<std::unique_ptr<FlowCache>>;
+  if (entries < 8 || entries > kMaxEntries)
+    return R::failure("flow cache entries must be in [8, " + std::to_string(kMaxEntries) + "], got " +
+                      std::to_string(entries));
+  const uint32_t rounded = rte_align32pow2(entries);
+  std::unique_ptr<FlowCache> c(new FlowCache());
+  c->tables_ = std::make_unique<Tables>();
+  const size_t v4_bytes = size_t{rounded} * sizeof(Entry<FlowKey4>);
+  const size_t v6_bytes = size_t{rounded} * sizeof(Entry<FlowKey6>);
+  auto fail = [&](size_t bytes) {
+    return R::failure("flow cache " + name + ": cannot allocate " + std::to_string(bytes >> 20) + " MiB (" +
+                      std::to_string(rounded) + " entries) from DPDK memory: " + rte_strerror(rte_errno) +
+                      "; lower dataplane.flow_cache or give the EAL more memory");
+  };
+  c->tables_->v4.entries =
+      static_cast<Entry<FlowKey4>*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, 64, socket_id));
+  if (c->tables_->v4.entries == nullptr) return fail(v4_bytes);
+  c->tables_->v6.entries =
+      static_cast<Entry<FlowKey6>*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
+  if (c->tables_->v6.entries == nullptr) return fail(v6_bytes);
+  c->tables_->v4.mask = c->tables_->v6.mask = rounded - 1;
+  c->v4_entries_ = reinterpret_cast<const uint8_t*>(c->tables_->v4.entries);
+  c->v4_set_mask_ = (rounded - 1) & ~1u;
+  return R(std::move(c));
+}
+
+FlowCache::FlowCache() = default;
+
+FlowCache::~FlowCache() {
+  if (tables_) {
+    tables_->v4.free();
+    tables_->v6.free();
+  }
+}
+
+uint32_t FlowCache::capacity() const { return tables_->v4.mask + 1; }
+
+uint64_t FlowCache::lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
+                            uint32_t out[]) const {
+  return tables_->v4.compare(keys, hashes, mask, generation, out);
+}
+
+void FlowCache::insert4(const FlowKey4& key, uint32_t h, uint32_t generation, uint32_t value) {
+  evictions_ += tables_->v4.insert(key, h, generation, value);
+}
+
+uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation, uint32_t out[]) const {
+  if (n > kMaxBurst) n = kMaxBurst;  // contract: n <= 64; never overrun the mask
+  const FlowTable<FlowKey6>& t6 = tables_->v6;
+  // Keys, hashes and prefetches for the whole burst first, compares after.
+  FlowKey4 keys4[kMaxBurst];
+  uint32_t hashes4[kMaxBurst];
+  FlowKey6 keys6[kMaxBurst];
+  uint32_t hashes6[kMaxBurst];
+  uint64_t v4 = 0, v6 = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const ParsedPacket& p = *pkts[i];
+    if (!cacheable(p)) continue;
+    if (p.l3 == L3Kind::kIpv4) {
+      keys4[i] = flow_key4(p);
+      hashes4[i] = hash_key(keys4[i]);
+      prefetch4(hashes4[i]);
+      v4 |= uint64_t{1} << i;
+    } else {
+      keys6[i] = flow_key6(p);
+      hashes6[i] = hash_key(keys6[i]);
+      FlowTable<FlowKey6>::prefetch_set(t6.first_set(hashes6[i]));
+      FlowTable<FlowKey6>::prefetch_set(t6.second_set(hashes6[i]));
+      v6 |= uint64_t{1} << i;
+    }
+  }
+  return t6.compare(keys6, hashes6, v6, generation, out) | lookup4(keys4, hashes4, v4, generation, out);
+}
+
+void FlowCache::insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value) {
+  if (!cacheable(pkt)) return;
+  if (pkt.l3 == L3Kind::kIpv4) {
+    const FlowKey4 key = flow_key4(pkt);
+    insert4(key, hash_key(key), generation, value);
+  } else {
+    const FlowKey6 key = flow_key6(pkt);
+    evictions_ += tables_->v6.insert(key, hash_key(key), generation, value);
+  }
+}
+
+}  // namespace psgate

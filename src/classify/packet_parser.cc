@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Header parser for the fast path. See include/psgate/packet_parser.h.
+//
+// Shape: one pass, front to back, over at most a few dozen bytes. Every read
+// is preceded by a bounds check against an `end` offset: first the bytes in
+// view, then (once the IP header is trusted) the end of the IP datagram or of
+// the view, whichever comes first, so Ethernet padding after the datagram is
+// never mistaken for L4 bytes. Lengths the headers state are checked against
+// the whole frame, which may be longer than the view (an mbuf chain's first
+// segment).
+//
+//   Ethernet -> VLAN* -> IPv4 ------------------------> L4 ports
+//                     -> IPv6 -> ext headers (walk) -->
+//                     -> anything else: non-IP, network control
+//
+// All offsets are uint32_t and only ever compared as `off + n <= end` with
+// off <= end already established, so nothing can wrap.
+#include "psgate/packet_parser.h"
+
+namespace psgate {
+namespace {
+
+constexpr uint32_t kEthHeaderLen = 14;  // dst MAC, src MAC, ethertype
+constexpr uint32_t kVlanTagLen = 4;     // TCI + next ethertype
+constexpr uint32_t kIpv4MinHeaderLen = 20;
+constexpr uint32_t kIpv6HeaderLen = 40;
+
+constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
+
+constexpr uint8_t kProtoHopByHop = 0;
+constexpr uint8_t kProtoTcp = 6;
+constexpr uint8_t kProtoUdp = 17;
+constexpr uint8_t kProtoRouting = 43;
+constexpr uint8_t kProtoFragment = 44;
+constexpr uint8_t kProtoEsp = 50;
+constexpr uint8_t kProtoAh = 51;
+constexpr uint8_t kProtoIcmpv6 = 58;
+constexpr uint8_t kProtoNoNext = 59;
+constexpr uint8_t kProtoDstOpts = 60;
+constexpr uint8_t kProtoSctp = 132;
+
+// RFC 8200 allows each extension header once (destination options twice), so
+// a legitimate chain has well under 8 headers. Capping the walk bounds the
+// per-packet cost of a hostile chain of hundreds of 8-byte headers.
+constexpr unsigned kMaxIpv6ExtHeaders = 8;
+
+inline uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+
+inline bool is_vlan_tpid(uint16_t type) {
+  // 802.1Q, 802.1ad (S-tag), and the pre-standard QinQ TPID some switches use.
+  return type == 0x8100 || type == 0x88a8 || type == 0x9100;
+}
+
+// Reads the L4 header at data[off, end) for `proto`. Returns false when the
+// header is too short for what the protocol requires (the packet is then
+// malformed). Protocols without ports leave sport/dport at 0.
+inline bool parse_l4(const uint8_t* data, uint32_t off, uint32_t end, ParsedPacket& out) {
+  const uint32_t avail = end - off;
+  const uint8_t* l4 = data + off;
+  switch (out.proto) {
+    case kProtoTcp:
+      // Fewer than 20 bytes, or a data offset below the minimum header, cannot
+      // be a real segment (and a tiny first fragment is a known firewall
+      // evasion trick, RFC 1858), so do not trust its ports.
+      if (avail < 20 || (l4[12] >> 4) < 5) return false;
+      break;
+    case kProtoUdp:
+      if (avail < 8) return false;
+      break;
+    case kProtoSctp:
+      if (avail < 4) return false;
+      break;
+    case kProtoIcmpv6:
+      // Type, code, checksum. Neighbour discovery must never queue behind
+      // jobs: a delayed NS/NA makes the host believe its peer is gone.
+      if (avail < 4) return false;
+      out.network_control = l4[0] >= 133 && l4[0] <= 137;
+      return true;
+    default:
+      return true;  // ICMP, GRE, ...: classified on addresses and proto only.
+  }
+  out.sport = load_be16(l4);
+  out.dport = load_be16(l4 + 2);
+  out.has_ports = true;
+  return true;
+}
+
+inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+// `off` is the IPv4 header; bytes in view end at `len`, the frame at `frame_len`.
+inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, uint32_t frame_len, ParsedPacket& out) {
+  if (len - off < kIpv4MinHeaderLen) return;  // too short to know anything
+  const uint8_t* ip = data + off;
+  if ((ip[0] >> 4) != 4) return;  // ethertype says IPv4, header disagrees
+  out.l3 = L3Kind::kIpv4;
+  out.l3_offset = static_cast<uint16_t>(off);
+
+  // The fixed 20 bytes are in bounds: fill them in even if the checks below
+  // fail, so a malformed packet can still be counted per address.
+  out.traffic_class = ip[1];
+  out.proto = ip[9];
+  for (int i = 0; i < 4; ++i) {
+    out.src[i] = ip[12 + i];
+    out.dst[i] = ip[16 + i];
+  }
+
+  const uint32_t hlen = (ip[0] & 0x0fu) * 4;
+  const uint32_t total = load_be16(ip + 2);
+  // IHL >= 5; options in view; total_length covers the header and no more
+  // than the frame (anything past total_length is Ethernet padding).
+  if (hlen < kIpv4MinHeaderLen || hlen > len - off || total < hlen || total > frame_len - off) return;
+  // Fragment offset (low 13 bits) != 0: no L4 header here. MF with offset 0 is
+  // a first fragment and carries the L4 header like an unfragmented packet.
+  if ((load_be16(ip + 6) & 0x1fff) != 0) {
+    out.non_first_fragment = true;
+    out.malformed = false;
+    return;
+  }
+  out.malformed = !parse_l4(data, off + hlen, min_u32(off + total, len), out);
+}
+
+// `off` is the IPv6 header; bytes in view end at `len`, the frame at `frame_len`.
+inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, uint32_t frame_len, ParsedPacket& out) {
+  if (len - off < kIpv6HeaderLen) return;
+  const uint8_t* ip = data + off;
+  if ((ip[0] >> 4) != 6) return;
+  out.l3 = L3Kind::kIpv6;
+  out.l3_offset = static_cast<uint16_t>(off);
+
+  out.traffic_class = static_cast<uint8_t>(((ip[0] & 0x0f) << 4) | (ip[1] >> 4));
+  out.proto = ip[6];  // refined by the extension header walk
+  for (int i = 0; i < 16; ++i) {
+    out.src[i] = ip[8 + i];
+    out.dst[i] = ip[24 + i];
+  }
+
+  const uint32_t payload = load_be16(ip + 4);
+  // Payload length 0 with a jumbo option (RFC 2675) cannot occur on Ethernet;
+  // it fails the walk below as malformed.
+  if (payload > frame_len - off - kIpv6HeaderLen) return;
+  // The datagram ends at `dgram_end`; what can be read of it, at `end`.
+  const uint32_t dgram_end = off + kIpv6HeaderLen + payload;
+  const uint32_t end = min_u32(dgram_end, len);
+
+  uint8_t nh = ip[6];
+  uint32_t pos = off + kIpv6HeaderLen;
+  for (unsigned n = 0;; ++n) {
+    uint32_t ext_len;
+    switch (nh) {
+      case kProtoHopByHop:
+      case kProtoRouting:
+      case kProtoDstOpts:
+        if (end - pos < 2) return;
+        ext_len = (data[pos + 1] + 1u) * 8;  // units of 8 octets, not counting the first 8
+        break;
+      case kProtoAh:
+        if (end - pos < 2) return;
+        ext_len = (data[pos + 1] + 2u) * 4;  // RFC 4302: 4-octet units, minus 2
+        break;
+      case kProtoFragment:
+        ext_len = 8;
+        if (end - pos < ext_len) return;
+        if ((load_be16(data + pos + 2) >> 3) != 0) {
+          // Later fragment: the L4 header is in the first one only.
+          out.proto = data[pos];
+          out.non_first_fragment = true;
+          out.malformed = false;
+          return;
+        }
+        break;
+      default:
+        // Upper-layer protocol, or ESP / no-next-header whose contents are
+        // opaque: the walk ends here.
+        out.proto = nh;
+        if (nh == kProtoEsp || nh == kProtoNoNext) {
+          out.malformed = false;
+          return;
+        }
+        out.malformed = !parse_l4(data, pos, end, out);
+        return;
+    }
+    // A header may end past the view (its successor is then not readable and
+    // the next step returns), never past the datagram.
+    if (n == kMaxIpv6ExtHeaders || ext_len > dgram_end - pos) return;
+    nh = data[pos];
+    pos += ext_len;
+    if (pos > end) return;  // the next header is out of view
+  }
+}
+
+}  // namespace
+
+void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out) { parse_packet(data, len, len, out); }
+
+void parse_packet(const uint8_t* data, uint32_t len, uint32_t frame_len, ParsedPacket& out) {
+  out = ParsedPacket{};
+  // Until a header proves otherwise the packet is malformed: every early
+  // return below then reports it without another assignment.
+  out.malformed = true;
+  if (frame_len < len) frame_len = len;  // a frame is never shorter than what is in view
+  if (len < kEthHeaderLen) return;       // runt: not even an ethertype
+
+  uint32_t off = 12;  // ethertype / first TPID
+  uint16_t type = load_be16(data + off);
+  for (unsigned tags = 0; is_vlan_tpid(type); ++tags) {
+    // A tag needs 4 bytes: TCI and the next ethertype. More tags than we
+    // support is treated as junk rather than guessed at.
+    if (tags == kMaxVlanTags || len - off < 2 + kVlanTagLen) return;
+    off += kVlanTagLen;
+    type = load_be16(data + off);
+  }
+  off += 2;  // past the final ethertype: start of L3
+
+  if (type == kEtherTypeIpv4) {
+    parse_ipv4(data, off, len, frame_len, out);
+  } else if (type == kEtherTypeIpv6) {
+    parse_ipv6(data, off, len, frame_len, out);
+  } else {
+    // ARP, LLDP, LACP, STP (802.3 length field), ...: the wire's own control
+    // traffic. It is tiny and must never wait behind a training job.
+    out.malformed = false;
+    out.network_control = true;
+  }
+}
+
+}  // namespace psgate

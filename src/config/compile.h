@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The one translation from what users state to what the lcores read (the
+// third stage of the configuration, after TOML -> ConfigSpec):
+//
+//   ConfigSpec ([classes.N], [shaper.<port>]) --compile_ports-->  PortLive   (bytes/s)
+//   live changes (`class`, `shaper`: bit/s)   --bytes_per_sec-->  PortLive
+//   JobRecord (JobSpec + slot) + policy ranks --compile_snapshot--> Snapshot (SlotInfo: class, policer)
+//   PortLive + [classes.N] depth + TSC        --compile_scheduler--> PortSchedConfig
+//
+// Every bit/s -> byte/s (units.h) and ns -> TSC tick conversion of the
+// control path is here or called from here, so a unit is converted in one
+// place. The snapshot is compiled once per control change (the first by the
+// control plane's start(), or by the data plane itself when it runs without
+// one), never twice for one state.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "psgate/class_scheduler.h"
+#include "psgate/config.h"
+#include "psgate/job_registry.h"
+#include "psgate/policy.h"
+#include "psgate/result.h"
+#include "psgate/snapshot.h"
+#include "psgate/units.h"  // bytes_per_sec, bits_per_sec
+
+namespace psgate {
+
+// A duration as TSC ticks at `tsc_hz`; 128-bit product: a drain timeout of
+// minutes at 3 GHz would overflow 64 bits.
+constexpr uint64_t ticks_from_ns(uint64_t ns, uint64_t tsc_hz) {
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * tsc_hz / 1'000'000'000ull);
+}
+
+// The shaper and class parameters of `config`, per port, as the schedulers take
+// them. The control plane keeps these and applies live changes to them.
+std::array<PortLive, kPortCount> compile_ports(const ConfigSpec& config);
+
+// The egress scheduler's start-up parameters for port `port`: the live ones
+// plus what never changes (queue depths, overhead, headroom).
+PortSchedConfig compile_scheduler(const ConfigSpec& config, unsigned port, const PortLive& live, uint64_t tsc_hz);
+
+// A job as a snapshot is compiled from: the registry's record (slot
+// assigned) and the ranks the policy in force gives it.
+struct RankedJob {
+  const JobRecord* job = nullptr;
+  JobRanks ranks;
+};
+
+// Compiles a snapshot of `jobs` (in rank order; slots < max_jobs) and `ports`.
+// When `previous` has the same rules, its classifier is reused: a re-rank
+// costs no ACL build.
+Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, const std::vector<RankedJob>& jobs,
+                                                   const std::array<PortLive, kPortCount>& ports, uint32_t generation,
+                                                   const Snapshot* previous);
+
+// The snapshot of the config's own [[jobs]] with the static policy (each
+// job's configured rank) and the configured scheduler parameters: what the
+// data plane runs when no control plane publishes one.
+Result<std::unique_ptr<Snapshot>> compile_config_snapshot(const ConfigSpec& config, uint32_t generation);
+
+}  // namespace psgate

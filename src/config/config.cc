@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// TOML text -> validated ConfigSpec (stage one of three, see config.h): the
+// schema of the config file, read with psgate/toml_reader.h.
+//
+// Every problem is reported as ONE line naming the key the operator must fix:
+//   <source>: <key.path>: <problem>        (validation)
+//   <source>:<line>:<col>: <problem>       (TOML syntax)
+// The first problem wins; keys are visited in a fixed order so the same file
+// always reports the same error. Unknown keys are errors everywhere: a typo
+// such as "ecn_treshold" must not silently fall back to the default.
+#include "psgate/config.h"
+#include "psgate/text.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "psgate/packet_parser.h"
+#include "psgate/toml_reader.h"
+#include "psgate/units.h"
+
+namespace psgate {
+namespace {
+
+constexpr unsigned kMaxLcore = 127;
+// Token buckets keep burst * tick_hz below 2^62 (token_bucket.h): 512 MiB
+// leaves room for an 8 GHz TSC.
+constexpr uint64_t kMaxBurstBytes = 512ull << 20;
+constexpr uint64_t kMinBurstBytes = 64;  // a minimum Ethernet frame
+constexpr uint64_t kMinRateBps = 8;      // below 1 byte/s a bucket never refills
+constexpr uint64_t kMaxOverheadBytes = 64;
+// A fixed headroom of at most 64 KiB per class step (reserves are capped at
+// 3/4 of the burst anyway: class_scheduler.h).
+constexpr uint64_t kMaxHeadroomBytes = 65536;
+constexpr uint32_t kMinMtu = 68;
+constexpr uint32_t kMaxMtu = 65535 - 14 - 4 * kMaxVlanTags;  // the largest frame an mbuf chain can describe
+constexpr size_t kMaxSocketPathBytes = 107;                  // sizeof(sockaddr_un::sun_path) - 1
+
+bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+class Parser : TomlReader {
+ public:
+  explicit Parser(std::string_view source) : TomlReader(source) {}
+
+  Result<ConfigSpec> run(const toml::table& root) {
+    ConfigSpec c;
+    c.source = source();
+    parse_all(root, c);
+    if (failed()) return Result<ConfigSpec>::failure(error());
+    return c;
+  }
+
+ private:
+  bool rate(const toml::table& t, std::string_view key, const std::string& path, std::optional<uint64_t>& out,
+            bool required = false) {
+    if (!quantity(t, key, path, parse_rate_bps, "9.5Gbit/s", out, required)) return false;
+    if (out && *out < kMinRateBps) {
+      return fail(key_path(path, key), "must be at least 8bit/s (1 byte/s)");
+    }
+    return true;
+  }
+
+  bool burst(const toml::table& t, std::string_view key, const std::string& path, std::optional<uint64_t>& out,
+             bool required = false) {
+    if (!quantity(t, key, path, parse_size_bytes, "64KiB", out, required)) return false;
+    if (out && (*out < kMinBurstBytes || *out > kMaxBurstBytes)) {
+      return fail(key_path(path, key), std::to_string(*out) + " bytes is out of range 64B..512MiB");
+    }
+    return true;
+  }
+
+  bool duration(const toml::table& t, std::string_view key, const std::string& path, uint64_t& out) {
+    std::optional<uint64_t> v;
+    if (!quantity(t, key, path, parse_duration_ns, "500ms", v)) return false;
+    if (v) out = *v;
+    return true;
+  }
+
+  // `<rate_key>` plus an optional `<burst_key>` (default 64KiB) -> RateSpec.
+  bool rate_pair(const toml::table& t, std::string_view rate_key, std::string_view burst_key, const std::string& path,
+                 std::optional<RateSpec>& out) {
+    std::optional<uint64_t> r, b;
+    if (!rate(t, rate_key, path, r) || !burst(t, burst_key, path, b)) return false;
+    if (b && !r) {
+      return fail(key_path(path, burst_key), "given without " + std::string(rate_key) + " (set both or neither)");
+    }
+    if (r) out = RateSpec{*r, b.value_or(64 * 1024)};
+    return true;
+  }
+
+  void parse_all(const toml::table& root, ConfigSpec& c) {
+    if (!check_keys(root, "",
+                    {"eal", "ports", "lcores", "shaper", "classes", "jobs", "dataplane", "stats", "log", "control"})) {
+      return;
+    }
+    parse_eal(root, c) && parse_ports(root, c) && parse_lcores(root, c) && parse_shaper(root, c) &&
+        parse_classes(root, c) && parse_jobs(root, c) && parse_dataplane(root, c) && parse_stats(root, c) &&
+        parse_log(root, c) && parse_control(root, c);
+  }
+
+  bool parse_eal(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "eal", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "eal", {"args"})) return false;
+    const toml::node* n = t->get("args");
+    if (n == nullptr) return true;
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return fail("eal.args", "expected an array of strings, got " + describe_typed(*n));
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string p = index_path("eal.args", i);
+      const auto* s = (*a)[i].as_string();
+      if (s == nullptr) return fail(p, "expected a string, got " + describe_typed((*a)[i]));
+      const std::string& arg = s->get();
+      // psgate pins its threads itself from [lcores]; EAL core options would
+      // silently disagree with it.
+      const bool short_core = arg.size() >= 2 && arg[0] == '-' && (arg[1] == 'l' || arg[1] == 'c');
+      const bool long_core =
+          arg.rfind("--lcores", 0) == 0 || arg.rfind("--main-lcore", 0) == 0 || arg.rfind("--master-lcore", 0) == 0;
+      if (short_core || long_core) {
+        return fail(p, toml_quote(arg) + " is not allowed here: set lcores in [lcores]");
+      }
+      c.eal_args.push_back(arg);
+    }
+    return true;
+  }
+
+  bool parse_port(const toml::table& ports, std::string_view name, PortSpec& port) {
+    const std::string path = key_path("ports", name);
+    const toml::table* t = table(ports, name, "ports", true);
+    if (t == nullptr) return false;
+    if (!check_keys(*t, path, {"device", "rx_desc", "tx_desc", "mtu"})) return false;
+    const std::string* dev = string(*t, "device", path, true);
+    if (dev == nullptr) return false;
+    if (dev->empty()) return fail(key_path(path, "device"), "must not be empty");
+    port.device = *dev;
+    for (auto [key, field] : {std::pair{"rx_desc", &port.rx_desc}, {"tx_desc", &port.tx_desc}}) {
+      if (!integer(*t, key, path, 64, 16384, *field)) return false;
+      if (!is_power_of_two(*field)) {
+        return fail(key_path(path, key), std::to_string(*field) + " is not a power of two");
+      }
+    }
+    // 68: the smallest MTU IPv4 allows (RFC 791). The device's own limit is
+    // checked when the port is set up (ports.cc).
+    return integer(*t, "mtu", path, kMinMtu, kMaxMtu, port.mtu);
+  }
+
+  bool parse_ports(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "ports", "", true);
+    if (t == nullptr) return false;
+    if (!check_keys(*t, "ports", {"wire", "host"})) return false;
+    if (!parse_port(*t, "wire", c.wire) || !parse_port(*t, "host", c.host)) return false;
+    // A bump in the wire forwards every frame it receives on one port out of
+    // the other: a larger MTU on one side would only make frames it cannot send.
+    if (c.wire.mtu != c.host.mtu) {
+      return fail("ports.host.mtu", std::to_string(c.host.mtu) + " differs from ports.wire.mtu " +
+                                        std::to_string(c.wire.mtu) +
+                                        ": frames cross from one port to the other, so both must carry the same size");
+    }
+    return true;
+  }
+
+  bool parse_lcores(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "lcores", "", true);
+    if (t == nullptr) return false;
+    if (!check_keys(*t, "lcores", {"main", "data"})) return false;
+    if (!integer(*t, "main", "lcores", 0, kMaxLcore, c.main_lcore)) return false;
+    const toml::node* n = t->get("data");
+    if (n == nullptr) return fail("lcores.data", "missing (required, e.g. data = [1])");
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return fail("lcores.data", "expected an array of lcore ids, got " + describe_typed(*n));
+    if (a->empty()) return fail("lcores.data", "must list at least one lcore");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string p = index_path("lcores.data", i);
+      const auto* v = (*a)[i].as_integer();
+      if (v == nullptr) return fail(p, "expected an integer, got " + describe_typed((*a)[i]));
+      if (v->get() < 0 || v->get() > kMaxLcore) {
+        return fail(p, std::to_string(v->get()) + " is out of range 0.." + std::to_string(kMaxLcore));
+      }
+      const auto id = static_cast<unsigned>(v->get());
+      // The main lcore may share a data lcore's CPU: it sleeps (eal_args.cc
+      // gives it an EAL lcore id of its own).
+      if (std::find(c.data_lcores.begin(), c.data_lcores.end(), id) != c.data_lcores.end()) {
+        return fail(p, "lcore " + std::to_string(id) + " listed twice");
+      }
+      c.data_lcores.push_back(id);
+    }
+    return true;
+  }
+
+  bool parse_shaper(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "shaper", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "shaper", {"wire", "host"})) return false;
+    for (auto [name, port] : {std::pair{"wire", &c.wire}, {"host", &c.host}}) {
+      const std::string path = key_path("shaper", name);
+      const toml::table* s = table(*t, name, "shaper", false);
+      if (s == nullptr) {
+        if (failed()) return false;
+        continue;
+      }
+      if (!check_keys(*s, path, {"rate", "burst", "overhead", "headroom"})) return false;
+      std::optional<uint64_t> r, b, o, h;
+      if (!rate(*s, "rate", path, r, true) || !burst(*s, "burst", path, b, true)) return false;
+      if (!quantity(*s, "overhead", path, parse_size_bytes, "24B", o)) return false;
+      if (o && *o > kMaxOverheadBytes) {
+        return fail(key_path(path, "overhead"), std::to_string(*o) + " bytes is more than 64B");
+      }
+      // headroom: "25%" of the burst, or a size like "3200B".
+      std::optional<uint64_t> h_share;
+      if (const auto* hs = s->get("headroom"); hs && hs->is_string() && hs->as_string()->get().ends_with('%')) {
+        if (!quantity(*s, "headroom", path, parse_share_permille, "25%", h_share)) return false;
+        if (*h_share > 1000) return fail(key_path(path, "headroom"), "a share of the burst is at most 100%");
+      } else if (!quantity(*s, "headroom", path, parse_size_bytes, "25%\" or \"3200B", h)) {
+        return false;
+      }
+      if (h && *h > kMaxHeadroomBytes) {
+        return fail(key_path(path, "headroom"), std::to_string(*h) + " bytes is more than 64KiB");
+      }
+      port->shaper = RateSpec{*r, *b};
+      if (o) port->overhead_bytes = static_cast<uint32_t>(*o);
+      if (h) {
+        port->headroom_bytes = static_cast<uint32_t>(*h);
+        port->headroom_permille = 0;
+      } else if (h_share) {
+        port->headroom_permille = static_cast<uint32_t>(*h_share);
+        port->headroom_bytes = 0;
+      }
+    }
+    return true;
+  }
+
+  bool parse_classes(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "classes", "", false);
+    ClassSpec defaults;
+    if (t == nullptr) {
+      if (failed()) return false;
+      c.classes.assign(c.class_count, defaults);
+      return true;
+    }
+    if (!integer(*t, "count", "classes", 2, 64, c.class_count)) return false;
+    c.default_class = c.class_count - 1;
+    if (!integer(*t, "default", "classes", 1, c.class_count - 1, c.default_class)) return false;
+    if (!integer(*t, "depth", "classes", 1, 65536, defaults.depth)) return false;
+    if (!integer(*t, "ecn_threshold", "classes", 0, 65536, defaults.ecn_threshold)) return false;
+    if (defaults.ecn_threshold >= defaults.depth) {
+      return fail("classes.ecn_threshold", ecn_problem(defaults));
+    }
+    c.classes.assign(c.class_count, defaults);
+
+    // The remaining keys must be class numbers with a table of overrides.
+    const std::initializer_list<std::string_view> scalar_keys = {"count", "default", "depth", "ecn_threshold"};
+    const std::string range = "a class number 0.." + std::to_string(c.class_count - 1);
+    for (auto&& [k, v] : *t) {
+      const std::string_view key = k.str();
+      if (std::find(scalar_keys.begin(), scalar_keys.end(), key) != scalar_keys.end()) continue;
+      const bool canonical_number = !key.empty() && key.size() <= 3 && std::all_of(key.begin(), key.end(), [](char ch) {
+        return ch >= '0' && ch <= '9';
+      }) && (key.size() == 1 || key[0] != '0');
+      if (!canonical_number) return unknown_key("classes", key, scalar_keys, range);
+      const unsigned idx = static_cast<unsigned>(std::stoul(std::string(key)));
+      const std::string path = key_path("classes", key);
+      if (idx >= c.class_count) {
+        return fail(path, "no such class: count = " + std::to_string(c.class_count) + ", so classes are 0.." +
+                              std::to_string(c.class_count - 1));
+      }
+      const toml::table* ct = v.as_table();
+      if (ct == nullptr) return fail(path, "expected a table of class settings, got " + describe_typed(v));
+      if (!parse_class(*ct, path, c.classes[idx])) return false;
+    }
+    return true;
+  }
+
+  static std::string ecn_problem(const ClassSpec& cs) {
+    return "ecn_threshold " + std::to_string(cs.ecn_threshold) + " must be below depth " + std::to_string(cs.depth) +
+           " (0 turns marking off)";
+  }
+
+  bool parse_class(const toml::table& t, const std::string& path, ClassSpec& cs) {
+    if (!check_keys(t, path, {"depth", "cap", "cap_burst", "floor", "floor_burst", "ecn_threshold", "dscp"})) {
+      return false;
+    }
+    if (!integer(t, "depth", path, 1, 65536, cs.depth)) return false;
+    if (!integer(t, "ecn_threshold", path, 0, 65536, cs.ecn_threshold)) return false;
+    if (cs.ecn_threshold != 0 && cs.ecn_threshold >= cs.depth) {
+      // Name the key this table set; the other one was inherited.
+      return fail(key_path(path, t.contains("ecn_threshold") ? "ecn_threshold" : "depth"), ecn_problem(cs));
+    }
+    if (!rate_pair(t, "cap", "cap_burst", path, cs.cap)) return false;
+    if (!rate_pair(t, "floor", "floor_burst", path, cs.floor)) return false;
+    if (cs.cap && cs.floor && cs.floor->rate_bps > cs.cap->rate_bps) {
+      return fail(key_path(path, "floor"), "floor " + std::to_string(cs.floor->rate_bps) + " bit/s is above cap " +
+                                               std::to_string(cs.cap->rate_bps) + " bit/s");
+    }
+    return integer(t, "dscp", path, 0, 63, cs.dscp);
+  }
+
+  bool parse_jobs(const toml::table& root, ConfigSpec& c) {
+    const toml::node* n = root.get("jobs");
+    if (n == nullptr) return true;
+    const toml::array* a = n->as_array();
+    if (a == nullptr) {
+      return fail("jobs", "expected an array of tables ([[jobs]]), got " + describe_typed(*n));
+    }
+    std::map<uint32_t, size_t> index_of_id;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string path = index_path("jobs", i);
+      const toml::table* t = (*a)[i].as_table();
+      if (t == nullptr) return fail(path, "expected a table, got " + describe_typed((*a)[i]));
+      if (!check_keys(*t, path, {"id", "name", "rank", "match", "police", "police_burst"})) {
+        return false;
+      }
+      JobSpec job;
+      if (!integer(*t, "id", path, 1, std::numeric_limits<uint32_t>::max(), job.id, true)) {
+        return false;
+      }
+      if (auto [it, fresh] = index_of_id.emplace(job.id, i); !fresh) {
+        return fail(key_path(path, "id"),
+                    "id " + std::to_string(job.id) + " is already used by " + index_path("jobs", it->second));
+      }
+      const std::string* name = string(*t, "name", path);
+      if (failed()) return false;
+      job.name = name ? *name : "job-" + std::to_string(job.id);
+      // The control protocol's rule too (text.h): printable UTF-8, no bidi controls.
+      if (const std::string problem = name_problem(job.name); !problem.empty()) {
+        return fail(key_path(path, "name"), toml_quote(job.name) + " " + problem);
+      }
+      if (!integer(*t, "rank", path, 0, std::numeric_limits<uint32_t>::max(), job.rank)) {
+        return false;
+      }
+      if (!parse_match_list(*t, path, job)) return false;
+      if (!rate_pair(*t, "police", "police_burst", path, job.police)) return false;
+      c.jobs.push_back(std::move(job));
+    }
+    return true;
+  }
+
+  bool parse_match_list(const toml::table& t, const std::string& path, JobSpec& job) {
+    const std::string p = key_path(path, "match");
+    const toml::node* n = t.get("match");
+    if (n == nullptr) {
+      return fail(p, "missing (required, e.g. match = [\"dst=10.0.0.5/32,dport=2222,proto=tcp\"])");
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return fail(p, "expected an array of rule strings, got " + describe_typed(*n));
+    if (a->empty()) return fail(p, "must hold at least one rule");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string rp = index_path(p, i);
+      const auto* s = (*a)[i].as_string();
+      if (s == nullptr) return fail(rp, "expected a rule string, got " + describe_typed((*a)[i]));
+      auto rule = parse_match_rule(s->get());
+      if (!rule) return fail(rp, rule.error());
+      job.match.push_back(*rule);
+    }
+    return true;
+  }
+
+  bool parse_dataplane(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "dataplane", "", false);
+    if (t == nullptr) return !failed() && check_max_jobs(c, "dataplane.max_jobs");
+    const std::string p = "dataplane";
+    if (!check_keys(*t, p, {"burst", "ring_size", "mbufs", "flow_cache", "max_jobs", "drain_timeout"})) {
+      return false;
+    }
+    const int64_t u32max = std::numeric_limits<uint32_t>::max();
+    if (!integer(*t, "burst", p, 1, 64, c.burst)) return false;
+    if (!integer(*t, "ring_size", p, 64, 65536, c.ring_size)) return false;
+    if (!is_power_of_two(c.ring_size)) {
+      return fail("dataplane.ring_size", std::to_string(c.ring_size) + " is not a power of two");
+    }
+    if (!integer(*t, "mbufs", p, 1024, u32max, c.mbufs)) return false;
+    if (!integer(*t, "flow_cache", p, 0, u32max, c.flow_cache_entries)) return false;
+    if (!integer(*t, "max_jobs", p, 1, 1048576, c.max_jobs)) return false;
+    if (!check_max_jobs(c, "dataplane.max_jobs")) return false;
+    return duration(*t, "drain_timeout", p, c.drain_timeout_ns);
+  }
+
+  bool check_max_jobs(const ConfigSpec& c, const std::string& path) {
+    if (c.jobs.size() > c.max_jobs) {
+      return fail(path, std::to_string(c.max_jobs) + " is fewer than the " + std::to_string(c.jobs.size()) +
+                            " [[jobs]] configured");
+    }
+    return true;
+  }
+
+  bool parse_stats(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "stats", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "stats", {"interval"})) return false;
+    return duration(*t, "interval", "stats", c.stats_interval_ns);
+  }
+
+  bool parse_log(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "log", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "log", {"level"})) return false;
+    const std::string* level = string(*t, "level", "log");
+    if (level == nullptr) return !failed();
+    const std::initializer_list<std::string_view> levels = {"trace", "debug",    "info", "warn",
+                                                            "error", "critical", "off"};
+    if (std::find(levels.begin(), levels.end(), *level) == levels.end()) {
+      return fail("log.level", toml_quote(*level) + " is not a level (trace, debug, info, warn, error, critical, off)");
+    }
+    c.log_level = *level;
+    return true;
+  }
+
+  bool parse_control(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "control", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "control", {"socket", "state"})) return false;
+    if (const std::string* s = string(*t, "socket", "control")) {
+      if (s->empty()) return fail("control.socket", "must not be empty");
+      if (s->size() > kMaxSocketPathBytes) {
+        return fail("control.socket", "path is longer than a unix socket allows (107 bytes)");
+      }
+      c.control.socket = *s;
+    }
+    if (failed()) return false;
+    if (const std::string* s = string(*t, "state", "control")) c.control.state = *s;
+    return !failed();
+  }
+};
+
+}  // namespace
+
+Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name) {
+  auto root = parse_toml(toml_text, source_name);
+  if (!root) return Result<ConfigSpec>::failure(root.error());
+  return Parser(source_name).run(*root);
+}
+
+Result<ConfigSpec> load_config_file(const std::string& path) {
+  std::string text;
+  if (const int err = read_text_file(path, text)) {
+    return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));  // e.g. EISDIR
+  }
+  return parse_config(text, path);
+}
+
+uint32_t max_frame_bytes(uint32_t mtu, unsigned vlan_tags) { return mtu + 14 + 4 * vlan_tags; }
+
+unsigned class_for_rank(const ConfigSpec& config, uint32_t rank) {
+  // Job classes: 1..count-1 in order, skipping the default class. Written
+  // to stay in range even for a hand-built spec that skipped validation.
+  const unsigned count = std::max(config.class_count, 1u);
+  const bool default_in_range = config.default_class >= 1 && config.default_class < count;
+  const unsigned job_classes = count - 1 - (default_in_range ? 1 : 0);
+  if (job_classes == 0) return config.default_class;
+  const unsigned cls = 1 + std::min<uint32_t>(rank, job_classes - 1);
+  return default_in_range && cls >= config.default_class ? cls + 1 : cls;
+}
+
+}  // namespace psgate

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The generic half of reading a TOML file: typed getters, key checks with
+// suggestions, one-line errors (toml_reader.h). The schemas are elsewhere.
+#include "psgate/toml_reader.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "psgate/text.h"
+
+namespace psgate {
+namespace {
+
+bool is_bare_key(std::string_view k) {
+  if (k.empty()) return false;
+  return std::all_of(k.begin(), k.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+}  // namespace
+
+Result<toml::table> parse_toml(std::string_view text, std::string_view source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& begin = e.source().begin;
+    return Result<toml::table>::failure(std::string(source) + ":" + std::to_string(begin.line) + ":" +
+                                        std::to_string(begin.column) + ": " + escape_control_chars(e.description()));
+  }
+}
+
+std::string toml_quote(std::string_view s) { return "\"" + escape_control_chars(s) + "\""; }
+
+std::string key_path(const std::string& path, std::string_view key) {
+  const std::string k = is_bare_key(key) ? std::string(key) : toml_quote(key);
+  return path.empty() ? k : path + "." + k;
+}
+
+std::string index_path(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+std::string describe_typed(const toml::node& n) {
+  if (const auto* s = n.as_string()) {
+    std::string v = s->get();
+    if (v.size() > 40) v = v.substr(0, 37) + "...";
+    return "string " + toml_quote(v);
+  }
+  if (const auto* i = n.as_integer()) return "integer " + std::to_string(i->get());
+  if (const auto* f = n.as_floating_point()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", f->get());
+    return std::string("float ") + buf;
+  }
+  if (const auto* b = n.as_boolean()) return b->get() ? "boolean true" : "boolean false";
+  if (n.is_array()) return "array";
+  if (n.is_table()) return "table";
+  return "date/time";
+}
+
+std::string describe_value(const toml::node& n) {
+  std::ostringstream os;
+  if (n.is_string()) {
+    os << toml_quote(n.as_string()->get());
+  } else if (n.is_table()) {
+    os << "a table";
+  } else if (n.is_array()) {
+    os << "an array";
+  } else {
+    n.visit([&](auto&& v) { os << v; });
+  }
+  return os.str();
+}
+
+bool TomlReader::fail(const std::string& path, const std::string& problem) {
+  if (error_.empty()) error_ = source_ + ": " + path + ": " + escape_control_chars(problem);
+  return false;
+}
+
+bool TomlReader::check_keys(const toml::table& t, const std::string& path, Keys allowed) {
+  for (auto&& [k, v] : t) {
+    (void)v;
+    const std::string_view key = k.str();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    return unknown_key(path, key, allowed);
+  }
+  return true;
+}
+
+bool TomlReader::unknown_key(const std::string& path, std::string_view key, Keys allowed, std::string_view extra) {
+  std::string msg = "unknown key";
+  if (const std::string_view best = closest_key(key, allowed); !best.empty()) {
+    msg += " (did you mean \"" + std::string(best) + "\"?)";
+  }
+  std::string list;
+  for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  if (!extra.empty()) list += (list.empty() ? "" : ", ") + std::string(extra);
+  msg += "; allowed here: " + (list.empty() ? std::string("nothing") : list);
+  return fail(key_path(path, key), msg);
+}
+
+bool TomlReader::wrong_type(const std::string& path, const toml::node& n, std::string_view expected) {
+  if (wording_ == Wording::kIsNot) return fail(path, describe_value(n) + " is not " + std::string(expected));
+  return fail(path, "expected " + std::string(expected) + ", got " + describe_typed(n));
+}
+
+const toml::table* TomlReader::table(const toml::table& parent, std::string_view key, const std::string& path,
+                                     bool required) {
+  const toml::node* n = parent.get(key);
+  if (n == nullptr) {
+    if (required) fail(key_path(path, key), "missing (required table)");
+    return nullptr;
+  }
+  const toml::table* t = n->as_table();
+  if (t == nullptr) wrong_type(key_path(path, key), *n, "a table");
+  return t;
+}
+
+bool TomlReader::integer_value(const toml::table& t, std::string_view key, const std::string& path, int64_t lo,
+                               int64_t hi, std::optional<int64_t>& out, bool required) {
+  const toml::node* n = t.get(key);
+  const std::string p = key_path(path, key);
+  if (n == nullptr) return required ? fail(p, "missing (required)") : true;
+  const auto* i = n->as_integer();
+  if (i == nullptr) return wrong_type(p, *n, "an integer");
+  const int64_t v = i->get();
+  if (v < lo || v > hi) {
+    return fail(p, std::to_string(v) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  out = v;
+  return true;
+}
+
+const std::string* TomlReader::string(const toml::table& t, std::string_view key, const std::string& path,
+                                      bool required) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) {
+    if (required) fail(key_path(path, key), "missing (required)");
+    return nullptr;
+  }
+  const auto* s = n->as_string();
+  if (s == nullptr) {
+    wrong_type(key_path(path, key), *n, "a string");
+    return nullptr;
+  }
+  return &s->get();
+}
+
+bool TomlReader::quantity(const toml::table& t, std::string_view key, const std::string& path,
+                          Result<uint64_t> (*parse)(std::string_view), const char* example,
+                          std::optional<uint64_t>& out, bool required) {
+  const toml::node* n = t.get(key);
+  const std::string p = key_path(path, key);
+  if (n == nullptr) return required ? fail(p, "missing (required)") : true;
+  const auto* s = n->as_string();
+  if (s == nullptr) return wrong_type(p, *n, std::string("a string with a unit like \"") + example + "\"");
+  auto r = parse(s->get());
+  if (!r) return fail(p, r.error());
+  out = *r;
+  return true;
+}
+
+}  // namespace psgate

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Parsing of rates, sizes and durations with explicit units (see units.h).
+//
+// Arithmetic is exact: the decimal number is kept as integer + fraction digits
+// and scaled with 128-bit integers, so "9.5Gbit/s" is exactly 9'500'000'000 and
+// "0.1s" exactly 100'000'000 ns (a double would give 99'999'999.99...).
+// Rounding is to the nearest integer, halves up.
+#include "psgate/units.h"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace psgate {
+namespace {
+
+using u128 = unsigned __int128;
+
+struct Unit {
+  std::string_view name;
+  uint64_t multiplier;
+};
+
+// Longest spellings are matched as whole suffixes, so order does not matter.
+constexpr std::array<Unit, 10> kRateUnits{{
+    {"bit/s", 1},
+    {"kbit/s", 1'000},
+    {"Mbit/s", 1'000'000},
+    {"Gbit/s", 1'000'000'000},
+    {"Tbit/s", 1'000'000'000'000},
+    {"bps", 1},
+    {"kbps", 1'000},
+    {"Mbps", 1'000'000},
+    {"Gbps", 1'000'000'000},
+    {"Tbps", 1'000'000'000'000},
+}};
+
+constexpr std::array<Unit, 7> kSizeUnits{{
+    {"B", 1},
+    {"KB", 1'000},
+    {"MB", 1'000'000},
+    {"GB", 1'000'000'000},
+    {"KiB", 1ull << 10},
+    {"MiB", 1ull << 20},
+    {"GiB", 1ull << 30},
+}};
+
+constexpr std::array<Unit, 4> kDurationUnits{{
+    {"ns", 1},
+    {"us", 1'000},
+    {"ms", 1'000'000},
+    {"s", 1'000'000'000},
+}};
+
+// A share of something else (a bucket, ...): "25%" is 250 per mille.
+constexpr std::array<Unit, 1> kShareUnits{{
+    {"%", 10},
+}};
+
+// 20 digits already exceed uint64; 24 fraction digits times the largest
+// multiplier (1e12) stay below 2^128 (about 3.4e38).
+constexpr size_t kMaxIntegerDigits = 20;
+constexpr size_t kMaxFractionDigits = 24;
+
+struct Kind {
+  const char* noun;     // "rate"
+  const char* example;  // "9.5Gbit/s"
+  const char* base;     // unit of the result, for the overflow message
+};
+
+template <size_t N>
+Result<uint64_t> parse_quantity(std::string_view text, const std::array<Unit, N>& units, const Kind& kind) {
+  const std::string quoted = "\"" + std::string(text) + "\"";
+  const std::string expected = std::string("(expected e.g. \"") + kind.example + "\")";
+  auto fail = [&](const std::string& why) {
+    return Result<uint64_t>::failure(quoted + " is not a " + kind.noun + " " + expected + ": " + why);
+  };
+
+  if (text.empty()) {
+    return Result<uint64_t>::failure(std::string("empty ") + kind.noun + " " + expected);
+  }
+  if (text.front() == '-') return fail("negative values are not allowed");
+  if (text.front() == '+') return fail("no sign allowed");
+
+  // Split "<digits>[.<digits>]" from the unit.
+  size_t pos = 0;
+  while (pos < text.size() && (text[pos] == '.' || (text[pos] >= '0' && text[pos] <= '9'))) {
+    ++pos;
+  }
+  const std::string_view number = text.substr(0, pos);
+  const std::string_view unit_text = text.substr(pos);
+  if (number.empty()) return fail("it does not start with a number");
+
+  const size_t dot = number.find('.');
+  std::string_view int_digits = number.substr(0, dot);
+  std::string_view frac_digits = dot == std::string_view::npos ? std::string_view{} : number.substr(dot + 1);
+  if (dot != std::string_view::npos &&
+      (int_digits.empty() || frac_digits.empty() || frac_digits.find('.') != std::string_view::npos)) {
+    return fail("malformed number \"" + std::string(number) + "\"");
+  }
+
+  if (unit_text.empty()) return fail("missing unit");
+  const Unit* unit = nullptr;
+  for (const Unit& u : units) {
+    if (u.name == unit_text) unit = &u;
+  }
+  if (unit == nullptr) {
+    std::string names;
+    for (const Unit& u : units) {
+      names += names.empty() ? "" : ", ";
+      names += u.name;
+    }
+    return fail("unknown unit \"" + std::string(unit_text) + "\"; units (case-sensitive): " + names);
+  }
+
+  // Leading zeros of the integer part and trailing zeros of the fraction do
+  // not count towards the digit limits.
+  while (int_digits.size() > 1 && int_digits.front() == '0') int_digits.remove_prefix(1);
+  while (!frac_digits.empty() && frac_digits.back() == '0') frac_digits.remove_suffix(1);
+
+  const std::string too_large =
+      quoted + " is too large (at most " + std::to_string(std::numeric_limits<uint64_t>::max()) + " " + kind.base + ")";
+  if (int_digits.size() > kMaxIntegerDigits) return Result<uint64_t>::failure(too_large);
+  if (frac_digits.size() > kMaxFractionDigits) {
+    return fail("more than " + std::to_string(kMaxFractionDigits) + " digits after the point");
+  }
+
+  u128 whole = 0;
+  for (char c : int_digits) whole = whole * 10 + static_cast<unsigned>(c - '0');
+  u128 frac = 0;
+  u128 frac_scale = 1;
+  for (char c : frac_digits) {
+    frac = frac * 10 + static_cast<unsigned>(c - '0');
+    frac_scale *= 10;
+  }
+
+  // whole < 1e20 and multiplier <= 1e12: the product fits in 128 bits.
+  const u128 scaled_whole = whole * unit->multiplier;
+  const u128 scaled_frac = frac * unit->multiplier;  // < 1e24 * 1e12
+  u128 frac_units = scaled_frac / frac_scale;
+  if ((scaled_frac % frac_scale) * 2 >= frac_scale) ++frac_units;  // round half up
+  const u128 total = scaled_whole + frac_units;
+  if (total > std::numeric_limits<uint64_t>::max()) return Result<uint64_t>::failure(too_large);
+  return static_cast<uint64_t>(total);
+}
+
+}  // namespace
+
+Result<uint64_t> parse_rate_bps(std::string_view text) {
+  return parse_quantity(text, kRateUnits, Kind{"rate", "9.5Gbit/s", "bit/s"});
+}
+
+Result<uint64_t> parse_size_bytes(std::string_view text) {
+  return parse_quantity(text, kSizeUnits, Kind{"size", "64KiB", "bytes"});
+}
+
+Result<uint64_t> parse_share_permille(std::string_view text) {
+  return parse_quantity(text, kShareUnits, Kind{"share", "25%", "per mille"});
+}
+
+Result<uint64_t> parse_duration_ns(std::string_view text) {
+  return parse_quantity(text, kDurationUnits, Kind{"duration", "500ms", "ns"});
+}
+
+}  // namespace psgate

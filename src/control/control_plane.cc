@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Control operations (control thread only; see control_plane.h).
+#include "psgate/control_plane.h"
+
+#include "config/config_json.h"
+
+#include <chrono>
+#include <cstdio>
+#include <variant>
+
+#include <spdlog/spdlog.h>
+
+#include "config/compile.h"
+#include "control/state_file.h"
+#include "psgate/snapshot.h"
+#include "psgate/stats_json.h"
+
+namespace psgate {
+
+using json = nlohmann::json;
+using Reply = Result<json>;
+
+namespace {
+
+Reply fail(std::string message) { return Reply::failure(std::move(message)); }
+
+std::string rate_text(uint64_t bytes_per_second) {
+  const double bps = static_cast<double>(bits_per_sec(bytes_per_second));
+  char buf[64];
+  if (bps >= 1e9) std::snprintf(buf, sizeof buf, "%.6gGbit/s", bps / 1e9);
+  else if (bps >= 1e6) std::snprintf(buf, sizeof buf, "%.6gMbit/s", bps / 1e6);
+  else if (bps >= 1e3) std::snprintf(buf, sizeof buf, "%.6gkbit/s", bps / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.6gbit/s", bps);
+  return buf;
+}
+
+json rate_json(uint64_t bytes_per_second) {
+  return bytes_per_second ? json(rate_text(bytes_per_second)) : json(nullptr);
+}
+json rate_spec_json(const std::optional<RateSpec>& r) {
+  return r ? json(rate_text(bytes_per_sec(r->rate_bps))) : json(nullptr);
+}
+
+constexpr uint64_t kDefaultBurst = kControlDefaultBurstBytes;
+constexpr uint64_t kPolicyDefaultIntervalNs = 1'000'000'000;
+constexpr uint64_t kRoundRobinDefaultIntervalNs = 20'000'000'000;
+
+}  // namespace
+
+uint64_t monotonic_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, ControlState initial)
+    : dataplane_(dataplane),
+      config_(config),
+      state_(std::move(initial)),
+      write_state_([](const std::string& path, const std::string& text) {
+        std::string warning;
+        auto written = write_state_text(path, text, &warning);
+        if (!warning.empty()) spdlog::warn("{}", warning);
+        return written;
+      }),
+      build_snapshot_(compile_snapshot),
+      baselines_(config.max_jobs) {
+  started_ns_ = monotonic_ns();
+}
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane, const ConfigSpec& config) {
+  using R = Result<std::unique_ptr<ControlPlane>>;
+  if (auto usable = check_state_path(config.control.state); !usable) return R::failure(usable.error());
+  auto saved = read_state_file(config.control.state, config.max_jobs, config.class_count);
+  if (!saved) return R::failure(saved.error());
+  if (!*saved) {
+    auto jobs = JobRegistry::from_config(config);
+    if (!jobs) return R::failure(config.source + ": " + jobs.error());
+    return std::unique_ptr<ControlPlane>(
+        new ControlPlane(dataplane, config, ControlState{std::move(*jobs), {}, {}, compile_ports(config)}));
+  }
+  SavedState& s = **saved;
+  const bool had_live = s.live.has_value();
+  ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config)};
+  std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
+  spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
+               config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
+               had_live ? ", class and shaper settings" : "");
+  return cp;
+}
+
+void ControlPlane::set_io_for_testing(StateWriter writer, SnapshotBuilder builder) {
+  if (writer) write_state_ = std::move(writer);
+  if (builder) build_snapshot_ = std::move(builder);
+}
+
+// The first commit: publishes the initial state and writes the state file.
+Result<bool> ControlPlane::start() { return commit(state_, monotonic_ns()); }
+
+std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const ControlState& state,
+                                                                     PolicyState& policy_state, uint64_t now_ns) const {
+  std::unordered_map<uint32_t, JobRanks> ranks;
+  const std::vector<const JobRecord*> ordered = state.jobs.in_rank_order();
+  if (state.policy.kind == PolicyKind::kStatic) {
+    for (const JobRecord* j : ordered) ranks[j->spec.id] = JobRanks{j->spec.id, j->spec.rank, j->spec.rank};
+    return ranks;
+  }
+  std::vector<PolicyJob> input;
+  for (const JobRecord* j : ordered) {
+    PolicyJob pj;
+    pj.id = j->spec.id;
+    pj.reported = j->progress;
+    const JobTelemetry t = dataplane_.job_telemetry(j->slot);
+    pj.iterations_seen = t.bursts;
+    pj.bytes_per_iteration = t.last_burst_bytes;
+    pj.bytes_this_iteration = t.current_burst_bytes;
+    input.push_back(pj);
+  }
+  for (const JobRanks& r : evaluate_policy(state.policy, policy_state, input, now_ns)) ranks[r.id] = r;
+  return ranks;
+}
+
+namespace {
+
+// Whether two registries compile to the same snapshot given the same ranks:
+// the same jobs in the same slots with the same specs (progress aside).
+bool same_jobs_for_snapshot(const JobRegistry& a, const JobRegistry& b) {
+  if (a.size() != b.size()) return false;
+  for (const JobRecord* j : a.in_rank_order()) {
+    const JobRecord* k = b.find(j->spec.id);
+    if (!k || k->slot != j->slot || k->sequence != j->sequence || !(k->spec == j->spec)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
+  // 1. Compile (nothing visible changes; this may fail).
+  auto ranks = effective_ranks(next, next.policy_state, now_ns);
+  std::unique_ptr<Snapshot> snap;
+  const bool republish = !published_ || ranks != applied_ranks_ || !(next.live == state_.live) ||
+                         !same_jobs_for_snapshot(next.jobs, state_.jobs);
+  if (republish) {
+    std::vector<RankedJob> ranked;
+    for (const JobRecord* j : next.jobs.in_rank_order()) ranked.push_back(RankedJob{j, ranks[j->spec.id]});
+    // Only this thread publishes, so the current snapshot (none before the
+    // first publish) cannot go away here.
+    auto built = build_snapshot_(config_, ranked, next.live, generation_ + 1, dataplane_.publisher().current());
+    if (!built) return Result<bool>::failure(built.error());
+    snap = std::move(*built);
+  }
+  // 2. Persist, durably, before anything is published: a change the data
+  // plane runs is on disk. Unchanged text (a policy re-rank, a no-op) is not
+  // rewritten.
+  std::string text;
+  if (!config_.control.state.empty()) {
+    text = state_file_text(next.jobs, next.policy, next.live);
+    if (text != persisted_text_) {
+      if (auto written = write_state_(config_.control.state, text); !written) return written;
+    }
+  }
+  // 3. Nothing can fail from here: publish, then make `next` the state in force.
+  if (snap) {
+    {
+      // A reused slot carries its previous job's counts: a new job starts from them.
+      std::lock_guard<std::mutex> lock(baselines_mutex_);
+      const Totals now = dataplane_.read_totals(false);
+      for (const JobRecord* j : next.jobs.in_rank_order()) {
+        const JobRecord* had = state_.jobs.find(j->spec.id);
+        if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) baselines_[j->slot] = now.jobs[j->slot];
+      }
+    }
+    dataplane_.publisher().publish(std::move(snap));
+    ++generation_;
+    applied_ranks_ = std::move(ranks);
+    published_ = true;
+  }
+  state_ = std::move(next);
+  if (!config_.control.state.empty()) persisted_text_ = std::move(text);
+  return true;
+}
+
+void ControlPlane::tick(uint64_t now_ns) {
+  dataplane_.poll_links();
+  if (state_.policy.kind == PolicyKind::kStatic) return;
+  PolicyState trial = state_.policy_state;
+  auto ranks = effective_ranks(state_, trial, now_ns);
+  if (ranks == applied_ranks_) {
+    // The policy's own clock moves on (it is neither published nor persisted).
+    state_.policy_state = trial;
+    return;
+  }
+  // The re-rank goes through commit like any change; evaluated again there on
+  // the same inputs, it gives the same ranks. On a failure the previous order
+  // stays in force and the next tick tries again.
+  if (auto ok = commit(state_, now_ns); !ok) {
+    ++policy_errors_;
+    spdlog::error("policy {}: re-rank not applied, the previous order stays: {}", policy_name(state_.policy.kind),
+                  ok.error());
+  }
+}
+
+// The dispatch: the command table's parser (through parse_control_line, the
+// path the fuzzer exercises) picks the request type, std::visit picks the
+// handler, apply() for that type; a command without one does not compile.
+// A handler's candidate state takes effect through commit() only.
+json ControlPlane::handle_line(std::string_view line) {
+  std::optional<json> echo_id;
+  std::string deprecation;
+  auto parsed = parse_control_line(line, config_.class_count, &echo_id, &deprecation);
+  Reply r = fail("");
+  if (!parsed) {
+    r = fail(parsed.error());
+  } else if (auto outcome = std::visit([this](const auto& req) { return apply(req); }, *parsed); !outcome) {
+    r = fail(outcome.error());
+  } else if (json* read = std::get_if<json>(&*outcome)) {
+    r = std::move(*read);
+  } else {
+    Candidate& change = std::get<Candidate>(*outcome);
+    if (auto ok = commit(std::move(change.next), monotonic_ns()); !ok) r = fail(ok.error());
+    else r = change.reply(*this);
+  }
+  json reply;
+  if (echo_id) reply["id"] = std::move(*echo_id);
+  if (!deprecation.empty()) reply["deprecated"] = deprecation;
+  if (r) {
+    reply["ok"] = true;
+    reply["result"] = std::move(*r);
+  } else {
+    reply["ok"] = false;
+    reply["error"] = r.error();
+  }
+  return reply;
+}
+
+json ControlPlane::handle(const json& request) { return handle_line(request.dump()); }
+
+json ControlPlane::job_json(const JobRecord& job, const Snapshot& snap) const {
+  json rules = json::array();
+  for (const MatchRule& r : job.spec.match) rules.push_back(to_string(r));
+  const SlotInfo& slot = snap.slots[job.slot];
+  auto opt = [](const auto& o) { return o ? json(*o) : json(nullptr); };
+  return {{"id", job.spec.id},
+          {"name", job.spec.name},
+          {"rank", job.spec.rank},
+          {"class", slot.cls[kPull]},
+          {"pull_class", slot.cls[kPull]},
+          {"push_class", slot.cls[kPush]},
+          {"match", rules},
+          {"police", rate_spec_json(job.spec.police)},
+          {"progress",
+           {{"fraction", opt(job.progress.fraction)},
+            {"iteration", opt(job.progress.iteration)},
+            {"batch", opt(job.progress.batch)}}}};
+}
+
+json ControlPlane::job_json(uint32_t id) const { return job_json(*state_.jobs.find(id), dataplane_.snapshot()); }
+
+json ControlPlane::policy_json() const {
+  const PolicyParams& policy = state_.policy;
+  return {{"name", policy_name(policy.kind)},
+          {"interval", std::to_string(policy.interval_ns / 1'000'000) + "ms"},
+          {"rotate_on", policy.rotate_on == RotateOn::kIteration ? "iteration" : "time"}};
+}
+
+namespace {
+
+json class_json(unsigned port, unsigned cls, const ClassLive& c) {
+  return json{{"port", kPortNames[port]},
+              {"class", cls},
+              {"cap", rate_json(c.cap_bytes_per_sec)},
+              {"floor", rate_json(c.floor_bytes_per_sec)},
+              {"ecn_threshold", c.actions.ecn_threshold},
+              {"dscp", c.actions.dscp == kNoDscp ? json(nullptr) : json(c.actions.dscp)}};
+}
+
+}  // namespace
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
+  // Degraded while a port's link is down: psgate runs, but that direction
+  // carries nothing (its traffic is dropped as link_down).
+  const auto links = dataplane_.links();
+  json ports = json::object();
+  json down = json::array();
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    ports[kPortNames[p]] = link_json(links[p]);
+    if (!links[p].up) down.push_back(kPortNames[p]);
+  }
+  return Outcome{json{{"status", down.empty() ? "ok" : "degraded"},
+                      {"ports_down", down},
+                      {"links", ports},
+                      {"version", PSGATE_VERSION},
+                      {"protocol", kControlProtocolVersion},
+                      {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
+                      {"generation", generation_},
+                      {"lcores", dataplane_.describe_lcores()},
+                      {"jobs", state_.jobs.size()},
+                      {"policy", policy_name(state_.policy.kind)},
+                      {"policy_errors", policy_errors_}}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const JobsListRequest&) const {
+  json list = json::array();
+  const Snapshot& snap = dataplane_.snapshot();  // control thread: no publish can run meanwhile
+  for (const JobRecord* j : state_.jobs.in_rank_order()) list.push_back(job_json(*j, snap));
+  return Outcome{json{{"jobs", list}}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const JobsAddRequest& req) const {
+  ControlState next = state_;
+  JobRecord job;
+  job.spec.id = req.id;
+  job.spec.name = req.name;
+  job.spec.match = req.rules;
+  job.spec.police = req.police;
+  auto added = next.jobs.add(std::move(job), req.rank);
+  if (!added) return Result<Outcome>::failure(added.error());
+  const uint32_t id = (*added)->spec.id;
+  return Outcome{Candidate{std::move(next), [id](const ControlPlane& cp) { return json{{"job", cp.job_json(id)}}; }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const JobsRemoveRequest& req) const {
+  ControlState next = state_;
+  auto removed = next.jobs.remove(req.id);
+  if (!removed) return Result<Outcome>::failure(removed.error());
+  const uint32_t id = req.id;
+  return Outcome{Candidate{std::move(next), [id](const ControlPlane&) { return json{{"removed", id}}; }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const OrderRequest& req) const {
+  ControlState next = state_;
+  auto ok = next.jobs.set_order(req.ids);
+  if (!ok) return Result<Outcome>::failure(ok.error());
+  return Outcome{
+      Candidate{std::move(next), [](const ControlPlane& cp) { return std::get<json>(*cp.apply(JobsListRequest{})); }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const RankRequest& req) const {
+  ControlState next = state_;
+  auto job = next.jobs.set_rank(req.id, req.rank);
+  if (!job) return Result<Outcome>::failure(job.error());
+  const uint32_t id = req.id;
+  return Outcome{Candidate{std::move(next), [id](const ControlPlane& cp) { return json{{"job", cp.job_json(id)}}; }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const ClassSetRequest& req) const {
+  const unsigned port = req.port, cls = req.cls;
+  // With no option it is a read: nothing is compiled, published or written.
+  const bool read_only = !req.cap_bps.present && !req.cap_burst_bytes.present && !req.floor_bps.present &&
+                         !req.floor_burst_bytes.present && !req.ecn_threshold && !req.dscp.present;
+  if (read_only) return Outcome{class_json(port, cls, state_.live[port].classes[cls])};
+  ClassLive want = state_.live[port].classes[cls];
+  // Rates arrive in bit/s, classes run in bytes/s. A null burst changes nothing;
+  // a burst of 0 (or none yet) takes the default once a rate is set.
+  if (req.cap_bps.present) want.cap_bytes_per_sec = req.cap_bps.value ? bytes_per_sec(*req.cap_bps.value) : 0;
+  if (req.cap_burst_bytes.value) want.cap_burst_bytes = *req.cap_burst_bytes.value;
+  if (want.cap_bytes_per_sec && !want.cap_burst_bytes) want.cap_burst_bytes = kDefaultBurst;
+  if (req.floor_bps.present) want.floor_bytes_per_sec = req.floor_bps.value ? bytes_per_sec(*req.floor_bps.value) : 0;
+  if (req.floor_burst_bytes.value) want.floor_burst_bytes = *req.floor_burst_bytes.value;
+  if (want.floor_bytes_per_sec && !want.floor_burst_bytes) want.floor_burst_bytes = kDefaultBurst;
+  // The parser checked the request's own values; these need the values in force.
+  for (uint64_t b : {want.cap_burst_bytes, want.floor_burst_bytes})
+    if (b && (b < kControlMinBurstBytes || b > kControlMaxBurstBytes))
+      return Result<Outcome>::failure("bursts must be between 64B and 512MiB");
+  if (want.cap_bytes_per_sec && want.floor_bytes_per_sec > want.cap_bytes_per_sec)
+    return Result<Outcome>::failure("the floor cannot exceed the cap");
+  if (req.ecn_threshold) want.actions.ecn_threshold = *req.ecn_threshold;
+  if (req.dscp.present) want.actions.dscp = req.dscp.value ? static_cast<int>(*req.dscp.value) : kNoDscp;
+  ControlState next = state_;
+  next.live[port].classes[cls] = want;
+  return Outcome{Candidate{std::move(next), [port, cls](const ControlPlane& cp) {
+                             return class_json(port, cls, cp.state_.live[port].classes[cls]);
+                           }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const ShaperSetRequest& req) const {
+  ControlState next = state_;
+  PortLive& live = next.live[req.port];
+  live.shaper_bytes_per_sec = req.rate_bps ? bytes_per_sec(*req.rate_bps) : 0;
+  if (req.burst_bytes) live.shaper_burst_bytes = *req.burst_bytes;
+  if (live.shaper_bytes_per_sec && !live.shaper_burst_bytes) live.shaper_burst_bytes = kDefaultBurst;
+  // The burst in force may come from the config rather than this request.
+  if (live.shaper_burst_bytes &&
+      (live.shaper_burst_bytes < kControlMinBurstBytes || live.shaper_burst_bytes > kControlMaxBurstBytes))
+    return Result<Outcome>::failure("bursts must be between 64B and 512MiB");
+  const unsigned port = req.port;
+  return Outcome{Candidate{
+      std::move(next), [port](const ControlPlane& cp) {
+        const PortLive& l = cp.state_.live[port];
+        return json{
+            {"port", kPortNames[port]},
+            {"rate", rate_json(l.shaper_bytes_per_sec)},
+            {"burst", l.shaper_bytes_per_sec ? json(std::to_string(l.shaper_burst_bytes) + "B") : json(nullptr)}};
+      }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const ProgressRequest& req) const {
+  JobProgress p;
+  p.fraction = req.fraction;
+  p.iteration = req.iteration;
+  p.batch = req.batch;
+  ControlState next = state_;
+  auto job = next.jobs.set_progress(req.id, p);
+  if (!job) return Result<Outcome>::failure(job.error());
+  // Progress is persisted; it moves the order only under progress-driven
+  // policies, and commit() publishes only when the order moves.
+  const uint32_t id = req.id;
+  return Outcome{Candidate{std::move(next), [id](const ControlPlane& cp) { return json{{"job", cp.job_json(id)}}; }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const PolicyRequest& req) const {
+  if (!req.kind) return Outcome{json{{"policy", policy_json()}}};
+  ControlState next = state_;
+  next.policy.kind = *req.kind;
+  next.policy.interval_ns = req.interval_ns.value_or(*req.kind == PolicyKind::kRoundRobin ? kRoundRobinDefaultIntervalNs
+                                                                                          : kPolicyDefaultIntervalNs);
+  next.policy.rotate_on = req.rotate_on.value_or(RotateOn::kTime);
+  next.policy_state = PolicyState{};
+  return Outcome{Candidate{std::move(next), [](const ControlPlane& cp) { return json{{"policy", cp.policy_json()}}; }}};
+}
+
+Totals ControlPlane::adjusted(Totals t) const {
+  for (size_t slot = 0; slot < t.jobs.size() && slot < baselines_.size(); ++slot)
+    subtract_baseline(t.jobs[slot], baselines_[slot]);
+  return t;
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const StatsRequest&) const {
+  const Snapshot& snap = dataplane_.snapshot();
+  json out = totals_to_json(adjusted(dataplane_.read_totals(true)), snap);
+  for (json& j : out["jobs"]) {
+    const JobRecord* rec = state_.jobs.find(j["id"].get<uint32_t>());
+    if (!rec) continue;
+    const JobTelemetry t = dataplane_.job_telemetry(rec->slot);
+    j["telemetry"] = telemetry_json(t);
+  }
+  out["generation"] = generation_;
+  out["policy"] = policy_name(state_.policy.kind);
+  return Outcome{std::move(out)};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const ConfigRequest&) const {
+  json out = config_to_json(config_);
+  json live;
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    json classes = json::array();
+    for (size_t c = 0; c < state_.live[p].classes.size(); ++c) {
+      const ClassLive& cl = state_.live[p].classes[c];
+      classes.push_back({{"class", c},
+                         {"cap", rate_json(cl.cap_bytes_per_sec)},
+                         {"floor", rate_json(cl.floor_bytes_per_sec)},
+                         {"ecn_threshold", cl.actions.ecn_threshold},
+                         {"dscp", cl.actions.dscp == kNoDscp ? json(nullptr) : json(cl.actions.dscp)}});
+    }
+    live[kPortNames[p]] = {{"shaper", rate_json(state_.live[p].shaper_bytes_per_sec)}, {"classes", classes}};
+  }
+  out["live"] = live;
+  json jobs = json::array();
+  const Snapshot& snap = dataplane_.snapshot();
+  for (const JobRecord* j : state_.jobs.in_rank_order()) jobs.push_back(job_json(*j, snap));
+  out["jobs"] = jobs;
+  out["policy"] = policy_json();
+  return Outcome{std::move(out)};
+}
+
+Totals ControlPlane::totals_locked(bool with_histograms) {
+  std::lock_guard<std::mutex> lock(baselines_mutex_);
+  return adjusted(dataplane_.read_totals(with_histograms));
+}
+
+void ControlPlane::with_snapshot(const std::function<void(const Snapshot&)>& fn) { dataplane_.publisher().read(fn); }
+
+}  // namespace psgate

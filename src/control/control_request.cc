@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Control requests: JSON -> typed values (pure; see control_request.h).
+//
+// The order of the checks within each command is the order the operations
+// applied them before the parser was split out, so a request with several
+// mistakes still gets the same (first) error.
+#include "psgate/control_request.h"
+
+#include "control/command_parsers.h"
+#include "psgate/control_commands.h"
+#include "psgate/text.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "psgate/counters.h"  // kPortNames
+#include "psgate/units.h"
+
+namespace psgate {
+
+using json = nlohmann::json;
+using Parsed = Result<ControlRequest>;
+
+namespace {
+
+template <typename T>
+Result<T> fail(std::string message) {
+  return Result<T>::failure(std::move(message));
+}
+
+std::string quoted(const char* key) { return std::string("\"") + key + "\""; }
+
+// Argument readers: each error names the argument.
+Result<uint64_t> arg_uint(const json& req, const char* key, uint64_t max) {
+  auto it = req.find(key);
+  if (it == req.end()) return fail<uint64_t>("missing argument " + quoted(key));
+  const json& v = *it;
+  if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+    return fail<uint64_t>(quoted(key) + " must be a non-negative integer");
+  const uint64_t n = v.get<uint64_t>();
+  if (n > max) return fail<uint64_t>(quoted(key) + " must be at most " + std::to_string(max));
+  return n;
+}
+
+Result<uint32_t> arg_u32(const json& req, const char* key) {
+  auto v = arg_uint(req, key, UINT32_MAX);
+  if (!v) return fail<uint32_t>(v.error());
+  return static_cast<uint32_t>(*v);
+}
+
+using QuantityParser = Result<uint64_t> (*)(std::string_view);
+
+Result<Change<uint64_t>> arg_quantity(const json& req, const char* key, QuantityParser parse) {
+  using R = Result<Change<uint64_t>>;
+  Change<uint64_t> c;
+  auto it = req.find(key);
+  if (it == req.end()) return c;
+  c.present = true;
+  if (it->is_null()) return c;
+  if (!it->is_string()) return R::failure(quoted(key) + " must be a string with a unit, or null");
+  auto parsed = parse(it->get_ref<const std::string&>());
+  if (!parsed) return R::failure(quoted(key) + ": " + parsed.error());
+  c.value = *parsed;
+  return c;
+}
+
+Result<unsigned> arg_port(const json& req) {
+  auto it = req.find("port");
+  if (it == req.end() || !it->is_string()) return fail<unsigned>("missing argument \"port\" (\"wire\" or \"host\")");
+  const std::string& p = it->get_ref<const std::string&>();
+  for (unsigned i = 0; i < kPortCount; ++i)
+    if (p == kPortNames[i]) return i;
+  return fail<unsigned>("unknown port \"" + p + "\" (expected \"wire\" or \"host\")");
+}
+
+// 0 stands for "the default" where the operations accept it (class and shaper bursts).
+bool burst_out_of_range(const std::optional<uint64_t>& b) {
+  return b && *b != 0 && (*b < kControlMinBurstBytes || *b > kControlMaxBurstBytes);
+}
+
+}  // namespace
+
+// ---- one parser per command -------------------------------------------------
+
+namespace parsers {
+
+Parsed health(const json&, unsigned) { return ControlRequest{HealthRequest{}}; }
+Parsed jobs_list(const json&, unsigned) { return ControlRequest{JobsListRequest{}}; }
+Parsed stats(const json&, unsigned) { return ControlRequest{StatsRequest{}}; }
+Parsed config(const json&, unsigned) { return ControlRequest{ConfigRequest{}}; }
+
+Parsed jobs_add(const json& req, unsigned) {
+  JobsAddRequest out;
+  auto id = arg_u32(req, "job");
+  if (!id) return fail<ControlRequest>(id.error());
+  out.id = *id;
+  auto match = req.find("match");
+  if (match == req.end() || !match->is_array() || match->empty())
+    return fail<ControlRequest>("\"match\" must be a non-empty list of rule strings");
+  size_t i = 0;
+  for (const json& r : *match) {
+    const std::string where = "match[" + std::to_string(i++) + "]";
+    if (!r.is_string()) return fail<ControlRequest>(where + " must be a string");
+    auto rule = parse_match_rule(r.get_ref<const std::string&>());
+    if (!rule) return fail<ControlRequest>(where + ": " + rule.error());
+    out.rules.push_back(*rule);
+  }
+  if (auto name = req.find("name"); name != req.end()) {
+    if (!name->is_string()) return fail<ControlRequest>("\"name\" must be a string");
+    out.name = name->get<std::string>();
+  }
+  if (req.contains("rank")) {
+    auto rank = arg_u32(req, "rank");
+    if (!rank) return fail<ControlRequest>(rank.error());
+    out.rank = *rank;
+  }
+  auto police = arg_quantity(req, "police", parse_rate_bps);
+  if (!police) return fail<ControlRequest>(police.error());
+  auto police_burst = arg_quantity(req, "police_burst", parse_size_bytes);
+  if (!police_burst) return fail<ControlRequest>(police_burst.error());
+  // police_burst without a police rate is ignored, as null police is "no policer".
+  if (police->value) {
+    if (*police->value < kControlMinRateBps) return fail<ControlRequest>("\"police\" must be at least 8bit/s");
+    const uint64_t burst = police_burst->value.value_or(kControlDefaultBurstBytes);
+    // The config's bound: a larger burst overflows the token bucket (token_bucket.h).
+    if (burst < kControlMinBurstBytes || burst > kControlMaxBurstBytes)
+      return fail<ControlRequest>("\"police_burst\" must be between 64B and 512MiB");
+    out.police = RateSpec{*police->value, burst};
+  }
+  // The registry's own checks (JobRegistry::add), with its wording, so they
+  // come after every argument check as they did before.
+  if (out.id == 0) return fail<ControlRequest>("job id must be at least 1");
+  const std::string label = "job " + std::to_string(out.id) + ": ";
+  if (!out.name.empty())
+    if (const std::string problem = name_problem(out.name); !problem.empty())
+      return fail<ControlRequest>(label + "name " + problem);
+  return ControlRequest{std::move(out)};
+}
+
+Parsed jobs_remove(const json& req, unsigned) {
+  auto id = arg_u32(req, "job");
+  if (!id) return fail<ControlRequest>(id.error());
+  return ControlRequest{JobsRemoveRequest{*id}};
+}
+
+Parsed order(const json& req, unsigned) {
+  auto ids = req.find("ids");
+  if (ids == req.end() || !ids->is_array()) return fail<ControlRequest>("\"ids\" must be a list of job ids");
+  OrderRequest out;
+  for (const json& v : *ids) {
+    // A parsed line holds non-negative integers as unsigned; a json built in
+    // C++ may hold them as signed.
+    const bool non_negative = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+    if (!non_negative || v.get<uint64_t>() > UINT32_MAX) return fail<ControlRequest>("\"ids\" must hold job ids");
+    out.ids.push_back(v.get<uint32_t>());
+  }
+  std::unordered_set<uint32_t> seen;
+  for (uint32_t id : out.ids)
+    if (!seen.insert(id).second) return fail<ControlRequest>("job " + std::to_string(id) + " is listed twice");
+  return ControlRequest{std::move(out)};
+}
+
+Parsed rank(const json& req, unsigned) {
+  auto id = arg_u32(req, "job");
+  if (!id) return fail<ControlRequest>(id.error());
+  auto rank = arg_u32(req, "rank");
+  if (!rank) return fail<ControlRequest>(rank.error());
+  return ControlRequest{RankRequest{*id, *rank}};
+}
+
+Parsed class_set(const json& req, unsigned class_count) {
+  ClassSetRequest out;
+  auto port = arg_port(req);
+  if (!port) return fail<ControlRequest>(port.error());
+  out.port = *port;
+  if (class_count == 0) return fail<ControlRequest>("\"class\": no classes are configured");
+  auto cls = arg_uint(req, "class", class_count - 1);
+  if (!cls) return fail<ControlRequest>(cls.error());
+  out.cls = static_cast<unsigned>(*cls);
+  auto cap = arg_quantity(req, "cap", parse_rate_bps);
+  auto cap_burst = arg_quantity(req, "cap_burst", parse_size_bytes);
+  auto floor = arg_quantity(req, "floor", parse_rate_bps);
+  auto floor_burst = arg_quantity(req, "floor_burst", parse_size_bytes);
+  for (auto* r : {&cap, &cap_burst, &floor, &floor_burst})
+    if (!*r) return fail<ControlRequest>(r->error());
+  out.cap_bps = *cap;
+  out.cap_burst_bytes = *cap_burst;
+  out.floor_bps = *floor;
+  out.floor_burst_bytes = *floor_burst;
+  if (burst_out_of_range(cap_burst->value) || burst_out_of_range(floor_burst->value))
+    return fail<ControlRequest>("bursts must be between 64B and 512MiB");
+  if ((cap->value && *cap->value < kControlMinRateBps) || (floor->value && *floor->value < kControlMinRateBps))
+    return fail<ControlRequest>("rates must be at least 8bit/s");
+  // Compared in bytes per second, the unit the classes run in (as the
+  // operation compares them against the cap in force).
+  if (cap->value && floor->value && bytes_per_sec(*floor->value) > bytes_per_sec(*cap->value))
+    return fail<ControlRequest>("the floor cannot exceed the cap");
+  if (req.contains("ecn_threshold")) {
+    auto t = arg_uint(req, "ecn_threshold", kControlMaxEcnThreshold);
+    if (!t) return fail<ControlRequest>(t.error());
+    out.ecn_threshold = static_cast<uint32_t>(*t);
+  }
+  if (auto dscp = req.find("dscp"); dscp != req.end()) {
+    out.dscp.present = true;
+    if (!dscp->is_null()) {
+      auto d = arg_uint(req, "dscp", 63);
+      if (!d) return fail<ControlRequest>(d.error());
+      out.dscp.value = static_cast<uint8_t>(*d);
+    }
+  }
+  return ControlRequest{std::move(out)};
+}
+
+Parsed shaper_set(const json& req, unsigned) {
+  ShaperSetRequest out;
+  auto port = arg_port(req);
+  if (!port) return fail<ControlRequest>(port.error());
+  out.port = *port;
+  auto rate = arg_quantity(req, "rate", parse_rate_bps);
+  if (!rate) return fail<ControlRequest>(rate.error());
+  if (!rate->present) return fail<ControlRequest>("missing argument \"rate\" (a rate, or null for unshaped)");
+  auto burst = arg_quantity(req, "burst", parse_size_bytes);
+  if (!burst) return fail<ControlRequest>(burst.error());
+  if (rate->value && *rate->value < kControlMinRateBps) return fail<ControlRequest>("rates must be at least 8bit/s");
+  if (burst_out_of_range(burst->value)) return fail<ControlRequest>("bursts must be between 64B and 512MiB");
+  out.rate_bps = rate->value;
+  out.burst_bytes = burst->value;
+  return ControlRequest{std::move(out)};
+}
+
+Parsed progress(const json& req, unsigned) {
+  ProgressRequest out;
+  auto id = arg_u32(req, "job");
+  if (!id) return fail<ControlRequest>(id.error());
+  out.id = *id;
+  if (auto f = req.find("fraction"); f != req.end()) {
+    if (!f->is_number()) return fail<ControlRequest>("\"fraction\" must be a number between 0 and 1");
+    out.fraction = f->get<double>();
+  }
+  if (req.contains("iteration")) {
+    auto it = arg_uint(req, "iteration", UINT64_MAX);
+    if (!it) return fail<ControlRequest>(it.error());
+    out.iteration = *it;
+  }
+  if (req.contains("batch")) {
+    auto b = arg_uint(req, "batch", UINT64_MAX);
+    if (!b) return fail<ControlRequest>(b.error());
+    out.batch = *b;
+  }
+  if (!out.fraction && !out.iteration && !out.batch)
+    return fail<ControlRequest>("give at least one of \"fraction\", \"iteration\", \"batch\"");
+  // JobRegistry::set_progress's check and wording; !(a && b) also rejects NaN.
+  if (out.fraction && !(*out.fraction >= 0.0 && *out.fraction <= 1.0))
+    return fail<ControlRequest>("fraction must be between 0 and 1");
+  return ControlRequest{std::move(out)};
+}
+
+Parsed policy(const json& req, unsigned) {
+  PolicyRequest out;
+  auto name = req.find("name");
+  if (name == req.end()) return ControlRequest{out};  // show the current policy
+  if (!name->is_string()) return fail<ControlRequest>("\"name\" must be a string");
+  const std::string& text = name->get_ref<const std::string&>();
+  out.kind = policy_from_name(text);
+  if (!out.kind) return fail<ControlRequest>("unknown policy \"" + text + "\" (" + policy_name_list() + ")");
+  if (auto interval = req.find("interval"); interval != req.end()) {
+    if (!interval->is_string()) return fail<ControlRequest>("\"interval\" must be a duration such as \"20s\"");
+    auto d = parse_duration_ns(interval->get_ref<const std::string&>());
+    if (!d) return fail<ControlRequest>("\"interval\": " + d.error());
+    if (*d < kControlMinIntervalNs) return fail<ControlRequest>("\"interval\" must be at least 1ms");
+    out.interval_ns = *d;
+  }
+  if (auto rotate = req.find("rotate_on"); rotate != req.end()) {
+    const std::string r = rotate->is_string() ? rotate->get<std::string>() : "";
+    if (r != "time" && r != "iteration") return fail<ControlRequest>("\"rotate_on\" must be \"time\" or \"iteration\"");
+    if (*out.kind != PolicyKind::kRoundRobin) return fail<ControlRequest>("\"rotate_on\" applies to round-robin only");
+    out.rotate_on = r == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+  }
+  return ControlRequest{out};
+}
+
+}  // namespace parsers
+
+namespace {
+
+// Every key but "cmd" and the echoed "id" must be one of the command's
+// arguments: a typo ("flor") must not be answered ok with nothing set.
+Result<bool> check_arguments(const json& request, const CommandSpec& command) {
+  std::vector<std::string_view> allowed;
+  for (const ArgSpec& a : command.args) allowed.push_back(a.name);
+  for (const auto& [key, value] : request.items()) {
+    (void)value;
+    if (key == "cmd" || key == "id") continue;
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string msg = "unknown argument \"" + key + "\"";
+    if (const std::string_view best = closest_key(key, allowed); !best.empty())
+      msg += " (did you mean \"" + std::string(best) + "\"?)";
+    std::string list;
+    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    msg += "; allowed: " + (list.empty() ? std::string("none") : list);
+    return Result<bool>::failure(std::move(msg));
+  }
+  return true;
+}
+
+// nlohmann::json keeps the last of duplicate keys silently; a request
+// {"cmd":"health","cmd":"jobs.remove"} must not run either. Tracks the keys
+// of every open object, at any depth.
+struct DuplicateKeyCheck {
+  std::vector<std::set<std::string>> open;  // one per object being parsed
+  std::string duplicate;                    // the first repeated key
+  bool top_level = false;                   // ... in the request object itself
+
+  bool operator()(int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+          top_level = depth == 1;
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  }
+};
+
+bool takes_job(const CommandSpec& command) {
+  for (const ArgSpec& a : command.args)
+    if (a.type == ArgType::kJobId && std::string_view(a.name) == "job") return true;
+  return false;
+}
+
+Parsed parse_request(const json& request, unsigned class_count, std::string* deprecation) {
+  if (!request.is_object()) return fail<ControlRequest>("a request must be a JSON object");
+  auto cmd = request.find("cmd");
+  if (cmd == request.end() || !cmd->is_string())
+    return fail<ControlRequest>("missing \"cmd\" (a string naming the command)");
+  const std::string& name = cmd->get_ref<const std::string&>();
+  const CommandSpec* command = find_control_command(name);
+  if (command == nullptr) return fail<ControlRequest>("unknown command \"" + name + "\"");
+  // Protocol 1 named the job "id", the key the reply echoes. Until protocol
+  // 3, a request without "job" whose "id" is there is read the old way, and
+  // its reply says so (kControlIdAsJobDeprecation).
+  const bool old_form = takes_job(*command) && !request.contains("job") && request.contains("id");
+  json renamed;
+  if (old_form) {
+    renamed = request;
+    renamed["job"] = renamed["id"];
+    renamed.erase("id");
+    if (deprecation != nullptr) *deprecation = kControlIdAsJobDeprecation;
+  }
+  const json& args = old_form ? renamed : request;
+  if (auto known = check_arguments(args, *command); !known) return fail<ControlRequest>(known.error());
+  return command->parse(args, class_count);
+}
+
+}  // namespace
+
+Result<ControlRequest> parse_control_request(const json& request, unsigned class_count, std::string* deprecation) {
+  Parsed r = parse_request(request, class_count, deprecation);
+  if (!r) return fail<ControlRequest>(escape_control_chars(r.error()));
+  return r;
+}
+
+Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count, std::optional<json>* echo_id,
+                                          std::string* deprecation) {
+  DuplicateKeyCheck duplicates;
+  const json request = json::parse(
+      line.begin(), line.end(),
+      [&duplicates](int depth, json::parse_event_t event, json& parsed) { return duplicates(depth, event, parsed); },
+      /*allow_exceptions=*/false);
+  if (request.is_discarded()) return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)");
+  // Echo the id unless the id itself is what is ambiguous.
+  const bool id_ambiguous = duplicates.top_level && duplicates.duplicate == "id";
+  if (echo_id != nullptr && request.is_object() && !id_ambiguous) {
+    if (auto id = request.find("id"); id != request.end()) *echo_id = *id;
+  }
+  if (!duplicates.duplicate.empty())
+    return fail<ControlRequest>(escape_control_chars("duplicate key \"" + duplicates.duplicate + "\""));
+  return parse_control_request(request, class_count, deprecation);
+}
+
+}  // namespace psgate

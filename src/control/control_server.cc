@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Control socket server (control thread).
+#include "psgate/control_server.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "psgate/request_lines.h"
+
+namespace psgate {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Connection {
+  RequestLines in{kMaxRequestBytes};
+  std::string out;
+};
+
+std::string errno_text() { return std::strerror(errno); }
+
+int make_timer(uint64_t period_ns) {
+  const int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (fd < 0) return -1;
+  itimerspec spec{};
+  spec.it_interval.tv_sec = static_cast<time_t>(period_ns / 1'000'000'000);
+  spec.it_interval.tv_nsec = static_cast<long>(period_ns % 1'000'000'000);
+  spec.it_value = spec.it_interval;
+  timerfd_settime(fd, 0, &spec, nullptr);
+  return fd;
+}
+
+void drain_fd(int fd) {
+  uint64_t v;
+  while (read(fd, &v, sizeof v) > 0) {
+  }
+}
+
+// Is a live server listening on `path`?
+bool socket_in_use(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return live;
+}
+
+json error_reply(const std::string& message) { return {{"ok", false}, {"error", message}}; }
+
+}  // namespace
+
+Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& control, Options options) {
+  using R = Result<std::unique_ptr<ControlServer>>;
+  const std::string path = options.socket_path;  // a copy: options is moved into the server below
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof(addr.sun_path))
+    return R::failure("control socket path must be 1.." + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return R::failure("control socket " + path + ": cannot create " + dir.string() + ": " + ec.message());
+  }
+  if (std::filesystem::exists(path, ec)) {
+    if (socket_in_use(path)) return R::failure("control socket " + path + " is in use by another process");
+    unlink(path.c_str());  // stale, from a process that died
+  }
+  auto server = std::unique_ptr<ControlServer>(new ControlServer());
+  server->control_ = &control;
+  server->options_ = std::move(options);
+  server->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (server->listen_fd_ < 0) return R::failure("control socket: " + errno_text());
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  // Create the socket file without group/other permissions, then open it to
+  // the group: never a moment when anybody may connect.
+  const mode_t old_mask = umask(0177);
+  const int bound = bind(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  umask(old_mask);
+  if (bound != 0) return R::failure("control socket " + path + ": cannot bind: " + errno_text());
+  if (chmod(path.c_str(), 0660) != 0) return R::failure("control socket " + path + ": chmod: " + errno_text());
+  if (listen(server->listen_fd_, kListenBacklog) != 0)
+    return R::failure("control socket " + path + ": listen: " + errno_text());
+  server->stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (server->stop_fd_ < 0) return R::failure("control socket: eventfd: " + errno_text());
+  server->thread_ = std::thread([s = server.get()] { s->run(); });
+  return server;
+}
+
+ControlServer::~ControlServer() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(options_.socket_path.c_str());
+  }
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+void ControlServer::run() {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  const int tick_fd = make_timer(options_.tick_ns);
+  const int report_fd = options_.report_ns ? make_timer(options_.report_ns) : -1;
+  auto watch = [ep](int fd, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = fd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  };
+  watch(listen_fd_, EPOLLIN);
+  watch(stop_fd_, EPOLLIN);
+  watch(tick_fd, EPOLLIN);
+  if (report_fd >= 0) watch(report_fd, EPOLLIN);
+  std::unordered_map<int, Connection> conns;
+
+  auto close_conn = [&](int fd) {
+    epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
+    close(fd);
+    conns.erase(fd);
+  };
+  // Sends what is buffered; waits for EPOLLOUT while the client is slow.
+  auto flush = [&](int fd, Connection& c) -> bool {
+    while (!c.out.empty()) {
+      const ssize_t n = send(fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.out.erase(0, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      return false;  // peer gone
+    }
+    if (c.out.size() > kMaxPendingReplyBytes) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+    ev.data.fd = fd;
+    epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+    return true;
+  };
+  auto answer = [&](Connection& c, const std::string& line) {
+    json reply;
+    try {
+      reply = control_->handle_line(line);
+    } catch (const std::exception& e) {
+      // A handler bug must cost one request, not the gateway.
+      reply = error_reply(std::string("internal error: ") + e.what());
+      spdlog::error("control: request failed: {}", e.what());
+    }
+    c.out += reply.dump(-1, ' ', false, json::error_handler_t::replace);
+    c.out += '\n';
+  };
+
+  bool running = true;
+  while (running) {
+    epoll_event events[64];
+    const int n = epoll_wait(ep, events, 64, -1);
+    if (n < 0 && errno == EINTR) continue;
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == stop_fd_) {
+        running = false;
+      } else if (fd == tick_fd) {
+        drain_fd(tick_fd);
+        control_->tick(monotonic_ns());
+      } else if (fd == report_fd) {
+        drain_fd(report_fd);
+        if (options_.report) options_.report();
+      } else if (fd == listen_fd_) {
+        // Accept until the queue is empty: one wake-up may stand for many
+        // clients, and a backlog left full refuses new ones (EAGAIN).
+        for (;;) {
+          const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("control: accept: {}", errno_text());
+            break;
+          }
+          if (conns.size() >= kMaxClients) {
+            const std::string msg = error_reply("too many control clients").dump() + "\n";
+            (void)!send(c, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            close(c);
+            continue;
+          }
+          conns.emplace(c, Connection{});
+          watch(c, EPOLLIN | EPOLLRDHUP);
+        }
+      } else {
+        auto it = conns.find(fd);
+        if (it == conns.end()) continue;
+        Connection& c = it->second;
+        bool alive = true;
+        if (events[i].events & EPOLLIN) {
+          char buf[16384];
+          // Each chunk is split into lines as it arrives, so a connection
+          // holds at most one request's bytes however much a client sends.
+          auto on_line = [&](std::string&& line) { answer(c, line); };
+          auto on_oversized = [&] { c.out += error_reply("request longer than 64 KiB").dump() + "\n"; };
+          for (;;) {
+            const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r > 0) {
+              c.in.feed(std::string_view(buf, static_cast<size_t>(r)), on_line, on_oversized);
+              continue;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) alive = false;
+            break;
+          }
+        }
+        if (events[i].events & (EPOLLHUP | EPOLLERR)) alive = false;
+        // A peer that closed got one attempt at its pending replies.
+        if (!flush(fd, c) || !alive) close_conn(fd);
+      }
+    }
+  }
+  for (auto& [fd, c] : conns) close(fd);
+  close(tick_fd);
+  if (report_fd >= 0) close(report_fd);
+  close(ep);
+}
+
+}  // namespace psgate

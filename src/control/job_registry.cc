@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Job bookkeeping for the control plane (pure).
+#include "psgate/job_registry.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "psgate/text.h"
+#include "psgate/units.h"
+
+namespace psgate {
+
+namespace {
+
+template <typename T>
+Result<T> fail(std::string message) {
+  return Result<T>::failure(std::move(message));
+}
+
+std::string job_label(uint32_t id) { return "job " + std::to_string(id); }
+
+Result<bool> validate_name(const std::string& name) {
+  if (const std::string problem = name_problem(name); !problem.empty()) return fail<bool>("name " + problem);
+  return true;
+}
+
+}  // namespace
+
+JobRegistry::JobRegistry(uint32_t max_jobs) : max_jobs_(max_jobs), slot_used_(max_jobs, false) {}
+
+Result<uint32_t> JobRegistry::allocate_slot() {
+  for (uint32_t i = 0; i < max_jobs_; ++i) {
+    const uint32_t slot = (next_slot_ + i) % max_jobs_;
+    if (!slot_used_[slot]) {
+      slot_used_[slot] = true;
+      next_slot_ = (slot + 1) % max_jobs_;
+      return slot;
+    }
+  }
+  return fail<uint32_t>("no free job slot (dataplane.max_jobs = " + std::to_string(max_jobs_) + ")");
+}
+
+Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t> rank) {
+  using R = Result<const JobRecord*>;
+  JobSpec& spec = job.spec;
+  if (spec.id == 0) return fail<const JobRecord*>("job id must be at least 1");
+  if (find(spec.id)) return fail<const JobRecord*>(job_label(spec.id) + " already exists");
+  if (spec.match.empty()) return fail<const JobRecord*>(job_label(spec.id) + ": at least one match rule is needed");
+  if (spec.name.empty()) spec.name = "job-" + std::to_string(spec.id);
+  if (auto ok = validate_name(spec.name); !ok) return fail<const JobRecord*>(job_label(spec.id) + ": " + ok.error());
+  if (rank) {
+    spec.rank = *rank;
+  } else {
+    uint32_t last = 0;
+    bool any = false;
+    for (const JobRecord& j : jobs_) {
+      last = std::max(last, j.spec.rank);
+      any = true;
+    }
+    spec.rank = any ? last + 1 : 0;
+  }
+  auto slot = allocate_slot();
+  if (!slot) return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());
+  job.slot = *slot;
+  job.sequence = next_sequence_++;
+  jobs_.push_back(std::move(job));
+  return R(&jobs_.back());
+}
+
+Result<bool> JobRegistry::remove(uint32_t id) {
+  auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const JobRecord& j) { return j.spec.id == id; });
+  if (it == jobs_.end()) return fail<bool>("no " + job_label(id));
+  slot_used_[it->slot] = false;
+  jobs_.erase(it);
+  return true;
+}
+
+Result<bool> JobRegistry::set_order(const std::vector<uint32_t>& ids) {
+  std::unordered_set<uint32_t> seen;
+  for (uint32_t id : ids) {
+    if (!find(id)) return fail<bool>("no " + job_label(id));
+    if (!seen.insert(id).second) return fail<bool>(job_label(id) + " is listed twice");
+  }
+  std::vector<const JobRecord*> rest;
+  for (const JobRecord* j : in_rank_order())
+    if (!seen.count(j->spec.id)) rest.push_back(j);
+  std::vector<std::pair<uint32_t, uint32_t>> ranks;  // id -> new rank
+  uint32_t r = 0;
+  for (uint32_t id : ids) ranks.emplace_back(id, r++);
+  for (const JobRecord* j : rest) ranks.emplace_back(j->spec.id, r++);
+  for (auto [id, rank] : ranks) const_cast<JobRecord*>(find(id))->spec.rank = rank;
+  return true;
+}
+
+Result<const JobRecord*> JobRegistry::set_rank(uint32_t id, uint32_t rank) {
+  auto* job = const_cast<JobRecord*>(find(id));
+  if (!job) return fail<const JobRecord*>("no " + job_label(id));
+  job->spec.rank = rank;
+  return Result<const JobRecord*>(job);
+}
+
+Result<const JobRecord*> JobRegistry::set_progress(uint32_t id, const JobProgress& progress) {
+  auto* job = const_cast<JobRecord*>(find(id));
+  if (!job) return fail<const JobRecord*>("no " + job_label(id));
+  if (progress.fraction && !(*progress.fraction >= 0.0 && *progress.fraction <= 1.0))
+    return fail<const JobRecord*>("fraction must be between 0 and 1");
+  if (progress.fraction) job->progress.fraction = progress.fraction;
+  if (progress.iteration) job->progress.iteration = progress.iteration;
+  if (progress.batch) job->progress.batch = progress.batch;
+  return Result<const JobRecord*>(job);
+}
+
+const JobRecord* JobRegistry::find(uint32_t id) const {
+  for (const JobRecord& j : jobs_)
+    if (j.spec.id == id) return &j;
+  return nullptr;
+}
+
+std::vector<const JobRecord*> JobRegistry::in_rank_order() const {
+  std::vector<const JobRecord*> out;
+  for (const JobRecord& j : jobs_) out.push_back(&j);
+  std::sort(out.begin(), out.end(), [](const JobRecord* a, const JobRecord* b) {
+    return a->spec.rank != b->spec.rank ? a->spec.rank < b->spec.rank : a->sequence < b->sequence;
+  });
+  return out;
+}
+
+Result<JobRegistry> JobRegistry::from_config(const ConfigSpec& config) {
+  JobRegistry reg(config.max_jobs);
+  for (const JobSpec& spec : config.jobs) {
+    JobRecord job;
+    job.spec = spec;
+    auto added = reg.add(std::move(job), spec.rank);
+    if (!added) return Result<JobRegistry>::failure(added.error());
+  }
+  return reg;
+}
+
+}  // namespace psgate

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// psgate: the gateway daemon.
+//
+//   psgate --config FILE [--duration SECONDS] [--check]
+//
+// Exit status: 0 after a clean run (or a valid --check), 2 for a bad command
+// line or config, 1 when DPDK or a device cannot be set up.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "control/state_file.h"
+#include "dataplane/eal_args.h"
+#include "psgate/config.h"
+#include "psgate/control_plane.h"
+#include "psgate/control_server.h"
+#include "psgate/dataplane.h"
+#include "psgate/lcore_check.h"
+#include "psgate/signals.h"
+#include "psgate/stats_json.h"
+#include "psgate/stats_report.h"
+#include "psgate/telemetry.h"
+
+#include <fstream>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path) {
+  const sigset_t stop_signals = psgate::block_stop_signals();
+
+  std::vector<std::string> args = psgate::eal_arguments(config, "psgate");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  spdlog::debug("EAL arguments: {}", fmt::join(args, " "));
+  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+    spdlog::error("DPDK EAL initialisation failed: {}", rte_strerror(rte_errno));
+    return 1;
+  }
+  int status = 0;
+  {
+    auto dataplane = psgate::Dataplane::create(config);
+    if (!dataplane.ok()) {
+      spdlog::error("{}", dataplane.error());
+      rte_eal_cleanup();
+      // A key the device refuses (an MTU above its limit) is reported as
+      // "<config>: <key>: ..." and is a configuration error like any other.
+      return dataplane.error().rfind(config.source + ": ", 0) == 0 ? 2 : 1;
+    }
+    psgate::Dataplane& dp = **dataplane;
+    auto control = psgate::ControlPlane::create(dp, config);
+    if (!control.ok()) {
+      spdlog::error("{}", control.error());
+      dataplane->reset();
+      rte_eal_cleanup();
+      return 2;
+    }
+    psgate::ControlPlane& cp = **control;
+    if (auto ok = cp.start(); !ok) {
+      spdlog::error("{}", ok.error());
+      dataplane->reset();
+      rte_eal_cleanup();
+      // The first write of the state file failing is the state path's fault
+      // (an operator's setting), like a config error.
+      return ok.error().rfind("state file ", 0) == 0 ? 2 : 1;
+    }
+    psgate::register_telemetry(cp);
+
+    // Periodic report on the control thread: a summary line and the per-job table.
+    const auto started = Clock::now();
+    psgate::Totals prev = cp.totals_locked(false);
+    auto prev_time = started;
+    psgate::ControlServer::Options options;
+    options.socket_path = config.control.socket;
+    options.report_ns = config.stats_interval_ns;
+    options.report = [&] {
+      const auto now = Clock::now();
+      psgate::Totals cur = cp.totals_locked(false);
+      const double secs = std::chrono::duration<double>(now - prev_time).count();
+      spdlog::info("{}", psgate::format_summary_line(prev, cur, secs));
+      cp.with_snapshot([&](const psgate::Snapshot& snap) {
+        if (snap.jobs.empty()) return;
+        std::fputs(psgate::format_job_rates(prev, cur, secs, snap, std::chrono::duration<double>(now - started).count())
+                       .c_str(),
+                   stdout);
+        std::fflush(stdout);
+      });
+      prev = std::move(cur);
+      prev_time = now;
+    };
+    auto server = psgate::ControlServer::start(cp, options);
+    if (!server.ok()) {
+      spdlog::error("{}", server.error());
+      dataplane->reset();
+      rte_eal_cleanup();
+      return 1;
+    }
+    spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, {}", PSGATE_VERSION, cp.job_count(),
+                 config.class_count, config.control.socket, dp.describe_lcores());
+    dp.start();
+
+    const bool bounded = duration_s > 0;
+    const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
+    for (;;) {
+      const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
+      if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
+        spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        break;
+      }
+      if (bounded && Clock::now() >= end) {
+        spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
+        break;
+      }
+    }
+    server->reset();  // no control change after this point
+    dp.stop_and_drain();
+    const psgate::Totals totals = cp.totals_locked(true);
+    std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
+    std::fflush(stdout);
+    if (!stats_json_path.empty()) {
+      std::ofstream out(stats_json_path);
+      out << psgate::totals_to_json(totals, dp.snapshot()).dump(2) << "\n";
+      if (!out) {
+        spdlog::error("cannot write {}", stats_json_path);
+        status = 1;
+      }
+    }
+    if (!psgate::conservation_holds(totals)) {
+      spdlog::error("counter conservation violated: received != transmitted + dropped");
+      status = 1;
+    }
+    psgate::unregister_telemetry();
+  }
+  rte_eal_cleanup();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
+      "Forwards every frame between the 'wire' and 'host' ports, classifying IP flows into\n"
+      "jobs and scheduling each egress port with strict-priority classes and token buckets.\n"
+      "Jobs, their order and the policy change at run time through the control socket\n"
+      "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
+      "SIGINT, SIGTERM and SIGHUP stop receiving, drain the queues (bounded by\n"
+      "dataplane.drain_timeout), print the final counters and exit 0. A port whose link goes\n"
+      "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
+      "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
+      "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
+      "carry) or state file, 1 DPDK/device/socket set-up failure or counters that do not add up."};
+  std::string config_path;
+  double duration_s = 0;
+  bool check_only = false;
+  std::string stats_json_path;
+  app.add_option("-c,--config", config_path, "TOML configuration file (see config/demo.toml)")->required();
+  app.add_option("-d,--duration", duration_s, "Run this many seconds, then drain and exit (default: until signalled)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--check", check_only, "Validate the configuration and exit (0 if valid, 2 if not)");
+  app.add_option("--stats-json", stats_json_path, "At exit, write the final counters to this file as JSON");
+  app.set_version_flag("--version", PSGATE_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  auto config = psgate::load_config_file(config_path);
+  if (!config.ok()) {
+    std::fprintf(stderr, "psgate: %s\n", config.error().c_str());
+    return 2;
+  }
+  // Lcores must exist on this machine (the parser cannot know which do).
+  if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path); !lcores) {
+    std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());
+    return 2;
+  }
+  // The state file's path: a directory, or a directory this process cannot
+  // write, is refused before DPDK starts, by --check too, which also reads
+  // the file as a start would (a start reads it in ControlPlane::create).
+  if (auto usable = psgate::check_state_path(config->control.state); !usable) {
+    std::fprintf(stderr, "psgate: %s\n", usable.error().c_str());
+    return 2;
+  }
+  if (check_only) {
+    if (auto saved = psgate::read_state_file(config->control.state, config->max_jobs, config->class_count); !saved) {
+      std::fprintf(stderr, "psgate: %s\n", saved.error().c_str());
+      return 2;
+    }
+    std::printf("%s: configuration is valid\n", config_path.c_str());
+    return 0;
+  }
+  auto logger = spdlog::stderr_color_mt("psgate");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  return run(*config, duration_s, stats_json_path);
+}

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Data plane set-up and tear-down (control path; runs on the main lcore).
+#include "psgate/dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "config/compile.h"
+#include "dataplane/dataplane_impl.h"
+#include "psgate/packet_meta.h"
+#include "psgate/ports.h"
+#include "psgate/tsc_clock.h"
+
+namespace psgate {
+
+namespace {
+
+using CreateResult = Result<std::unique_ptr<Dataplane>>;
+
+}  // namespace
+
+Dataplane::Impl::~Impl() {
+  if (ports_started) {
+    links_shutdown(*this);
+    // Closing flushes what drivers buffer (net_pcap's output file).
+    for (uint16_t port : shared.port_ids) {
+      rte_eth_dev_stop(port);
+      rte_eth_dev_close(port);
+    }
+  }
+  // Snapshots hold ACL contexts; free them before the EAL goes away.
+  publisher.reset();
+  rx.clear();
+  for (rte_ring* r : rings) rte_ring_free(r);
+  rte_free(qsbr);
+  // The ports are closed: nothing references the pool any more.
+  if (ports_started) rte_mempool_free(pool);
+}
+
+Dataplane::Dataplane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Dataplane::~Dataplane() = default;
+
+CreateResult Dataplane::create(const ConfigSpec& config) {
+  auto d = std::make_unique<Impl>();
+  d->config = config;
+  DataplaneShared& shared = d->shared;
+  shared.burst = config.burst;
+  shared.class_count = config.class_count;
+  shared.default_class = config.default_class;
+  shared.tsc_hz = psgate::tsc_hz();  // measured: DPDK rounds it (tsc_clock.h)
+  if (shared.tsc_hz != rte_get_tsc_hz())
+    spdlog::info("TSC {:.3f} MHz measured against CLOCK_MONOTONIC_RAW (DPDK reports {:.3f} MHz)", shared.tsc_hz / 1e6,
+                 rte_get_tsc_hz() / 1e6);
+  shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
+  shared.tx_stall_ticks = ticks_from_ns(kTxStallTimeoutNs, shared.tsc_hz);
+  const int socket = static_cast<int>(rte_socket_id());
+  // DPDK object names are process-wide; tests build several data planes in one process.
+  static std::atomic<unsigned> instances{0};
+  const std::string tag = std::to_string(instances.fetch_add(1));
+
+  if (register_packet_meta() < 0) return CreateResult::failure("cannot register the mbuf metadata field");
+
+  // Lcore roles (see dataplane.h).
+  const std::vector<unsigned>& lcores = config.data_lcores;
+  const size_t n = lcores.size();
+  const unsigned n_rx = n == 1 ? 1 : (n == 2 ? 1 : static_cast<unsigned>(n - 2));
+  const bool pipelined = n > 1;
+  shared.link = std::make_unique<LinkShared>(static_cast<unsigned>(n));
+
+  // Ports.
+  const PortSpec* specs[kPortCount] = {&config.wire, &config.host};
+  // Full queues hold mbufs; so do RX descriptor rings. A pool smaller than
+  // that runs dry under overload and the NIC drops (counted as nic rx_nombuf).
+  uint64_t queued = 0;
+  for (const ClassSpec& cls : config.classes) queued += cls.depth;
+  const uint64_t needed = kPortCount * (queued + uint64_t{n_rx} * config.wire.rx_desc + config.wire.tx_desc);
+  if (config.mbufs < needed) {
+    spdlog::warn(
+        "dataplane.mbufs = {} is below what full queues and descriptor rings can hold ({}): "
+        "under overload the NIC will drop for lack of buffers",
+        config.mbufs, needed);
+  }
+  PortCapacity caps[kPortCount];
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    auto port = find_port(kPortNames[p], specs[p]->device);
+    if (!port.ok()) return CreateResult::failure(port.error());
+    shared.port_ids[p] = *port;
+    auto cap = port_capacity(kPortNames[p], *port, *specs[p]);
+    if (!cap.ok()) return CreateResult::failure(cap.error());
+    caps[p] = std::move(*cap);
+  }
+  if (shared.port_ids[0] == shared.port_ids[1]) return CreateResult::failure("ports wire and host are the same device");
+  auto frames = plan_frames(config, caps);
+  if (!frames.ok()) return CreateResult::failure(config.source + ": " + frames.error());
+  d->frames = *frames;
+  // The RX stage drops what the egress port could not carry: frames over the
+  // MTU plus the Ethernet header (untagged, the common case, checked first)
+  // or plus the tags the frame actually has.
+  shared.max_untagged_frame = max_frame_bytes(config.wire.mtu, 0);
+  d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
+                                    static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
+  if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool);
+    d->ports_started = true;
+    if (!started.ok()) return CreateResult::failure(started.error());
+  }
+
+  d->n_rx = n_rx;
+  links_init(*d);
+
+  // RCU for snapshot readers (RX stages).
+  const size_t qsbr_size = rte_rcu_qsbr_get_memsize(static_cast<uint32_t>(n));
+  d->qsbr = static_cast<rte_rcu_qsbr*>(
+      rte_zmalloc_socket(("psgate_qsbr" + tag).c_str(), qsbr_size, RTE_CACHE_LINE_SIZE, socket));
+  if (!d->qsbr || rte_rcu_qsbr_init(d->qsbr, static_cast<uint32_t>(n)) != 0)
+    return CreateResult::failure("cannot set up RCU");
+  shared.qsbr = d->qsbr;
+
+  // No snapshot yet: the control plane publishes the first one (start()), or,
+  // without a control plane, start() and run_once() compile the config's.
+  d->publisher = std::make_unique<SnapshotPublisher>(nullptr, d->qsbr);
+  shared.snapshots = d->publisher.get();
+
+  // Egress schedulers, with the configured parameters; a snapshot's differing
+  // ones are applied when the scheduler lcore first sees it.
+  const uint64_t now = rte_rdtsc();
+  const std::array<PortLive, kPortCount> configured = compile_ports(config);
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortLive& live = configured[p];
+    auto e = std::make_unique<EgressPort>(compile_scheduler(config, p, live, shared.tsc_hz), now);
+    e->index = p;
+    e->port_id = shared.port_ids[p];
+    e->actions.resize(live.classes.size());
+    for (unsigned c = 0; c < live.classes.size(); ++c) e->set_actions(c, live.classes[c].actions);
+    e->applied = live;
+    e->job_queue.resize(config.max_jobs);
+    if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
+      e->telemetry = std::vector<JobBurstState>(config.max_jobs);
+      e->burst_gap_ticks = ticks_from_ns(kBurstGapNs, shared.tsc_hz);
+    }
+    d->egress.push_back(std::move(e));
+  }
+
+  // Per-lcore contexts.
+  for (size_t i = 0; i < n; ++i) {
+    auto counters = LcoreCountersMemory::create(config.class_count, config.max_jobs,
+                                                static_cast<int>(rte_lcore_to_socket_id(lcores[i])));
+    if (!counters.ok()) return CreateResult::failure("lcore " + std::to_string(lcores[i]) + ": " + counters.error());
+    d->counters.push_back(std::move(*counters));
+  }
+  auto make_rx = [&](unsigned k, LcoreCounters* counters) -> Result<RxContext*> {
+    auto rx = std::make_unique<RxContext>();
+    rx->rx_queue = k;
+    rx->counters = counters;
+    rx->police.resize(config.max_jobs);
+    rx->max_jobs = config.max_jobs;
+    if (config.flow_cache_entries) {
+      auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(k), socket);
+      if (!fc.ok()) return Result<RxContext*>::failure("flow cache: " + fc.error());
+      rx->flow_cache = std::move(*fc);
+    }
+    if (pipelined) {
+      rx->ring_stick.resize(kPortCount * config.max_jobs);
+      for (unsigned p = 0; p < kPortCount; ++p) {
+        for (unsigned c = 0; c < config.class_count; ++c) {
+          const std::string name =
+              "psg" + tag + "_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
+          rte_ring* r = rte_ring_create(name.c_str(), config.ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+          if (!r) return Result<RxContext*>::failure("cannot create ring " + name + ": " + rte_strerror(rte_errno));
+          d->rings.push_back(r);
+          rx->rings.push_back(r);
+        }
+      }
+    } else {
+      for (unsigned p = 0; p < kPortCount; ++p) rx->direct[p] = d->egress[p].get();
+    }
+    d->rx.push_back(std::move(rx));
+    return d->rx.back().get();
+  };
+
+  if (!pipelined) {
+    auto rx = make_rx(0, d->counters[0].get());
+    if (!rx.ok()) return CreateResult::failure(rx.error());
+    auto sched = std::make_unique<SchedContext>();
+    sched->counters = d->counters[0].get();
+    sched->egress = {d->egress[0].get(), d->egress[1].get()};
+    sched->applied_generation = 0;  // before any snapshot (generations start at 1)
+    d->plans.push_back(LcorePlan{lcores[0], LcoreRole::kRunToCompletion, *rx, sched.get(), 0});
+    d->sched.push_back(std::move(sched));
+  } else {
+    for (unsigned k = 0; k < n_rx; ++k) {
+      auto rx = make_rx(k, d->counters[k].get());
+      if (!rx.ok()) return CreateResult::failure(rx.error());
+      d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, *rx, nullptr, k});
+    }
+    const unsigned n_sched = n == 2 ? 1 : 2;
+    for (unsigned s = 0; s < n_sched; ++s) {
+      auto sched = std::make_unique<SchedContext>();
+      sched->counters = d->counters[n_rx + s].get();
+      if (n_sched == 1) {
+        sched->egress = {d->egress[0].get(), d->egress[1].get()};
+      } else {
+        sched->egress = {d->egress[s].get()};
+      }
+      for (auto& rx : d->rx) sched->rx_rings.push_back(&rx->rings);
+      sched->applied_generation = 0;
+      d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get(), n_rx + s});
+      d->sched.push_back(std::move(sched));
+    }
+  }
+  shared.rx_lcores_running.store(n_rx, std::memory_order_relaxed);
+  return std::unique_ptr<Dataplane>(new Dataplane(std::move(d)));
+}
+
+std::atomic<LinkShared*> g_teardown_guard{nullptr};
+
+Result<bool> Dataplane::Impl::ensure_snapshot() {
+  if (publisher->current()) return true;
+  auto snap = compile_config_snapshot(config, 1);
+  if (!snap) return Result<bool>::failure(snap.error());
+  publisher->publish(std::move(*snap));
+  return true;
+}
+
+void Dataplane::start() {
+  if (auto ok = impl_->ensure_snapshot(); !ok) {
+    spdlog::critical("no snapshot to run with: {}", ok.error());
+    return;
+  }
+  set_lcore_dataplane(impl_.get());
+  g_teardown_guard.store(impl_->shared.link.get(), std::memory_order_release);
+  for (LcorePlan& plan : impl_->plans) {
+    rte_eal_remote_launch(lcore_main, &plan, plan.lcore_id);
+  }
+  impl_->started = true;
+}
+
+void Dataplane::stop_and_drain() {
+  if (!impl_->started) return;
+  DataplaneShared& shared = impl_->shared;
+  const uint64_t timeout_ticks = ticks_from_ns(impl_->config.drain_timeout_ns, shared.tsc_hz);
+  shared.drain_deadline_tsc.store(rte_rdtsc() + timeout_ticks, std::memory_order_relaxed);
+  shared.rx_enabled.store(false, std::memory_order_release);
+  for (LcorePlan& plan : impl_->plans) rte_eal_wait_lcore(plan.lcore_id);
+  impl_->started = false;
+  g_teardown_guard.store(nullptr, std::memory_order_release);
+}
+
+const Snapshot& Dataplane::snapshot() const { return *impl_->publisher->current(); }
+uint64_t Dataplane::tsc_hz() const { return impl_->shared.tsc_hz; }
+
+JobTelemetry Dataplane::job_telemetry(uint32_t slot) const {
+  const EgressPort& wire = *impl_->egress[0];
+  if (slot >= wire.telemetry.size()) return {};
+  return read_telemetry(wire.telemetry[slot], rte_rdtsc(), wire.burst_gap_ticks, impl_->shared.tsc_hz);
+}
+SnapshotPublisher& Dataplane::publisher() { return *impl_->publisher; }
+const ConfigSpec& Dataplane::config() const { return impl_->config; }
+
+std::string Dataplane::describe_lcores() const {
+  std::string out;
+  for (const LcorePlan& plan : impl_->plans) {
+    if (!out.empty()) out += ", ";
+    out += "lcore " + std::to_string(plan.lcore_id) + ": ";
+    switch (plan.role) {
+      case LcoreRole::kRunToCompletion:
+        out += "run-to-completion (RX wire+host, schedule+TX wire+host)";
+        break;
+      case LcoreRole::kRx:
+        out += "RX queue " + std::to_string(plan.rx->rx_queue) + " of wire+host";
+        break;
+      case LcoreRole::kScheduler: {
+        out += "schedule+TX";
+        for (EgressPort* e : plan.sched->egress) out += std::string(" ") + kPortNames[e->index];
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace psgate

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Internal state of Dataplane, shared by its setup (dataplane.cc), the lcore
+// loops (lcore_loops.cc) and the counter reader (totals.cc).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "dataplane/lcore_context.h"
+#include "dataplane/lcore_counters_memory.h"
+#include "psgate/dataplane.h"
+#include "psgate/frame_plan.h"
+
+namespace psgate {
+
+enum class LcoreRole { kRunToCompletion, kRx, kScheduler };
+
+struct LcorePlan {
+  unsigned lcore_id = 0;
+  LcoreRole role = LcoreRole::kRunToCompletion;
+  RxContext* rx = nullptr;        // RTC and RX roles
+  SchedContext* sched = nullptr;  // RTC and scheduler roles
+  unsigned rcu_thread_id = 0;     // every data lcore reads snapshots
+};
+
+// What the control path knows about one port's link (link_watch.cc).
+struct PortWatch {
+  // kEthdev: the driver's link status (LSC events where the driver raises
+  // them, else polled). kAfPacket: net_af_packet always reports "up", so the
+  // kernel interface itself is watched, and a deleted one is detached from
+  // DPDK and probed again when an interface of that name is back.
+  enum Kind { kEthdev, kAfPacket } kind = kEthdev;
+  std::string iface;      // kAfPacket: the kernel interface (iface=)
+  unsigned ifindex = 0;   // kAfPacket: the interface the driver's socket is bound to
+  bool detached = false;  // kAfPacket: device removed, waiting for the interface
+  bool lsc = false;       // an LSC callback is registered
+  bool up = true;
+  uint64_t since_unix_ns = 0;  // CLOCK_REALTIME of the last change (or start)
+  uint64_t changes = 0;
+  std::string detail;   // why it is down ("no memif peer", "interface gwps gone")
+  bool warned = false;  // a failed re-probe was logged once
+};
+
+struct Dataplane::Impl {
+  ConfigSpec config;
+  DataplaneShared shared;
+  rte_mempool* pool = nullptr;
+  FramePlan frames;  // how the ports carry the MTU, also for a port set up again (link_watch.cc)
+  rte_rcu_qsbr* qsbr = nullptr;
+  std::unique_ptr<SnapshotPublisher> publisher;
+  std::vector<LcoreCountersMemory> counters;        // one per data lcore, on its NUMA node
+  std::vector<std::unique_ptr<EgressPort>> egress;  // [wire, host]
+  std::vector<std::unique_ptr<RxContext>> rx;
+  std::vector<std::unique_ptr<SchedContext>> sched;
+  std::vector<LcorePlan> plans;
+  std::vector<rte_ring*> rings;  // all handoff rings, for cleanup
+  bool started = false;
+  bool ports_started = false;
+  unsigned n_rx = 1;  // RX queues per port (re-probing sets the same up)
+  std::array<PortWatch, kPortCount> links;
+  std::mutex link_mutex;  // control thread and the interrupt thread (LSC); never a data lcore
+  // Publishes the config's own snapshot unless one was published (by the
+  // control plane): lcores need one to run.
+  Result<bool> ensure_snapshot();
+  ~Impl();
+};
+
+// Link watching (link_watch.cc): initial state after the ports started, and
+// the LSC callbacks' removal before the ports close.
+void links_init(Dataplane::Impl& d);
+void links_shutdown(Dataplane::Impl& d);
+
+// Entry point of every data lcore (arg: LcorePlan*, with Impl reachable through
+// a pointer set before launch).
+int lcore_main(void* arg);
+void set_lcore_dataplane(Dataplane::Impl* impl);
+
+}  // namespace psgate

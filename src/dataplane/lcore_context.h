@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What each data lcore owns, for the three fast-path stages that run on it:
+//
+//   RX stage  (rx_stage.h):    rx_burst -> parse -> classify -> police -> hand off
+//   sched stage (sched_stage.h): accept (ECN decision, class FIFO) -> schedule -> DSCP/CE rewrite
+//   TX (tx.h):                 tx_burst, counting what left
+//
+// Run-to-completion: one lcore runs both and the hand-off is a direct call.
+// Pipelined: RX lcores hand off through SPSC rings, one per (RX lcore, egress
+// port, class), so a full low-priority ring never blocks a high-priority one.
+//
+//   RX lcore k ──ring[k][egress][class]──▶ scheduler lcore of that egress port
+//
+// Every structure here has exactly one writer lcore; nothing is locked.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include "psgate/class_scheduler.h"
+#include "psgate/classifier.h"
+#include "psgate/counters.h"
+#include "psgate/flow_cache.h"
+#include "psgate/job_telemetry.h"
+#include "psgate/port_link.h"
+#include "psgate/snapshot.h"
+#include "psgate/token_bucket.h"
+
+namespace psgate {
+
+inline constexpr unsigned kMaxBurst = 64;
+
+// One egress port as its scheduler lcore sees it.
+struct EgressPort {
+  EgressPort(const PortSchedConfig& config, uint64_t now) : sched(config, now) {}
+  unsigned index = 0;  // 0 wire, 1 host
+  uint16_t port_id = 0;
+  uint16_t tx_queue = 0;
+  PortScheduler<rte_mbuf*> sched;
+  std::vector<ClassActions> actions;  // by class (snapshot.h), read per packet
+  // Bit c: class c remarks DSCP or marks CE, so its packets are rewritten at
+  // dequeue; with no bit set dequeue never looks at a packet's header.
+  uint64_t rewrite_classes = 0;
+  void set_actions(unsigned cls, const ClassActions& a) {
+    actions[cls] = a;
+    const uint64_t bit = uint64_t{1} << cls;
+    rewrite_classes = (a.dscp >= 0 || a.ecn_threshold != 0) ? rewrite_classes | bit : rewrite_classes & ~bit;
+  }
+  PortLive applied;  // the live parameters in force, to apply only what changed
+  // Where each job's queued packets are, by job slot: a job is in one class
+  // at a time, which is what keeps its flows in order across re-ranking.
+  struct JobQueue {
+    uint32_t queued = 0;
+    uint8_t cls = 0;
+  };
+  std::vector<JobQueue> job_queue;
+  // Pull-burst telemetry by job slot; only the wire egress (pull direction) has it.
+  std::vector<JobBurstState> telemetry;
+  uint64_t burst_gap_ticks = 0;
+  // Packets the NIC did not take yet: retried before anything new is
+  // dequeued, so backpressure keeps the queue inside psgate.
+  std::array<rte_mbuf*, kMaxBurst> pending{};
+  unsigned pending_head = 0;
+  unsigned pending_count = 0;
+  // When the port last took a packet while some were pending (TSC): pending
+  // packets are retried until shared.tx_stall_ticks after that, then counted
+  // as tx_failed and freed. While `stalled`, a burst the port refuses is
+  // counted at once instead of retried, so a dead NIC drains the queues at
+  // the scheduler's pace rather than freezing them; the first packet the
+  // port takes again ends the stall.
+  uint64_t pending_since_tsc = 0;
+  bool stalled = false;
+  // The egress link as this port's scheduler lcore last read it (top of its
+  // loop iteration). Down: nothing is sent, everything meant for the port is
+  // dropped as link_down.
+  bool link_up = true;
+};
+
+// Shared, read-mostly state every lcore needs.
+struct DataplaneShared {
+  std::array<uint16_t, kPortCount> port_ids{};
+  unsigned burst = 32;
+  unsigned class_count = 8;
+  unsigned default_class = 7;
+  uint64_t tsc_hz = 0;
+  uint64_t ns_per_tick_q32 = 0;  // (1e9 << 32) / tsc_hz: ticks -> ns without division
+  // Both ports carry the same MTU (config): the largest untagged frame either
+  // may send. A frame above it is oversize unless its VLAN tags account for
+  // the difference (rx_stage.cc).
+  uint32_t max_untagged_frame = 1514;
+  const SnapshotPublisher* snapshots = nullptr;
+  rte_rcu_qsbr* qsbr = nullptr;
+  // Shutdown handshake: main stores the deadline, then clears rx_enabled
+  // (release); lcores load rx_enabled (acquire) and then the deadline.
+  std::atomic<bool> rx_enabled{true};
+  std::atomic<uint64_t> drain_deadline_tsc{UINT64_MAX};
+  std::atomic<unsigned> rx_lcores_running{0};
+  // How long pending packets are retried on a port that takes none (TSC ticks).
+  uint64_t tx_stall_ticks = 0;
+  // Link state and the port-teardown handshake (port_link.h).
+  std::unique_ptr<LinkShared> link;
+};
+
+struct RxContext {
+  unsigned rx_queue = 0;
+  LcoreCounters* counters = nullptr;
+  std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
+  // Ingress policers by job slot, resynchronised when the snapshot changes.
+  std::vector<TokenBucket> police;
+  uint32_t police_generation = UINT32_MAX;
+  // Hand-off: exactly one of these is used.
+  std::array<EgressPort*, kPortCount> direct{};  // run-to-completion
+  std::vector<rte_ring*> rings;                  // [egress][class], pipelined
+  // Pipelined re-ranking: the ring each job's packets go to, by [egress][slot],
+  // and the ring position after the job's last packet in it. A job moves to
+  // another class's ring only once the scheduler has consumed past that
+  // position, so its packets are never in two rings at once.
+  struct RingStick {
+    uint32_t ticket = 0;
+    uint32_t burst = 0;  // the last burst that sent the job to `cls`
+    uint8_t cls = 0;
+    uint8_t valid = 0;
+  };
+  std::vector<RingStick> ring_stick;
+  unsigned max_jobs = 0;
+  uint32_t burst_seq = 0;  // counts RX bursts that reach the hand-off
+  // Per-packet scratch of the burst in flight, kept here rather than on the
+  // stack so that a burst does not pay for zero-initialising them: wire flow
+  // keys and their hashes (common case), and full parse results (the rest).
+  std::array<FlowKey4, kMaxBurst> keys;
+  std::array<uint32_t, kMaxBurst> hashes;
+  std::array<ParsedPacket, kMaxBurst> parsed;
+};
+
+struct SchedContext {
+  LcoreCounters* counters = nullptr;
+  uint32_t applied_generation = 0;
+  std::vector<EgressPort*> egress;  // the ports this lcore transmits on
+  // rings[r] is RX lcore r's ring set ([egress][class]); pipelined only.
+  std::vector<const std::vector<rte_ring*>*> rx_rings;
+};
+
+// How long psgate retries a burst on a port that accepts nothing before it
+// counts the burst as tx_failed (see EgressPort::pending_since_tsc).
+inline constexpr uint64_t kTxStallTimeoutNs = 100'000'000;
+
+}  // namespace psgate

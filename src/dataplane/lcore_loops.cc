@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The data lcores' main loops. Same stages in every role; only the hand-off
+// between them differs (direct call or SPSC ring).
+#include <rte_cycles.h>
+#include <rte_ring.h>
+
+#include "dataplane/dataplane_impl.h"
+#include "dataplane/rx_stage.h"
+#include "dataplane/sched_stage.h"
+
+namespace psgate {
+
+namespace {
+
+Dataplane::Impl* g_dataplane = nullptr;
+
+bool rings_empty(const SchedContext& ctx) {
+  for (const std::vector<rte_ring*>* rings : ctx.rx_rings)
+    for (rte_ring* r : *rings)
+      if (!rte_ring_empty(r)) return false;
+  return true;
+}
+
+// Top of every loop iteration (outside all bursts): report to the port
+// teardown handshake and take the link state the iteration will obey.
+inline unsigned link_check(DataplaneShared& shared, unsigned lcore_index) {
+  return shared.link->report_and_read(lcore_index);
+}
+
+inline void apply_links(SchedContext& ctx, unsigned up) {
+  for (EgressPort* e : ctx.egress) e->link_up = (up >> e->index) & 1u;
+}
+
+void transmit_all(DataplaneShared& shared, SchedContext& ctx) {
+  const uint64_t now = rte_rdtsc();
+  for (EgressPort* e : ctx.egress) sched_transmit(shared, *e, *ctx.counters, now);
+}
+
+// After RX stopped: send what is queued until empty or the drain deadline,
+// then count and free the rest.
+void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
+  const uint64_t deadline = shared.drain_deadline_tsc.load(std::memory_order_relaxed);
+  for (;;) {
+    // Still transmitting: still part of the teardown handshake.
+    apply_links(ctx, link_check(shared, lcore_index));
+    // Acquire pairs with the RX lcores' release on exit: their last ring
+    // enqueues are visible once the count reads zero.
+    const bool rx_done = shared.rx_lcores_running.load(std::memory_order_acquire) == 0;
+    if (!ctx.rx_rings.empty()) sched_drain_rings(shared, ctx);
+    transmit_all(shared, ctx);
+    bool idle = rx_done && rings_empty(ctx);
+    for (EgressPort* e : ctx.egress) idle = idle && sched_idle(*e);
+    if (idle) return;
+    if (rte_rdtsc() >= deadline) {
+      if (rx_done) sched_drain_rings(shared, ctx);
+      for (EgressPort* e : ctx.egress) sched_flush(*e, *ctx.counters);
+      if (rx_done) return;
+    }
+  }
+}
+
+// Every data lcore reads snapshots: RX stages for classification, scheduler
+// stages for live shaper/class parameters. Each reports quiescence once per
+// loop, after which it holds no snapshot pointer.
+class SnapshotReader {
+ public:
+  SnapshotReader(DataplaneShared& shared, unsigned thread_id) : shared_(shared), id_(thread_id) {
+    rte_rcu_qsbr_thread_register(shared_.qsbr, id_);
+    rte_rcu_qsbr_thread_online(shared_.qsbr, id_);
+  }
+  ~SnapshotReader() {
+    rte_rcu_qsbr_thread_offline(shared_.qsbr, id_);
+    rte_rcu_qsbr_thread_unregister(shared_.qsbr, id_);
+  }
+  const Snapshot& current() const { return *shared_.snapshots->current(); }
+  void quiescent() const { rte_rcu_qsbr_quiescent(shared_.qsbr, id_); }
+
+ private:
+  DataplaneShared& shared_;
+  unsigned id_;
+};
+
+// A port whose link is down is not polled: its driver may be tearing down
+// what rx_burst reads (memif unmaps the peer's memory on disconnect).
+void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up) {
+  if (snap.generation != rx.police_generation) rx_sync_policers(shared, rx, snap);
+  if (up & 1u) rx_poll(shared, rx, snap, 0);
+  if (up & 2u) rx_poll(shared, rx, snap, 1);
+}
+
+void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
+  if (snap.generation == ctx.applied_generation) return;
+  const uint64_t now = rte_rdtsc();
+  for (EgressPort* e : ctx.egress) sched_apply_params(*e, snap.ports[e->index], now);
+  ctx.applied_generation = snap.generation;
+}
+
+int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      const unsigned up = link_check(shared, plan.rcu_thread_id);
+      apply_links(*plan.sched, up);
+      const Snapshot& snap = reader.current();
+      sched_sync_params(*plan.sched, snap);
+      rx_iteration(shared, *plan.rx, snap, up);
+      reader.quiescent();
+      transmit_all(shared, *plan.sched);
+    }
+  }
+  shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
+  drain(shared, *plan.sched, plan.rcu_thread_id);
+  shared.link->go_offline(plan.rcu_thread_id);
+  return 0;
+}
+
+int run_rx(DataplaneShared& shared, LcorePlan& plan) {
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      const unsigned up = link_check(shared, plan.rcu_thread_id);
+      rx_iteration(shared, *plan.rx, reader.current(), up);
+      reader.quiescent();
+    }
+  }
+  shared.link->go_offline(plan.rcu_thread_id);
+  shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
+  return 0;
+}
+
+int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
+  SchedContext& ctx = *plan.sched;
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      apply_links(ctx, link_check(shared, plan.rcu_thread_id));
+      sched_sync_params(ctx, reader.current());
+      reader.quiescent();
+      sched_drain_rings(shared, ctx);
+      transmit_all(shared, ctx);
+    }
+  }
+  drain(shared, ctx, plan.rcu_thread_id);
+  shared.link->go_offline(plan.rcu_thread_id);
+  return 0;
+}
+
+}  // namespace
+
+void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
+
+bool Dataplane::run_once() {
+  Impl& d = *impl_;
+  if (d.started || d.plans.size() != 1 || d.plans[0].role != LcoreRole::kRunToCompletion) return false;
+  if (!d.ensure_snapshot()) return false;
+  LcorePlan& plan = d.plans[0];
+  // No lcore runs, so nothing else reads snapshots: no RCU registration.
+  // The caller takes the lcore's part in the link handshake for the pass.
+  const unsigned up = link_check(d.shared, plan.rcu_thread_id);
+  apply_links(*plan.sched, up);
+  const Snapshot& snap = *d.shared.snapshots->current();
+  sched_sync_params(*plan.sched, snap);
+  rx_iteration(d.shared, *plan.rx, snap, up);
+  transmit_all(d.shared, *plan.sched);
+  d.shared.link->go_offline(plan.rcu_thread_id);
+  return true;
+}
+
+int lcore_main(void* arg) {
+  auto& plan = *static_cast<LcorePlan*>(arg);
+  DataplaneShared& shared = g_dataplane->shared;
+  switch (plan.role) {
+    case LcoreRole::kRunToCompletion:
+      return run_to_completion(shared, plan);
+    case LcoreRole::kRx:
+      return run_rx(shared, plan);
+    case LcoreRole::kScheduler:
+      return run_scheduler(shared, plan);
+  }
+  return -1;
+}
+
+}  // namespace psgate

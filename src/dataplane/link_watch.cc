@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Link watching (control path): which ports the data lcores may touch.
+//
+// Sources, per port:
+//  - the driver's link status, from an LSC event where the device raises them
+//    (RTE_ETH_DEV_INTR_LSC: start_port enables the interrupt) and polled every
+//    100 ms by the control thread in any case (memif, pcap, ring: no events);
+//  - net_af_packet reports "up" whatever happens to its interface, so psgate
+//    watches the kernel interface instead: present, the one the driver's
+//    socket is bound to (same ifindex), IFF_UP and IFF_RUNNING. An interface
+//    that was deleted (or deleted and created again) leaves the driver's
+//    socket bound to nothing: the port is detached (stopped, closed, removed)
+//    and probed again once an interface of that name is up.
+//
+// A port going down is published (LinkShared::set_up) and then quiesced: the
+// data lcores stop polling it, drop what was queued for it (link_down), and
+// poll_links() returns only once none of them is inside a burst on it, which
+// is what makes detaching it safe. A port coming up is set up first and
+// published last (release), so an lcore that sees it up sees its new port id.
+#include <net/if.h>
+#include <rte_bus_vdev.h>
+#include <rte_dev.h>
+#include <rte_ethdev.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+
+#include "dataplane/dataplane_impl.h"
+#include "psgate/ports.h"
+
+namespace psgate {
+
+namespace {
+
+uint64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The value of `key=` in a device string ("net_af_packet0,iface=gwps,qpairs=1").
+std::string device_arg(const std::string& device, const std::string& key) {
+  size_t pos = device.find(',');
+  while (pos != std::string::npos) {
+    const size_t start = pos + 1;
+    const size_t end = device.find(',', start);
+    const std::string item = device.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
+    pos = end;
+  }
+  return "";
+}
+
+struct IfaceState {
+  unsigned ifindex = 0;  // 0: no such interface
+  bool running = false;  // IFF_UP and IFF_RUNNING (a veth is running while its peer is up)
+};
+
+IfaceState iface_state(const std::string& name) {
+  IfaceState st;
+  st.ifindex = if_nametoindex(name.c_str());
+  if (st.ifindex == 0) return st;
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return st;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) st.running = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+  close(s);
+  return st;
+}
+
+const PortSpec& port_spec(const Dataplane::Impl& d, unsigned p) { return p == 0 ? d.config.wire : d.config.host; }
+
+// Publishes a change; a port going down is quiesced before this returns.
+// Returns false when the lcores did not all report in time (the port may
+// still be in use).
+bool publish(Dataplane::Impl& d, unsigned p, bool up, const std::string& detail) {
+  PortWatch& w = d.links[p];
+  bool quiet = true;
+  if (w.up != up) {
+    d.shared.link->set_up(p, up);
+    w.up = up;
+    w.since_unix_ns = realtime_ns();
+    ++w.changes;
+    w.detail = up ? "" : detail;
+    if (up) {
+      spdlog::info("port {}: link up", kPortNames[p]);
+    } else {
+      spdlog::warn("port {}: link down ({}): not polled, its traffic dropped as link_down", kPortNames[p], detail);
+    }
+  } else if (!up) {
+    w.detail = detail;
+  }
+  if (!up) quiet = d.shared.link->quiesce();
+  return quiet;
+}
+
+void detach(Dataplane::Impl& d, unsigned p) {
+  PortWatch& w = d.links[p];
+  const uint16_t port = d.shared.port_ids[p];
+  rte_eth_dev_stop(port);
+  rte_eth_dev_close(port);
+  const std::string name = device_name(port_spec(d, p).device);
+  if (int rc = rte_eal_hotplug_remove("vdev", name.c_str()); rc != 0)
+    spdlog::warn("port {}: cannot remove device {}: {}", kPortNames[p], name, std::strerror(-rc));
+  w.detached = true;
+  w.warned = false;
+  spdlog::info("port {}: device {} detached until interface {} is back", kPortNames[p], name, w.iface);
+}
+
+bool reattach(Dataplane::Impl& d, unsigned p) {
+  PortWatch& w = d.links[p];
+  const std::string& device = port_spec(d, p).device;
+  const std::string name = device_name(device);
+  const size_t comma = device.find(',');
+  const std::string args = comma == std::string::npos ? "" : device.substr(comma + 1);
+  auto fail = [&](const std::string& why) {
+    if (!w.warned) spdlog::warn("port {}: cannot probe {} again yet: {}", kPortNames[p], name, why);
+    w.warned = true;
+    return false;
+  };
+  if (int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0)
+    return fail(std::string("probe failed: ") + std::strerror(-rc));
+  auto port = find_port(kPortNames[p], device);
+  if (!port.ok()) return fail(port.error());
+  auto started = start_port(kPortNames[p], *port, port_spec(d, p), d.frames, d.n_rx, 1, d.pool);
+  if (!started.ok()) {
+    rte_eth_dev_close(*port);
+    rte_eal_hotplug_remove("vdev", name.c_str());
+    return fail(started.error());
+  }
+  // Plain stores: no lcore reads these while the port is down; publish()'s
+  // release store of "up" orders them before any lcore's next use.
+  d.shared.port_ids[p] = *port;
+  d.egress[p]->port_id = *port;
+  w.ifindex = iface_state(w.iface).ifindex;
+  w.detached = false;
+  spdlog::info("port {}: device {} probed again (port id {})", kPortNames[p], name, *port);
+  return true;
+}
+
+void poll_port(Dataplane::Impl& d, unsigned p) {
+  PortWatch& w = d.links[p];
+  if (w.kind == PortWatch::kEthdev) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(d.shared.port_ids[p], &link) != 0) return;
+    const bool up = link.link_status == RTE_ETH_LINK_UP;
+    const bool memif = port_spec(d, p).device.rfind("net_memif", 0) == 0;
+    publish(d, p, up, memif ? "no memif peer" : "driver reports link down");
+    return;
+  }
+  const IfaceState st = iface_state(w.iface);
+  if (w.detached) {
+    if (st.ifindex != 0 && st.running && reattach(d, p)) publish(d, p, true, "");
+    return;
+  }
+  if (st.ifindex != w.ifindex) {
+    const std::string why = st.ifindex == 0 ? "interface " + w.iface + " gone" : "interface " + w.iface + " replaced";
+    if (publish(d, p, false, why)) detach(d, p);
+    return;
+  }
+  publish(d, p, st.running, "interface " + w.iface + " down");
+}
+
+// Interrupt thread: a link change the device announced is acted on at once
+// instead of at the next poll. Same mutex as the control thread's poll.
+int on_lsc_event(uint16_t port_id, rte_eth_event_type, void* arg, void*) {
+  auto* d = static_cast<Dataplane::Impl*>(arg);
+  std::lock_guard lock(d->link_mutex);
+  for (unsigned p = 0; p < kPortCount; ++p)
+    if (d->shared.port_ids[p] == port_id) poll_port(*d, p);
+  return 0;
+}
+
+}  // namespace
+
+void links_init(Dataplane::Impl& d) {
+  const uint64_t now = realtime_ns();
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    PortWatch& w = d.links[p];
+    w.since_unix_ns = now;
+    const std::string& device = port_spec(d, p).device;
+    if (device.rfind("net_af_packet", 0) == 0) {
+      w.kind = PortWatch::kAfPacket;
+      w.iface = device_arg(device, "iface");
+      w.ifindex = iface_state(w.iface).ifindex;
+    }
+    rte_eth_dev_info info{};
+    if (rte_eth_dev_info_get(d.shared.port_ids[p], &info) == 0 && info.dev_flags &&
+        (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) {
+      w.lsc = rte_eth_dev_callback_register(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d) == 0;
+    }
+  }
+  // The state at start (a memif server without its peer is down) is where
+  // counting starts, not a change.
+  std::lock_guard lock(d.link_mutex);
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    poll_port(d, p);
+    d.links[p].changes = 0;
+    d.links[p].since_unix_ns = now;
+  }
+}
+
+void links_shutdown(Dataplane::Impl& d) {
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    if (d.links[p].lsc) rte_eth_dev_callback_unregister(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d);
+    d.links[p].lsc = false;
+  }
+}
+
+void Dataplane::poll_links() {
+  std::lock_guard lock(impl_->link_mutex);
+  for (unsigned p = 0; p < kPortCount; ++p) poll_port(*impl_, p);
+}
+
+std::array<PortLink, kPortCount> Dataplane::links() const {
+  std::lock_guard lock(impl_->link_mutex);
+  std::array<PortLink, kPortCount> out;
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortWatch& w = impl_->links[p];
+    out[p] = PortLink{w.up, w.since_unix_ns, w.changes, w.detail};
+  }
+  return out;
+}
+
+}  // namespace psgate

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Port start-up: everything a production NIC and a virtual device both need.
+#include "psgate/ports.h"
+
+#include <linux/if_packet.h>
+#include <rte_ethdev.h>
+#include <rte_kvargs.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "psgate/packet_parser.h"
+
+namespace psgate {
+
+std::string device_name(const std::string& device) { return device.substr(0, device.find(',')); }
+
+Result<uint16_t> find_port(const std::string& role, const std::string& device) {
+  uint16_t port_id = 0;
+  const std::string name = device_name(device);
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+    return Result<uint16_t>::failure(
+        "port " + role + ": device '" + name +
+        "' not found (a PCI device needs EAL to probe it: check --no-pci / -a in eal.args)");
+  }
+  return port_id;
+}
+
+namespace {
+
+// ethdev's own reading of a device's limit (eth_dev_get_overhead_len): the
+// L2 overhead is max_rx_pktlen - max_mtu when the driver states both, else
+// the 18 bytes of an Ethernet header and FCS.
+uint32_t reported_mtu_limit(const rte_eth_dev_info& info) {
+  const uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                ? info.max_rx_pktlen - info.max_mtu
+                                : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  const uint32_t by_len = info.max_rx_pktlen > overhead ? info.max_rx_pktlen - overhead : 0;
+  return std::min<uint32_t>(info.max_mtu, by_len);
+}
+
+// One devarg of a vdev string ("net_af_packet0,iface=v0,framesz=4096"), or
+// `fallback` when absent or not a number.
+uint32_t devarg_u32(const std::string& device, const char* key, uint32_t fallback) {
+  const size_t comma = device.find(',');
+  if (comma == std::string::npos) return fallback;
+  rte_kvargs* kv = rte_kvargs_parse(device.c_str() + comma + 1, nullptr);
+  if (kv == nullptr) return fallback;
+  uint32_t value = fallback;
+  if (const char* v = rte_kvargs_get(kv, key)) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 0);
+    if (end != v && *end == '\0' && n > 0 && n <= UINT32_MAX) value = static_cast<uint32_t>(n);
+  }
+  rte_kvargs_free(kv);
+  return value;
+}
+
+}  // namespace
+
+Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, const PortSpec& spec) {
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(port_id, &info); rc != 0)
+    return Result<PortCapacity>::failure("port " + role + ": cannot read device info: " + std::strerror(-rc));
+  PortCapacity cap;
+  cap.name = device_name(spec.device);
+  cap.mtu_limit = reported_mtu_limit(info);
+  cap.limit_source =
+      "its max_rx_pktlen " + std::to_string(info.max_rx_pktlen) + " / max_mtu " + std::to_string(info.max_mtu);
+  cap.scatter_offload = (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0;
+  cap.multi_seg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  const std::string driver = info.driver_name ? info.driver_name : "";
+  // Two virtual drivers of DPDK 22.11 report the 1518-byte default while
+  // they carry more; their real limits are stated here.
+  const uint32_t tag_room = RTE_ETHER_HDR_LEN + 4 * kMaxVlanTags;
+  if (driver == "net_memif") {
+    // memif links descriptors into an mbuf chain for any frame size.
+    cap.chains_by_itself = true;
+    cap.mtu_limit = UINT16_MAX - tag_room;
+    cap.limit_source = "memif's descriptor chains";
+  } else if (driver == "net_af_packet") {
+    // A received frame is copied whole into ONE mbuf, unchecked: the mbufs
+    // must hold the largest frame the ring can deliver (framesz - 52).
+    const uint32_t frame = devarg_u32(spec.device, "framesz", 2048);
+    const uint32_t data = frame > TPACKET2_HDRLEN ? frame - static_cast<uint32_t>(TPACKET2_HDRLEN) : 0;
+    cap.min_data_room = data;
+    cap.mtu_limit = data > tag_room ? data - tag_room : 0;
+    cap.limit_source = "its framesz " + std::to_string(frame) + " (raise framesz and blocksz for larger frames)";
+  } else if (driver == "net_pcap") {
+    // The pcap driver chains a capture larger than one mbuf by itself, except
+    // when it replays forever: infinite_rx copies only the first segment of
+    // each preloaded frame and still reports the whole pkt_len (DPDK 22.11),
+    // so there every frame must fit one mbuf.
+    cap.chains_by_itself = devarg_u32(spec.device, "infinite_rx", 0) == 0;
+  }
+  return cap;
+}
+
+Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
+                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool) {
+  auto fail = [&](const std::string& what, int rc) {
+    return Result<bool>::failure("port " + role + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
+  };
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(port_id, &info); rc != 0) return fail("cannot read device info", rc);
+  if (nb_rxq > info.max_rx_queues || nb_txq > info.max_tx_queues) {
+    return Result<bool>::failure("port " + role + ": needs " + std::to_string(nb_rxq) + " RX / " +
+                                 std::to_string(nb_txq) + " TX queues, device has " +
+                                 std::to_string(info.max_rx_queues) + " / " + std::to_string(info.max_tx_queues));
+  }
+  rte_eth_conf conf{};
+  const unsigned index = role == "wire" ? 0 : 1;
+  // ethdev validates rxmode.mtu against the reported limit; a driver whose
+  // real limit is larger (ports.cc: port_capacity) keeps its default there,
+  // and psgate enforces the MTU itself (oversize drops).
+  const uint32_t reported = reported_mtu_limit(info);
+  const bool device_takes_mtu = spec.mtu <= reported;
+  conf.rxmode.mtu = static_cast<uint16_t>(device_takes_mtu ? spec.mtu : 0);
+  if (frames.scatter[index]) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+  if (frames.multi_seg_tx[index]) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  if (nb_rxq > 1) {
+    // Flows must stay on one RX lcore, or a flow could be reordered between
+    // lcores: RSS hashes the 5-tuple to a queue.
+    const uint64_t wanted = RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
+    if ((info.flow_type_rss_offloads & wanted) == 0) {
+      spdlog::warn("port {}: device has no RSS; its {} RX queues are filled by the device's own rule", role, nb_rxq);
+    } else {
+      conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+      conf.rx_adv_conf.rss_conf.rss_hf = wanted & info.flow_type_rss_offloads;
+    }
+  }
+  // Link changes as events where the device can raise them (link_watch.cc
+  // polls the others).
+  if (info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) conf.intr_conf.lsc = 1;
+  if (int rc = rte_eth_dev_configure(port_id, nb_rxq, nb_txq, &conf); rc != 0) return fail("configure failed", rc);
+  if (device_takes_mtu) {
+    // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);
+    // the others read the configured rxmode.mtu when they start.
+    if (int rc = rte_eth_dev_set_mtu(port_id, static_cast<uint16_t>(spec.mtu)); rc != 0 && rc != -ENOTSUP)
+      return fail("cannot set MTU " + std::to_string(spec.mtu), rc);
+  } else {
+    spdlog::info(
+        "port {}: the device reports MTU {} at most but carries {}: psgate enforces mtu {} itself; "
+        "the interface's own MTU is the operator's to set",
+        role, reported, spec.mtu, spec.mtu);
+  }
+  spdlog::info("port {} ({}): {}", role, device_name(spec.device), frames.describe(index));
+  uint16_t rx_desc = static_cast<uint16_t>(spec.rx_desc);
+  uint16_t tx_desc = static_cast<uint16_t>(spec.tx_desc);
+  if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_desc, &tx_desc); rc != 0)
+    return fail("descriptor counts rejected", rc);
+  const int socket = rte_eth_dev_socket_id(port_id);
+  for (unsigned q = 0; q < nb_rxq; ++q) {
+    if (int rc = rte_eth_rx_queue_setup(port_id, q, rx_desc, socket, nullptr, pool); rc != 0)
+      return fail("RX queue " + std::to_string(q) + " setup failed", rc);
+  }
+  for (unsigned q = 0; q < nb_txq; ++q) {
+    if (int rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, socket, nullptr); rc != 0)
+      return fail("TX queue " + std::to_string(q) + " setup failed", rc);
+  }
+  if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
+  // A bump in the wire forwards frames for every MAC address.
+  if (int rc = rte_eth_promiscuous_enable(port_id); rc != 0 && rc != -ENOTSUP) {
+    spdlog::warn("port {}: cannot enable promiscuous mode: {}", role, std::strerror(-rc));
+  }
+  return true;
+}
+
+}  // namespace psgate

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The slow half of the RX buffer check (see rx_guard.h): only packets the
+// fast check refused come here.
+#include "psgate/rx_guard.h"
+
+#include <rte_ether.h>
+
+#include "psgate/config.h"
+#include "psgate/packet_parser.h"
+
+namespace psgate {
+
+bool mbuf_is_sane(const rte_mbuf* m) {
+  if (m->pool == nullptr || m->nb_segs == 0 || rte_mbuf_refcnt_read(m) == 0) return false;
+  const rte_mbuf* seg = m;
+  uint64_t sum = 0;
+  for (unsigned k = 0; k < m->nb_segs; ++k) {
+    if (seg == nullptr) return false;  // the chain is shorter than nb_segs says
+    if (seg->buf_addr == nullptr || seg->data_off > seg->buf_len ||
+        uint32_t{seg->data_off} + seg->data_len > seg->buf_len)
+      return false;
+    sum += seg->data_len;
+    seg = seg->next;
+  }
+  return seg == nullptr && sum == m->pkt_len;  // longer than nb_segs, or lengths that disagree
+}
+
+void free_broken_mbuf(rte_mbuf* m) {
+  // Without a pool there is nowhere to return the buffer to.
+  if (m->pool == nullptr) return;
+  unsigned left = m->nb_segs == 0 ? 1 : m->nb_segs;
+  while (m != nullptr && left-- > 0) {
+    rte_mbuf* next = m->next;
+    m->next = nullptr;
+    m->nb_segs = 1;
+    rte_pktmbuf_free_seg(m);
+    m = next;
+    if (m != nullptr && m->pool == nullptr) return;
+  }
+}
+
+unsigned vlan_tag_count(const rte_mbuf* m) {
+  unsigned tags = 0;
+  for (; tags < kMaxVlanTags; ++tags) {
+    uint8_t copy[2];
+    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 12 + 4 * tags, sizeof(copy), copy));
+    if (p == nullptr) break;
+    const uint16_t type = static_cast<uint16_t>(p[0] << 8 | p[1]);  // bytes: the frame has no alignment
+    if (type != RTE_ETHER_TYPE_VLAN && type != RTE_ETHER_TYPE_QINQ && type != RTE_ETHER_TYPE_QINQ1) break;
+  }
+  return tags;
+}
+
+unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
+                           std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
+  uint64_t sum = 0;
+  unsigned kept = 0;
+  unsigned bad = 0, runt = 0, oversize = 0;
+  rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
+  unsigned n_dropped = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (mbuf_fast_odd(m, max_untagged_frame - 14u) == 0) {
+      sum += m->pkt_len;
+      pkts[kept++] = m;
+      continue;
+    }
+    if (!mbuf_is_sane(m)) {
+      ++bad;
+      free_broken_mbuf(m);
+      continue;
+    }
+    const uint32_t len = m->pkt_len;
+    sum += len;
+    if (len < RTE_ETHER_HDR_LEN) {
+      ++runt;
+      dropped[n_dropped++] = m;
+      continue;
+    }
+    // The MTU limits the IP packet: a tagged frame may be longer by its tags.
+    if (len > max_untagged_frame && len > max_untagged_frame + 4 * vlan_tag_count(m)) {
+      ++oversize;
+      dropped[n_dropped++] = m;
+      continue;
+    }
+    pkts[kept++] = m;  // a sane chain, or a tagged frame within its limit
+  }
+  if (bad) drops[kDropBadMbuf].add(bad);
+  if (runt) drops[kDropRunt].add(runt);
+  if (oversize) drops[kDropOversize].add(oversize);
+  if (n_dropped) rte_pktmbuf_free_bulk(dropped, n_dropped);
+  bytes = sum;
+  return kept;
+}
+
+}  // namespace psgate

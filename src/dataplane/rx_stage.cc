@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// RX stage: receive, parse, classify, police and hand off one burst.
+// Fast path: no allocation, no locks, no logging. The clock is read once per burst.
+#include "dataplane/rx_stage.h"
+
+#include <rte_ethdev.h>
+
+#include "dataplane/run_total.h"
+#include "dataplane/sched_stage.h"
+#include "psgate/flow_key.h"
+#include "psgate/packet_meta.h"
+#include "psgate/packet_parser.h"
+#include "psgate/rx_guard.h"
+
+namespace psgate {
+
+namespace {
+
+// Headers that straddle mbuf segments are copied out once, which is rare
+// (drivers put at least the first 128 bytes in one segment); the rewrite at
+// dequeue finds the IP header in whichever segment holds it (mbuf_rewrite.h).
+// The copy holds an IPv6 header chain of up to 1 KiB; a longer one is
+// forwarded unclassified as malformed.
+inline void parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
+  parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, m->pkt_len, out);
+  if (!out.malformed || m->nb_segs == 1) return;
+  uint8_t copy[1024];
+  const uint32_t len = m->pkt_len < sizeof(copy) ? m->pkt_len : sizeof(copy);
+  const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, len, copy));
+  parse_packet(p, len, m->pkt_len, out);
+}
+
+// What the class step does with a packet the slow path saw (a job slot, or
+// none: unclassified IP goes to the default class like malformed frames do,
+// but is counted apart).
+enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed };
+
+}  // namespace
+
+void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
+  const uint64_t now = rte_rdtsc();
+  const uint64_t hz = shared.tsc_hz;
+  for (size_t slot = 0; slot < snap.slots.size() && slot < rx.police.size(); ++slot) {
+    const SlotInfo& info = snap.slots[slot];
+    TokenBucket& tb = rx.police[slot];
+    if (info.police_bytes_per_sec == 0) continue;
+    if (tb.rate_bytes_per_sec() != info.police_bytes_per_sec || tb.burst_bytes() != info.police_burst_bytes) {
+      tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
+    }
+  }
+  rx.police_generation = snap.generation;
+}
+
+namespace {
+
+// Classifies the packets of `todo` the slow way: the full parser, the flow
+// cache for what it can key (IPv6, tagged, options), the ACL for the rest, and
+// the results cached. `keyed` marks packets whose IPv4 wire key (keys[i],
+// hashes[i]) already missed the cache: they are inserted under that key.
+// Fills job[i], and l3_offset[i] / ip_version[i] (0: never rewrite) for
+// every packet of `todo`; kind[i] says what the class step must do with a
+// packet that has no job.
+void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, uint64_t todo, uint64_t keyed,
+                   uint32_t* job, uint16_t* l3_offset, uint8_t* ip_version, uint8_t* kind) {
+  ParsedPacket* parsed = rx.parsed.data();
+  FlowCache* fc = rx.flow_cache.get();
+  LcoreCounters& counters = *rx.counters;
+  const ParsedPacket* lookup[kMaxBurst];  // cacheable without a wire key
+  unsigned lookup_idx[kMaxBurst];
+  unsigned n_lookup = 0;
+  const ParsedPacket* acl[kMaxBurst];
+  unsigned acl_idx[kMaxBurst];
+  unsigned n_acl = 0;
+  for (uint64_t t = todo; t != 0; t &= t - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
+    parse_mbuf(pkts[i], parsed[i]);
+    const ParsedPacket& p = parsed[i];
+    job[i] = kNoJob;
+    l3_offset[i] = p.l3_offset;
+    ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed) ? static_cast<uint8_t>(p.l3) : 0;
+    kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
+    if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
+    if (fc && FlowCache::cacheable(p) && !(keyed >> i & 1)) {
+      lookup[n_lookup] = &p;
+      lookup_idx[n_lookup++] = i;
+    } else {
+      acl[n_acl] = &p;
+      acl_idx[n_acl++] = i;
+    }
+  }
+  uint64_t insert_mask = 0;  // bits of acl[] to cache after the ACL
+  if (n_lookup) {
+    uint32_t cached[kMaxBurst];
+    const uint64_t hits = fc->lookup(lookup, n_lookup, snap.rules_generation, cached);
+    counters.flow_cache.hits.add(static_cast<unsigned>(__builtin_popcountll(hits)));
+    counters.flow_cache.misses.add(n_lookup - static_cast<unsigned>(__builtin_popcountll(hits)));
+    for (unsigned k = 0; k < n_lookup; ++k) {
+      if (hits >> k & 1) {
+        job[lookup_idx[k]] = cached[k];
+      } else {
+        insert_mask |= uint64_t{1} << n_acl;
+        acl[n_acl] = lookup[k];
+        acl_idx[n_acl++] = lookup_idx[k];
+      }
+    }
+  }
+  if (n_acl == 0) return;
+  uint32_t matched[kMaxBurst];
+  snap.classifier->classify(acl, n_acl, matched);
+  const uint64_t evictions_before = fc ? fc->evictions() : 0;
+  for (unsigned k = 0; k < n_acl; ++k) {
+    const unsigned i = acl_idx[k];
+    job[i] = matched[k];
+    if (keyed >> i & 1) {
+      fc->insert4(rx.keys[i], rx.hashes[i], snap.rules_generation, matched[k]);
+    } else if (insert_mask >> k & 1) {
+      fc->insert(*acl[k], snap.rules_generation, matched[k]);
+    }
+  }
+  if (fc) counters.flow_cache.evictions.add(fc->evictions() - evictions_before);
+}
+
+// What classification found for each packet of a burst, by index.
+struct BurstClasses {
+  uint32_t job[kMaxBurst];  // job slot, Classifier::kNoMatch, or kNoJob
+  uint64_t hits;            // bit i: packet i hit the cache as plain IPv4 at kCommonL3Offset
+  // Filled by classify_slow for the packets that did not hit:
+  uint16_t l3_offset[kMaxBurst];
+  uint8_t ip_version[kMaxBurst];
+  uint8_t kind[kMaxBurst];
+};
+
+// Classifies the `n` packets of `pkts` into `out`.
+void classify_burst(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, unsigned n, BurstClasses& out) {
+  FlowCache* fc = rx.flow_cache.get();
+  LcoreCounters& counters = *rx.counters;
+
+  // 1. The common case straight from the wire: key, hash, and the key's cache
+  //    sets requested, while the rest of the burst is still being looked at.
+  uint64_t keyed = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (fc && parse_ipv4_flow_key(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx.keys[i])) {
+      rx.hashes[i] = FlowCache::hash(rx.keys[i]);
+      fc->prefetch4(rx.hashes[i]);
+      keyed |= uint64_t{1} << i;
+    }
+  }
+
+  // 2. Compare them. A hit is all a common-case packet needs.
+  uint64_t hits = 0;
+  if (keyed) {
+    hits = fc->lookup4(rx.keys.data(), rx.hashes.data(), keyed, snap.rules_generation, out.job);
+    const unsigned n_hits = static_cast<unsigned>(__builtin_popcountll(hits));
+    counters.flow_cache.hits.add(n_hits);
+    counters.flow_cache.misses.add(static_cast<unsigned>(__builtin_popcountll(keyed)) - n_hits);
+  }
+  out.hits = hits;
+
+  // 3. Everything else: the full parser, then cache or ACL.
+  const uint64_t all = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  if (hits != all) {
+    classify_slow(rx, snap, pkts, all & ~hits, keyed & ~hits, out.job, out.l3_offset, out.ip_version, out.kind);
+  }
+}
+
+// Packets admitted for the scheduler, in arrival order, with their classes.
+struct Admitted {
+  rte_mbuf* pkts[kMaxBurst];
+  uint8_t cls[kMaxBurst];
+  unsigned n = 0;
+};
+
+// Gives each packet its class, polices the jobs that have a policer (a
+// packet over its job's rate is dropped and counted here), counts what is
+// admitted per job, and writes the packet's metadata for the later stages.
+void admit_burst(const DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port,
+                 rte_mbuf* const* pkts, unsigned n, const BurstClasses& bc, uint64_t now, Admitted& out) {
+  LcoreCounters& counters = *rx.counters;
+  PortCounters& in_counters = counters.ports[in_port];
+  const unsigned dir = direction_of_ingress(in_port);
+  RunTotal admitted;
+  auto flush_admitted = [&](const RunTotal& r) {
+    JobCounters& jc = counters.jobs[r.key];
+    jc.admitted_packets[dir].add(r.packets);
+    jc.admitted_bytes[dir].add(r.bytes);
+  };
+  // Policed packets are counted as they come and freed together afterwards.
+  rte_mbuf* policed[kMaxBurst];
+  unsigned n_policed = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    uint32_t slot = bc.job[i];
+    // A cache hit is plain IPv4 at kCommonL3Offset; its slot may still be
+    // kNoMatch (unclassified flows are cached too).
+    const bool common = bc.hits >> i & 1;
+    unsigned cls;
+    if (!common && bc.kind[i] == kKindNetworkControl) {
+      cls = 0;
+      in_counters.rx_network_control.inc();
+    } else if (!common && bc.kind[i] == kKindMalformed) {
+      cls = shared.default_class;
+      in_counters.rx_malformed.inc();
+    } else if (slot == Classifier::kNoMatch || slot >= snap.slots.size()) {
+      slot = kNoJob;
+      cls = shared.default_class;
+      in_counters.rx_unclassified.inc();
+    } else {
+      const SlotInfo& info = snap.slots[slot];
+      cls = info.cls[dir];
+      if (info.police_bytes_per_sec) {
+        TokenBucket& tb = rx.police[slot];
+        tb.refill(now);
+        if (!tb.conforms(m->pkt_len)) {
+          counters.jobs[slot].policed.inc();
+          policed[n_policed++] = m;
+          continue;
+        }
+        tb.consume(m->pkt_len);
+      }
+      run_add(admitted, slot, m->pkt_len, flush_admitted);
+    }
+    PacketMeta* meta = packet_meta(m);
+    meta->rx_tsc = now;
+    meta->job_slot = slot;
+    meta->l3_offset = common ? kCommonL3Offset : bc.l3_offset[i];
+    meta->ip_version = common ? 4 : bc.ip_version[i];
+    meta->mark_ce = 0;
+    meta->cls = static_cast<uint8_t>(cls);
+    out.pkts[out.n] = m;
+    out.cls[out.n++] = static_cast<uint8_t>(cls);
+  }
+  if (admitted.packets) flush_admitted(admitted);
+  if (n_policed) {
+    counters.ports[in_port ^ 1u].drops[kDropPoliced].add(n_policed);
+    rte_pktmbuf_free_bulk(policed, n_policed);
+  }
+}
+
+// Pipelined re-ranking: a re-ranked job keeps using its old class's ring
+// until the scheduler has consumed its last packet there (see
+// RxContext::RingStick), so its packets are never in two rings at once.
+// Rewrites the class of the packets that must stay on their old ring.
+void stick_to_rings(RxContext& rx, unsigned out_port, rte_ring* const* port_rings, Admitted& a) {
+  RxContext::RingStick* sticks = rx.ring_stick.data() + out_port * rx.max_jobs;
+  const uint32_t burst = ++rx.burst_seq;
+  for (unsigned i = 0; i < a.n; ++i) {
+    const uint32_t s = packet_meta(a.pkts[i])->job_slot;
+    if (s == kNoJob) continue;
+    RxContext::RingStick& st = sticks[s];
+    if (st.valid && st.cls != a.cls[i]) {
+      // Stay on the old ring if an earlier packet of this burst is going
+      // there (its enqueue, and so its ticket, is still to come), or if the
+      // scheduler has not consumed past the job's last packet in it yet:
+      // cons.tail is the consumer's release-store of how far it has read.
+      bool stay = st.burst == burst;
+      if (!stay) {
+        const uint32_t consumed = __atomic_load_n(&port_rings[st.cls]->cons.tail, __ATOMIC_ACQUIRE);
+        stay = static_cast<int32_t>(st.ticket - consumed) > 0;
+      }
+      if (stay) {
+        a.cls[i] = st.cls;
+        packet_meta(a.pkts[i])->cls = st.cls;
+        st.burst = burst;
+        continue;
+      }
+    }
+    st.cls = a.cls[i];
+    st.valid = 1;
+    st.burst = burst;
+  }
+}
+
+// Pipelined hand-off: one enqueue per class present in the burst, arrival
+// order kept within each class. A full ring drops the excess and counts it:
+// never spin.
+void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned out_port, Admitted& a) {
+  LcoreCounters& counters = *rx.counters;
+  RxContext::RingStick* sticks = rx.ring_stick.data() + out_port * rx.max_jobs;
+  rte_ring* const* port_rings = rx.rings.data() + out_port * shared.class_count;
+  stick_to_rings(rx, out_port, port_rings, a);
+  uint64_t present = 0;
+  for (unsigned i = 0; i < a.n; ++i) present |= uint64_t{1} << a.cls[i];
+  while (present) {
+    const unsigned cls = __builtin_ctzll(present);
+    present &= present - 1;
+    rte_mbuf* group[kMaxBurst];
+    unsigned g = 0;
+    for (unsigned i = 0; i < a.n; ++i)
+      if (a.cls[i] == cls) group[g++] = a.pkts[i];
+    rte_ring* ring = port_rings[cls];
+    const unsigned sent = rte_ring_sp_enqueue_burst(ring, reinterpret_cast<void* const*>(group), g, nullptr);
+    // Single producer: after the enqueue, prod.tail is the position just past
+    // the packets this lcore put in, the ticket for their jobs.
+    const uint32_t ticket = ring->prod.tail;
+    for (unsigned i = 0; i < sent; ++i) {
+      const uint32_t s = packet_meta(group[i])->job_slot;
+      if (s != kNoJob) sticks[s].ticket = ticket;
+    }
+    if (sent == g) continue;
+    for (unsigned i = sent; i < g; ++i) {
+      const uint32_t s = packet_meta(group[i])->job_slot;
+      if (s != kNoJob) counters.jobs[s].drops.inc();
+    }
+    counters.ports[out_port].drops[kDropRingFull].add(g - sent);
+    counters.cls(out_port, cls).drop_ring_full.add(g - sent);
+    rte_pktmbuf_free_bulk(group + sent, g - sent);
+  }
+}
+
+}  // namespace
+
+unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port) {
+  rte_mbuf* pkts[kMaxBurst];
+  const uint16_t received = rte_eth_rx_burst(shared.port_ids[in_port], rx.rx_queue, pkts, shared.burst);
+  if (received == 0) return 0;
+  const unsigned out_port = in_port ^ 1u;  // bump-in-the-wire: wire <-> host
+  LcoreCounters& counters = *rx.counters;
+  PortCounters& in_counters = counters.ports[in_port];
+  // Nothing reads a packet before its buffer is known to be sound and its
+  // frame to fit the egress port (rx_guard.h).
+  uint64_t bytes = 0;
+  const unsigned n = rx_guard_burst(pkts, received, shared.max_untagged_frame, counters.ports[out_port].drops, bytes);
+  in_counters.rx_packets.add(received);
+  in_counters.rx_bytes.add(bytes);
+  if (n == 0) return received;
+  const uint64_t now = rte_rdtsc();
+
+  BurstClasses bc;
+  classify_burst(rx, snap, pkts, n, bc);
+  Admitted admitted;
+  admit_burst(shared, rx, snap, in_port, pkts, n, bc, now, admitted);
+
+  if (EgressPort* direct = rx.direct[out_port]) {
+    if (admitted.n) sched_accept_burst(shared, *direct, counters, admitted.pkts, admitted.n);
+    return received;
+  }
+  hand_off_to_rings(shared, rx, out_port, admitted);
+  return received;
+}
+
+}  // namespace psgate

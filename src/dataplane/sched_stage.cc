@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Scheduler stage: class FIFOs in, shaped strict-priority order out.
+// Fast path: no allocation, no locks, no logging.
+#include "dataplane/sched_stage.h"
+
+#include <rte_prefetch.h>
+
+#include "dataplane/run_total.h"
+#include "dataplane/tx.h"
+#include "psgate/mbuf_rewrite.h"
+#include "psgate/packet_meta.h"
+
+namespace psgate {
+
+namespace {
+
+inline JobCounters* job_counters(LcoreCounters& counters, uint32_t slot) {
+  return slot == kNoJob ? nullptr : &counters.jobs[slot];
+}
+
+inline uint64_t ticks_to_ns(const DataplaneShared& shared, uint64_t ticks) {
+  // Q32 fixed point; beyond ~1 s of sojourn the exact value no longer matters
+  // to a histogram whose buckets are 6% wide, so saturate instead of overflowing.
+  if (ticks >= (uint64_t{1} << 32)) return ticks / shared.tsc_hz * 1'000'000'000ull;
+  return (ticks * shared.ns_per_tick_q32) >> 32;
+}
+
+// Counts the packets the NIC has not taken under `reason` and frees them.
+// They already left their class FIFO (counted as dequeued there).
+void drop_pending(EgressPort& egress, LcoreCounters& counters, DropReason reason) {
+  if (egress.pending_count == 0) return;
+  rte_mbuf** pkts = egress.pending.data() + egress.pending_head;
+  for (unsigned i = 0; i < egress.pending_count; ++i) {
+    if (JobCounters* jc = job_counters(counters, packet_meta(pkts[i])->job_slot)) jc->drops.inc();
+  }
+  counters.ports[egress.index].drops[reason].add(egress.pending_count);
+  rte_pktmbuf_free_bulk(pkts, egress.pending_count);
+  egress.pending_count = 0;
+  egress.pending_head = 0;
+}
+
+// DSCP of the class each packet leaves from, and CE as decided on its
+// arrival, for the classes that rewrite (a separate pass: ports whose classes
+// rewrite nothing never look at a header here).
+void rewrite_dequeued(EgressPort& egress, LcoreCounters& counters, const ScheduledItem<rte_mbuf*>* items, unsigned n) {
+  const ClassActions* const actions = egress.actions.data();
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned cls = items[i].cls;
+    rte_mbuf* m = items[i].item;
+    const PacketMeta* meta = packet_meta(m);
+    if (!(egress.rewrite_classes >> cls & 1) || meta->ip_version == 0) continue;
+    const unsigned changed = rewrite_traffic_class_mbuf(m, meta->l3_offset, static_cast<L3Kind>(meta->ip_version),
+                                                        actions[cls].dscp, meta->mark_ce);
+    ClassCounters& cc = counters.cls(egress.index, cls);
+    if (changed & kRewroteDscp) cc.dscp_remarked.inc();
+    if (changed & kMarkedCe) cc.ecn_marked.inc();
+  }
+}
+
+}  // namespace
+
+// A job's packets all sit in one class. When a packet arrives for another
+// class (the job was re-ranked) while some are still queued, they move with
+// it, in order, so the new packet queues behind them: no reordering, no drop.
+// If the new class has no room for them, the job stays where it is until its
+// old queue drains.
+inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, uint32_t slot, unsigned cls) {
+  EgressPort::JobQueue& jq = egress.job_queue[slot];
+  if (jq.queued == 0 || jq.cls == cls) {
+    jq.cls = static_cast<uint8_t>(cls);
+    return cls;
+  }
+  uint32_t moved = 0;
+  PortCounters& pc = counters.ports[egress.index];
+  if (egress.sched.migrate(jq.cls, cls, slot, moved)) {
+    counters.cls(egress.index, jq.cls).migrated_out.add(moved);
+    counters.cls(egress.index, cls).migrated_in.add(moved);
+    pc.rerank_migrations.inc();
+    jq.cls = static_cast<uint8_t>(cls);
+    return cls;
+  }
+  pc.rerank_deferred.inc();
+  return jq.cls;
+}
+
+void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts,
+                        unsigned n) {
+  // Local copies of what the loop reads: stores through the mbufs' metadata
+  // would otherwise make the compiler reload each vector's data pointer.
+  EgressPort::JobQueue* const job_queue = egress.job_queue.data();
+  const ClassActions* const actions = egress.actions.data();
+  const unsigned port = egress.index;
+  RunTotal run;
+  auto flush_class = [&](const RunTotal& r) {
+    ClassCounters& cc = counters.cls(port, r.key);
+    cc.enqueued_packets.add(r.packets);
+    cc.enqueued_bytes.add(r.bytes);
+  };
+  // Packets a full class queue turned away: counted as they come, freed
+  // together at the end (one mempool operation instead of one per packet,
+  // which matters when a shaper holds back most of an overload).
+  rte_mbuf* dropped[kMaxBurst];
+  unsigned n_dropped = 0;
+  if (!egress.link_up) [[unlikely]] {
+    // Nowhere to send them: count per port and per job, free in bulk.
+    for (unsigned i = 0; i < n; ++i) {
+      if (JobCounters* jc = job_counters(counters, packet_meta(pkts[i])->job_slot)) jc->drops.inc();
+      dropped[i] = pkts[i];
+    }
+    counters.ports[port].drops[kDropLinkDown].add(n);
+    rte_pktmbuf_free_bulk(dropped, n);
+    return;
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    PacketMeta* meta = packet_meta(m);
+    const uint32_t slot = meta->job_slot;
+    unsigned cls = meta->cls;
+    if (slot != kNoJob) {
+      cls = settle_job_class(egress, counters, slot, cls);
+      meta->cls = static_cast<uint8_t>(cls);
+    }
+    const uint32_t len = m->pkt_len;
+    uint32_t depth_before;
+    if (!egress.sched.enqueue(cls, m, len, slot, depth_before)) {
+      counters.cls(port, cls).drop_queue_full.inc();
+      if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();
+      dropped[n_dropped++] = m;
+      continue;
+    }
+    run_add(run, cls, len, flush_class);
+    if (slot != kNoJob) ++job_queue[slot].queued;
+
+    // CE is decided on the depth the packet found on arrival (as RED and
+    // DCTCP's switches do: a queue of T packets ahead marks at threshold T)
+    // and written when it leaves (sched_transmit), with the DSCP of the class
+    // it actually leaves from: a re-rank may still move it.
+    // (RX cleared the mark.)
+    const uint32_t threshold = actions[cls].ecn_threshold;
+    if (threshold != 0 && depth_before >= threshold) meta->mark_ce = 1;
+  }
+  if (run.packets) flush_class(run);
+  if (n_dropped) {
+    counters.ports[port].drops[kDropQueueFull].add(n_dropped);
+    rte_pktmbuf_free_bulk(dropped, n_dropped);
+  }
+}
+
+void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
+  rte_mbuf* pkts[kMaxBurst];
+  for (EgressPort* egress : ctx.egress) {
+    for (const std::vector<rte_ring*>* rings : ctx.rx_rings) {
+      rte_ring* const* port_rings = rings->data() + egress->index * shared.class_count;
+      for (unsigned cls = 0; cls < shared.class_count; ++cls) {
+        const unsigned n =
+            rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pkts), shared.burst, nullptr);
+        if (n == 0) continue;
+        // The mbufs were last written on the RX lcore's CPU: start pulling in
+        // the two lines accept reads (length, metadata) for the whole burst.
+        for (unsigned i = 0; i < n; ++i) {
+          rte_prefetch0(pkts[i]);
+          rte_prefetch0(packet_meta(pkts[i]));
+        }
+        sched_accept_burst(shared, *egress, *ctx.counters, pkts, n);
+      }
+    }
+  }
+}
+
+void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
+  if (!egress.link_up) [[unlikely]] {
+    // Link down: the port is not touched (a driver may be tearing it down),
+    // and what waits for it is dropped at once rather than held for a link
+    // that may never return; the mbufs go back to the pool for the port that
+    // still works.
+    if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
+    return;
+  }
+  if (egress.pending_count) {
+    const unsigned sent =
+        tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count);
+    egress.pending_head += sent;
+    egress.pending_count -= sent;
+    if (sent) {
+      egress.pending_since_tsc = now;
+      egress.stalled = false;
+    }
+    if (egress.pending_count) {
+      // Port still busy: keep the queue inside psgate, for a while.
+      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return;
+      // It took nothing for tx_stall_ticks: give these up and keep going
+      // with one try per burst until it takes something again.
+      drop_pending(egress, counters, kDropTxFailed);
+      egress.stalled = true;
+    }
+    egress.pending_head = 0;
+  }
+  ScheduledItem<rte_mbuf*> items[kMaxBurst];
+  const unsigned n = egress.sched.dequeue(now, items, shared.burst);
+  if (n == 0) return;
+  rte_mbuf** out = egress.pending.data();
+  RunTotal run;
+  auto flush_class = [&](const RunTotal& r) {
+    ClassCounters& cc = counters.cls(egress.index, r.key);
+    cc.dequeued_packets.add(r.packets);
+    cc.dequeued_bytes.add(r.bytes);
+  };
+  // Sojourn times, one histogram record per run of packets of one class that
+  // arrived in the same RX burst (same timestamp).
+  uint64_t soj_tsc = 0;
+  unsigned soj_cls = 0, soj_count = 0;
+  auto flush_sojourn = [&] {
+    counters.hist(egress.index, soj_cls).record(ticks_to_ns(shared, now - soj_tsc), soj_count);
+  };
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = items[i].item;
+    out[i] = m;
+    run_add(run, items[i].cls, items[i].len, flush_class);
+    const PacketMeta* meta = packet_meta(m);
+    if (meta->job_slot != kNoJob) --egress.job_queue[meta->job_slot].queued;
+    if (meta->rx_tsc != soj_tsc || items[i].cls != soj_cls) {
+      if (soj_count) flush_sojourn();
+      soj_tsc = meta->rx_tsc;
+      soj_cls = items[i].cls;
+      soj_count = 0;
+    }
+    ++soj_count;
+  }
+  flush_class(run);
+  flush_sojourn();
+  if (egress.rewrite_classes) rewrite_dequeued(egress, counters, items, n);
+  const unsigned sent = tx_burst_counted(egress, counters, out, n);
+  egress.pending_head = sent;
+  egress.pending_count = n - sent;
+  if (sent) egress.stalled = false;
+  if (egress.pending_count == 0) return;
+  egress.pending_since_tsc = now;
+  if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
+}
+
+void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now) {
+  if (params.shaper_bytes_per_sec != egress.applied.shaper_bytes_per_sec ||
+      params.shaper_burst_bytes != egress.applied.shaper_burst_bytes) {
+    egress.sched.set_shaper(params.shaper_bytes_per_sec, params.shaper_burst_bytes, now);
+  }
+  for (unsigned c = 0; c < params.classes.size(); ++c) {
+    const ClassLive& want = params.classes[c];
+    const ClassLive* had = c < egress.applied.classes.size() ? &egress.applied.classes[c] : nullptr;
+    if (!had || want.cap_bytes_per_sec != had->cap_bytes_per_sec || want.cap_burst_bytes != had->cap_burst_bytes)
+      egress.sched.set_class_cap(c, want.cap_bytes_per_sec, want.cap_burst_bytes, now);
+    if (!had || want.floor_bytes_per_sec != had->floor_bytes_per_sec ||
+        want.floor_burst_bytes != had->floor_burst_bytes)
+      egress.sched.set_class_floor(c, want.floor_bytes_per_sec, want.floor_burst_bytes, now);
+    egress.set_actions(c, want.actions);
+  }
+  egress.applied = params;
+}
+
+bool sched_idle(const EgressPort& egress) { return egress.pending_count == 0 && egress.sched.empty(); }
+
+void sched_flush(EgressPort& egress, LcoreCounters& counters, DropReason pending_reason, DropReason queued_reason) {
+  PortCounters& pc = counters.ports[egress.index];
+  drop_pending(egress, counters, pending_reason);
+  egress.sched.flush([&](rte_mbuf* m, unsigned cls) {
+    // Leaving the FIFO without transmission still counts as dequeued, so
+    // enqueued - dequeued stays the live depth.
+    ClassCounters& cc = counters.cls(egress.index, cls);
+    cc.dequeued_packets.inc();
+    cc.dequeued_bytes.add(m->pkt_len);
+    pc.drops[queued_reason].inc();
+    const uint32_t slot = packet_meta(m)->job_slot;
+    if (slot != kNoJob) --egress.job_queue[slot].queued;
+    if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();
+    rte_pktmbuf_free(m);
+  });
+}
+
+}  // namespace psgate

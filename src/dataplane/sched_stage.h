@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Scheduler stage (sched_stage.cc): class FIFOs in, shaped strict-priority
+// order out, DSCP/CE rewritten on the way to TX (tx.h).
+#pragma once
+
+#include <cstdint>
+
+#include "dataplane/lcore_context.h"
+
+namespace psgate {
+
+// Enqueues packets into their class FIFOs (ECN/DSCP marks, re-rank settling).
+void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts,
+                        unsigned n);
+// Moves every ready packet from the RX lcores' rings into the class FIFOs.
+void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
+// Retries pending packets, then dequeues and transmits at most one burst.
+void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
+// Counts and frees whatever is still queued or pending: at the drain timeout
+// (pending as tx_failed, queued as shutdown_flush), or when the link is down
+// (both as link_down).
+void sched_flush(EgressPort& egress, LcoreCounters& counters, DropReason pending_reason = kDropTxFailed,
+                 DropReason queued_reason = kDropShutdown);
+bool sched_idle(const EgressPort& egress);
+// Applies changed shaper/class parameters of a new snapshot (control changes only).
+void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now);
+
+}  // namespace psgate

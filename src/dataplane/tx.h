@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// TX (tx.cc): hands a burst to the NIC and counts what left, per port and
+// per job, feeding the pull-burst telemetry on the way. Called once or twice
+// per scheduler burst (retry of pending packets, then the new burst).
+#pragma once
+
+#include "dataplane/lcore_context.h"
+
+namespace psgate {
+
+// Transmits `count` mbufs starting at `pkts` on `egress`; counts what left.
+// Returns how many the port took; the rest are still the caller's.
+unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count);
+
+}  // namespace psgate

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Scheduling policies as pure functions: (params, state, jobs, now) -> ranks.
+//
+// Ranks are 0 = highest priority. The input jobs arrive in the operator's order
+// (set by `order`/`rank`, ties by id); the output has one JobRanks per input
+// job, in input order, never sorted. Nothing here reads a clock, touches a
+// global or does I/O: the control-plane timer passes `now_ns` and keeps
+// `PolicyState` between calls, so a test can replay any timeline by hand.
+//
+// Semantics, per policy (n = number of jobs, i = position in the input):
+//   static            rank = i.
+//   fifo              rank = 0 for every job: one class, the papers' baseline.
+//   tensorlights-one  the first input job rank 0, every other job rank 1.
+//   round-robin       the operator's order rotated left by r = rotation % n, so
+//                     job i gets rank (i - r) mod n and job r is on top.
+//                     * kTime: the first evaluation only starts the clock
+//                       (started, last_rotation_ns = now). Afterwards each
+//                       whole elapsed interval rotates once, and
+//                       last_rotation_ns advances by k * interval (not to now)
+//                       so irregular timer ticks do not make the period drift:
+//                       after any sequence of evaluations, rotation ==
+//                       floor((now - start) / interval). Time is tracked even
+//                       while there are no jobs. interval_ns == 0 disables
+//                       rotation (no division by zero; the config rejects 0
+//                       anyway), and a `now` before last_rotation_ns rotates
+//                       nothing (no unsigned underflow).
+//                     * kIteration: rotate once when the job currently on top
+//                       has completed a PS burst since the last rotation
+//                       (its iterations_seen > top_iterations_seen), then
+//                       record the new top job's count. At most one rotation
+//                       per evaluation: bursts are what we count, not time.
+//                       The first evaluation with jobs only records the top
+//                       job's count. If the top job's count is below the
+//                       recorded one, a different job has reached the top
+//                       (jobs were added or removed): re-record without
+//                       rotating rather than wait for it to catch up.
+//                     Jobs added or removed between evaluations simply change
+//                     n; `rotation % n` keeps the result well defined.
+//   progress          JPAS greedy: reported.fraction ascending, least
+//                     progressed first. A job that never reported counts as 0
+//                     (it is in its early stage, which JPAS shortens), as
+//                     does NaN. Ties keep input order; ranks are 0..n-1.
+//   batch             app-aware SDN: reported batch ascending; a job that never
+//                     reported counts as batch 0 (it has just started). Ties
+//                     keep input order. The job at sorted position p gets
+//                     pull_rank 2p and push_rank 2p+1: within a job, pull
+//                     (from the PS) goes before push (to the PS), and every
+//                     direction of an earlier job beats every direction of a
+//                     later one.
+//   shortest-first    MLNet-like: bytes remaining in the current iteration
+//                     ascending, remaining = bytes_per_iteration -
+//                     min(bytes_this_iteration, bytes_per_iteration). Jobs
+//                     with unknown bytes_per_iteration (0) go after all known
+//                     ones. Ties keep input order; ranks are 0..n-1.
+// Every result's ranks lie in [0, 2n) (in [0, n) except for batch).
+#include "psgate/policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+#include <utility>
+
+namespace psgate {
+namespace {
+
+// Same rank in both directions.
+JobRanks both(uint32_t id, uint32_t rank) { return JobRanks{id, rank, rank}; }
+
+// Stable-sorts input positions by `key(job)` ascending and returns, for each
+// input position, its position in the sorted order. Stability is what makes
+// ties fall back to the operator's order.
+template <typename Key>
+std::vector<uint32_t> sorted_positions(const std::vector<PolicyJob>& jobs, Key key) {
+  std::vector<uint32_t> order(jobs.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key(jobs[a]) < key(jobs[b]); });
+  std::vector<uint32_t> pos(jobs.size());
+  for (uint32_t p = 0; p < order.size(); ++p) pos[order[p]] = p;
+  return pos;
+}
+
+// Advances round-robin's rotation count; see the file comment.
+void advance_rotation(const PolicyParams& params, PolicyState& state, const std::vector<PolicyJob>& jobs,
+                      uint64_t now_ns) {
+  if (params.rotate_on == RotateOn::kTime) {
+    if (!state.started) {
+      state.started = true;
+      state.last_rotation_ns = now_ns;
+      return;
+    }
+    if (params.interval_ns == 0 || now_ns < state.last_rotation_ns) return;
+    const uint64_t k = (now_ns - state.last_rotation_ns) / params.interval_ns;
+    state.rotation += k;
+    state.last_rotation_ns += k * params.interval_ns;  // <= now_ns, cannot overflow
+    return;
+  }
+
+  // kIteration: nothing to watch without jobs; keep the state as it is so the
+  // first job to arrive is baselined rather than compared with a stale count.
+  if (jobs.empty()) return;
+  const auto top = [&]() -> const PolicyJob& { return jobs[state.rotation % jobs.size()]; };
+  if (!state.started) {
+    state.started = true;
+    state.last_rotation_ns = now_ns;
+    state.top_iterations_seen = top().iterations_seen;
+    return;
+  }
+  const uint64_t seen = top().iterations_seen;
+  if (seen < state.top_iterations_seen) {
+    state.top_iterations_seen = seen;  // a different job is on top now
+    return;
+  }
+  if (seen == state.top_iterations_seen) return;
+  ++state.rotation;
+  state.last_rotation_ns = now_ns;
+  state.top_iterations_seen = top().iterations_seen;
+}
+
+}  // namespace
+
+std::optional<PolicyKind> policy_from_name(std::string_view name) {
+  for (const PolicyName& n : kPolicyNames)
+    if (n.name == name) return n.kind;
+  return std::nullopt;
+}
+
+const char* policy_name(PolicyKind kind) {
+  for (const PolicyName& n : kPolicyNames)
+    if (n.kind == kind) return n.name.data();  // literals: NUL-terminated
+  return "unknown";
+}
+
+std::string policy_name_list() {
+  std::string out;
+  for (const PolicyName& n : kPolicyNames) {
+    if (!out.empty()) out += ", ";
+    out += n.name;
+  }
+  return out;
+}
+
+std::vector<JobRanks> evaluate_policy(const PolicyParams& params, PolicyState& state,
+                                      const std::vector<PolicyJob>& jobs, uint64_t now_ns) {
+  const size_t n = jobs.size();
+  std::vector<JobRanks> out;
+  out.reserve(n);
+
+  switch (params.kind) {
+    case PolicyKind::kStatic:
+      for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, static_cast<uint32_t>(i)));
+      break;
+
+    case PolicyKind::kFifo:
+      for (const PolicyJob& j : jobs) out.push_back(both(j.id, 0));
+      break;
+
+    case PolicyKind::kTensorLightsOne:
+      for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, i == 0 ? 0 : 1));
+      break;
+
+    case PolicyKind::kRoundRobin: {
+      advance_rotation(params, state, jobs, now_ns);
+      if (n == 0) break;
+      const size_t r = state.rotation % n;
+      for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, static_cast<uint32_t>((i + n - r) % n)));
+      break;
+    }
+
+    case PolicyKind::kProgress: {
+      const auto pos = sorted_positions(jobs, [](const PolicyJob& j) {
+        const double f = j.reported.fraction.value_or(0.0);
+        return std::isnan(f) ? 0.0 : f;  // NaN would break the strict weak order
+      });
+      for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, pos[i]));
+      break;
+    }
+
+    case PolicyKind::kBatch: {
+      const auto pos = sorted_positions(jobs, [](const PolicyJob& j) { return j.reported.batch.value_or(0); });
+      for (size_t i = 0; i < n; ++i) out.push_back(JobRanks{jobs[i].id, 2 * pos[i], 2 * pos[i] + 1});
+      break;
+    }
+
+    case PolicyKind::kShortestFirst: {
+      const auto pos = sorted_positions(jobs, [](const PolicyJob& j) {
+        const bool unknown = j.bytes_per_iteration == 0;
+        const uint64_t remaining = j.bytes_per_iteration - std::min(j.bytes_this_iteration, j.bytes_per_iteration);
+        return std::pair{unknown, remaining};  // known (false) before unknown (true)
+      });
+      for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, pos[i]));
+      break;
+    }
+
+    default:  // an out-of-range kind: behave as static rather than return nothing
+      for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, static_cast<uint32_t>(i)));
+      break;
+  }
+  return out;
+}
+
+}  // namespace psgate

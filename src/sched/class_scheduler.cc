@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// PortScheduler's item-independent half: class set-up and the live changes
+// of shaper, caps and floors (control path; class_scheduler.h). The
+// per-packet code is in psgate/class_scheduler_impl.h, where it can inline.
+#include "psgate/class_scheduler.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace psgate {
+namespace {
+
+uint32_t ring_size_for(uint32_t depth) {
+  // Next power of two >= depth (1 for depth 0). depth <= 2^31 fits.
+  return depth <= 1 ? 1u : std::bit_ceil(depth);
+}
+
+}  // namespace
+
+PortSchedulerBase::PortSchedulerBase(const PortSchedConfig& config, uint64_t now)
+    : overhead_(config.overhead_bytes),
+      headroom_bytes_(config.priority_headroom_bytes),
+      headroom_permille_(config.priority_headroom_permille),
+      shaper_burst_(config.shaper_burst_bytes),
+      tick_hz_(config.tick_hz ? config.tick_hz : 1) {
+  const size_t n = std::min<size_t>(config.classes.size(), kMaxClasses);
+  classes_.resize(n);
+  reserve_.assign(n, 0);
+  for (size_t c = 0; c < n; ++c) {
+    const ClassSchedConfig& cc = config.classes[c];
+    Class& k = classes_[c];
+    k.mask = ring_size_for(cc.depth) - 1;
+    k.limit = cc.depth;
+    set_class_cap(static_cast<unsigned>(c), cc.cap_bytes_per_sec, cc.cap_burst_bytes, now);
+    set_class_floor(static_cast<unsigned>(c), cc.floor_bytes_per_sec, cc.floor_burst_bytes, now);
+  }
+  set_shaper_rate(config.shaper_bytes_per_sec, now);
+}
+
+// Keeps the tokens already earned when only the rate changes; a new burst (or
+// a bucket that did not exist) starts full, as at construction.
+TokenBucket PortSchedulerBase::rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec, uint64_t burst_bytes,
+                                       uint64_t tick_hz, uint64_t now) {
+  if (had && old.burst_bytes() == burst_bytes) {
+    TokenBucket b = old;
+    b.set_rate(bytes_per_sec, now);
+    return b;
+  }
+  return TokenBucket(bytes_per_sec, burst_bytes, tick_hz, now);
+}
+
+void PortSchedulerBase::set_shaper_rate(uint64_t bytes_per_sec, uint64_t now) {
+  set_shaper(bytes_per_sec, shaper_burst_, now);
+}
+
+void PortSchedulerBase::update_reserves() {
+  const uint64_t step = headroom_bytes_ ? headroom_bytes_ : shaper_burst_ * headroom_permille_ / 1000;
+  const uint64_t cap = shaper_burst_ - shaper_burst_ / 4;
+  for (size_t c = 0; c < reserve_.size(); ++c) reserve_[c] = static_cast<uint32_t>(std::min(c * step, cap));
+}
+
+void PortSchedulerBase::set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
+  shaper_burst_ = burst_bytes;
+  update_reserves();
+  if (bytes_per_sec == 0) {
+    shaped_ = false;
+    return;
+  }
+  shaper_ = rebuild(shaper_, shaped_, bytes_per_sec, burst_bytes, tick_hz_, now);
+  shaped_ = true;
+}
+
+void PortSchedulerBase::set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
+  if (cls >= classes_.size()) return;
+  const uint64_t bit = uint64_t{1} << cls;
+  if (bytes_per_sec == 0) {
+    cap_mask_ &= ~bit;
+    return;
+  }
+  Class& k = classes_[cls];
+  k.cap = rebuild(k.cap, (cap_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
+  cap_mask_ |= bit;
+}
+
+void PortSchedulerBase::set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
+  if (cls >= classes_.size()) return;
+  const uint64_t bit = uint64_t{1} << cls;
+  if (bytes_per_sec == 0) {
+    floor_mask_ &= ~bit;
+    return;
+  }
+  Class& k = classes_[cls];
+  k.floor = rebuild(k.floor, (floor_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
+  floor_mask_ |= bit;
+}
+
+}  // namespace psgate

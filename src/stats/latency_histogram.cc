@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Log-linear bucketing (see the header). Bucket layout, with S = kSubBuckets = 16:
+//
+//   value            bucket                      width
+//   0..15            value (exact)               1
+//   16..31           value (exact)               1      msb = 4
+//   2^m..2^(m+1)-1   (m - 3) * S + next 4 bits   2^(m-4)
+//
+// The 4 bits below the most significant bit select the sub-bucket, so a bucket
+// never spans more than 1/16 of its lower bound: the upper bound reported for a
+// value x lies in [x, x * (1 + 1/16)).  The last bucket (m = 63, sub 15) is
+// 60 * 16 + 15 = 975 = kBuckets - 1.
+#include "psgate/latency_histogram.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace psgate {
+
+uint64_t LatencyHistogram::bucket_upper_bound(unsigned bucket) {
+  if (bucket < kSubBuckets) return bucket;
+  if (bucket >= kBuckets) return UINT64_MAX;
+  const unsigned group = bucket / kSubBuckets;  // = msb - 3, >= 1
+  const unsigned sub = bucket % kSubBuckets;
+  const unsigned shift = group - 1;  // = msb - 4
+  const uint64_t lower = (uint64_t{kSubBuckets} + sub) << shift;
+  // lower + width - 1, written so the last bucket ends at UINT64_MAX without overflow.
+  return lower + ((uint64_t{1} << shift) - 1);
+}
+
+void LatencyHistogram::merge(const LatencyHistogram& other) {
+  for (unsigned b = 0; b < kBuckets; ++b) counts_[b] += other.counts_[b];
+  count_ += other.count_;
+  min_ = std::min(min_, other.min_);
+  max_ = std::max(max_, other.max_);
+}
+
+uint64_t LatencyHistogram::percentile(double q) const {
+  if (count_ == 0) return 0;
+  // Nearest-rank definition: the smallest value with at least ceil(q * n)
+  // samples at or below it (rank 1 for q <= 0, n for q >= 1 or NaN).
+  uint64_t rank = count_;
+  if (q <= 0.0) {
+    rank = 1;
+  } else if (q < 1.0) {
+    const double r = std::ceil(q * static_cast<double>(count_));
+    rank = std::clamp<uint64_t>(static_cast<uint64_t>(r), 1, count_);
+  }
+  uint64_t seen = 0;
+  for (unsigned b = 0; b < kBuckets; ++b) {
+    seen += counts_[b];
+    if (seen >= rank) return std::clamp(bucket_upper_bound(b), min_, max_);
+  }
+  return max_;  // unreachable while counts_ sums to count_
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> LatencyHistogram::nonempty_buckets() const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (unsigned b = 0; b < kBuckets; ++b) {
+    if (counts_[b]) out.emplace_back(bucket_upper_bound(b), counts_[b]);
+  }
+  return out;
+}
+
+}  // namespace psgate

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Text reports of the counters (control path).
+#include "psgate/stats_report.h"
+
+#include "psgate/stats_json.h"
+
+#include <fmt/format.h>
+
+namespace psgate {
+
+namespace {
+
+double mbit(uint64_t bytes, double seconds) { return seconds > 0 ? bytes * 8.0 / seconds / 1e6 : 0.0; }
+double per_sec(uint64_t n, double seconds) { return seconds > 0 ? n / seconds : 0.0; }
+
+std::string job_label(const JobEntry& job) { return fmt::format("{} {}", job.id, job.name); }
+
+// A table's columns come from the counter tables (psgate/totals.h): one per
+// field that names a column, in table order. `prefix` heads a per-direction
+// field's column with its direction.
+template <typename Fields>
+void add_headings(std::string& out, const Fields& fields, const std::string& prefix = "") {
+  for (const auto& f : fields) {
+    if (f.info.column) out += fmt::format(" {:>{}}", prefix + f.info.column, f.info.width);
+  }
+}
+template <typename Fields, typename Sums>
+void add_values(std::string& out, const Fields& fields, const Sums& sums) {
+  for (const auto& f : fields) {
+    if (f.info.column) out += fmt::format(" {:>{}}", sums.*f.total, f.info.width);
+  }
+}
+template <typename Fields, typename Sums>
+void add_values(std::string& out, const Fields& fields, const Sums& sums, unsigned direction) {
+  for (const auto& f : fields) {
+    if (f.info.column) out += fmt::format(" {:>{}}", (sums.*f.total)[direction], f.info.width);
+  }
+}
+
+constexpr Direction kReportDirections[] = {kPull, kPush};  // pull first: it contends at the PS host
+
+}  // namespace
+
+bool conservation_holds(const Totals& t) { return t.rx_total() == t.tx_total() + t.drop_total(); }
+
+std::string format_summary_line(const Totals& prev, const Totals& cur, double s) {
+  const uint64_t rx = cur.rx_total() - prev.rx_total();
+  const uint64_t tx = cur.tx_total() - prev.tx_total();
+  const uint64_t rx_bytes =
+      cur.ports[0].rx_bytes + cur.ports[1].rx_bytes - prev.ports[0].rx_bytes - prev.ports[1].rx_bytes;
+  const uint64_t tx_bytes =
+      cur.ports[0].tx_bytes + cur.ports[1].tx_bytes - prev.ports[0].tx_bytes - prev.ports[1].tx_bytes;
+  std::string drops;
+  for (unsigned r = 0; r < kDropReasonCount; ++r) {
+    const uint64_t d = cur.ports[0].drops[r] + cur.ports[1].drops[r] - prev.ports[0].drops[r] - prev.ports[1].drops[r];
+    if (d) drops += fmt::format(" {}={:.0f}/s", kDropReasonNames[r], per_sec(d, s));
+  }
+  return fmt::format("rx {:.3f} Mpps {:.1f} Mbit/s | tx {:.3f} Mpps {:.1f} Mbit/s (wire {:.1f}, host {:.1f}) | drops{}",
+                     per_sec(rx, s) / 1e6, mbit(rx_bytes, s), per_sec(tx, s) / 1e6, mbit(tx_bytes, s),
+                     mbit(cur.ports[0].tx_bytes - prev.ports[0].tx_bytes, s),
+                     mbit(cur.ports[1].tx_bytes - prev.ports[1].tx_bytes, s), drops.empty() ? " none" : drops);
+}
+
+std::string format_job_rates(const Totals& prev, const Totals& cur, double s, const Snapshot& snap, double uptime) {
+  // "demand" is what the job offered after its ingress policer; "sent" what
+  // left psgate. Pull (PS -> workers) is the direction that contends at the PS host.
+  std::string out =
+      fmt::format("{:>7}  {:<22} {:>5} {:>13} {:>13} {:>13} {:>13} {:>10} {:>10}\n", fmt::format("{:.1f}s", uptime),
+                  "job", "class", "pull demand", "pull sent", "push demand", "push sent", "policed/s", "drops/s");
+  for (const JobEntry& job : snap.jobs) {
+    const JobTotals& a = prev.jobs[job.slot];
+    const JobTotals& b = cur.jobs[job.slot];
+    out += fmt::format(
+        "{:>7}  {:<22} {:>5} {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>10.0f} {:>10.0f}\n", "",
+        job_label(job), snap.slots[job.slot].cls[kPull], mbit(b.admitted_bytes[kPull] - a.admitted_bytes[kPull], s),
+        mbit(b.sent_bytes[kPull] - a.sent_bytes[kPull], s), mbit(b.admitted_bytes[kPush] - a.admitted_bytes[kPush], s),
+        mbit(b.sent_bytes[kPush] - a.sent_bytes[kPush], s), per_sec(b.policed - a.policed, s),
+        per_sec(b.drops - a.drops, s));
+  }
+  return out;
+}
+
+std::string format_final_report(const Totals& t, const Snapshot& snap, const ConfigSpec& config) {
+  std::string out = "\n== ports ==\n";
+  out += fmt::format("{:<6}", "port");
+  add_headings(out, kPortFields);
+  add_headings(out, kNicFields);
+  out += "\n";
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    out += fmt::format("{:<6}", kPortNames[p]);
+    add_values(out, kPortFields, t.ports[p]);
+    add_values(out, kNicFields, t.ports[p].nic);
+    out += "\n";
+  }
+  out += "\n== links ==\n";
+  for (unsigned p = 0; p < kPortCount; ++p) out += fmt::format("{:<6} {}\n", kPortNames[p], link_text(t.ports[p].link));
+  out += "\n== drops by reason (by egress port) ==\n";
+  out += fmt::format("{:<16} {:>12} {:>12}\n", "reason", "wire", "host");
+  for (unsigned r = 0; r < kDropReasonCount; ++r) {
+    out += fmt::format("{:<16} {:>12} {:>12}\n", kDropReasonNames[r], t.ports[0].drops[r], t.ports[1].drops[r]);
+  }
+  out += "\n== classes (egress port / class) ==\n";
+  out += fmt::format("{:<6} {:>5}", "port", "class");
+  add_headings(out, kClassFields);
+  out += fmt::format(" {:>10} {:>10} {:>10}\n", "p50 us", "p99 us", "p99.9 us");
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    for (unsigned c = 0; c < t.class_count; ++c) {
+      const ClassTotals& ct = t.cls(p, c);
+      if (ct.enqueued_packets == 0 && ct.drop_queue_full == 0 && ct.drop_ring_full == 0) continue;
+      out += fmt::format("{:<6} {:>5}", kPortNames[p], c);
+      add_values(out, kClassFields, ct);
+      out += fmt::format(" {:>10.1f} {:>10.1f} {:>10.1f}\n", ct.sojourn.percentile(0.5) / 1e3,
+                         ct.sojourn.percentile(0.99) / 1e3, ct.sojourn.percentile(0.999) / 1e3);
+    }
+  }
+  out += "\n== jobs ==\n";
+  out += fmt::format("{:<22} {:>5} {:>5}", "job", "rank", "class");
+  for (Direction dir : kReportDirections)
+    add_headings(out, kJobDirectionFields, std::string(kDirectionNames[dir]) + " ");
+  add_headings(out, kJobFields);
+  out += "\n";
+  for (const JobEntry& job : snap.jobs) {
+    const JobTotals& jt = t.jobs[job.slot];
+    out += fmt::format("{:<22} {:>5} {:>5}", job_label(job), job.rank, snap.slots[job.slot].cls[kPull]);
+    for (Direction dir : kReportDirections) add_values(out, kJobDirectionFields, jt, dir);
+    add_values(out, kJobFields, jt);
+    out += "\n";
+  }
+  (void)config;
+  const FlowCacheTotals& fc = t.flow_cache;
+  const uint64_t lookups = fc.hits + fc.misses;
+  out += fmt::format("\nflow cache: {} hits, {} misses ({:.2f}% hit), {} evictions{}\n", fc.hits, fc.misses,
+                     lookups ? 100.0 * static_cast<double>(fc.hits) / static_cast<double>(lookups) : 0.0, fc.evictions,
+                     fc.evictions ? " (more flows than dataplane.flow_cache holds well)" : "");
+  out += fmt::format("\nconservation: received {} = transmitted {} + dropped {} : {}\n", t.rx_total(), t.tx_total(),
+                     t.drop_total(), conservation_holds(t) ? "OK" : "MISMATCH");
+  return out;
+}
+
+}  // namespace psgate

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// DPDK telemetry commands (run on DPDK's telemetry thread).
+#include "psgate/telemetry.h"
+
+#include <rte_telemetry.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "psgate/stats_json.h"
+
+namespace psgate {
+
+namespace {
+
+// Cleared before the control plane goes away; the mutex keeps a callback
+// that already started from outliving it.
+std::mutex g_mutex;
+ControlPlane* g_control = nullptr;
+
+// Adds every unsigned number of a flat JSON object as a u64 entry.
+void add_numbers(rte_tel_data* d, const nlohmann::json& obj, const std::string& prefix = "") {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string key = prefix + it.key();
+    if (it.value().is_number_unsigned()) {
+      rte_tel_data_add_dict_u64(d, key.c_str(), it.value().get<uint64_t>());
+    } else if (it.value().is_object()) {
+      add_numbers(d, it.value(), key + "_");
+    }
+  }
+}
+
+nlohmann::json stats() {
+  // The counters are read outside with_snapshot: its callback must not take
+  // other locks (SnapshotPublisher::read holds the snapshot's for its length).
+  const Totals totals = g_control->totals_locked(false);
+  nlohmann::json out;
+  g_control->with_snapshot([&](const Snapshot& snap) { out = totals_to_json(totals, snap); });
+  return out;
+}
+
+int cmd_totals(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_control) return -1;
+  rte_tel_data_start_dict(d);
+  const nlohmann::json s = stats();
+  add_numbers(d, s["totals"]);
+  return 0;
+}
+
+int cmd_port(const char*, const char* params, rte_tel_data* d) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_control || !params) return -1;
+  const nlohmann::json s = stats();
+  if (!s["ports"].contains(params)) return -1;
+  rte_tel_data_start_dict(d);
+  add_numbers(d, s["ports"][params]);
+  return 0;
+}
+
+int cmd_class(const char*, const char* params, rte_tel_data* d) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_control || !params) return -1;
+  const std::string p(params);
+  const size_t comma = p.find(',');
+  if (comma == std::string::npos) return -1;
+  const std::string port = p.substr(0, comma);
+  const long cls = std::strtol(p.c_str() + comma + 1, nullptr, 10);
+  const nlohmann::json s = stats();
+  for (const auto& c : s["classes"]) {
+    if (c["port"] == port && c["class"].get<long>() == cls) {
+      rte_tel_data_start_dict(d);
+      add_numbers(d, c);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+int cmd_jobs(const char*, const char*, rte_tel_data* d) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_control) return -1;
+  rte_tel_data_start_array(d, RTE_TEL_U64_VAL);
+  const nlohmann::json s = stats();  // named: a range-for over stats()["jobs"] would dangle
+  for (const auto& j : s["jobs"]) rte_tel_data_add_array_u64(d, j["id"].get<uint64_t>());
+  return 0;
+}
+
+int cmd_job(const char*, const char* params, rte_tel_data* d) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_control || !params) return -1;
+  const uint64_t id = std::strtoull(params, nullptr, 10);
+  const nlohmann::json s = stats();
+  for (const auto& j : s["jobs"]) {
+    if (j["id"].get<uint64_t>() == id) {
+      rte_tel_data_start_dict(d);
+      rte_tel_data_add_dict_string(d, "name", j["name"].get<std::string>().c_str());
+      add_numbers(d, j);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+void register_telemetry(ControlPlane& control) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_control = &control;
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    rte_telemetry_register_cmd("/psgate/totals", cmd_totals, "psgate: received, transmitted, dropped");
+    rte_telemetry_register_cmd("/psgate/port", cmd_port, "psgate: one port's counters. Parameter: wire or host");
+    rte_telemetry_register_cmd("/psgate/class", cmd_class, "psgate: one egress class. Parameters: port,class");
+    rte_telemetry_register_cmd("/psgate/jobs", cmd_jobs, "psgate: job ids");
+    rte_telemetry_register_cmd("/psgate/job", cmd_job, "psgate: one job's counters. Parameter: job id");
+  });
+}
+
+void unregister_telemetry() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_control = nullptr;
+}
+
+}  // namespace psgate

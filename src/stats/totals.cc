@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Counter reader: sums every lcore's counters (control path, any thread).
+#include <rte_ethdev.h>
+
+#include "dataplane/dataplane_impl.h"
+
+namespace psgate {
+
+Totals Dataplane::read_totals(bool with_histograms) const {
+  const Impl& d = *impl_;
+  Totals t;
+  t.class_count = d.config.class_count;
+  t.classes.resize(kPortCount * t.class_count);
+  t.jobs.resize(d.config.max_jobs);
+  for (const auto& lc : d.counters) {
+    for (unsigned p = 0; p < kPortCount; ++p) {
+      add_counters(t.ports[p], lc->ports[p]);
+      for (unsigned c = 0; c < t.class_count; ++c) {
+        ClassTotals& ct = t.classes[p * t.class_count + c];
+        add_counters(ct, lc->cls(p, c));
+        if (with_histograms) ct.sojourn.merge(lc->hist(p, c));
+      }
+    }
+    add_counters(t.flow_cache, lc->flow_cache);
+    for (size_t j = 0; j < t.jobs.size(); ++j) add_counters(t.jobs[j], lc->jobs[j]);
+  }
+  // The link mutex keeps a port from being detached or probed again
+  // (link_watch.cc) while its driver counters are read.
+  std::lock_guard lock(impl_->link_mutex);
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortWatch& w = d.links[p];
+    t.ports[p].link = PortLink{w.up, w.since_unix_ns, w.changes, w.detail};
+    rte_eth_stats st{};
+    if (!w.detached && rte_eth_stats_get(d.shared.port_ids[p], &st) == 0) {
+#define PSGATE_NIC_FROM_ETH_STATS(field, ...) t.ports[p].nic.field = st.field;
+      PSGATE_NIC_COUNTERS(PSGATE_NIC_FROM_ETH_STATS)
+#undef PSGATE_NIC_FROM_ETH_STATS
+    }
+  }
+  return t;
+}
+
+}  // namespace psgate

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// All-or-nothing changes with the faults injected where the real thing
+// cannot fail on demand: a state file write that fails and a snapshot build
+// that fails. Either refuses the change, and memory, the data plane (the
+// published snapshot) and the state file stay as they were; a restart never
+// brings the refused change back. Also: the state file is written before the
+// snapshot is published, and a read (`class` with no option) writes nothing.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/compile.h"  // RankedJob
+#include "control/state_file.h"
+#include "pipeline_harness.h"
+
+namespace psgate::testing {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kBody = R"([lcores]
+main = 0
+data = [1]
+[classes]
+count = 4
+[dataplane]
+max_jobs = 16
+mbufs = 1024
+[stats]
+interval = "0s"
+[[jobs]]
+id = 1
+rank = 0
+match = ["src=10.0.0.5/32,sport=2222,proto=tcp"]
+[[jobs]]
+id = 2
+rank = 1
+match = ["src=10.0.0.5/32,sport=2223,proto=tcp"]
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ControlFaultsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/psgate-faults-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    state_ = dir_ + "/state.json";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::unique_ptr<PipelineHarness> harness() {
+    return std::make_unique<PipelineHarness>(kBody, false, "state = \"" + state_ + "\"\n");
+  }
+
+  // What an operator sees, what the data plane runs and what a restart reads.
+  struct Seen {
+    json jobs, config;
+    uint32_t generation;
+    std::string file;
+    bool operator==(const Seen&) const = default;
+  };
+  static Seen look(PipelineHarness& h, const std::string& file) {
+    return Seen{h.control().handle({{"cmd", "jobs.list"}}), h.control().handle({{"cmd", "config"}}),
+                h.dataplane().snapshot().generation, slurp(file)};
+  }
+
+  std::string dir_, state_;
+};
+
+// One request per change command; each must go through the state file.
+const std::vector<json> kChanges = {
+    {{"cmd", "jobs.add"}, {"job", 9}, {"match", {"dst=10.0.0.9/32,dport=9,proto=tcp"}}},
+    {{"cmd", "jobs.remove"}, {"job", 1}},
+    {{"cmd", "order"}, {"ids", {2, 1}}},
+    {{"cmd", "rank"}, {"job", 2}, {"rank", 0}},
+    {{"cmd", "class.set"}, {"port", "wire"}, {"class", 1}, {"cap", "1Gbit/s"}},
+    {{"cmd", "shaper.set"}, {"port", "host"}, {"rate", "1Gbit/s"}},
+    {{"cmd", "policy"}, {"name", "round-robin"}},
+    {{"cmd", "progress"}, {"job", 1}, {"fraction", 0.5}},
+};
+
+TEST_F(ControlFaultsTest, AFailingStateWriteRefusesEveryChangeAndChangesNothing) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  const Seen before = look(*h, state_);
+  ASSERT_FALSE(before.file.empty());
+  h->control().set_io_for_testing(
+      [](const std::string&, const std::string&) { return Result<bool>::failure("state file: injected failure"); },
+      nullptr);
+  for (const json& change : kChanges) {
+    const json reply = h->control().handle(change);
+    EXPECT_EQ(reply["ok"], false) << change.dump();
+    EXPECT_EQ(reply.value("error", ""), "state file: injected failure") << change.dump();
+    EXPECT_TRUE(look(*h, state_) == before) << change["cmd"] << " changed something it refused";
+  }
+  // A "restart": a new control plane reading the same state file.
+  h.reset();
+  auto again = harness();
+  ASSERT_TRUE(again->ok()) << again->error();
+  EXPECT_EQ(again->control().handle({{"cmd", "jobs.list"}}), before.jobs);
+}
+
+TEST_F(ControlFaultsTest, AFailingSnapshotBuildRefusesTheChangeBeforeAnythingIsWritten) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  const Seen before = look(*h, state_);
+  int writes = 0;
+  h->control().set_io_for_testing(
+      [&writes](const std::string& path, const std::string& text) {
+        ++writes;
+        return write_state_text(path, text);
+      },
+      [](const ConfigSpec&, const std::vector<RankedJob>&, const std::array<PortLive, kPortCount>&, uint32_t,
+         const Snapshot*) { return Result<std::unique_ptr<Snapshot>>::failure("injected build failure"); });
+  for (const json& change : kChanges) {
+    // These two leave the order as it is (static policy; round-robin before
+    // its first rotation ranks as the operator does): nothing to build.
+    if (change["cmd"] == "progress" || change["cmd"] == "policy") continue;
+    const json reply = h->control().handle(change);
+    EXPECT_EQ(reply["ok"], false) << change.dump();
+    EXPECT_TRUE(look(*h, state_) == before) << change["cmd"] << " changed something it refused";
+  }
+  EXPECT_EQ(writes, 0) << "the state file was written for a snapshot that could not be built";
+  h.reset();
+  auto again = harness();
+  ASSERT_TRUE(again->ok()) << again->error();
+  EXPECT_EQ(again->control().handle({{"cmd", "jobs.list"}}), before.jobs);
+}
+
+TEST_F(ControlFaultsTest, TheStateFileIsWrittenBeforeTheSnapshotIsPublished) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  PipelineHarness* hp = h.get();
+  const uint32_t generation = hp->dataplane().snapshot().generation;
+  uint32_t generation_at_write = 0;
+  hp->control().set_io_for_testing(
+      [&](const std::string& path, const std::string& text) {
+        generation_at_write = hp->dataplane().snapshot().generation;
+        return write_state_text(path, text);
+      },
+      nullptr);
+  ASSERT_EQ(hp->control().handle(kChanges[0])["ok"], true);
+  EXPECT_EQ(generation_at_write, generation);
+  EXPECT_EQ(hp->dataplane().snapshot().generation, generation + 1);
+  EXPECT_NE(slurp(state_).find("\"id\": 9"), std::string::npos);
+}
+
+TEST_F(ControlFaultsTest, ClassAndShaperChangesSurviveARestartAndAReadWritesNothing) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  ASSERT_EQ(h->control().handle(kChanges[4])["ok"], true);
+  ASSERT_EQ(h->control().handle(kChanges[5])["ok"], true);
+  const Seen before = look(*h, state_);
+  int writes = 0;
+  h->control().set_io_for_testing(
+      [&writes](const std::string&, const std::string&) {
+        ++writes;
+        return Result<bool>::failure("no write expected");
+      },
+      nullptr);
+  const json read = h->control().handle({{"cmd", "class.set"}, {"port", "wire"}, {"class", 1}});
+  EXPECT_EQ(read["ok"], true) << read.dump();
+  EXPECT_EQ(read["result"]["cap"], "1Gbit/s");
+  EXPECT_EQ(writes, 0);
+  EXPECT_TRUE(look(*h, state_) == before);
+  h.reset();
+  auto again = harness();
+  ASSERT_TRUE(again->ok()) << again->error();
+  // The devices and socket differ between harnesses; the live settings must not.
+  EXPECT_EQ(again->control().handle({{"cmd", "config"}})["result"]["live"], before.config["result"]["live"]);
+  EXPECT_EQ(again->control().handle({{"cmd", "config"}})["result"]["live"]["wire"]["classes"][1]["cap"], "1Gbit/s");
+}
+
+}  // namespace
+}  // namespace psgate::testing

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Profile parsing: good profiles produce the expected jobs, bad ones one line
+// naming the key.
+#include <gtest/gtest.h>
+
+#include "profile.h"
+
+namespace psgate::gen {
+namespace {
+
+Result<Profile> parse(const std::string& text, const std::vector<std::string>& sets = {}) {
+  toml::table overrides;
+  for (const auto& s : sets) EXPECT_TRUE(add_override(overrides, s).ok()) << s;
+  return parse_profile_text(text, overrides, "p.toml");
+}
+
+TEST(Profile, DefaultsWithoutJobs) {
+  auto p = parse("");
+  ASSERT_TRUE(p.ok()) << p.error();
+  ASSERT_EQ(p->jobs.size(), 1u);
+  const JobProfile& j = p->jobs[0];
+  EXPECT_EQ(j.id, 1u);
+  EXPECT_EQ(j.name, "job-1");
+  EXPECT_EQ(format_addr(j.ps_addr), "10.0.0.5");
+  EXPECT_EQ(j.ps_port, 2222);
+  EXPECT_EQ(j.workers, 2u);
+  EXPECT_EQ(j.flows, 2u);
+  EXPECT_EQ(format_addr(j.worker_addr), "10.1.0.1");
+  EXPECT_EQ(j.dirs, 3u);
+  EXPECT_EQ(j.rate_mode, RateMode::kMax);
+  EXPECT_EQ(j.size_model, SizeModel::kFixed);
+  EXPECT_EQ(j.size, 64u);
+  EXPECT_EQ(p->duration_ns, 0u);
+  EXPECT_EQ(p->tx_burst, 32u);
+  EXPECT_EQ(p->host_port, "0");
+  EXPECT_EQ(p->wire_port, "1");
+}
+
+TEST(Profile, FullJob) {
+  auto p = parse(R"(
+[generator]
+duration = "5s"
+drain = "200ms"
+interval = "0s"
+burst = 16
+tx_retries = 2
+mbufs = 8191
+host_port = "net_memif0"
+wire_port = 3
+
+[[jobs]]
+id = 7
+name = "bert"
+ps = "[fd00::5]:3000"
+workers = 4
+worker_addr = "fd01::100"
+worker_port = 50000
+flows = 1000
+proto = "tcp"
+size = "1518B"
+direction = "pull"
+rate = "2.5Gbit/s"
+pacer_depth = "1ms"
+
+[[jobs]]
+id = 9
+ps = "10.0.0.9:2222"
+size = "imix"
+rate = "1.5Mpps"
+pattern = "iteration"
+push = "64KiB"
+pull = "1MB"
+gap = "5ms"
+)");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->duration_ns, 5'000'000'000u);
+  EXPECT_EQ(p->drain_ns, 200'000'000u);
+  EXPECT_EQ(p->interval_ns, 0u);
+  EXPECT_EQ(p->tx_burst, 16u);
+  EXPECT_EQ(p->tx_retries, 2u);
+  EXPECT_EQ(p->mbufs, 8191u);
+  EXPECT_EQ(p->host_port, "net_memif0");
+  EXPECT_EQ(p->wire_port, "3");
+  ASSERT_EQ(p->jobs.size(), 2u);
+  const JobProfile& a = p->jobs[0];
+  EXPECT_EQ(a.id, 7u);
+  EXPECT_EQ(a.name, "bert");
+  EXPECT_TRUE(a.ps_addr.v6);
+  EXPECT_EQ(format_addr(a.ps_addr), "fd00::5");
+  EXPECT_EQ(a.ps_port, 3000);
+  EXPECT_EQ(format_addr(a.worker_addr), "fd01::100");
+  EXPECT_EQ(a.worker_port, 50000);
+  EXPECT_EQ(a.flows, 1000u);
+  EXPECT_EQ(a.proto, Proto::kTcp);
+  EXPECT_EQ(a.size, 1518u);
+  EXPECT_EQ(a.dirs, 1u << kPull);
+  EXPECT_EQ(a.rate_mode, RateMode::kBps);
+  EXPECT_EQ(a.rate, 2'500'000'000u);
+  EXPECT_EQ(a.pacer_depth_ns, 1'000'000u);
+  const JobProfile& b = p->jobs[1];
+  EXPECT_EQ(b.size_model, SizeModel::kImix);
+  EXPECT_EQ(b.rate_mode, RateMode::kPps);
+  EXPECT_EQ(b.rate, 1'500'000u);
+  EXPECT_EQ(b.pattern, Pattern::kIteration);
+  EXPECT_EQ(b.push_bytes, 65536u);
+  EXPECT_EQ(b.pull_bytes, 1'000'000u);
+  EXPECT_EQ(b.gap_ns, 5'000'000u);
+}
+
+TEST(Profile, CountExpandsJobs) {
+  auto p = parse("[[jobs]]\nid = 10\nname = \"w\"\ncount = 3\nps = \"10.0.0.5:2300\"\n");
+  ASSERT_TRUE(p.ok()) << p.error();
+  ASSERT_EQ(p->jobs.size(), 3u);
+  for (unsigned k = 0; k < 3; ++k) {
+    EXPECT_EQ(p->jobs[k].id, 10 + k);
+    EXPECT_EQ(p->jobs[k].ps_port, 2300 + k);
+    EXPECT_EQ(p->jobs[k].name, "w-" + std::to_string(k));
+  }
+}
+
+TEST(Profile, OverridesApplyToEveryJob) {
+  auto p = parse("[[jobs]]\nid = 1\nrate = \"1kpps\"\n[[jobs]]\nid = 2\nps = \"10.0.0.6:2222\"\n",
+                 {"rate=5kpps", "workers=3", "size=imix", "direction=push"});
+  ASSERT_TRUE(p.ok()) << p.error();
+  for (const JobProfile& j : p->jobs) {
+    EXPECT_EQ(j.rate_mode, RateMode::kPps);
+    EXPECT_EQ(j.rate, 5000u);
+    EXPECT_EQ(j.workers, 3u);
+    EXPECT_EQ(j.flows, 3u);
+    EXPECT_EQ(j.size_model, SizeModel::kImix);
+    EXPECT_EQ(j.dirs, 1u << kPush);
+  }
+  // Without a profile the overrides are the job.
+  auto q = parse("", {"count=4", "flows=100"});
+  ASSERT_TRUE(q.ok()) << q.error();
+  ASSERT_EQ(q->jobs.size(), 4u);
+  EXPECT_EQ(q->jobs[3].ps_port, 2225);
+  EXPECT_EQ(q->jobs[3].flows, 100u);
+}
+
+// --jobs N is --set count=N. With one [[jobs]] entry (or none) it makes N
+// copies; with several it would give every entry N copies starting at the
+// same id and port: refused, naming the flag, as are id and ps.
+TEST(Profile, JobIdentityOverridesNeedASingleEntry) {
+  auto one = parse("[[jobs]]\nid = 5\nps = \"10.0.0.5:3000\"\n", {"count=3"});
+  ASSERT_TRUE(one.ok()) << one.error();
+  ASSERT_EQ(one->jobs.size(), 3u);
+  EXPECT_EQ(one->jobs[2].id, 7u);
+  EXPECT_EQ(one->jobs[2].ps_port, 3002);
+  const std::string two = "[[jobs]]\nid = 1\n[[jobs]]\nid = 2\nps = \"10.0.0.6:2222\"\n";
+  for (const char* set : {"count=2", "id=9", "ps=10.0.0.9:2000"}) {
+    auto p = parse(two, {set});
+    ASSERT_FALSE(p.ok()) << set;
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    EXPECT_EQ(p.error().rfind("p.toml: " + key + ": cannot be set from the command line", 0), 0u) << p.error();
+    EXPECT_NE(p.error().find("2 [[jobs]] entries"), std::string::npos) << p.error();
+    EXPECT_EQ(p.error().find("--jobs") != std::string::npos, key == "count") << p.error();
+  }
+  // Keys that do not identify a job still apply to every entry (see above).
+  EXPECT_TRUE(parse(two, {"workers=3"}).ok());
+}
+
+TEST(Profile, AddOverrideTypes) {
+  toml::table t;
+  ASSERT_TRUE(add_override(t, "workers=4").ok());
+  ASSERT_TRUE(add_override(t, "rate=10kpps").ok());
+  ASSERT_TRUE(add_override(t, "name=\"x y\"").ok());
+  EXPECT_TRUE(t.get("workers")->is_integer());
+  EXPECT_EQ(t.get("rate")->as_string()->get(), "10kpps");
+  EXPECT_EQ(t.get("name")->as_string()->get(), "x y");
+  EXPECT_FALSE(add_override(t, "novalue").ok());
+  EXPECT_FALSE(add_override(t, "=3").ok());
+}
+
+TEST(Profile, PpsAndEndpoints) {
+  struct Case {
+    const char* text;
+    uint64_t pps;  // 0: error
+  } cases[] = {{"100pps", 100},          {"10kpps", 10'000}, {"1.5Mpps", 1'500'000},
+               {"2Gpps", 2'000'000'000}, {"0.0005kpps", 1},  {"pps", 0},
+               {"10 kpps", 0},           {"10Kpps", 0},      {"-1pps", 0}};
+  for (const Case& c : cases) {
+    auto r = parse_pps(c.text);
+    EXPECT_EQ(r.ok(), c.pps != 0) << c.text;
+    if (r.ok()) {
+      EXPECT_EQ(*r, c.pps) << c.text;
+    }
+  }
+  auto v4 = parse_endpoint("192.168.1.2:80");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->first.lo, 0xc0a80102u);
+  EXPECT_EQ(v4->second, 80);
+  auto v6 = parse_endpoint("[2001:db8::1:2]:443");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->first.hi, 0x20010db800000000ull);
+  EXPECT_EQ(v6->first.lo, 0x0000000000010002ull);
+  for (const char* bad :
+       {"10.0.0.1", "10.0.0.1:0", "10.0.0.1:65536", "fd00::1:80", "[fd00::1]80", "x:1", "1.2.3.4:a"}) {
+    EXPECT_FALSE(parse_endpoint(bad).ok()) << bad;
+  }
+}
+
+TEST(Profile, BadProfilesNameTheKey) {
+  struct Case {
+    const char* text;
+    const char* error;  // substring
+  } cases[] = {
+      {"[generatr]\n", "generatr: unknown key"},
+      {"[generator]\nburst = 65\n", "generator.burst: 65 is out of range"},
+      {"[generator]\nduration = \"5\"\n", "generator.duration"},
+      {"[generator]\nduration = 5\n", "generator.duration: 5 is not a string"},
+      {"[generator]\nhost_port = -1\n", "generator.host_port"},
+      {"jobs = 3\n", "jobs: must be an array"},
+      {"[[jobs]]\nrat = \"1kpps\"\n", "jobs[0].rat: unknown key"},
+      {"[[jobs]]\nrate = \"1kbit\"\n", "jobs[0].rate"},
+      {"[[jobs]]\nrate = \"0pps\"\n", "jobs[0].rate: must be above zero"},
+      {"[[jobs]]\nsize = \"63B\"\n", "jobs[0].size: 63 bytes is outside 64..1518"},
+      {"[[jobs]]\nsize = \"1519B\"\n", "jobs[0].size"},
+      {"[[jobs]]\nproto = \"tcp\"\nsize = 64\n", "minimum holds the IPv4/TCP"},
+      {"[[jobs]]\nps = \"[fd00::1]:1\"\nsize = 64\n", "outside 82..1518"},
+      {"[[jobs]]\nsize = \"jumbo\"\n", "jobs[0].size"},
+      {"[[jobs]]\nproto = \"sctp\"\n", "jobs[0].proto"},
+      {"[[jobs]]\ndirection = \"up\"\n", "jobs[0].direction"},
+      {"[[jobs]]\npattern = \"burst\"\n", "jobs[0].pattern"},
+      {"[[jobs]]\npattern = \"iteration\"\ndirection = \"push\"\n", "iteration pattern sends both"},
+      {"[[jobs]]\npattern = \"iteration\"\npush = \"0B\"\npull = \"0B\"\n", "both zero"},
+      {"[[jobs]]\npush = \"1MB\"\n", "jobs[0].push: only with pattern"},
+      {"[[jobs]]\nworkers = 4\nflows = 3\n", "jobs[0].flows: 3 is fewer than the 4 workers"},
+      {"[[jobs]]\nflows = 16777217\n", "jobs[0].flows"},
+      {"[[jobs]]\nps = \"10.0.0.5\"\n", "jobs[0].ps"},
+      {"[[jobs]]\nworker_addr = \"fd00::1\"\n", "same family"},
+      {"[[jobs]]\nworker_addr = \"255.255.255.250\"\nworkers = 10\n", "overflow the address space"},
+      {"[[jobs]]\nworker_port = 0\n", "jobs[0].worker_port"},
+      {"[[jobs]]\nps = \"10.0.0.5:65535\"\ncount = 2\n", "jobs[0].count"},
+      {"[[jobs]]\nid = 1\n[[jobs]]\nid = 1\nps = \"10.0.0.6:1\"\n", "job id 1 is used twice"},
+      {"[[jobs]]\nid = 1\n[[jobs]]\nid = 2\n", "PS endpoint 10.0.0.5:2222 is used by another job"},
+      {"[[jobs]]\nflows = 16777216\ncount = 2\n", "flows x directions in total"},
+      {"[[jobs]]\nname = 3\n", "jobs[0].name: 3 is not a string"},
+      {"[[jobs]\n", "p.toml:1"},
+  };
+  for (const Case& c : cases) {
+    auto p = parse(c.text);
+    ASSERT_FALSE(p.ok()) << c.text;
+    EXPECT_NE(p.error().find(c.error), std::string::npos) << "profile:\n" << c.text << "\nerror: " << p.error();
+    EXPECT_EQ(p.error().rfind("p.toml", 0), 0u) << p.error();
+  }
+}
+
+TEST(Profile, MinFrameSizes) {
+  EXPECT_EQ(min_frame_size(false, Proto::kUdp), 64u);
+  EXPECT_EQ(min_frame_size(false, Proto::kTcp), 74u);
+  EXPECT_EQ(min_frame_size(true, Proto::kUdp), 82u);
+  EXPECT_EQ(min_frame_size(true, Proto::kTcp), 94u);
+}
+
+}  // namespace
+}  // namespace psgate::gen

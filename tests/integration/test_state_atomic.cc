@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// All-or-nothing changes against the real daemon: a change the state file
+// cannot take (read-only or full filesystem) is refused and changes nothing,
+// in memory, in the data plane or on disk, before and after a restart; a
+// state path that is a directory is refused at start; SIGKILL in a stream of
+// changes leaves on disk the last change acknowledged (or the one in flight).
+// The filesystem cases mount a small tmpfs and need root: they skip without.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "daemon_runner.h"
+#include "packet_builder.h"
+
+namespace psgate::testing {
+namespace {
+
+using json = nlohmann::json;
+
+std::string atomic_config(const DaemonFixture& fx, const std::string& state) {
+  const std::string prefix = "psgate-st-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
+  return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + prefix +
+         "\", \"--log-level=3\"]\n"
+         "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=wire-in.pcap\"\n"
+         "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap\"\n"
+         "[lcores]\nmain = 0\ndata = [1]\n"
+         "[dataplane]\nmbufs = 8191\nmax_jobs = 64\n[stats]\ninterval = \"0s\"\n"
+         "[control]\nsocket = \"ctl.sock\"\nstate = \"" +
+         state +
+         "\"\n"
+         "[[jobs]]\nid = 1\nname = \"one\"\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
+         "[[jobs]]\nid = 2\nname = \"two\"\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class StateTest : public ::testing::Test {
+ protected:
+  void write_setup(const std::string& state) {
+    pkt::PacketSpec s;
+    s.src4 = {10, 0, 0, 5};
+    s.proto = pkt::kTcp;
+    s.sport = 2222;
+    fx.write_pcap("host-in.pcap", {pkt::build_packet(s)});
+    fx.write_pcap("wire-in.pcap", {});
+    fx.write_file("psgate.toml", atomic_config(fx, state));
+  }
+  bool start() {
+    fx.start_daemon("psgate.toml");
+    for (int i = 0; i < 300; ++i) {
+      if (ctl({"health"}).status == 0) return true;
+      if (!fx.daemon_running()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  CtlResult ctl(std::vector<std::string> args) const { return psgatectl_at(fx.path("ctl.sock"), std::move(args)); }
+  json ctl_json(std::vector<std::string> args) const { return psgatectl_json(fx.path("ctl.sock"), std::move(args)); }
+  std::set<uint32_t> job_ids() const {
+    std::set<uint32_t> ids;
+    const json list = ctl_json({"jobs", "list"});  // named: a temporary would die before the loop runs
+    for (const json& j : list["jobs"]) ids.insert(j["id"].get<uint32_t>());
+    return ids;
+  }
+
+  // What an operator and the data plane see, and what a restart would read.
+  struct Seen {
+    json jobs;        // rank order, and each job's class in the published snapshot
+    json config;      // classes, shapers, policy in force
+    json generation;  // the published snapshot's
+    std::string file;
+    bool operator==(const Seen&) const = default;
+  };
+  Seen look(const std::string& state_file) const {
+    return Seen{ctl_json({"jobs", "list"}), ctl_json({"config"}), ctl_json({"stats"})["generation"], slurp(state_file)};
+  }
+
+  DaemonFixture fx;
+};
+
+// Every change command, each of which the state file must take.
+const std::vector<std::vector<std::string>> kChanges = {
+    {"rank", "2", "0"},
+    {"order", "2", "1"},
+    {"jobs", "rm", "1"},
+    {"jobs", "add", "9", "--match", "dst=10.0.0.9/32,dport=9,proto=tcp"},
+    {"class", "wire", "1", "--cap", "1Gbit/s"},
+    {"class", "host", "0", "--floor", "10Mbit/s", "--dscp", "46"},
+    {"shaper", "wire", "1Gbit/s"},
+    {"policy", "round-robin"},
+    {"progress", "1", "0.5"},
+};
+
+// A small tmpfs at <dir>/state; skips the test without root.
+class TmpfsStateTest : public StateTest {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+    mnt_ = fx.path("state");
+    ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0);
+    if (::mount("tmpfs", mnt_.c_str(), "tmpfs", 0, "size=64k") != 0)
+      GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
+    mounted_ = true;
+    write_setup("state/state.json");
+  }
+  void TearDown() override {
+    if (fx.daemon_running()) fx.stop_daemon();
+    if (mounted_) ::umount2(mnt_.c_str(), MNT_DETACH);
+  }
+  bool remount(bool read_only) {
+    return ::mount(nullptr, mnt_.c_str(), nullptr, MS_REMOUNT | (read_only ? MS_RDONLY : 0), "size=64k") == 0;
+  }
+  std::string state_file() const { return mnt_ + "/state.json"; }
+
+  std::string mnt_;
+  bool mounted_ = false;
+};
+
+TEST_F(TmpfsStateTest, AReadOnlyStateDirectoryRefusesEveryChangeAndChangesNothing) {
+  ASSERT_TRUE(start());
+  ASSERT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.7/32,dport=7,proto=tcp"}).status, 0);
+  const Seen before = look(state_file());
+  ASSERT_NE(before.file.find("\"id\": 7"), std::string::npos) << before.file;
+  ASSERT_TRUE(remount(true)) << std::strerror(errno);
+
+  for (const auto& change : kChanges) {
+    const CtlResult r = ctl(change);
+    EXPECT_EQ(r.status, 1) << change[0] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("state file"), std::string::npos) << change[0] << ": " << r.err;
+    EXPECT_TRUE(look(state_file()) == before) << change[0] << " changed something it refused";
+  }
+  // Reads still answer, and write nothing.
+  EXPECT_EQ(ctl({"class", "wire", "1"}).status, 0);
+  EXPECT_EQ(ctl({"policy"}).status, 0);
+  EXPECT_TRUE(look(state_file()) == before);
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+
+  // A start with the directory still read-only: refused up front, exit 2.
+  const DaemonRun refused = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(refused.exit_status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("not writable"), std::string::npos) << refused.output;
+
+  // After a restart: exactly what was acknowledged before the refusals.
+  ASSERT_TRUE(remount(false)) << std::strerror(errno);
+  ASSERT_TRUE(start());
+  const Seen after = look(state_file());
+  EXPECT_EQ(after.jobs, before.jobs);
+  EXPECT_EQ(after.config, before.config);
+}
+
+TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
+  ASSERT_TRUE(start());
+  ASSERT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.7/32,dport=7,proto=tcp"}).status, 0);
+  // Fill what is left of the tmpfs.
+  {
+    std::ofstream fill(mnt_ + "/filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 64 && fill; ++i) fill.write(block.data(), block.size()), fill.flush();
+  }
+  const Seen before = look(state_file());
+  for (const auto& change : kChanges) {
+    const CtlResult r = ctl(change);
+    EXPECT_EQ(r.status, 1) << change[0] << ": " << r.out << r.err;
+    EXPECT_TRUE(look(state_file()) == before) << change[0] << " changed something it refused";
+  }
+  // No partial temporary was left to hold the space.
+  struct stat st {};
+  EXPECT_NE(::stat((state_file() + ".tmp").c_str(), &st), 0);
+  // With space again the same change goes through, and a restart keeps it.
+  ASSERT_EQ(::unlink((mnt_ + "/filler").c_str()), 0);
+  ASSERT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32,dport=8,proto=tcp"}).status, 0);
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+  ASSERT_TRUE(start());
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 7, 8}));
+}
+
+TEST_F(StateTest, AStatePathThatIsADirectoryIsAClearErrorWithExitTwo) {
+  write_setup("statedir");
+  ASSERT_EQ(::mkdir(fx.path("statedir").c_str(), 0755), 0);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--check"}, {"--duration", "1"}}) {
+    const DaemonRun run = fx.run("psgate.toml", args, 30);
+    EXPECT_EQ(run.exit_status, 2) << args[0] << ": " << run.output;
+    EXPECT_NE(run.output.find("is a directory"), std::string::npos) << run.output;
+  }
+}
+
+// SIGKILL at a random moment in a stream of adds and removes: after the
+// restart the jobs are those of the last acknowledged change, or of the one
+// in flight (sent, reply not received) — never anything else.
+TEST_F(StateTest, SigkillDuringAStreamOfChangesKeepsTheLastAcknowledgedState) {
+  write_setup("state.json");
+  std::mt19937 rng(12);
+  std::set<uint32_t> model = {1, 2};
+  uint32_t next_id = 10;
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_TRUE(start()) << "round " << round;
+    ASSERT_EQ(job_ids(), model) << "round " << round;
+    const pid_t pid = fx.daemon_pid();
+    const int delay_ms = std::uniform_int_distribution<int>(50, 600)(rng);
+    std::thread killer([pid, delay_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      ::kill(pid, SIGKILL);
+    });
+    std::set<uint32_t> pending = model;
+    for (int i = 0; i < 500; ++i) {
+      pending = model;
+      CtlResult r;
+      if (i % 3 == 2 && model.size() > 2) {
+        const uint32_t victim = *model.rbegin();
+        pending.erase(victim);
+        r = ctl({"jobs", "rm", std::to_string(victim)});
+      } else {
+        const uint32_t id = next_id++;
+        pending.insert(id);
+        r = ctl({"jobs", "add", std::to_string(id), "--match",
+                 "dst=10.1." + std::to_string(id / 256) + "." + std::to_string(id % 256) + "/32,proto=udp"});
+      }
+      if (r.status != 0) break;  // the daemon is gone: this change was in flight
+      model = pending;
+    }
+    killer.join();
+    fx.stop_daemon();
+    ASSERT_TRUE(start()) << "round " << round;
+    const std::set<uint32_t> ids = job_ids();
+    EXPECT_TRUE(ids == model || ids == pending) << "round " << round;
+    model = ids;
+    ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+  }
+}
+
+}  // namespace
+}  // namespace psgate::testing

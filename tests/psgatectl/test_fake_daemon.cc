@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// (c) The real psgatectl binary ($PSGATECTL_BIN) run as a subprocess against a
+// fake daemon: a Unix-socket server thread in this test that records each
+// request line and answers with canned replies, or misbehaves on purpose.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using nlohmann::json;                  // requests: compared by value
+using ojson = nlohmann::ordered_json;  // canned replies: sent in the order written
+
+// A temporary directory, removed with its socket at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/psgatectl-test-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    if (d == nullptr) std::abort();
+    path_ = d;
+  }
+  ~TempDir() {
+    unlink((path_ + "/psgate.sock").c_str());
+    rmdir(path_.c_str());
+  }
+  std::string socket() const { return path_ + "/psgate.sock"; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class FakeDaemon {
+ public:
+  enum class Mode {
+    kAnswer,        // a canned reply per cmd
+    kCloseMidLine,  // half a reply, then close
+    kCloseNoReply,  // read the request, close without a byte
+    kSilent,        // read the request, never answer
+    kGarbage,       // a line that is not JSON
+  };
+
+  FakeDaemon(const std::string& path, Mode mode) : path_(path), mode_(mode) {
+    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    unlink(path.c_str());
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 8) != 0) {
+      ADD_FAILURE() << "fake daemon cannot listen on " << path << ": " << std::strerror(errno);
+    }
+    if (pipe2(stop_pipe_, O_CLOEXEC) != 0) std::abort();
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeDaemon() {
+    const char c = 'x';
+    (void)!write(stop_pipe_[1], &c, 1);
+    thread_.join();
+    close(listen_fd_);
+    close(stop_pipe_[0]);
+    close(stop_pipe_[1]);
+    unlink(path_.c_str());
+  }
+
+  // The reply line (without '\n') for requests with this "cmd".
+  void answer(const std::string& cmd, const ojson& reply) {
+    std::lock_guard lock(mu_);
+    replies_[cmd] = reply.dump();
+  }
+  void answer_raw(const std::string& cmd, const std::string& line) {
+    std::lock_guard lock(mu_);
+    replies_[cmd] = line;
+  }
+  std::vector<json> requests() {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+  int connections() const { return connections_.load(); }
+
+ private:
+  // Waits for fd or the stop pipe; false when stopping.
+  bool wait(int fd) {
+    pollfd p[2] = {{fd, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+    while (poll(p, 2, -1) < 0) {
+      if (errno != EINTR) return false;
+    }
+    return (p[1].revents & POLLIN) == 0;
+  }
+
+  void serve() {
+    while (wait(listen_fd_)) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      ++connections_;
+      serve_connection(fd);
+      close(fd);
+    }
+  }
+
+  void serve_connection(int fd) {
+    std::string buf;
+    for (;;) {
+      size_t nl;
+      while ((nl = buf.find('\n')) == std::string::npos) {
+        if (!wait(fd)) return;
+        char tmp[4096];
+        const ssize_t n = read(fd, tmp, sizeof tmp);
+        if (n <= 0) return;
+        buf.append(tmp, static_cast<size_t>(n));
+      }
+      const std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      json req = json::parse(line, nullptr, false);
+      std::string reply;
+      {
+        std::lock_guard lock(mu_);
+        requests_.push_back(req);
+        auto it =
+            req.is_object() && req["cmd"].is_string() ? replies_.find(req["cmd"].get<std::string>()) : replies_.end();
+        reply = it != replies_.end() ? it->second : R"({"ok": false, "error": "unknown command"})";
+      }
+      switch (mode_) {
+        case Mode::kAnswer:
+          reply += "\n";
+          break;
+        case Mode::kCloseMidLine:
+          reply = reply.substr(0, reply.size() / 2);
+          (void)!write(fd, reply.data(), reply.size());
+          return;
+        case Mode::kCloseNoReply:
+          return;
+        case Mode::kSilent:
+          while (wait(fd)) {
+            char tmp[256];
+            if (read(fd, tmp, sizeof tmp) <= 0) return;
+          }
+          return;
+        case Mode::kGarbage:
+          reply = "<html>500 Internal Server Error</html>\n";
+          break;
+      }
+      (void)!write(fd, reply.data(), reply.size());
+    }
+  }
+
+  std::string path_;
+  Mode mode_;
+  int listen_fd_ = -1;
+  int stop_pipe_[2] = {-1, -1};
+  std::thread thread_;
+  std::mutex mu_;
+  std::map<std::string, std::string> replies_;
+  std::vector<json> requests_;
+  std::atomic<int> connections_{0};
+};
+
+struct CtlRun {
+  int status = -1;
+  std::string out, err;
+};
+
+struct RunOptions {
+  const char* env_socket = nullptr;  // $PSGATE_SOCKET for the child; unset when null
+  bool as_nobody = false;            // drop to uid/gid 65534 before exec
+};
+
+// Runs psgatectl with `args`; collects stdout, stderr and the exit status.
+CtlRun run_ctl(const std::vector<std::string>& args, RunOptions opt = {}) {
+  const char* bin = std::getenv("PSGATECTL_BIN");
+  if (bin == nullptr) {
+    ADD_FAILURE() << "PSGATECTL_BIN is not set (run through meson test)";
+    return {};
+  }
+  // Everything the child needs is built before fork: the test has threads.
+  std::vector<std::string> argv_s{bin};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s{"PATH=/usr/bin:/bin", "LANG=C"};
+  if (opt.env_socket != nullptr) env_s.push_back(std::string("PSGATE_SOCKET=") + opt.env_socket);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) std::abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    if (opt.as_nobody && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
+    execve(bin, argv.data(), envp.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  CtlRun r;
+  pollfd p[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* dest[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (p[i].fd < 0 || p[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = read(p[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        dest[i]->append(buf, static_cast<size_t>(n));
+      } else {
+        close(p[i].fd);
+        p[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+const char* kHealthResult =
+    R"({"status": "ok", "version": "0.1.0", "uptime_s": 3725, "generation": 4, "lcores": "main:0 data:1",
+        "policy": "static"})";
+
+TEST(PsgatectlFakeDaemon, ReadCommandPrintsTableAndSendsOneLine) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("health", {{"ok", true}, {"result", ojson::parse(kHealthResult)}});
+  CtlRun r = run_ctl({"-s", dir.socket(), "health"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_TRUE(contains(r.out, "status      ok\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "uptime_s    3725 (1h 2m 5s)\n")) << r.out;
+  ASSERT_EQ(d.requests().size(), 1u);
+  EXPECT_EQ(d.requests()[0], json::parse(R"({"cmd": "health"})"));
+  EXPECT_EQ(d.connections(), 1);
+}
+
+TEST(PsgatectlFakeDaemon, JsonPrintsTheDaemonsResultInItsOrder) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  // Sent as raw text: the key order is the daemon's, not alphabetical.
+  d.answer_raw("health", std::string(R"({"ok": true, "result": )") + ojson::parse(kHealthResult).dump() + "}");
+  d.answer_raw("config",
+               R"({"ok": true, "result": {"ports": {"wire": {"device": "net_null0"}}, "lcores": {"data": 1}}})");
+  CtlRun r = run_ctl({"-s", dir.socket(), "health", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(kHealthResult));
+  EXPECT_LT(r.out.find("\"status\""), r.out.find("\"generation\""));
+  EXPECT_LT(r.out.find("\"version\""), r.out.find("\"uptime_s\""));
+
+  CtlRun c = run_ctl({"config", "--json", "--socket", dir.socket()});
+  EXPECT_EQ(c.status, 0) << c.err;
+  EXPECT_EQ(json::parse(c.out), json::parse(R"({"ports": {"wire": {"device": "net_null0"}}, "lcores": {"data": 1}})"));
+  EXPECT_LT(c.out.find("\"ports\""), c.out.find("\"lcores\""));
+}
+
+TEST(PsgatectlFakeDaemon, WriteCommandPrintsOneLineConfirmation) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("jobs.add", ojson::parse(R"({"ok": true, "result": {"job": {"id": 3, "name": "bert-c", "rank": 2,
+      "class": 3, "pull_class": 3, "push_class": 3, "match": ["dst=10.0.0.5/32,dport=2222,proto=tcp"],
+      "police": "300Mbit/s", "progress": {"fraction": null, "iteration": null, "batch": null}}}})"));
+  CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "add", "3", "--match", "dst=10.0.0.5/32,dport=2222,proto=tcp",
+                      "--name", "bert-c", "--police", "300Mbit/s"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "added job 3 (bert-c): rank 2, class 3, 1 rule\n");
+  ASSERT_EQ(d.requests().size(), 1u);
+  EXPECT_EQ(d.requests()[0], json::parse(R"({"cmd": "jobs.add", "job": 3,
+      "match": ["dst=10.0.0.5/32,dport=2222,proto=tcp"], "name": "bert-c", "police": "300Mbit/s"})"));
+}
+
+TEST(PsgatectlFakeDaemon, RefusalExitsOneWithTheDaemonsError) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("jobs.remove", ojson{{"ok", false}, {"error", "no job 9"}});
+  CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "rm", "9"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "psgatectl: no job 9\n");
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  // A refusal without an error string still says something.
+  d.answer_raw("rank", R"({"ok": false})");
+  CtlRun q = run_ctl({"-s", dir.socket(), "rank", "9", "1"});
+  EXPECT_EQ(q.status, 1);
+  EXPECT_TRUE(contains(q.err, "psgatectl: request refused")) << q.err;
+}
+
+TEST(PsgatectlFakeDaemon, UsageErrorSendsNothing) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "add", "3", "--match", "dst=10.0.0.300"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "--match")) << r.err;
+  CtlRun h = run_ctl({"-s", dir.socket(), "class", "--help"});
+  EXPECT_EQ(h.status, 0);
+  EXPECT_TRUE(contains(h.out, "--ecn-threshold")) << h.out;
+  EXPECT_EQ(d.connections(), 0);
+}
+
+TEST(PsgatectlFakeDaemon, SocketFromEnvironment) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("policy", ojson::parse(R"({"ok": true, "result": {"policy": {"name": "static", "interval": "1s",
+      "rotate_on": null}}})"));
+  const std::string sock = dir.socket();
+  CtlRun r = run_ctl({"policy"}, {sock.c_str()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "name       static\ninterval   1s\nrotate_on  -\n");
+}
+
+TEST(PsgatectlFakeDaemon, NothingListensExitsThree) {
+  TempDir dir;
+  CtlRun r = run_ctl({"-s", dir.socket(), "health"});
+  EXPECT_EQ(r.status, 3);
+  EXPECT_TRUE(contains(r.err, "psgatectl: cannot reach psgate at " + dir.socket() + ": no such socket")) << r.err;
+  EXPECT_TRUE(r.out.empty());
+
+  // A socket file nobody listens on (psgate died without removing it).
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, dir.socket().c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  close(fd);
+  CtlRun s = run_ctl({"-s", dir.socket(), "stats"});
+  EXPECT_EQ(s.status, 3);
+  EXPECT_TRUE(contains(s.err, dir.socket() + ": connection refused")) << s.err;
+}
+
+TEST(PsgatectlFakeDaemon, PermissionDeniedExitsThree) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
+  TempDir dir;  // mode 0700, owned by root
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  RunOptions opt;
+  opt.as_nobody = true;
+  CtlRun r = run_ctl({"-s", dir.socket(), "health"}, opt);
+  if (r.status == 126 || r.status == 127) GTEST_SKIP() << "cannot run psgatectl as nobody here";
+  EXPECT_EQ(r.status, 3);
+  EXPECT_TRUE(contains(r.err, "permission denied")) << r.err;
+  EXPECT_EQ(d.connections(), 0);
+}
+
+TEST(PsgatectlFakeDaemon, BrokenRepliesExitThree) {
+  struct Case {
+    FakeDaemon::Mode mode;
+    std::vector<std::string> extra;
+    const char* message;
+  };
+  const Case cases[] = {
+      {FakeDaemon::Mode::kCloseMidLine, {}, "daemon closed the connection in the middle of its reply"},
+      {FakeDaemon::Mode::kCloseNoReply, {}, "daemon closed the connection without replying"},
+      {FakeDaemon::Mode::kSilent, {"--timeout", "300ms"}, "no reply within 300ms"},
+      {FakeDaemon::Mode::kGarbage, {}, "reply is not JSON: <html>"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    TempDir dir;
+    FakeDaemon d(dir.socket(), c.mode);
+    d.answer("stats",
+             ojson::parse(R"({"ok": true, "result": {"ports": {}, "classes": [], "jobs": [], "totals": {}}})"));
+    std::vector<std::string> args{"-s", dir.socket()};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    args.push_back("stats");
+    CtlRun r = run_ctl(args);
+    EXPECT_EQ(r.status, 3);
+    EXPECT_TRUE(contains(r.err, "psgatectl: psgate at " + dir.socket() + ": " + c.message)) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(d.requests().size(), 1u);
+  }
+}
+
+TEST(PsgatectlFakeDaemon, StatsTableAndWatch) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("stats", ojson::parse(R"({"ok": true, "result": {
+      "ports": {"wire": {"rx_packets": 5, "tx_bytes": 1000, "drops": {"queue_full": 2}},
+                "host": {"rx_packets": 6, "tx_bytes": 2000, "drops": {"queue_full": 0}}},
+      "classes": [], "totals": {"received": 11, "transmitted": 9, "dropped": 2, "conserved": true},
+      "jobs": [{"id": 1, "name": "resnet32-a", "rank": 0, "class": 1, "policed": 0, "drops": 2,
+                "pull": {"sent_packets": 3, "sent_bytes": 4500}, "push": {"sent_packets": 0, "sent_bytes": 0},
+                "telemetry": {"iterations": 1, "bytes_per_iteration": null, "iteration_period_ms": null,
+                              "last_burst_ms": null, "straggler_wait_ms": null}}]}})"));
+  CtlRun s = run_ctl({"-s", dir.socket(), "stats"});
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_TRUE(contains(s.out, "Drops by reason")) << s.out;
+  EXPECT_TRUE(contains(s.out, "resnet32-a")) << s.out;
+  EXPECT_TRUE(contains(s.out, "conserved yes")) << s.out;
+
+  // Two frames on one connection, one second apart; not a terminal, so no
+  // escape codes.
+  CtlRun w = run_ctl({"-s", dir.socket(), "stats", "--watch", "--count", "2"});
+  EXPECT_EQ(w.status, 0) << w.err;
+  size_t frames = 0;
+  for (size_t at = 0; (at = w.out.find("PULL Mbit/s", at)) != std::string::npos; ++at) ++frames;
+  EXPECT_EQ(frames, 2u) << w.out;
+  EXPECT_EQ(w.out.find('\x1b'), std::string::npos);
+  EXPECT_TRUE(contains(w.out, "ports: wire tx 0.0 Mbit/s, host tx 0.0 Mbit/s")) << w.out;  // unchanged counters
+  EXPECT_EQ(d.requests().size(), 3u);
+  EXPECT_EQ(d.connections(), 2);
+}
+
+}  // namespace
