@@ -19,6 +19,7 @@
 #include "psgate/classifier.h"
 #include "psgate/config.h"
 #include "psgate/counters.h"
+#include "psgate/job_matcher.h"
 #include "psgate/port_live.h"  // ClassActions, ClassLive, PortLive
 #include "psgate/result.h"
 
@@ -47,11 +48,12 @@ struct Snapshot {
   uint32_t generation = 0;
   std::vector<JobEntry> jobs;   // in rank order (ties: control order)
   std::vector<SlotInfo> slots;  // max_jobs entries
-  // Compiled rules, shared between snapshots while the rules do not change: a
-  // re-rank costs no ACL build. The flow cache stores job slots, which a
-  // re-rank does not change either, so it is keyed by rules_generation.
-  std::shared_ptr<const Classifier> classifier;  // values are job slots
-  std::vector<ClassifierRule> rules;
+  // Compiled rules, by partition; a partition whose jobs did not change is
+  // shared with the previous snapshot, so a re-rank costs no ACL build and a
+  // job added or removed rebuilds one partition. The flow cache stores job
+  // slots, which a re-rank does not change either, so it is keyed by
+  // rules_generation, which moves whenever any partition does.
+  JobMatcher matcher;  // values are job slots
   uint32_t rules_generation = 0;
   std::array<PortLive, kPortCount> ports;
 };

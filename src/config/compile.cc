@@ -4,18 +4,49 @@
 
 #include <rte_lcore.h>
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
+#include <new>
 #include <string>
 
 namespace psgate {
 
 namespace {
 
-bool same_rules(const std::vector<ClassifierRule>& a, const std::vector<ClassifierRule>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].value != b[i].value || !(a[i].match == b[i].match)) return false;
-  return true;
+// One partition to compile: its jobs in age order, and the previous
+// snapshot's partition of the same id and members, if there is one to reuse.
+struct PartitionPlan {
+  uint32_t id = 0;
+  std::vector<const JobRecord*> jobs;
+  std::vector<PartitionMember> members;
+  std::shared_ptr<const Classifier> reused;
+};
+
+std::vector<PartitionPlan> plan_partitions(const std::vector<RankedJob>& jobs, const Snapshot* previous) {
+  // Rules are matched in the order the jobs were added (earlier jobs' rules
+  // win), independent of rank, so a re-rank changes no rule. The registry
+  // keeps partitions in age order too (job_matcher.h).
+  std::vector<const JobRecord*> by_age;
+  by_age.reserve(jobs.size());
+  for (const RankedJob& ranked : jobs) by_age.push_back(ranked.job);
+  std::sort(by_age.begin(), by_age.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
+  std::vector<PartitionPlan> plans;
+  for (const JobRecord* job : by_age) {
+    if (plans.empty() || plans.back().id != job->partition) plans.push_back(PartitionPlan{job->partition, {}, {}, {}});
+    plans.back().jobs.push_back(job);
+    plans.back().members.push_back(PartitionMember{job->slot, job->sequence});
+  }
+  if (previous) {
+    const auto& old = previous->matcher.partitions();
+    auto it = old.begin();
+    for (PartitionPlan& plan : plans) {
+      while (it != old.end() && it->id < plan.id) ++it;
+      if (it != old.end() && it->id == plan.id && it->members == plan.members) plan.reused = it->classifier;
+    }
+  }
+  return plans;
 }
 
 }  // namespace
@@ -85,26 +116,38 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
     snap->jobs.push_back(JobEntry{job.slot, job.spec.id, job.spec.name, job.spec.rank});
   }
 
-  // Rules are matched in the order the jobs were added (earlier jobs' rules
-  // win), independent of rank, so a re-rank changes no rule.
-  std::vector<const JobRecord*> by_age;
-  for (const RankedJob& ranked : jobs) by_age.push_back(ranked.job);
-  std::sort(by_age.begin(), by_age.end(),
-            [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
-  std::vector<ClassifierRule> rules;
-  for (const JobRecord* job : by_age)
-    for (const MatchRule& rule : job->spec.match) rules.push_back(ClassifierRule{rule, job->slot});
-
-  if (previous && previous->classifier && same_rules(previous->rules, rules)) {
-    snap->classifier = previous->classifier;
-    snap->rules_generation = previous->rules_generation;
-  } else {
-    auto classifier = Classifier::build(rules, "psg" + std::to_string(generation), rte_socket_id());
-    if (!classifier.ok()) return R::failure("cannot build classifier: " + classifier.error());
-    snap->classifier = std::shared_ptr<const Classifier>(std::move(*classifier));
-    snap->rules_generation = generation;
+  std::vector<PartitionPlan> plans = plan_partitions(jobs, previous);
+  // Partitions whose jobs changed are built, in parallel (TBB, control path
+  // only: the workers inherit the control thread's CPUs, never a data
+  // lcore's); the others are shared with the previous snapshot.
+  std::vector<std::string> errors(plans.size());
+  std::vector<std::shared_ptr<const Classifier>> built(plans.size());
+  const int socket = static_cast<int>(rte_socket_id());  // the control thread's (SOCKET_ID_ANY if not an lcore)
+  tbb::parallel_for(size_t{0}, plans.size(), [&](size_t k) {
+    const PartitionPlan& plan = plans[k];
+    if (plan.reused) return;
+    try {
+      std::vector<ClassifierRule> rules;
+      for (const JobRecord* job : plan.jobs)
+        for (const MatchRule& rule : job->spec.match) rules.push_back(ClassifierRule{rule, job->slot});
+      auto classifier = Classifier::build(rules, "psg" + std::to_string(plan.id), socket);
+      if (!classifier.ok()) errors[k] = "partition " + std::to_string(plan.id) + ": " + classifier.error();
+      else built[k] = std::shared_ptr<const Classifier>(std::move(*classifier));
+    } catch (const std::bad_alloc&) {
+      errors[k] = "partition " + std::to_string(plan.id) + ": out of memory";
+    }
+  });
+  bool rebuilt = previous == nullptr || previous->matcher.partitions().size() != plans.size();
+  std::vector<RulePartition> partitions;
+  partitions.reserve(plans.size());
+  for (size_t k = 0; k < plans.size(); ++k) {
+    if (!errors[k].empty()) return R::failure("cannot build classifier: " + errors[k]);
+    rebuilt = rebuilt || !plans[k].reused;
+    partitions.push_back(
+        RulePartition{plans[k].id, std::move(plans[k].members), plans[k].reused ? plans[k].reused : built[k]});
   }
-  snap->rules = std::move(rules);
+  snap->matcher = JobMatcher(std::move(partitions));
+  snap->rules_generation = rebuilt ? generation : previous->rules_generation;
   snap->ports = ports;
   return snap;
 }

@@ -51,8 +51,9 @@ struct RankedJob {
 };
 
 // Compiles a snapshot of `jobs` (in rank order; slots < max_jobs) and `ports`.
-// When `previous` has the same rules, its classifier is reused: a re-rank
-// costs no ACL build.
+// Each rule partition of `previous` whose jobs are unchanged is reused (a
+// re-rank costs no ACL build, a job added or removed rebuilds its partition);
+// the others are built in parallel on TBB workers.
 Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, const std::vector<RankedJob>& jobs,
                                                    const std::array<PortLive, kPortCount>& ports, uint32_t generation,
                                                    const Snapshot* previous);

@@ -63,7 +63,9 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
   if (!slot) return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());
   job.slot = *slot;
   job.sequence = next_sequence_++;
+  job.partition = assign_partition(job.spec.match.size());
   jobs_.push_back(std::move(job));
+  ++spec_version_;
   return R(&jobs_.back());
 }
 
@@ -71,8 +73,36 @@ Result<bool> JobRegistry::remove(uint32_t id) {
   auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const JobRecord& j) { return j.spec.id == id; });
   if (it == jobs_.end()) return fail<bool>("no " + job_label(id));
   slot_used_[it->slot] = false;
+  auto part = partition_rules_.find(it->partition);
+  if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)
+    partition_rules_.erase(part);
   jobs_.erase(it);
+  ++spec_version_;
+  repack_if_sparse();
   return true;
+}
+
+uint32_t JobRegistry::assign_partition(size_t rules) {
+  // The newest partition, while the job fits; a job never goes into an older
+  // one, so partitions stay in age order.
+  if (partition_rules_.empty() || partition_rules_.rbegin()->second + rules > kRulesPerPartition)
+    partition_rules_.emplace(next_partition_++, 0);
+  auto newest = std::prev(partition_rules_.end());
+  newest->second += rules;
+  return newest->first;
+}
+
+void JobRegistry::repack_if_sparse() {
+  size_t rules = 0;
+  for (const auto& [id, count] : partition_rules_) rules += count;
+  const size_t needed = (rules + kRulesPerPartition - 1) / kRulesPerPartition;
+  if (partition_rules_.size() <= 2 * needed + 1) return;
+  std::vector<JobRecord*> by_age;
+  for (JobRecord& j : jobs_) by_age.push_back(&j);
+  std::sort(by_age.begin(), by_age.end(),
+            [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
+  partition_rules_.clear();
+  for (JobRecord* j : by_age) j->partition = assign_partition(j->spec.match.size());
 }
 
 Result<bool> JobRegistry::set_order(const std::vector<uint32_t>& ids) {

@@ -106,7 +106,7 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
   }
   if (n_acl == 0) return;
   uint32_t matched[kMaxBurst];
-  snap.classifier->classify(acl, n_acl, matched);
+  snap.matcher.classify(acl, n_acl, matched);
   const uint64_t evictions_before = fc ? fc->evictions() : 0;
   for (unsigned k = 0; k < n_acl; ++k) {
     const unsigned i = acl_idx[k];

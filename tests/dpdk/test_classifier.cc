@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "psgate/classifier.h"
+#include "psgate/job_matcher.h"
 
 namespace psgate {
 namespace {
@@ -517,6 +518,61 @@ TEST(ClassifierScale, HundredThousandRules) {
   std::printf("[ info     ] %u rules built in %lld ms; %zu of %zu sampled packets matched\n", kRules,
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count()), matched,
               pkts.size());
+}
+
+// The partitioned matcher (job_matcher.h) gives exactly what one classifier
+// of all rules, in the same order, gives: the first partition with a match
+// wins, and within it the first matching rule. Overlapping random rules make
+// later partitions' rules shadowed by earlier ones, which is what this checks.
+TEST(JobMatcherRandom, PartitionsMatchOneListInOrder) {
+  RandomRules gen(424242);
+  std::vector<ClassifierRule> rules;
+  for (uint32_t i = 0; i < 2000; ++i) rules.push_back(gen.rule(i));
+  std::mt19937 rng(5);
+  for (unsigned max_part : {5u, 40u, 300u, 2000u}) {
+    SCOPED_TRACE("partition size up to " + std::to_string(max_part));
+    std::vector<RulePartition> parts;
+    for (size_t at = 0; at < rules.size();) {
+      const size_t n = std::min<size_t>(rules.size() - at, 1 + rng() % max_part);
+      std::vector<ClassifierRule> part(rules.begin() + at, rules.begin() + at + n);
+      auto c = must_build(part, "part");
+      ASSERT_NE(c, nullptr);
+      parts.push_back(RulePartition{static_cast<uint32_t>(parts.size()), {}, std::move(c)});
+      at += n;
+    }
+    const JobMatcher matcher(std::move(parts));
+    EXPECT_EQ(matcher.rule_count(), rules.size());
+    std::vector<ParsedPacket> pkts;
+    for (int i = 0; i < 4000; ++i) pkts.push_back(gen.packet(rules));
+    std::vector<const ParsedPacket*> ptrs;
+    for (const auto& p : pkts) ptrs.push_back(&p);
+    // Bursts of every size up to 64, and one larger than the matcher's chunk.
+    std::vector<uint32_t> got(pkts.size(), 12345);
+    size_t i = 0;
+    for (unsigned b = 1; i < pkts.size(); b = b % 70 + 1) {
+      const unsigned n = static_cast<unsigned>(std::min<size_t>(b, pkts.size() - i));
+      matcher.classify(&ptrs[i], n, &got[i]);
+      i += n;
+    }
+    size_t matched = 0, mismatches = 0;
+    for (size_t k = 0; k < pkts.size(); ++k) {
+      const uint32_t want = classify_reference(rules, pkts[k]);
+      matched += want != kNo;
+      if (got[k] != want && ++mismatches <= 5)
+        ADD_FAILURE() << "packet " << k << ": got " << got[k] << " want " << want;
+    }
+    EXPECT_EQ(mismatches, 0u);
+    EXPECT_GT(matched, pkts.size() / 4);
+  }
+}
+
+TEST(JobMatcherRandom, EmptyMatcherMatchesNothing) {
+  const JobMatcher matcher;
+  ParsedPacket p = pkt("10.0.0.1", "10.0.0.2", kTcp, 1, 2);
+  const ParsedPacket* ptr = &p;
+  uint32_t out = 7;
+  matcher.classify(&ptr, 1, &out);
+  EXPECT_EQ(out, kNo);
 }
 
 }  // namespace

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Rule partitions through the real control plane: jobs.load fills
+// partitions in order; adding a job rebuilds only the newest partition,
+// removing one only its own, a re-rank none (the same classifier objects stay
+// in the published snapshot); and what the data plane matches is right at
+// each step (the snapshot's matcher against the reference over all rules in
+// job-age order).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipeline_harness.h"
+#include "psgate/classifier.h"
+#include "psgate/job_registry.h"
+
+namespace psgate::testing {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kBody = R"([lcores]
+main = 0
+data = [1]
+[classes]
+count = 4
+[dataplane]
+max_jobs = 256
+mbufs = 1024
+[stats]
+interval = "0s"
+)";
+
+constexpr unsigned kRulesPerJob = 100;
+
+json job_json(uint32_t id) {
+  json rules = json::array();
+  for (unsigned r = 0; r < kRulesPerJob; ++r)
+    rules.push_back("dst=10." + std::to_string(id % 256) + "." + std::to_string(r) +
+                    ".0/24,dport=" + std::to_string(1000 + r) + ",proto=udp");
+  // One rule every job shares: the oldest job's must win it.
+  rules.push_back("dst=10.255.0.1/32,dport=7,proto=udp");
+  return {{"job", id}, {"match", rules}};
+}
+
+ParsedPacket udp_to(const std::string& dst, uint16_t dport) {
+  ParsedPacket p;
+  p.l3 = L3Kind::kIpv4;
+  unsigned a, b, c, d;
+  std::sscanf(dst.c_str(), "%u.%u.%u.%u", &a, &b, &c, &d);
+  p.dst = {static_cast<uint8_t>(a), static_cast<uint8_t>(b), static_cast<uint8_t>(c), static_cast<uint8_t>(d)};
+  p.src = {192, 168, 0, 1};
+  p.proto = 17;
+  p.has_ports = true;
+  p.sport = 5555;
+  p.dport = dport;
+  return p;
+}
+
+// Classifier objects of the published snapshot, by partition id.
+std::map<uint32_t, const Classifier*> classifiers(PipelineHarness& h) {
+  std::map<uint32_t, const Classifier*> out;
+  for (const RulePartition& p : h.dataplane().snapshot().matcher.partitions()) out[p.id] = p.classifier.get();
+  return out;
+}
+
+// The job slot the data plane's matcher gives a packet, as a job id.
+uint32_t matched_job(PipelineHarness& h, const ParsedPacket& p) {
+  const Snapshot& snap = h.dataplane().snapshot();
+  const ParsedPacket* ptr = &p;
+  uint32_t slot = Classifier::kNoMatch;
+  snap.matcher.classify(&ptr, 1, &slot);
+  if (slot == Classifier::kNoMatch) return 0;
+  for (const JobEntry& j : snap.jobs)
+    if (j.slot == slot) return j.id;
+  return UINT32_MAX;
+}
+
+TEST(RulePartitions, ChangesRebuildOnlyThePartitionTheyTouch) {
+  PipelineHarness h(kBody, false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  // 60 jobs x 101 rules: about 3 partitions of 20 jobs.
+  json jobs = json::array();
+  for (uint32_t id = 1; id <= 60; ++id) jobs.push_back(job_json(id));
+  const json loaded = h.control().handle({{"cmd", "jobs.load"}, {"jobs", jobs}});
+  ASSERT_EQ(loaded["ok"], true) << loaded.dump().substr(0, 300);
+  ASSERT_EQ(loaded["result"]["added"].size(), 60u);
+  const auto before = classifiers(h);
+  const size_t per_partition = kRulesPerPartition / (kRulesPerJob + 1);
+  ASSERT_EQ(before.size(), (60 + per_partition - 1) / per_partition);
+  EXPECT_EQ(h.dataplane().snapshot().matcher.rule_count(), 60u * (kRulesPerJob + 1));
+  EXPECT_EQ(matched_job(h, udp_to("10.255.0.1", 7)), 1u) << "the oldest job's rule wins across partitions";
+  EXPECT_EQ(matched_job(h, udp_to("10.59.3.9", 1003)), 59u);
+  EXPECT_EQ(matched_job(h, udp_to("10.61.3.9", 1003)), 0u);
+  const uint32_t rules_generation = h.dataplane().snapshot().rules_generation;
+
+  // A re-rank: no partition is rebuilt, the flow cache stays valid.
+  ASSERT_EQ(h.control().handle({{"cmd", "rank"}, {"job", 30}, {"rank", 0}})["ok"], true);
+  EXPECT_EQ(classifiers(h), before);
+  EXPECT_EQ(h.dataplane().snapshot().rules_generation, rules_generation);
+
+  // Adding a job rebuilds the newest partition (or opens one); the others stay.
+  ASSERT_EQ(h.control().handle({{"cmd", "jobs.add"}, {"job", 61}, {"match", job_json(61)["match"]}})["ok"], true);
+  auto after_add = classifiers(h);
+  const uint32_t newest = before.rbegin()->first;
+  for (const auto& [id, c] : before)
+    if (id != newest) EXPECT_EQ(after_add.at(id), c) << "partition " << id << " was rebuilt by an add";
+  EXPECT_NE(h.dataplane().snapshot().rules_generation, rules_generation);
+  EXPECT_EQ(matched_job(h, udp_to("10.61.3.9", 1003)), 61u);
+
+  // Removing the first job rebuilds only the oldest partition; its shared
+  // rule now goes to the next oldest job.
+  ASSERT_EQ(h.control().handle({{"cmd", "jobs.remove"}, {"job", 1}})["ok"], true);
+  const auto after_remove = classifiers(h);
+  const uint32_t oldest = before.begin()->first;
+  EXPECT_NE(after_remove.at(oldest), after_add.at(oldest));
+  for (const auto& [id, c] : after_add)
+    if (id != oldest) EXPECT_EQ(after_remove.at(id), c) << "partition " << id << " was rebuilt by a remove";
+  EXPECT_EQ(matched_job(h, udp_to("10.255.0.1", 7)), 2u);
+  EXPECT_EQ(matched_job(h, udp_to("10.1.3.9", 1003)), 0u);
+}
+
+TEST(RulePartitions, ABatchIsAllOrNothing) {
+  PipelineHarness h(kBody, false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  ASSERT_EQ(h.control().handle({{"cmd", "jobs.add"}, {"job", 5}, {"match", {"proto=udp"}}})["ok"], true);
+  const uint32_t generation = h.dataplane().snapshot().generation;
+  json jobs = json::array({job_json(3), job_json(4), job_json(5), job_json(6)});
+  const json reply = h.control().handle({{"cmd", "jobs.load"}, {"jobs", jobs}});
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_NE(reply.value("error", "").find("jobs[2]: job 5 already exists; none added"), std::string::npos)
+      << reply.dump();
+  EXPECT_EQ(h.control().handle({{"cmd", "jobs.list"}})["result"]["jobs"].size(), 1u);
+  EXPECT_EQ(h.dataplane().snapshot().generation, generation);
+  // A job with a bad argument is named, with the nearest known one.
+  jobs = json::array({job_json(7), {{"job", 8}, {"match", {"proto=tcp"}}, {"polic", "1Mbit/s"}}});
+  const json typo = h.control().handle({{"cmd", "jobs.load"}, {"jobs", jobs}});
+  EXPECT_NE(typo.value("error", "").find("jobs[1]: unknown argument \"polic\" (did you mean \"police\"?)"),
+            std::string::npos)
+      << typo.dump();
+}
+
+}  // namespace
+}  // namespace psgate::testing

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// JobRegistry's rule partitions (job_matcher.h relies on them): jobs fill
+// the newest partition, partitions stay in age order, removals thin them
+// and a sparse registry is packed again.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "psgate/job_registry.h"
+
+namespace psgate {
+namespace {
+
+JobRecord job(uint32_t id, size_t rules) {
+  JobRecord j;
+  j.spec.id = id;
+  for (size_t r = 0; r < rules; ++r) {
+    MatchRule m;
+    m.dport = {static_cast<uint16_t>(r), static_cast<uint16_t>(r)};
+    j.spec.match.push_back(m);
+  }
+  return j;
+}
+
+// Partition -> rules, and a check that partition numbers grow with age.
+std::map<uint32_t, size_t> partitions_in_age_order(const JobRegistry& reg) {
+  std::vector<const JobRecord*> jobs = reg.in_rank_order();
+  std::sort(jobs.begin(), jobs.end(), [](auto* a, auto* b) { return a->sequence < b->sequence; });
+  std::map<uint32_t, size_t> rules;
+  uint32_t last = 0;
+  for (const JobRecord* j : jobs) {
+    EXPECT_GE(j->partition, last) << "job " << j->spec.id << " is in an older partition than an older job";
+    last = j->partition;
+    rules[j->partition] += j->spec.match.size();
+  }
+  return rules;
+}
+
+TEST(JobRegistryPartitions, JobsFillTheNewestPartitionInAgeOrder) {
+  JobRegistry reg(4096);
+  const size_t per_job = 100;
+  const uint32_t jobs = 100;  // 10,000 rules
+  for (uint32_t id = 1; id <= jobs; ++id) ASSERT_TRUE(reg.add(job(id, per_job), std::nullopt));
+  const auto rules = partitions_in_age_order(reg);
+  const size_t per_partition = kRulesPerPartition / per_job;  // whole jobs that fit
+  EXPECT_EQ(rules.size(), (jobs + per_partition - 1) / per_partition);
+  for (const auto& [id, n] : rules) EXPECT_LE(n, kRulesPerPartition) << "partition " << id;
+  EXPECT_EQ(reg.partition_count(), rules.size());
+  // A re-rank moves nothing between partitions.
+  const uint32_t before = reg.find(50)->partition;
+  ASSERT_TRUE(reg.set_rank(50, 0));
+  EXPECT_EQ(reg.find(50)->partition, before);
+}
+
+TEST(JobRegistryPartitions, AJobLargerThanAPartitionGetsItsOwn) {
+  JobRegistry reg(16);
+  ASSERT_TRUE(reg.add(job(1, 10), std::nullopt));
+  ASSERT_TRUE(reg.add(job(2, kRulesPerPartition + 5), std::nullopt));
+  ASSERT_TRUE(reg.add(job(3, 10), std::nullopt));
+  EXPECT_NE(reg.find(1)->partition, reg.find(2)->partition);
+  EXPECT_NE(reg.find(2)->partition, reg.find(3)->partition);
+  partitions_in_age_order(reg);
+}
+
+TEST(JobRegistryPartitions, RemovalsThinPartitionsAndSparseOnesArePackedAgain) {
+  JobRegistry reg(4096);
+  const size_t per_job = kRulesPerPartition / 4;
+  for (uint32_t id = 1; id <= 40; ++id) ASSERT_TRUE(reg.add(job(id, per_job), std::nullopt));
+  ASSERT_EQ(reg.partition_count(), 10u);
+  // Removing one job of a partition leaves the others where they were.
+  const uint32_t p2 = reg.find(2)->partition;
+  ASSERT_TRUE(reg.remove(1));
+  EXPECT_EQ(reg.find(2)->partition, p2);
+  EXPECT_EQ(reg.partition_count(), 10u);
+  // Keep one job in every partition: 10 partitions for what fits in 3.
+  for (uint32_t id = 1; id <= 40; ++id)
+    if (id % 4 != 0 && reg.find(id)) ASSERT_TRUE(reg.remove(id));
+  EXPECT_EQ(reg.size(), 10u);
+  EXPECT_LE(reg.partition_count(), 2 * 3 + 1u) << "a sparse registry is packed again";
+  const auto rules = partitions_in_age_order(reg);
+  size_t total = 0;
+  for (const auto& [id, n] : rules) total += n;
+  EXPECT_EQ(total, 10 * per_job);
+  // Jobs added later still land after every existing one.
+  ASSERT_TRUE(reg.add(job(100, 1), std::nullopt));
+  partitions_in_age_order(reg);
+}
+
+}  // namespace
+}  // namespace psgate
