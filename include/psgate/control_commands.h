@@ -33,6 +33,7 @@ enum class ArgType {
   kDuration,  // a duration with its unit: "20s"
   kPort,      // "wire" or "host" (kPortNames)
   kRules,     // a list of match rules, at least one: "dst=10.0.0.5/32,dport=2222,proto=tcp"
+  kJobs,      // a list of job objects, each with jobs.add's arguments (psgatectl: a JSON file of them)
   kText,      // a string
   kFraction,  // a number from 0 to 1
   kPolicy,    // a policy name (kPolicyNames)

@@ -113,6 +113,7 @@ class ControlPlane {
   Result<Outcome> apply(const HealthRequest&) const;
   Result<Outcome> apply(const JobsListRequest&) const;
   Result<Outcome> apply(const JobsAddRequest&) const;
+  Result<Outcome> apply(const JobsLoadRequest&) const;
   Result<Outcome> apply(const JobsRemoveRequest&) const;
   Result<Outcome> apply(const OrderRequest&) const;
   Result<Outcome> apply(const RankRequest&) const;
@@ -138,8 +139,13 @@ class ControlPlane {
   ConfigSpec config_;   // as loaded; live class and shaper changes are in state_.live
   ControlState state_;  // in force: changed by commit() only (and tick()'s policy clock)
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
-  bool published_ = false;      // start() has published this control plane's first snapshot
-  std::string persisted_text_;  // the state file's content as last written ("" before the first write)
+  bool published_ = false;  // start() has published this control plane's first snapshot
+  // What is on disk: the state file's revision and the registry's
+  // spec_version it holds (none before the first write), and the ranks
+  // file's text as last written.
+  uint64_t state_revision_ = 0;
+  std::optional<uint64_t> persisted_spec_version_;
+  std::string persisted_ranks_text_;
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;

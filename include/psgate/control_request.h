@@ -38,6 +38,10 @@ inline constexpr const char* kControlIdAsJobDeprecation =
     "\"id\" as the job id is deprecated since protocol 2 and goes in protocol 3: send the job as \"job\" "
     "(\"id\" is the request id the reply echoes)";
 
+// One request line, without its newline (the control server's framing limit;
+// psgatectl splits a large jobs.load by it).
+inline constexpr size_t kMaxRequestBytes = 64 * 1024;
+
 // Limits the parser enforces (the same as the config's where both exist).
 inline constexpr uint64_t kControlMinRateBps = 8;                       // below 1 byte/s a bucket never refills
 inline constexpr uint64_t kControlMinBurstBytes = 64;                   // a minimum Ethernet frame
@@ -63,6 +67,12 @@ struct JobsAddRequest {
   std::vector<MatchRule> rules;    // at least one
   std::optional<uint32_t> rank;    // absent: after every job
   std::optional<RateSpec> police;  // rate >= 8bit/s; burst 64B..512MiB (default 64KiB)
+};
+// Many jobs in one all-or-nothing change: every job is added, or none is
+// (a bad job, a duplicate id or no free slot refuses the whole request).
+// Partitions are filled in order, so only new partitions are built.
+struct JobsLoadRequest {
+  std::vector<JobsAddRequest> jobs;  // at least one
 };
 struct JobsRemoveRequest {
   uint32_t id = 0;
@@ -106,9 +116,9 @@ struct StatsRequest {};
 struct ConfigRequest {};
 
 // One alternative per command, in control_commands()'s order.
-using ControlRequest =
-    std::variant<HealthRequest, JobsListRequest, JobsAddRequest, JobsRemoveRequest, OrderRequest, RankRequest,
-                 ClassSetRequest, ShaperSetRequest, ProgressRequest, PolicyRequest, StatsRequest, ConfigRequest>;
+using ControlRequest = std::variant<HealthRequest, JobsListRequest, JobsAddRequest, JobsLoadRequest, JobsRemoveRequest,
+                                    OrderRequest, RankRequest, ClassSetRequest, ShaperSetRequest, ProgressRequest,
+                                    PolicyRequest, StatsRequest, ConfigRequest>;
 
 // One request line (without or with its '\n') -> a typed request; malformed
 // JSON is an error like any other. This is the control server's only way from

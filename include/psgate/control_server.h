@@ -18,7 +18,7 @@
 namespace psgate {
 
 // The protocol's limits (docs/control-protocol.md states each).
-inline constexpr size_t kMaxRequestBytes = 64 * 1024;             // one request line, without its newline
+// (kMaxRequestBytes, one request line, is in control_request.h: clients split by it.)
 inline constexpr size_t kMaxPendingReplyBytes = 8 * 1024 * 1024;  // a client that reads nothing is cut off
 inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
 // Connections the kernel queues before the control thread accepts them

@@ -16,6 +16,7 @@ using nlohmann::json;
 // Every parser has this signature (the command table stores pointers to them).
 using Parser = Parsed(const json& request, unsigned class_count);
 // One per command, declared through the alias so the signature is written once.
-Parser health, jobs_list, jobs_add, jobs_remove, order, rank, class_set, shaper_set, progress, policy, stats, config;
+Parser health, jobs_list, jobs_add, jobs_load, jobs_remove, order, rank, class_set, shaper_set, progress, policy, stats,
+    config;
 
 }  // namespace psgate::parsers

@@ -45,6 +45,13 @@ constexpr ArgSpec kJobsAddArgs[] = {
     optional("police_burst", kSize, "--police-burst", "Policer bucket depth (default 64KiB)", "64KiB"),
 };
 
+constexpr ArgSpec kJobsLoadArgs[] = {
+    required("jobs", kJobs, "FILE",
+             "JSON file: a list of jobs, each an object with jobs.add's arguments (job, match, name, rank, police, "
+             "police_burst)",
+             "jobs.json"),
+};
+
 constexpr ArgSpec kJobsRemoveArgs[] = {
     required("job", kJobId, "ID", "Job id", "3"),
 };
@@ -93,10 +100,13 @@ constexpr ArgSpec kPolicyArgs[] = {
 };
 
 // In the protocol document's order, which is also ControlRequest's.
-constexpr std::array<CommandSpec, 12> kCommands{{
+constexpr std::array<CommandSpec, 13> kCommands{{
     {"health", "health", "Show the daemon's status, version, uptime, links and policy", {}, parsers::health},
     {"jobs.list", "jobs list", "List jobs in rank order with rules, classes and progress", {}, parsers::jobs_list},
     {"jobs.add", "jobs add", "Add a job that owns the traffic its match rules select", kJobsAddArgs, parsers::jobs_add},
+    {"jobs.load", "jobs load",
+     "Add many jobs at once, all or none (psgatectl sends a large file in several such requests)", kJobsLoadArgs,
+     parsers::jobs_load},
     {"jobs.remove", "jobs rm", "Remove a job; its traffic falls back to the default class", kJobsRemoveArgs,
      parsers::jobs_remove},
     {"order", "order",

@@ -4,6 +4,8 @@
 
 #include "config/config_json.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <variant>
@@ -83,6 +85,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   const bool had_live = s.live.has_value();
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config)};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
+  cp->state_revision_ = s.revision;  // start() writes the next one
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
                had_live ? ", class and shaper settings" : "");
@@ -151,13 +154,21 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     snap = std::move(*built);
   }
   // 2. Persist, durably, before anything is published: a change the data
-  // plane runs is on disk. Unchanged text (a policy re-rank, a no-op) is not
+  // plane runs is on disk. Jobs added or removed rewrite the state file (a
+  // new revision); any other change only the small ranks file beside it
+  // (state_file.h). Unchanged text (a policy re-rank, a no-op) is not
   // rewritten.
-  std::string text;
-  if (!config_.control.state.empty()) {
-    text = state_file_text(next.jobs, next.policy, next.live);
-    if (text != persisted_text_) {
-      if (auto written = write_state_(config_.control.state, text); !written) return written;
+  const std::string& path = config_.control.state;
+  const bool new_revision = !path.empty() && persisted_spec_version_ != next.jobs.spec_version();
+  std::string ranks_text;
+  if (new_revision) {
+    if (auto written = write_state_(path, state_file_text(next.jobs, next.policy, next.live, state_revision_ + 1));
+        !written)
+      return written;
+  } else if (!path.empty()) {
+    ranks_text = ranks_file_text(next.jobs, next.policy, next.live, state_revision_);
+    if (ranks_text != persisted_ranks_text_) {
+      if (auto written = write_state_(ranks_file_path(path), ranks_text); !written) return written;
     }
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
@@ -176,8 +187,17 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     applied_ranks_ = std::move(ranks);
     published_ = true;
   }
+  if (new_revision) {
+    ++state_revision_;
+    persisted_spec_version_ = next.jobs.spec_version();
+    // The ranks file on disk belongs to the previous revision: a restart
+    // ignores it; removing it only tidies up.
+    ::unlink(ranks_file_path(path).c_str());
+    persisted_ranks_text_.clear();
+  } else if (!path.empty()) {
+    persisted_ranks_text_ = std::move(ranks_text);
+  }
   state_ = std::move(next);
-  if (!config_.control.state.empty()) persisted_text_ = std::move(text);
   return true;
 }
 
@@ -307,17 +327,36 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const JobsListRequest&) const 
   return Outcome{json{{"jobs", list}}};
 }
 
-Result<ControlPlane::Outcome> ControlPlane::apply(const JobsAddRequest& req) const {
-  ControlState next = state_;
+namespace {
+
+Result<const JobRecord*> add_job(JobRegistry& jobs, const JobsAddRequest& req) {
   JobRecord job;
   job.spec.id = req.id;
   job.spec.name = req.name;
   job.spec.match = req.rules;
   job.spec.police = req.police;
-  auto added = next.jobs.add(std::move(job), req.rank);
+  return jobs.add(std::move(job), req.rank);
+}
+
+}  // namespace
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const JobsAddRequest& req) const {
+  ControlState next = state_;
+  auto added = add_job(next.jobs, req);
   if (!added) return Result<Outcome>::failure(added.error());
   const uint32_t id = (*added)->spec.id;
   return Outcome{Candidate{std::move(next), [id](const ControlPlane& cp) { return json{{"job", cp.job_json(id)}}; }}};
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const JobsLoadRequest& req) const {
+  ControlState next = state_;
+  json ids = json::array();
+  for (size_t i = 0; i < req.jobs.size(); ++i) {
+    auto added = add_job(next.jobs, req.jobs[i]);
+    if (!added) return Result<Outcome>::failure("jobs[" + std::to_string(i) + "]: " + added.error() + "; none added");
+    ids.push_back(req.jobs[i].id);
+  }
+  return Outcome{Candidate{std::move(next), [ids](const ControlPlane&) { return json{{"added", ids}}; }}};
 }
 
 Result<ControlPlane::Outcome> ControlPlane::apply(const JobsRemoveRequest& req) const {

@@ -141,6 +141,29 @@ Parsed jobs_add(const json& req, unsigned) {
   return ControlRequest{std::move(out)};
 }
 
+Parsed jobs_load(const json& req, unsigned class_count) {
+  auto jobs = req.find("jobs");
+  if (jobs == req.end() || !jobs->is_array() || jobs->empty())
+    return fail<ControlRequest>("\"jobs\" must be a non-empty list of job objects");
+  JobsLoadRequest out;
+  out.jobs.reserve(jobs->size());
+  size_t i = 0;
+  for (const json& job : *jobs) {
+    const std::string where = "jobs[" + std::to_string(i++) + "]";
+    if (!job.is_object()) return fail<ControlRequest>(where + " must be an object with jobs.add's arguments");
+    if (job.contains("cmd") || job.contains("id"))
+      return fail<ControlRequest>(where + ": a job has jobs.add's arguments only (the job id is \"job\")");
+    // Each job is checked as the jobs.add request it stands for: the same
+    // parser, the same unknown-argument check.
+    json add = job;
+    add["cmd"] = "jobs.add";
+    auto parsed = parse_control_request(add, class_count);
+    if (!parsed) return fail<ControlRequest>(where + ": " + parsed.error());
+    out.jobs.push_back(std::move(std::get<JobsAddRequest>(*parsed)));
+  }
+  return ControlRequest{std::move(out)};
+}
+
 Parsed jobs_remove(const json& req, unsigned) {
   auto id = arg_u32(req, "job");
   if (!id) return fail<ControlRequest>(id.error());

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -19,22 +20,52 @@ using json = nlohmann::json;
 
 namespace {
 
+std::vector<const JobRecord*> in_age_order(const JobRegistry& registry) {
+  std::vector<const JobRecord*> jobs = registry.in_rank_order();
+  std::sort(jobs.begin(), jobs.end(), [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
+  return jobs;
+}
+
+void put_rank_and_progress(const JobRecord& j, json& entry) {
+  entry["rank"] = j.spec.rank;
+  if (j.progress.fraction) entry["progress_fraction"] = *j.progress.fraction;
+  if (j.progress.iteration) entry["progress_iteration"] = *j.progress.iteration;
+  if (j.progress.batch) entry["progress_batch"] = *j.progress.batch;
+}
+
 json jobs_to_json(const JobRegistry& registry) {
   json jobs = json::array();
-  for (const JobRecord* j : registry.in_rank_order()) {
+  for (const JobRecord* j : in_age_order(registry)) {
     json rules = json::array();
     for (const MatchRule& r : j->spec.match) rules.push_back(to_string(r));
-    json entry = {{"id", j->spec.id}, {"name", j->spec.name}, {"rank", j->spec.rank}, {"match", rules}};
+    json entry = {{"id", j->spec.id}, {"name", j->spec.name}, {"match", rules}};
     if (j->spec.police) {
       entry["police_bps"] = j->spec.police->rate_bps;
       entry["police_burst_bytes"] = j->spec.police->burst_bytes;
     }
-    if (j->progress.fraction) entry["progress_fraction"] = *j->progress.fraction;
-    if (j->progress.iteration) entry["progress_iteration"] = *j->progress.iteration;
-    if (j->progress.batch) entry["progress_batch"] = *j->progress.batch;
+    put_rank_and_progress(*j, entry);
     jobs.push_back(entry);
   }
   return {{"jobs", jobs}};
+}
+
+json policy_to_json(const PolicyParams& policy) {
+  return {{"name", policy_name(policy.kind)},
+          {"interval_ns", policy.interval_ns},
+          {"rotate_on", policy.rotate_on == RotateOn::kIteration ? "iteration" : "time"}};
+}
+
+Result<PolicyParams> policy_from_json(const json& p) {
+  auto kind = p.is_object() && p.contains("name") && p["name"].is_string()
+                  ? policy_from_name(p["name"].get<std::string>())
+                  : std::nullopt;
+  if (!kind) return Result<PolicyParams>::failure("policy: unknown or missing name");
+  PolicyParams policy;
+  policy.kind = *kind;
+  if (p.contains("interval_ns") && p["interval_ns"].is_number_unsigned())
+    policy.interval_ns = p["interval_ns"].get<uint64_t>();
+  policy.rotate_on = p.value("rotate_on", "time") == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+  return policy;
 }
 
 Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs) {
@@ -147,6 +178,51 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
   return live;
 }
 
+// Applies the ranks file at `path` to `saved` when it is there and belongs to
+// saved.revision; a ranks file of another revision is older than the state
+// file and changes nothing.
+Result<bool> apply_ranks_file(const std::string& path, SavedState& saved, unsigned class_count) {
+  using R = Result<bool>;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return false;
+  std::ifstream in(path);
+  if (!in) return R::failure("ranks file " + path + ": cannot read: " + std::strerror(errno));
+  const json ranks = json::parse(in, nullptr, false);
+  if (ranks.is_discarded() || !ranks.is_object() || ranks.value("version", 0) != 1 || !ranks.contains("base") ||
+      !ranks["base"].is_number_unsigned())
+    return R::failure("ranks file " + path + ": not a version 1 ranks file (move it away to use the state file alone)");
+  if (ranks["base"].get<uint64_t>() != saved.revision) return false;
+  auto policy = policy_from_json(ranks.contains("policy") ? ranks["policy"] : json());
+  if (!policy) return R::failure("ranks file " + path + ": " + policy.error());
+  auto live = ports_from_json(ranks.contains("ports") ? ranks["ports"] : json(), class_count);
+  if (!live) return R::failure("ranks file " + path + ": " + live.error());
+  if (!ranks.contains("jobs") || !ranks["jobs"].is_array()) return R::failure("ranks file " + path + ": no jobs list");
+  for (const json& entry : ranks["jobs"]) {
+    if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_number_unsigned() || !entry.contains("rank") ||
+        !entry["rank"].is_number_unsigned() || entry["rank"].get<uint64_t>() > UINT32_MAX)
+      return R::failure("ranks file " + path + ": each job needs an id and a rank");
+    const uint64_t id = entry["id"].get<uint64_t>();
+    if (id > UINT32_MAX || !saved.jobs.find(static_cast<uint32_t>(id)))
+      return R::failure("ranks file " + path + ": job " + std::to_string(id) + " is not in the state file");
+    JobProgress progress;
+    if (entry.contains("progress_fraction") && entry["progress_fraction"].is_number())
+      progress.fraction = entry["progress_fraction"].get<double>();
+    if (entry.contains("progress_iteration") && entry["progress_iteration"].is_number_unsigned())
+      progress.iteration = entry["progress_iteration"].get<uint64_t>();
+    if (entry.contains("progress_batch") && entry["progress_batch"].is_number_unsigned())
+      progress.batch = entry["progress_batch"].get<uint64_t>();
+    saved.jobs.set_rank(static_cast<uint32_t>(id), entry["rank"].get<uint32_t>());
+    if (progress.fraction || progress.iteration || progress.batch) {
+      if (auto ok = saved.jobs.set_progress(static_cast<uint32_t>(id), progress); !ok)
+        return R::failure("ranks file " + path + ": job " + std::to_string(id) + ": " + ok.error());
+    }
+  }
+  saved.policy = *policy;
+  saved.live = std::move(*live);
+  saved.ranks_applied = true;
+  return true;
+}
+
 std::string io_error(const std::string& path, const char* what) {
   return "state file " + path + ": " + what + ": " + std::strerror(errno);
 }
@@ -188,8 +264,8 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
   const int version = state.is_object() && state.contains("version") && state["version"].is_number_integer()
                           ? state["version"].get<int>()
                           : 0;
-  if (version != 1 && version != 2)
-    return R::failure("state file " + path + ": unknown format (expected \"version\": 1 or 2)");
+  if (version < 1 || version > 3)
+    return R::failure("state file " + path + ": unknown format (expected \"version\": 1, 2 or 3)");
   auto jobs = jobs_from_json(state, max_jobs);
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
   SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt};
@@ -199,28 +275,52 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
     saved.live = std::move(*live);
   }
   if (state.contains("policy")) {
-    const json& p = state["policy"];
-    auto kind = p.is_object() && p.contains("name") && p["name"].is_string()
-                    ? policy_from_name(p["name"].get<std::string>())
-                    : std::nullopt;
-    if (!kind) return R::failure("state file " + path + ": policy: unknown or missing name (nothing was loaded)");
-    saved.policy.kind = *kind;
-    if (p.contains("interval_ns") && p["interval_ns"].is_number_unsigned())
-      saved.policy.interval_ns = p["interval_ns"].get<uint64_t>();
-    saved.policy.rotate_on = p.value("rotate_on", "time") == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+    auto policy = policy_from_json(state["policy"]);
+    if (!policy) return R::failure("state file " + path + ": " + policy.error() + " (nothing was loaded)");
+    saved.policy = *policy;
+  }
+  if (version >= 3) {
+    if (!state.contains("revision") || !state["revision"].is_number_unsigned())
+      return R::failure("state file " + path + ": \"revision\" missing (nothing was loaded)");
+    saved.revision = state["revision"].get<uint64_t>();
+    if (auto ranks = apply_ranks_file(ranks_file_path(path), saved, class_count); !ranks)
+      return R::failure(ranks.error() + " (nothing was loaded)");
   }
   return std::optional<SavedState>(std::move(saved));
 }
 
+std::string ranks_file_path(const std::string& state_path) { return state_path + ".ranks"; }
+
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live) {
-  json state = jobs_to_json(jobs);
-  state["version"] = 2;
-  state["policy"] = {{"name", policy_name(policy.kind)},
-                     {"interval_ns", policy.interval_ns},
-                     {"rotate_on", policy.rotate_on == RotateOn::kIteration ? "iteration" : "time"}};
-  state["ports"] = ports_to_json(live);
-  return state.dump(2) + "\n";
+                            const std::array<PortLive, kPortCount>& live, uint64_t revision) {
+  // One job per line: readable, and a fraction of the size of an indented dump.
+  std::string text = "{\"version\": 3, \"revision\": " + std::to_string(revision) +
+                     ",\n \"policy\": " + policy_to_json(policy).dump() +
+                     ",\n \"ports\": " + ports_to_json(live).dump() + ",\n \"jobs\": [";
+  bool first = true;
+  const json listed = jobs_to_json(jobs);
+  for (const json& job : listed["jobs"]) {
+    text += first ? "\n  " : ",\n  ";
+    text += job.dump();
+    first = false;
+  }
+  return text + "\n ]}\n";
+}
+
+std::string ranks_file_text(const JobRegistry& jobs, const PolicyParams& policy,
+                            const std::array<PortLive, kPortCount>& live, uint64_t revision) {
+  std::string text = "{\"version\": 1, \"base\": " + std::to_string(revision) +
+                     ",\n \"policy\": " + policy_to_json(policy).dump() +
+                     ",\n \"ports\": " + ports_to_json(live).dump() + ",\n \"jobs\": [";
+  bool first = true;
+  for (const JobRecord* j : in_age_order(jobs)) {
+    json entry = {{"id", j->spec.id}};
+    put_rank_and_progress(*j, entry);
+    text += first ? "\n  " : ",\n  ";
+    text += entry.dump();
+    first = false;
+  }
+  return text + "\n ]}\n";
 }
 
 Result<bool> write_state_text(const std::string& path, const std::string& text, std::string* warning) {

@@ -5,9 +5,17 @@
 // The control plane writes it before it publishes a change (control_plane.h)
 // and reads it once at start-up.
 //
-// Format, version 2 (version 1, without "ports", is still read: its classes
-// and shapers are the config's):
-//   {"version": 2,
+// Two files, so that a re-rank does not rewrite 100,000 rules: the state
+// file itself, rewritten when jobs are added or removed, and beside it the
+// ranks file (<state>.ranks), rewritten by every other change: ranks,
+// progress, policy, classes and shapers, all of them, for one "revision" of
+// the state file. Each file is replaced atomically; a ranks file whose "base"
+// is not the state file's revision predates the last state file and is
+// ignored (a crash between the two writes leaves exactly that).
+//
+// State file, version 3 (1 and 2, without "revision", are still read; 1 also
+// without "ports": its classes and shapers are the config's):
+//   {"version": 3, "revision": N,
 //    "jobs": [{"id", "name", "rank", "match": ["rule", ...],
 //              "police_bps"?, "police_burst_bytes"?,            bit/s, bytes
 //              "progress_fraction"?, "progress_iteration"?, "progress_batch"?}, ...],
@@ -15,8 +23,14 @@
 //    "ports": {"wire"|"host": {"shaper_bytes_per_sec", "shaper_burst_bytes",
 //              "classes": [{"cap_bytes_per_sec", "cap_burst_bytes", "floor_bytes_per_sec",
 //                           "floor_burst_bytes", "ecn_threshold", "dscp"}, ...]}}}
-// (0 = none; dscp -1 = keep.) Jobs are listed in rank order; reading them back
-// adds them in that order, so rank ties keep their order across a restart.
+// (0 = none; dscp -1 = keep.) Jobs are listed in the order they were added;
+// reading them back adds them in that order, so rule precedence (older jobs'
+// rules first) and rank ties (older first) hold across a restart.
+//
+// Ranks file, version 1:
+//   {"version": 1, "base": N,
+//    "jobs": [{"id", "rank", "progress_fraction"?, "progress_iteration"?, "progress_batch"?}, ...],
+//    "policy": {...}, "ports": {...}}            as in the state file
 #pragma once
 
 #include <array>
@@ -36,7 +50,12 @@ struct SavedState {
   JobRegistry jobs;
   PolicyParams policy;
   std::optional<std::array<PortLive, kPortCount>> live;  // absent in a version 1 file
+  uint64_t revision = 0;                                 // the state file's (0 before version 3)
+  bool ranks_applied = false;                            // a ranks file of this revision was read
 };
+
+// Where the ranks file of the state file at `state_path` is.
+std::string ranks_file_path(const std::string& state_path);
 
 // std::nullopt when no file exists at `path` (start from the config's jobs).
 // A file that exists but cannot be read, or any problem in it (including
@@ -49,9 +68,12 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
 // or a read-only directory, is an error naming the path.
 Result<bool> check_state_path(const std::string& path);
 
-// The file's text for this state (version 2).
+// The state file's text for this state (version 3), as revision `revision`.
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live);
+                            const std::array<PortLive, kPortCount>& live, uint64_t revision);
+// The ranks file's text for this state, over the state file of `revision`.
+std::string ranks_file_text(const JobRegistry& jobs, const PolicyParams& policy,
+                            const std::array<PortLive, kPortCount>& live, uint64_t revision);
 
 // Replaces the file at `path` with `text` atomically and durably: write a
 // temporary, fsync it, rename it over the file, fsync the directory. A crash

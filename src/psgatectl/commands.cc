@@ -21,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "jobs_file.h"
 #include "psgate/control_commands.h"
 #include "psgate/counters.h"  // kPortNames
 #include "psgate/match_rule.h"
@@ -47,10 +48,11 @@ struct KindOf {
   Kind kind;
 };
 constexpr KindOf kKinds[] = {
-    {"health", Kind::kHealth},          {"jobs.list", Kind::kJobsList},   {"jobs.add", Kind::kJobsAdd},
-    {"jobs.remove", Kind::kJobsRemove}, {"order", Kind::kOrder},          {"rank", Kind::kRank},
-    {"class.set", Kind::kClassSet},     {"shaper.set", Kind::kShaperSet}, {"progress", Kind::kProgress},
-    {"policy", Kind::kPolicySet},       {"stats", Kind::kStats},          {"config", Kind::kConfig},
+    {"health", Kind::kHealth},      {"jobs.list", Kind::kJobsList},     {"jobs.add", Kind::kJobsAdd},
+    {"jobs.load", Kind::kJobsLoad}, {"jobs.remove", Kind::kJobsRemove}, {"order", Kind::kOrder},
+    {"rank", Kind::kRank},          {"class.set", Kind::kClassSet},     {"shaper.set", Kind::kShaperSet},
+    {"progress", Kind::kProgress},  {"policy", Kind::kPolicySet},       {"stats", Kind::kStats},
+    {"config", Kind::kConfig},
 };
 
 // Commands of two words ("jobs add") sit under a group; what the group says.
@@ -134,6 +136,9 @@ std::string type_name(const ArgSpec& a) {
     case ArgType::kRules:
       t = "RULE";
       break;
+    case ArgType::kJobs:
+      t = "FILE";
+      break;
     case ArgType::kText:
       t = "TEXT";
       break;
@@ -192,6 +197,7 @@ std::string check_text(const ArgSpec& a, const std::string& s) {
       return r ? "" : r.error();
     }
     case ArgType::kText:
+    case ArgType::kJobs:  // the file is read and checked by value_of
       return "";
     case ArgType::kFraction: {
       auto r = parse_fraction(s);
@@ -235,6 +241,11 @@ json value_of(const Bound& b) {
     }
     case ArgType::kRules:
       return b.list;
+    case ArgType::kJobs: {
+      auto jobs = read_jobs_file(b.text);
+      if (!jobs) throw UsageError{jobs.error()};
+      return std::move(*jobs);
+    }
     case ArgType::kFraction:
       return *parse_fraction(b.text);
     case ArgType::kText:

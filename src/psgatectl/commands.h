@@ -35,6 +35,7 @@ enum class Kind {
   kHealth,
   kJobsList,
   kJobsAdd,
+  kJobsLoad,
   kJobsRemove,
   kOrder,
   kRank,

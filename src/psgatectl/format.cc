@@ -381,6 +381,10 @@ std::string format_confirmation(Kind kind, const nlohmann::json& request, const 
       return fmt::format("added job {} ({}): rank {}, class {}, {} rule{}\n", value_text(get(job, "id")),
                          value_text(get(job, "name")), value_text(get(job, "rank")), value_text(get(job, "class")),
                          get(job, "match").size(), get(job, "match").size() == 1 ? "" : "s");
+    case Kind::kJobsLoad: {
+      const ojson& added = get(result, "added");
+      return fmt::format("added {} job{}\n", added.size(), added.size() == 1 ? "" : "s");
+    }
     case Kind::kJobsRemove: {
       const ojson& removed = get(result, "removed");
       return "removed job " + (removed.is_null() ? value_text(get(request, "job")) : value_text(removed)) + "\n";

@@ -13,6 +13,8 @@
 #include "client.h"
 #include "commands.h"
 #include "format.h"
+#include "jobs_file.h"
+#include "psgate/control_request.h"  // kMaxRequestBytes
 
 namespace {
 
@@ -77,6 +79,35 @@ int watch(Client& client, const Invocation& inv) {
   return kExitOk;
 }
 
+// jobs load: the file in as many jobs.load requests as the line limit needs,
+// one after another on one connection. Each is all-or-nothing; on a refusal
+// the jobs of the requests before it stay loaded and none after it is sent.
+int load_jobs(Client& client, const Invocation& inv) {
+  const nlohmann::json& jobs = inv.request["jobs"];
+  auto groups = split_jobs(jobs, psgate::kMaxRequestBytes);
+  if (!groups) {
+    std::cerr << "psgatectl: " << groups.error() << "\n";
+    return kExitUsage;
+  }
+  size_t done = 0;
+  for (size_t g = 0; g < groups->size(); ++g) {
+    const size_t n = (*groups)[g].size();
+    auto reply = client.call(nlohmann::json{{"cmd", "jobs.load"}, {"jobs", std::move((*groups)[g])}});
+    if (const int status = failure_status(reply); status != kExitOk) {
+      std::cerr << "psgatectl: request " << g + 1 << " of " << groups->size() << " (the file's jobs[" << done << ".."
+                << done + n - 1 << "]) was not applied; " << done << " job" << (done == 1 ? "" : "s")
+                << " before it were loaded, none after it was sent\n";
+      return status;
+    }
+    done += n;
+  }
+  if (inv.json_output) std::cout << nlohmann::json{{"added", done}, {"requests", groups->size()}}.dump(2) << "\n";
+  else
+    std::cout << "added " << done << " job" << (done == 1 ? "" : "s") << " in " << groups->size() << " request"
+              << (groups->size() == 1 ? "" : "s") << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,6 +125,7 @@ int main(int argc, char** argv) {
     return kExitUnreachable;
   }
   if (inv.kind == Kind::kStatsWatch) return watch(*client, inv);
+  if (inv.kind == Kind::kJobsLoad) return load_jobs(*client, inv);
 
   auto reply = client->call(inv.request);
   if (const int status = failure_status(reply); status != kExitOk) return status;

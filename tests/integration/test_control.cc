@@ -282,6 +282,54 @@ TEST_F(ControlTest, AHugeLineGetsOneReplyAndTheConnectionGoesOn) {
 // Every field of every reply a running daemon gives is named in
 // docs/control-protocol.md: the result's own keys in its command's row, a
 // job's keys on the JOB line, a link's on the LINK description.
+// psgatectl jobs load: a file larger than one request goes in several
+// jobs.load requests; each is all or nothing, and a refusal stops the load
+// with the jobs before it loaded and says so. A bad file sends nothing.
+TEST_F(ControlTest, JobsLoadSendsALargeFileInRequestsAndStopsAtARefusal) {
+  auto write_jobs = [&](const std::string& name, uint32_t first, uint32_t count, uint32_t clash) {
+    json jobs = json::array();
+    for (uint32_t id = first; id < first + count; ++id) {
+      json rules = json::array();
+      for (unsigned r = 0; r < 20; ++r)
+        rules.push_back("dst=10." + std::to_string(id % 256) + "." + std::to_string(r) +
+                        ".1/32,dport=" + std::to_string(2000 + r) + ",proto=tcp");
+      jobs.push_back({{"job", id == first + count / 2 && clash ? clash : id},
+                      {"name", "j" + std::to_string(id)},
+                      {"match", rules}});
+    }
+    fx.write_file(name, jobs.dump());
+    return jobs.dump().size();
+  };
+  // 400 jobs of 20 rules: more than 64 KiB, so several requests.
+  ASSERT_GT(write_jobs("jobs.json", 100, 400, 0), 3 * 65536u);
+  const CtlResult loaded = ctl({"jobs", "load", fx.path("jobs.json")});
+  ASSERT_EQ(loaded.status, 0) << loaded.err;
+  EXPECT_NE(loaded.out.find("added 400 jobs in "), std::string::npos) << loaded.out;
+  json list = ctl_json({"jobs", "list"});
+  EXPECT_EQ(list["jobs"].size(), 402u);
+  EXPECT_EQ(job(list, 499)["name"], "j499");
+  EXPECT_EQ(job(list, 499)["match"].size(), 20u);
+
+  // The middle job clashes with job 1: the requests before it stay applied.
+  write_jobs("clash.json", 1000, 400, 1);
+  const CtlResult refused = ctl({"jobs", "load", fx.path("clash.json")});
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("job 1 already exists"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("was not applied"), std::string::npos) << refused.err;
+  const size_t loaded_before = ctl_json({"jobs", "list"})["jobs"].size() - 402;
+  EXPECT_LT(loaded_before, 200u) << "jobs at or after the refused request were applied";
+  EXPECT_NE(refused.err.find(" " + std::to_string(loaded_before) + " job"), std::string::npos)
+      << "psgatectl must say how many were loaded: " << refused.err;
+
+  // A file with a mistake is refused before anything is sent.
+  fx.write_file("typo.json", R"([{"job": 3000, "match": ["proto=tcp"]}, {"job": 3001, "mach": ["proto=tcp"]}])");
+  const CtlResult typo = ctl({"jobs", "load", fx.path("typo.json")});
+  EXPECT_EQ(typo.status, 2) << typo.err;
+  EXPECT_NE(typo.err.find("jobs[1]"), std::string::npos) << typo.err;
+  EXPECT_NE(typo.err.find("did you mean \"match\""), std::string::npos) << typo.err;
+  EXPECT_FALSE(job(ctl_json({"jobs", "list"}), 3000).is_object());
+}
+
 TEST_F(ControlTest, EveryReplyFieldIsDocumented) {
   const char* root = std::getenv("PSGATE_SOURCE_ROOT");
   if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
@@ -308,6 +356,7 @@ TEST_F(ControlTest, EveryReplyFieldIsDocumented) {
       {"health", R"({"cmd": "health"})"},
       {"jobs.list", R"({"cmd": "jobs.list"})"},
       {"rank", R"({"cmd": "rank", "job": 1, "rank": 0})"},
+      {"jobs.load", R"({"cmd": "jobs.load", "jobs": [{"job": 77, "match": ["proto=sctp"]}]})"},
       {"class.set", R"({"cmd": "class.set", "port": "wire", "class": 1})"},
       {"shaper.set", R"({"cmd": "shaper.set", "port": "wire", "rate": null})"},
       {"progress", R"({"cmd": "progress", "job": 1, "fraction": 0.5})"},

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -81,14 +82,15 @@ class StateTest : public ::testing::Test {
 
   // What an operator and the data plane see, and what a restart would read.
   struct Seen {
-    json jobs;        // rank order, and each job's class in the published snapshot
-    json config;      // classes, shapers, policy in force
-    json generation;  // the published snapshot's
-    std::string file;
+    json jobs;         // rank order, and each job's class in the published snapshot
+    json config;       // classes, shapers, policy in force
+    json generation;   // the published snapshot's
+    std::string file;  // the state file and its ranks file
     bool operator==(const Seen&) const = default;
   };
   Seen look(const std::string& state_file) const {
-    return Seen{ctl_json({"jobs", "list"}), ctl_json({"config"}), ctl_json({"stats"})["generation"], slurp(state_file)};
+    return Seen{ctl_json({"jobs", "list"}), ctl_json({"config"}), ctl_json({"stats"})["generation"],
+                slurp(state_file) + slurp(state_file + ".ranks")};
   }
 
   DaemonFixture fx;
@@ -136,7 +138,7 @@ TEST_F(TmpfsStateTest, AReadOnlyStateDirectoryRefusesEveryChangeAndChangesNothin
   ASSERT_TRUE(start());
   ASSERT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.7/32,dport=7,proto=tcp"}).status, 0);
   const Seen before = look(state_file());
-  ASSERT_NE(before.file.find("\"id\": 7"), std::string::npos) << before.file;
+  ASSERT_NE(before.file.find("\"id\":7"), std::string::npos) << before.file;
   ASSERT_TRUE(remount(true)) << std::strerror(errno);
 
   for (const auto& change : kChanges) {
@@ -200,34 +202,48 @@ TEST_F(StateTest, AStatePathThatIsADirectoryIsAClearErrorWithExitTwo) {
   }
 }
 
-// SIGKILL at a random moment in a stream of adds and removes: after the
-// restart the jobs are those of the last acknowledged change, or of the one
-// in flight (sent, reply not received) — never anything else.
+// SIGKILL at a random moment in a stream of adds, removes and re-ranks
+// (the state file and the ranks file beside it): after the restart the jobs
+// and their ranks are those of the last acknowledged change, or of the one in
+// flight (sent, reply not received) — never anything else.
 TEST_F(StateTest, SigkillDuringAStreamOfChangesKeepsTheLastAcknowledgedState) {
   write_setup("state.json");
   std::mt19937 rng(12);
-  std::set<uint32_t> model = {1, 2};
+  std::map<uint32_t, uint32_t> model = {{1, 0}, {2, 1}};  // job -> rank
+  auto jobs_and_ranks = [this] {
+    std::map<uint32_t, uint32_t> seen;
+    const json list = ctl_json({"jobs", "list"});
+    for (const json& j : list["jobs"]) seen[j["id"].get<uint32_t>()] = j["rank"].get<uint32_t>();
+    return seen;
+  };
   uint32_t next_id = 10;
   for (int round = 0; round < 4; ++round) {
     ASSERT_TRUE(start()) << "round " << round;
-    ASSERT_EQ(job_ids(), model) << "round " << round;
+    ASSERT_EQ(jobs_and_ranks(), model) << "round " << round;
     const pid_t pid = fx.daemon_pid();
     const int delay_ms = std::uniform_int_distribution<int>(50, 600)(rng);
     std::thread killer([pid, delay_ms] {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
       ::kill(pid, SIGKILL);
     });
-    std::set<uint32_t> pending = model;
+    std::map<uint32_t, uint32_t> pending = model;
     for (int i = 0; i < 500; ++i) {
       pending = model;
       CtlResult r;
-      if (i % 3 == 2 && model.size() > 2) {
-        const uint32_t victim = *model.rbegin();
+      if (i % 4 == 2 && model.size() > 2) {
+        const uint32_t victim = model.rbegin()->first;
         pending.erase(victim);
         r = ctl({"jobs", "rm", std::to_string(victim)});
+      } else if (i % 4 == 3) {
+        auto it = std::next(model.begin(), static_cast<long>(rng() % model.size()));
+        const uint32_t rank = rng() % 50;
+        pending[it->first] = rank;
+        r = ctl({"rank", std::to_string(it->first), std::to_string(rank)});
       } else {
         const uint32_t id = next_id++;
-        pending.insert(id);
+        uint32_t last = 0;
+        for (const auto& [job, rank] : model) last = std::max(last, rank);
+        pending[id] = last + 1;  // a job added without a rank goes last
         r = ctl({"jobs", "add", std::to_string(id), "--match",
                  "dst=10.1." + std::to_string(id / 256) + "." + std::to_string(id % 256) + "/32,proto=udp"});
       }
@@ -237,9 +253,9 @@ TEST_F(StateTest, SigkillDuringAStreamOfChangesKeepsTheLastAcknowledgedState) {
     killer.join();
     fx.stop_daemon();
     ASSERT_TRUE(start()) << "round " << round;
-    const std::set<uint32_t> ids = job_ids();
-    EXPECT_TRUE(ids == model || ids == pending) << "round " << round;
-    model = ids;
+    const std::map<uint32_t, uint32_t> seen = jobs_and_ranks();
+    EXPECT_TRUE(seen == model || seen == pending) << "round " << round;
+    model = seen;
     ASSERT_EQ(fx.stop_daemon().exit_status, 0);
   }
 }

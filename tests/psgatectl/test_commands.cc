@@ -3,6 +3,7 @@
 // subcommand, and usage errors -> exit 2 before anything is sent.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -339,7 +340,14 @@ TEST(PsgatectlCommands, EveryProtocolCommandFromTheTable) {
     for (const psgate::ArgSpec& a : c.args) {
       const std::string cli = a.cli;
       if (cli[0] == '-') args.push_back(cli.substr(cli.rfind(',') + 1));
-      args.push_back(a.example);
+      if (a.type == psgate::ArgType::kJobs) {
+        // A file argument: psgatectl reads it, so the example must exist.
+        const std::string path = ::testing::TempDir() + "/" + a.example;
+        std::ofstream(path) << R"([{"job": 3, "match": ["proto=tcp"]}])";
+        args.push_back(path);
+      } else {
+        args.push_back(a.example);
+      }
     }
     SCOPED_TRACE(joined(args));
     ParseOutcome o = parse(args);

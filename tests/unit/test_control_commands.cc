@@ -35,6 +35,8 @@ json example_value(const ArgSpec& a) {
       return json::array({text});
     case ArgType::kFraction:
       return std::stod(text);
+    case ArgType::kJobs:  // psgatectl reads the file; what it sends is the list
+      return json::array({{{"job", 3}, {"match", {"proto=tcp"}}}});
     default:
       return text;
   }

@@ -448,8 +448,9 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
 // The registry lists exactly the protocol's commands, and each is parsed (no
 // "unknown command" for any of them).
 TEST(ControlRequest, RegistryMatchesTheProtocol) {
-  const std::vector<std::string> protocol = {"health",    "jobs.list",  "jobs.add", "jobs.remove", "order", "rank",
-                                             "class.set", "shaper.set", "progress", "policy",      "stats", "config"};
+  const std::vector<std::string> protocol = {"health", "jobs.list", "jobs.add",  "jobs.load",  "jobs.remove",
+                                             "order",  "rank",      "class.set", "shaper.set", "progress",
+                                             "policy", "stats",     "config"};
   std::vector<std::string> names;
   for (const CommandSpec& c : control_commands()) {
     names.push_back(c.name);

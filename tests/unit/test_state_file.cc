@@ -62,7 +62,7 @@ TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
   PolicyParams policy;
   policy.kind = PolicyKind::kRoundRobin;
   const auto live = two_classes();
-  ASSERT_TRUE(write_state_text(t.path("state.json"), state_file_text(one_job(), policy, live)));
+  ASSERT_TRUE(write_state_text(t.path("state.json"), state_file_text(one_job(), policy, live, 1)));
   auto saved = read_state_file(t.path("state.json"), 8, 2);
   ASSERT_TRUE(saved) << saved.error();
   ASSERT_TRUE(saved->has_value());
@@ -89,16 +89,79 @@ TEST(StateFile, VersionOneFilesStillLoadWithTheConfigsClasses) {
 TEST(StateFile, AFailedWriteLeavesTheOldFileIntact) {
   TempDir t;
   const std::string path = t.path("state.json");
-  const std::string old_text = state_file_text(one_job(), PolicyParams{}, two_classes());
+  const std::string old_text = state_file_text(one_job(), PolicyParams{}, two_classes(), 1);
   ASSERT_TRUE(write_state_text(path, old_text));
   // The temporary cannot be created (a directory is in its way), while the
   // file itself is writable: a writer that writes in place would succeed and
   // a crash during it would lose the old state.
   ASSERT_EQ(::mkdir((path + ".tmp").c_str(), 0700), 0);
-  auto written = write_state_text(path, state_file_text(JobRegistry(8), PolicyParams{}, two_classes()));
+  auto written = write_state_text(path, state_file_text(JobRegistry(8), PolicyParams{}, two_classes(), 2));
   ASSERT_FALSE(written);
   EXPECT_NE(written.error().find("state file"), std::string::npos) << written.error();
   EXPECT_EQ(slurp(path), old_text);
+}
+
+// The ranks file beside the state file: applied when it belongs to the state
+// file's revision, ignored when it is older (a crash between writing a new
+// state file and removing the old ranks file), refused when corrupt.
+TEST(StateFile, TheRanksFileOfTheSameRevisionOverridesRanksProgressPolicyAndClasses) {
+  TempDir t;
+  const std::string path = t.path("state.json");
+  JobRegistry jobs = one_job();
+  JobRecord four;
+  four.spec.id = 4;
+  four.spec.match.push_back(*parse_match_rule("proto=udp"));
+  ASSERT_TRUE(jobs.add(std::move(four), 1));
+  ASSERT_TRUE(write_state_text(path, state_file_text(jobs, PolicyParams{}, two_classes(), 7)));
+
+  // Later changes: a re-rank, progress, another policy and class settings.
+  ASSERT_TRUE(jobs.set_rank(4, 0));
+  ASSERT_TRUE(jobs.set_rank(3, 5));
+  JobProgress progress;
+  progress.fraction = 0.25;
+  ASSERT_TRUE(jobs.set_progress(3, progress));
+  PolicyParams policy;
+  policy.kind = PolicyKind::kShortestFirst;
+  auto live = two_classes();
+  live[0].classes[1].cap_bytes_per_sec = 1'000'000;
+  live[0].classes[1].cap_burst_bytes = 65536;
+  const std::string ranks_text = ranks_file_text(jobs, policy, live, 7);
+  ASSERT_TRUE(write_state_text(ranks_file_path(path), ranks_text));
+  auto saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  ASSERT_TRUE(saved->has_value());
+  const SavedState& s = **saved;
+  EXPECT_TRUE(s.ranks_applied);
+  EXPECT_EQ(s.revision, 7u);
+  EXPECT_EQ(s.jobs.find(4)->spec.rank, 0u);
+  EXPECT_EQ(s.jobs.find(3)->spec.rank, 5u);
+  EXPECT_EQ(s.jobs.find(3)->progress.fraction, 0.25);
+  EXPECT_EQ(s.policy.kind, PolicyKind::kShortestFirst);
+  EXPECT_TRUE(*s.live == live);
+  // Jobs come back in the order they were added (rule precedence).
+  EXPECT_LT(s.jobs.find(3)->sequence, s.jobs.find(4)->sequence);
+
+  // A ranks file of another revision is older than the state file: ignored.
+  ASSERT_TRUE(write_state_text(ranks_file_path(path), ranks_file_text(jobs, policy, live, 6)));
+  saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  EXPECT_FALSE((*saved)->ranks_applied);
+  EXPECT_EQ((*saved)->jobs.find(3)->spec.rank, 0u);
+  EXPECT_EQ((*saved)->policy.kind, PolicyKind::kStatic);
+
+  // A corrupt ranks file is an error, as a corrupt state file is.
+  std::ofstream(ranks_file_path(path)) << "{\"version\": 1, \"base\": 7, \"jobs\": [";
+  EXPECT_FALSE(read_state_file(path, 8, 2));
+  // ... and so is one naming a job the state file does not have.
+  JobRegistry other = one_job();
+  JobRecord nine;
+  nine.spec.id = 9;
+  nine.spec.match.push_back(*parse_match_rule("proto=udp"));
+  ASSERT_TRUE(other.add(std::move(nine), 1));
+  ASSERT_TRUE(write_state_text(ranks_file_path(path), ranks_file_text(other, policy, live, 7)));
+  auto unknown = read_state_file(path, 8, 2);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().find("job 9 is not in the state file"), std::string::npos) << unknown.error();
 }
 
 TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {

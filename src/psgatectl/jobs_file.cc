@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The jobs file of `psgatectl jobs load` (see jobs_file.h).
+#include "jobs_file.h"
+
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+#include "psgate/control_request.h"
+
+namespace psgatectl {
+
+using nlohmann::json;
+using psgate::Result;
+
+Result<json> read_jobs_file(const std::string& path) {
+  using R = Result<json>;
+  std::ifstream in(path);
+  if (!in) return R::failure(path + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return R::failure(path + ": not valid JSON");
+  if (doc.is_object() && doc.contains("jobs")) doc = doc["jobs"];
+  if (!doc.is_array() || doc.empty())
+    return R::failure(path + ": expected a non-empty list of jobs (or an object with one under \"jobs\")");
+  std::unordered_set<uint64_t> ids;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const json& job = doc[i];
+    const std::string where = path + ": jobs[" + std::to_string(i) + "]";
+    if (!job.is_object() || job.contains("cmd") || job.contains("id"))
+      return R::failure(where + ": a job is an object with jobs.add's arguments (the job id is \"job\")");
+    json add = job;
+    add["cmd"] = "jobs.add";
+    // class_count does not matter to jobs.add; 2 is the smallest valid one.
+    auto parsed = psgate::parse_control_request(add, 2);
+    if (!parsed) return R::failure(where + ": " + parsed.error());
+    if (!ids.insert(job["job"].get<uint64_t>()).second)
+      return R::failure(where + ": job " + std::to_string(job["job"].get<uint64_t>()) + " is listed twice");
+  }
+  return doc;
+}
+
+Result<std::vector<json>> split_jobs(const json& jobs, size_t max_line) {
+  using R = Result<std::vector<json>>;
+  const size_t overhead = json{{"cmd", "jobs.load"}, {"jobs", json::array()}}.dump().size();
+  std::vector<json> groups;
+  json group = json::array();
+  size_t size = overhead;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const size_t job_size = jobs[i].dump().size() + 1;  // and a comma
+    if (overhead + job_size > max_line)
+      return R::failure("jobs[" + std::to_string(i) + "] is larger than one request may be (" +
+                        std::to_string(max_line) + " bytes)");
+    if (size + job_size > max_line) {
+      groups.push_back(std::move(group));
+      group = json::array();
+      size = overhead;
+    }
+    group.push_back(jobs[i]);
+    size += job_size;
+  }
+  if (!group.empty()) groups.push_back(std::move(group));
+  return groups;
+}
+
+}  // namespace psgatectl

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// `psgatectl jobs load FILE`: the file's jobs, checked here with the daemon's
+// own parser, and split into jobs.load requests that each fit the protocol's
+// line limit (kMaxRequestBytes). Each request is all-or-nothing on the
+// daemon; the file as a whole is not (see docs/control-protocol.md).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "psgate/result.h"
+
+namespace psgatectl {
+
+// FILE holds a JSON list of jobs, or an object whose "jobs" is that list; each
+// job an object with jobs.add's arguments ({"job": 3, "match": [...], ...}).
+// Every job is checked as the daemon checks a jobs.add (unknown arguments,
+// rules, rates, names); ids repeated in the file are refused. The error names
+// the file and the job's position.
+psgate::Result<nlohmann::json> read_jobs_file(const std::string& path);
+
+// The jobs split, in order, into groups whose jobs.load request line
+// {"cmd":"jobs.load","jobs":[...]} is at most `max_line` bytes. A job too
+// large for a request of its own is an error.
+psgate::Result<std::vector<nlohmann::json>> split_jobs(const nlohmann::json& jobs, size_t max_line);
+
+}  // namespace psgatectl
