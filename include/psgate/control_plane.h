@@ -139,13 +139,9 @@ class ControlPlane {
   ConfigSpec config_;   // as loaded; live class and shaper changes are in state_.live
   ControlState state_;  // in force: changed by commit() only (and tick()'s policy clock)
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
-  bool published_ = false;  // start() has published this control plane's first snapshot
-  // What is on disk: the state file's revision and the registry's
-  // spec_version it holds (none before the first write), and the ranks
-  // file's text as last written.
-  uint64_t state_revision_ = 0;
-  std::optional<uint64_t> persisted_spec_version_;
-  std::string persisted_ranks_text_;
+  bool published_ = false;      // start() has published this control plane's first snapshot
+  std::string persisted_text_;  // the state file's content as last written ("" before the first write)
+  uint64_t rules_serial_ = 0;   // the next job rules file's number (state_file.h)
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;

@@ -26,6 +26,7 @@ struct JobRecord {
   uint32_t slot = 0;       // assigned by the registry
   uint64_t sequence = 0;   // insertion order: breaks rank ties
   uint32_t partition = 0;  // the rule partition its rules are matched in (job_matcher.h)
+  std::string rules_file;  // its rules file in the state (state_file.h); empty until written
 };
 
 // Rules per partition of the matcher: a job joins the newest partition while
@@ -52,6 +53,8 @@ class JobRegistry {
   Result<bool> set_order(const std::vector<uint32_t>& ids);
   Result<const JobRecord*> set_rank(uint32_t id, uint32_t rank);
   Result<const JobRecord*> set_progress(uint32_t id, const JobProgress& progress);
+  // Where the state keeps the job's rules (control/state_file.h).
+  void set_rules_file(uint32_t id, std::string name);
 
   const JobRecord* find(uint32_t id) const;
   // Sorted by (rank, sequence): the operator's order.
@@ -59,9 +62,6 @@ class JobRegistry {
   size_t size() const { return jobs_.size(); }
   uint32_t max_jobs() const { return max_jobs_; }
   size_t partition_count() const { return partition_rules_.size(); }
-  // Moves whenever a job is added or removed (what the state file holds
-  // beyond ranks, progress and policy: the ranks file covers the rest).
-  uint64_t spec_version() const { return spec_version_; }
 
  private:
   Result<uint32_t> allocate_slot();
@@ -78,7 +78,6 @@ class JobRegistry {
   uint64_t next_sequence_ = 0;
   std::map<uint32_t, size_t> partition_rules_;  // partition -> rules in it (no empty ones)
   uint32_t next_partition_ = 0;
-  uint64_t spec_version_ = 0;
 };
 
 }  // namespace psgate

@@ -85,7 +85,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   const bool had_live = s.live.has_value();
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config)};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
-  cp->state_revision_ = s.revision;  // start() writes the next one
+  cp->rules_serial_ = s.rules_serial;
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
                had_live ? ", class and shaper settings" : "");
@@ -98,7 +98,13 @@ void ControlPlane::set_io_for_testing(StateWriter writer, SnapshotBuilder builde
 }
 
 // The first commit: publishes the initial state and writes the state file.
-Result<bool> ControlPlane::start() { return commit(state_, monotonic_ns()); }
+Result<bool> ControlPlane::start() {
+  auto started = commit(state_, monotonic_ns());
+  // Rules files a crash left behind (written, never named by a state file).
+  if (started && !config_.control.state.empty())
+    remove_unnamed_rules_files(rules_dir_path(config_.control.state), state_.jobs);
+  return started;
+}
 
 std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const ControlState& state,
                                                                      PolicyState& policy_state, uint64_t now_ns) const {
@@ -154,21 +160,30 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     snap = std::move(*built);
   }
   // 2. Persist, durably, before anything is published: a change the data
-  // plane runs is on disk. Jobs added or removed rewrite the state file (a
-  // new revision); any other change only the small ranks file beside it
-  // (state_file.h). Unchanged text (a policy re-rank, a no-op) is not
-  // rewritten.
+  // plane runs is on disk. A job added writes its rules file first (once:
+  // a job's rules never change); then the state file, which names the rules
+  // files, is replaced: that is the commit point (state_file.h). Unchanged
+  // text (a policy re-rank, a no-op) is not rewritten.
   const std::string& path = config_.control.state;
-  const bool new_revision = !path.empty() && persisted_spec_version_ != next.jobs.spec_version();
-  std::string ranks_text;
-  if (new_revision) {
-    if (auto written = write_state_(path, state_file_text(next.jobs, next.policy, next.live, state_revision_ + 1));
-        !written)
-      return written;
-  } else if (!path.empty()) {
-    ranks_text = ranks_file_text(next.jobs, next.policy, next.live, state_revision_);
-    if (ranks_text != persisted_ranks_text_) {
-      if (auto written = write_state_(ranks_file_path(path), ranks_text); !written) return written;
+  std::string text;
+  uint64_t rules_serial = rules_serial_;
+  if (!path.empty()) {
+    const std::string dir = rules_dir_path(path);
+    bool wrote_rules = false;
+    for (const JobRecord* j : next.jobs.in_rank_order()) {
+      if (!j->rules_file.empty()) continue;
+      const std::string name = rules_file_name(j->spec.id, rules_serial++);
+      if (auto written = write_rules_file(dir, name, rules_file_text(*j)); !written) return written;
+      next.jobs.set_rules_file(j->spec.id, name);
+      wrote_rules = true;
+    }
+    if (wrote_rules) {
+      if (auto synced = sync_directory(dir); !synced)
+        return Result<bool>::failure("state file " + path + ": " + synced.error());
+    }
+    text = state_file_text(next.jobs, next.policy, next.live, rules_serial);
+    if (text != persisted_text_) {
+      if (auto written = write_state_(path, text); !written) return written;
     }
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
@@ -187,15 +202,15 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     applied_ranks_ = std::move(ranks);
     published_ = true;
   }
-  if (new_revision) {
-    ++state_revision_;
-    persisted_spec_version_ = next.jobs.spec_version();
-    // The ranks file on disk belongs to the previous revision: a restart
-    // ignores it; removing it only tidies up.
-    ::unlink(ranks_file_path(path).c_str());
-    persisted_ranks_text_.clear();
-  } else if (!path.empty()) {
-    persisted_ranks_text_ = std::move(ranks_text);
+  if (!path.empty()) {
+    // Rules files of removed jobs: no state file names them any more.
+    for (const JobRecord* j : state_.jobs.in_rank_order()) {
+      const JobRecord* still = next.jobs.find(j->spec.id);
+      if (!j->rules_file.empty() && (!still || still->rules_file != j->rules_file))
+        ::unlink((rules_dir_path(path) + "/" + j->rules_file).c_str());
+    }
+    persisted_text_ = std::move(text);
+    rules_serial_ = rules_serial;
   }
   state_ = std::move(next);
   return true;

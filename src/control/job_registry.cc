@@ -65,7 +65,6 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
   job.sequence = next_sequence_++;
   job.partition = assign_partition(job.spec.match.size());
   jobs_.push_back(std::move(job));
-  ++spec_version_;
   return R(&jobs_.back());
 }
 
@@ -77,7 +76,6 @@ Result<bool> JobRegistry::remove(uint32_t id) {
   if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)
     partition_rules_.erase(part);
   jobs_.erase(it);
-  ++spec_version_;
   repack_if_sparse();
   return true;
 }
@@ -138,6 +136,10 @@ Result<const JobRecord*> JobRegistry::set_progress(uint32_t id, const JobProgres
   if (progress.iteration) job->progress.iteration = progress.iteration;
   if (progress.batch) job->progress.batch = progress.batch;
   return Result<const JobRecord*>(job);
+}
+
+void JobRegistry::set_rules_file(uint32_t id, std::string name) {
+  if (auto* job = const_cast<JobRecord*>(find(id))) job->rules_file = std::move(name);
 }
 
 const JobRecord* JobRegistry::find(uint32_t id) const {

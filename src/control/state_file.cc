@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -33,12 +34,16 @@ void put_rank_and_progress(const JobRecord& j, json& entry) {
   if (j.progress.batch) entry["progress_batch"] = *j.progress.batch;
 }
 
+json rules_json(const JobRecord& j) {
+  json rules = json::array();
+  for (const MatchRule& r : j.spec.match) rules.push_back(to_string(r));
+  return rules;
+}
+
 json jobs_to_json(const JobRegistry& registry) {
   json jobs = json::array();
   for (const JobRecord* j : in_age_order(registry)) {
-    json rules = json::array();
-    for (const MatchRule& r : j->spec.match) rules.push_back(to_string(r));
-    json entry = {{"id", j->spec.id}, {"name", j->spec.name}, {"match", rules}};
+    json entry = {{"id", j->spec.id}, {"name", j->spec.name}, {"rules", j->rules_file}};
     if (j->spec.police) {
       entry["police_bps"] = j->spec.police->rate_bps;
       entry["police_burst_bytes"] = j->spec.police->burst_bytes;
@@ -68,7 +73,40 @@ Result<PolicyParams> policy_from_json(const json& p) {
   return policy;
 }
 
-Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs) {
+// A job's rules: inline ("match", versions 1 and 2) or in its rules file
+// (version 3, under `rules_dir`).
+Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& where, const std::string& rules_dir,
+                                         std::string* rules_file) {
+  using R = Result<std::vector<MatchRule>>;
+  json loaded;
+  const json* match = nullptr;
+  if (entry.contains("rules")) {
+    if (!entry["rules"].is_string() || entry["rules"].get<std::string>().find('/') != std::string::npos ||
+        entry["rules"].get<std::string>().empty())
+      return R::failure(where + ".rules: not a rules file name");
+    *rules_file = entry["rules"].get<std::string>();
+    const std::string path = rules_dir + "/" + *rules_file;
+    std::ifstream in(path);
+    if (!in) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(errno));
+    loaded = json::parse(in, nullptr, false);
+    if (loaded.is_discarded() || !loaded.is_object() || loaded.value("job", json()) != entry["id"])
+      return R::failure(where + ": rules file " + path + ": not the rules of job " + entry["id"].dump());
+    match = loaded.contains("match") ? &loaded["match"] : nullptr;
+  } else {
+    match = entry.contains("match") ? &entry["match"] : nullptr;
+  }
+  if (match == nullptr || !match->is_array()) return R::failure(where + ".match: missing or not a list");
+  std::vector<MatchRule> rules;
+  for (const auto& rule : *match) {
+    if (!rule.is_string()) return R::failure(where + ".match: rules must be strings");
+    auto parsed = parse_match_rule(rule.get<std::string>());
+    if (!parsed) return R::failure(where + ".match: " + parsed.error());
+    rules.push_back(*parsed);
+  }
+  return rules;
+}
+
+Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const std::string& rules_dir) {
   using R = Result<JobRegistry>;
   JobRegistry reg(max_jobs);
   if (!state.is_object() || !state.contains("jobs") || !state["jobs"].is_array())
@@ -100,14 +138,10 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs) {
     if (!entry.contains("name") || !entry["name"].is_string())
       return R::failure(where + ".name: missing or not a string");
     job.spec.name = entry["name"].get<std::string>();
-    if (!entry.contains("match") || !entry["match"].is_array())
-      return R::failure(where + ".match: missing or not a list");
-    for (const auto& rule : entry["match"]) {
-      if (!rule.is_string()) return R::failure(where + ".match: rules must be strings");
-      auto parsed = parse_match_rule(rule.get<std::string>());
-      if (!parsed) return R::failure(where + ".match: " + parsed.error());
-      job.spec.match.push_back(*parsed);
-    }
+    std::string rules_file;
+    auto rules = job_rules(entry, where, rules_dir, &rules_file);
+    if (!rules) return R::failure(rules.error());
+    job.spec.match = std::move(*rules);
     if (police_bps->has_value() != police_burst->has_value())
       return R::failure(where + ": police_bps and police_burst_bytes go together");
     if (police_bps->has_value()) job.spec.police = RateSpec{**police_bps, **police_burst};
@@ -119,6 +153,7 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs) {
     job.progress.batch = *batch;
     auto added = reg.add(std::move(job), static_cast<uint32_t>(**rank));
     if (!added) return R::failure(where + ": " + added.error());
+    reg.set_rules_file(static_cast<uint32_t>(**id), rules_file);
   }
   return reg;
 }
@@ -178,51 +213,6 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
   return live;
 }
 
-// Applies the ranks file at `path` to `saved` when it is there and belongs to
-// saved.revision; a ranks file of another revision is older than the state
-// file and changes nothing.
-Result<bool> apply_ranks_file(const std::string& path, SavedState& saved, unsigned class_count) {
-  using R = Result<bool>;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return false;
-  std::ifstream in(path);
-  if (!in) return R::failure("ranks file " + path + ": cannot read: " + std::strerror(errno));
-  const json ranks = json::parse(in, nullptr, false);
-  if (ranks.is_discarded() || !ranks.is_object() || ranks.value("version", 0) != 1 || !ranks.contains("base") ||
-      !ranks["base"].is_number_unsigned())
-    return R::failure("ranks file " + path + ": not a version 1 ranks file (move it away to use the state file alone)");
-  if (ranks["base"].get<uint64_t>() != saved.revision) return false;
-  auto policy = policy_from_json(ranks.contains("policy") ? ranks["policy"] : json());
-  if (!policy) return R::failure("ranks file " + path + ": " + policy.error());
-  auto live = ports_from_json(ranks.contains("ports") ? ranks["ports"] : json(), class_count);
-  if (!live) return R::failure("ranks file " + path + ": " + live.error());
-  if (!ranks.contains("jobs") || !ranks["jobs"].is_array()) return R::failure("ranks file " + path + ": no jobs list");
-  for (const json& entry : ranks["jobs"]) {
-    if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_number_unsigned() || !entry.contains("rank") ||
-        !entry["rank"].is_number_unsigned() || entry["rank"].get<uint64_t>() > UINT32_MAX)
-      return R::failure("ranks file " + path + ": each job needs an id and a rank");
-    const uint64_t id = entry["id"].get<uint64_t>();
-    if (id > UINT32_MAX || !saved.jobs.find(static_cast<uint32_t>(id)))
-      return R::failure("ranks file " + path + ": job " + std::to_string(id) + " is not in the state file");
-    JobProgress progress;
-    if (entry.contains("progress_fraction") && entry["progress_fraction"].is_number())
-      progress.fraction = entry["progress_fraction"].get<double>();
-    if (entry.contains("progress_iteration") && entry["progress_iteration"].is_number_unsigned())
-      progress.iteration = entry["progress_iteration"].get<uint64_t>();
-    if (entry.contains("progress_batch") && entry["progress_batch"].is_number_unsigned())
-      progress.batch = entry["progress_batch"].get<uint64_t>();
-    saved.jobs.set_rank(static_cast<uint32_t>(id), entry["rank"].get<uint32_t>());
-    if (progress.fraction || progress.iteration || progress.batch) {
-      if (auto ok = saved.jobs.set_progress(static_cast<uint32_t>(id), progress); !ok)
-        return R::failure("ranks file " + path + ": job " + std::to_string(id) + ": " + ok.error());
-    }
-  }
-  saved.policy = *policy;
-  saved.live = std::move(*live);
-  saved.ranks_applied = true;
-  return true;
-}
-
 std::string io_error(const std::string& path, const char* what) {
   return "state file " + path + ": " + what + ": " + std::strerror(errno);
 }
@@ -266,7 +256,9 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
                           : 0;
   if (version < 1 || version > 3)
     return R::failure("state file " + path + ": unknown format (expected \"version\": 1, 2 or 3)");
-  auto jobs = jobs_from_json(state, max_jobs);
+  if (version >= 3 && (!state.contains("rules_serial") || !state["rules_serial"].is_number_unsigned()))
+    return R::failure("state file " + path + ": \"rules_serial\" missing (nothing was loaded)");
+  auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path));
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
   SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt};
   if (version >= 2) {
@@ -279,22 +271,24 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
     if (!policy) return R::failure("state file " + path + ": " + policy.error() + " (nothing was loaded)");
     saved.policy = *policy;
   }
-  if (version >= 3) {
-    if (!state.contains("revision") || !state["revision"].is_number_unsigned())
-      return R::failure("state file " + path + ": \"revision\" missing (nothing was loaded)");
-    saved.revision = state["revision"].get<uint64_t>();
-    if (auto ranks = apply_ranks_file(ranks_file_path(path), saved, class_count); !ranks)
-      return R::failure(ranks.error() + " (nothing was loaded)");
-  }
+  if (version >= 3) saved.rules_serial = state["rules_serial"].get<uint64_t>();
   return std::optional<SavedState>(std::move(saved));
 }
 
-std::string ranks_file_path(const std::string& state_path) { return state_path + ".ranks"; }
+std::string rules_dir_path(const std::string& state_path) { return state_path + ".rules"; }
+
+std::string rules_file_name(uint32_t job_id, uint64_t serial) {
+  return "job-" + std::to_string(job_id) + "." + std::to_string(serial) + ".json";
+}
+
+std::string rules_file_text(const JobRecord& job) {
+  return json{{"job", job.spec.id}, {"match", rules_json(job)}}.dump() + "\n";
+}
 
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t revision) {
+                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial) {
   // One job per line: readable, and a fraction of the size of an indented dump.
-  std::string text = "{\"version\": 3, \"revision\": " + std::to_string(revision) +
+  std::string text = "{\"version\": 3, \"rules_serial\": " + std::to_string(rules_serial) +
                      ",\n \"policy\": " + policy_to_json(policy).dump() +
                      ",\n \"ports\": " + ports_to_json(live).dump() + ",\n \"jobs\": [";
   bool first = true;
@@ -307,24 +301,11 @@ std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
   return text + "\n ]}\n";
 }
 
-std::string ranks_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t revision) {
-  std::string text = "{\"version\": 1, \"base\": " + std::to_string(revision) +
-                     ",\n \"policy\": " + policy_to_json(policy).dump() +
-                     ",\n \"ports\": " + ports_to_json(live).dump() + ",\n \"jobs\": [";
-  bool first = true;
-  for (const JobRecord* j : in_age_order(jobs)) {
-    json entry = {{"id", j->spec.id}};
-    put_rank_and_progress(*j, entry);
-    text += first ? "\n  " : ",\n  ";
-    text += entry.dump();
-    first = false;
-  }
-  return text + "\n ]}\n";
-}
+namespace {
 
-Result<bool> write_state_text(const std::string& path, const std::string& text, std::string* warning) {
-  // write, fsync, rename, fsync the directory: a crash leaves the old file or the new one, never half of one.
+// Writes `text` to a temporary beside `path`, fsyncs it and renames it over
+// `path`: a crash leaves the old file or the new one, never half of one.
+Result<bool> replace_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   auto fail_io = [&](const char* what) {
     Result<bool> r = Result<bool>::failure(io_error(path, what));
@@ -352,13 +333,41 @@ Result<bool> write_state_text(const std::string& path, const std::string& text, 
   }
   if (::close(fd) != 0) return fail_io("cannot close");
   if (::rename(tmp.c_str(), path.c_str()) != 0) return fail_io("cannot rename");
+  return true;
+}
+
+}  // namespace
+
+Result<bool> sync_directory(const std::string& dir) {
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool ok = dfd >= 0 && ::fsync(dfd) == 0;
+  if (dfd >= 0) ::close(dfd);
+  if (!ok) return Result<bool>::failure("directory " + dir + ": cannot sync: " + std::strerror(errno));
+  return true;
+}
+
+Result<bool> write_state_text(const std::string& path, const std::string& text, std::string* warning) {
+  if (auto replaced = replace_file(path, text); !replaced) return replaced;
   // The rename is durable once the directory is synced. Past the rename the
   // new file is the one every reader (and a restart) sees, so the change is
   // made: a failing directory sync cannot undo it and is only reported.
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if ((dfd < 0 || ::fsync(dfd) != 0) && warning) *warning = io_error(path, "cannot sync its directory");
-  if (dfd >= 0) ::close(dfd);
+  if (auto synced = sync_directory(std::filesystem::path(path).parent_path().string()); !synced && warning)
+    *warning = "state file " + path + ": " + synced.error();
   return true;
+}
+
+Result<bool> write_rules_file(const std::string& dir, const std::string& name, const std::string& text) {
+  return replace_file(dir + "/" + name, text);
+}
+
+void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs) {
+  std::set<std::string> named;
+  for (const JobRecord* j : jobs.in_rank_order()) named.insert(j->rules_file);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("job-", 0) == 0 && !named.count(name)) std::filesystem::remove(entry.path(), ec);
+  }
 }
 
 }  // namespace psgate

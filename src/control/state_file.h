@@ -5,32 +5,33 @@
 // The control plane writes it before it publishes a change (control_plane.h)
 // and reads it once at start-up.
 //
-// Two files, so that a re-rank does not rewrite 100,000 rules: the state
-// file itself, rewritten when jobs are added or removed, and beside it the
-// ranks file (<state>.ranks), rewritten by every other change: ranks,
-// progress, policy, classes and shapers, all of them, for one "revision" of
-// the state file. Each file is replaced atomically; a ranks file whose "base"
-// is not the state file's revision predates the last state file and is
-// ignored (a crash between the two writes leaves exactly that).
+// Rules live apart from the rest, so that no change rewrites 100,000
+// rules: each job's match rules are in a file of their own under
+// <state>.rules/, written once when the job is added and never changed (a job
+// is immutable once added); the state file names that file and holds
+// everything else: ids, names, ranks, progress, policers, the policy and the
+// class and shaper settings. Every change rewrites the state file (a few tens
+// of kilobytes with a thousand jobs); an added job also writes its rules file
+// first. The state file's atomic replacement is the commit point: a rules
+// file no state file names (a crash between the two, or a removed job) is
+// never read, and is removed at the next start or change.
 //
-// State file, version 3 (1 and 2, without "revision", are still read; 1 also
-// without "ports": its classes and shapers are the config's):
-//   {"version": 3, "revision": N,
-//    "jobs": [{"id", "name", "rank", "match": ["rule", ...],
+// State file, version 3 (1 and 2, with every job's rules inline as "match",
+// are still read; 1 also without "ports": its classes and shapers are the
+// config's):
+//   {"version": 3, "rules_serial": N,
+//    "jobs": [{"id", "name", "rank", "rules": "job-<id>.<serial>.json",
 //              "police_bps"?, "police_burst_bytes"?,            bit/s, bytes
 //              "progress_fraction"?, "progress_iteration"?, "progress_batch"?}, ...],
 //    "policy": {"name", "interval_ns", "rotate_on": "time" | "iteration"},
 //    "ports": {"wire"|"host": {"shaper_bytes_per_sec", "shaper_burst_bytes",
 //              "classes": [{"cap_bytes_per_sec", "cap_burst_bytes", "floor_bytes_per_sec",
 //                           "floor_burst_bytes", "ecn_threshold", "dscp"}, ...]}}}
-// (0 = none; dscp -1 = keep.) Jobs are listed in the order they were added;
-// reading them back adds them in that order, so rule precedence (older jobs'
-// rules first) and rank ties (older first) hold across a restart.
-//
-// Ranks file, version 1:
-//   {"version": 1, "base": N,
-//    "jobs": [{"id", "rank", "progress_fraction"?, "progress_iteration"?, "progress_batch"?}, ...],
-//    "policy": {...}, "ports": {...}}            as in the state file
+// (0 = none; dscp -1 = keep.) A rules file: {"job": id, "match": ["rule", ...]}.
+// "rules_serial" numbers the next rules file, so a name is never reused
+// while a state file may name it. Jobs are listed in the order they were
+// added; reading them back adds them in that order, so rule precedence
+// (older jobs' rules first) and rank ties (older first) hold across a restart.
 #pragma once
 
 #include <array>
@@ -50,12 +51,14 @@ struct SavedState {
   JobRegistry jobs;
   PolicyParams policy;
   std::optional<std::array<PortLive, kPortCount>> live;  // absent in a version 1 file
-  uint64_t revision = 0;                                 // the state file's (0 before version 3)
-  bool ranks_applied = false;                            // a ranks file of this revision was read
+  uint64_t rules_serial = 0;                             // the next rules file's number
 };
 
-// Where the ranks file of the state file at `state_path` is.
-std::string ranks_file_path(const std::string& state_path);
+// The directory of the rules files of the state file at `state_path`.
+std::string rules_dir_path(const std::string& state_path);
+// A job's rules file: its name (job-<id>.<serial>.json) and its text.
+std::string rules_file_name(uint32_t job_id, uint64_t serial);
+std::string rules_file_text(const JobRecord& job);
 
 // std::nullopt when no file exists at `path` (start from the config's jobs).
 // A file that exists but cannot be read, or any problem in it (including
@@ -68,12 +71,10 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
 // or a read-only directory, is an error naming the path.
 Result<bool> check_state_path(const std::string& path);
 
-// The state file's text for this state (version 3), as revision `revision`.
+// The state file's text for this state (version 3). Every job must have its
+// rules file (JobRecord::rules_file).
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t revision);
-// The ranks file's text for this state, over the state file of `revision`.
-std::string ranks_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t revision);
+                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial);
 
 // Replaces the file at `path` with `text` atomically and durably: write a
 // temporary, fsync it, rename it over the file, fsync the directory. A crash
@@ -82,5 +83,15 @@ std::string ranks_file_text(const JobRegistry& jobs, const PolicyParams& policy,
 // the one a restart reads, so a failing directory sync does not undo the
 // change: it is reported in `warning`, if given, and the write succeeds.
 Result<bool> write_state_text(const std::string& path, const std::string& text, std::string* warning = nullptr);
+
+// A rules file: written to a temporary, fsynced and renamed into `dir`
+// (created if missing), without syncing the directory; sync_directory(dir)
+// once after a batch of them, before the state file that names them.
+Result<bool> write_rules_file(const std::string& dir, const std::string& name, const std::string& text);
+Result<bool> sync_directory(const std::string& dir);
+
+// Removes the files in `dir` that no job of `jobs` names (best effort: a
+// file left over is never read).
+void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs);
 
 }  // namespace psgate

@@ -286,38 +286,41 @@ TEST_F(ControlTest, AHugeLineGetsOneReplyAndTheConnectionGoesOn) {
 // jobs.load requests; each is all or nothing, and a refusal stops the load
 // with the jobs before it loaded and says so. A bad file sends nothing.
 TEST_F(ControlTest, JobsLoadSendsALargeFileInRequestsAndStopsAtARefusal) {
-  auto write_jobs = [&](const std::string& name, uint32_t first, uint32_t count, uint32_t clash) {
+  // `count` jobs of `rules` rules from id `first`; the job at `clash_at`
+  // (if any) takes the id of job 1, which the daemon already has.
+  auto write_jobs = [&](const std::string& name, uint32_t first, uint32_t count, unsigned rules, int clash_at) {
     json jobs = json::array();
-    for (uint32_t id = first; id < first + count; ++id) {
-      json rules = json::array();
-      for (unsigned r = 0; r < 20; ++r)
-        rules.push_back("dst=10." + std::to_string(id % 256) + "." + std::to_string(r) +
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint32_t id = first + k;
+      json match = json::array();
+      for (unsigned r = 0; r < rules; ++r)
+        match.push_back("dst=10." + std::to_string(id % 256) + "." + std::to_string(r) +
                         ".1/32,dport=" + std::to_string(2000 + r) + ",proto=tcp");
-      jobs.push_back({{"job", id == first + count / 2 && clash ? clash : id},
-                      {"name", "j" + std::to_string(id)},
-                      {"match", rules}});
+      jobs.push_back(
+          {{"job", static_cast<int>(k) == clash_at ? 1u : id}, {"name", "j" + std::to_string(id)}, {"match", match}});
     }
     fx.write_file(name, jobs.dump());
     return jobs.dump().size();
   };
-  // 400 jobs of 20 rules: more than 64 KiB, so several requests.
-  ASSERT_GT(write_jobs("jobs.json", 100, 400, 0), 3 * 65536u);
+  // More than 64 KiB (the request limit), so several requests; max_jobs is 64.
+  ASSERT_GT(write_jobs("jobs.json", 100, 40, 120, -1), 3 * 65536u);
   const CtlResult loaded = ctl({"jobs", "load", fx.path("jobs.json")});
   ASSERT_EQ(loaded.status, 0) << loaded.err;
-  EXPECT_NE(loaded.out.find("added 400 jobs in "), std::string::npos) << loaded.out;
+  EXPECT_NE(loaded.out.find("added 40 jobs in "), std::string::npos) << loaded.out;
   json list = ctl_json({"jobs", "list"});
-  EXPECT_EQ(list["jobs"].size(), 402u);
-  EXPECT_EQ(job(list, 499)["name"], "j499");
-  EXPECT_EQ(job(list, 499)["match"].size(), 20u);
+  EXPECT_EQ(list["jobs"].size(), 42u);
+  EXPECT_EQ(job(list, 139)["name"], "j139");
+  EXPECT_EQ(job(list, 139)["match"].size(), 120u);
 
-  // The middle job clashes with job 1: the requests before it stay applied.
-  write_jobs("clash.json", 1000, 400, 1);
+  // The last job clashes with job 1: the requests before its own stay applied.
+  ASSERT_GT(write_jobs("clash.json", 1000, 12, 150, 11), 65536u);
   const CtlResult refused = ctl({"jobs", "load", fx.path("clash.json")});
   EXPECT_EQ(refused.status, 1);
   EXPECT_NE(refused.err.find("job 1 already exists"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("was not applied"), std::string::npos) << refused.err;
-  const size_t loaded_before = ctl_json({"jobs", "list"})["jobs"].size() - 402;
-  EXPECT_LT(loaded_before, 200u) << "jobs at or after the refused request were applied";
+  const size_t loaded_before = ctl_json({"jobs", "list"})["jobs"].size() - 42;
+  EXPECT_GT(loaded_before, 0u) << refused.err;
+  EXPECT_LT(loaded_before, 11u) << "the refused request was applied in part";
   EXPECT_NE(refused.err.find(" " + std::to_string(loaded_before) + " job"), std::string::npos)
       << "psgatectl must say how many were loaded: " << refused.err;
 

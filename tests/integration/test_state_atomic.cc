@@ -85,12 +85,11 @@ class StateTest : public ::testing::Test {
     json jobs;         // rank order, and each job's class in the published snapshot
     json config;       // classes, shapers, policy in force
     json generation;   // the published snapshot's
-    std::string file;  // the state file and its ranks file
+    std::string file;  // the state file (it names the rules files)
     bool operator==(const Seen&) const = default;
   };
   Seen look(const std::string& state_file) const {
-    return Seen{ctl_json({"jobs", "list"}), ctl_json({"config"}), ctl_json({"stats"})["generation"],
-                slurp(state_file) + slurp(state_file + ".ranks")};
+    return Seen{ctl_json({"jobs", "list"}), ctl_json({"config"}), ctl_json({"stats"})["generation"], slurp(state_file)};
   }
 
   DaemonFixture fx;
@@ -203,7 +202,7 @@ TEST_F(StateTest, AStatePathThatIsADirectoryIsAClearErrorWithExitTwo) {
 }
 
 // SIGKILL at a random moment in a stream of adds, removes and re-ranks
-// (the state file and the ranks file beside it): after the restart the jobs
+// (rules files, then the state file that names them): after the restart the jobs
 // and their ranks are those of the last acknowledged change, or of the one in
 // flight (sent, reply not received) — never anything else.
 TEST_F(StateTest, SigkillDuringAStreamOfChangesKeepsTheLastAcknowledgedState) {

@@ -57,12 +57,21 @@ JobRegistry one_job() {
   return jobs;
 }
 
+// one_job() with its rules file written beside the state file at `path`.
+JobRegistry one_job_stored(const std::string& path) {
+  JobRegistry jobs = one_job();
+  EXPECT_TRUE(write_rules_file(rules_dir_path(path), "job-3.0.json", rules_file_text(*jobs.find(3))));
+  jobs.set_rules_file(3, "job-3.0.json");
+  return jobs;
+}
+
 TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
   TempDir t;
   PolicyParams policy;
   policy.kind = PolicyKind::kRoundRobin;
   const auto live = two_classes();
-  ASSERT_TRUE(write_state_text(t.path("state.json"), state_file_text(one_job(), policy, live, 1)));
+  ASSERT_TRUE(
+      write_state_text(t.path("state.json"), state_file_text(one_job_stored(t.path("state.json")), policy, live, 1)));
   auto saved = read_state_file(t.path("state.json"), 8, 2);
   ASSERT_TRUE(saved) << saved.error();
   ASSERT_TRUE(saved->has_value());
@@ -101,67 +110,64 @@ TEST(StateFile, AFailedWriteLeavesTheOldFileIntact) {
   EXPECT_EQ(slurp(path), old_text);
 }
 
-// The ranks file beside the state file: applied when it belongs to the state
-// file's revision, ignored when it is older (a crash between writing a new
-// state file and removing the old ranks file), refused when corrupt.
-TEST(StateFile, TheRanksFileOfTheSameRevisionOverridesRanksProgressPolicyAndClasses) {
+// Version 3: each job's rules in a file of its own under <state>.rules/,
+// named by the state file; everything else in the state file.
+TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   TempDir t;
   const std::string path = t.path("state.json");
+  const std::string dir = rules_dir_path(path);
   JobRegistry jobs = one_job();
   JobRecord four;
   four.spec.id = 4;
   four.spec.match.push_back(*parse_match_rule("proto=udp"));
-  ASSERT_TRUE(jobs.add(std::move(four), 1));
-  ASSERT_TRUE(write_state_text(path, state_file_text(jobs, PolicyParams{}, two_classes(), 7)));
-
-  // Later changes: a re-rank, progress, another policy and class settings.
-  ASSERT_TRUE(jobs.set_rank(4, 0));
-  ASSERT_TRUE(jobs.set_rank(3, 5));
+  four.spec.match.push_back(*parse_match_rule("dst=fd00::/64,dport=80"));
+  ASSERT_TRUE(jobs.add(std::move(four), 0));
   JobProgress progress;
   progress.fraction = 0.25;
   ASSERT_TRUE(jobs.set_progress(3, progress));
+  uint64_t serial = 5;
+  for (uint32_t id : {3u, 4u}) {
+    const std::string name = rules_file_name(id, serial++);
+    ASSERT_TRUE(write_rules_file(dir, name, rules_file_text(*jobs.find(id))));
+    jobs.set_rules_file(id, name);
+  }
+  ASSERT_TRUE(sync_directory(dir));
   PolicyParams policy;
   policy.kind = PolicyKind::kShortestFirst;
-  auto live = two_classes();
-  live[0].classes[1].cap_bytes_per_sec = 1'000'000;
-  live[0].classes[1].cap_burst_bytes = 65536;
-  const std::string ranks_text = ranks_file_text(jobs, policy, live, 7);
-  ASSERT_TRUE(write_state_text(ranks_file_path(path), ranks_text));
+  const std::string text = state_file_text(jobs, policy, two_classes(), serial);
+  EXPECT_EQ(text.find("proto=udp"), std::string::npos) << "rules belong in the rules files";
+  ASSERT_TRUE(write_state_text(path, text));
+
   auto saved = read_state_file(path, 8, 2);
   ASSERT_TRUE(saved) << saved.error();
   ASSERT_TRUE(saved->has_value());
   const SavedState& s = **saved;
-  EXPECT_TRUE(s.ranks_applied);
-  EXPECT_EQ(s.revision, 7u);
+  EXPECT_EQ(s.rules_serial, 7u);
+  ASSERT_EQ(s.jobs.size(), 2u);
+  EXPECT_EQ(s.jobs.find(4)->spec.match, jobs.find(4)->spec.match);
   EXPECT_EQ(s.jobs.find(4)->spec.rank, 0u);
-  EXPECT_EQ(s.jobs.find(3)->spec.rank, 5u);
   EXPECT_EQ(s.jobs.find(3)->progress.fraction, 0.25);
+  EXPECT_EQ(s.jobs.find(3)->rules_file, "job-3.5.json");
   EXPECT_EQ(s.policy.kind, PolicyKind::kShortestFirst);
-  EXPECT_TRUE(*s.live == live);
   // Jobs come back in the order they were added (rule precedence).
   EXPECT_LT(s.jobs.find(3)->sequence, s.jobs.find(4)->sequence);
 
-  // A ranks file of another revision is older than the state file: ignored.
-  ASSERT_TRUE(write_state_text(ranks_file_path(path), ranks_file_text(jobs, policy, live, 6)));
-  saved = read_state_file(path, 8, 2);
-  ASSERT_TRUE(saved) << saved.error();
-  EXPECT_FALSE((*saved)->ranks_applied);
-  EXPECT_EQ((*saved)->jobs.find(3)->spec.rank, 0u);
-  EXPECT_EQ((*saved)->policy.kind, PolicyKind::kStatic);
+  // A rules file no state file names (a crash after writing it) is removed.
+  ASSERT_TRUE(write_rules_file(dir, rules_file_name(9, 7), "{}"));
+  remove_unnamed_rules_files(dir, s.jobs);
+  struct stat st {};
+  EXPECT_NE(::stat((dir + "/" + rules_file_name(9, 7)).c_str(), &st), 0);
+  EXPECT_EQ(::stat((dir + "/job-3.5.json").c_str(), &st), 0);
 
-  // A corrupt ranks file is an error, as a corrupt state file is.
-  std::ofstream(ranks_file_path(path)) << "{\"version\": 1, \"base\": 7, \"jobs\": [";
-  EXPECT_FALSE(read_state_file(path, 8, 2));
-  // ... and so is one naming a job the state file does not have.
-  JobRegistry other = one_job();
-  JobRecord nine;
-  nine.spec.id = 9;
-  nine.spec.match.push_back(*parse_match_rule("proto=udp"));
-  ASSERT_TRUE(other.add(std::move(nine), 1));
-  ASSERT_TRUE(write_state_text(ranks_file_path(path), ranks_file_text(other, policy, live, 7)));
-  auto unknown = read_state_file(path, 8, 2);
-  ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().find("job 9 is not in the state file"), std::string::npos) << unknown.error();
+  // A missing or foreign rules file is an error naming it; nothing is loaded.
+  std::ofstream(dir + "/job-4.6.json") << R"({"job": 3, "match": ["proto=udp"]})";
+  auto foreign = read_state_file(path, 8, 2);
+  ASSERT_FALSE(foreign);
+  EXPECT_NE(foreign.error().find("job-4.6.json"), std::string::npos) << foreign.error();
+  ASSERT_EQ(::unlink((dir + "/job-4.6.json").c_str()), 0);
+  auto missing = read_state_file(path, 8, 2);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("cannot read"), std::string::npos) << missing.error();
 }
 
 TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
