@@ -46,6 +46,7 @@ enum class Kind {
   kStats,
   kStatsWatch,
   kConfig,
+  kConfigToml,  // config --toml
 };
 
 struct Invocation {

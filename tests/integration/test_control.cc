@@ -287,6 +287,58 @@ TEST_F(ControlTest, AHugeLineGetsOneReplyAndTheConnectionGoesOn) {
 // Every field of every reply a running daemon gives is named in
 // docs/control-protocol.md: the result's own keys in its command's row, a
 // job's keys on the JOB line, a link's on the LINK description.
+// `config --toml` is a config file for the gateway as it runs now: psgate
+// --check accepts it, and a psgate started from it (no state file) answers
+// `config` exactly as the one it came from.
+TEST_F(ControlTest, ConfigTomlStartsTheSameGateway) {
+  ASSERT_EQ(ctl({"shaper", "wire", "500Mbit/s", "--burst", "32KiB"}).status, 0);
+  ASSERT_EQ(ctl({"class", "host", "3", "--floor", "10Mbit/s"}).status, 0);
+  ASSERT_EQ(ctl({"class", "wire", "4", "--cap", "100Mbit/s", "--ecn-threshold", "32", "--dscp", "10"}).status, 0);
+  ASSERT_EQ(ctl({"class", "host", "4", "--cap", "100Mbit/s", "--ecn-threshold", "32", "--dscp", "10"}).status, 0);
+  ASSERT_EQ(ctl({"jobs", "add", "5", "--match", "dst=10.0.0.5/32,dport=2299,proto=tcp", "--name", "five", "--police",
+                 "12500kbit/s", "--police-burst", "2KB", "--rank", "0"})
+                .status,
+            0);
+  ASSERT_EQ(ctl({"rank", "1", "3"}).status, 0);
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "1500ms", "--rotate-on", "iteration"}).status, 0);
+  const json before = ctl_json({"config"});
+  EXPECT_EQ(before["shaper"]["wire"]["burst"], "32KiB");
+  EXPECT_EQ(before["classes"]["4"]["cap"], "100Mbit/s") << "both ports alike: in [classes.4] itself";
+  EXPECT_EQ(before["classes"]["3"]["host"]["floor"], "10Mbit/s");
+  ASSERT_EQ(before["jobs"].size(), 3u);
+  EXPECT_EQ(before["jobs"][2]["id"], 5) << "in the order they were added (earlier rules win)";
+  EXPECT_EQ(before["jobs"][0]["rank"], 3);
+  EXPECT_EQ(before["jobs"][2]["police_burst"], "2000B");
+  EXPECT_EQ(before["policy"]["interval"], "1500ms");
+
+  const CtlResult toml = ctl({"config", "--toml"});
+  ASSERT_EQ(toml.status, 0) << toml.err;
+  EXPECT_NE(toml.out.find("[[jobs]]"), std::string::npos) << toml.out;
+  EXPECT_NE(toml.out.find("[classes.3.host]"), std::string::npos) << toml.out;
+
+  // Another directory with the same relative captures and socket name.
+  DaemonFixture second;
+  write_captures(second);
+  second.write_file("now.toml", toml.out);
+  const DaemonRun check = second.run("now.toml", {"--check"}, 20);
+  ASSERT_EQ(check.exit_status, 0) << check.output << "\n" << toml.out;
+
+  // The same --file-prefix: one at a time.
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+  second.start_daemon("now.toml");
+  const std::string sock2 = second.path("ctl.sock");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (psgatectl_at(sock2, {"health"}).status != 0) {
+    ASSERT_TRUE(second.daemon_running()) << second.stop_daemon().output;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the second psgate did not answer";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const json after = psgatectl_json(sock2, {"config"});
+  EXPECT_EQ(after, before) << "before: " << before.dump(1) << "\nafter: " << after.dump(1);
+  EXPECT_EQ(psgatectl_json(sock2, {"health"})["policy"], "round-robin");
+  EXPECT_EQ(second.stop_daemon().exit_status, 0);
+}
+
 // The socket accepts exactly what the config loader accepts: a value is
 // checked, in force, by the loader's own functions (check_class,
 // check_shaper, check_job), and a refusal changes nothing.
