@@ -17,16 +17,43 @@
 #include <vector>
 
 #include "psgate/match_rule.h"
+#include "psgate/policy.h"
 #include "psgate/result.h"
 
 namespace psgate {
 
 inline constexpr int kNoDscp = -1;
 
+// Limits the config file and the control socket share (one rule, one place:
+// the check_* functions below apply them for both).
+inline constexpr uint64_t kMinRateBps = 8;                 // below 1 byte/s a bucket never refills
+inline constexpr uint64_t kMinBurstBytes = 64;             // a minimum Ethernet frame
+inline constexpr uint64_t kMaxBurstBytes = 512ull << 20;   // burst * tick_hz < 2^62 (token_bucket.h)
+inline constexpr uint64_t kDefaultBurstBytes = 64 * 1024;  // a rate given without its burst
+inline constexpr uint32_t kMaxClassDepth = 65536;          // packets
+// Start-time limits, checked by the loader so that --check refuses what a
+// start would: the flow cache's table (flow_cache.cc) and the mbuf pool,
+// whose ring holds the next power of two above mbufs and cannot exceed 2^30
+// entries (rte_ring's size limit).
+inline constexpr uint32_t kMinFlowCacheEntries = 8;
+inline constexpr uint32_t kMaxFlowCacheEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries
+inline constexpr uint64_t kMinPolicyIntervalNs = 1'000'000;          // 1ms
+inline constexpr uint32_t kMinMbufs = 1024;
+inline constexpr uint32_t kMaxMbufs = (uint32_t{1} << 30) - 1;
+
 struct RateSpec {
   uint64_t rate_bps = 0;     // bits per second, > 0
   uint64_t burst_bytes = 0;  // bytes, > 0
   bool operator==(const RateSpec&) const = default;
+};
+
+struct ClassSpec {
+  uint32_t depth = 1024;  // packets
+  std::optional<RateSpec> cap;
+  std::optional<RateSpec> floor;
+  uint32_t ecn_threshold = 0;  // packets; 0 = never mark
+  int dscp = kNoDscp;          // 0..63 remark, kNoDscp = leave as is
+  bool operator==(const ClassSpec&) const = default;
 };
 
 struct PortSpec {
@@ -43,14 +70,10 @@ struct PortSpec {
   // a fixed size. Exactly one of the two is non-zero, or both are zero (off).
   uint32_t headroom_permille = 250;
   uint32_t headroom_bytes = 0;
-};
-
-struct ClassSpec {
-  uint32_t depth = 1024;  // packets
-  std::optional<RateSpec> cap;
-  std::optional<RateSpec> floor;
-  uint32_t ecn_threshold = 0;  // packets; 0 = never mark
-  int dscp = kNoDscp;          // 0..63 remark, kNoDscp = leave as is
+  // The classes on this port: ConfigSpec::classes with [classes.N.<port>]
+  // applied. Empty (a spec built in code): the same as ConfigSpec::classes.
+  // Read through port_classes().
+  std::vector<ClassSpec> classes;
 };
 
 struct JobSpec {
@@ -87,7 +110,39 @@ struct ConfigSpec {
   uint64_t stats_interval_ns = 1'000'000'000;  // 0 disables periodic summaries
   std::string log_level = "info";
   ControlSpec control;
+  // [policy]: the policy at start (a state file's, when there is one, wins).
+  PolicyParams policy;
 };
+
+// A policy's interval when none is given: round-robin's rotation period
+// 20s, the others' re-evaluation 1s (the `policy` command's defaults).
+uint64_t default_policy_interval_ns(PolicyKind kind);
+
+// The classes in force on port `port` (0 wire, 1 host): PortSpec::classes,
+// or ConfigSpec::classes where the port has none of its own.
+const std::vector<ClassSpec>& port_classes(const ConfigSpec& config, unsigned port);
+
+// ---- the value checks the loader and the control socket share ---------------
+// Each returns nothing when the value is acceptable, else the key at fault
+// (relative to the table the value lives in, e.g. "floor", "cap_burst") and
+// the problem, one line; the caller adds where the value came from.
+struct ValueProblem {
+  std::string key;
+  std::string problem;
+};
+std::optional<std::string> check_rate_bps(uint64_t bps);
+std::optional<std::string> check_burst_bytes(uint64_t bytes);
+// A rate and its burst; `rate_key`/`burst_key` name them ("cap", "cap_burst").
+std::optional<ValueProblem> check_rate_spec(const RateSpec& r, const std::string& rate_key,
+                                            const std::string& burst_key);
+// A class: depth, ECN threshold below the depth (or 0), cap and floor with
+// their bursts, floor at most the cap, DSCP 0..63 or kNoDscp.
+std::optional<ValueProblem> check_class(const ClassSpec& c);
+// A port's shaper (rate, burst).
+std::optional<ValueProblem> check_shaper(const RateSpec& r);
+// A job as the loader and `jobs.add` take it: id >= 1, a printable name, at
+// least one rule, the policer.
+std::optional<ValueProblem> check_job(const JobSpec& j);
 
 // Parses and validates. `source_name` is used as the prefix of error messages.
 Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name);

@@ -42,14 +42,16 @@ inline constexpr const char* kControlIdAsJobDeprecation =
 // psgatectl splits a large jobs.load by it).
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
 
-// Limits the parser enforces (the same as the config's where both exist).
-inline constexpr uint64_t kControlMinRateBps = 8;                       // below 1 byte/s a bucket never refills
-inline constexpr uint64_t kControlMinBurstBytes = 64;                   // a minimum Ethernet frame
-inline constexpr uint64_t kControlMaxBurstBytes = uint64_t{512} << 20;  // token bucket overflow bound
-inline constexpr uint64_t kControlDefaultBurstBytes = 64 * 1024;        // when a rate is set without a burst
-inline constexpr uint32_t kControlMaxEcnThreshold = 65535;              // packets
-inline constexpr uint64_t kControlMinIntervalNs = 1'000'000;            // policy interval: 1ms
-inline constexpr size_t kControlMaxJobNameChars = kMaxNameBytes;        // and the rest of name_problem (text.h)
+// Limits the parser enforces: the config's (psgate/config.h), so that the
+// socket and the file accept the same values. The handlers check the values
+// in force with the config's own functions (check_class, check_shaper, check_job).
+inline constexpr uint64_t kControlMinRateBps = kMinRateBps;
+inline constexpr uint64_t kControlMinBurstBytes = kMinBurstBytes;
+inline constexpr uint64_t kControlMaxBurstBytes = kMaxBurstBytes;
+inline constexpr uint64_t kControlDefaultBurstBytes = kDefaultBurstBytes;
+inline constexpr uint32_t kControlMaxEcnThreshold = kMaxClassDepth - 1;  // below the largest depth
+inline constexpr uint64_t kControlMinIntervalNs = kMinPolicyIntervalNs;
+inline constexpr size_t kControlMaxJobNameChars = kMaxNameBytes;  // and the rest of name_problem (text.h)
 
 // A tri-state argument: absent (leave as is), null (remove), or a value.
 template <typename T>

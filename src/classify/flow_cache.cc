@@ -14,6 +14,7 @@
 // A zeroed entry can never match: every real key has its family (4 or 6) in
 // word 0 (IPv6) or word 1 (IPv4) (flow_key.h).
 #include "psgate/flow_cache.h"
+#include "psgate/config.h"  // kMinFlowCacheEntries, kMaxFlowCacheEntries
 
 #include <rte_errno.h>
 #include <rte_hash_crc.h>
@@ -31,7 +32,10 @@ namespace psgate {
 namespace {
 
 constexpr unsigned kMaxBurst = FlowCache::kMaxBurst;
-constexpr uint32_t kMaxEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries: beyond any sane config
+// The config loader refuses what this refuses (dataplane.flow_cache), so
+// --check finds it: one pair of limits, in config.h.
+constexpr uint32_t kMinEntries = kMinFlowCacheEntries;
+constexpr uint32_t kMaxEntries = kMaxFlowCacheEntries;
 
 // One hash per family: IPv4 keys use FlowCache::hash (inline, the RX stage
 // calls it per packet), IPv6 keys the same CRC chain over their five words.
@@ -156,9 +160,9 @@ struct FlowCache::Tables {
 
 Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std::string& name, int socket_id) {
   using R = Result<std::unique_ptr<FlowCache>>;
-  if (entries < 8 || entries > kMaxEntries)
-    return R::failure("flow cache entries must be in [8, " + std::to_string(kMaxEntries) + "], got " +
-                      std::to_string(entries));
+  if (entries < kMinEntries || entries > kMaxEntries)
+    return R::failure("flow cache entries must be in [" + std::to_string(kMinEntries) + ", " +
+                      std::to_string(kMaxEntries) + "], got " + std::to_string(entries));
   const uint32_t rounded = rte_align32pow2(entries);
   std::unique_ptr<FlowCache> c(new FlowCache());
   c->tables_ = std::make_unique<Tables>();

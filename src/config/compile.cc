@@ -59,7 +59,7 @@ std::array<PortLive, kPortCount> compile_ports(const ConfigSpec& config) {
       ports[p].shaper_bytes_per_sec = bytes_per_sec(specs[p]->shaper->rate_bps);
       ports[p].shaper_burst_bytes = specs[p]->shaper->burst_bytes;
     }
-    for (const ClassSpec& cls : config.classes) {
+    for (const ClassSpec& cls : port_classes(config, p)) {  // [classes.N] with [classes.N.<port>]
       ClassLive c;
       if (cls.cap) {
         c.cap_bytes_per_sec = bytes_per_sec(cls.cap->rate_bps);

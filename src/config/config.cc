@@ -31,11 +31,6 @@ namespace psgate {
 namespace {
 
 constexpr unsigned kMaxLcore = 127;
-// Token buckets keep burst * tick_hz below 2^62 (token_bucket.h): 512 MiB
-// leaves room for an 8 GHz TSC.
-constexpr uint64_t kMaxBurstBytes = 512ull << 20;
-constexpr uint64_t kMinBurstBytes = 64;  // a minimum Ethernet frame
-constexpr uint64_t kMinRateBps = 8;      // below 1 byte/s a bucket never refills
 constexpr uint64_t kMaxOverheadBytes = 64;
 // A fixed headroom of at most 64 KiB per class step (reserves are capped at
 // 3/4 of the burst anyway: class_scheduler.h).
@@ -62,18 +57,16 @@ class Parser : TomlReader {
   bool rate(const toml::table& t, std::string_view key, const std::string& path, std::optional<uint64_t>& out,
             bool required = false) {
     if (!quantity(t, key, path, parse_rate_bps, "9.5Gbit/s", out, required)) return false;
-    if (out && *out < kMinRateBps) {
-      return fail(key_path(path, key), "must be at least 8bit/s (1 byte/s)");
-    }
+    if (out)
+      if (auto problem = check_rate_bps(*out)) return fail(key_path(path, key), *problem);
     return true;
   }
 
   bool burst(const toml::table& t, std::string_view key, const std::string& path, std::optional<uint64_t>& out,
              bool required = false) {
     if (!quantity(t, key, path, parse_size_bytes, "64KiB", out, required)) return false;
-    if (out && (*out < kMinBurstBytes || *out > kMaxBurstBytes)) {
-      return fail(key_path(path, key), std::to_string(*out) + " bytes is out of range 64B..512MiB");
-    }
+    if (out)
+      if (auto problem = check_burst_bytes(*out)) return fail(key_path(path, key), *problem);
     return true;
   }
 
@@ -92,18 +85,19 @@ class Parser : TomlReader {
     if (b && !r) {
       return fail(key_path(path, burst_key), "given without " + std::string(rate_key) + " (set both or neither)");
     }
-    if (r) out = RateSpec{*r, b.value_or(64 * 1024)};
+    if (r) out = RateSpec{*r, b.value_or(kDefaultBurstBytes)};
     return true;
   }
 
   void parse_all(const toml::table& root, ConfigSpec& c) {
     if (!check_keys(root, "",
-                    {"eal", "ports", "lcores", "shaper", "classes", "jobs", "dataplane", "stats", "log", "control"})) {
+                    {"eal", "ports", "lcores", "shaper", "classes", "jobs", "dataplane", "stats", "log", "control",
+                     "policy"})) {
       return;
     }
     parse_eal(root, c) && parse_ports(root, c) && parse_lcores(root, c) && parse_shaper(root, c) &&
         parse_classes(root, c) && parse_jobs(root, c) && parse_dataplane(root, c) && parse_stats(root, c) &&
-        parse_log(root, c) && parse_control(root, c);
+        parse_log(root, c) && parse_control(root, c) && parse_policy(root, c);
   }
 
   bool parse_eal(const toml::table& root, ConfigSpec& c) {
@@ -208,7 +202,11 @@ class Parser : TomlReader {
       }
       if (!check_keys(*s, path, {"rate", "burst", "overhead", "headroom"})) return false;
       std::optional<uint64_t> r, b, o, h;
-      if (!rate(*s, "rate", path, r, true) || !burst(*s, "burst", path, b, true)) return false;
+      // Without a rate the port is unshaped; overhead and headroom still
+      // apply to a rate set later over the control socket.
+      if (!rate(*s, "rate", path, r) || !burst(*s, "burst", path, b)) return false;
+      if (r && !b) return fail(key_path(path, "burst"), "missing (required with rate, e.g. burst = \"64KiB\")");
+      if (b && !r) return fail(key_path(path, "burst"), "given without rate (set both or neither)");
       if (!quantity(*s, "overhead", path, parse_size_bytes, "24B", o)) return false;
       if (o && *o > kMaxOverheadBytes) {
         return fail(key_path(path, "overhead"), std::to_string(*o) + " bytes is more than 64B");
@@ -224,7 +222,7 @@ class Parser : TomlReader {
       if (h && *h > kMaxHeadroomBytes) {
         return fail(key_path(path, "headroom"), std::to_string(*h) + " bytes is more than 64KiB");
       }
-      port->shaper = RateSpec{*r, *b};
+      if (r) port->shaper = RateSpec{*r, *b};
       if (o) port->overhead_bytes = static_cast<uint32_t>(*o);
       if (h) {
         port->headroom_bytes = static_cast<uint32_t>(*h);
@@ -248,11 +246,9 @@ class Parser : TomlReader {
     if (!integer(*t, "count", "classes", 2, 64, c.class_count)) return false;
     c.default_class = c.class_count - 1;
     if (!integer(*t, "default", "classes", 1, c.class_count - 1, c.default_class)) return false;
-    if (!integer(*t, "depth", "classes", 1, 65536, defaults.depth)) return false;
-    if (!integer(*t, "ecn_threshold", "classes", 0, 65536, defaults.ecn_threshold)) return false;
-    if (defaults.ecn_threshold >= defaults.depth) {
-      return fail("classes.ecn_threshold", ecn_problem(defaults));
-    }
+    if (!integer(*t, "depth", "classes", 1, kMaxClassDepth, defaults.depth)) return false;
+    if (!integer(*t, "ecn_threshold", "classes", 0, kMaxClassDepth, defaults.ecn_threshold)) return false;
+    if (auto p = check_class(defaults)) return fail(key_path("classes", p->key), p->problem);
     c.classes.assign(c.class_count, defaults);
 
     // The remaining keys must be class numbers with a table of overrides.
@@ -275,31 +271,53 @@ class Parser : TomlReader {
       if (ct == nullptr) return fail(path, "expected a table of class settings, got " + describe_typed(v));
       if (!parse_class(*ct, path, c.classes[idx])) return false;
     }
+    // [classes.N.<port>]: what differs on one port, over classes.N.
+    c.wire.classes = c.classes;
+    c.host.classes = c.classes;
+    for (auto&& [k, v] : *t) {
+      const toml::table* ct = v.as_table();
+      if (ct == nullptr) continue;  // a scalar key, checked above
+      const unsigned idx = static_cast<unsigned>(std::stoul(std::string(k.str())));
+      for (auto [name, port] : {std::pair{"wire", &c.wire}, {"host", &c.host}}) {
+        const toml::table* pt = table(*ct, name, key_path("classes", k.str()), false);
+        if (pt == nullptr) {
+          if (failed()) return false;
+          continue;
+        }
+        const std::string path = key_path(key_path("classes", k.str()), name);
+        if (!parse_class_fields(*pt, path, port->classes[idx], false)) return false;
+      }
+    }
     return true;
   }
 
-  static std::string ecn_problem(const ClassSpec& cs) {
-    return "ecn_threshold " + std::to_string(cs.ecn_threshold) + " must be below depth " + std::to_string(cs.depth) +
-           " (0 turns marking off)";
+  bool parse_class(const toml::table& t, const std::string& path, ClassSpec& cs) {
+    return parse_class_fields(t, path, cs, true);
   }
 
-  bool parse_class(const toml::table& t, const std::string& path, ClassSpec& cs) {
-    if (!check_keys(t, path, {"depth", "cap", "cap_burst", "floor", "floor_burst", "ecn_threshold", "dscp"})) {
-      return false;
-    }
-    if (!integer(t, "depth", path, 1, 65536, cs.depth)) return false;
-    if (!integer(t, "ecn_threshold", path, 0, 65536, cs.ecn_threshold)) return false;
-    if (cs.ecn_threshold != 0 && cs.ecn_threshold >= cs.depth) {
-      // Name the key this table set; the other one was inherited.
-      return fail(key_path(path, t.contains("ecn_threshold") ? "ecn_threshold" : "depth"), ecn_problem(cs));
-    }
+  // [classes.N] (class_table: depth too, and the per-port tables) or
+  // [classes.N.<port>] (the rest: depth is the class's on both ports).
+  bool parse_class_fields(const toml::table& t, const std::string& path, ClassSpec& cs, bool class_table) {
+    const bool ok =
+        class_table
+            ? check_keys(t, path,
+                         {"depth", "cap", "cap_burst", "floor", "floor_burst", "ecn_threshold", "dscp", "wire", "host"})
+            : check_keys(t, path, {"cap", "cap_burst", "floor", "floor_burst", "ecn_threshold", "dscp"});
+    if (!ok) return false;
+    if (class_table && !integer(t, "depth", path, 1, kMaxClassDepth, cs.depth)) return false;
+    if (!integer(t, "ecn_threshold", path, 0, kMaxClassDepth, cs.ecn_threshold)) return false;
     if (!rate_pair(t, "cap", "cap_burst", path, cs.cap)) return false;
     if (!rate_pair(t, "floor", "floor_burst", path, cs.floor)) return false;
-    if (cs.cap && cs.floor && cs.floor->rate_bps > cs.cap->rate_bps) {
-      return fail(key_path(path, "floor"), "floor " + std::to_string(cs.floor->rate_bps) + " bit/s is above cap " +
-                                               std::to_string(cs.cap->rate_bps) + " bit/s");
+    if (!integer(t, "dscp", path, 0, 63, cs.dscp)) return false;
+    // The checks the control socket applies to a class too (check_class).
+    if (auto p = check_class(cs)) {
+      // Name the key this table set; the other one of a pair was inherited.
+      std::string key = p->key;
+      if (key == "ecn_threshold" && !t.contains("ecn_threshold") && class_table) key = "depth";
+      if (key == "floor" && !t.contains("floor")) key = "cap";
+      return fail(key_path(path, key), p->problem);
     }
-    return integer(t, "dscp", path, 0, 63, cs.dscp);
+    return true;
   }
 
   bool parse_jobs(const toml::table& root, ConfigSpec& c) {
@@ -328,15 +346,15 @@ class Parser : TomlReader {
       const std::string* name = string(*t, "name", path);
       if (failed()) return false;
       job.name = name ? *name : "job-" + std::to_string(job.id);
-      // The control protocol's rule too (text.h): printable UTF-8, no bidi controls.
-      if (const std::string problem = name_problem(job.name); !problem.empty()) {
-        return fail(key_path(path, "name"), toml_quote(job.name) + " " + problem);
-      }
+      // The control protocol's rules too (check_job): the name printable
+      // UTF-8 with no bidi controls, at least one rule, the policer's range.
+      if (auto p = check_job(job); p && p->key == "name") return fail(key_path(path, "name"), p->problem);
       if (!integer(*t, "rank", path, 0, std::numeric_limits<uint32_t>::max(), job.rank)) {
         return false;
       }
       if (!parse_match_list(*t, path, job)) return false;
       if (!rate_pair(*t, "police", "police_burst", path, job.police)) return false;
+      if (auto p = check_job(job)) return fail(key_path(path, p->key), p->problem);
       c.jobs.push_back(std::move(job));
     }
     return true;
@@ -375,8 +393,16 @@ class Parser : TomlReader {
     if (!is_power_of_two(c.ring_size)) {
       return fail("dataplane.ring_size", std::to_string(c.ring_size) + " is not a power of two");
     }
-    if (!integer(*t, "mbufs", p, 1024, u32max, c.mbufs)) return false;
+    if (!integer(*t, "mbufs", p, kMinMbufs, kMaxMbufs, c.mbufs)) return false;
     if (!integer(*t, "flow_cache", p, 0, u32max, c.flow_cache_entries)) return false;
+    // The flow cache's own limits (FlowCache::create), which a start would
+    // otherwise be the first to meet.
+    if (c.flow_cache_entries != 0 &&
+        (c.flow_cache_entries < kMinFlowCacheEntries || c.flow_cache_entries > kMaxFlowCacheEntries)) {
+      return fail("dataplane.flow_cache", std::to_string(c.flow_cache_entries) + " is out of range " +
+                                              std::to_string(kMinFlowCacheEntries) + ".." +
+                                              std::to_string(kMaxFlowCacheEntries) + " (0 turns the cache off)");
+    }
     if (!integer(*t, "max_jobs", p, 1, 1048576, c.max_jobs)) return false;
     if (!check_max_jobs(c, "dataplane.max_jobs")) return false;
     return duration(*t, "drain_timeout", p, c.drain_timeout_ns);
@@ -427,6 +453,31 @@ class Parser : TomlReader {
     if (const std::string* s = string(*t, "state", "control")) c.control.state = *s;
     return !failed();
   }
+
+  // [policy]: the `policy` control command's settings, as it takes them.
+  bool parse_policy(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "policy", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "policy", {"name", "interval", "rotate_on"})) return false;
+    const std::string* name = string(*t, "name", "policy", true);
+    if (name == nullptr) return false;
+    const auto kind = policy_from_name(*name);
+    if (!kind) return fail("policy.name", toml_quote(*name) + " is not a policy (" + policy_name_list() + ")");
+    c.policy.kind = *kind;
+    c.policy.interval_ns = default_policy_interval_ns(*kind);
+    if (!duration(*t, "interval", "policy", c.policy.interval_ns)) return false;
+    if (c.policy.interval_ns < kMinPolicyIntervalNs) return fail("policy.interval", "must be at least 1ms");
+    const std::string* rotate = string(*t, "rotate_on", "policy");
+    if (failed()) return false;
+    if (rotate != nullptr) {
+      if (*rotate != "time" && *rotate != "iteration") {
+        return fail("policy.rotate_on", toml_quote(*rotate) + " is not \"time\" or \"iteration\"");
+      }
+      if (*kind != PolicyKind::kRoundRobin) return fail("policy.rotate_on", "applies to round-robin only");
+      c.policy.rotate_on = *rotate == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+    }
+    return true;
+  }
 };
 
 }  // namespace
@@ -443,6 +494,71 @@ Result<ConfigSpec> load_config_file(const std::string& path) {
     return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));  // e.g. EISDIR
   }
   return parse_config(text, path);
+}
+
+const std::vector<ClassSpec>& port_classes(const ConfigSpec& config, unsigned port) {
+  const PortSpec& p = port == 0 ? config.wire : config.host;
+  return p.classes.size() == config.classes.size() ? p.classes : config.classes;
+}
+
+std::optional<std::string> check_rate_bps(uint64_t bps) {
+  if (bps < kMinRateBps) return "must be at least 8bit/s (1 byte/s)";
+  return std::nullopt;
+}
+
+std::optional<std::string> check_burst_bytes(uint64_t bytes) {
+  if (bytes < kMinBurstBytes || bytes > kMaxBurstBytes) {
+    return std::to_string(bytes) + " bytes is out of range 64B..512MiB";
+  }
+  return std::nullopt;
+}
+
+std::optional<ValueProblem> check_rate_spec(const RateSpec& r, const std::string& rate_key,
+                                            const std::string& burst_key) {
+  if (auto p = check_rate_bps(r.rate_bps)) return ValueProblem{rate_key, *p};
+  if (auto p = check_burst_bytes(r.burst_bytes)) return ValueProblem{burst_key, *p};
+  return std::nullopt;
+}
+
+std::optional<ValueProblem> check_class(const ClassSpec& c) {
+  if (c.depth < 1 || c.depth > kMaxClassDepth) {
+    return ValueProblem{"depth", std::to_string(c.depth) + " is out of range 1.." + std::to_string(kMaxClassDepth)};
+  }
+  if (c.ecn_threshold != 0 && c.ecn_threshold >= c.depth) {
+    return ValueProblem{"ecn_threshold", "ecn_threshold " + std::to_string(c.ecn_threshold) + " must be below depth " +
+                                             std::to_string(c.depth) + " (0 turns marking off)"};
+  }
+  if (c.cap)
+    if (auto p = check_rate_spec(*c.cap, "cap", "cap_burst")) return p;
+  if (c.floor)
+    if (auto p = check_rate_spec(*c.floor, "floor", "floor_burst")) return p;
+  // Compared in bytes per second, the unit the classes run in.
+  if (c.cap && c.floor && bytes_per_sec(c.floor->rate_bps) > bytes_per_sec(c.cap->rate_bps)) {
+    return ValueProblem{"floor", "floor " + std::to_string(c.floor->rate_bps) + " bit/s is above cap " +
+                                     std::to_string(c.cap->rate_bps) + " bit/s"};
+  }
+  if (c.dscp != kNoDscp && (c.dscp < 0 || c.dscp > 63)) {
+    return ValueProblem{"dscp", std::to_string(c.dscp) + " is out of range 0..63"};
+  }
+  return std::nullopt;
+}
+
+std::optional<ValueProblem> check_shaper(const RateSpec& r) { return check_rate_spec(r, "rate", "burst"); }
+
+std::optional<ValueProblem> check_job(const JobSpec& j) {
+  if (j.id == 0) return ValueProblem{"id", "must be at least 1"};
+  // The name rule (text.h): printable UTF-8, no bidi controls.
+  if (const std::string problem = name_problem(j.name); !problem.empty()) {
+    return ValueProblem{"name", toml_quote(j.name) + " " + problem};
+  }
+  if (j.match.empty()) return ValueProblem{"match", "must hold at least one rule"};
+  if (j.police)
+    if (auto p = check_rate_spec(*j.police, "police", "police_burst")) return p;
+  return std::nullopt;
+}
+
+uint64_t default_policy_interval_ns(PolicyKind kind) {
+  return kind == PolicyKind::kRoundRobin ? 20'000'000'000ull : 1'000'000'000ull;
 }
 
 uint32_t max_frame_bytes(uint32_t mtu, unsigned vlan_tags) { return mtu + 14 + 4 * vlan_tags; }

@@ -128,7 +128,11 @@ constexpr std::array<CommandSpec, 13> kCommands{{
      "Show counters: ports, drops by reason, non-empty classes with sojourn percentiles, jobs with telemetry",
      {},
      parsers::stats},
-    {"config", "config", "Show the configuration in force, live changes applied", {}, parsers::config},
+    {"config",
+     "config",
+     "Show the configuration in force, live changes applied, in the config file's tables and keys",
+     {},
+     parsers::config},
 }};
 
 static_assert(kCommands.size() == std::variant_size_v<ControlRequest>,

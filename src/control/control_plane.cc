@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <variant>
@@ -44,8 +45,46 @@ json rate_spec_json(const std::optional<RateSpec>& r) {
 }
 
 constexpr uint64_t kDefaultBurst = kControlDefaultBurstBytes;
-constexpr uint64_t kPolicyDefaultIntervalNs = 1'000'000'000;
-constexpr uint64_t kRoundRobinDefaultIntervalNs = 20'000'000'000;
+
+// A refusal by one of the config's value checks (config.h), worded for the
+// socket: the argument at fault, then the loader's own sentence.
+std::string problem_text(const ValueProblem& p) { return "\"" + p.key + "\": " + p.problem; }
+
+// The class as the config states it (bit/s), from its form in force (bytes/s).
+ClassSpec class_spec(const ClassLive& c, uint32_t depth) {
+  ClassSpec s;
+  s.depth = depth;
+  if (c.cap_bytes_per_sec) s.cap = RateSpec{bits_per_sec(c.cap_bytes_per_sec), c.cap_burst_bytes};
+  if (c.floor_bytes_per_sec) s.floor = RateSpec{bits_per_sec(c.floor_bytes_per_sec), c.floor_burst_bytes};
+  s.ecn_threshold = c.actions.ecn_threshold;
+  s.dscp = c.actions.dscp;
+  return s;
+}
+
+// The configuration in force: the loaded one with every live change applied
+// (shapers, classes per port, the jobs with their ranks, rules and policers,
+// the policy). Jobs in the order they were added: a rule of an earlier job
+// wins, and the loader adds [[jobs]] in file order.
+ConfigSpec config_in_force(const ConfigSpec& loaded, const ControlState& state) {
+  ConfigSpec c = loaded;
+  PortSpec* ports[kPortCount] = {&c.wire, &c.host};
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortLive& live = state.live[p];
+    ports[p]->shaper.reset();
+    if (live.shaper_bytes_per_sec)
+      ports[p]->shaper = RateSpec{bits_per_sec(live.shaper_bytes_per_sec), live.shaper_burst_bytes};
+    ports[p]->classes.clear();
+    for (size_t k = 0; k < live.classes.size() && k < loaded.classes.size(); ++k)
+      ports[p]->classes.push_back(class_spec(live.classes[k], loaded.classes[k].depth));
+  }
+  std::vector<const JobRecord*> jobs = state.jobs.in_rank_order();
+  std::stable_sort(jobs.begin(), jobs.end(),
+                   [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
+  c.jobs.clear();
+  for (const JobRecord* j : jobs) c.jobs.push_back(j->spec);
+  c.policy = state.policy;
+  return c;
+}
 
 }  // namespace
 
@@ -79,7 +118,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
     auto jobs = JobRegistry::from_config(config);
     if (!jobs) return R::failure(config.source + ": " + jobs.error());
     return std::unique_ptr<ControlPlane>(
-        new ControlPlane(dataplane, config, ControlState{std::move(*jobs), {}, {}, compile_ports(config)}));
+        new ControlPlane(dataplane, config, ControlState{std::move(*jobs), config.policy, {}, compile_ports(config)}));
   }
   SavedState& s = **saved;
   const bool had_live = s.live.has_value();
@@ -344,13 +383,20 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const JobsListRequest&) const 
 
 namespace {
 
+// jobs.add and each job of jobs.load: into the registry, then the loader's
+// checks on a [[jobs]] entry (the name as the registry completed it, the
+// rules, the policer).
 Result<const JobRecord*> add_job(JobRegistry& jobs, const JobsAddRequest& req) {
   JobRecord job;
   job.spec.id = req.id;
   job.spec.name = req.name;
   job.spec.match = req.rules;
   job.spec.police = req.police;
-  return jobs.add(std::move(job), req.rank);
+  auto added = jobs.add(std::move(job), req.rank);
+  if (!added) return added;
+  if (auto problem = check_job((*added)->spec))
+    return Result<const JobRecord*>::failure("job " + std::to_string(req.id) + ": " + problem_text(*problem));
+  return added;
 }
 
 }  // namespace
@@ -413,14 +459,15 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClassSetRequest& req) co
   if (req.floor_bps.present) want.floor_bytes_per_sec = req.floor_bps.value ? bytes_per_sec(*req.floor_bps.value) : 0;
   if (req.floor_burst_bytes.value) want.floor_burst_bytes = *req.floor_burst_bytes.value;
   if (want.floor_bytes_per_sec && !want.floor_burst_bytes) want.floor_burst_bytes = kDefaultBurst;
-  // The parser checked the request's own values; these need the values in force.
-  for (uint64_t b : {want.cap_burst_bytes, want.floor_burst_bytes})
-    if (b && (b < kControlMinBurstBytes || b > kControlMaxBurstBytes))
-      return Result<Outcome>::failure("bursts must be between 64B and 512MiB");
-  if (want.cap_bytes_per_sec && want.floor_bytes_per_sec > want.cap_bytes_per_sec)
-    return Result<Outcome>::failure("the floor cannot exceed the cap");
   if (req.ecn_threshold) want.actions.ecn_threshold = *req.ecn_threshold;
   if (req.dscp.present) want.actions.dscp = req.dscp.value ? static_cast<int>(*req.dscp.value) : kNoDscp;
+  // The parser checked the request's own values; the class as it would be in
+  // force (with what the request does not name, and the class's depth) must
+  // pass the loader's own check, so the socket accepts what a config file may
+  // state and nothing else.
+  if (auto problem = check_class(class_spec(want, config_.classes[cls].depth)))
+    return Result<Outcome>::failure("class " + std::to_string(cls) + " on " + kPortNames[port] + ": " +
+                                    problem_text(*problem));
   ControlState next = state_;
   next.live[port].classes[cls] = want;
   return Outcome{Candidate{std::move(next), [port, cls](const ControlPlane& cp) {
@@ -434,10 +481,11 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ShaperSetRequest& req) c
   live.shaper_bytes_per_sec = req.rate_bps ? bytes_per_sec(*req.rate_bps) : 0;
   if (req.burst_bytes) live.shaper_burst_bytes = *req.burst_bytes;
   if (live.shaper_bytes_per_sec && !live.shaper_burst_bytes) live.shaper_burst_bytes = kDefaultBurst;
-  // The burst in force may come from the config rather than this request.
-  if (live.shaper_burst_bytes &&
-      (live.shaper_burst_bytes < kControlMinBurstBytes || live.shaper_burst_bytes > kControlMaxBurstBytes))
-    return Result<Outcome>::failure("bursts must be between 64B and 512MiB");
+  // The burst in force may come from the config rather than this request;
+  // the loader's check (check_shaper) decides, as for a config file.
+  if (live.shaper_bytes_per_sec)
+    if (auto problem = check_shaper(RateSpec{bits_per_sec(live.shaper_bytes_per_sec), live.shaper_burst_bytes}))
+      return Result<Outcome>::failure(std::string("shaper on ") + kPortNames[req.port] + ": " + problem_text(*problem));
   const unsigned port = req.port;
   return Outcome{Candidate{
       std::move(next), [port](const ControlPlane& cp) {
@@ -467,8 +515,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const PolicyRequest& req) cons
   if (!req.kind) return Outcome{json{{"policy", policy_json()}}};
   ControlState next = state_;
   next.policy.kind = *req.kind;
-  next.policy.interval_ns = req.interval_ns.value_or(*req.kind == PolicyKind::kRoundRobin ? kRoundRobinDefaultIntervalNs
-                                                                                          : kPolicyDefaultIntervalNs);
+  next.policy.interval_ns = req.interval_ns.value_or(default_policy_interval_ns(*req.kind));
   next.policy.rotate_on = req.rotate_on.value_or(RotateOn::kTime);
   next.policy_state = PolicyState{};
   return Outcome{Candidate{std::move(next), [](const ControlPlane& cp) { return json{{"policy", cp.policy_json()}}; }}};
@@ -495,27 +542,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const StatsRequest&) const {
 }
 
 Result<ControlPlane::Outcome> ControlPlane::apply(const ConfigRequest&) const {
-  json out = config_to_json(config_);
-  json live;
-  for (unsigned p = 0; p < kPortCount; ++p) {
-    json classes = json::array();
-    for (size_t c = 0; c < state_.live[p].classes.size(); ++c) {
-      const ClassLive& cl = state_.live[p].classes[c];
-      classes.push_back({{"class", c},
-                         {"cap", rate_json(cl.cap_bytes_per_sec)},
-                         {"floor", rate_json(cl.floor_bytes_per_sec)},
-                         {"ecn_threshold", cl.actions.ecn_threshold},
-                         {"dscp", cl.actions.dscp == kNoDscp ? json(nullptr) : json(cl.actions.dscp)}});
-    }
-    live[kPortNames[p]] = {{"shaper", rate_json(state_.live[p].shaper_bytes_per_sec)}, {"classes", classes}};
-  }
-  out["live"] = live;
-  json jobs = json::array();
-  const Snapshot& snap = dataplane_.snapshot();
-  for (const JobRecord* j : state_.jobs.in_rank_order()) jobs.push_back(job_json(*j, snap));
-  out["jobs"] = jobs;
-  out["policy"] = policy_json();
-  return Outcome{std::move(out)};
+  // What a config file would state to start this gateway as it runs now
+  // (psgatectl config --toml writes it out).
+  return Outcome{config_to_json(config_in_force(config_, state_))};
 }
 
 Totals ControlPlane::totals_locked(bool with_histograms) {

@@ -122,7 +122,10 @@ Parsed jobs_add(const json& req, unsigned) {
   if (!police) return fail<ControlRequest>(police.error());
   auto police_burst = arg_quantity(req, "police_burst", parse_size_bytes);
   if (!police_burst) return fail<ControlRequest>(police_burst.error());
-  // police_burst without a police rate is ignored, as null police is "no policer".
+  // The loader's rule for [[jobs]]: a burst without a rate is a mistake to
+  // report, not a setting to drop silently.
+  if (police_burst->value && !police->value)
+    return fail<ControlRequest>("\"police_burst\" given without \"police\" (set both or neither)");
   if (police->value) {
     if (*police->value < kControlMinRateBps) return fail<ControlRequest>("\"police\" must be at least 8bit/s");
     const uint64_t burst = police_burst->value.value_or(kControlDefaultBurstBytes);

@@ -4,7 +4,8 @@
 // psgatectl's words for it, each argument one positional or option, checked
 // by its type with psgate's own parsers and sent as the user typed it (the
 // daemon parses it again; the protocol carries text). Help comes from the
-// same table. psgatectl's own additions: --json, stats --watch/--count, and
+// same table. psgatectl's own additions: --json, stats --watch/--count,
+// config --toml, and
 // the few combinations the protocol accepts that on a command line are
 // surely mistakes (check_combinations).
 #include "commands.h"
@@ -287,6 +288,7 @@ struct Globals {
   bool json_output = false;
   bool watch = false;
   std::string count;
+  bool toml = false;  // config --toml
 };
 
 // A burst argument and the rate it belongs to.
@@ -334,6 +336,7 @@ Kind kind_of(const Leaf& leaf, const json& req, const Globals& g) {
   const std::string_view cmd = leaf.spec->name;
   if (cmd == "policy" && !req.contains("name")) return Kind::kPolicyShow;
   if (cmd == "stats" && g.watch) return Kind::kStatsWatch;
+  if (cmd == "config" && g.toml) return Kind::kConfigToml;
   for (const KindOf& k : kKinds)
     if (k.command == cmd) return k.kind;
   throw UsageError{"no output format for command " + std::string(cmd)};  // a new command needs one in kKinds
@@ -368,6 +371,12 @@ class UsageFormatter : public CLI::Formatter {
 void add_client_options(Leaf& leaf, Globals& g) {
   CLI::App* sub = leaf.app;
   CLI::Option* json_opt = sub->add_flag("--json", g.json_output, "Print the result exactly as the daemon sent it");
+  if (leaf.spec->name == std::string_view("config")) {
+    sub->add_flag("--toml", g.toml,
+                  "Print it as a TOML config file: psgate --config FILE starts a gateway that runs the same")
+        ->excludes(json_opt);
+    return;
+  }
   if (leaf.spec->name != std::string_view("stats")) return;
   CLI::Option* watch_opt = sub->add_flag(
       "-w,--watch", g.watch, "Live per-job table (Mbit/s sent, drops/s, telemetry), every second until Ctrl-C");

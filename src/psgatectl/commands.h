@@ -47,6 +47,7 @@ enum class Kind {
   kStats,
   kStatsWatch,
   kConfig,
+  kConfigToml,  // config --toml
 };
 
 struct Invocation {

@@ -5,6 +5,9 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <sstream>
 
 namespace psgatectl {
 
@@ -365,6 +368,75 @@ std::string format_config(const ojson& result) {
   return out;
 }
 
+namespace {
+
+// JSON -> TOML node: objects become tables, arrays arrays (of tables: [[x]]).
+// Every value of a `config` reply is one of these.
+psgate::Result<bool> to_toml(const ojson& v, const std::string& path, toml::table& into, const std::string& key);
+
+psgate::Result<bool> to_toml_array(const ojson& v, const std::string& path, toml::array& into) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const ojson& e = v[i];
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (e.is_object()) {
+      toml::table t;
+      for (auto it = e.begin(); it != e.end(); ++it)
+        if (auto ok = to_toml(it.value(), at + "." + it.key(), t, it.key()); !ok) return ok;
+      into.push_back(std::move(t));
+    } else if (e.is_string()) {
+      into.push_back(e.get<std::string>());
+    } else if (e.is_number_integer()) {
+      into.push_back(e.get<int64_t>());
+    } else {
+      return psgate::Result<bool>::failure(at + ": " + e.type_name() + " has no TOML form here");
+    }
+  }
+  return true;
+}
+
+psgate::Result<bool> to_toml(const ojson& v, const std::string& path, toml::table& into, const std::string& key) {
+  if (v.is_null()) return true;
+  if (v.is_object()) {
+    toml::table t;
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (auto ok = to_toml(it.value(), path + "." + it.key(), t, it.key()); !ok) return ok;
+    into.insert_or_assign(key, std::move(t));
+  } else if (v.is_array()) {
+    toml::array a;
+    if (auto ok = to_toml_array(v, path, a); !ok) return ok;
+    into.insert_or_assign(key, std::move(a));
+  } else if (v.is_string()) {
+    into.insert_or_assign(key, v.get<std::string>());
+  } else if (v.is_boolean()) {
+    into.insert_or_assign(key, v.get<bool>());
+  } else if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return psgate::Result<bool>::failure(path + ": " + v.dump() + " is beyond TOML's integers");
+  } else if (v.is_number_integer()) {
+    into.insert_or_assign(key, v.get<int64_t>());
+  } else {
+    into.insert_or_assign(key, v.get<double>());
+  }
+  return true;
+}
+
+}  // namespace
+
+psgate::Result<std::string> format_config_toml(const ojson& result) {
+  if (!result.is_object()) return psgate::Result<std::string>::failure("the config reply is not an object");
+  toml::table root;
+  for (auto it = result.begin(); it != result.end(); ++it)
+    if (auto ok = to_toml(it.value(), it.key(), root, it.key()); !ok)
+      return psgate::Result<std::string>::failure(ok.error());
+  std::ostringstream out;
+  out << "# The configuration in force on a running psgate (psgatectl config --toml):\n"
+         "# the file it was started from with every change made over the control socket\n"
+         "# since (shapers, classes, jobs and their ranks, the policy). `psgate --config\n"
+         "# THIS_FILE` starts a gateway that runs the same; a state file named in\n"
+         "# [control] still wins over [[jobs]], [policy] and the class settings if it exists.\n\n"
+      << root << "\n";
+  return out.str();
+}
+
 std::string format_policy(const ojson& result) {
   const ojson& p = result.contains("policy") ? result["policy"] : result;
   std::vector<std::pair<std::string, std::string>> kv;
@@ -435,6 +507,10 @@ std::string format_result(Kind kind, const nlohmann::json& request, const ojson&
       return format_stats(result);
     case Kind::kConfig:
       return format_config(result);
+    case Kind::kConfigToml: {
+      auto text = format_config_toml(result);
+      return text ? *text : "psgatectl: " + text.error() + "\n";
+    }
     case Kind::kPolicyShow:
       return format_policy(result);
     default:

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "psgate/result.h"
 
 namespace psgatectl {
 
@@ -48,6 +49,10 @@ std::string format_health(const ojson& result);
 std::string format_jobs(const ojson& result);    // {"jobs": [JOB...]}
 std::string format_stats(const ojson& result);   // ports, drops by reason, classes, jobs, totals
 std::string format_config(const ojson& result);  // flattened "a.b.c = value" lines
+// config --toml: the result (the config file's tables and keys) as a TOML
+// file that `psgate --config` starts from, after a comment saying what it is.
+// Nulls are left out (TOML has none); a value TOML cannot hold is an error.
+psgate::Result<std::string> format_config_toml(const ojson& result);
 std::string format_policy(const ojson& result);  // {"policy": {...}}
 
 // Write commands: one line (with '\n') built from the request and its result.

@@ -131,6 +131,13 @@ int main(int argc, char** argv) {
   if (const int status = failure_status(reply); status != kExitOk) return status;
   if (inv.json_output) {
     std::cout << reply->result.dump(2) << "\n";
+  } else if (inv.kind == Kind::kConfigToml) {
+    auto text = format_config_toml(reply->result);
+    if (!text) {
+      std::cerr << "psgatectl: " << text.error() << "\n";
+      return kExitRefused;
+    }
+    std::cout << *text;
   } else {
     std::cout << format_result(inv.kind, inv.request, reply->result);
   }

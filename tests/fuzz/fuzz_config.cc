@@ -50,11 +50,18 @@ void check_spec(const psgate::ConfigSpec& c) {
   if (c.class_count < 2 || c.class_count > 64) fail("class_count", "");
   if (c.default_class < 1 || c.default_class >= c.class_count) fail("default_class", "");
   if (c.classes.size() != c.class_count) fail("classes size", "");
-  for (const psgate::ClassSpec& cs : c.classes) {
-    if (cs.depth < 1 || cs.depth > 65536) fail("depth", "");
-    if (cs.ecn_threshold != 0 && cs.ecn_threshold >= cs.depth) fail("ecn_threshold", "");
-    if (cs.dscp != kNoDscp && (cs.dscp < 0 || cs.dscp > 63)) fail("dscp", "");
-    if (cs.cap && cs.floor && cs.floor->rate_bps > cs.cap->rate_bps) fail("floor > cap", "");
+  // The shared classes and each port's ([classes.N.<port>] applied).
+  for (const auto* classes : {&c.classes, &psgate::port_classes(c, 0), &psgate::port_classes(c, 1)}) {
+    if (classes->size() != c.class_count) fail("port classes size", "");
+    for (size_t i = 0; i < classes->size(); ++i) {
+      const psgate::ClassSpec& cs = (*classes)[i];
+      if (cs.depth < 1 || cs.depth > 65536) fail("depth", "");
+      if (cs.depth != c.classes[i].depth) fail("depth differs per port", "");
+      if (cs.ecn_threshold != 0 && cs.ecn_threshold >= cs.depth) fail("ecn_threshold", "");
+      if (cs.dscp != kNoDscp && (cs.dscp < 0 || cs.dscp > 63)) fail("dscp", "");
+      // In bytes per second, the unit the classes run in.
+      if (cs.cap && cs.floor && cs.floor->rate_bps / 8 > cs.cap->rate_bps / 8) fail("floor > cap", "");
+    }
   }
   std::set<uint32_t> ids;
   for (const psgate::JobSpec& j : c.jobs) {
@@ -69,7 +76,10 @@ void check_spec(const psgate::ConfigSpec& c) {
   if (c.jobs.size() > c.max_jobs) fail("max_jobs", "");
   if (c.burst < 1 || c.burst > 64) fail("burst", "");
   if (!pow2(c.ring_size) || c.ring_size < 64 || c.ring_size > 65536) fail("ring_size", "");
-  if (c.mbufs < 1024) fail("mbufs", "");
+  if (c.mbufs < 1024 || c.mbufs > (1u << 30) - 1) fail("mbufs", "");
+  // FlowCache::create's range (a start must not be the first to refuse it).
+  if (c.flow_cache_entries != 0 && (c.flow_cache_entries < 8 || c.flow_cache_entries > (1u << 26)))
+    fail("flow_cache", std::to_string(c.flow_cache_entries));
   // class_for_rank never picks class 0 and stays in range.
   for (uint32_t rank : {0u, 1u, 5u, 63u, 4294967295u}) {
     const unsigned cls = psgate::class_for_rank(c, rank);

@@ -112,14 +112,19 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
           .status,
       0);
   EXPECT_EQ(ctl({"shaper", "wire", "500Mbit/s"}).status, 0);
+  // `config`: the config file's structure, live changes applied; a class
+  // setting only one port has goes under classes.N.<port>.
   json config = ctl_json({"config"});
-  EXPECT_EQ(config["live"]["wire"]["classes"][3]["cap"], "100Mbit/s");
-  EXPECT_EQ(config["live"]["wire"]["classes"][3]["floor"], "10Mbit/s");
-  EXPECT_EQ(config["live"]["wire"]["classes"][3]["ecn_threshold"], 32);
-  EXPECT_EQ(config["live"]["wire"]["classes"][3]["dscp"], 10);
-  EXPECT_EQ(config["live"]["wire"]["shaper"], "500Mbit/s");
+  EXPECT_EQ(config["classes"]["3"]["wire"]["cap"], "100Mbit/s");
+  EXPECT_EQ(config["classes"]["3"]["wire"]["cap_burst"], "64KiB");
+  EXPECT_EQ(config["classes"]["3"]["wire"]["floor"], "10Mbit/s");
+  EXPECT_EQ(config["classes"]["3"]["wire"]["ecn_threshold"], 32);
+  EXPECT_EQ(config["classes"]["3"]["wire"]["dscp"], 10);
+  EXPECT_EQ(config["classes"]["3"]["host"]["ecn_threshold"], 0);
+  EXPECT_EQ(config["shaper"]["wire"]["rate"], "500Mbit/s");
+  EXPECT_EQ(config["shaper"]["wire"]["burst"], "64KiB");
   EXPECT_EQ(ctl({"shaper", "wire", "none"}).status, 0);
-  EXPECT_TRUE(ctl_json({"config"})["live"]["wire"]["shaper"].is_null());
+  EXPECT_FALSE(ctl_json({"config"})["shaper"]["wire"].contains("rate"));
 
   EXPECT_EQ(ctl({"progress", "5", "0.5", "--iteration", "3"}).status, 0);
   list = ctl_json({"jobs", "list"});
@@ -279,9 +284,6 @@ TEST_F(ControlTest, AHugeLineGetsOneReplyAndTheConnectionGoesOn) {
   EXPECT_TRUE(fx.daemon_running());
 }
 
-// Every field of every reply a running daemon gives is named in
-// docs/control-protocol.md: the result's own keys in its command's row, a
-// job's keys on the JOB line, a link's on the LINK description.
 // psgatectl jobs load: a file larger than one request goes in several
 // jobs.load requests; each is all or nothing, and a refusal stops the load
 // with the jobs before it loaded and says so. A bad file sends nothing.
@@ -333,6 +335,108 @@ TEST_F(ControlTest, JobsLoadSendsALargeFileInRequestsAndStopsAtARefusal) {
   EXPECT_FALSE(job(ctl_json({"jobs", "list"}), 3000).is_object());
 }
 
+// `config --toml` is a config file for the gateway as it runs now: psgate
+// --check accepts it, and a psgate started from it (no state file) answers
+// `config` exactly as the one it came from.
+TEST_F(ControlTest, ConfigTomlStartsTheSameGateway) {
+  ASSERT_EQ(ctl({"shaper", "wire", "500Mbit/s", "--burst", "32KiB"}).status, 0);
+  ASSERT_EQ(ctl({"class", "host", "3", "--floor", "10Mbit/s"}).status, 0);
+  ASSERT_EQ(ctl({"class", "wire", "4", "--cap", "100Mbit/s", "--ecn-threshold", "32", "--dscp", "10"}).status, 0);
+  ASSERT_EQ(ctl({"class", "host", "4", "--cap", "100Mbit/s", "--ecn-threshold", "32", "--dscp", "10"}).status, 0);
+  ASSERT_EQ(ctl({"jobs", "add", "5", "--match", "dst=10.0.0.5/32,dport=2299,proto=tcp", "--name", "five", "--police",
+                 "12500kbit/s", "--police-burst", "2KB", "--rank", "0"})
+                .status,
+            0);
+  ASSERT_EQ(ctl({"rank", "1", "3"}).status, 0);
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "1500ms", "--rotate-on", "iteration"}).status, 0);
+  const json before = ctl_json({"config"});
+  EXPECT_EQ(before["shaper"]["wire"]["burst"], "32KiB");
+  EXPECT_EQ(before["classes"]["4"]["cap"], "100Mbit/s") << "both ports alike: in [classes.4] itself";
+  EXPECT_EQ(before["classes"]["3"]["host"]["floor"], "10Mbit/s");
+  ASSERT_EQ(before["jobs"].size(), 3u);
+  EXPECT_EQ(before["jobs"][2]["id"], 5) << "in the order they were added (earlier rules win)";
+  EXPECT_EQ(before["jobs"][0]["rank"], 3);
+  EXPECT_EQ(before["jobs"][2]["police_burst"], "2000B");
+  EXPECT_EQ(before["policy"]["interval"], "1500ms");
+
+  const CtlResult toml = ctl({"config", "--toml"});
+  ASSERT_EQ(toml.status, 0) << toml.err;
+  EXPECT_NE(toml.out.find("[[jobs]]"), std::string::npos) << toml.out;
+  EXPECT_NE(toml.out.find("[classes.3.host]"), std::string::npos) << toml.out;
+
+  // Another directory with the same relative captures and socket name.
+  DaemonFixture second;
+  write_captures(second);
+  second.write_file("now.toml", toml.out);
+  const DaemonRun check = second.run("now.toml", {"--check"}, 20);
+  ASSERT_EQ(check.exit_status, 0) << check.output << "\n" << toml.out;
+
+  // The same --file-prefix: one at a time.
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+  second.start_daemon("now.toml");
+  const std::string sock2 = second.path("ctl.sock");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (psgatectl_at(sock2, {"health"}).status != 0) {
+    ASSERT_TRUE(second.daemon_running()) << second.stop_daemon().output;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the second psgate did not answer";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const json after = psgatectl_json(sock2, {"config"});
+  EXPECT_EQ(after, before) << "before: " << before.dump(1) << "\nafter: " << after.dump(1);
+  EXPECT_EQ(psgatectl_json(sock2, {"health"})["policy"], "round-robin");
+  EXPECT_EQ(second.stop_daemon().exit_status, 0);
+}
+
+// The socket accepts exactly what the config loader accepts: a value is
+// checked, in force, by the loader's own functions (check_class,
+// check_shaper, check_job), and a refusal changes nothing.
+class ControlStrictTest : public ControlTest {
+ protected:
+  void SetUp() override { start("[classes.5]\ndepth = 16\n"); }
+};
+
+TEST_F(ControlStrictTest, TheSocketRefusesWhatTheLoaderRefuses) {
+  const json before = ctl_json({"config"});
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  } cases[] = {
+      // The loader: classes.ecn_threshold must be below the class's depth.
+      {{"class", "wire", "3", "--ecn-threshold", "5000"}, "ecn_threshold 5000 must be below depth 1024"},
+      {{"class", "host", "5", "--ecn-threshold", "16"}, "ecn_threshold 16 must be below depth 16"},
+      // A floor above the cap in force (set by an earlier request).
+      {{"class", "wire", "2", "--floor", "20Mbit/s"}, "floor 20000000 bit/s is above cap 10000000 bit/s"},
+  };
+  ASSERT_EQ(ctl({"class", "wire", "2", "--cap", "10Mbit/s"}).status, 0);
+  const json capped = ctl_json({"config"});
+  for (const Case& c : cases) {
+    const CtlResult r = ctl(c.args);
+    EXPECT_EQ(r.status, 1) << c.args[2] << ": " << r.out;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+  }
+  // The same through a raw request, and the loader's limit passes.
+  const json raw =
+      json::parse(socket_request(sock(), R"({"cmd":"class.set","port":"host","class":5,"ecn_threshold":15,"dscp":46})"
+                                         "\n"));
+  EXPECT_EQ(raw["ok"], true) << raw.dump();
+  const json refused =
+      json::parse(socket_request(sock(), R"({"cmd":"class.set","port":"host","class":5,"ecn_threshold":200})"
+                                         "\n"));
+  EXPECT_EQ(refused["ok"], false);
+  EXPECT_NE(refused["error"].get<std::string>().find("\"ecn_threshold\""), std::string::npos) << refused.dump();
+  // Nothing refused changed anything.
+  json now = ctl_json({"config"});
+  EXPECT_EQ(now["classes"]["5"]["host"]["ecn_threshold"], 15);
+  EXPECT_EQ(now["classes"]["5"]["host"]["dscp"], 46);
+  now["classes"]["5"].erase("host");
+  now["classes"]["5"].erase("wire");
+  EXPECT_EQ(now, capped);
+  EXPECT_NE(before, capped);
+}
+
+// Every field of every reply a running daemon gives is named in
+// docs/control-protocol.md: the result's own keys in its command's row, a
+// job's keys on the JOB line, a link's on the LINK description.
 TEST_F(ControlTest, EveryReplyFieldIsDocumented) {
   const char* root = std::getenv("PSGATE_SOURCE_ROOT");
   if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";

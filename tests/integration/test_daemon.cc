@@ -347,6 +347,31 @@ TEST(DaemonConfig, BadConfigsExitWithStatus2AndNameTheKey) {
   EXPECT_NE(missing.output.find("does-not-exist.toml"), std::string::npos) << missing.output;
 }
 
+// --check refuses what a start would refuse short of opening devices: the
+// start-time limits (the flow cache's table, the mbuf pool's ring) are the
+// loader's, so both stop at the same one-line error before DPDK starts.
+TEST(DaemonConfig, CheckRefusesWhatAStartWouldRefuse) {
+  DaemonFixture fx;
+  const std::pair<std::string, std::string> cases[] = {
+      {"flow_cache = 4", "dataplane.flow_cache"},
+      {"flow_cache = 67108865", "dataplane.flow_cache"},
+  };
+  for (const auto& [extra, key] : cases) {
+    fx.write_file("psgate.toml", make_config({.dataplane_extra = extra}));
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"--check"}, {"--duration", "1"}}) {
+      DaemonRun run = fx.run("psgate.toml", args, 20);
+      EXPECT_EQ(run.exit_status, 2) << extra << " " << args[0] << ": " << run.output;
+      EXPECT_NE(run.output.find(key), std::string::npos) << run.output;
+      EXPECT_EQ(run.output.find("EAL"), std::string::npos) << extra << ": DPDK must not start";
+      EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << "one line: " << run.output;
+    }
+  }
+  // The smallest cache a start accepts passes --check.
+  fx.write_file("psgate.toml", make_config({.dataplane_extra = "flow_cache = 8"}));
+  DaemonRun ok = fx.run("psgate.toml", {"--check"}, 20);
+  EXPECT_EQ(ok.exit_status, 0) << ok.output;
+}
+
 TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {
   DaemonFixture fx;
   std::string config = make_config({});

@@ -105,6 +105,7 @@ const MapCase kMapCases[] = {
     {{"stats", "--watch"}, R"({"cmd":"stats"})", Kind::kStatsWatch},
     {{"config"}, R"({"cmd":"config"})", Kind::kConfig},
     {{"config", "--json"}, R"({"cmd":"config"})", Kind::kConfig, true},
+    {{"config", "--toml"}, R"({"cmd":"config"})", Kind::kConfigToml},
 };
 
 TEST(PsgatectlCommands, MapsEveryCommandToItsRequest) {
@@ -217,6 +218,8 @@ const UsageCase kUsageCases[] = {
     {{"policy", "round-robin", "--interval", "0s"}, "--interval: must be longer than 0s"},
     {{"policy", "round-robin", "--interval", "20"}, "--interval"},
     {{"stats", "--watch", "--json"}, "excludes"},
+    {{"config", "--toml", "--json"}, "excludes"},
+    {{"health", "--toml"}, "--toml"},
     {{"stats", "--count", "3"}, "requires"},
     {{"stats", "--watch", "--count", "0"}, "--count: must be a whole number from 1"},
     {{"--timeout", "5", "health"}, "--timeout"},
@@ -260,7 +263,7 @@ TEST(PsgatectlCommands, HelpOnEverySubcommandExitsZero) {
       {{"progress", "--help"}, {"FRACTION", "--iteration", "--batch"}},
       {{"policy", "--help"}, {"NAME", "round-robin", "shortest-first", "--interval", "--rotate-on"}},
       {{"stats", "--help"}, {"--json", "--watch", "--count"}},
-      {{"config", "--help"}, {"--json"}},
+      {{"config", "--help"}, {"--json", "--toml", "TOML config file"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(joined(c.args));

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "config/config_json.h"
 #include "format.h"
+#include "psgate/config.h"
 
 namespace psgatectl {
 namespace {
@@ -321,6 +323,110 @@ TEST(PsgatectlFormat, TableRightAlignsAndTrims) {
             ">A      NUMBER  Z\n"
             ">xyz         5\n"
             ">q    12345678\n");
+}
+
+}  // namespace
+}  // namespace psgatectl
+
+namespace psgatectl {
+namespace {
+
+// config --toml: the daemon's `config` reply (config_to_json, the one the
+// daemon sends) written as TOML must load back to the same configuration,
+// every table and unit included, per-port class settings and policy too.
+TEST(FormatConfigToml, RoundTripsThroughTheLoader) {
+  const char* text = R"(
+[eal]
+args = ["--no-huge", "-m", "256"]
+[ports.wire]
+device = "net_null0"
+rx_desc = 512
+mtu = 9000
+[ports.host]
+device = "net_null1"
+mtu = 9000
+[lcores]
+main = 0
+data = [1, 2]
+[shaper.wire]
+rate = "9.5Gbit/s"
+burst = "1500B"
+overhead = "20B"
+headroom = "12.5%"
+[shaper.host]
+overhead = "4B"
+headroom = "3200B"
+[classes]
+count = 6
+default = 2
+depth = 512
+ecn_threshold = 100
+[classes.3]
+depth = 64
+cap = "100Mbit/s"
+ecn_threshold = 0
+[classes.3.wire]
+floor = "12500kbit/s"
+floor_burst = "2KB"
+ecn_threshold = 32
+dscp = 46
+[classes.4]
+dscp = 10
+[[jobs]]
+id = 7
+name = "late"
+rank = 2
+match = ["dst=10.0.0.5/32,dport=2222,proto=tcp"]
+police = "300Mbit/s"
+police_burst = "128KiB"
+[[jobs]]
+id = 1
+rank = 0
+match = ["src=fd00::/64,sport=1-9,proto=udp", "proto=icmp"]
+[dataplane]
+burst = 16
+flow_cache = 0
+max_jobs = 8
+drain_timeout = "1500ms"
+[stats]
+interval = "0s"
+[log]
+level = "debug"
+[control]
+socket = "ctl.sock"
+state = "state.json"
+[policy]
+name = "round-robin"
+interval = "2s"
+rotate_on = "iteration"
+)";
+  auto loaded = psgate::parse_config(text, "a.toml");
+  ASSERT_TRUE(loaded.ok()) << loaded.error();
+  const nlohmann::json reply = psgate::config_to_json(*loaded);
+  EXPECT_EQ(reply["shaper"]["wire"]["rate"], "9500Mbit/s");
+  EXPECT_EQ(reply["shaper"]["wire"]["headroom"], "12.5%");
+  EXPECT_FALSE(reply["shaper"]["host"].contains("rate"));
+  EXPECT_EQ(reply["classes"]["3"]["wire"]["floor"], "12500kbit/s");
+  EXPECT_EQ(reply["dataplane"]["drain_timeout"], "1500ms");
+  EXPECT_EQ(reply["jobs"][0]["id"], 7) << "jobs stay in the order they were added: earlier rules win";
+  auto toml_text = format_config_toml(ojson::parse(reply.dump()));
+  ASSERT_TRUE(toml_text.ok()) << toml_text.error();
+  EXPECT_EQ(toml_text->rfind("# ", 0), 0u) << "starts with a comment saying what it is";
+  EXPECT_NE(toml_text->find("[[jobs]]"), std::string::npos) << *toml_text;
+  auto again = psgate::parse_config(*toml_text, "b.toml");
+  ASSERT_TRUE(again.ok()) << again.error() << "\n" << *toml_text;
+  EXPECT_EQ(psgate::config_to_json(*again), reply) << *toml_text;
+  for (unsigned p = 0; p < 2; ++p) EXPECT_EQ(psgate::port_classes(*again, p), psgate::port_classes(*loaded, p));
+  EXPECT_EQ(again->jobs, loaded->jobs);
+  EXPECT_EQ(again->policy.interval_ns, loaded->policy.interval_ns);
+}
+
+TEST(FormatConfigToml, RefusesWhatTomlCannotHold) {
+  EXPECT_FALSE(format_config_toml(ojson::parse(R"({"a": [[1], {"b": 1}]})")).ok());
+  EXPECT_FALSE(format_config_toml(ojson::parse("[1]")).ok());
+  auto nulls = format_config_toml(ojson::parse(R"({"t": {"x": null, "y": 1}})"));
+  ASSERT_TRUE(nulls.ok());
+  EXPECT_EQ(nulls->find("x ="), std::string::npos) << *nulls;
 }
 
 }  // namespace

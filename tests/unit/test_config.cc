@@ -236,6 +236,99 @@ TEST(ConfigParse, HeadroomShareOrSize) {
   EXPECT_EQ(off->wire.headroom_bytes, 0u);
 }
 
+// [classes.N.<port>]: what one port's class N differs in, over [classes.N];
+// the depth stays the class's. ConfigSpec::classes keeps the shared form.
+TEST(ConfigParse, PerPortClassSettings) {
+  const auto r = parse_config(doc("[classes]\necn_threshold = 10\n[classes.3]\ndepth = 256\ncap = \"100Mbit/s\"\n"
+                                  "dscp = 10\n[classes.3.wire]\ncap = \"50Mbit/s\"\ncap_burst = \"2KiB\"\n"
+                                  "ecn_threshold = 0\n[classes.3.host]\nfloor = \"1Mbit/s\"\ndscp = 46\n"),
+                              "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  const ClassSpec& shared = r->classes[3];
+  const ClassSpec& w = port_classes(*r, 0)[3];
+  const ClassSpec& h = port_classes(*r, 1)[3];
+  EXPECT_EQ(shared.cap, (RateSpec{100'000'000, kDefaultBurstBytes}));
+  EXPECT_EQ(w.depth, 256u);
+  EXPECT_EQ(h.depth, 256u);
+  EXPECT_EQ(w.cap, (RateSpec{50'000'000, 2048}));
+  EXPECT_EQ(h.cap, shared.cap);
+  EXPECT_EQ(w.ecn_threshold, 0u);
+  EXPECT_EQ(h.ecn_threshold, 10u);
+  EXPECT_FALSE(w.floor);
+  EXPECT_EQ(h.floor, (RateSpec{1'000'000, kDefaultBurstBytes}));
+  EXPECT_EQ(w.dscp, 10);
+  EXPECT_EQ(h.dscp, 46);
+  EXPECT_EQ(port_classes(*r, 0)[2], r->classes[2]);
+  // A spec built in code (no per-port classes) reads the shared ones.
+  ConfigSpec built;
+  built.classes.assign(built.class_count, ClassSpec{});
+  EXPECT_EQ(&port_classes(built, 1), &built.classes);
+}
+
+// A shaper table without a rate: unshaped, but its overhead and headroom
+// are what a rate set later over the socket uses.
+TEST(ConfigParse, ShaperWithoutRateKeepsOverheadAndHeadroom) {
+  const auto r = parse_config(doc("[shaper.wire]\noverhead = \"20B\"\nheadroom = \"0B\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_FALSE(r->wire.shaper);
+  EXPECT_EQ(r->wire.overhead_bytes, 20u);
+  EXPECT_EQ(r->wire.headroom_permille, 0u);
+}
+
+TEST(ConfigParse, PolicyTable) {
+  EXPECT_EQ(parse_config(doc(""), "t.toml")->policy.kind, PolicyKind::kStatic);
+  auto r = parse_config(doc("[policy]\nname = \"round-robin\"\nrotate_on = \"iteration\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->policy.kind, PolicyKind::kRoundRobin);
+  EXPECT_EQ(r->policy.interval_ns, 20'000'000'000u);  // the policy command's default
+  EXPECT_EQ(r->policy.rotate_on, RotateOn::kIteration);
+  r = parse_config(doc("[policy]\nname = \"progress\"\ninterval = \"250ms\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->policy.kind, PolicyKind::kProgress);
+  EXPECT_EQ(r->policy.interval_ns, 250'000'000u);
+  r = parse_config(doc("[policy]\nname = \"fifo\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->policy.interval_ns, 1'000'000'000u);
+}
+
+// The values the socket can set are checked by these same functions
+// (control_plane.cc); the loader's messages above come from them too.
+TEST(ConfigChecks, SharedValueChecks) {
+  ClassSpec c;
+  EXPECT_FALSE(check_class(c));
+  c.ecn_threshold = 5000;
+  auto p = check_class(c);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->key, "ecn_threshold");
+  EXPECT_EQ(p->problem, "ecn_threshold 5000 must be below depth 1024 (0 turns marking off)");
+  c.ecn_threshold = 0;
+  c.cap = RateSpec{10'000'000, 64};
+  c.floor = RateSpec{20'000'000, 64};
+  ASSERT_TRUE(check_class(c));
+  EXPECT_EQ(check_class(c)->key, "floor");
+  c.floor.reset();
+  c.cap->burst_bytes = 63;
+  ASSERT_TRUE(check_class(c));
+  EXPECT_EQ(check_class(c)->key, "cap_burst");
+  c.cap.reset();
+  c.dscp = 64;
+  ASSERT_TRUE(check_class(c));
+  EXPECT_EQ(check_class(c)->key, "dscp");
+  EXPECT_EQ(check_shaper(RateSpec{7, 64})->key, "rate");
+  EXPECT_EQ(check_shaper(RateSpec{8, (512u << 20) + 1})->key, "burst");
+  EXPECT_FALSE(check_shaper(RateSpec{8, 512u << 20}));
+  JobSpec j;
+  j.id = 3;
+  j.name = "ok";
+  EXPECT_EQ(check_job(j)->key, "match");
+  j.match.push_back(*parse_match_rule("proto=tcp"));
+  EXPECT_FALSE(check_job(j));
+  j.police = RateSpec{1'000'000, 32};
+  EXPECT_EQ(check_job(j)->key, "police_burst");
+  j.name = "a\u202eb";
+  EXPECT_EQ(check_job(j)->key, "name");
+}
+
 TEST(ConfigParse, ClassCountMovesTheDefaultClass) {
   const auto r = parse_config(doc("[classes]\ncount = 4\n"), "t.toml");
   ASSERT_TRUE(r.ok()) << r.error();
@@ -310,7 +403,7 @@ std::vector<BadCase> bad_cases() {
       {lcores("main = -1\ndata = [1]"), "lcores.main", "-1 is out of range 0..127"},
       {lcores("data = [1]\nworkers = 2"), "lcores.workers", "unknown key"},
       // [shaper]
-      {d("[shaper.wire]\nburst = \"64KiB\""), "shaper.wire.rate", "missing"},
+      {d("[shaper.wire]\nburst = \"64KiB\""), "shaper.wire.burst", "given without rate"},
       {d("[shaper.wire]\nrate = \"1Gbit/s\""), "shaper.wire.burst", "missing"},
       {d("[shaper.wire]\nrate = \"1Gbps/s\"\nburst = \"64KiB\""), "shaper.wire.rate",
        "\"1Gbps/s\" is not a rate (expected e.g. \"9.5Gbit/s\")"},
@@ -366,6 +459,18 @@ std::vector<BadCase> bad_cases() {
        "ecn_threshold 300 must be below depth 256"},
       {d("[classes]\necn_threshold = 100\n[classes.3]\ndepth = 50"), "classes.3.depth",
        "ecn_threshold 100 must be below depth 50"},
+      // [classes.N.<port>]
+      {d("[classes.3]\nwire = 5"), "classes.3.wire", "expected a table"},
+      {d("[classes.3.mgmt]\ncap = \"1Mbit/s\""), "classes.3.mgmt", "unknown key"},
+      {d("[classes.3.wire]\ndepth = 5"), "classes.3.wire.depth", "unknown key"},
+      {d("[classes.3.wire]\necn_threshold = 2000"), "classes.3.wire.ecn_threshold",
+       "ecn_threshold 2000 must be below depth 1024"},
+      {d("[classes.3]\ncap = \"10Mbit/s\"\n[classes.3.host]\nfloor = \"20Mbit/s\""), "classes.3.host.floor",
+       "floor 20000000 bit/s is above cap 10000000 bit/s"},
+      {d("[classes.3]\nfloor = \"20Mbit/s\"\n[classes.3.wire]\ncap = \"10Mbit/s\""), "classes.3.wire.cap",
+       "floor 20000000 bit/s is above cap 10000000 bit/s"},
+      {d("[classes.3.wire]\ncap_burst = \"64KiB\""), "classes.3.wire.cap_burst", "given without cap"},
+      {d("[classes.3.host]\ndscp = 64"), "classes.3.host.dscp", "out of range 0..63"},
       // [[jobs]]
       {d("jobs = 5"), "jobs", "expected an array of tables"},
       {d("jobs = [1]"), "jobs[0]", "expected a table, got integer 1"},
@@ -402,6 +507,11 @@ std::vector<BadCase> bad_cases() {
       {d("[dataplane]\nmbufs = 1023"), "dataplane.mbufs", "out of range 1024.."},
       {d("[dataplane]\nmbufs = 4294967296"), "dataplane.mbufs", "out of range"},
       {d("[dataplane]\nflow_cache = -1"), "dataplane.flow_cache", "out of range"},
+      // Start-time limits, refused by the loader so that --check refuses them.
+      {d("[dataplane]\nflow_cache = 4"), "dataplane.flow_cache",
+       "4 is out of range 8..67108864 (0 turns the cache off)"},
+      {d("[dataplane]\nflow_cache = 67108865"), "dataplane.flow_cache", "out of range 8..67108864"},
+      {d("[dataplane]\nmbufs = 1073741824"), "dataplane.mbufs", "out of range 1024..1073741823"},
       {d("[dataplane]\nmax_jobs = 0"), "dataplane.max_jobs", "out of range 1..1048576"},
       {d("[dataplane]\nmax_jobs = 1048577"), "dataplane.max_jobs", "out of range"},
       {d("[dataplane]\ndrain_timeout = 500"), "dataplane.drain_timeout",
@@ -422,6 +532,15 @@ std::vector<BadCase> bad_cases() {
        "longer than a unix socket allows"},
       {d("[control]\nstate = 1"), "control.state", "expected a string"},
       {d("[control]\nsockett = \"/x\""), "control.sockett", "did you mean \"socket\"?"},
+      // [policy]
+      {d("[policy]\ninterval = \"1s\""), "policy.name", "missing"},
+      {d("[policy]\nname = \"lifo\""), "policy.name", "\"lifo\" is not a policy (static, "},
+      {d("[policy]\nname = \"fifo\"\ninterval = \"999us\""), "policy.interval", "at least 1ms"},
+      {d("[policy]\nname = \"fifo\"\ninterval = 5"), "policy.interval", "expected a string with a unit"},
+      {d("[policy]\nname = \"fifo\"\nrotate_on = \"time\""), "policy.rotate_on", "round-robin only"},
+      {d("[policy]\nname = \"round-robin\"\nrotate_on = \"epoch\""), "policy.rotate_on",
+       "\"epoch\" is not \"time\" or \"iteration\""},
+      {d("[policy]\nname = \"static\"\nrotation = \"time\""), "policy.rotation", "did you mean \"rotate_on\"?"},
       // top level
       {d("[shapers.wire]\nrate = \"1Gbit/s\""), "shapers", "did you mean \"shaper\"?"},
       {d("foo = 1"), "foo", "unknown key"},

@@ -42,6 +42,8 @@ burst = "64KiB"
 @CLASSES@
 [classes.1]
 @CLASS@
+[classes.1.wire]
+@CLASS_PORT@
 [[jobs]]
 id = 1
 match = ["dst=10.0.0.1/32"]
@@ -54,11 +56,14 @@ match = ["dst=10.0.0.1/32"]
 @LOG@
 [control]
 @CONTROL@
+[policy]
+name = "static"
+@POLICY@
 )";
 
-const std::vector<std::string> kMarks = {"ROOT",   "EAL",       "PORTS",       "WIRE",    "HOST",
-                                         "LCORES", "SHAPER",    "SHAPER_WIRE", "CLASSES", "CLASS",
-                                         "JOBS",   "DATAPLANE", "STATS",       "LOG",     "CONTROL"};
+const std::vector<std::string> kMarks = {"ROOT",      "EAL",         "PORTS",   "WIRE",    "HOST",       "LCORES",
+                                         "SHAPER",    "SHAPER_WIRE", "CLASSES", "CLASS",   "CLASS_PORT", "JOBS",
+                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "POLICY"};
 
 // The config with an unknown key at `mark`, and every other mark removed.
 std::string probe_at(const std::string& mark) {
@@ -101,8 +106,8 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
   if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
 
   // The tables: every root key must be one of them, so a new table cannot be missed.
-  const std::set<std::string> tables = {"eal",  "ports",     "lcores", "shaper", "classes",
-                                        "jobs", "dataplane", "stats",  "log",    "control"};
+  const std::set<std::string> tables = {"eal",       "ports", "lcores", "shaper",  "classes", "jobs",
+                                        "dataplane", "stats", "log",    "control", "policy"};
   EXPECT_EQ(allowed_at("ROOT"), tables);
   EXPECT_EQ(allowed_at("PORTS"), (std::set<std::string>{"wire", "host"}));
   EXPECT_EQ(allowed_at("SHAPER"), (std::set<std::string>{"wire", "host"}));
@@ -110,13 +115,16 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
 
   // Table (as the probe finds it) -> how the reference writes its keys.
   const std::vector<std::pair<std::string, std::string>> leaf_tables = {
-      {"EAL", "eal."},         {"WIRE", "ports.<p>."},    {"LCORES", "lcores."},  {"SHAPER_WIRE", "shaper.<p>."},
-      {"CLASSES", "classes."}, {"CLASS", "classes.<N>."}, {"JOBS", "jobs[]."},    {"DATAPLANE", "dataplane."},
-      {"STATS", "stats."},     {"LOG", "log."},           {"CONTROL", "control."}};
+      {"EAL", "eal."},         {"WIRE", "ports.<p>."},    {"LCORES", "lcores."},   {"SHAPER_WIRE", "shaper.<p>."},
+      {"CLASSES", "classes."}, {"CLASS", "classes.<N>."}, {"JOBS", "jobs[]."},     {"DATAPLANE", "dataplane."},
+      {"STATS", "stats."},     {"LOG", "log."},           {"CONTROL", "control."}, {"CLASS_PORT", "classes.<N>.<p>."},
+      {"POLICY", "policy."}};
   std::set<std::string> schema;
   for (const auto& [mark, prefix] : leaf_tables) {
     for (const std::string& k : allowed_at(mark)) schema.insert(prefix + k);
   }
+  // [classes.N.wire] and [classes.N.host] are tables (CLASS_PORT), not keys.
+  EXPECT_EQ(schema.erase("classes.<N>.wire") + schema.erase("classes.<N>.host"), 2u);
 
   std::ifstream in(std::string(root) + "/docs/configuration.md");
   ASSERT_TRUE(in) << "docs/configuration.md not found";

@@ -104,8 +104,8 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.police->burst_bytes, kControlDefaultBurstBytes);
          EXPECT_EQ(q.name, "");
        }},
-      // null police: no policer, and its burst is then ignored.
-      {R"({"cmd":"jobs.add","job":2,"match":["proto=udp"],"police":null,"police_burst":"1B"})", kClasses,
+      // null police: no policer.
+      {R"({"cmd":"jobs.add","job":2,"match":["proto=udp"],"police":null})", kClasses,
        [](auto& r, auto& l) { EXPECT_FALSE(as<JobsAddRequest>(r, l).police); }},
       {R"({"cmd":"jobs.add","job":2,"match":["proto=udp"],"name":")" + std::string(64, 'n') + R"("})", kClasses,
        [](auto& r, auto& l) { EXPECT_EQ(as<JobsAddRequest>(r, l).name.size(), 64u); }},
@@ -334,6 +334,11 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
        "\"police_burst\" must be between 64B and 512MiB"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police_burst":"64"})",
        "\"police_burst\": \"64\" is not a size", Match::kPrefix},
+      // As the loader: a policer burst without its rate (null or absent) is refused.
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police_burst":"64KiB"})",
+       "\"police_burst\" given without \"police\" (set both or neither)"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":null,"police_burst":"64KiB"})",
+       "\"police_burst\" given without \"police\" (set both or neither)"},
       // Precedence as before the split: argument errors before the registry's.
       {R"({"cmd":"jobs.add","job":0,"match":[]})", "\"match\" must be a non-empty list of rule strings"},
       // jobs.remove, rank
