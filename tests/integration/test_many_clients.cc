@@ -466,6 +466,25 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
   EXPECT_EQ(replies, requests);
   EXPECT_EQ(slow.extra_bytes(), 0u);
 
+  // A client that sends its requests and shuts down its sending side (a
+  // pipe into socat) gets every reply, though they exceed the socket's
+  // buffers: the daemon closes only after the last one left.
+  {
+    Conn half(sock());
+    ASSERT_TRUE(half.ok());
+    std::string twenty;
+    for (int i = 0; i < 20; ++i) twenty += req;
+    ASSERT_EQ(send(half.fd(), twenty.data(), twenty.size(), MSG_NOSIGNAL), ssize_t(twenty.size()));
+    ASSERT_EQ(shutdown(half.fd(), SHUT_WR), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the daemon sees the EOF before it can send all
+    int whole = 0;
+    while (const auto line = half.read_line(Clock::now() + std::chrono::seconds(10))) {
+      EXPECT_EQ(json::parse(*line, nullptr, false)["ok"], true);
+      ++whole;
+    }
+    EXPECT_EQ(whole, 20);
+  }
+
   // (b) It never reads: after kStalledReaderNs with replies waiting the
   // daemon disconnects it (logged), and it got fewer replies than requests.
   Conn stalled(sock());
