@@ -19,7 +19,17 @@ namespace psgate {
 
 // The protocol's limits (docs/control-protocol.md states each).
 // (kMaxRequestBytes, one request line, is in control_request.h: clients split by it.)
-inline constexpr size_t kMaxPendingReplyBytes = 8 * 1024 * 1024;  // a client that reads nothing is cut off
+// While a connection has this much of its replies unsent, the server reads no
+// more of its requests (they wait in the kernel's socket buffer, and then in
+// the client's send): a client that sends without reading costs the daemon at
+// most this plus one reply. Requests are taken one line at a time, so the
+// limit holds however many a client pipelines.
+inline constexpr size_t kPauseReadingBytes = 256 * 1024;
+// A client paused that long without reading a byte of its replies (or one
+// that shut down its sending side and reads nothing) is disconnected and
+// logged: it holds a slot and memory for nothing, and a client blocked in a
+// send while the daemon waits for it to read would otherwise wait forever.
+inline constexpr uint64_t kStalledReaderNs = 5'000'000'000;
 inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
 // Connections the kernel queues before the control thread accepts them
 // (capped by net.core.somaxconn, 4096 by default since Linux 5.4). The thread

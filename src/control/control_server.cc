@@ -3,6 +3,7 @@
 #include "psgate/control_server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -28,6 +30,14 @@ using json = nlohmann::json;
 struct Connection {
   RequestLines in{kMaxRequestBytes};
   std::string out;
+  // The client shut down its side (EOF): no more requests, but the replies
+  // it is owed still go out before the connection is closed.
+  bool eof = false;
+  // Waiting for the client to read (kPauseReadingBytes pending, or EOF with
+  // replies pending), since `waiting_ns` or the last byte it took, whichever
+  // is later; past kStalledReaderNs it is disconnected.
+  bool waiting = false;
+  uint64_t waiting_ns = 0;
 };
 
 std::string errno_text() { return std::strerror(errno); }
@@ -131,30 +141,45 @@ void ControlServer::run() {
   watch(tick_fd, EPOLLIN);
   if (report_fd >= 0) watch(report_fd, EPOLLIN);
   std::unordered_map<int, Connection> conns;
+  // A spare descriptor, given up for a moment to refuse a client when the
+  // process has no other (see the accept loop).
+  int reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  uint64_t refused_for_fds = 0;
 
   auto close_conn = [&](int fd) {
     epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
     conns.erase(fd);
   };
-  // Sends what is buffered; waits for EPOLLOUT while the client is slow.
+  // Sends what is buffered and sets what to wait for: more requests while
+  // few replies are pending, only EPOLLOUT while many are (a client that
+  // does not read is not read from either), and after EOF only the rest of
+  // the replies. False: close the connection (peer gone, or done).
   auto flush = [&](int fd, Connection& c) -> bool {
+    bool progress = false;
     while (!c.out.empty()) {
       const ssize_t n = send(fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         c.out.erase(0, static_cast<size_t>(n));
+        progress = true;
         continue;
       }
+      if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       return false;  // peer gone
     }
-    if (c.out.size() > kMaxPendingReplyBytes) return false;
+    // Everything it asked for was sent, and it will ask for nothing more.
+    if (c.eof && c.out.empty()) return false;
+    const bool waiting = c.eof || c.out.size() >= kPauseReadingBytes;
+    if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
+    c.waiting = waiting;
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+    ev.events = waiting ? EPOLLOUT : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
     ev.data.fd = fd;
     epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
     return true;
   };
+  uint64_t stalled_clients = 0;  // for the log: how many were disconnected since start
   auto answer = [&](Connection& c, const std::string& line) {
     json reply;
     try {
@@ -179,7 +204,18 @@ void ControlServer::run() {
         running = false;
       } else if (fd == tick_fd) {
         drain_fd(tick_fd);
-        control_->tick(monotonic_ns());
+        const uint64_t now = monotonic_ns();
+        control_->tick(now);
+        // Clients that stopped reading their replies.
+        std::vector<int> stalled;
+        for (const auto& [cfd, conn] : conns)
+          if (conn.waiting && now - conn.waiting_ns > kStalledReaderNs) stalled.push_back(cfd);
+        for (int cfd : stalled) {
+          ++stalled_clients;
+          spdlog::warn("control: a client left {} KiB of replies unread for {} s; disconnected ({} since start)",
+                       conns[cfd].out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_clients);
+          close_conn(cfd);
+        }
       } else if (fd == report_fd) {
         drain_fd(report_fd);
         if (options_.report) options_.report();
@@ -187,16 +223,37 @@ void ControlServer::run() {
         // Accept until the queue is empty: one wake-up may stand for many
         // clients, and a backlog left full refuses new ones (EAGAIN).
         for (;;) {
-          const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          bool out_of_fds = false;
+          if (c < 0 && (errno == EMFILE || errno == ENFILE) && reserve_fd >= 0) {
+            // Out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
+            // what DPDK holds). Left in the queue, the connection would keep
+            // the listening socket readable and this thread spinning, and its
+            // client waiting for nothing: free the spare descriptor, take the
+            // connection, refuse it with a reason, take the spare back.
+            close(reserve_fd);
+            c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            reserve_fd = -1;
+            out_of_fds = true;
+          }
           if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("control: accept: {}", errno_text());
+            if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             break;
           }
-          if (conns.size() >= kMaxClients) {
-            const std::string msg = error_reply("too many control clients").dump() + "\n";
+          if (out_of_fds || conns.size() >= kMaxClients) {
+            if (out_of_fds && refused_for_fds++ % 1000 == 0)
+              spdlog::warn("control: out of file descriptors with {} clients (raise RLIMIT_NOFILE); {} refused",
+                           conns.size(), refused_for_fds);
+            const std::string msg =
+                error_reply(out_of_fds ? "too many control clients (the daemon is out of file descriptors)"
+                                       : "too many control clients")
+                    .dump() +
+                "\n";
             (void)!send(c, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
             close(c);
+            if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             continue;
           }
           conns.emplace(c, Connection{});
@@ -207,30 +264,41 @@ void ControlServer::run() {
         if (it == conns.end()) continue;
         Connection& c = it->second;
         bool alive = true;
-        if (events[i].events & EPOLLIN) {
+        if ((events[i].events & EPOLLIN) && !c.waiting) {
           char buf[16384];
-          // Each chunk is split into lines as it arrives, so a connection
-          // holds at most one request's bytes however much a client sends.
           auto on_line = [&](std::string&& line) { answer(c, line); };
           auto on_oversized = [&] { c.out += error_reply("request longer than 64 KiB").dump() + "\n"; };
-          for (;;) {
-            const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+          // Requests are taken one line at a time (peek, then consume through
+          // the first newline), and none while kPauseReadingBytes of replies
+          // wait unsent: the rest stay in the kernel's buffers until the
+          // client reads (flush() then waits for EPOLLOUT alone). So a client
+          // that sends without reading costs at most that plus one reply, and
+          // every request it sent is still answered once it reads. Each piece
+          // goes through the line framer, so a connection also holds at most
+          // one request's bytes however long a line is.
+          while (c.out.size() < kPauseReadingBytes) {
+            const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
             if (r > 0) {
-              c.in.feed(std::string_view(buf, static_cast<size_t>(r)), on_line, on_oversized);
+              const char* nl = static_cast<const char*>(std::memchr(buf, '\n', static_cast<size_t>(r)));
+              const size_t take = nl != nullptr ? static_cast<size_t>(nl - buf) + 1 : static_cast<size_t>(r);
+              const ssize_t got = recv(fd, buf, take, MSG_DONTWAIT);  // only this thread reads it
+              if (got > 0) c.in.feed(std::string_view(buf, static_cast<size_t>(got)), on_line, on_oversized);
               continue;
             }
             if (r < 0 && errno == EINTR) continue;
-            if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) alive = false;
+            if (r == 0) c.eof = true;  // its replies still go out (flush)
+            else if (errno != EAGAIN && errno != EWOULDBLOCK) alive = false;
             break;
           }
         }
+        // Peer gone both ways (or an error): nobody could read the replies.
         if (events[i].events & (EPOLLHUP | EPOLLERR)) alive = false;
-        // A peer that closed got one attempt at its pending replies.
-        if (!flush(fd, c) || !alive) close_conn(fd);
+        if (!alive || !flush(fd, c)) close_conn(fd);
       }
     }
   }
   for (auto& [fd, c] : conns) close(fd);
+  if (reserve_fd >= 0) close(reserve_fd);
   close(tick_fd);
   if (report_fd >= 0) close(report_fd);
   close(ep);

@@ -16,6 +16,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+const volatile std::sig_atomic_t* g_interrupt = nullptr;
+
+bool interrupted() { return g_interrupt != nullptr && *g_interrupt != 0; }
+
 std::string connect_reason(int err) {
   switch (err) {
     case ENOENT:
@@ -47,10 +51,11 @@ int remaining_ms(Clock::time_point deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 
-// Waits until fd is ready for `events`; false on timeout. EINTR (a Ctrl-C in
-// stats --watch sets a flag and is acted on between requests) just retries.
+// Waits until fd is ready for `events`; false on timeout or when the
+// interrupt flag is set (a Ctrl-C in stats --watch). Any other EINTR retries.
 bool wait_ready(int fd, short events, Clock::time_point deadline) {
   for (;;) {
+    if (interrupted()) return false;
     pollfd p{fd, events, 0};
     const int n = poll(&p, 1, remaining_ms(deadline));
     if (n > 0) return true;
@@ -60,6 +65,8 @@ bool wait_ready(int fd, short events, Clock::time_point deadline) {
 }
 
 }  // namespace
+
+void set_interrupt_flag(const volatile std::sig_atomic_t* flag) { g_interrupt = flag; }
 
 Client::Client(int fd, std::string path, std::chrono::milliseconds timeout)
     : fd_(fd), path_(std::move(path)), timeout_(timeout) {}
@@ -102,7 +109,7 @@ Result<Client> Client::connect(const std::string& path, std::chrono::millisecond
   int rc;
   do {
     rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  } while (rc != 0 && errno == EINTR);
+  } while (rc != 0 && errno == EINTR && !interrupted());
   if (rc != 0) {
     const int err = errno;
     close(fd);
@@ -122,12 +129,17 @@ Result<Reply> Client::call(const nlohmann::json& request) {
   size_t sent = 0;
   while (sent < line.size()) {
     if (!wait_ready(fd_, POLLOUT, deadline)) {
+      if (interrupted()) return fail("interrupted");
       return fail("timed out sending the request after " + timeout_text(timeout_));
     }
     const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<size_t>(n);
     } else if (errno == EPIPE || errno == ECONNRESET) {
+      // The daemon may have refused the connection with a reason before
+      // closing it ("too many control clients"): that line is the reply.
+      Result<Reply> refusal = read_refusal();
+      if (refusal) return refusal;
       return fail("daemon closed the connection before reading the request");
     } else if (errno != EAGAIN && errno != EINTR) {
       return fail(std::string("send: ") + std::strerror(errno));
@@ -147,6 +159,7 @@ Result<Reply> Client::call(const nlohmann::json& request) {
     scanned = pending_.size();
     if (pending_.size() > kMaxReplyBytes) return fail("reply longer than 64 MiB without a newline");
     if (!wait_ready(fd_, POLLIN, deadline)) {
+      if (interrupted()) return fail("interrupted");
       return fail("no reply within " + timeout_text(timeout_) + " (use --timeout to wait longer)");
     }
     char buf[65536];
@@ -162,6 +175,16 @@ Result<Reply> Client::call(const nlohmann::json& request) {
       return fail(std::string("recv: ") + std::strerror(errno));
     }
   }
+}
+
+Result<Reply> Client::read_refusal() {
+  char buf[4096];
+  const ssize_t n = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+  if (n <= 0) return Result<Reply>::failure("nothing");
+  pending_.append(buf, static_cast<size_t>(n));
+  const size_t nl = pending_.find('\n');
+  if (nl == std::string::npos) return Result<Reply>::failure("nothing");
+  return parse_reply(pending_.substr(0, nl));
 }
 
 Result<Reply> parse_reply(const std::string& line) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,12 +43,19 @@ class Client {
 
  private:
   Client(int fd, std::string path, std::chrono::milliseconds timeout);
+  // After a failed send: a reply line the daemon left before closing, if any.
+  psgate::Result<Reply> read_refusal();
 
   int fd_ = -1;
   std::string path_;
   std::chrono::milliseconds timeout_;
   std::string pending_;  // bytes received after the last reply's '\n'
 };
+
+// A flag a signal handler sets (stats --watch: SIGINT, SIGTERM). While it is
+// set, connect and call stop waiting at once and fail with "interrupted",
+// instead of sitting out the rest of their timeout.
+void set_interrupt_flag(const volatile std::sig_atomic_t* flag);
 
 // Parses one reply line; errors describe what was wrong with it.
 psgate::Result<Reply> parse_reply(const std::string& line);

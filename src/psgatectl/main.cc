@@ -2,12 +2,14 @@
 // psgatectl: parse the command line, send one request, print the reply.
 // Exit status as in docs/control-protocol.md: 0 ok, 1 refused, 2 usage, 3 unreachable.
 #include <unistd.h>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "client.h"
@@ -39,42 +41,102 @@ int failure_status(const psgate::Result<Reply>& reply) {
   return kExitOk;
 }
 
-// stats --watch: one connection, a stats request every second, a frame per
-// reply computed from the difference to the previous one. Ctrl-C ends it with
-// status 0; the terminal is cleared between frames only when stdout is one.
-int watch(Client& client, const Invocation& inv) {
+// "HH:MM:SS", local time, for frame headers and outage lines.
+std::string clock_text() {
+  char text[16] = "";
+  const std::time_t wall = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&wall, &tm);
+  std::strftime(text, sizeof text, "%H:%M:%S", &tm);
+  return text;
+}
+
+// Sleeps until `until` or a Ctrl-C/SIGTERM, whichever comes first.
+void sleep_until(Clock::time_point until) {
+  while (!g_interrupted && Clock::now() < until) {
+    const auto left = until - Clock::now();
+    std::this_thread::sleep_for(std::min<Clock::duration>(left, std::chrono::milliseconds(50)));
+  }
+}
+
+std::string ms_text(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "s" : std::to_string(d.count()) + "ms";
+}
+
+// stats --watch: a stats request every second, a frame per reply computed
+// from the difference to the previous one. It is a monitor, so it outlives
+// the daemon's hiccups: a connection that cannot be made or is closed, a reply
+// that is late (--timeout), missing, malformed or a refusal are each reported
+// on stderr as one line with the time, and it reconnects (a fresh connection:
+// a late reply must not be taken for the next one) after a backoff of 100 ms,
+// doubling to 2 s while the outage lasts, and goes on. Only Ctrl-C or SIGTERM
+// (or --count frames) end it, with status 0. The terminal is cleared between
+// frames only when stdout is one.
+int watch(const Invocation& inv) {
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  set_interrupt_flag(&g_interrupted);
   const bool tty = isatty(STDOUT_FILENO) == 1;
+  constexpr std::chrono::milliseconds kFirstBackoff{100}, kMaxBackoff{2000};
 
+  std::optional<Client> client;
+  auto backoff = kFirstBackoff;
+  bool outage = false;  // since the last frame, something failed
   ojson prev;
   bool have_prev = false;
   Clock::time_point prev_at{};
   auto next_at = Clock::now();
-  for (uint64_t n = 0; inv.watch_count == 0 || n < inv.watch_count; ++n) {
-    while (!g_interrupted && Clock::now() < next_at) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  uint64_t frames = 0;
+  // Reports a failure, drops the connection and waits out the backoff.
+  auto trouble = [&](const std::string& what) {
+    client.reset();
+    outage = true;
+    std::cerr << "psgatectl: " << clock_text() << " " << what << "; reconnecting in " << ms_text(backoff) << "\n"
+              << std::flush;
+    sleep_until(Clock::now() + backoff);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+    next_at = Clock::now();  // the next frame as soon as the daemon answers
+  };
+  while (!g_interrupted && (inv.watch_count == 0 || frames < inv.watch_count)) {
+    sleep_until(next_at);
     if (g_interrupted) break;
-    next_at += std::chrono::seconds(1);
-    auto reply = client.call(inv.request);
-    if (const int status = failure_status(reply); status != kExitOk) return status;
+    if (!client) {
+      auto c = Client::connect(inv.socket, std::chrono::milliseconds(inv.timeout_ms));
+      if (g_interrupted) break;
+      if (!c) {
+        trouble(c.error());
+        continue;
+      }
+      client.emplace(std::move(*c));
+    }
+    next_at = std::max(next_at + std::chrono::seconds(1), Clock::now());
+    auto reply = client->call(inv.request);
+    if (g_interrupted) break;
+    if (!reply) {
+      trouble(reply.error());
+      continue;
+    }
+    if (!reply->ok) {
+      trouble("psgate at " + inv.socket + " refused stats: " + reply->error);
+      continue;
+    }
+    if (outage) std::cerr << "psgatectl: " << clock_text() << " psgate at " << inv.socket << " answers again\n";
+    outage = false;
+    backoff = kFirstBackoff;
     const auto now = Clock::now();
     const double dt = have_prev ? std::chrono::duration<double>(now - prev_at).count() : 0;
-    char clock_text[16] = "";
-    const std::time_t wall = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&wall, &tm);
-    std::strftime(clock_text, sizeof clock_text, "%H:%M:%S", &tm);
-
-    std::string frame = tty ? "\x1b[H\x1b[2J" : (n > 0 ? "\n" : "");
-    frame += std::string("psgate stats  ") + clock_text + "  (every 1 s; Ctrl-C to stop)\n";
+    std::string frame = tty ? "\x1b[H\x1b[2J" : (frames > 0 ? "\n" : "");
+    frame += "psgate stats  " + clock_text() + "  (every 1 s; Ctrl-C to stop)\n";
+    // A counter that went back (the daemon restarted) shows "-", not a rate.
     frame += format_watch(have_prev ? &prev : nullptr, reply->result, dt);
     std::cout << frame << std::flush;
     prev = std::move(reply->result);
     prev_at = now;
     have_prev = true;
+    ++frames;
   }
   return kExitOk;
 }
@@ -118,13 +180,13 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   const Invocation& inv = *parsed.invocation;
+  if (inv.kind == Kind::kStatsWatch) return watch(inv);  // connects (and reconnects) itself
 
   auto client = Client::connect(inv.socket, std::chrono::milliseconds(inv.timeout_ms));
   if (!client) {
     std::cerr << "psgatectl: " << client.error() << "\n";
     return kExitUnreachable;
   }
-  if (inv.kind == Kind::kStatsWatch) return watch(*client, inv);
   if (inv.kind == Kind::kJobsLoad) return load_jobs(*client, inv);
 
   auto reply = client->call(inv.request);

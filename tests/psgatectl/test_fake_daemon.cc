@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,10 +15,15 @@
 #include <unistd.h>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,6 +101,10 @@ class FakeDaemon {
     return requests_;
   }
   int connections() const { return connections_.load(); }
+  // The next `n` requests are read and recorded but never answered (as
+  // kSilent), as a daemon stuck in a long command would; later ones are
+  // answered again, each on the connection it came on.
+  void stall_next(int n) { stall_.store(n); }
 
  private:
   // Waits for fd or the stop pipe; false when stopping.
@@ -138,7 +148,12 @@ class FakeDaemon {
             req.is_object() && req["cmd"].is_string() ? replies_.find(req["cmd"].get<std::string>()) : replies_.end();
         reply = it != replies_.end() ? it->second : R"({"ok": false, "error": "unknown command"})";
       }
-      switch (mode_) {
+      Mode mode = mode_;
+      if (stall_.load() > 0) {
+        --stall_;
+        mode = Mode::kSilent;
+      }
+      switch (mode) {
         case Mode::kAnswer:
           reply += "\n";
           break;
@@ -171,6 +186,7 @@ class FakeDaemon {
   std::map<std::string, std::string> replies_;
   std::vector<json> requests_;
   std::atomic<int> connections_{0};
+  std::atomic<int> stall_{0};
 };
 
 struct CtlRun {
@@ -179,8 +195,9 @@ struct CtlRun {
 };
 
 struct RunOptions {
-  const char* env_socket = nullptr;  // $PSGATE_SOCKET for the child; unset when null
-  bool as_nobody = false;            // drop to uid/gid 65534 before exec
+  const char* env_socket = nullptr;   // $PSGATE_SOCKET for the child; unset when null
+  bool as_nobody = false;             // drop to uid/gid 65534 before exec
+  std::atomic<pid_t>* pid = nullptr;  // set to the child's pid once it runs (to signal it)
 };
 
 // Runs psgatectl with `args`; collects stdout, stderr and the exit status.
@@ -212,6 +229,7 @@ CtlRun run_ctl(const std::vector<std::string>& args, RunOptions opt = {}) {
     execve(bin, argv.data(), envp.data());
     _exit(127);
   }
+  if (opt.pid != nullptr) opt.pid->store(pid);
   close(out_pipe[1]);
   close(err_pipe[1]);
   CtlRun r;
@@ -423,6 +441,101 @@ TEST(PsgatectlFakeDaemon, StatsTableAndWatch) {
   EXPECT_TRUE(contains(w.out, "ports: wire tx 0.0 Mbit/s, host tx 0.0 Mbit/s")) << w.out;  // unchanged counters
   EXPECT_EQ(d.requests().size(), 3u);
   EXPECT_EQ(d.connections(), 2);
+}
+
+// Waits up to 20 s for `done`; false if it never came.
+bool wait_for(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+ojson stats_reply(const std::string& job_name) {
+  return ojson{{"ok", true},
+               {"result",
+                {{"ports", ojson::object()},
+                 {"classes", ojson::array()},
+                 {"totals", ojson::object()},
+                 {"jobs", ojson::array({{{"id", 1}, {"name", job_name}, {"rank", 0}, {"class", 1}}})}}}};
+}
+
+// stats --watch is a monitor: nothing listening yet, a stalled reply, and a
+// daemon that goes away and comes back are each reported on stderr with the
+// time, and watching goes on; SIGTERM ends it with status 0.
+TEST(PsgatectlFakeDaemon, WatchSurvivesNoDaemonAStallAndARestart) {
+  TempDir dir;
+  std::atomic<pid_t> pid{0};
+  CtlRun w;
+  std::thread watcher([&] {
+    RunOptions opt;
+    opt.pid = &pid;
+    w = run_ctl({"-s", dir.socket(), "--timeout", "400ms", "stats", "--watch"}, opt);
+  });
+  ASSERT_TRUE(wait_for([&] { return pid.load() != 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // nobody listens yet
+
+  auto a = std::make_unique<FakeDaemon>(dir.socket(), FakeDaemon::Mode::kAnswer);
+  a->answer("stats", stats_reply("before-outage"));
+  EXPECT_TRUE(wait_for([&] { return a->requests().size() >= 1; }));
+  a->stall_next(1);  // the second request is never answered: the client times out
+  EXPECT_TRUE(wait_for([&] { return a->requests().size() >= 4; }));  // 2 stalled, 3 and 4 answered
+  a.reset();                                                         // the daemon goes away
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+  FakeDaemon b(dir.socket(), FakeDaemon::Mode::kAnswer);
+  b.answer("stats", stats_reply("after-restart"));
+  EXPECT_TRUE(wait_for([&] { return b.requests().size() >= 2; }));
+  kill(pid.load(), SIGTERM);
+  watcher.join();
+
+  EXPECT_EQ(w.status, 0) << w.err;
+  EXPECT_GE(count_of(w.out, "before-outage"), 3u) << w.out;
+  EXPECT_GE(count_of(w.out, "after-restart"), 2u) << w.out;  // watching went on after the outage
+  EXPECT_GE(b.connections(), 1);
+  // Each problem is one stderr line with the time and the backoff.
+  const std::regex line(R"(psgatectl: \d\d:\d\d:\d\d .*psgate at .*; reconnecting in (100ms|200ms|400ms|800ms|2s))");
+  EXPECT_TRUE(contains(w.err, ": no such socket")) << w.err;
+  EXPECT_TRUE(contains(w.err, "no reply within 400ms")) << w.err;
+  EXPECT_TRUE(contains(w.err, "answers again")) << w.err;
+  size_t problems = 0;
+  std::istringstream lines(w.err);
+  for (std::string l; std::getline(lines, l);) {
+    if (contains(l, "answers again")) continue;
+    ++problems;
+    EXPECT_TRUE(std::regex_search(l, line)) << l;
+  }
+  EXPECT_GE(problems, 4u) << w.err;  // no daemon (at least once), the stall, the restart (twice or more)
+  // The backoff doubles while the daemon is away and stops at 2 s.
+  EXPECT_TRUE(contains(w.err, "reconnecting in 200ms")) << w.err;
+}
+
+// Ctrl-C or SIGTERM while a reply is overdue ends the watch at once (not
+// after --timeout), with status 0.
+TEST(PsgatectlFakeDaemon, WatchEndsPromptlyOnSigtermDuringAStalledReply) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kSilent);
+  std::atomic<pid_t> pid{0};
+  CtlRun w;
+  std::thread watcher([&] {
+    RunOptions opt;
+    opt.pid = &pid;
+    w = run_ctl({"-s", dir.socket(), "--timeout", "60s", "stats", "--watch"}, opt);
+  });
+  ASSERT_TRUE(wait_for([&] { return !d.requests().empty(); }));
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(pid.load(), SIGTERM);
+  watcher.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(w.status, 0) << w.err;
 }
 
 }  // namespace
