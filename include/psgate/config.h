@@ -80,7 +80,7 @@ struct JobSpec {
   uint32_t id = 0;
   std::string name;
   uint32_t rank = 0;
-  std::vector<MatchRule> match;
+  RuleList match;                  // shared between copies (match_rule.h)
   std::optional<RateSpec> police;  // ingress policer: excess dropped and counted
   bool operator==(const JobSpec&) const = default;
 };

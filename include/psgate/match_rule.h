@@ -8,11 +8,15 @@
 // matches every IP packet. src and dst, when both given, share one family.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "psgate/result.h"
 
@@ -55,5 +59,34 @@ Result<IpPrefix> parse_ip_prefix(std::string_view text);
 // Canonical text form; parse_match_rule(to_string(r)) == r.
 std::string to_string(const MatchRule& rule);
 std::string to_string(const IpPrefix& prefix);
+
+// A job's match rules. Copies share one list: a job's rules never change
+// once it is added, yet the control plane copies its whole state for every
+// change (control_plane.h), and with 100,000 rules a deep copy cost
+// milliseconds per re-rank. The first change to a shared list copies it.
+class RuleList {
+ public:
+  RuleList() = default;
+  RuleList(std::vector<MatchRule> rules) : rules_(std::make_shared<std::vector<MatchRule>>(std::move(rules))) {}
+  RuleList(std::initializer_list<MatchRule> rules) : RuleList(std::vector<MatchRule>(rules)) {}
+
+  void push_back(const MatchRule& rule) { own().push_back(rule); }
+  size_t size() const { return rules_ ? rules_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const MatchRule& operator[](size_t i) const { return (*rules_)[i]; }
+  const MatchRule* begin() const { return rules_ ? rules_->data() : nullptr; }
+  const MatchRule* end() const { return rules_ ? rules_->data() + rules_->size() : nullptr; }
+  bool operator==(const RuleList& other) const {
+    return rules_ == other.rules_ || std::equal(begin(), end(), other.begin(), other.end());
+  }
+
+ private:
+  std::vector<MatchRule>& own() {
+    if (!rules_) rules_ = std::make_shared<std::vector<MatchRule>>();
+    else if (rules_.use_count() > 1) rules_ = std::make_shared<std::vector<MatchRule>>(*rules_);
+    return *rules_;
+  }
+  std::shared_ptr<std::vector<MatchRule>> rules_;
+};
 
 }  // namespace psgate

@@ -24,6 +24,8 @@
 #include <rte_byteorder.h>
 #include <rte_errno.h>
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -290,10 +292,18 @@ Result<std::unique_ptr<Classifier>> Classifier::build(std::span<const Classifier
     c->impl_ = std::make_unique<Impl>();
     c->impl_->values.reserve(rules.size());
     for (const ClassifierRule& r : rules) c->impl_->values.push_back(r.value);
-    for (unsigned k = 0; k < kNumCtx; ++k) {
-      std::string err = build_ctx(rules, kLayouts[k], base, socket_id, &c->impl_->ctx[k]);
+    // The four tries are independent: built in parallel (TBB, on the control
+    // path only; a caller already on a TBB worker shares the same pool).
+    std::string errors[kNumCtx];
+    tbb::parallel_for(0u, static_cast<unsigned>(kNumCtx), [&](unsigned k) {
+      try {
+        errors[k] = build_ctx(rules, kLayouts[k], base, socket_id, &c->impl_->ctx[k]);
+      } catch (const std::bad_alloc&) {
+        errors[k] = "out of memory building the " + std::string(kLayouts[k].suffix) + " trie";
+      }
+    });
+    for (const std::string& err : errors)
       if (!err.empty()) return R::failure(err);  // Impl's destructor frees what was built
-    }
     c->rule_count_ = rules.size();
     return R(std::move(c));
   } catch (const std::bad_alloc&) {

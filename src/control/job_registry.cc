@@ -64,6 +64,7 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
   job.slot = *slot;
   job.sequence = next_sequence_++;
   job.partition = assign_partition(job.spec.match.size());
+  index_[job.spec.id] = jobs_.size();
   jobs_.push_back(std::move(job));
   return R(&jobs_.back());
 }
@@ -76,6 +77,8 @@ Result<bool> JobRegistry::remove(uint32_t id) {
   if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)
     partition_rules_.erase(part);
   jobs_.erase(it);
+  index_.clear();  // positions after the removed job moved
+  for (size_t i = 0; i < jobs_.size(); ++i) index_[jobs_[i].spec.id] = i;
   repack_if_sparse();
   return true;
 }
@@ -143,9 +146,8 @@ void JobRegistry::set_rules_file(uint32_t id, std::string name) {
 }
 
 const JobRecord* JobRegistry::find(uint32_t id) const {
-  for (const JobRecord& j : jobs_)
-    if (j.spec.id == id) return &j;
-  return nullptr;
+  auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &jobs_[it->second];
 }
 
 std::vector<const JobRecord*> JobRegistry::in_rank_order() const {
