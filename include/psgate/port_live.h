@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "psgate/config.h"  // kNoDscp
+#include "psgate/config.h"  // kNoDscp, ClassSpec
+#include "psgate/units.h"   // bits_per_sec
 
 namespace psgate {
 
@@ -35,5 +36,17 @@ struct PortLive {
   std::vector<ClassLive> classes;
   bool operator==(const PortLive&) const = default;
 };
+
+// A class in force as the config states one (rates back in bit/s), for the
+// loader's own check (check_class) and for `config`.
+inline ClassSpec class_spec(const ClassLive& c, uint32_t depth) {
+  ClassSpec s;
+  s.depth = depth;
+  if (c.cap_bytes_per_sec) s.cap = RateSpec{bits_per_sec(c.cap_bytes_per_sec), c.cap_burst_bytes};
+  if (c.floor_bytes_per_sec) s.floor = RateSpec{bits_per_sec(c.floor_bytes_per_sec), c.floor_burst_bytes};
+  s.ecn_threshold = c.actions.ecn_threshold;
+  s.dscp = c.actions.dscp;
+  return s;
+}
 
 }  // namespace psgate

@@ -51,16 +51,6 @@ constexpr uint64_t kDefaultBurst = kControlDefaultBurstBytes;
 std::string problem_text(const ValueProblem& p) { return "\"" + p.key + "\": " + p.problem; }
 
 // The class as the config states it (bit/s), from its form in force (bytes/s).
-ClassSpec class_spec(const ClassLive& c, uint32_t depth) {
-  ClassSpec s;
-  s.depth = depth;
-  if (c.cap_bytes_per_sec) s.cap = RateSpec{bits_per_sec(c.cap_bytes_per_sec), c.cap_burst_bytes};
-  if (c.floor_bytes_per_sec) s.floor = RateSpec{bits_per_sec(c.floor_bytes_per_sec), c.floor_burst_bytes};
-  s.ecn_threshold = c.actions.ecn_threshold;
-  s.dscp = c.actions.dscp;
-  return s;
-}
-
 // The configuration in force: the loaded one with every live change applied
 // (shapers, classes per port, the jobs with their ranks, rules and policers,
 // the policy). Jobs in the order they were added: a rule of an earlier job
@@ -122,6 +112,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   }
   SavedState& s = **saved;
   const bool had_live = s.live.has_value();
+  if (auto valid = check_saved_state(s, config); !valid) return R::failure(valid.error());
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config)};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;

@@ -219,6 +219,27 @@ std::string io_error(const std::string& path, const char* what) {
 
 }  // namespace
 
+Result<bool> check_saved_state(const SavedState& s, const ConfigSpec& config) {
+  auto refuse = [&](const std::string& what, const ValueProblem& p) {
+    return Result<bool>::failure("state file " + config.control.state + ": " + what + ": \"" + p.key +
+                                 "\": " + p.problem + " (nothing was loaded)");
+  };
+  if (s.live) {
+    for (unsigned p = 0; p < kPortCount; ++p) {
+      const PortLive& live = (*s.live)[p];
+      if (live.shaper_bytes_per_sec)
+        if (auto problem = check_shaper(RateSpec{bits_per_sec(live.shaper_bytes_per_sec), live.shaper_burst_bytes}))
+          return refuse(std::string("shaper on ") + kPortNames[p], *problem);
+      for (size_t c = 0; c < live.classes.size() && c < config.classes.size(); ++c)
+        if (auto problem = check_class(class_spec(live.classes[c], config.classes[c].depth)))
+          return refuse("class " + std::to_string(c) + " on " + kPortNames[p], *problem);
+    }
+  }
+  for (const JobRecord* j : s.jobs.in_rank_order())
+    if (auto problem = check_job(j->spec)) return refuse("job " + std::to_string(j->spec.id), *problem);
+  return true;
+}
+
 Result<bool> check_state_path(const std::string& path) {
   using R = Result<bool>;
   if (path.empty()) return true;

@@ -66,6 +66,12 @@ std::string rules_file_text(const JobRecord& job);
 // and nothing of it is loaded.
 Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count);
 
+// What a state file restores must pass the loader's own checks (check_class,
+// check_shaper, check_job in config.h) against `config` (the class depths):
+// a hand-edited file is no way around them. The error names the file, the
+// value and the problem; the daemon refuses to start (and --check fails).
+Result<bool> check_saved_state(const SavedState& saved, const ConfigSpec& config);
+
 // Whether `path` can serve as the state file: empty (no persistence), or a
 // regular file or nothing in a directory this process can write. A directory,
 // or a read-only directory, is an error naming the path.

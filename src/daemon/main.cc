@@ -193,7 +193,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (check_only) {
-    if (auto saved = psgate::read_state_file(config->control.state, config->max_jobs, config->class_count); !saved) {
+    auto saved = psgate::read_state_file(config->control.state, config->max_jobs, config->class_count);
+    if (saved && *saved) {
+      if (auto valid = psgate::check_saved_state(**saved, *config); !valid)
+        saved = decltype(saved)::failure(valid.error());
+    }
+    if (!saved) {
       std::fprintf(stderr, "psgate: %s\n", saved.error().c_str());
       return 2;
     }

@@ -170,6 +170,31 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   EXPECT_NE(missing.error().find("cannot read"), std::string::npos) << missing.error();
 }
 
+// A hand-edited state file is no way around the loader's checks: an ECN
+// threshold at or above the class's depth is refused as the config refuses it.
+TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
+  TempDir t;
+  ConfigSpec config;
+  config.classes.resize(2);
+  for (ClassSpec& c : config.classes) c.depth = 64;
+  config.control.state = t.path("state.json");
+  auto live = two_classes();  // host class 1: ECN threshold 20, below 64
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, live, 1)));
+  auto saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved);
+  EXPECT_TRUE(check_saved_state(**saved, config));
+  live[1].classes[1].actions.ecn_threshold = 64;
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, live, 1)));
+  saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved);
+  auto refused = check_saved_state(**saved, config);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("class 1 on host"), std::string::npos) << refused.error();
+  EXPECT_NE(refused.error().find("ecn_threshold"), std::string::npos) << refused.error();
+}
+
 TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
   TempDir t;
   ASSERT_EQ(::mkdir(t.path("state").c_str(), 0700), 0);
