@@ -39,6 +39,8 @@
 #include "psgate/result.h"
 #include "psgate/snapshot.h"
 
+#include "control/rule_merger.h"
+
 namespace psgate {
 
 struct RankedJob;  // config/compile.h
@@ -133,6 +135,7 @@ class ControlPlane {
   nlohmann::json job_json(const JobRecord& job, const Snapshot& snap) const;
   nlohmann::json job_json(uint32_t id) const;
   nlohmann::json policy_json() const;
+  nlohmann::json rules_json() const;
   Totals adjusted(Totals totals) const;
 
   Dataplane& dataplane_;
@@ -146,6 +149,10 @@ class ControlPlane {
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;
   std::vector<JobTotals> baselines_;  // by slot: counters when the slot was assigned
+  // Old rule partitions merged in the background; a finished merge waits in
+  // fresh_merge_ for the next snapshot (tick() publishes one for it).
+  RuleMerger merger_;
+  std::shared_ptr<const MergedRules> fresh_merge_;
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;
   // baselines_ is written on the control thread and read by totals_locked()

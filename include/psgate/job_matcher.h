@@ -37,6 +37,18 @@ struct RulePartition {
   std::shared_ptr<const Classifier> classifier;
 };
 
+// Old partitions merged into one classifier in the background (control/
+// rule_merger.h): the same rules in the same order, so the same results,
+// with one ACL where there were many. Valid while the partitions up to
+// `last_partition` hold exactly `members`; a job removed from one of them
+// makes it stale (the snapshot then goes back to the partitions themselves,
+// which it keeps).
+struct MergedRules {
+  uint32_t last_partition = 0;
+  std::vector<PartitionMember> members;  // in age order
+  std::shared_ptr<const Classifier> classifier;
+};
+
 class JobMatcher {
  public:
   JobMatcher() = default;

@@ -55,6 +55,11 @@ struct Snapshot {
   // rules_generation, which moves whenever any partition does.
   JobMatcher matcher;  // values are job slots
   uint32_t rules_generation = 0;
+  // The partitions the matcher is made of: all of them, or `merged` in place
+  // of the older ones (compile.h: use_merged). The partitions are kept even
+  // then, so a change that makes the merge stale costs no rebuild.
+  std::vector<RulePartition> partitions;
+  std::shared_ptr<const MergedRules> merged;
   std::array<PortLive, kPortCount> ports;
 };
 

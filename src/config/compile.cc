@@ -39,7 +39,7 @@ std::vector<PartitionPlan> plan_partitions(const std::vector<RankedJob>& jobs, c
     plans.back().members.push_back(PartitionMember{job->slot, job->sequence});
   }
   if (previous) {
-    const auto& old = previous->matcher.partitions();
+    const auto& old = previous->partitions;
     auto it = old.begin();
     for (PartitionPlan& plan : plans) {
       while (it != old.end() && it->id < plan.id) ++it;
@@ -137,7 +137,7 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
       errors[k] = "partition " + std::to_string(plan.id) + ": out of memory";
     }
   });
-  bool rebuilt = previous == nullptr || previous->matcher.partitions().size() != plans.size();
+  bool rebuilt = previous == nullptr || previous->partitions.size() != plans.size();
   std::vector<RulePartition> partitions;
   partitions.reserve(plans.size());
   for (size_t k = 0; k < plans.size(); ++k) {
@@ -146,10 +146,27 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
     partitions.push_back(
         RulePartition{plans[k].id, std::move(plans[k].members), plans[k].reused ? plans[k].reused : built[k]});
   }
-  snap->matcher = JobMatcher(std::move(partitions));
+  snap->partitions = std::move(partitions);
+  snap->matcher = JobMatcher(snap->partitions);
+  // Classification is the same with or without a merge, so the flow cache
+  // (keyed by rules_generation) stays valid across merges.
   snap->rules_generation = rebuilt ? generation : previous->rules_generation;
+  if (previous && previous->merged) use_merged(*snap, previous->merged);
   snap->ports = ports;
   return snap;
+}
+
+bool use_merged(Snapshot& snap, const std::shared_ptr<const MergedRules>& merged) {
+  std::vector<PartitionMember> covered;
+  for (const RulePartition& p : snap.partitions)
+    if (p.id <= merged->last_partition) covered.insert(covered.end(), p.members.begin(), p.members.end());
+  if (covered != merged->members) return false;
+  std::vector<RulePartition> parts{RulePartition{merged->last_partition, merged->members, merged->classifier}};
+  for (const RulePartition& p : snap.partitions)
+    if (p.id > merged->last_partition) parts.push_back(p);
+  snap.matcher = JobMatcher(std::move(parts));
+  snap.merged = merged;
+  return true;
 }
 
 Result<std::unique_ptr<Snapshot>> compile_config_snapshot(const ConfigSpec& config, uint32_t generation) {

@@ -58,6 +58,11 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
                                                    const std::array<PortLive, kPortCount>& ports, uint32_t generation,
                                                    const Snapshot* previous);
 
+// Puts `merged` in place of the partitions it covers in `snap`'s matcher, if
+// it still covers exactly their jobs; else changes nothing. compile_snapshot
+// carries the previous snapshot's merge over this way.
+bool use_merged(Snapshot& snap, const std::shared_ptr<const MergedRules>& merged);
+
 // The snapshot of the config's own [[jobs]] with the static policy (each
 // job's configured rank) and the configured scheduler parameters: what the
 // data plane runs when no control plane publishes one.

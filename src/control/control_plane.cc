@@ -179,7 +179,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   auto ranks = effective_ranks(next, next.policy_state, now_ns);
   std::unique_ptr<Snapshot> snap;
   const bool republish = !published_ || ranks != applied_ranks_ || !(next.live == state_.live) ||
-                         !same_jobs_for_snapshot(next.jobs, state_.jobs);
+                         fresh_merge_ != nullptr || !same_jobs_for_snapshot(next.jobs, state_.jobs);
   if (republish) {
     std::vector<RankedJob> ranked;
     for (const JobRecord* j : next.jobs.in_rank_order()) ranked.push_back(RankedJob{j, ranks[j->spec.id]});
@@ -188,6 +188,9 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     auto built = build_snapshot_(config_, ranked, next.live, generation_ + 1, dataplane_.publisher().current());
     if (!built) return Result<bool>::failure(built.error());
     snap = std::move(*built);
+    // A merge that finished meanwhile, if it still covers its partitions'
+    // jobs (else it is dropped: the next tick starts another).
+    if (fresh_merge_) use_merged(*snap, fresh_merge_);
   }
   // 2. Persist, durably, before anything is published: a change the data
   // plane runs is on disk. A job added writes its rules file first (once:
@@ -228,6 +231,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
       }
     }
     dataplane_.publisher().publish(std::move(snap));
+    fresh_merge_.reset();
     ++generation_;
     applied_ranks_ = std::move(ranks);
     published_ = true;
@@ -248,6 +252,16 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
 
 void ControlPlane::tick(uint64_t now_ns) {
   dataplane_.poll_links();
+  // Background merges of old rule partitions (rule_merger.h): publish a
+  // finished one, or start one when enough partitions have settled.
+  if (published_) {
+    if (auto merged = merger_.take(now_ns)) {
+      fresh_merge_ = std::move(merged);
+      if (auto ok = commit(state_, now_ns); !ok) spdlog::warn("rule merge not published: {}", ok.error());
+    } else if (const Snapshot* current = dataplane_.publisher().current()) {
+      merger_.maybe_start(current->partitions, state_.jobs, current->merged, now_ns);
+    }
+  }
   if (state_.policy.kind == PolicyKind::kStatic) return;
   PolicyState trial = state_.policy_state;
   auto ranks = effective_ranks(state_, trial, now_ns);
@@ -362,7 +376,18 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
                       {"lcores", dataplane_.describe_lcores()},
                       {"jobs", state_.jobs.size()},
                       {"policy", policy_name(state_.policy.kind)},
-                      {"policy_errors", policy_errors_}}};
+                      {"policy_errors", policy_errors_},
+                      {"rules", rules_json()}}};
+}
+
+json ControlPlane::rules_json() const {
+  const Snapshot& snap = dataplane_.snapshot();  // control thread: no publish can run meanwhile
+  return {{"count", snap.matcher.rule_count()},
+          {"partitions", snap.partitions.size()},
+          {"matched_in", snap.matcher.partitions().size()},
+          {"merge", snap.merged         ? "in force"
+                    : merger_.running() ? "running"
+                                        : "none"}};
 }
 
 Result<ControlPlane::Outcome> ControlPlane::apply(const JobsListRequest&) const {

@@ -7,10 +7,13 @@
 // job-age order).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "control/rule_merger.h"
 #include "pipeline_harness.h"
 #include "psgate/classifier.h"
 #include "psgate/job_registry.h"
@@ -61,7 +64,7 @@ ParsedPacket udp_to(const std::string& dst, uint16_t dport) {
 // Classifier objects of the published snapshot, by partition id.
 std::map<uint32_t, const Classifier*> classifiers(PipelineHarness& h) {
   std::map<uint32_t, const Classifier*> out;
-  for (const RulePartition& p : h.dataplane().snapshot().matcher.partitions()) out[p.id] = p.classifier.get();
+  for (const RulePartition& p : h.dataplane().snapshot().partitions) out[p.id] = p.classifier.get();
   return out;
 }
 
@@ -139,6 +142,56 @@ TEST(RulePartitions, ABatchIsAllOrNothing) {
   EXPECT_NE(typo.value("error", "").find("jobs[1]: unknown argument \"polic\" (did you mean \"police\"?)"),
             std::string::npos)
       << typo.dump();
+}
+
+// Background merges: once enough partitions have settled, tick() gets them
+// merged into one classifier off the control thread and publishes it in
+// their place; a job removed under the merge sends the matcher back to the
+// partitions at once (kept in the snapshot), and a later tick merges again.
+// Classification is the same at every step.
+TEST(RulePartitions, OldPartitionsAreMergedInTheBackgroundAndAStaleMergeIsDropped) {
+  PipelineHarness h(kBody, false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  json jobs = json::array();
+  for (uint32_t id = 1; id <= 80; ++id) jobs.push_back(job_json(id));
+  ASSERT_EQ(h.control().handle({{"cmd", "jobs.load"}, {"jobs", jobs}})["ok"], true);
+  const size_t parts = h.dataplane().snapshot().partitions.size();
+  ASSERT_GT(parts, RuleMerger::kPartitionsToMerge) << "the test needs enough partitions to merge";
+  EXPECT_EQ(h.dataplane().snapshot().matcher.partitions().size(), parts);
+  const uint32_t rules_generation = h.dataplane().snapshot().rules_generation;
+
+  auto tick_until = [&](auto done) {
+    for (int i = 0; i < 600 && !done(); ++i) {
+      h.control().tick(monotonic_ns());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  auto merged = [&] { return h.dataplane().snapshot().merged != nullptr; };
+  ASSERT_TRUE(tick_until(merged)) << "no merge within 30 s";
+  // The merge and the newest partition, which is still filling.
+  EXPECT_EQ(h.dataplane().snapshot().matcher.partitions().size(), 2u);
+  EXPECT_EQ(h.dataplane().snapshot().partitions.size(), parts) << "the partitions are kept beside the merge";
+  EXPECT_EQ(h.dataplane().snapshot().rules_generation, rules_generation) << "a merge changes no result";
+  EXPECT_EQ(matched_job(h, udp_to("10.255.0.1", 7)), 1u);
+  EXPECT_EQ(matched_job(h, udp_to("10.42.3.9", 1003)), 42u);
+  EXPECT_EQ(matched_job(h, udp_to("10.80.3.9", 1003)), 80u);
+  EXPECT_EQ(matched_job(h, udp_to("10.81.3.9", 1003)), 0u);
+
+  // A re-rank keeps the merge.
+  ASSERT_EQ(h.control().handle({{"cmd", "rank"}, {"job", 5}, {"rank", 0}})["ok"], true);
+  EXPECT_TRUE(merged());
+  // Removing a job under it: the partitions again, at once, and right.
+  ASSERT_EQ(h.control().handle({{"cmd", "jobs.remove"}, {"job", 1}})["ok"], true);
+  EXPECT_FALSE(merged());
+  EXPECT_EQ(h.dataplane().snapshot().matcher.partitions().size(), h.dataplane().snapshot().partitions.size());
+  EXPECT_EQ(matched_job(h, udp_to("10.255.0.1", 7)), 2u);
+  EXPECT_EQ(matched_job(h, udp_to("10.1.3.9", 1003)), 0u);
+  EXPECT_EQ(matched_job(h, udp_to("10.42.3.9", 1003)), 42u);
+  // ... and merged again later.
+  ASSERT_TRUE(tick_until(merged)) << "no second merge within 30 s";
+  EXPECT_EQ(matched_job(h, udp_to("10.255.0.1", 7)), 2u);
+  EXPECT_EQ(matched_job(h, udp_to("10.1.3.9", 1003)), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Background merges of rule partitions (see rule_merger.h).
+#include "control/rule_merger.h"
+
+#include <rte_lcore.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+namespace psgate {
+
+namespace {
+constexpr uint64_t kRetryAfterFailureNs = 60'000'000'000;
+}
+
+RuleMerger::~RuleMerger() {
+  if (pending_.valid()) {
+    spdlog::info("waiting for the background rule merge to finish");
+    pending_.wait();
+  }
+}
+
+bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const JobRegistry& jobs,
+                             const std::shared_ptr<const MergedRules>& in_force, uint64_t now_ns) {
+  if (pending_.valid() || now_ns < retry_after_ns_ || partitions.size() < 2) return false;
+  const uint32_t last = partitions[partitions.size() - 2].id;  // all but the newest
+  // `in_force` is the current snapshot's merge: null when there is none or
+  // it went stale (a job removed under it), and then it covers nothing.
+  size_t uncovered = 0;
+  for (const RulePartition& p : partitions)
+    if (p.id <= last && (!in_force || p.id > in_force->last_partition)) ++uncovered;
+  if (uncovered < kPartitionsToMerge) return false;
+
+  // The rules, copied here on the control thread: the registry is not the
+  // merge thread's to read. In age order, as the partitions hold them.
+  auto merged = std::make_shared<MergedRules>();
+  merged->last_partition = last;
+  std::vector<ClassifierRule> rules;
+  for (const RulePartition& p : partitions)
+    if (p.id <= last) merged->members.insert(merged->members.end(), p.members.begin(), p.members.end());
+  std::vector<const JobRecord*> by_age = jobs.in_rank_order();
+  std::sort(by_age.begin(), by_age.end(), [](auto* a, auto* b) { return a->sequence < b->sequence; });
+  for (const JobRecord* j : by_age)
+    if (j->partition <= last)
+      for (const MatchRule& r : j->spec.match) rules.push_back(ClassifierRule{r, j->slot});
+  const int socket = static_cast<int>(rte_socket_id());
+  const std::string name = "mrg" + std::to_string(serial_++);
+  spdlog::info("merging {} rule partitions ({} rules) in the background", uncovered, rules.size());
+  // A thread of its own (it inherits the control thread's CPUs, never a
+  // data lcore's); the control thread goes on serving meanwhile.
+  pending_ = std::async(std::launch::async, [rules = std::move(rules), merged, name, socket]() mutable {
+    using R = Result<std::shared_ptr<const MergedRules>>;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto built = Classifier::build(rules, name, socket);
+    if (!built) return R::failure(built.error());
+    merged->classifier = std::shared_ptr<const Classifier>(std::move(*built));
+    spdlog::info("rule merge of {} rules built in {} ms", rules.size(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    return R(std::shared_ptr<const MergedRules>(merged));
+  });
+  return true;
+}
+
+std::shared_ptr<const MergedRules> RuleMerger::take(uint64_t now_ns) {
+  if (!pending_.valid() || pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+  auto result = pending_.get();
+  if (!result) {
+    spdlog::warn("background rule merge failed: {}; partitions stay as they are, next try in a minute", result.error());
+    retry_after_ns_ = now_ns + kRetryAfterFailureNs;
+    return nullptr;
+  }
+  return *result;
+}
+
+}  // namespace psgate

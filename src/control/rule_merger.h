@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Merges the older rule partitions into one classifier off the control
+// thread. Partitions keep a change cheap (one small ACL rebuilt), but a
+// packet that misses the flow cache visits one ACL per partition: with
+// 100,000 rules in ~100 partitions a burst of new flows costs ~30x what one
+// ACL costs. So once enough partitions have settled, their rules are built
+// into one classifier on a thread of its own (an ACL of 100,000 rules takes
+// seconds), and the control thread puts it in the next snapshot in place of
+// the partitions it covers (config/compile.h: use_merged). The control thread
+// never waits for it, except at shutdown.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "psgate/job_matcher.h"
+#include "psgate/job_registry.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+class RuleMerger {
+ public:
+  // A merge starts once this many settled partitions (all but the newest,
+  // which is still filling) are not covered by the merge in force.
+  static constexpr size_t kPartitionsToMerge = 4;
+
+  RuleMerger() = default;
+  ~RuleMerger();  // waits for a running merge (its ACL memory must be freed before DPDK's)
+  RuleMerger(const RuleMerger&) = delete;
+  RuleMerger& operator=(const RuleMerger&) = delete;
+
+  // Starts merging the partitions of `partitions` but the newest, with the
+  // rules of `jobs`, when that is worth it given `in_force` (may be null) and
+  // no merge runs. Returns whether one started.
+  bool maybe_start(const std::vector<RulePartition>& partitions, const JobRegistry& jobs,
+                   const std::shared_ptr<const MergedRules>& in_force, uint64_t now_ns);
+  // A finished merge, once; null while none is ready (or it failed: logged,
+  // and the next attempt waits a minute).
+  std::shared_ptr<const MergedRules> take(uint64_t now_ns);
+  bool running() const { return pending_.valid(); }
+
+ private:
+  std::future<Result<std::shared_ptr<const MergedRules>>> pending_;
+  uint64_t retry_after_ns_ = 0;
+  uint64_t serial_ = 0;
+};
+
+}  // namespace psgate
