@@ -69,10 +69,12 @@ class JobRegistry {
  private:
   Result<uint32_t> allocate_slot();
   uint32_t assign_partition(size_t rules);
-  // After removals: when partitions have thinned out to more than twice as
-  // many as the rules need, the jobs are packed again (in age order, into new
-  // partitions), so a burst never visits many nearly empty ones.
-  void repack_if_sparse();
+  // After a removal: a partition (not the newest, still filling) left at a
+  // quarter full or less joins its older neighbour when both fit in one, so
+  // partitions do not thin out into many small ones. Its jobs are the next
+  // in age after the neighbour's, so age order holds, and only the
+  // neighbour is rebuilt: a bounded cost, never a rebuild of every rule.
+  void join_if_thin(uint32_t partition);
 
   uint32_t max_jobs_;
   std::vector<JobRecord> jobs_;

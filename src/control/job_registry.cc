@@ -73,13 +73,14 @@ Result<bool> JobRegistry::remove(uint32_t id) {
   auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const JobRecord& j) { return j.spec.id == id; });
   if (it == jobs_.end()) return fail<bool>("no " + job_label(id));
   slot_used_[it->slot] = false;
-  auto part = partition_rules_.find(it->partition);
+  const uint32_t partition = it->partition;
+  auto part = partition_rules_.find(partition);
   if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)
     partition_rules_.erase(part);
   jobs_.erase(it);
   index_.clear();  // positions after the removed job moved
   for (size_t i = 0; i < jobs_.size(); ++i) index_[jobs_[i].spec.id] = i;
-  repack_if_sparse();
+  join_if_thin(partition);
   return true;
 }
 
@@ -93,17 +94,17 @@ uint32_t JobRegistry::assign_partition(size_t rules) {
   return newest->first;
 }
 
-void JobRegistry::repack_if_sparse() {
-  size_t rules = 0;
-  for (const auto& [id, count] : partition_rules_) rules += count;
-  const size_t needed = (rules + kRulesPerPartition - 1) / kRulesPerPartition;
-  if (partition_rules_.size() <= 2 * needed + 1) return;
-  std::vector<JobRecord*> by_age;
-  for (JobRecord& j : jobs_) by_age.push_back(&j);
-  std::sort(by_age.begin(), by_age.end(),
-            [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
-  partition_rules_.clear();
-  for (JobRecord* j : by_age) j->partition = assign_partition(j->spec.match.size());
+void JobRegistry::join_if_thin(uint32_t partition) {
+  auto part = partition_rules_.find(partition);
+  if (part == partition_rules_.end() || part == std::prev(partition_rules_.end()) || part == partition_rules_.begin() ||
+      part->second * 4 > kRulesPerPartition)
+    return;
+  auto older = std::prev(part);
+  if (older->second + part->second > kRulesPerPartition) return;
+  for (JobRecord& j : jobs_)
+    if (j.partition == partition) j.partition = older->first;
+  older->second += part->second;
+  partition_rules_.erase(part);
 }
 
 Result<bool> JobRegistry::set_order(const std::vector<uint32_t>& ids) {
