@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -34,8 +35,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The control socket serves up to kMaxClients connections beside DPDK's own
+// descriptors; a soft open-file limit of 1024 (a shell's default) runs out
+// before that. Raise the soft limit to the hard one, as servers do; if it is
+// still short, say so (clients past it are refused with a reason).
+void raise_open_file_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < lim.rlim_max) {
+    const rlim_t was = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) == 0) spdlog::debug("open-file limit raised from {} to {}", was, lim.rlim_cur);
+  }
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < psgate::kMaxClients + 256)
+    spdlog::warn(
+        "open-file limit {} is below the {} control clients psgate serves (plus its own); "
+        "raise RLIMIT_NOFILE (LimitNOFILE= in a systemd unit)",
+        lim.rlim_cur, psgate::kMaxClients);
+}
+
 int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path) {
   const sigset_t stop_signals = psgate::block_stop_signals();
+  raise_open_file_limit();
 
   std::vector<std::string> args = psgate::eal_arguments(config, "psgate");
   std::vector<char*> argv;
