@@ -71,6 +71,12 @@ struct Checker {
     }
   }
 
+  // jobs.load: at least one job, each as jobs.add's parser checks it.
+  void operator()(const JobsLoadRequest& q) const {
+    if (q.jobs.empty()) fail("jobs.load without jobs", "");
+    for (const JobsAddRequest& job : q.jobs) (*this)(job);
+  }
+
   void operator()(const OrderRequest& q) const {
     std::unordered_set<uint32_t> seen;
     for (uint32_t id : q.ids)
