@@ -152,6 +152,7 @@ class ControlPlane {
   // Old rule partitions merged in the background; a finished merge waits in
   // fresh_merge_ for the next snapshot (tick() publishes one for it).
   RuleMerger merger_;
+  uint64_t rules_changed_ns_ = 0;  // when a published snapshot last changed the rules
   std::shared_ptr<const MergedRules> fresh_merge_;
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;

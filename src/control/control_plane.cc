@@ -230,6 +230,8 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
         if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) baselines_[j->slot] = now.jobs[j->slot];
       }
     }
+    const Snapshot* before = dataplane_.publisher().current();
+    if (!before || before->rules_generation != snap->rules_generation) rules_changed_ns_ = now_ns;
     dataplane_.publisher().publish(std::move(snap));
     fresh_merge_.reset();
     ++generation_;
@@ -259,7 +261,7 @@ void ControlPlane::tick(uint64_t now_ns) {
       fresh_merge_ = std::move(merged);
       if (auto ok = commit(state_, now_ns); !ok) spdlog::warn("rule merge not published: {}", ok.error());
     } else if (const Snapshot* current = dataplane_.publisher().current()) {
-      merger_.maybe_start(current->partitions, state_.jobs, current->merged, now_ns);
+      merger_.maybe_start(current->partitions, state_.jobs, current->merged, rules_changed_ns_, now_ns);
     }
   }
   if (state_.policy.kind == PolicyKind::kStatic) return;

@@ -3,6 +3,8 @@
 #include "control/rule_merger.h"
 
 #include <rte_lcore.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,8 +25,10 @@ RuleMerger::~RuleMerger() {
 }
 
 bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const JobRegistry& jobs,
-                             const std::shared_ptr<const MergedRules>& in_force, uint64_t now_ns) {
-  if (pending_.valid() || now_ns < retry_after_ns_ || partitions.size() < 2) return false;
+                             const std::shared_ptr<const MergedRules>& in_force, uint64_t rules_changed_ns,
+                             uint64_t now_ns) {
+  if (pending_.valid() || now_ns < retry_after_ns_ || partitions.size() < 2 || now_ns < rules_changed_ns + kSettleNs)
+    return false;
   const uint32_t last = partitions[partitions.size() - 2].id;  // all but the newest
   // `in_force` is the current snapshot's merge: null when there is none or
   // it went stale (a job removed under it), and then it covers nothing.
@@ -52,6 +56,9 @@ bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const
   // data lcore's); the control thread goes on serving meanwhile.
   pending_ = std::async(std::launch::async, [rules = std::move(rules), merged, name, socket]() mutable {
     using R = Result<std::shared_ptr<const MergedRules>>;
+    // The lowest CPU priority: it shares the control thread's CPUs, and the
+    // control thread's answers come first (Linux: nice is per thread).
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
     const auto t0 = std::chrono::steady_clock::now();
     auto built = Classifier::build(rules, name, socket);
     if (!built) return R::failure(built.error());

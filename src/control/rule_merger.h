@@ -27,6 +27,9 @@ class RuleMerger {
   // A merge starts once this many settled partitions (all but the newest,
   // which is still filling) are not covered by the merge in force.
   static constexpr size_t kPartitionsToMerge = 4;
+  // ... and the rules have not changed for this long: a merge during a burst
+  // of changes would go stale at the next removal and only take CPU.
+  static constexpr uint64_t kSettleNs = 2'000'000'000;
 
   RuleMerger() = default;
   ~RuleMerger();  // waits for a running merge (its ACL memory must be freed before DPDK's)
@@ -36,8 +39,9 @@ class RuleMerger {
   // Starts merging the partitions of `partitions` but the newest, with the
   // rules of `jobs`, when that is worth it given `in_force` (may be null) and
   // no merge runs. Returns whether one started.
+  // `rules_changed_ns`: when the partitions last changed.
   bool maybe_start(const std::vector<RulePartition>& partitions, const JobRegistry& jobs,
-                   const std::shared_ptr<const MergedRules>& in_force, uint64_t now_ns);
+                   const std::shared_ptr<const MergedRules>& in_force, uint64_t rules_changed_ns, uint64_t now_ns);
   // A finished merge, once; null while none is ready (or it failed: logged,
   // and the next attempt waits a minute).
   std::shared_ptr<const MergedRules> take(uint64_t now_ns);

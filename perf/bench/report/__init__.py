@@ -8,7 +8,7 @@ helpers, re-exported here.
 """
 import os
 
-from . import classify, floors, isolation, profile, rerank, scaling, shaping, throughput
+from . import classify, control, floors, isolation, profile, rerank, scaling, shaping, throughput
 from .common import plt  # noqa: F401 (selftest: are plots drawn?)
 from .isolation import cdf_points, merged_buckets, plot_latency  # noqa: F401
 from .targets import targets_text  # noqa: F401
@@ -63,6 +63,8 @@ def write(res, out):
         L += scaling.markdown(sc)
     if "profile" in sc:
         L += profile.markdown(res, sc)
+    if "control" in sc:
+        L += control.markdown(sc)
 
     notes = list(res.get("notes") or [])
     crashes, memif_runs = 0, 0
