@@ -62,6 +62,9 @@ class JobRegistry {
   const JobRecord* find(uint32_t id) const;
   // Sorted by (rank, sequence): the operator's order.
   std::vector<const JobRecord*> in_rank_order() const;
+  // The order they were added (sequence): rule precedence, and the state
+  // file's order. The registry keeps its jobs that way, so no sort.
+  std::vector<const JobRecord*> in_age_order() const;
   size_t size() const { return jobs_.size(); }
   uint32_t max_jobs() const { return max_jobs_; }
   size_t partition_count() const { return partition_rules_.size(); }

@@ -67,11 +67,8 @@ ConfigSpec config_in_force(const ConfigSpec& loaded, const ControlState& state) 
     for (size_t k = 0; k < live.classes.size() && k < loaded.classes.size(); ++k)
       ports[p]->classes.push_back(class_spec(live.classes[k], loaded.classes[k].depth));
   }
-  std::vector<const JobRecord*> jobs = state.jobs.in_rank_order();
-  std::stable_sort(jobs.begin(), jobs.end(),
-                   [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
   c.jobs.clear();
-  for (const JobRecord* j : jobs) c.jobs.push_back(j->spec);
+  for (const JobRecord* j : state.jobs.in_age_order()) c.jobs.push_back(j->spec);
   c.policy = state.policy;
   return c;
 }
@@ -203,7 +200,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   if (!path.empty()) {
     const std::string dir = rules_dir_path(path);
     bool wrote_rules = false;
-    for (const JobRecord* j : next.jobs.in_rank_order()) {
+    for (const JobRecord* j : next.jobs.in_age_order()) {
       if (!j->rules_file.empty()) continue;
       const std::string name = rules_file_name(j->spec.id, rules_serial++);
       if (auto written = write_rules_file(dir, name, rules_file_text(*j)); !written) return written;
@@ -240,7 +237,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   }
   if (!path.empty()) {
     // Rules files of removed jobs: no state file names them any more.
-    for (const JobRecord* j : state_.jobs.in_rank_order()) {
+    for (const JobRecord* j : state_.jobs.in_age_order()) {
       const JobRecord* still = next.jobs.find(j->spec.id);
       if (!j->rules_file.empty() && (!still || still->rules_file != j->rules_file))
         ::unlink((rules_dir_path(path) + "/" + j->rules_file).c_str());

@@ -151,6 +151,13 @@ const JobRecord* JobRegistry::find(uint32_t id) const {
   return it == index_.end() ? nullptr : &jobs_[it->second];
 }
 
+std::vector<const JobRecord*> JobRegistry::in_age_order() const {
+  std::vector<const JobRecord*> out;
+  out.reserve(jobs_.size());
+  for (const JobRecord& j : jobs_) out.push_back(&j);  // appended by add(), erase keeps the order
+  return out;
+}
+
 std::vector<const JobRecord*> JobRegistry::in_rank_order() const {
   std::vector<const JobRecord*> out;
   for (const JobRecord& j : jobs_) out.push_back(&j);

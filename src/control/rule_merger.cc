@@ -6,7 +6,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -44,9 +43,7 @@ bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const
   std::vector<ClassifierRule> rules;
   for (const RulePartition& p : partitions)
     if (p.id <= last) merged->members.insert(merged->members.end(), p.members.begin(), p.members.end());
-  std::vector<const JobRecord*> by_age = jobs.in_rank_order();
-  std::sort(by_age.begin(), by_age.end(), [](auto* a, auto* b) { return a->sequence < b->sequence; });
-  for (const JobRecord* j : by_age)
+  for (const JobRecord* j : jobs.in_age_order())
     if (j->partition <= last)
       for (const MatchRule& r : j->spec.match) rules.push_back(ClassifierRule{r, j->slot});
   const int socket = static_cast<int>(rte_socket_id());

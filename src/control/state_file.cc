@@ -21,12 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::vector<const JobRecord*> in_age_order(const JobRegistry& registry) {
-  std::vector<const JobRecord*> jobs = registry.in_rank_order();
-  std::sort(jobs.begin(), jobs.end(), [](const JobRecord* a, const JobRecord* b) { return a->sequence < b->sequence; });
-  return jobs;
-}
-
 void put_rank_and_progress(const JobRecord& j, json& entry) {
   entry["rank"] = j.spec.rank;
   if (j.progress.fraction) entry["progress_fraction"] = *j.progress.fraction;
@@ -42,7 +36,7 @@ json rules_json(const JobRecord& j) {
 
 json jobs_to_json(const JobRegistry& registry) {
   json jobs = json::array();
-  for (const JobRecord* j : in_age_order(registry)) {
+  for (const JobRecord* j : registry.in_age_order()) {
     json entry = {{"id", j->spec.id}, {"name", j->spec.name}, {"rules", j->rules_file}};
     if (j->spec.police) {
       entry["police_bps"] = j->spec.police->rate_bps;
@@ -383,7 +377,7 @@ Result<bool> write_rules_file(const std::string& dir, const std::string& name, c
 
 void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs) {
   std::set<std::string> named;
-  for (const JobRecord* j : jobs.in_rank_order()) named.insert(j->rules_file);
+  for (const JobRecord* j : jobs.in_age_order()) named.insert(j->rules_file);
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();

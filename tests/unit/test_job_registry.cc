@@ -28,6 +28,7 @@ JobRecord job(uint32_t id, size_t rules) {
 std::map<uint32_t, size_t> partitions_in_age_order(const JobRegistry& reg) {
   std::vector<const JobRecord*> jobs = reg.in_rank_order();
   std::sort(jobs.begin(), jobs.end(), [](auto* a, auto* b) { return a->sequence < b->sequence; });
+  EXPECT_EQ(jobs, reg.in_age_order()) << "in_age_order is the order of sequence";
   std::map<uint32_t, size_t> rules;
   uint32_t last = 0;
   for (const JobRecord* j : jobs) {
