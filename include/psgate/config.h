@@ -90,6 +90,28 @@ struct ControlSpec {
   std::string state;  // empty: no persistence
 };
 
+// [cluster]: follow a job order held in etcd (docs/cluster.md). Absent: the
+// single-host gateway, whose jobs, order and policy are its own.
+struct ClusterSpec {
+  std::vector<std::string> endpoints;     // "http://host:port" or "https://host:port", at least one
+  std::string name;                       // this gateway, unique in the cluster (a printable name)
+  std::string prefix;                     // where the cluster's keys live: "/psgate/<cluster-name>"
+  std::string address;                    // shown to other gateways (psgatectl cluster); default: the name
+  std::string ca, cert, key;              // TLS files (https endpoints need ca; cert and key go together)
+  uint64_t lease_ttl_ns = 3'000'000'000;  // registration and leadership lease, 2s..60s
+  bool operator==(const ClusterSpec&) const = default;
+};
+// "http://host:port" -> "host:port" (a gRPC target), tls true for https.
+struct ClusterEndpoint {
+  std::string target;
+  bool tls = false;
+};
+// Nothing when `url` is a usable endpoint, else why not (one line).
+std::optional<std::string> endpoint_problem(std::string_view url);
+ClusterEndpoint parse_endpoint(std::string_view url);      // for a url endpoint_problem accepted
+inline constexpr uint64_t kMinLeaseTtlNs = 2'000'000'000;  // etcd refuses shorter leases with default timing
+inline constexpr uint64_t kMaxLeaseTtlNs = 60'000'000'000;
+
 struct ConfigSpec {
   std::string source;  // file name, for messages
   std::vector<std::string> eal_args;
@@ -112,6 +134,7 @@ struct ConfigSpec {
   ControlSpec control;
   // [policy]: the policy at start (a state file's, when there is one, wins).
   PolicyParams policy;
+  std::optional<ClusterSpec> cluster;
 };
 
 // A policy's interval when none is given: round-robin's rotation period

@@ -31,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "psgate/cluster_link.h"
 #include "psgate/config.h"
 #include "psgate/control_request.h"  // the typed requests
 #include "psgate/dataplane.h"
@@ -56,6 +57,9 @@ struct ControlState {
   // `shaper` (in bytes/s, as the snapshot carries them, so a change keeps
   // every value it does not name).
   std::array<PortLive, kPortCount> live;
+  // Cluster mode with a non-static policy: the ranks the cluster's policy
+  // leader computed (by job id), in force instead of a local evaluation.
+  std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks;
 };
 
 class ControlPlane {
@@ -64,6 +68,12 @@ class ControlPlane {
   // (jobs, order and policy come from it then); otherwise starts from the
   // config's [[jobs]]. A corrupt state file is an error: nothing is loaded.
   static Result<std::unique_ptr<ControlPlane>> create(Dataplane& dataplane, const ConfigSpec& config);
+
+  // Cluster mode (docs/cluster.md): follow the store through `link` (set
+  // before start(); it outlives this). Jobs, order, policy and progress then
+  // come from the store, and the socket's commands that change them write to
+  // the store instead; class and shaper settings stay per gateway.
+  void follow_cluster(ClusterLink* link, const ClusterSpec& spec);
 
   // Publishes the initial job set (the state file's, if any).
   Result<bool> start();
@@ -74,8 +84,11 @@ class ControlPlane {
   // The same for a request built in-process (tests): serialised and handled
   // as the line a client would send.
   nlohmann::json handle(const nlohmann::json& request);
-  // Periodic work on the control thread: policy evaluation.
+  // Periodic work on the control thread: policy evaluation; in cluster mode,
+  // applying what the store says and reporting this gateway to it.
   void tick(uint64_t now_ns);
+  // Cluster mode: the store revision whose jobs, order and policy are in force.
+  int64_t applied_revision() const { return applied_revision_; }
 
   size_t job_count() const { return state_.jobs.size(); }
   // Policy re-ranks that could not be applied (their snapshot failed to
@@ -125,6 +138,16 @@ class ControlPlane {
   Result<Outcome> apply(const PolicyRequest&) const;
   Result<Outcome> apply(const StatsRequest&) const;
   Result<Outcome> apply(const ConfigRequest&) const;
+  Result<Outcome> apply(const ClusterRequest&) const;
+
+  // Cluster mode. A change a handler proposed, written to the store; the
+  // reply once this gateway has applied it (or says it has not yet).
+  Result<nlohmann::json> forward_to_cluster(Candidate& change);
+  // Takes the store's newest view, if any, and applies it: false if none.
+  bool follow_step(uint64_t now_ns);
+  Result<bool> apply_view(const ClusterView& view, uint64_t now_ns);
+  void report_to_cluster(uint64_t now_ns);
+  nlohmann::json cluster_status() const;
 
   // The one way a state becomes the state in force (see the top of this file).
   Result<bool> commit(ControlState next, uint64_t now_ns);
@@ -154,6 +177,15 @@ class ControlPlane {
   RuleMerger merger_;
   uint64_t rules_changed_ns_ = 0;  // when a published snapshot last changed the rules
   std::shared_ptr<const MergedRules> fresh_merge_;
+  ClusterLink* cluster_ = nullptr;
+  std::optional<ClusterKeys> cluster_keys_;
+  std::shared_ptr<const ClusterView> cluster_view_;  // the newest view taken
+  int64_t applied_revision_ = 0;
+  std::pair<int64_t, size_t> applied_part_{-1, 0};  // the view part (cluster_layout.h) last applied
+  uint64_t apply_retry_ns_ = 0;                     // after a failed apply: not before this
+  uint64_t cluster_apply_errors_ = 0;
+  std::string cluster_apply_error_;
+  uint64_t reported_ns_ = 0;
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;
   // baselines_ is written on the control thread and read by totals_locked()

@@ -116,11 +116,12 @@ struct PolicyRequest {
 };
 struct StatsRequest {};
 struct ConfigRequest {};
+struct ClusterRequest {};
 
 // One alternative per command, in control_commands()'s order.
 using ControlRequest = std::variant<HealthRequest, JobsListRequest, JobsAddRequest, JobsLoadRequest, JobsRemoveRequest,
                                     OrderRequest, RankRequest, ClassSetRequest, ShaperSetRequest, ProgressRequest,
-                                    PolicyRequest, StatsRequest, ConfigRequest>;
+                                    PolicyRequest, StatsRequest, ConfigRequest, ClusterRequest>;
 
 // One request line (without or with its '\n') -> a typed request; malformed
 // JSON is an error like any other. This is the control server's only way from

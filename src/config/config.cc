@@ -92,12 +92,12 @@ class Parser : TomlReader {
   void parse_all(const toml::table& root, ConfigSpec& c) {
     if (!check_keys(root, "",
                     {"eal", "ports", "lcores", "shaper", "classes", "jobs", "dataplane", "stats", "log", "control",
-                     "policy"})) {
+                     "policy", "cluster"})) {
       return;
     }
     parse_eal(root, c) && parse_ports(root, c) && parse_lcores(root, c) && parse_shaper(root, c) &&
         parse_classes(root, c) && parse_jobs(root, c) && parse_dataplane(root, c) && parse_stats(root, c) &&
-        parse_log(root, c) && parse_control(root, c) && parse_policy(root, c);
+        parse_log(root, c) && parse_control(root, c) && parse_policy(root, c) && parse_cluster(root, c);
   }
 
   bool parse_eal(const toml::table& root, ConfigSpec& c) {
@@ -454,6 +454,54 @@ class Parser : TomlReader {
     return !failed();
   }
 
+  // [cluster]: absent means single-host mode. Checked here as far as a file
+  // can be: whether the store answers is the gateway's business at start.
+  bool parse_cluster(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "cluster", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "cluster", {"endpoints", "name", "prefix", "address", "ca", "cert", "key", "lease_ttl"}))
+      return false;
+    ClusterSpec cl;
+    const toml::node* n = t->get("endpoints");
+    const toml::array* a = n ? n->as_array() : nullptr;
+    if (a == nullptr || a->empty()) {
+      return fail("cluster.endpoints", n ? "expected a non-empty array of \"http://host:port\" strings"
+                                         : "is required (etcd's client URLs, e.g. [\"http://10.0.0.1:2379\"])");
+    }
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string p = index_path("cluster.endpoints", i);
+      const auto* s = (*a)[i].as_string();
+      if (s == nullptr) return fail(p, "expected a string, got " + describe_typed((*a)[i]));
+      if (auto problem = endpoint_problem(s->get())) return fail(p, *problem);
+      cl.endpoints.push_back(s->get());
+    }
+    const std::string* name = string(*t, "name", "cluster", true);
+    if (name == nullptr) return false;
+    if (std::string problem = name_problem(*name); !problem.empty()) return fail("cluster.name", problem);
+    cl.name = *name;
+    const std::string* prefix = string(*t, "prefix", "cluster", true);
+    if (prefix == nullptr) return false;
+    if (prefix->size() < 2 || prefix->front() != '/' || prefix->back() == '/')
+      return fail("cluster.prefix", toml_quote(*prefix) + " is not a key prefix like \"/psgate/training\"");
+    if (std::string problem = name_problem(*prefix); !problem.empty()) return fail("cluster.prefix", problem);
+    cl.prefix = *prefix;
+    for (auto [key, out] : {std::pair{"address", &cl.address}, {"ca", &cl.ca}, {"cert", &cl.cert}, {"key", &cl.key}})
+      if (const std::string* s = string(*t, key, "cluster")) *out = *s;
+    if (failed()) return false;
+    if (cl.address.empty()) cl.address = cl.name;
+    if (cl.cert.empty() != cl.key.empty())
+      return fail("cluster.cert", "cert and key go together (set both or neither)");
+    const bool tls = std::any_of(cl.endpoints.begin(), cl.endpoints.end(),
+                                 [](const std::string& e) { return e.rfind("https://", 0) == 0; });
+    if (tls && cl.ca.empty()) return fail("cluster.ca", "is required with https endpoints (the store's CA file)");
+    if (!tls && !cl.ca.empty()) return fail("cluster.ca", "is set but no endpoint is https://");
+    if (!duration(*t, "lease_ttl", "cluster", cl.lease_ttl_ns)) return false;
+    if (cl.lease_ttl_ns < kMinLeaseTtlNs || cl.lease_ttl_ns > kMaxLeaseTtlNs)
+      return fail("cluster.lease_ttl", "must be 2s..60s");
+    c.cluster = std::move(cl);
+    return true;
+  }
+
   // [policy]: the `policy` control command's settings, as it takes them.
   bool parse_policy(const toml::table& root, ConfigSpec& c) {
     const toml::table* t = table(root, "policy", "", false);
@@ -499,6 +547,29 @@ Result<ConfigSpec> load_config_file(const std::string& path) {
 const std::vector<ClassSpec>& port_classes(const ConfigSpec& config, unsigned port) {
   const PortSpec& p = port == 0 ? config.wire : config.host;
   return p.classes.size() == config.classes.size() ? p.classes : config.classes;
+}
+
+ClusterEndpoint parse_endpoint(std::string_view url) {
+  const bool tls = url.rfind("https://", 0) == 0;
+  std::string_view rest = url.substr(tls ? 8 : 7);
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  return ClusterEndpoint{std::string(rest), tls};
+}
+
+std::optional<std::string> endpoint_problem(std::string_view url) {
+  const std::string quoted = toml_quote(url);
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    return quoted + " is not an endpoint URL (\"http://host:port\" or \"https://host:port\")";
+  const std::string target = parse_endpoint(url).target;
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0) return quoted + " has no host:port (etcd's client port is 2379)";
+  const std::string host = target.substr(0, colon), port = target.substr(colon + 1);
+  if (host.find_first_of("/?# ") != std::string::npos || target.find('/') != std::string::npos)
+    return quoted + " has a path or a bad host; give scheme://host:port only";
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) == 0 || std::stoul(port) > 65535)
+    return quoted + " has no valid port (1..65535)";
+  return std::nullopt;
 }
 
 std::optional<std::string> check_rate_bps(uint64_t bps) {

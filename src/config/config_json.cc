@@ -148,23 +148,35 @@ std::string duration_text_exact(uint64_t ns) {
 json config_to_json(const ConfigSpec& c) {
   json control = {{"socket", c.control.socket}};
   if (!c.control.state.empty()) control["state"] = c.control.state;
-  return {{"eal", {{"args", c.eal_args}}},
-          {"ports", {{"wire", port_json(c.wire)}, {"host", port_json(c.host)}}},
-          {"lcores", {{"main", c.main_lcore}, {"data", c.data_lcores}}},
-          {"shaper", {{"wire", shaper_json(c.wire)}, {"host", shaper_json(c.host)}}},
-          {"classes", classes_json(c)},
-          {"jobs", jobs_json(c.jobs)},
-          {"dataplane",
-           {{"burst", c.burst},
-            {"ring_size", c.ring_size},
-            {"mbufs", c.mbufs},
-            {"flow_cache", c.flow_cache_entries},
-            {"max_jobs", c.max_jobs},
-            {"drain_timeout", duration_text_exact(c.drain_timeout_ns)}}},
-          {"stats", {{"interval", duration_text_exact(c.stats_interval_ns)}}},
-          {"log", {{"level", c.log_level}}},
-          {"control", control},
-          {"policy", policy_json(c.policy)}};
+  json out = {{"eal", {{"args", c.eal_args}}},
+              {"ports", {{"wire", port_json(c.wire)}, {"host", port_json(c.host)}}},
+              {"lcores", {{"main", c.main_lcore}, {"data", c.data_lcores}}},
+              {"shaper", {{"wire", shaper_json(c.wire)}, {"host", shaper_json(c.host)}}},
+              {"classes", classes_json(c)},
+              {"jobs", jobs_json(c.jobs)},
+              {"dataplane",
+               {{"burst", c.burst},
+                {"ring_size", c.ring_size},
+                {"mbufs", c.mbufs},
+                {"flow_cache", c.flow_cache_entries},
+                {"max_jobs", c.max_jobs},
+                {"drain_timeout", duration_text_exact(c.drain_timeout_ns)}}},
+              {"stats", {{"interval", duration_text_exact(c.stats_interval_ns)}}},
+              {"log", {{"level", c.log_level}}},
+              {"control", control},
+              {"policy", policy_json(c.policy)}};
+  if (c.cluster) {
+    const ClusterSpec& cl = *c.cluster;
+    json cluster = {{"endpoints", cl.endpoints},
+                    {"name", cl.name},
+                    {"prefix", cl.prefix},
+                    {"address", cl.address},
+                    {"lease_ttl", duration_text_exact(cl.lease_ttl_ns)}};
+    for (auto [key, value] : {std::pair{"ca", &cl.ca}, {"cert", &cl.cert}, {"key", &cl.key}})
+      if (!value->empty()) cluster[key] = *value;
+    out["cluster"] = std::move(cluster);
+  }
+  return out;
 }
 
 }  // namespace psgate

@@ -100,7 +100,7 @@ constexpr ArgSpec kPolicyArgs[] = {
 };
 
 // In the protocol document's order, which is also ControlRequest's.
-constexpr std::array<CommandSpec, 13> kCommands{{
+constexpr std::array<CommandSpec, 14> kCommands{{
     {"health", "health", "Show the daemon's status, version, uptime, links and policy", {}, parsers::health},
     {"jobs.list", "jobs list", "List jobs in rank order with rules, classes and progress", {}, parsers::jobs_list},
     {"jobs.add", "jobs add", "Add a job that owns the traffic its match rules select", kJobsAddArgs, parsers::jobs_add},
@@ -133,6 +133,11 @@ constexpr std::array<CommandSpec, 13> kCommands{{
      "Show the configuration in force, live changes applied, in the config file's tables and keys",
      {},
      parsers::config},
+    {"cluster",
+     "cluster",
+     "Cluster mode: the gateways registered, the policy leader, each gateway's applied store revision and lag",
+     {},
+     parsers::cluster},
 }};
 
 static_assert(kCommands.size() == std::variant_size_v<ControlRequest>,

@@ -124,9 +124,18 @@ void ControlPlane::set_io_for_testing(StateWriter writer, SnapshotBuilder builde
   if (builder) build_snapshot_ = std::move(builder);
 }
 
+void ControlPlane::follow_cluster(ClusterLink* link, const ClusterSpec& spec) {
+  cluster_ = link;
+  cluster_keys_ = ClusterKeys{spec.prefix};
+}
+
 // The first commit: publishes the initial state and writes the state file.
+// In cluster mode that is the state this gateway applied last (its state
+// file), so it forwards on it while the store is away; the store's view
+// replaces it as soon as one has been read.
 Result<bool> ControlPlane::start() {
   auto started = commit(state_, monotonic_ns());
+  if (started && cluster_) follow_step(monotonic_ns());
   // Rules files a crash left behind (written, never named by a state file).
   if (started && !config_.control.state.empty())
     remove_unnamed_rules_files(rules_dir_path(config_.control.state), state_.jobs);
@@ -137,7 +146,19 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
                                                                      PolicyState& policy_state, uint64_t now_ns) const {
   std::unordered_map<uint32_t, JobRanks> ranks;
   const std::vector<const JobRecord*> ordered = state.jobs.in_rank_order();
-  if (state.policy.kind == PolicyKind::kStatic) {
+  // Cluster mode: the cluster's leader evaluates the policy once for every
+  // gateway; a job its ranks do not cover yet (just added) goes below them.
+  if (cluster_ && state.policy.kind != PolicyKind::kStatic && state.cluster_ranks) {
+    uint32_t below = 0;
+    for (const auto& [id, r] : *state.cluster_ranks) below = std::max({below, r.pull_rank + 1, r.push_rank + 1});
+    for (const JobRecord* j : ordered) {
+      auto it = state.cluster_ranks->find(j->spec.id);
+      ranks[j->spec.id] = it != state.cluster_ranks->end() ? it->second : JobRanks{j->spec.id, below, below};
+      if (it == state.cluster_ranks->end()) ++below;
+    }
+    return ranks;
+  }
+  if (state.policy.kind == PolicyKind::kStatic || cluster_) {
     for (const JobRecord* j : ordered) ranks[j->spec.id] = JobRanks{j->spec.id, j->spec.rank, j->spec.rank};
     return ranks;
   }
@@ -261,6 +282,12 @@ void ControlPlane::tick(uint64_t now_ns) {
       merger_.maybe_start(current->partitions, state_.jobs, current->merged, rules_changed_ns_, now_ns);
     }
   }
+  if (cluster_) {
+    // The store decides jobs, order and policy; the leader evaluates the policy.
+    follow_step(now_ns);
+    report_to_cluster(now_ns);
+    return;
+  }
   if (state_.policy.kind == PolicyKind::kStatic) return;
   PolicyState trial = state_.policy_state;
   auto ranks = effective_ranks(state_, trial, now_ns);
@@ -296,7 +323,12 @@ json ControlPlane::handle_line(std::string_view line) {
     r = std::move(*read);
   } else {
     Candidate& change = std::get<Candidate>(*outcome);
-    if (auto ok = commit(std::move(change.next), monotonic_ns()); !ok) r = fail(ok.error());
+    // Class and shaper settings are this gateway's own; in cluster mode every
+    // other change goes to the store, and is applied from there.
+    const bool local =
+        std::holds_alternative<ClassSetRequest>(*parsed) || std::holds_alternative<ShaperSetRequest>(*parsed);
+    if (cluster_ && !local) r = forward_to_cluster(change);
+    else if (auto ok = commit(std::move(change.next), monotonic_ns()); !ok) r = fail(ok.error());
     else r = change.reply(*this);
   }
   json reply;
@@ -333,7 +365,11 @@ json ControlPlane::job_json(const JobRecord& job, const Snapshot& snap) const {
             {"batch", opt(job.progress.batch)}}}};
 }
 
-json ControlPlane::job_json(uint32_t id) const { return job_json(*state_.jobs.find(id), dataplane_.snapshot()); }
+json ControlPlane::job_json(uint32_t id) const {
+  // Cluster mode: another writer may have removed the job before this reply.
+  const JobRecord* job = state_.jobs.find(id);
+  return job ? job_json(*job, dataplane_.snapshot()) : json(nullptr);
+}
 
 json ControlPlane::policy_json() const {
   const PolicyParams& policy = state_.policy;
@@ -365,18 +401,23 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
     ports[kPortNames[p]] = link_json(links[p]);
     if (!links[p].up) down.push_back(kPortNames[p]);
   }
-  return Outcome{json{{"status", down.empty() ? "ok" : "degraded"},
-                      {"ports_down", down},
-                      {"links", ports},
-                      {"version", PSGATE_VERSION},
-                      {"protocol", kControlProtocolVersion},
-                      {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
-                      {"generation", generation_},
-                      {"lcores", dataplane_.describe_lcores()},
-                      {"jobs", state_.jobs.size()},
-                      {"policy", policy_name(state_.policy.kind)},
-                      {"policy_errors", policy_errors_},
-                      {"rules", rules_json()}}};
+  // In cluster mode, also while the store is unreachable: forwarding goes on,
+  // on the last order applied (fail static), but changes are refused.
+  const bool store_lost = cluster_ && !cluster_->connected();
+  json health{{"status", down.empty() && !store_lost ? "ok" : "degraded"},
+              {"ports_down", down},
+              {"links", ports},
+              {"version", PSGATE_VERSION},
+              {"protocol", kControlProtocolVersion},
+              {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
+              {"generation", generation_},
+              {"lcores", dataplane_.describe_lcores()},
+              {"jobs", state_.jobs.size()},
+              {"policy", policy_name(state_.policy.kind)},
+              {"policy_errors", policy_errors_},
+              {"rules", rules_json()}};
+  if (cluster_) health["cluster"] = cluster_status();
+  return Outcome{std::move(health)};
 }
 
 json ControlPlane::rules_json() const {
@@ -568,5 +609,154 @@ Totals ControlPlane::totals_locked(bool with_histograms) {
 }
 
 void ControlPlane::with_snapshot(const std::function<void(const Snapshot&)>& fn) { dataplane_.publisher().read(fn); }
+
+// ---- cluster mode (docs/cluster.md) ----------------------------------------------
+
+namespace {
+
+bool same_job(const JobSpec& a, const JobSpec& b) {
+  return a.id == b.id && a.name == b.name && a.match == b.match && a.police == b.police;
+}
+
+}  // namespace
+
+bool ControlPlane::follow_step(uint64_t now_ns) {
+  if (now_ns < apply_retry_ns_) return false;
+  auto view = cluster_->newer_than(applied_revision_);
+  if (!view) return false;
+  cluster_view_ = view;
+  // A registration's heartbeat moves the revision but changes nothing to apply.
+  if (view->applied_part != applied_part_) {
+    if (auto ok = apply_view(*view, now_ns); !ok) {
+      ++cluster_apply_errors_;
+      cluster_apply_error_ = ok.error();
+      apply_retry_ns_ = now_ns + 1'000'000'000;  // the previous order stays; try again in a second
+      spdlog::error("cluster: revision {} not applied, the previous order stays: {}", view->revision, ok.error());
+      return false;
+    }
+    applied_part_ = view->applied_part;
+  }
+  applied_revision_ = view->revision;
+  return true;
+}
+
+// The store's jobs, order, policy and progress as a candidate state, through
+// commit() like every change: compiled, persisted, published, or refused as a
+// whole. Jobs keep their slots; a re-rank only changes ranks (loss-free).
+Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) {
+  ControlState next = state_;
+  std::unordered_map<uint32_t, const ClusterJob*> wanted;
+  for (const ClusterJob& j : view.jobs) wanted[j.spec.id] = &j;
+  for (const JobRecord* j : state_.jobs.in_age_order()) {
+    auto it = wanted.find(j->spec.id);
+    if (it == wanted.end() || !same_job(j->spec, it->second->spec)) (void)next.jobs.remove(j->spec.id);
+  }
+  std::string refused;
+  for (const ClusterJob& j : view.jobs) {
+    if (next.jobs.find(j.spec.id)) continue;
+    JobRecord record;
+    record.spec = j.spec;
+    if (auto added = next.jobs.add(std::move(record), std::nullopt); !added)
+      refused += (refused.empty() ? "" : "; ") + added.error();
+  }
+  std::vector<uint32_t> order;
+  for (uint32_t id : view.full_order())
+    if (next.jobs.find(id)) order.push_back(id);
+  if (auto ok = next.jobs.set_order(order); !ok) return ok;
+  for (const auto& [id, progress] : view.progress)
+    if (next.jobs.find(id)) (void)next.jobs.set_progress(id, progress);
+  next.policy = view.policy.value_or(config_.policy);
+  next.cluster_ranks.reset();
+  if (next.policy.kind != PolicyKind::kStatic && view.ranks && view.ranks_policy == policy_name(next.policy.kind)) {
+    next.cluster_ranks.emplace();
+    for (const JobRanks& r : *view.ranks) (*next.cluster_ranks)[r.id] = r;
+  }
+  if (auto ok = commit(std::move(next), now_ns); !ok) return ok;
+  // Jobs this gateway could not take (no free slot): the rest is in force.
+  cluster_apply_error_ = refused;
+  if (!refused.empty()) {
+    ++cluster_apply_errors_;
+    spdlog::error("cluster: revision {}: jobs not applied here: {}", view.revision, refused);
+  }
+  return true;
+}
+
+Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
+  if (!cluster_->connected())
+    return fail(
+        "the cluster store is unreachable: nothing written; this gateway keeps forwarding on the last order "
+        "it applied (see psgatectl health)");
+  static const ClusterView kNothingSeen;
+  const ClusterView& seen = cluster_view_ ? *cluster_view_ : kNothingSeen;
+  const StoreWrite w =
+      store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy);
+  if (w.empty()) return change.reply(*this);
+  auto revision = cluster_->write(w);
+  if (!revision) return fail(revision.error());
+  // The change comes back through the watch like everyone else's; wait for it
+  // (bounded) so that the reply shows it in force on this gateway.
+  const uint64_t until = monotonic_ns() + 2'000'000'000;
+  apply_retry_ns_ = 0;
+  while (applied_revision_ < *revision && monotonic_ns() < until) {
+    if (!follow_step(monotonic_ns())) ::usleep(1000);
+  }
+  if (applied_revision_ < *revision) {
+    return json{{"store_revision", *revision},
+                {"applied_here", false},
+                {"note", "written to the cluster store; not yet applied on this gateway (see psgatectl cluster)"}};
+  }
+  json reply = change.reply(*this);
+  if (reply.is_object()) reply["store_revision"] = *revision;
+  return reply;
+}
+
+void ControlPlane::report_to_cluster(uint64_t now_ns) {
+  if (now_ns - reported_ns_ < 500'000'000) return;
+  reported_ns_ = now_ns;
+  GatewayInfo info;
+  info.health = cluster_->connected() && cluster_apply_error_.empty() ? "ok" : "degraded";
+  info.applied_revision = applied_revision_;
+  const Totals totals = dataplane_.read_totals(false);
+  info.rx_packets = totals.rx_total();
+  info.tx_packets = totals.tx_total();
+  info.dropped = totals.drop_total();
+  uint32_t top_rank = UINT32_MAX;
+  for (const JobRecord* j : state_.jobs.in_rank_order()) {
+    const JobTelemetry t = dataplane_.job_telemetry(j->slot);
+    info.jobs[j->spec.id] = JobMeasure{t.bursts, t.last_burst_bytes, t.current_burst_bytes};
+    auto r = applied_ranks_.find(j->spec.id);
+    if (r != applied_ranks_.end() && r->second.pull_rank < top_rank) {
+      top_rank = r->second.pull_rank;
+      info.top_job = std::to_string(j->spec.id);
+    }
+  }
+  cluster_->report(info);
+}
+
+json ControlPlane::cluster_status() const {
+  json s = cluster_->status();
+  s["applied_revision"] = applied_revision_;
+  s["apply_errors"] = cluster_apply_errors_;
+  s["last_apply_error"] = cluster_apply_error_;
+  return s;
+}
+
+Result<ControlPlane::Outcome> ControlPlane::apply(const ClusterRequest&) const {
+  if (!cluster_) return Outcome{json{{"mode", "single-host"}}};
+  json out = cluster_status();
+  out["mode"] = "cluster";
+  json gateways = json::array();
+  if (cluster_view_) {
+    for (const auto& [name, g] : cluster_view_->gateways) {
+      json row = gateway_json(g);
+      row.erase("schema");
+      row.erase("jobs");
+      row["lag"] = std::max<int64_t>(0, cluster_view_->revision - g.applied_revision);
+      gateways.push_back(std::move(row));
+    }
+  }
+  out["gateways"] = std::move(gateways);
+  return Outcome{std::move(out)};
+}
 
 }  // namespace psgate

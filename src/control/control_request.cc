@@ -93,6 +93,8 @@ Parsed jobs_list(const json&, unsigned) { return ControlRequest{JobsListRequest{
 Parsed stats(const json&, unsigned) { return ControlRequest{StatsRequest{}}; }
 Parsed config(const json&, unsigned) { return ControlRequest{ConfigRequest{}}; }
 
+Parsed cluster(const json&, unsigned) { return ControlRequest{ClusterRequest{}}; }
+
 Parsed jobs_add(const json& req, unsigned) {
   JobsAddRequest out;
   auto id = arg_u32(req, "job");

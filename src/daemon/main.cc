@@ -31,6 +31,10 @@
 
 #include <fstream>
 
+#ifdef PSGATE_HAVE_CLUSTER
+#include "cluster/etcd_link.h"
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -77,6 +81,24 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return dataplane.error().rfind(config.source + ": ", 0) == 0 ? 2 : 1;
     }
     psgate::Dataplane& dp = **dataplane;
+    // Cluster mode: connect before the control plane starts, so that it starts
+    // from the store's view when the store answers, and from the state this
+    // gateway applied last (its state file) when it does not (fail static).
+    // Declared before the control plane: it must outlive it.
+    std::unique_ptr<psgate::ClusterLink> cluster;
+#ifdef PSGATE_HAVE_CLUSTER
+    if (config.cluster) {
+      auto link = std::make_unique<psgate::EtcdLink>(*config.cluster, config.class_count, config.policy);
+      if (!link->wait_first_read(2'000'000'000))
+        spdlog::warn(
+            "cluster: the store did not answer within 2 s; starting on the state this gateway applied last, "
+            "and following the store once it answers");
+      if (!config.jobs.empty())
+        spdlog::warn("cluster mode: the config's [[jobs]] are not used; jobs come from the store ({}/jobs/)",
+                     config.cluster->prefix);
+      cluster = std::move(link);
+    }
+#endif
     auto control = psgate::ControlPlane::create(dp, config);
     if (!control.ok()) {
       spdlog::error("{}", control.error());
@@ -85,6 +107,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return 2;
     }
     psgate::ControlPlane& cp = **control;
+    if (cluster) cp.follow_cluster(cluster.get(), *config.cluster);
     if (auto ok = cp.start(); !ok) {
       spdlog::error("{}", ok.error());
       dataplane->reset();
@@ -102,6 +125,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     psgate::ControlServer::Options options;
     options.socket_path = config.control.socket;
     options.report_ns = config.stats_interval_ns;
+    // Cluster mode: the store's changes are applied on the tick; 10 ms keeps
+    // the time from a write in the store to its application well inside 100 ms.
+    if (cluster) options.tick_ns = 10'000'000;
     options.report = [&] {
       const auto now = Clock::now();
       psgate::Totals cur = cp.totals_locked(false);
@@ -201,6 +227,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psgate: %s\n", config.error().c_str());
     return 2;
   }
+#ifndef PSGATE_HAVE_CLUSTER
+  if (config->cluster) {
+    std::fprintf(stderr,
+                 "psgate: %s: [cluster]: this psgate was built without cluster mode (meson -Dcluster=enabled, with "
+                 "libgrpc++-dev and etcd's .proto files; tools/setup installs them)\n",
+                 config_path.c_str());
+    return 2;
+  }
+#endif
   // Lcores must exist on this machine (the parser cannot know which do).
   if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path); !lcores) {
     std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());

@@ -48,6 +48,7 @@ enum class Kind {
   kStatsWatch,
   kConfig,
   kConfigToml,  // config --toml
+  kCluster,
 };
 
 struct Invocation {

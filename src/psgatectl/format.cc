@@ -437,6 +437,29 @@ psgate::Result<std::string> format_config_toml(const ojson& result) {
   return out.str();
 }
 
+std::string format_cluster(const ojson& result) {
+  if (value_text(get(result, "mode")) != "cluster") return "single-host mode (no [cluster] in the config)\n";
+  std::string out = fmt::format("cluster {}: store revision {}, {}; leader {}\n", value_text(get(result, "prefix")),
+                                value_text(get(result, "store_revision")),
+                                get(result, "connected") == true ? "connected" : "STORE UNREACHABLE",
+                                value_text(get(result, "leader"), "none"));
+  using C = Table::Column;
+  Table t({C{"GATEWAY"}, C{"ADDRESS"}, C{"VERSION"}, C{"HEALTH"}, C{"APPLIED", Table::kRight}, C{"LAG", Table::kRight},
+           C{"TOP JOB", Table::kRight}, C{"RX PKTS", Table::kRight}, C{"TX PKTS", Table::kRight},
+           C{"DROPPED", Table::kRight}});
+  const ojson& gws = get(result, "gateways");
+  if (gws.is_array()) {
+    for (const ojson& g : gws) {
+      const ojson& c = get(g, "counters");
+      t.add_row({value_text(get(g, "name")), value_text(get(g, "address")), value_text(get(g, "version")),
+                 value_text(get(g, "health")), value_text(get(g, "applied_revision")), value_text(get(g, "lag")),
+                 value_text(get(g, "top_job"), "-"), value_text(get(c, "rx_packets")), value_text(get(c, "tx_packets")),
+                 value_text(get(c, "dropped"))});
+    }
+  }
+  return out + t.render("");
+}
+
 std::string format_policy(const ojson& result) {
   const ojson& p = result.contains("policy") ? result["policy"] : result;
   std::vector<std::pair<std::string, std::string>> kv;
@@ -513,6 +536,8 @@ std::string format_result(Kind kind, const nlohmann::json& request, const ojson&
     }
     case Kind::kPolicyShow:
       return format_policy(result);
+    case Kind::kCluster:
+      return format_cluster(result);
     default:
       return format_confirmation(kind, request, result);
   }

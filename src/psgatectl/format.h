@@ -53,7 +53,8 @@ std::string format_config(const ojson& result);  // flattened "a.b.c = value" li
 // file that `psgate --config` starts from, after a comment saying what it is.
 // Nulls are left out (TOML has none); a value TOML cannot hold is an error.
 psgate::Result<std::string> format_config_toml(const ojson& result);
-std::string format_policy(const ojson& result);  // {"policy": {...}}
+std::string format_policy(const ojson& result);   // {"policy": {...}}
+std::string format_cluster(const ojson& result);  // the cluster command's reply
 
 // Write commands: one line (with '\n') built from the request and its result.
 std::string format_confirmation(Kind kind, const nlohmann::json& request, const ojson& result);

@@ -59,11 +59,16 @@ match = ["dst=10.0.0.1/32"]
 [policy]
 name = "static"
 @POLICY@
+[cluster]
+endpoints = ["http://127.0.0.1:2379"]
+name = "gw-a"
+prefix = "/psgate/test"
+@CLUSTER@
 )";
 
 const std::vector<std::string> kMarks = {"ROOT",      "EAL",         "PORTS",   "WIRE",    "HOST",       "LCORES",
                                          "SHAPER",    "SHAPER_WIRE", "CLASSES", "CLASS",   "CLASS_PORT", "JOBS",
-                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "POLICY"};
+                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "POLICY",     "CLUSTER"};
 
 // The config with an unknown key at `mark`, and every other mark removed.
 std::string probe_at(const std::string& mark) {
@@ -107,7 +112,7 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
 
   // The tables: every root key must be one of them, so a new table cannot be missed.
   const std::set<std::string> tables = {"eal",       "ports", "lcores", "shaper",  "classes", "jobs",
-                                        "dataplane", "stats", "log",    "control", "policy"};
+                                        "dataplane", "stats", "log",    "control", "policy",  "cluster"};
   EXPECT_EQ(allowed_at("ROOT"), tables);
   EXPECT_EQ(allowed_at("PORTS"), (std::set<std::string>{"wire", "host"}));
   EXPECT_EQ(allowed_at("SHAPER"), (std::set<std::string>{"wire", "host"}));
@@ -118,7 +123,7 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
       {"EAL", "eal."},         {"WIRE", "ports.<p>."},    {"LCORES", "lcores."},   {"SHAPER_WIRE", "shaper.<p>."},
       {"CLASSES", "classes."}, {"CLASS", "classes.<N>."}, {"JOBS", "jobs[]."},     {"DATAPLANE", "dataplane."},
       {"STATS", "stats."},     {"LOG", "log."},           {"CONTROL", "control."}, {"CLASS_PORT", "classes.<N>.<p>."},
-      {"POLICY", "policy."}};
+      {"POLICY", "policy."},   {"CLUSTER", "cluster."}};
   std::set<std::string> schema;
   for (const auto& [mark, prefix] : leaf_tables) {
     for (const std::string& k : allowed_at(mark)) schema.insert(prefix + k);

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Cluster mode's data model, as pure logic (no gRPC, no DPDK): the keys under
+// the cluster's prefix, their JSON documents, a mirror of the prefix that
+// store events update, the cluster's state read from it (ClusterView), the
+// writes a control command turns into, and the policy the leader evaluates.
+// The etcd client (src/cluster/) moves bytes; everything it means is here,
+// so it is unit-tested without a store. The layout is documented in
+// docs/cluster.md.
+//
+// Keys (P = [cluster] prefix); every value is a JSON object with "schema":
+//   P/jobs/<id>        a job: jobs.add's arguments (job, name, match, police, police_burst)
+//   P/order            the operator's order: {"order": [ids, top first]}
+//   P/policy           the policy: the `policy` command's arguments
+//   P/progress/<id>    a job's reported progress: the `progress` command's arguments
+//   P/ranks            the ranks the policy leader computed (non-static policies)
+//   P/gateways/<name>  a gateway's registration (leased): version, health, revision applied, telemetry
+//   P/leader           the policy leader (leased): {"name": gateway}
+// Jobs and the order carry no lease: losing every gateway loses no job.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "psgate/config.h"
+#include "psgate/policy.h"
+#include "psgate/result.h"
+
+namespace psgate {
+
+class JobRegistry;
+
+inline constexpr int kClusterSchema = 1;
+
+// The keys, each from the prefix.
+struct ClusterKeys {
+  std::string prefix;  // no trailing '/'
+  std::string all() const { return prefix + "/"; }
+  std::string jobs() const { return prefix + "/jobs/"; }
+  std::string job(uint32_t id) const { return jobs() + std::to_string(id); }
+  std::string order() const { return prefix + "/order"; }
+  std::string policy() const { return prefix + "/policy"; }
+  std::string progresses() const { return prefix + "/progress/"; }
+  std::string progress(uint32_t id) const { return progresses() + std::to_string(id); }
+  std::string ranks() const { return prefix + "/ranks"; }
+  std::string gateways() const { return prefix + "/gateways/"; }
+  std::string gateway(const std::string& name) const { return gateways() + name; }
+  std::string leader() const { return prefix + "/leader"; }
+};
+
+// The end of an etcd range covering every key that starts with `prefix`.
+std::string prefix_range_end(std::string_view prefix);
+
+// One key as the store holds it.
+struct StoreEntry {
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+  int64_t lease = 0;
+};
+
+// A job's per-gateway measurements that a policy ranks on (policy.h's
+// PolicyJob minus what the job reports itself).
+struct JobMeasure {
+  uint64_t iterations_seen = 0;
+  uint64_t bytes_per_iteration = 0;
+  uint64_t bytes_this_iteration = 0;
+  bool operator==(const JobMeasure&) const = default;
+};
+
+// A gateway's registration document.
+struct GatewayInfo {
+  std::string name;
+  std::string version;
+  std::string address;
+  std::string health;  // "ok" or "degraded"
+  int64_t applied_revision = 0;
+  std::optional<double> degraded_since_s;  // unix time; set while the store is unreachable from it
+  std::string top_job;                     // the id of its top job ("" with none): are the hosts in agreement?
+  uint64_t rx_packets = 0, tx_packets = 0, dropped = 0;
+  std::map<uint32_t, JobMeasure> jobs;
+  bool operator==(const GatewayInfo&) const = default;
+};
+nlohmann::json gateway_json(const GatewayInfo& g);
+Result<GatewayInfo> parse_gateway(std::string_view text);
+
+// The cluster's state as the store says it, at one revision.
+struct ClusterJob {
+  JobSpec spec;         // rank unused: the order decides
+  int64_t created = 0;  // the key's create revision: the jobs' age, so rule precedence is the same on every gateway
+};
+struct ClusterView {
+  int64_t revision = 0;
+  std::vector<ClusterJob> jobs;        // oldest first
+  std::vector<uint32_t> order;         // as stored: top first; jobs it leaves out follow, oldest first
+  int64_t order_revision = 0;          // the order key's mod revision (0: absent), to fence a rewrite on
+  std::optional<PolicyParams> policy;  // none: the gateway's configured policy
+  std::map<uint32_t, JobProgress> progress;
+  std::optional<std::vector<JobRanks>> ranks;  // the leader's, for a non-static policy
+  std::string ranks_policy;                    // the policy those ranks were computed for
+  uint64_t ranks_rotation = 0;                 // round-robin's rotation count, for a new leader to go on from
+  std::map<std::string, GatewayInfo> gateways;
+  std::string leader;                 // "" with none
+  int64_t leader_created = 0;         // the leader key's create revision (the leadership's fence)
+  std::vector<std::string> problems;  // keys whose documents were refused (ignored, reported)
+  // Changes when what a gateway applies changes (jobs, order, policy,
+  // progress, ranks), not on registrations: the newest modification among
+  // those keys and how many there are (so a deletion counts too).
+  std::pair<int64_t, size_t> applied_part{0, 0};
+
+  // Every job id, top first: the order's, then the rest oldest first.
+  std::vector<uint32_t> full_order() const;
+};
+
+// The prefix's keys as last read or watched.
+class StoreMirror {
+ public:
+  StoreMirror(ClusterKeys keys, unsigned class_count) : keys_(std::move(keys)), class_count_(class_count) {}
+  // A full read at `revision`: replaces everything (what vanished is gone).
+  void reset(std::map<std::string, StoreEntry> entries, int64_t revision);
+  void put(const std::string& key, StoreEntry entry);
+  void erase(const std::string& key);
+  void set_revision(int64_t revision) { revision_ = revision; }
+  int64_t revision() const { return revision_; }
+  const std::map<std::string, StoreEntry>& entries() const { return entries_; }
+  // Every document parsed; one that does not parse is left out and named in
+  // view.problems (so a bad write by a script cannot stop the cluster). Job
+  // documents are parsed once, when they arrive: a registration's heartbeat
+  // does not parse 100k rules again.
+  ClusterView view() const;
+
+ private:
+  struct ParsedJob {
+    std::optional<ClusterJob> job;
+    std::string problem;
+  };
+  ParsedJob parse_job(const std::string& key, const StoreEntry& e) const;
+
+  ClusterKeys keys_;
+  unsigned class_count_;
+  std::map<std::string, StoreEntry> entries_;
+  std::map<std::string, ParsedJob> jobs_;  // by key: every P/jobs/... entry, parsed
+  int64_t revision_ = 0;
+};
+
+// Documents, each as its command's arguments plus "schema".
+std::string job_document(const JobSpec& job);
+std::string order_document(const std::vector<uint32_t>& order);
+std::string policy_document(const PolicyParams& policy);
+std::string progress_document(const JobProgress& progress);
+std::string ranks_document(const std::vector<JobRanks>& ranks, const std::string& policy, uint64_t rotation,
+                           const std::string& leader);
+std::string leader_document(const std::string& name);
+
+// What one control command asks of the store: puts (value by key), deletes,
+// keys that must not exist yet (a new job), and keys whose modification
+// revision must still be the one this gateway has seen (the order: two
+// gateways re-ranking at once cannot silently undo one another).
+struct StoreWrite {
+  std::vector<std::pair<std::string, std::string>> puts;
+  std::vector<std::string> deletes;
+  std::vector<std::string> absent;
+  std::vector<std::pair<std::string, int64_t>> unchanged_since;  // key, mod revision (0: absent)
+  bool empty() const { return puts.empty() && deletes.empty(); }
+};
+// The store writes that take the cluster from `before` to `after` (the
+// registry and policy a control command's handler proposed).
+StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,
+                       const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after);
+
+// The policy over the whole cluster (the leader's work): the jobs in the
+// cluster's order, their reported progress, and each job's measurements
+// combined over every gateway (iterations: the most any gateway saw; bytes:
+// the sum, as a job sharded over hosts sends that much in all).
+std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams& policy, PolicyState& state,
+                                    uint64_t now_ns);
+
+}  // namespace psgate

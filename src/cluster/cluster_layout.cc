@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Cluster mode's keys, documents, mirror and policy (see cluster_layout.h).
+#include "psgate/cluster_layout.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "config/config_json.h"
+#include "psgate/control_request.h"
+#include "psgate/job_registry.h"
+#include "psgate/units.h"
+
+namespace psgate {
+
+using json = nlohmann::json;
+
+namespace {
+
+// A document's body as the control command's request: "schema" checked and
+// dropped, "cmd" added, then the command's own parser (so the store accepts
+// exactly what the socket does).
+Result<ControlRequest> parse_as_command(std::string_view text, const char* cmd, unsigned class_count) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return Result<ControlRequest>::failure("not a JSON object");
+  auto schema = doc.find("schema");
+  if (schema == doc.end() || !schema->is_number_integer() || schema->get<int64_t>() != kClusterSchema)
+    return Result<ControlRequest>::failure("\"schema\" is not " + std::to_string(kClusterSchema));
+  doc.erase("schema");
+  doc["cmd"] = cmd;
+  return parse_control_request(doc, class_count);
+}
+
+std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
+  if (key.size() <= dir.size() || key.substr(0, dir.size()) != dir) return std::nullopt;
+  const std::string_view digits = key.substr(dir.size());
+  uint32_t id = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  if (ec != std::errc() || end != digits.data() + digits.size() || id == 0) return std::nullopt;
+  return id;
+}
+
+}  // namespace
+
+std::string prefix_range_end(std::string_view prefix) {
+  std::string end(prefix);
+  // The first key after every key with this prefix: the last byte that can be
+  // incremented is, the rest dropped ("\0" = to the end of the keyspace).
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return std::string(1, '\0');
+  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
+std::vector<uint32_t> ClusterView::full_order() const {
+  std::vector<uint32_t> out;
+  std::set<uint32_t> known, placed;
+  for (const ClusterJob& j : jobs) known.insert(j.spec.id);
+  for (uint32_t id : order)
+    if (known.count(id) && placed.insert(id).second) out.push_back(id);
+  for (const ClusterJob& j : jobs)
+    if (placed.insert(j.spec.id).second) out.push_back(j.spec.id);
+  return out;
+}
+
+// ---- documents -----------------------------------------------------------------
+
+std::string job_document(const JobSpec& job) {
+  json match = json::array();
+  for (const MatchRule& r : job.match) match.push_back(to_string(r));
+  json doc = {{"schema", kClusterSchema}, {"job", job.id}, {"name", job.name}, {"match", match}};
+  if (job.police) {
+    doc["police"] = rate_text_exact(job.police->rate_bps);
+    doc["police_burst"] = size_text_exact(job.police->burst_bytes);
+  }
+  return doc.dump();
+}
+
+std::string order_document(const std::vector<uint32_t>& order) {
+  return json{{"schema", kClusterSchema}, {"order", order}}.dump();
+}
+
+std::string policy_document(const PolicyParams& policy) {
+  json doc = {{"schema", kClusterSchema},
+              {"name", policy_name(policy.kind)},
+              {"interval", duration_text_exact(policy.interval_ns)}};
+  if (policy.kind == PolicyKind::kRoundRobin)
+    doc["rotate_on"] = policy.rotate_on == RotateOn::kIteration ? "iteration" : "time";
+  return doc.dump();
+}
+
+std::string progress_document(const JobProgress& p) {
+  json doc = {{"schema", kClusterSchema}};
+  if (p.fraction) doc["fraction"] = *p.fraction;
+  if (p.iteration) doc["iteration"] = *p.iteration;
+  if (p.batch) doc["batch"] = *p.batch;
+  return doc.dump();
+}
+
+std::string ranks_document(const std::vector<JobRanks>& ranks, const std::string& policy, uint64_t rotation,
+                           const std::string& leader) {
+  json list = json::array();
+  for (const JobRanks& r : ranks) list.push_back({r.id, r.pull_rank, r.push_rank});
+  return json{
+      {"schema", kClusterSchema}, {"policy", policy}, {"rotation", rotation}, {"leader", leader}, {"ranks", list}}
+      .dump();
+}
+
+std::string leader_document(const std::string& name) { return json{{"schema", kClusterSchema}, {"name", name}}.dump(); }
+
+json gateway_json(const GatewayInfo& g) {
+  json jobs = json::array();
+  for (const auto& [id, m] : g.jobs)
+    jobs.push_back({id, m.iterations_seen, m.bytes_per_iteration, m.bytes_this_iteration});
+  return {{"schema", kClusterSchema},
+          {"name", g.name},
+          {"version", g.version},
+          {"address", g.address},
+          {"health", g.health},
+          {"applied_revision", g.applied_revision},
+          {"degraded_since", g.degraded_since_s ? json(*g.degraded_since_s) : json(nullptr)},
+          {"top_job", g.top_job},
+          {"counters", {{"rx_packets", g.rx_packets}, {"tx_packets", g.tx_packets}, {"dropped", g.dropped}}},
+          {"jobs", jobs}};
+}
+
+Result<GatewayInfo> parse_gateway(std::string_view text) {
+  using R = Result<GatewayInfo>;
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return R::failure("not a JSON object");
+  if (doc.value("schema", 0) != kClusterSchema)
+    return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
+  try {
+    GatewayInfo g;
+    g.name = doc.at("name").get<std::string>();
+    g.version = doc.value("version", "");
+    g.address = doc.value("address", "");
+    g.health = doc.value("health", "");
+    g.applied_revision = doc.value("applied_revision", int64_t{0});
+    if (auto d = doc.find("degraded_since"); d != doc.end() && d->is_number()) g.degraded_since_s = d->get<double>();
+    g.top_job = doc.value("top_job", "");
+    if (auto c = doc.find("counters"); c != doc.end() && c->is_object()) {
+      g.rx_packets = c->value("rx_packets", uint64_t{0});
+      g.tx_packets = c->value("tx_packets", uint64_t{0});
+      g.dropped = c->value("dropped", uint64_t{0});
+    }
+    if (auto jobs = doc.find("jobs"); jobs != doc.end() && jobs->is_array()) {
+      for (const json& j : *jobs) {
+        g.jobs[j.at(0).get<uint32_t>()] =
+            JobMeasure{j.at(1).get<uint64_t>(), j.at(2).get<uint64_t>(), j.at(3).get<uint64_t>()};
+      }
+    }
+    return g;
+  } catch (const json::exception& e) {
+    return R::failure(std::string("bad field: ") + e.what());
+  }
+}
+
+// ---- the mirror ----------------------------------------------------------------
+
+void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revision) {
+  entries_.clear();
+  jobs_.clear();
+  for (auto& [key, e] : entries) put(key, std::move(e));
+  revision_ = revision;
+}
+
+void StoreMirror::put(const std::string& key, StoreEntry entry) {
+  if (key.rfind(keys_.jobs(), 0) == 0) jobs_[key] = parse_job(key, entry);
+  entries_[key] = std::move(entry);
+}
+
+void StoreMirror::erase(const std::string& key) {
+  entries_.erase(key);
+  jobs_.erase(key);
+}
+
+StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const StoreEntry& e) const {
+  auto id = id_after(key, keys_.jobs());
+  if (!id) return {std::nullopt, "not a job key (P/jobs/<id>, id 1..4294967295)"};
+  auto req = parse_as_command(e.value, "jobs.add", class_count_);
+  if (!req) return {std::nullopt, req.error()};
+  const auto& add = std::get<JobsAddRequest>(*req);
+  if (add.id != *id)
+    return {std::nullopt, "\"job\" is " + std::to_string(add.id) + ", not the key's " + std::to_string(*id)};
+  ClusterJob job;
+  job.spec.id = add.id;
+  job.spec.name = add.name.empty() ? "job-" + std::to_string(add.id) : add.name;
+  job.spec.match = RuleList(add.rules);
+  job.spec.police = add.police;
+  job.created = e.create_revision;
+  if (auto bad = check_job(job.spec)) return {std::nullopt, bad->key + ": " + bad->problem};
+  return {std::move(job), ""};
+}
+
+ClusterView StoreMirror::view() const {
+  const unsigned class_count = class_count_;
+  ClusterView v;
+  v.revision = revision_;
+  auto problem = [&](const std::string& key, const std::string& why) { v.problems.push_back(key + ": " + why); };
+  auto applied = [&](const StoreEntry& e) {
+    v.applied_part.first = std::max(v.applied_part.first, e.mod_revision);
+    ++v.applied_part.second;
+  };
+  for (const auto& [key, e] : entries_) {
+    if (key.rfind(keys_.jobs(), 0) == 0) {
+      applied(e);
+      const ParsedJob& parsed = jobs_.at(key);
+      if (parsed.job) v.jobs.push_back(*parsed.job);
+      else problem(key, parsed.problem);
+    } else if (auto pid = id_after(key, keys_.progresses())) {
+      applied(e);
+      json doc = json::parse(e.value, nullptr, false);
+      if (doc.is_object()) doc["job"] = *pid;
+      auto req = doc.is_object() ? parse_as_command(doc.dump(), "progress", class_count)
+                                 : Result<ControlRequest>::failure("not a JSON object");
+      if (!req) {
+        problem(key, req.error());
+        continue;
+      }
+      const auto& p = std::get<ProgressRequest>(*req);
+      v.progress[*pid] = JobProgress{p.fraction, p.iteration, p.batch};
+    } else if (key == keys_.order()) {
+      applied(e);
+      json doc = json::parse(e.value, nullptr, false);
+      if (!doc.is_object() || doc.value("schema", 0) != kClusterSchema || !doc.contains("order")) {
+        problem(key, "not an order document ({\"schema\":1,\"order\":[ids]})");
+        continue;
+      }
+      doc.erase("schema");
+      json req = {{"cmd", "order"}, {"ids", doc["order"]}};
+      auto parsed = doc.size() == 1 ? parse_control_request(req, class_count)
+                                    : Result<ControlRequest>::failure("unknown keys besides \"order\"");
+      if (!parsed) {
+        problem(key, parsed.error());
+        continue;
+      }
+      v.order = std::get<OrderRequest>(*parsed).ids;
+      v.order_revision = e.mod_revision;
+    } else if (key == keys_.policy()) {
+      applied(e);
+      auto req = parse_as_command(e.value, "policy", class_count);
+      const PolicyRequest* p = req ? std::get_if<PolicyRequest>(&*req) : nullptr;
+      if (!p || !p->kind) {
+        problem(key, req ? "no policy \"name\"" : req.error());
+        continue;
+      }
+      PolicyParams params;
+      params.kind = *p->kind;
+      params.interval_ns = p->interval_ns.value_or(default_policy_interval_ns(*p->kind));
+      params.rotate_on = p->rotate_on.value_or(RotateOn::kTime);
+      v.policy = params;
+    } else if (key == keys_.ranks()) {
+      applied(e);
+      json doc = json::parse(e.value, nullptr, false);
+      try {
+        if (!doc.is_object() || doc.value("schema", 0) != kClusterSchema) throw std::runtime_error("bad schema");
+        std::vector<JobRanks> ranks;
+        for (const json& r : doc.at("ranks"))
+          ranks.push_back(JobRanks{r.at(0).get<uint32_t>(), r.at(1).get<uint32_t>(), r.at(2).get<uint32_t>()});
+        v.ranks = std::move(ranks);
+        v.ranks_policy = doc.value("policy", "");
+        v.ranks_rotation = doc.value("rotation", uint64_t{0});
+      } catch (const std::exception& ex) {
+        problem(key, std::string("not a ranks document: ") + ex.what());
+      }
+    } else if (key.rfind(keys_.gateways(), 0) == 0) {
+      auto g = parse_gateway(e.value);
+      if (!g) {
+        problem(key, g.error());
+        continue;
+      }
+      v.gateways[g->name] = std::move(*g);
+    } else if (key == keys_.leader()) {
+      json doc = json::parse(e.value, nullptr, false);
+      if (!doc.is_object() || !doc.contains("name") || !doc["name"].is_string()) {
+        problem(key, "not a leader document");
+        continue;
+      }
+      v.leader = doc["name"].get<std::string>();
+      v.leader_created = e.create_revision;
+    } else {
+      problem(key, "not a key of the cluster layout (ignored)");
+    }
+  }
+  std::stable_sort(v.jobs.begin(), v.jobs.end(),
+                   [](const ClusterJob& a, const ClusterJob& b) { return a.created < b.created; });
+  return v;
+}
+
+// ---- writes --------------------------------------------------------------------
+
+StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,
+                       const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after) {
+  StoreWrite w;
+  for (const JobRecord* j : before.in_age_order()) {
+    if (after.find(j->spec.id)) continue;
+    w.deletes.push_back(keys.job(j->spec.id));
+    w.deletes.push_back(keys.progress(j->spec.id));
+  }
+  for (const JobRecord* j : after.in_age_order()) {
+    const JobRecord* had = before.find(j->spec.id);
+    if (!had) {
+      w.puts.emplace_back(keys.job(j->spec.id), job_document(j->spec));
+      w.absent.push_back(keys.job(j->spec.id));
+    }
+    const JobProgress none;
+    const JobProgress& was = had ? had->progress : none;
+    if (!(j->progress.fraction == was.fraction && j->progress.iteration == was.iteration &&
+          j->progress.batch == was.batch))
+      w.puts.emplace_back(keys.progress(j->spec.id), progress_document(j->progress));
+  }
+  // The order: written whole whenever the operator's order changes (or a job
+  // was added with a rank), fenced on the order this gateway last saw.
+  std::vector<uint32_t> order_before, order_after;
+  for (const JobRecord* j : before.in_rank_order()) order_before.push_back(j->spec.id);
+  for (const JobRecord* j : after.in_rank_order()) order_after.push_back(j->spec.id);
+  std::vector<uint32_t> kept_before;  // the order without the jobs removed: removal alone changes no rank
+  for (uint32_t id : order_before)
+    if (after.find(id)) kept_before.push_back(id);
+  std::vector<uint32_t> kept_after;  // and without the jobs added
+  for (uint32_t id : order_after)
+    if (before.find(id)) kept_after.push_back(id);
+  bool reordered = kept_after != kept_before;
+  // A removed job the stored order still names: rewrite it, or the id would
+  // take its old place again if it were ever added back.
+  for (uint32_t id : seen.order)
+    if (before.find(id) && !after.find(id)) reordered = true;
+  // A new job placed anywhere but last (a rank given) changes the order too.
+  if (!reordered) {
+    size_t pos = 0;
+    for (; pos < order_after.size() && before.find(order_after[pos]); ++pos) {
+    }
+    for (size_t i = pos; i < order_after.size(); ++i)
+      if (before.find(order_after[i])) reordered = true;
+  }
+  if (reordered) {
+    w.puts.emplace_back(keys.order(), order_document(order_after));
+    w.unchanged_since.emplace_back(keys.order(), seen.order_revision);
+  }
+  if (!(policy_before.kind == policy_after.kind && policy_before.interval_ns == policy_after.interval_ns &&
+        policy_before.rotate_on == policy_after.rotate_on))
+    w.puts.emplace_back(keys.policy(), policy_document(policy_after));
+  return w;
+}
+
+// ---- the cluster's policy --------------------------------------------------------
+
+std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams& policy, PolicyState& state,
+                                    uint64_t now_ns) {
+  std::vector<PolicyJob> input;
+  for (uint32_t id : view.full_order()) {
+    PolicyJob pj;
+    pj.id = id;
+    if (auto p = view.progress.find(id); p != view.progress.end()) pj.reported = p->second;
+    for (const auto& [name, g] : view.gateways) {
+      auto m = g.jobs.find(id);
+      if (m == g.jobs.end()) continue;
+      pj.iterations_seen = std::max(pj.iterations_seen, m->second.iterations_seen);
+      pj.bytes_per_iteration += m->second.bytes_per_iteration;
+      pj.bytes_this_iteration += m->second.bytes_this_iteration;
+    }
+    input.push_back(pj);
+  }
+  return evaluate_policy(policy, state, input, now_ns);
+}
+
+}  // namespace psgate

@@ -1,0 +1,621 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// etcd v3 over gRPC for cluster mode (see etcd_link.h).
+#include "cluster/etcd_link.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+
+namespace psgate {
+
+namespace pb = etcdserverpb;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kMinBackoffNs = 50 * kMs;
+constexpr uint64_t kMaxBackoffNs = 5000 * kMs;
+constexpr uint64_t kReadDeadlineNs = 2000 * kMs;
+constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
+// The watch is asked for a progress report this often, and is given up as
+// dead (cancelled, then everything read again) when nothing at all arrived
+// for the deadline: a member cut off from its cluster must not leave us
+// following a store that no longer moves.
+constexpr uint64_t kProgressEveryNs = 1000 * kMs;
+constexpr uint64_t kWatchSilenceNs = 3000 * kMs;
+constexpr uint64_t kRegisterEveryNs = 1000 * kMs;
+constexpr uint64_t kSessionTickNs = 20 * kMs;
+// Step down this long before the lease can have expired: a successor may
+// be elected once it has, and two leaders must never write at once.
+constexpr uint64_t kLeaderMarginNs = 1000 * kMs;
+constexpr uint64_t kMinEvaluationNs = 100 * kMs;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// b - a, or 0 when another thread stamped `a` after `b` was read.
+uint64_t elapsed(uint64_t a, uint64_t b) { return b > a ? b - a : 0; }
+
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void set_deadline(grpc::ClientContext& ctx, uint64_t ns) {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::nanoseconds(ns));
+}
+
+// etcd's WithRequireLeader: a member that has lost its raft leader fails the
+// call instead of answering from a store that no longer moves.
+void require_leader(grpc::ClientContext& ctx) { ctx.AddMetadata("hasleader", "true"); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string status_text(const grpc::Status& s) {
+  return s.error_message().empty() ? "gRPC code " + std::to_string(static_cast<int>(s.error_code()))
+                                   : s.error_message();
+}
+
+}  // namespace
+
+EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyParams& config_policy)
+    : spec_(spec), keys_{spec.prefix}, class_count_(class_count), config_policy_(config_policy) {
+  for (const std::string& e : spec.endpoints) endpoints_.push_back(parse_endpoint(e));
+  channels_.resize(endpoints_.size());
+  report_.name = spec.name;
+  report_.address = spec.address;
+  report_.version = PSGATE_VERSION;
+  report_.health = "ok";
+  follow_thread_ = std::thread([this] { follow_loop(); });
+  session_thread_ = std::thread([this] { session_loop(); });
+}
+
+EtcdLink::~EtcdLink() {
+  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (watch_context_) watch_context_->TryCancel();
+  }
+  if (follow_thread_.joinable()) follow_thread_.join();
+  if (session_thread_.joinable()) session_thread_.join();
+}
+
+std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
+  std::lock_guard<std::mutex> lock(channels_mutex_);
+  std::shared_ptr<grpc::Channel>& ch = channels_[endpoint];
+  if (ch) return ch;
+  grpc::ChannelArguments args;
+  // Keepalive pings find a dead peer even on an idle watch. Not more often
+  // than etcd's --grpc-keepalive-min-time (5 s by default): a server that sees
+  // pings sooner closes the connection ("too many pings"). The watch's own
+  // progress deadline (kWatchSilenceNs) finds a dead stream sooner.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 6000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  // A full read of 100k rules is a few MB.
+  args.SetMaxReceiveMessageSize(256 << 20);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (endpoints_[endpoint].tls) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = read_file(spec_.ca);
+    if (!spec_.cert.empty()) {
+      o.pem_cert_chain = read_file(spec_.cert);
+      o.pem_private_key = read_file(spec_.key);
+    }
+    creds = grpc::SslCredentials(o);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  ch = grpc::CreateCustomChannel(endpoints_[endpoint].target, creds, args);
+  return ch;
+}
+
+void EtcdLink::drop_channel(size_t endpoint) {
+  // A channel that failed may sit in gRPC's own reconnect state; the next
+  // attempt gets a fresh connection instead.
+  std::lock_guard<std::mutex> lock(channels_mutex_);
+  channels_[endpoint].reset();
+}
+
+void EtcdLink::sleep_backoff(uint64_t& backoff_ns) {
+  uint64_t wait;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Full jitter over the upper half: gateways that lost the store together
+    // do not come back in lockstep.
+    wait = backoff_ns / 2 + jitter_() % (backoff_ns / 2 + 1);
+  }
+  const uint64_t until = now_ns() + wait;
+  while (!stop_ && now_ns() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  backoff_ns = std::min(backoff_ns * 2, kMaxBackoffNs);
+}
+
+void EtcdLink::set_connected(bool up, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (up) {
+    if (!connected_ && degraded_since_s_ != 0)
+      spdlog::info("cluster: store reachable again at {}", endpoints_[follow_endpoint_].target);
+    connected_ = true;
+    degraded_since_s_ = 0;
+    last_error_.clear();
+    return;
+  }
+  if (connected_ || degraded_since_s_ == 0) {
+    degraded_since_s_ = unix_now_s();
+    spdlog::warn("cluster: store unreachable ({}); forwarding on the last order applied", error);
+  }
+  connected_ = false;
+  last_error_ = error;
+}
+
+void EtcdLink::publish(std::shared_ptr<const ClusterView> view) {
+  for (const std::string& p : view->problems) spdlog::warn("cluster: ignored {}", p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  view_ = std::move(view);
+}
+
+bool EtcdLink::wait_first_read(uint64_t timeout_ns) {
+  const uint64_t until = now_ns() + timeout_ns;
+  while (now_ns() < until) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (view_) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::shared_ptr<const ClusterView> EtcdLink::newer_than(int64_t revision) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return view_ && view_->revision > revision ? view_ : nullptr;
+}
+
+bool EtcdLink::connected() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return connected_;
+}
+
+void EtcdLink::report(const GatewayInfo& info) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  report_ = info;
+  report_.name = spec_.name;
+  report_.address = spec_.address;
+  report_.version = PSGATE_VERSION;
+  report_.degraded_since_s = degraded_since_s_ != 0 ? std::optional<double>(degraded_since_s_) : std::nullopt;
+}
+
+json EtcdLink::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {{"name", spec_.name},
+          {"prefix", spec_.prefix},
+          {"endpoint", endpoints_[follow_endpoint_].target},
+          {"connected", connected_},
+          {"degraded_since", degraded_since_s_ != 0 ? json(degraded_since_s_) : json(nullptr)},
+          {"last_error", last_error_},
+          {"store_revision", view_ ? view_->revision : 0},
+          {"leader", view_ ? view_->leader : ""},
+          {"is_leader", leader_},
+          {"lease_ttl_s", static_cast<double>(spec_.lease_ttl_ns) / 1e9},
+          {"full_reads", full_reads_},
+          {"watch_restarts", watch_restarts_},
+          {"events", events_},
+          {"write_errors", write_errors_},
+          {"leader_terms", leader_terms_}};
+}
+
+// ---- following the prefix ----------------------------------------------------------
+
+void EtcdLink::follow_loop() {
+  uint64_t backoff = kMinBackoffNs;
+  size_t ep = 0;
+  StoreMirror mirror(keys_, class_count_);
+  const std::string start = keys_.all(), end = prefix_range_end(keys_.all());
+  while (!stop_) {
+    follow_endpoint_ = ep;
+    auto ch = channel(ep);
+    // 1. Everything under the prefix, at one revision.
+    {
+      auto kv = pb::KV::NewStub(ch);
+      grpc::ClientContext ctx;
+      set_deadline(ctx, kReadDeadlineNs);
+      require_leader(ctx);
+      pb::RangeRequest req;
+      req.set_key(start);
+      req.set_range_end(end);
+      pb::RangeResponse resp;
+      const grpc::Status s = kv->Range(&ctx, req, &resp);
+      if (!s.ok()) {
+        set_connected(false, endpoints_[ep].target + ": " + status_text(s));
+        drop_channel(ep);
+        ep = (ep + 1) % endpoints_.size();
+        sleep_backoff(backoff);
+        continue;
+      }
+      std::map<std::string, StoreEntry> entries;
+      for (const auto& k : resp.kvs())
+        entries[k.key()] = StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()};
+      mirror.reset(std::move(entries), resp.header().revision());
+      publish(std::make_shared<const ClusterView>(mirror.view()));
+      set_connected(true, "");
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++full_reads_;
+    }
+    // 2. Every change after that revision.
+    auto watch = pb::Watch::NewStub(ch);
+    grpc::ClientContext ctx;
+    require_leader(ctx);
+    auto stream = watch->Watch(&ctx);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      watch_context_ = &ctx;
+      last_watch_message_ns_ = now_ns();
+    }
+    pb::WatchRequest create;
+    auto* c = create.mutable_create_request();
+    c->set_key(start);
+    c->set_range_end(end);
+    c->set_start_revision(mirror.revision() + 1);
+    c->set_progress_notify(true);
+    bool healthy = stream->Write(create);
+    {
+      // The session thread asks for progress through this (a Write may run
+      // beside this thread's Read; writes are serialised by mutex_).
+      std::lock_guard<std::mutex> lock(mutex_);
+      ask_progress_ = [s = stream.get()] {
+        pb::WatchRequest r;
+        r.mutable_progress_request();
+        return s->Write(r);
+      };
+    }
+    pb::WatchResponse resp;
+    bool created = false;
+    while (healthy && !stop_ && stream->Read(&resp)) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        last_watch_message_ns_ = now_ns();
+      }
+      if (resp.created()) created = true;
+      if (resp.canceled() || resp.compact_revision() > 0) {
+        spdlog::warn("cluster: watch {} ({}): reading everything again",
+                     resp.compact_revision() > 0 ? "compacted at revision " + std::to_string(resp.compact_revision())
+                                                 : "cancelled",
+                     resp.cancel_reason());
+        break;
+      }
+      for (const auto& ev : resp.events()) {
+        const auto& k = ev.kv();
+        if (ev.type() == mvccpb::Event::PUT)
+          mirror.put(k.key(), StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()});
+        else mirror.erase(k.key());
+      }
+      const int64_t rev = resp.header().revision();
+      if (rev > mirror.revision() || resp.events_size() > 0) {
+        if (rev > mirror.revision()) mirror.set_revision(rev);
+        publish(std::make_shared<const ClusterView>(mirror.view()));
+        std::lock_guard<std::mutex> lock(mutex_);
+        events_ += static_cast<uint64_t>(resp.events_size());
+      }
+      if (created) {
+        set_connected(true, "");
+        backoff = kMinBackoffNs;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      watch_context_ = nullptr;
+      ask_progress_ = nullptr;
+      ++watch_restarts_;
+    }
+    ctx.TryCancel();
+    const grpc::Status s = stream->Finish();
+    if (stop_) break;
+    if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
+      set_connected(false, endpoints_[ep].target + ": watch: " + status_text(s));
+      drop_channel(ep);
+      ep = (ep + 1) % endpoints_.size();
+      sleep_backoff(backoff);
+    } else if (!s.ok()) {
+      // Cancelled by the session thread (silent watch) or by the server: this
+      // member may be cut off; try the next one.
+      drop_channel(ep);
+      ep = (ep + 1) % endpoints_.size();
+      sleep_backoff(backoff);
+    }
+  }
+}
+
+// ---- the session: lease, registration, leadership -----------------------------------
+
+bool EtcdLink::grant_lease(size_t ep) {
+  auto lease = pb::Lease::NewStub(channel(ep));
+  grpc::ClientContext ctx;
+  set_deadline(ctx, kCallDeadlineNs);
+  require_leader(ctx);
+  pb::LeaseGrantRequest req;
+  req.set_ttl(static_cast<int64_t>(spec_.lease_ttl_ns / 1'000'000'000));
+  pb::LeaseGrantResponse resp;
+  if (!lease->LeaseGrant(&ctx, req, &resp).ok() || !resp.error().empty()) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  lease_id_ = resp.id();
+  lease_ok_ns_ = now_ns();
+  return true;
+}
+
+bool EtcdLink::keep_alive(size_t ep) {
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = lease_id_;
+  }
+  auto lease = pb::Lease::NewStub(channel(ep));
+  grpc::ClientContext ctx;
+  set_deadline(ctx, kCallDeadlineNs);
+  require_leader(ctx);
+  auto stream = lease->LeaseKeepAlive(&ctx);
+  pb::LeaseKeepAliveRequest req;
+  req.set_id(id);
+  pb::LeaseKeepAliveResponse resp;
+  const bool answered = stream->Write(req) && stream->Read(&resp);
+  stream->WritesDone();
+  ctx.TryCancel();
+  (void)stream->Finish();
+  if (!answered) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (resp.ttl() <= 0) {
+    // The lease expired (we were cut off longer than its TTL): registration
+    // and leadership are gone; start a new one.
+    lease_id_ = 0;
+    leader_ = false;
+    return false;
+  }
+  lease_ok_ns_ = now_ns();
+  return true;
+}
+
+bool EtcdLink::put_registration(size_t ep) {
+  pb::PutRequest req;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    req.set_key(keys_.gateway(spec_.name));
+    req.set_value(gateway_json(report_).dump());
+    req.set_lease(lease_id_);
+  }
+  auto kv = pb::KV::NewStub(channel(ep));
+  grpc::ClientContext ctx;
+  set_deadline(ctx, kCallDeadlineNs);
+  require_leader(ctx);
+  pb::PutResponse resp;
+  return kv->Put(&ctx, req, &resp).ok();
+}
+
+// One leadership step: campaign when there is no leader; while leader,
+// evaluate the cluster's policy and write its ranks, fenced on our
+// leadership so a deposed leader can never overwrite its successor.
+void EtcdLink::lead(size_t ep, uint64_t now) {
+  std::shared_ptr<const ClusterView> view;
+  bool leader;
+  int64_t lease, fence;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    view = view_;
+    leader = leader_;
+    lease = lease_id_;
+    fence = leader_created_;
+    // Step down before the lease can have expired unnoticed.
+    if (leader && elapsed(lease_ok_ns_, now) > spec_.lease_ttl_ns - kLeaderMarginNs) {
+      spdlog::warn("cluster: stepping down as policy leader: no lease keepalive for {} ms",
+                   elapsed(lease_ok_ns_, now) / kMs);
+      leader_ = false;
+      return;
+    }
+    // Our key gone (expired, deleted) or someone else's: not leader.
+    if (leader && view && view->revision > fence && view->leader_created != fence) {
+      spdlog::info("cluster: no longer the policy leader (leader is now \"{}\")", view->leader);
+      leader_ = false;
+      return;
+    }
+  }
+  if (!view || lease == 0) return;
+  auto kv = pb::KV::NewStub(channel(ep));
+  if (!leader) {
+    if (!view->leader.empty()) return;
+    pb::TxnRequest txn;
+    auto* cmp = txn.add_compare();
+    cmp->set_key(keys_.leader());
+    cmp->set_target(pb::Compare::CREATE);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_create_revision(0);
+    auto* put = txn.add_success()->mutable_request_put();
+    put->set_key(keys_.leader());
+    put->set_value(leader_document(spec_.name));
+    put->set_lease(lease);
+    grpc::ClientContext ctx;
+    set_deadline(ctx, kCallDeadlineNs);
+    require_leader(ctx);
+    pb::TxnResponse resp;
+    if (!kv->Txn(&ctx, txn, &resp).ok() || !resp.succeeded()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    leader_ = true;
+    leader_created_ = resp.header().revision();
+    ++leader_terms_;
+    // Go on from the ranks the last leader wrote (round-robin's rotation).
+    leader_policy_state_ = PolicyState{};
+    leader_policy_state_.rotation = view->ranks_rotation;
+    leader_evaluated_ns_ = 0;
+    spdlog::info("cluster: policy leader from revision {}", leader_created_);
+    return;
+  }
+  const PolicyParams policy = view->policy.value_or(config_policy_);
+  if (policy.kind == PolicyKind::kStatic) return;  // every gateway follows the order itself
+  const uint64_t every = std::max(kMinEvaluationNs, std::min(policy.interval_ns, kMinEvaluationNs * 10));
+  if (leader_evaluated_ns_ != 0 && elapsed(leader_evaluated_ns_, now) < every) return;
+  leader_evaluated_ns_ = now;
+  PolicyState trial = leader_policy_state_;
+  const std::vector<JobRanks> ranks = cluster_ranks(*view, policy, trial, now);
+  leader_policy_state_ = trial;
+  if (view->ranks && *view->ranks == ranks && view->ranks_policy == policy_name(policy.kind)) return;
+  pb::TxnRequest txn;
+  auto* cmp = txn.add_compare();
+  cmp->set_key(keys_.leader());
+  cmp->set_target(pb::Compare::CREATE);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_create_revision(fence);
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(keys_.ranks());
+  put->set_value(ranks_document(ranks, policy_name(policy.kind), trial.rotation, spec_.name));
+  grpc::ClientContext ctx;
+  set_deadline(ctx, kCallDeadlineNs);
+  require_leader(ctx);
+  pb::TxnResponse resp;
+  if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+  if (!resp.succeeded()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    leader_ = false;
+    spdlog::warn("cluster: ranks not written: another gateway leads now");
+  }
+}
+
+void EtcdLink::session_loop() {
+  size_t ep = 0;
+  uint64_t backoff = kMinBackoffNs;
+  uint64_t last_keepalive = 0, last_register = 0, last_progress = 0;
+  while (!stop_) {
+    const uint64_t now = now_ns();
+    bool ok = true;
+    int64_t lease;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lease = lease_id_;
+    }
+    if (lease == 0) {
+      ok = grant_lease(ep);
+      if (ok) last_keepalive = last_register = 0;
+    } else if (elapsed(last_keepalive, now) >= spec_.lease_ttl_ns / 3) {
+      ok = keep_alive(ep);
+      if (ok) last_keepalive = now;
+    }
+    if (ok && elapsed(last_register, now) >= kRegisterEveryNs) {
+      ok = put_registration(ep);
+      if (ok) last_register = now;
+    }
+    lead(ep, now);
+    // The watch: ask for progress, and give up on one that stays silent.
+    if (elapsed(last_progress, now) >= kProgressEveryNs) {
+      last_progress = now;
+      std::lock_guard<std::mutex> lock(mutex_);
+      const uint64_t t = now_ns();  // after the lock: the follow thread may have just stamped a message
+      const uint64_t silent = t > last_watch_message_ns_ ? t - last_watch_message_ns_ : 0;
+      if (watch_context_ && silent > kWatchSilenceNs) {
+        spdlog::warn("cluster: watch silent for {} ms; reconnecting", silent / kMs);
+        watch_context_->TryCancel();
+      } else if (ask_progress_) {
+        ask_progress_();
+      }
+    }
+    if (!ok) {
+      drop_channel(ep);
+      ep = (ep + 1) % endpoints_.size();
+      sleep_backoff(backoff);
+      continue;
+    }
+    backoff = kMinBackoffNs;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(kSessionTickNs));
+  }
+  // Going away: revoke the lease, so the registration and any leadership go now
+  // rather than one TTL later.
+  int64_t lease;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lease = lease_id_;
+  }
+  if (lease != 0) {
+    auto stub = pb::Lease::NewStub(channel(ep));
+    grpc::ClientContext ctx;
+    set_deadline(ctx, 500 * kMs);
+    pb::LeaseRevokeRequest req;
+    req.set_id(lease);
+    pb::LeaseRevokeResponse resp;
+    (void)stub->LeaseRevoke(&ctx, req, &resp);
+  }
+}
+
+// ---- writes from the control socket ---------------------------------------------------
+
+Result<int64_t> EtcdLink::write(const StoreWrite& w) {
+  using R = Result<int64_t>;
+  pb::TxnRequest txn;
+  for (const std::string& key : w.absent) {
+    auto* cmp = txn.add_compare();
+    cmp->set_key(key);
+    cmp->set_target(pb::Compare::CREATE);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_create_revision(0);
+  }
+  for (const auto& [key, rev] : w.unchanged_since) {
+    auto* cmp = txn.add_compare();
+    cmp->set_key(key);
+    cmp->set_target(pb::Compare::MOD);
+    cmp->set_result(pb::Compare::EQUAL);
+    cmp->set_mod_revision(rev);
+  }
+  for (const std::string& key : w.deletes) txn.add_success()->mutable_request_delete_range()->set_key(key);
+  for (const auto& [key, value] : w.puts) {
+    auto* put = txn.add_success()->mutable_request_put();
+    put->set_key(key);
+    put->set_value(value);
+  }
+  // On a failed fence, read the fenced keys back to say which one failed.
+  for (const std::string& key : w.absent) txn.add_failure()->mutable_request_range()->set_key(key);
+  std::string last;
+  const size_t first = follow_endpoint_;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    const size_t ep = (first + i) % endpoints_.size();
+    auto kv = pb::KV::NewStub(channel(ep));
+    grpc::ClientContext ctx;
+    set_deadline(ctx, kCallDeadlineNs);
+    require_leader(ctx);
+    pb::TxnResponse resp;
+    const grpc::Status s = kv->Txn(&ctx, txn, &resp);
+    if (!s.ok()) {
+      last = endpoints_[ep].target + ": " + status_text(s);
+      // A deadline may have expired after the store applied the write: do not
+      // try another member with the same transaction blindly for puts that are
+      // not fenced; report instead.
+      if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) break;
+      continue;
+    }
+    if (resp.succeeded()) return resp.header().revision();
+    for (int r = 0; r < resp.responses_size(); ++r) {
+      const auto& range = resp.responses(r).response_range();
+      if (range.kvs_size() > 0)
+        return R::failure("already in the cluster: " + range.kvs(0).key() + "; nothing written");
+    }
+    return R::failure(
+        "the cluster's order was changed by another writer meanwhile; nothing written (read it again "
+        "and retry)");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++write_errors_;
+  return R::failure("cluster store unreachable (" + last +
+                    "): nothing written; this gateway keeps forwarding on the last order it applied");
+}
+
+}  // namespace psgate

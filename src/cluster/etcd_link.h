@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Cluster mode's connection to etcd (v3 API over gRPC): follows the prefix,
+// registers this gateway, and runs the policy-leader election. Two threads,
+// both control-plane side (never an lcore):
+//   follow:  read the whole prefix, then watch from the read's revision + 1;
+//            on a cancelled or compacted watch, read everything again (the
+//            mirror is replaced, so what vanished is removed). Each view is
+//            handed to the control thread through newer_than().
+//   session: the lease (grant, keepalive), the registration under it, the
+//            leader campaign and, while leader, the cluster's policy ranks
+//            written fenced on the leadership; watch progress requests, and a
+//            watch that stays silent past its deadline is cancelled.
+// Failures move to the next endpoint after an exponential backoff with jitter
+// (50 ms doubling to 5 s), never a spin. While the store is unreachable the
+// gateway keeps what it applied last (fail static); status() says since when.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "psgate/cluster_link.h"
+#include "psgate/config.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}  // namespace grpc
+
+namespace psgate {
+
+class EtcdLink final : public ClusterLink {
+ public:
+  // Starts both threads. `config_policy`: the policy when the store has none.
+  EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyParams& config_policy);
+  ~EtcdLink() override;  // stops the threads and revokes the lease (the registration and any leadership go at once)
+  EtcdLink(const EtcdLink&) = delete;
+  EtcdLink& operator=(const EtcdLink&) = delete;
+
+  // Waits up to `timeout_ns` for the first full read; false if none came.
+  bool wait_first_read(uint64_t timeout_ns);
+
+  std::shared_ptr<const ClusterView> newer_than(int64_t revision) override;
+  Result<int64_t> write(const StoreWrite& write) override;
+  void report(const GatewayInfo& info) override;
+  bool connected() const override;
+  nlohmann::json status() const override;
+
+ private:
+  void follow_loop();
+  void session_loop();
+  std::shared_ptr<grpc::Channel> channel(size_t endpoint);
+  void drop_channel(size_t endpoint);
+  void set_connected(bool up, const std::string& error);
+  void publish(std::shared_ptr<const ClusterView> view);
+  void sleep_backoff(uint64_t& backoff_ns);
+  // Session steps; each returns false on a store error.
+  bool grant_lease(size_t endpoint);
+  bool keep_alive(size_t endpoint);
+  bool put_registration(size_t endpoint);
+  void lead(size_t endpoint, uint64_t now_ns);
+
+  const ClusterSpec spec_;
+  const ClusterKeys keys_;
+  const unsigned class_count_;
+  const PolicyParams config_policy_;
+  std::vector<ClusterEndpoint> endpoints_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;  // by endpoint; made once (guarded by channels_mutex_)
+  std::mutex channels_mutex_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> follow_endpoint_{0};  // where the follow thread reads: writes try it first
+
+  mutable std::mutex mutex_;  // guards the fields below
+  std::shared_ptr<const ClusterView> view_;
+  bool connected_ = false;
+  double degraded_since_s_ = 0;  // unix time the store was lost (0: connected, or never reached)
+  std::string last_error_;
+  GatewayInfo report_;
+  bool leader_ = false;
+  int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
+  int64_t lease_id_ = 0;
+  uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
+  grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
+  uint64_t last_watch_message_ns_ = 0;
+  std::function<bool()> ask_progress_;  // writes a progress request on the live watch
+
+  std::mt19937_64 jitter_{std::random_device{}()};
+
+  // Session-thread state.
+  uint64_t lease_ok_ns_ = 0;  // last successful grant or keepalive
+  PolicyState leader_policy_state_;
+  uint64_t leader_evaluated_ns_ = 0;
+
+  std::thread follow_thread_;
+  std::thread session_thread_;
+};
+
+}  // namespace psgate
