@@ -211,7 +211,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
       if (auto synced = sync_directory(dir); !synced)
         return Result<bool>::failure("state file " + path + ": " + synced.error());
     }
-    text = state_file_text(next.jobs, next.policy, next.live, rules_serial);
+    text = state_text_.render(next.jobs, next.policy, next.live, rules_serial);
     if (text != persisted_text_) {
       if (auto written = write_state_(path, text); !written) return written;
     }
