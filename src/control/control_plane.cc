@@ -257,6 +257,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
 
 void ControlPlane::tick(uint64_t now_ns) {
   dataplane_.poll_links();
+  dataplane_.publisher().reclaim();  // snapshots retired by the last changes (snapshot.h)
   // Background merges of old rule partitions (rule_merger.h): publish a
   // finished one, or start one when enough partitions have settled.
   if (published_) {
