@@ -41,6 +41,7 @@
 #include "psgate/snapshot.h"
 
 #include "control/rule_merger.h"
+#include "control/state_file.h"  // StateTextRenderer
 
 namespace psgate {
 
@@ -165,9 +166,10 @@ class ControlPlane {
   ConfigSpec config_;   // as loaded; live class and shaper changes are in state_.live
   ControlState state_;  // in force: changed by commit() only (and tick()'s policy clock)
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
-  bool published_ = false;      // start() has published this control plane's first snapshot
-  std::string persisted_text_;  // the state file's content as last written ("" before the first write)
-  uint64_t rules_serial_ = 0;   // the next job rules file's number (state_file.h)
+  bool published_ = false;        // start() has published this control plane's first snapshot
+  std::string persisted_text_;    // the state file's content as last written ("" before the first write)
+  StateTextRenderer state_text_;  // renders it, re-rendering only the jobs that changed
+  uint64_t rules_serial_ = 0;     // the next job rules file's number (state_file.h)
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -69,9 +70,18 @@ struct Snapshot {
 //   - the control thread, the only publisher, reads current() freely;
 //   - other threads (stats printing, DPDK telemetry) go through read(),
 //     which pins the snapshot with the readers' lock.
-// publish() takes that lock only for the pointer swap and waits for the
-// lcores' quiescence after releasing it. The lock is private, so no caller can
-// hold it across the wait (which may take a while: it sleeps between polls).
+// publish() takes that lock only for the pointer swap. The lock is private, so
+// no caller can hold it across a wait for the lcores' quiescence.
+//
+// A published snapshot is in force for every burst an lcore starts after the
+// pointer store; only bursts already under way finish on the old one (as they
+// would have with the old one kept). So publish() returns after the store and
+// retires the old snapshot: freed once every lcore has reported quiescence
+// since (rte_rcu_qsbr_start's token), by a later publish() or reclaim(). On a
+// shared CPU that wait lasts until the lcore's thread is scheduled again, up
+// to milliseconds: publish() used to wait it out, and it was most of a
+// re-rank's p99 (perf/control-scale on 2 vCPUs). The waiting is still
+// bounded: past kMaxRetired retired snapshots publish() waits for the oldest.
 class SnapshotPublisher {
  public:
   // `qsbr` must outlive the publisher; reader thread ids are registered by the
@@ -84,14 +94,28 @@ class SnapshotPublisher {
   // Calls fn with the current snapshot pinned (not freed until fn returns).
   // fn must not call read() or publish() (the lock is not recursive).
   void read(const std::function<void(const Snapshot&)>& fn) const;
-  // Control thread only. Blocks the caller (never a data lcore) until the old
-  // snapshot is unreachable, then frees it.
+  // Control thread only. Makes `next` current and retires the old snapshot;
+  // frees the retired ones no lcore can still hold. Blocks (the caller, never
+  // a data lcore) only while kMaxRetired are waiting.
   void publish(std::unique_ptr<Snapshot> next);
+  // Control thread only: frees the retired snapshots no lcore can still hold
+  // (the control thread's tick calls it, so none lingers after the changes stop).
+  void reclaim();
+
+  // Retired snapshots share their rule partitions with the current one unless
+  // the rules changed; each holds its slot table and job list (~150 KB with
+  // 4,096 slots and 1,000 jobs) or, after a rebuild, its old partition.
+  static constexpr size_t kMaxRetired = 64;
 
  private:
+  struct Retired {
+    const Snapshot* snapshot;
+    uint64_t token;  // rte_rcu_qsbr_start's, at its retirement
+  };
   std::atomic<const Snapshot*> current_;
   rte_rcu_qsbr* qsbr_;
-  mutable std::mutex readers_;  // read() against publish()'s swap; nothing else
+  std::deque<Retired> retired_;  // oldest first (tokens increase)
+  mutable std::mutex readers_;   // read() against publish()'s swap; nothing else
 };
 
 }  // namespace psgate

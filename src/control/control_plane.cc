@@ -232,7 +232,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
       if (auto synced = sync_directory(dir); !synced)
         return Result<bool>::failure("state file " + path + ": " + synced.error());
     }
-    text = state_file_text(next.jobs, next.policy, next.live, rules_serial);
+    text = state_text_.render(next.jobs, next.policy, next.live, rules_serial);
     if (text != persisted_text_) {
       if (auto written = write_state_(path, text); !written) return written;
     }
@@ -240,12 +240,18 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
   if (snap) {
     {
-      // A reused slot carries its previous job's counts: a new job starts from them.
-      std::lock_guard<std::mutex> lock(baselines_mutex_);
-      const Totals now = dataplane_.read_totals(false);
-      for (const JobRecord* j : next.jobs.in_rank_order()) {
+      // A reused slot carries its previous job's counts: a new job starts
+      // from them. Summing every lcore's counters costs ~0.15 ms with 4,096
+      // slots, so only when some job is new to its slot (not for a re-rank).
+      std::vector<uint32_t> fresh_slots;
+      for (const JobRecord* j : next.jobs.in_age_order()) {
         const JobRecord* had = state_.jobs.find(j->spec.id);
-        if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) baselines_[j->slot] = now.jobs[j->slot];
+        if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) fresh_slots.push_back(j->slot);
+      }
+      if (!fresh_slots.empty()) {
+        std::lock_guard<std::mutex> lock(baselines_mutex_);
+        const Totals now = dataplane_.read_totals(false);
+        for (uint32_t slot : fresh_slots) baselines_[slot] = now.jobs[slot];
       }
     }
     const Snapshot* before = dataplane_.publisher().current();
@@ -272,6 +278,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
 
 void ControlPlane::tick(uint64_t now_ns) {
   dataplane_.poll_links();
+  dataplane_.publisher().reclaim();  // snapshots retired by the last changes (snapshot.h)
   // Background merges of old rule partitions (rule_merger.h): publish a
   // finished one, or start one when enough partitions have settled.
   if (published_) {

@@ -9,7 +9,12 @@ namespace psgate {
 SnapshotPublisher::SnapshotPublisher(std::unique_ptr<Snapshot> initial, rte_rcu_qsbr* qsbr)
     : current_(initial.release()), qsbr_(qsbr) {}
 
-SnapshotPublisher::~SnapshotPublisher() { delete current_.load(std::memory_order_relaxed); }
+// The lcores have stopped by now (the data plane goes first), so nothing can
+// hold a retired snapshot.
+SnapshotPublisher::~SnapshotPublisher() {
+  for (const Retired& r : retired_) delete r.snapshot;
+  delete current_.load(std::memory_order_relaxed);
+}
 
 void SnapshotPublisher::read(const std::function<void(const Snapshot&)>& fn) const {
   std::lock_guard<std::mutex> lock(readers_);
@@ -27,14 +32,22 @@ void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
   if (!old) return;  // the first snapshot: nobody read before it
   // Every reader that could still hold `old` passes a quiescent state after
   // its current loop iteration; offline readers (stopped lcores) are skipped.
+  retired_.push_back(Retired{old, rte_rcu_qsbr_start(qsbr_)});
+  reclaim();
   // Poll with sleeps rather than rte_rcu_qsbr_synchronize's spin: the control
   // thread may share a CPU with the threads the lcores are waiting for.
-  const uint64_t token = rte_rcu_qsbr_start(qsbr_);
-  while (rte_rcu_qsbr_check(qsbr_, token, false) == 0) {
+  while (retired_.size() > kMaxRetired) {
     timespec pause{0, 20'000};
     nanosleep(&pause, nullptr);
+    reclaim();
   }
-  delete old;
+}
+
+void SnapshotPublisher::reclaim() {
+  while (!retired_.empty() && rte_rcu_qsbr_check(qsbr_, retired_.front().token, false) == 1) {
+    delete retired_.front().snapshot;
+    retired_.pop_front();
+  }
 }
 
 }  // namespace psgate

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -34,18 +35,15 @@ json rules_json(const JobRecord& j) {
   return rules;
 }
 
-json jobs_to_json(const JobRegistry& registry) {
-  json jobs = json::array();
-  for (const JobRecord* j : registry.in_age_order()) {
-    json entry = {{"id", j->spec.id}, {"name", j->spec.name}, {"rules", j->rules_file}};
-    if (j->spec.police) {
-      entry["police_bps"] = j->spec.police->rate_bps;
-      entry["police_burst_bytes"] = j->spec.police->burst_bytes;
-    }
-    put_rank_and_progress(*j, entry);
-    jobs.push_back(entry);
+// A job's line in the state file (one JSON object).
+std::string job_line(const JobRecord& j) {
+  json entry = {{"id", j.spec.id}, {"name", j.spec.name}, {"rules", j.rules_file}};
+  if (j.spec.police) {
+    entry["police_bps"] = j.spec.police->rate_bps;
+    entry["police_burst_bytes"] = j.spec.police->burst_bytes;
   }
-  return {{"jobs", jobs}};
+  put_rank_and_progress(j, entry);
+  return entry.dump();
 }
 
 json policy_to_json(const PolicyParams& policy) {
@@ -300,20 +298,54 @@ std::string rules_file_text(const JobRecord& job) {
   return json{{"job", job.spec.id}, {"match", rules_json(job)}}.dump() + "\n";
 }
 
-std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial) {
+bool StateTextRenderer::JobLine::renders(const JobRecord& j) const {
+  // The fraction by its bits: 0.0 == -0.0, yet they print differently.
+  auto bits = [](const std::optional<double>& f) {
+    return f ? std::optional(std::bit_cast<uint64_t>(*f)) : std::nullopt;
+  };
+  return rank == j.spec.rank && bits(progress.fraction) == bits(j.progress.fraction) &&
+         progress.iteration == j.progress.iteration && progress.batch == j.progress.batch && police == j.spec.police &&
+         name == j.spec.name && rules_file == j.rules_file;
+}
+
+std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParams& policy,
+                                      const std::array<PortLive, kPortCount>& live, uint64_t rules_serial) {
+  if (!ports_text_ || !(ports_ == live)) {
+    ports_ = live;
+    ports_text_ = ports_to_json(live).dump();
+  }
+  ++renders_;
   // One job per line: readable, and a fraction of the size of an indented dump.
   std::string text = "{\"version\": 3, \"rules_serial\": " + std::to_string(rules_serial) +
-                     ",\n \"policy\": " + policy_to_json(policy).dump() +
-                     ",\n \"ports\": " + ports_to_json(live).dump() + ",\n \"jobs\": [";
+                     ",\n \"policy\": " + policy_to_json(policy).dump() + ",\n \"ports\": " + *ports_text_ +
+                     ",\n \"jobs\": [";
+  text.reserve(text.size() + jobs.size() * (lines_.empty() ? 128 : text_per_job_) + 8);
   bool first = true;
-  const json listed = jobs_to_json(jobs);
-  for (const json& job : listed["jobs"]) {
+  for (const JobRecord* j : jobs.in_age_order()) {
+    JobLine& line = lines_[j->spec.id];
+    if (line.text.empty() || !line.renders(*j)) {
+      line.name = j->spec.name;
+      line.rules_file = j->rules_file;
+      line.police = j->spec.police;
+      line.rank = j->spec.rank;
+      line.progress = j->progress;
+      line.text = job_line(*j);
+    }
+    line.render = renders_;
     text += first ? "\n  " : ",\n  ";
-    text += job.dump();
+    text += line.text;
     first = false;
   }
+  // Forget removed jobs' lines (their ids may come back with other fields,
+  // which renders() would catch anyway; this only bounds the memory).
+  if (lines_.size() > jobs.size()) std::erase_if(lines_, [&](const auto& kv) { return kv.second.render != renders_; });
+  if (jobs.size() > 0) text_per_job_ = text.size() / jobs.size() + 1;
   return text + "\n ]}\n";
+}
+
+std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
+                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial) {
+  return StateTextRenderer().render(jobs, policy, live, rules_serial);
 }
 
 namespace {

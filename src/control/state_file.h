@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "psgate/counters.h"  // kPortCount
 #include "psgate/job_registry.h"
@@ -81,6 +82,37 @@ Result<bool> check_state_path(const std::string& path);
 // rules file (JobRecord::rules_file).
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
                             const std::array<PortLive, kPortCount>& live, uint64_t rules_serial);
+
+// state_file_text's text, byte for byte, for one state after another: each
+// job's line is kept from the previous render and rendered again only when
+// a field it shows differs (compared by value, so no caller has to say what
+// changed, and a render whose text is then not written leaves nothing
+// stale). A re-rank re-renders one line, a policy's re-rank a few: with
+// 1,000 jobs a full render with nlohmann took ~4.3 ms of a re-rank's
+// ~5.5 ms (perf/control-scale, 2 vCPUs), this takes a fraction of one.
+class StateTextRenderer {
+ public:
+  std::string render(const JobRegistry& jobs, const PolicyParams& policy, const std::array<PortLive, kPortCount>& live,
+                     uint64_t rules_serial);
+
+ private:
+  // The fields a job's line shows (its id is the key), and the line.
+  struct JobLine {
+    std::string name;
+    std::string rules_file;
+    std::optional<RateSpec> police;
+    uint32_t rank = 0;
+    JobProgress progress;
+    std::string text;
+    uint64_t render = 0;  // the last render that listed the job
+    bool renders(const JobRecord& job) const;
+  };
+  std::unordered_map<uint32_t, JobLine> lines_;
+  uint64_t renders_ = 0;
+  size_t text_per_job_ = 128;  // bytes, from the last render: the text's size is reserved up front
+  std::array<PortLive, kPortCount> ports_;
+  std::optional<std::string> ports_text_;  // ports_ rendered
+};
 
 // Replaces the file at `path` with `text` atomically and durably: write a
 // temporary, fsync it, rename it over the file, fsync the directory. A crash

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace psgate {
@@ -206,6 +207,65 @@ TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
   EXPECT_TRUE(check_state_path(t.path("state/state.json")));
   EXPECT_TRUE(check_state_path(t.path("not/yet/there/state.json")));
   EXPECT_TRUE(check_state_path(""));
+}
+
+// The control plane renders the state file incrementally (StateTextRenderer
+// keeps each job's line); after any sequence of changes its text must be the
+// full render's, byte for byte. Random changes of every kind a job's line or
+// the header shows, checked after each one.
+TEST(StateFile, AnIncrementalRenderEqualsAFullRenderAfterEveryChange) {
+  std::mt19937 rng(12);
+  auto pick = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+  JobRegistry jobs(64);
+  PolicyParams policy;
+  auto live = two_classes();
+  uint64_t serial = 0;
+  StateTextRenderer renderer;
+  std::vector<uint32_t> ids;
+  for (int step = 0; step < 3000; ++step) {
+    const uint32_t what = pick(9);
+    if (what == 0 || ids.size() < 4) {  // add (an id may come back with other fields)
+      JobRecord job;
+      job.spec.id = 1 + pick(80);
+      if (jobs.find(job.spec.id)) continue;
+      job.spec.name = pick(2) ? "job" + std::to_string(pick(5)) : "";
+      job.spec.match.push_back(*parse_match_rule("dst=10.0.0." + std::to_string(1 + pick(200)) + "/32"));
+      if (pick(2)) job.spec.police = RateSpec{1'000'000ull * (1 + pick(5)), 1500ull * (1 + pick(3))};
+      auto added = jobs.add(std::move(job), pick(2) ? std::optional<uint32_t>(pick(10)) : std::nullopt);
+      if (!added) continue;
+      ids.push_back((*added)->spec.id);
+      jobs.set_rules_file(ids.back(), rules_file_name(ids.back(), serial++));
+    } else if (what == 1) {  // remove
+      const size_t k = pick(static_cast<uint32_t>(ids.size()));
+      ASSERT_TRUE(jobs.remove(ids[k]));
+      ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(k));
+    } else if (what == 2 || what == 3) {  // re-rank
+      ASSERT_TRUE(jobs.set_rank(ids[pick(static_cast<uint32_t>(ids.size()))], pick(10)));
+    } else if (what == 4) {  // reorder
+      std::vector<uint32_t> order = ids;
+      std::shuffle(order.begin(), order.end(), rng);
+      order.resize(1 + pick(static_cast<uint32_t>(order.size())));
+      ASSERT_TRUE(jobs.set_order(order));
+    } else if (what == 5) {  // progress; 0.0 and -0.0 compare equal yet print differently
+      JobProgress p;
+      const double fractions[] = {0.0, -0.0, 0.25, 0.5, 1.0 / 3};
+      if (pick(3)) p.fraction = fractions[pick(5)];
+      if (pick(2)) p.iteration = pick(4);
+      if (pick(2)) p.batch = pick(4);
+      ASSERT_TRUE(jobs.set_progress(ids[pick(static_cast<uint32_t>(ids.size()))], p));
+    } else if (what == 6) {  // a new rules file
+      const uint32_t id = ids[pick(static_cast<uint32_t>(ids.size()))];
+      jobs.set_rules_file(id, rules_file_name(id, serial++));
+    } else if (what == 7) {  // policy
+      policy.kind = pick(2) ? PolicyKind::kRoundRobin : PolicyKind::kStatic;
+      policy.interval_ns = 1'000'000'000ull * (1 + pick(3));
+    } else {  // class and shaper settings
+      live[pick(2)].classes[pick(2)].cap_bytes_per_sec = 1000ull * pick(4);
+      live[0].shaper_burst_bytes = 1500ull * (1 + pick(3));
+    }
+    ASSERT_EQ(renderer.render(jobs, policy, live, serial), state_file_text(jobs, policy, live, serial))
+        << "after step " << step;
+  }
 }
 
 }  // namespace
