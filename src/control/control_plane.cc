@@ -601,6 +601,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const StatsRequest&) const {
   }
   out["generation"] = generation_;
   out["policy"] = policy_name(state_.policy.kind);
+  // Cluster mode: whether the store is reachable, since when not, and the
+  // revision in force, beside the counters a monitor already reads.
+  if (cluster_) out["cluster"] = cluster_status();
   return Outcome{std::move(out)};
 }
 
