@@ -478,6 +478,8 @@ class Parser : TomlReader {
     const std::string* name = string(*t, "name", "cluster", true);
     if (name == nullptr) return false;
     if (std::string problem = name_problem(*name); !problem.empty()) return fail("cluster.name", problem);
+    // The name is the last part of its registration's key (P/gateways/<name>).
+    if (name->find('/') != std::string::npos) return fail("cluster.name", "must not contain '/'");
     cl.name = *name;
     const std::string* prefix = string(*t, "prefix", "cluster", true);
     if (prefix == nullptr) return false;
