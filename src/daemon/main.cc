@@ -248,6 +248,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psgate: %s\n", usable.error().c_str());
     return 2;
   }
+  // Cluster TLS files: unreadable is a config error, found by --check too, not
+  // a store that silently never answers.
+  if (config->cluster) {
+    for (auto [key, path] : {std::pair{"ca", &config->cluster->ca}, {"cert", &config->cluster->cert},
+                             {"key", &config->cluster->key}}) {
+      if (path->empty()) continue;
+      std::ifstream in(*path);
+      if (!in) {
+        std::fprintf(stderr, "psgate: %s: cluster.%s: cannot read %s: %s\n", config_path.c_str(), key, path->c_str(),
+                     std::strerror(errno));
+        return 2;
+      }
+    }
+  }
   if (check_only) {
     auto saved = psgate::read_state_file(config->control.state, config->max_jobs, config->class_count);
     if (saved && *saved) {
