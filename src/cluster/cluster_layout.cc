@@ -17,15 +17,22 @@ using json = nlohmann::json;
 
 namespace {
 
+// Whether `doc` is an object whose "schema" is this layout's. json::value()
+// would throw on a "schema" of another type ("1", null), and a document a
+// script wrote by hand must be refused, not end the gateway's watch.
+bool schema_ok(const json& doc) {
+  if (!doc.is_object()) return false;
+  auto schema = doc.find("schema");
+  return schema != doc.end() && schema->is_number_integer() && schema->get<int64_t>() == kClusterSchema;
+}
+
 // A document's body as the control command's request: "schema" checked and
 // dropped, "cmd" added, then the command's own parser (so the store accepts
 // exactly what the socket does).
 Result<ControlRequest> parse_as_command(std::string_view text, const char* cmd, unsigned class_count) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return Result<ControlRequest>::failure("not a JSON object");
-  auto schema = doc.find("schema");
-  if (schema == doc.end() || !schema->is_number_integer() || schema->get<int64_t>() != kClusterSchema)
-    return Result<ControlRequest>::failure("\"schema\" is not " + std::to_string(kClusterSchema));
+  if (!schema_ok(doc)) return Result<ControlRequest>::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   doc.erase("schema");
   doc["cmd"] = cmd;
   return parse_control_request(doc, class_count);
@@ -128,8 +135,7 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
   using R = Result<GatewayInfo>;
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return R::failure("not a JSON object");
-  if (doc.value("schema", 0) != kClusterSchema)
-    return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
+  if (!schema_ok(doc)) return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   try {
     GatewayInfo g;
     g.name = doc.at("name").get<std::string>();
@@ -223,7 +229,7 @@ ClusterView StoreMirror::view() const {
     } else if (key == keys_.order()) {
       applied(e);
       json doc = json::parse(e.value, nullptr, false);
-      if (!doc.is_object() || doc.value("schema", 0) != kClusterSchema || !doc.contains("order")) {
+      if (!schema_ok(doc) || !doc.contains("order")) {
         problem(key, "not an order document ({\"schema\":1,\"order\":[ids]})");
         continue;
       }
@@ -254,7 +260,7 @@ ClusterView StoreMirror::view() const {
       applied(e);
       json doc = json::parse(e.value, nullptr, false);
       try {
-        if (!doc.is_object() || doc.value("schema", 0) != kClusterSchema) throw std::runtime_error("bad schema");
+        if (!schema_ok(doc)) throw std::runtime_error("bad schema");
         std::vector<JobRanks> ranks;
         for (const json& r : doc.at("ranks"))
           ranks.push_back(JobRanks{r.at(0).get<uint32_t>(), r.at(1).get<uint32_t>(), r.at(2).get<uint32_t>()});
