@@ -276,6 +276,13 @@ ClusterView StoreMirror::view() const {
         problem(key, g.error());
         continue;
       }
+      // Gateways are listed by name: a document under another gateway's
+      // key would replace that gateway's entry (its telemetry, which the
+      // leader sums), so the name must be the key's, as for job ids.
+      if (g->name != key.substr(keys_.gateways().size())) {
+        problem(key, "\"name\" is \"" + g->name + "\", not the key's");
+        continue;
+      }
       v.gateways[g->name] = std::move(*g);
     } else if (key == keys_.leader()) {
       json doc = json::parse(e.value, nullptr, false);

@@ -334,6 +334,18 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   ASSERT_EQ(v.gateways.count("gw-a"), 1u);
   EXPECT_EQ(v.gateways.at("gw-a"), g);
 
+  // Under another gateway's key: refused, the real one kept.
+  GatewayInfo other = g;
+  other.name = "gw-b";
+  other.rx_packets = 1;
+  m.put(kKeys.gateway("gw-a") + "x", entry(gateway_json(other).dump(), 3));
+  m.put(kKeys.gateway("gw-b"), entry(gateway_json(g).dump(), 4));
+  const ClusterView v2 = m.view();
+  EXPECT_EQ(v2.gateways.size(), 1u);
+  EXPECT_EQ(v2.gateways.at("gw-a"), g);
+  EXPECT_TRUE(contains_problem(v2, kKeys.gateway("gw-a") + "x"));
+  EXPECT_TRUE(contains_problem(v2, kKeys.gateway("gw-b")));
+
   EXPECT_FALSE(parse_gateway("[]").ok());
   EXPECT_FALSE(parse_gateway(R"({"schema":1})").ok()) << "no name";
   EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,2]]})").ok()) << "short job entry";
