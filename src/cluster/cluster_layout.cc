@@ -296,8 +296,11 @@ ClusterView StoreMirror::view() const {
       problem(key, "not a key of the cluster layout (ignored)");
     }
   }
-  std::stable_sort(v.jobs.begin(), v.jobs.end(),
-                   [](const ClusterJob& a, const ClusterJob& b) { return a.created < b.created; });
+  // Jobs added in one transaction (jobs.load) share a create revision; the
+  // map's key order would put "jobs/10" before "jobs/9", so ties go by id.
+  std::sort(v.jobs.begin(), v.jobs.end(), [](const ClusterJob& a, const ClusterJob& b) {
+    return a.created != b.created ? a.created < b.created : a.spec.id < b.spec.id;
+  });
   return v;
 }
 
@@ -339,13 +342,16 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
   // take its old place again if it were ever added back.
   for (uint32_t id : seen.order)
     if (before.find(id) && !after.find(id)) reordered = true;
-  // A new job placed anywhere but last (a rank given) changes the order too.
+  // A new job placed anywhere but last (a rank given) changes the order too,
+  // and so do new jobs last but not in ascending id order: jobs written in
+  // one transaction share a create revision, and the store's unlisted jobs
+  // follow by (revision, id) (view()).
   if (!reordered) {
     size_t pos = 0;
     for (; pos < order_after.size() && before.find(order_after[pos]); ++pos) {
     }
     for (size_t i = pos; i < order_after.size(); ++i)
-      if (before.find(order_after[i])) reordered = true;
+      if (before.find(order_after[i]) || (i > pos && order_after[i] < order_after[i - 1])) reordered = true;
   }
   if (reordered) {
     w.puts.emplace_back(keys.order(), order_document(order_after));

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -440,6 +442,29 @@ TEST(StoreWrite, AddAJobOnTopWritesTheOrderFenced) {
   EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.order(), 41}}));
 }
 
+TEST(StoreWrite, JobsLoadedInOneTransactionKeepTheirOrder) {
+  // Several new jobs, last, share one create revision in the store: the view
+  // orders them by id ("jobs/9" sorts after "jobs/10" as a key).
+  StoreMirror m(kKeys, kClasses);
+  for (uint32_t id : {9, 10, 11}) m.put(kKeys.job(id), entry(job_document(spec(id)), 5));
+  EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{9, 10, 11}));
+  EXPECT_EQ(m.view().full_order(), (std::vector<uint32_t>{9, 10, 11}));
+
+  // Loaded in ascending order: the view's order is theirs, nothing to write.
+  const JobRegistry before = registry({1});
+  const PolicyParams p;
+  JobRegistry after = before;
+  for (uint32_t id : {9, 10, 11}) ASSERT_TRUE(after.add(record(id), std::nullopt).ok());
+  StoreWrite w = store_write(kKeys, ClusterView{}, before, p, after, p);
+  EXPECT_EQ(w.absent.size(), 3u);
+  EXPECT_EQ(put_value(w, kKeys.order()), nullptr);
+  // In another order: the order is written, or the cluster would rank them by id.
+  after = before;
+  for (uint32_t id : {11, 9, 10}) ASSERT_TRUE(after.add(record(id), std::nullopt).ok());
+  w = store_write(kKeys, ClusterView{}, before, p, after, p);
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{1, 11, 9, 10}));
+}
+
 TEST(StoreWrite, RemoveDeletesJobAndProgress) {
   const JobRegistry before = registry({1, 2, 3});
   JobRegistry after = before;
@@ -521,6 +546,88 @@ TEST(StoreWrite, PolicyAndProgress) {
   EXPECT_EQ(m.view().progress.at(2).iteration, 3u);
   // The same progress again: nothing.
   EXPECT_TRUE(store_write(kKeys, ClusterView{}, after, p, after, p).empty());
+}
+
+// What store_write writes, applied to a store, must make the cluster's
+// order the registry's: random commands from a registry in step with the
+// store, each write applied as etcd would (fences checked), the view's
+// jobs and full_order() compared with the registry after.
+TEST(StoreWrite, AppliedWritesKeepTheStoreInStepWithTheRegistry) {
+  std::mt19937 rng(13);
+  JobRegistry reg(256);
+  StoreMirror m(kKeys, kClasses);
+  int64_t revision = 0;
+  uint32_t next_id = 1;
+  PolicyParams policy;
+  for (int step = 0; step < 3000; ++step) {
+    const ClusterView seen = m.view();
+    JobRegistry after = reg;
+    PolicyParams policy_after = policy;
+    std::vector<uint32_t> live;
+    for (const JobRecord* j : reg.in_rank_order()) live.push_back(j->spec.id);
+    const unsigned op = rng() % 7;
+    if (op <= 1 || live.empty()) {  // jobs.add / jobs.load, with or without ranks
+      std::vector<uint32_t> load(1 + rng() % (op == 1 ? 4 : 1));
+      for (uint32_t& id : load) id = next_id++;
+      std::shuffle(load.begin(), load.end(), rng);  // jobs.load's array, in any id order
+      for (uint32_t id : load) {
+        if (after.size() >= 200) break;
+        std::optional<uint32_t> rank;
+        if (rng() % 2) rank = rng() % (live.size() + 2);
+        ASSERT_TRUE(after.add(record(id), rank).ok());
+      }
+    } else if (op == 2) {
+      ASSERT_TRUE(after.remove(live[rng() % live.size()]).ok());
+    } else if (op == 3) {
+      std::vector<uint32_t> ids = live;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      ids.resize(rng() % (ids.size() + 1));
+      ASSERT_TRUE(after.set_order(ids).ok());
+    } else if (op == 4) {
+      ASSERT_TRUE(after.set_rank(live[rng() % live.size()], rng() % (live.size() + 1)).ok());
+    } else if (op == 5) {
+      ASSERT_TRUE(after.set_progress(live[rng() % live.size()], JobProgress{(rng() % 101) / 100.0, {}, {}}).ok());
+    } else {
+      policy_after.kind = kPolicyNames[rng() % std::size(kPolicyNames)].kind;
+      policy_after.interval_ns = default_policy_interval_ns(policy_after.kind);
+    }
+    const StoreWrite w = store_write(kKeys, seen, reg, policy, after, policy_after);
+    for (const std::string& key : w.absent) ASSERT_EQ(m.entries().count(key), 0u) << key;
+    for (const auto& [key, rev] : w.unchanged_since) {
+      auto it = m.entries().find(key);
+      ASSERT_EQ(it == m.entries().end() ? 0 : it->second.mod_revision, rev) << key;
+    }
+    if (!w.empty()) ++revision;  // one transaction
+    for (const std::string& key : w.deletes) m.erase(key);
+    for (const auto& [key, value] : w.puts) {
+      auto it = m.entries().find(key);
+      const int64_t created = it == m.entries().end() ? revision : it->second.create_revision;
+      m.put(key, entry(value, created, revision));
+    }
+    m.set_revision(revision);
+    reg = std::move(after);
+    policy = policy_after;
+
+    const ClusterView v = m.view();
+    ASSERT_TRUE(v.problems.empty()) << step << ": " << v.problems.front();
+    std::vector<uint32_t> want;
+    for (const JobRecord* j : reg.in_rank_order()) want.push_back(j->spec.id);
+    ASSERT_EQ(v.full_order(), want) << "step " << step << " op " << op;
+    // Age: the order of the writes, and by id within one (rule precedence
+    // among jobs of one jobs.load is by id in the cluster).
+    std::vector<std::pair<int64_t, uint32_t>> by_age;
+    for (const JobRecord* j : reg.in_age_order())
+      by_age.emplace_back(m.entries().at(kKeys.job(j->spec.id)).create_revision, j->spec.id);
+    std::sort(by_age.begin(), by_age.end());
+    std::vector<uint32_t> want_age;
+    for (const auto& [rev, id] : by_age) want_age.push_back(id);
+    ASSERT_EQ(ids(v), want_age) << "step " << step;
+    for (const JobRecord* j : reg.in_age_order()) {
+      auto p = v.progress.find(j->spec.id);
+      ASSERT_EQ(p != v.progress.end() ? p->second.fraction : std::nullopt, j->progress.fraction) << step;
+    }
+    ASSERT_EQ(v.policy ? v.policy->kind : PolicyKind::kStatic, policy.kind) << step;
+  }
 }
 
 // ---- the leader's policy ----------------------------------------------------------
