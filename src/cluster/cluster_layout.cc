@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <stdexcept>
 
 #include "config/config_json.h"
 #include "psgate/control_request.h"
@@ -24,6 +25,15 @@ bool schema_ok(const json& doc) {
   if (!doc.is_object()) return false;
   auto schema = doc.find("schema");
   return schema != doc.end() && schema->is_number_integer() && schema->get<int64_t>() == kClusterSchema;
+}
+
+// An unsigned integer of a document, checked: json's get<uint32_t>() turns
+// -1 into 4294967295 and 2^32 into 0 without a word.
+uint64_t unsigned_at(const json& list, size_t i, uint64_t max) {
+  const json& v = list.at(i);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > max)
+    throw std::out_of_range("entry " + std::to_string(i) + " is not an integer 0.." + std::to_string(max));
+  return v.get<uint64_t>();
 }
 
 // A document's body as the control command's request: "schema" checked and
@@ -152,12 +162,12 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
     }
     if (auto jobs = doc.find("jobs"); jobs != doc.end() && jobs->is_array()) {
       for (const json& j : *jobs) {
-        g.jobs[j.at(0).get<uint32_t>()] =
-            JobMeasure{j.at(1).get<uint64_t>(), j.at(2).get<uint64_t>(), j.at(3).get<uint64_t>()};
+        g.jobs[static_cast<uint32_t>(unsigned_at(j, 0, UINT32_MAX))] =
+            JobMeasure{unsigned_at(j, 1, UINT64_MAX), unsigned_at(j, 2, UINT64_MAX), unsigned_at(j, 3, UINT64_MAX)};
       }
     }
     return g;
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json's, and unsigned_at's out_of_range
     return R::failure(std::string("bad field: ") + e.what());
   }
 }
@@ -263,7 +273,9 @@ ClusterView StoreMirror::view() const {
         if (!schema_ok(doc)) throw std::runtime_error("bad schema");
         std::vector<JobRanks> ranks;
         for (const json& r : doc.at("ranks"))
-          ranks.push_back(JobRanks{r.at(0).get<uint32_t>(), r.at(1).get<uint32_t>(), r.at(2).get<uint32_t>()});
+          ranks.push_back(JobRanks{static_cast<uint32_t>(unsigned_at(r, 0, UINT32_MAX)),
+                                   static_cast<uint32_t>(unsigned_at(r, 1, UINT32_MAX)),
+                                   static_cast<uint32_t>(unsigned_at(r, 2, UINT32_MAX))});
         v.ranks = std::move(ranks);
         v.ranks_policy = doc.value("policy", "");
         v.ranks_rotation = doc.value("rotation", uint64_t{0});

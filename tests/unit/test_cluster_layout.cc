@@ -352,6 +352,21 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   EXPECT_FALSE(parse_gateway(R"({"schema":1})").ok()) << "no name";
   EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,2]]})").ok()) << "short job entry";
   EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[["a",1,2,3]]})").ok());
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[-1,1,2,3]]})").ok()) << "negative id";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[4294967296,1,2,3]]})").ok()) << "id over 32 bits";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,-5,2,3]]})").ok()) << "negative count";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,1.5,2,3]]})").ok()) << "fraction";
+}
+
+TEST(ClusterDocuments, RanksOutOfRangeAreRefused) {
+  for (const char* bad : {R"([[1,-1,0]])", R"([[1,0,4294967296]])", R"([[-3,0,0]])", R"([[1,0]])", R"([[1,0.5,0]])"}) {
+    StoreMirror m(kKeys, kClasses);
+    m.put(kKeys.ranks(), entry(std::string(R"({"schema":1,"policy":"fifo","ranks":)") + bad + "}", 1));
+    ClusterView v;
+    ASSERT_NO_THROW(v = m.view()) << bad;
+    EXPECT_FALSE(v.ranks) << bad;
+    EXPECT_TRUE(contains_problem(v, kKeys.ranks())) << bad;
+  }
 }
 
 // ---- store_write ------------------------------------------------------------------
