@@ -97,7 +97,7 @@ struct ClusterJob {
 };
 struct ClusterView {
   int64_t revision = 0;
-  std::vector<ClusterJob> jobs;        // oldest first
+  std::vector<ClusterJob> jobs;        // oldest first; one revision's (jobs.load) by id
   std::vector<uint32_t> order;         // as stored: top first; jobs it leaves out follow, oldest first
   int64_t order_revision = 0;          // the order key's mod revision (0: absent), to fence a rewrite on
   std::optional<PolicyParams> policy;  // none: the gateway's configured policy

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <stdexcept>
 
 #include "config/config_json.h"
 #include "psgate/control_request.h"
@@ -17,15 +18,31 @@ using json = nlohmann::json;
 
 namespace {
 
+// Whether `doc` is an object whose "schema" is this layout's. json::value()
+// would throw on a "schema" of another type ("1", null), and a document a
+// script wrote by hand must be refused, not end the gateway's watch.
+bool schema_ok(const json& doc) {
+  if (!doc.is_object()) return false;
+  auto schema = doc.find("schema");
+  return schema != doc.end() && schema->is_number_integer() && schema->get<int64_t>() == kClusterSchema;
+}
+
+// An unsigned integer of a document, checked: json's get<uint32_t>() turns
+// -1 into 4294967295 and 2^32 into 0 without a word.
+uint64_t unsigned_at(const json& list, size_t i, uint64_t max) {
+  const json& v = list.at(i);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > max)
+    throw std::out_of_range("entry " + std::to_string(i) + " is not an integer 0.." + std::to_string(max));
+  return v.get<uint64_t>();
+}
+
 // A document's body as the control command's request: "schema" checked and
 // dropped, "cmd" added, then the command's own parser (so the store accepts
 // exactly what the socket does).
 Result<ControlRequest> parse_as_command(std::string_view text, const char* cmd, unsigned class_count) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return Result<ControlRequest>::failure("not a JSON object");
-  auto schema = doc.find("schema");
-  if (schema == doc.end() || !schema->is_number_integer() || schema->get<int64_t>() != kClusterSchema)
-    return Result<ControlRequest>::failure("\"schema\" is not " + std::to_string(kClusterSchema));
+  if (!schema_ok(doc)) return Result<ControlRequest>::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   doc.erase("schema");
   doc["cmd"] = cmd;
   return parse_control_request(doc, class_count);
@@ -128,8 +145,7 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
   using R = Result<GatewayInfo>;
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return R::failure("not a JSON object");
-  if (doc.value("schema", 0) != kClusterSchema)
-    return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
+  if (!schema_ok(doc)) return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   try {
     GatewayInfo g;
     g.name = doc.at("name").get<std::string>();
@@ -146,12 +162,12 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
     }
     if (auto jobs = doc.find("jobs"); jobs != doc.end() && jobs->is_array()) {
       for (const json& j : *jobs) {
-        g.jobs[j.at(0).get<uint32_t>()] =
-            JobMeasure{j.at(1).get<uint64_t>(), j.at(2).get<uint64_t>(), j.at(3).get<uint64_t>()};
+        g.jobs[static_cast<uint32_t>(unsigned_at(j, 0, UINT32_MAX))] =
+            JobMeasure{unsigned_at(j, 1, UINT64_MAX), unsigned_at(j, 2, UINT64_MAX), unsigned_at(j, 3, UINT64_MAX)};
       }
     }
     return g;
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json's, and unsigned_at's out_of_range
     return R::failure(std::string("bad field: ") + e.what());
   }
 }
@@ -223,7 +239,7 @@ ClusterView StoreMirror::view() const {
     } else if (key == keys_.order()) {
       applied(e);
       json doc = json::parse(e.value, nullptr, false);
-      if (!doc.is_object() || doc.value("schema", 0) != kClusterSchema || !doc.contains("order")) {
+      if (!schema_ok(doc) || !doc.contains("order")) {
         problem(key, "not an order document ({\"schema\":1,\"order\":[ids]})");
         continue;
       }
@@ -254,10 +270,12 @@ ClusterView StoreMirror::view() const {
       applied(e);
       json doc = json::parse(e.value, nullptr, false);
       try {
-        if (!doc.is_object() || doc.value("schema", 0) != kClusterSchema) throw std::runtime_error("bad schema");
+        if (!schema_ok(doc)) throw std::runtime_error("bad schema");
         std::vector<JobRanks> ranks;
         for (const json& r : doc.at("ranks"))
-          ranks.push_back(JobRanks{r.at(0).get<uint32_t>(), r.at(1).get<uint32_t>(), r.at(2).get<uint32_t>()});
+          ranks.push_back(JobRanks{static_cast<uint32_t>(unsigned_at(r, 0, UINT32_MAX)),
+                                   static_cast<uint32_t>(unsigned_at(r, 1, UINT32_MAX)),
+                                   static_cast<uint32_t>(unsigned_at(r, 2, UINT32_MAX))});
         v.ranks = std::move(ranks);
         v.ranks_policy = doc.value("policy", "");
         v.ranks_rotation = doc.value("rotation", uint64_t{0});
@@ -268,6 +286,13 @@ ClusterView StoreMirror::view() const {
       auto g = parse_gateway(e.value);
       if (!g) {
         problem(key, g.error());
+        continue;
+      }
+      // Gateways are listed by name: a document under another gateway's
+      // key would replace that gateway's entry (its telemetry, which the
+      // leader sums), so the name must be the key's, as for job ids.
+      if (g->name != key.substr(keys_.gateways().size())) {
+        problem(key, "\"name\" is \"" + g->name + "\", not the key's");
         continue;
       }
       v.gateways[g->name] = std::move(*g);
@@ -283,8 +308,11 @@ ClusterView StoreMirror::view() const {
       problem(key, "not a key of the cluster layout (ignored)");
     }
   }
-  std::stable_sort(v.jobs.begin(), v.jobs.end(),
-                   [](const ClusterJob& a, const ClusterJob& b) { return a.created < b.created; });
+  // Jobs added in one transaction (jobs.load) share a create revision; the
+  // map's key order would put "jobs/10" before "jobs/9", so ties go by id.
+  std::sort(v.jobs.begin(), v.jobs.end(), [](const ClusterJob& a, const ClusterJob& b) {
+    return a.created != b.created ? a.created < b.created : a.spec.id < b.spec.id;
+  });
   return v;
 }
 
@@ -326,13 +354,16 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
   // take its old place again if it were ever added back.
   for (uint32_t id : seen.order)
     if (before.find(id) && !after.find(id)) reordered = true;
-  // A new job placed anywhere but last (a rank given) changes the order too.
+  // A new job placed anywhere but last (a rank given) changes the order too,
+  // and so do new jobs last but not in ascending id order: jobs written in
+  // one transaction share a create revision, and the store's unlisted jobs
+  // follow by (revision, id) (view()).
   if (!reordered) {
     size_t pos = 0;
     for (; pos < order_after.size() && before.find(order_after[pos]); ++pos) {
     }
     for (size_t i = pos; i < order_after.size(); ++i)
-      if (before.find(order_after[i])) reordered = true;
+      if (before.find(order_after[i]) || (i > pos && order_after[i] < order_after[i - 1])) reordered = true;
   }
   if (reordered) {
     w.puts.emplace_back(keys.order(), order_document(order_after));

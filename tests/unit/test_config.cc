@@ -291,6 +291,50 @@ TEST(ConfigParse, PolicyTable) {
   EXPECT_EQ(r->policy.interval_ns, 1'000'000'000u);
 }
 
+TEST(ConfigParse, ClusterTable) {
+  EXPECT_FALSE(parse_config(doc(""), "t.toml")->cluster) << "absent: single-host";
+  auto r = parse_config(doc("[cluster]\nendpoints = [\"http://10.0.0.1:2379\", \"http://etcd-2:2379/\"]\n"
+                            "name = \"gw-a\"\nprefix = \"/psgate/training\""),
+                        "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_TRUE(r->cluster);
+  EXPECT_EQ(r->cluster->endpoints, (std::vector<std::string>{"http://10.0.0.1:2379", "http://etcd-2:2379/"}));
+  EXPECT_EQ(r->cluster->name, "gw-a");
+  EXPECT_EQ(r->cluster->prefix, "/psgate/training");
+  EXPECT_EQ(r->cluster->address, "gw-a") << "the address defaults to the name";
+  EXPECT_EQ(r->cluster->lease_ttl_ns, 3'000'000'000u);
+  EXPECT_TRUE(r->cluster->ca.empty());
+
+  r = parse_config(doc("[cluster]\nendpoints = [\"https://[fd00::1]:2379\"]\nname = \"gw-b\"\n"
+                       "prefix = \"/p\"\naddress = \"10.1.1.1:9000\"\nca = \"ca.pem\"\ncert = \"c.pem\"\n"
+                       "key = \"k.pem\"\nlease_ttl = \"10s\""),
+                   "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->cluster->address, "10.1.1.1:9000");
+  EXPECT_EQ(r->cluster->ca, "ca.pem");
+  EXPECT_EQ(r->cluster->cert, "c.pem");
+  EXPECT_EQ(r->cluster->key, "k.pem");
+  EXPECT_EQ(r->cluster->lease_ttl_ns, 10'000'000'000u);
+}
+
+TEST(ConfigParse, ClusterEndpoints) {
+  EXPECT_FALSE(endpoint_problem("http://10.0.0.1:2379"));
+  EXPECT_FALSE(endpoint_problem("https://etcd.example:443/"));
+  EXPECT_FALSE(endpoint_problem("http://[fd00::1]:2379"));
+  for (const char* bad : {"10.0.0.1:2379", "ftp://h:21", "http://h", "http://:2379", "http://h:", "http://h:0",
+                          "http://h:65536", "http://h:2379/v3", "http://h:23x9", "http://h:2379?x=1", "http://"}) {
+    const auto problem = endpoint_problem(bad);
+    ASSERT_TRUE(problem) << bad;
+    EXPECT_NE(problem->find(bad), std::string::npos) << "names the endpoint: " << *problem;
+  }
+  ClusterEndpoint e = parse_endpoint("https://etcd.example:443/");
+  EXPECT_EQ(e.target, "etcd.example:443");
+  EXPECT_TRUE(e.tls);
+  e = parse_endpoint("http://10.0.0.1:2379");
+  EXPECT_EQ(e.target, "10.0.0.1:2379");
+  EXPECT_FALSE(e.tls);
+}
+
 // The values the socket can set are checked by these same functions
 // (control_plane.cc); the loader's messages above come from them too.
 TEST(ConfigChecks, SharedValueChecks) {
@@ -358,6 +402,7 @@ std::vector<BadCase> bad_cases() {
   const std::string ports_host = "\n[ports.host]\ndevice = \"h\"\n";
   auto wire = [&](const std::string& keys) { return "[ports.wire]\n" + keys + "\n" + ports_host + kLcores; };
   auto lcores = [&](const std::string& keys) { return kPorts + "\n[lcores]\n" + keys + "\n"; };
+  auto cl = [](const std::string& keys) { return "[cluster]\n" + keys; };
   const std::string job = "[[jobs]]\nid = 1\nmatch = [\"proto=tcp\"]\n";
   return {
       // [eal]
@@ -541,6 +586,39 @@ std::vector<BadCase> bad_cases() {
       {d("[policy]\nname = \"round-robin\"\nrotate_on = \"epoch\""), "policy.rotate_on",
        "\"epoch\" is not \"time\" or \"iteration\""},
       {d("[policy]\nname = \"static\"\nrotation = \"time\""), "policy.rotation", "did you mean \"rotate_on\"?"},
+      // [cluster]
+      {d(cl("name = \"g\"\nprefix = \"/p\"")), "cluster.endpoints", "is required"},
+      {d(cl("endpoints = []\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints", "non-empty array"},
+      {d(cl("endpoints = [2379]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]", "expected a string"},
+      {d(cl("endpoints = [\"http://a:1\", \"http://10.0.0.1\"]\nname = \"g\"\nprefix = \"/p\"")),
+       "cluster.endpoints[1]", "no host:port"},
+      {d(cl("endpoints = [\"http://h:2379/v3/kv\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]",
+       "has a path"},
+      {d(cl("endpoints = [\"ftp://h:2379\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]",
+       "is not an endpoint URL"},
+      {d(cl("endpoints = [\"http://h:70000\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]",
+       "no valid port"},
+      {d(cl("endpoints = [\"https://h:2379\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.ca",
+       "is required with https"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nca = \"ca.pem\"")), "cluster.ca",
+       "no endpoint is https"},
+      {d(cl("endpoints = [\"https://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nca = \"a\"\ncert = \"c\"")),
+       "cluster.cert", "go together"},
+      {d(cl("endpoints = [\"https://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nca = \"a\"\nkey = \"k\"")),
+       "cluster.cert", "go together"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nprefix = \"/p\"")), "cluster.name", "required"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"")), "cluster.prefix", "required"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"psgate/t\"")), "cluster.prefix",
+       "is not a key prefix"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/psgate/t/\"")), "cluster.prefix",
+       "is not a key prefix"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/\"")), "cluster.prefix", "is not a key prefix"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nlease_ttl = \"1s\"")), "cluster.lease_ttl",
+       "2s..60s"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nlease_ttl = \"61s\"")),
+       "cluster.lease_ttl", "2s..60s"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nleader = true")), "cluster.leader",
+       "unknown key"},
       // top level
       {d("[shapers.wire]\nrate = \"1Gbit/s\""), "shapers", "did you mean \"shaper\"?"},
       {d("foo = 1"), "foo", "unknown key"},

@@ -1,0 +1,722 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Cluster mode's pure logic (cluster_layout.h): every document a gateway
+// writes parses back to what it wrote, a bad document written by hand is
+// reported and skipped without hiding the good ones, a control command's
+// before/after registry becomes exactly the store writes it needs, and the
+// leader ranks on telemetry combined over the gateways.
+#include "psgate/cluster_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "psgate/job_registry.h"
+
+namespace psgate {
+namespace {
+
+const ClusterKeys kKeys{"/psgate/t"};
+constexpr unsigned kClasses = 8;
+
+MatchRule rule(const char* text) {
+  auto r = parse_match_rule(text);
+  EXPECT_TRUE(r.ok()) << text;
+  return r ? *r : MatchRule{};
+}
+
+JobSpec spec(uint32_t id, std::string name = "") {
+  JobSpec s;
+  s.id = id;
+  s.name = name.empty() ? "job-" + std::to_string(id) : name;
+  s.match = RuleList{rule(("dst=10.0.0." + std::to_string(id % 250 + 1) + "/32,dport=2222,proto=tcp").c_str())};
+  return s;
+}
+
+StoreEntry entry(std::string value, int64_t created, int64_t modified = 0) {
+  return StoreEntry{std::move(value), created, modified ? modified : created, 0};
+}
+
+bool contains_problem(const ClusterView& v, const std::string& key) {
+  return std::any_of(v.problems.begin(), v.problems.end(),
+                     [&](const std::string& p) { return p.rfind(key + ": ", 0) == 0; });
+}
+
+std::vector<uint32_t> ids(const ClusterView& v) {
+  std::vector<uint32_t> out;
+  for (const ClusterJob& j : v.jobs) out.push_back(j.spec.id);
+  return out;
+}
+
+// ---- keys ------------------------------------------------------------------
+
+TEST(ClusterKeys, PrefixRangeEnd) {
+  EXPECT_EQ(prefix_range_end("/psgate/t/"), "/psgate/t0");  // '/' + 1 == '0'
+  EXPECT_EQ(prefix_range_end("ab"), "ac");
+  EXPECT_EQ(prefix_range_end(std::string("a\xff", 2)), "b");
+  EXPECT_EQ(prefix_range_end(std::string("a\xfe\xff\xff", 4)), std::string("a\xff", 2));
+  EXPECT_EQ(prefix_range_end(std::string("\xff\xff", 2)), std::string(1, '\0'));
+  EXPECT_EQ(prefix_range_end(""), std::string(1, '\0'));
+  EXPECT_EQ(kKeys.job(7), "/psgate/t/jobs/7");
+  EXPECT_EQ(kKeys.progress(7), "/psgate/t/progress/7");
+  EXPECT_EQ(kKeys.gateway("gw-a"), "/psgate/t/gateways/gw-a");
+}
+
+// ---- the mirror and its view ---------------------------------------------------
+
+TEST(StoreMirror, JobDocumentRoundTrips) {
+  JobSpec a = spec(5, "resnet-a");
+  a.match.push_back(rule("src=10.0.0.5/32,sport=2222,proto=tcp"));
+  a.match.push_back(rule("dst=fd00::1/128,dport=1000-2000"));
+  a.police = RateSpec{300'000'000, 128 * 1024};
+  JobSpec b = spec(9, "odd-rates");
+  b.police = RateSpec{1'234'567, 1500};  // not a round number in any unit
+  JobSpec c = spec(4294967295u, "max-id");
+
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(a.id), entry(job_document(a), 10));
+  m.put(kKeys.job(b.id), entry(job_document(b), 11));
+  m.put(kKeys.job(c.id), entry(job_document(c), 12));
+  m.set_revision(12);
+  const ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  EXPECT_EQ(v.revision, 12);
+  ASSERT_EQ(v.jobs.size(), 3u);
+  EXPECT_EQ(v.jobs[0].spec, a);
+  EXPECT_EQ(v.jobs[1].spec, b);
+  EXPECT_EQ(v.jobs[2].spec, c);
+  EXPECT_EQ(v.jobs[0].created, 10);
+}
+
+TEST(StoreMirror, JobWithoutNameGetsTheRegistrysDefault) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(3), entry(R"({"schema":1,"job":3,"match":["dport=80"]})", 5));
+  const ClusterView v = m.view();
+  ASSERT_EQ(v.jobs.size(), 1u);
+  EXPECT_EQ(v.jobs[0].spec.name, "job-3");
+}
+
+TEST(StoreMirror, JobsAreOrderedByCreateRevision) {
+  StoreMirror m(kKeys, kClasses);
+  // Key order (lexical: "10" < "2" < "3") differs from age order.
+  m.put(kKeys.job(3), entry(job_document(spec(3)), 30));
+  m.put(kKeys.job(10), entry(job_document(spec(10)), 5));
+  m.put(kKeys.job(2), entry(job_document(spec(2)), 20, 40));  // modified later: age is creation
+  EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{10, 2, 3}));
+}
+
+TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(job_document(spec(1)), 1));
+  m.put(kKeys.job(2), entry("{not json", 2));
+  m.put(kKeys.job(3), entry(R"({"schema":2,"job":3,"match":["dport=80"]})", 3));
+  m.put(kKeys.job(4), entry(R"({"schema":1,"job":40,"match":["dport=80"]})", 4));
+  m.put(kKeys.job(5), entry(R"({"schema":1,"job":5,"match":["bogus=1"]})", 5));
+  m.put(kKeys.job(6), entry(R"({"job":6,"match":["dport=80"]})", 6));
+  m.put(kKeys.job(7), entry(R"({"schema":1,"job":7,"match":[]})", 7));
+  m.put(kKeys.jobs() + "abc", entry(job_document(spec(8)), 8));
+  m.put(kKeys.jobs() + "0", entry(R"({"schema":1,"job":0,"match":["dport=80"]})", 9));
+  m.put(kKeys.job(11), entry(R"({"schema":1,"job":11,"match":["dport=80"],"colour":"red"})", 10));
+  m.put(kKeys.job(12), entry(job_document(spec(12)), 11));
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":"12"})", 12));
+  m.put(kKeys.policy(), entry(R"({"schema":1,"name":"fastest"})", 13));
+  m.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":2})", 14));
+  m.put(kKeys.progress(12), entry(R"({"schema":1,"fraction":0.5})", 15));
+  m.put(kKeys.ranks(), entry(R"({"schema":1,"ranks":[[1,"x",0]]})", 16));
+  m.put(kKeys.gateway("gw"), entry(R"({"schema":1})", 17));
+  m.put(kKeys.leader(), entry(R"({"schema":1,"name":7})", 18));
+  m.put(kKeys.all() + "stray", entry("{}", 19));
+
+  const ClusterView v = m.view();
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{1, 12}));
+  for (uint32_t id : {2, 3, 4, 5, 6, 7, 11}) EXPECT_TRUE(contains_problem(v, kKeys.job(id))) << id;
+  EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "abc"));
+  EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "0"));
+  EXPECT_FALSE(contains_problem(v, kKeys.job(1)));
+  EXPECT_FALSE(contains_problem(v, kKeys.job(12)));
+  for (const std::string& key : {kKeys.order(), kKeys.policy(), kKeys.progress(1), kKeys.ranks(), kKeys.gateway("gw"),
+                                 kKeys.leader(), kKeys.all() + "stray"})
+    EXPECT_TRUE(contains_problem(v, key)) << key;
+  // The key's id and the document's id disagree: the message says which.
+  const auto p4 = std::find_if(v.problems.begin(), v.problems.end(),
+                               [&](const std::string& p) { return p.rfind(kKeys.job(4), 0) == 0; });
+  ASSERT_NE(p4, v.problems.end());
+  EXPECT_NE(p4->find("40"), std::string::npos) << *p4;
+  EXPECT_TRUE(v.order.empty());
+  EXPECT_FALSE(v.policy);
+  EXPECT_FALSE(v.ranks);
+  EXPECT_TRUE(v.gateways.empty());
+  EXPECT_EQ(v.leader, "");
+  ASSERT_EQ(v.progress.size(), 1u);
+  EXPECT_EQ(v.progress.at(12).fraction, 0.5);
+  EXPECT_EQ(v.problems.size(), 16u);
+}
+
+TEST(StoreMirror, WronglyTypedSchemaIsAProblemNotAnException) {
+  // "schema" of the wrong JSON type, in every document kind that checks it.
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(R"({"schema":"1","job":1,"match":["dport=80"]})", 1));
+  m.put(kKeys.order(), entry(R"({"schema":"1","order":[1]})", 2));
+  m.put(kKeys.policy(), entry(R"({"schema":[1],"name":"fifo"})", 3));
+  m.put(kKeys.progress(1), entry(R"({"schema":null,"fraction":0.5})", 4));
+  m.put(kKeys.ranks(), entry(R"({"schema":"1","ranks":[]})", 5));
+  m.put(kKeys.gateway("gw"), entry(R"({"schema":"1","name":"gw"})", 6));
+  ClusterView v;
+  ASSERT_NO_THROW(v = m.view());
+  for (const std::string& key :
+       {kKeys.job(1), kKeys.order(), kKeys.policy(), kKeys.progress(1), kKeys.ranks(), kKeys.gateway("gw")})
+    EXPECT_TRUE(contains_problem(v, key)) << key;
+  EXPECT_TRUE(v.gateways.empty());
+  EXPECT_TRUE(v.order.empty());
+  EXPECT_FALSE(v.ranks);
+  EXPECT_TRUE(parse_gateway(R"({"schema":"1","name":"gw"})").error().size() > 0);
+}
+
+TEST(StoreMirror, EraseAndResetForgetWhatVanished) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(job_document(spec(1)), 1));
+  m.put(kKeys.job(2), entry(job_document(spec(2)), 2));
+  m.put(kKeys.job(3), entry("garbage", 3));
+  m.put(kKeys.order(), entry(order_document({2, 1}), 4));
+  m.erase(kKeys.job(1));
+  m.erase(kKeys.job(3));
+  ClusterView v = m.view();
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{2}));
+  EXPECT_TRUE(v.problems.empty()) << "an erased bad job is no problem any more";
+  EXPECT_EQ(v.full_order(), (std::vector<uint32_t>{2}));
+
+  // A re-put with the same key replaces the parse.
+  m.put(kKeys.job(2), entry(job_document(spec(2, "renamed")), 2, 9));
+  EXPECT_EQ(m.view().jobs.at(0).spec.name, "renamed");
+
+  std::map<std::string, StoreEntry> full;
+  full[kKeys.job(7)] = entry(job_document(spec(7)), 20);
+  full[kKeys.policy()] = entry(policy_document(PolicyParams{PolicyKind::kFifo, 1'000'000'000}), 21);
+  m.reset(full, 25);
+  v = m.view();
+  EXPECT_EQ(v.revision, 25);
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{7}));
+  EXPECT_TRUE(v.order.empty());
+  EXPECT_EQ(v.order_revision, 0);
+  ASSERT_TRUE(v.policy);
+  EXPECT_EQ(v.policy->kind, PolicyKind::kFifo);
+  EXPECT_EQ(m.entries().size(), 2u);
+  EXPECT_EQ(m.entries().count(kKeys.job(2)), 0u);
+}
+
+TEST(StoreMirror, AppliedPartChangesOnlyForWhatAGatewayApplies) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(job_document(spec(1)), 1));
+  m.put(kKeys.job(2), entry(job_document(spec(2)), 2));
+  auto part = [&] { return m.view().applied_part; };
+  const auto base = part();
+  EXPECT_EQ(base, (std::pair<int64_t, size_t>{2, 2}));
+
+  GatewayInfo g;
+  g.name = "gw-a";
+  g.health = "ok";
+  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 3));
+  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 3, 4));  // heartbeat
+  m.put(kKeys.leader(), entry(leader_document("gw-a"), 5));
+  EXPECT_EQ(part(), base) << "registrations and leadership are not applied state";
+
+  auto changes = [&](const std::string& key, const std::string& value, int64_t rev) {
+    const auto before = part();
+    m.put(key, entry(value, rev));
+    EXPECT_NE(part(), before) << key;
+  };
+  changes(kKeys.job(3), job_document(spec(3)), 6);
+  changes(kKeys.order(), order_document({3, 1}), 7);
+  changes(kKeys.policy(), policy_document(PolicyParams{PolicyKind::kProgress, 1'000'000'000}), 8);
+  changes(kKeys.progress(1), progress_document(JobProgress{0.25, {}, {}}), 9);
+  changes(kKeys.ranks(), ranks_document({{1, 0, 0}}, "progress", 0, "gw-a"), 10);
+
+  // Deleting the newest key still changes it (the count drops).
+  const auto before = part();
+  m.erase(kKeys.ranks());
+  EXPECT_NE(part(), before);
+  const auto before2 = part();
+  m.erase(kKeys.job(2));  // an older key
+  EXPECT_NE(part(), before2);
+}
+
+TEST(ClusterView, FullOrder) {
+  ClusterView v;
+  for (uint32_t id : {4, 1, 3, 2}) v.jobs.push_back(ClusterJob{spec(id), static_cast<int64_t>(v.jobs.size() + 1)});
+  v.order = {2, 99, 3, 2};  // 99 unknown, 2 twice
+  EXPECT_EQ(v.full_order(), (std::vector<uint32_t>{2, 3, 4, 1}));
+  v.order = {};
+  EXPECT_EQ(v.full_order(), (std::vector<uint32_t>{4, 1, 3, 2}));
+}
+
+TEST(ClusterDocuments, OrderPolicyProgressRanksLeaderParseBack) {
+  StoreMirror m(kKeys, kClasses);
+  for (uint32_t id : {1, 2, 3}) m.put(kKeys.job(id), entry(job_document(spec(id)), id));
+  m.put(kKeys.order(), entry(order_document({3, 1}), 4, 17));
+  m.put(kKeys.progress(1), entry(progress_document(JobProgress{0.125, 7, {}}), 5));
+  m.put(kKeys.progress(2), entry(progress_document(JobProgress{{}, {}, 123456789012ull}), 6));
+  m.put(kKeys.ranks(), entry(ranks_document({{3, 0, 1}, {1, 2, 3}}, "batch", 42, "gw-b"), 7));
+  m.put(kKeys.leader(), entry(leader_document("gw-b"), 8, 12));
+  ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  EXPECT_EQ(v.order, (std::vector<uint32_t>{3, 1}));
+  EXPECT_EQ(v.order_revision, 17);
+  EXPECT_EQ(v.full_order(), (std::vector<uint32_t>{3, 1, 2}));
+  ASSERT_EQ(v.progress.size(), 2u);
+  EXPECT_EQ(v.progress.at(1).fraction, 0.125);
+  EXPECT_EQ(v.progress.at(1).iteration, 7u);
+  EXPECT_FALSE(v.progress.at(1).batch);
+  EXPECT_EQ(v.progress.at(2).batch, 123456789012ull);
+  EXPECT_FALSE(v.progress.at(2).fraction);
+  ASSERT_TRUE(v.ranks);
+  EXPECT_EQ(*v.ranks, (std::vector<JobRanks>{{3, 0, 1}, {1, 2, 3}}));
+  EXPECT_EQ(v.ranks_policy, "batch");
+  EXPECT_EQ(v.ranks_rotation, 42u);
+  EXPECT_EQ(v.leader, "gw-b");
+  EXPECT_EQ(v.leader_created, 8);
+
+  // Every policy, with an interval that is not a round number.
+  for (const PolicyName& n : kPolicyNames) {
+    for (RotateOn rot : {RotateOn::kTime, RotateOn::kIteration}) {
+      if (rot == RotateOn::kIteration && n.kind != PolicyKind::kRoundRobin) continue;
+      const PolicyParams p{n.kind, 1'500'000'001, rot};
+      m.put(kKeys.policy(), entry(policy_document(p), 20));
+      v = m.view();
+      ASSERT_TRUE(v.policy) << n.name << ": " << (v.problems.empty() ? "" : v.problems.front());
+      EXPECT_EQ(v.policy->kind, p.kind) << n.name;
+      EXPECT_EQ(v.policy->interval_ns, p.interval_ns) << n.name;
+      EXPECT_EQ(v.policy->rotate_on, p.rotate_on) << n.name;
+    }
+  }
+  // No interval stored: the policy's default.
+  m.put(kKeys.policy(), entry(R"({"schema":1,"name":"progress"})", 21));
+  EXPECT_EQ(m.view().policy->interval_ns, default_policy_interval_ns(PolicyKind::kProgress));
+}
+
+TEST(ClusterDocuments, EmptyOrderParses) {
+  // What store_write writes when the last listed job is removed.
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.order(), entry(order_document({}), 3));
+  const ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  EXPECT_TRUE(v.order.empty());
+  EXPECT_EQ(v.order_revision, 3);
+}
+
+TEST(ClusterDocuments, GatewayRoundTrips) {
+  GatewayInfo g;
+  g.name = "gw-a";
+  g.version = "1.2.3";
+  g.address = "10.0.0.9";
+  g.health = "degraded";
+  g.applied_revision = 1234;
+  g.degraded_since_s = 1700000000.25;
+  g.top_job = "7";
+  g.rx_packets = 1ull << 40;
+  g.tx_packets = 5;
+  g.dropped = 6;
+  g.jobs[7] = JobMeasure{3, 1'000'000, 250'000};
+  g.jobs[4294967295u] = JobMeasure{0, 0, 1};
+  auto back = parse_gateway(gateway_json(g).dump());
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, g);
+
+  g.degraded_since_s.reset();
+  g.jobs.clear();
+  back = parse_gateway(gateway_json(g).dump());
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, g);
+
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 2));
+  const ClusterView v = m.view();
+  ASSERT_EQ(v.gateways.count("gw-a"), 1u);
+  EXPECT_EQ(v.gateways.at("gw-a"), g);
+
+  // Under another gateway's key: refused, the real one kept.
+  GatewayInfo other = g;
+  other.name = "gw-b";
+  other.rx_packets = 1;
+  m.put(kKeys.gateway("gw-a") + "x", entry(gateway_json(other).dump(), 3));
+  m.put(kKeys.gateway("gw-b"), entry(gateway_json(g).dump(), 4));
+  const ClusterView v2 = m.view();
+  EXPECT_EQ(v2.gateways.size(), 1u);
+  EXPECT_EQ(v2.gateways.at("gw-a"), g);
+  EXPECT_TRUE(contains_problem(v2, kKeys.gateway("gw-a") + "x"));
+  EXPECT_TRUE(contains_problem(v2, kKeys.gateway("gw-b")));
+
+  EXPECT_FALSE(parse_gateway("[]").ok());
+  EXPECT_FALSE(parse_gateway(R"({"schema":1})").ok()) << "no name";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,2]]})").ok()) << "short job entry";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[["a",1,2,3]]})").ok());
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[-1,1,2,3]]})").ok()) << "negative id";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[4294967296,1,2,3]]})").ok()) << "id over 32 bits";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,-5,2,3]]})").ok()) << "negative count";
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,1.5,2,3]]})").ok()) << "fraction";
+}
+
+TEST(ClusterDocuments, RanksOutOfRangeAreRefused) {
+  for (const char* bad : {R"([[1,-1,0]])", R"([[1,0,4294967296]])", R"([[-3,0,0]])", R"([[1,0]])", R"([[1,0.5,0]])"}) {
+    StoreMirror m(kKeys, kClasses);
+    m.put(kKeys.ranks(), entry(std::string(R"({"schema":1,"policy":"fifo","ranks":)") + bad + "}", 1));
+    ClusterView v;
+    ASSERT_NO_THROW(v = m.view()) << bad;
+    EXPECT_FALSE(v.ranks) << bad;
+    EXPECT_TRUE(contains_problem(v, kKeys.ranks())) << bad;
+  }
+}
+
+// ---- store_write ------------------------------------------------------------------
+
+JobRecord record(uint32_t id) {
+  JobRecord r;
+  r.spec = spec(id);
+  return r;
+}
+
+// A registry holding `ids` in that order (age and rank), ranked from 1 so a
+// job given rank 0 goes above all of them (equal ranks keep age order).
+JobRegistry registry(const std::vector<uint32_t>& ids) {
+  JobRegistry reg(64);
+  uint32_t rank = 1;
+  for (uint32_t id : ids) EXPECT_TRUE(reg.add(record(id), rank++).ok());
+  return reg;
+}
+
+std::vector<std::string> put_keys(const StoreWrite& w) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : w.puts) out.push_back(k);
+  return out;
+}
+
+const std::string* put_value(const StoreWrite& w, const std::string& key) {
+  for (const auto& [k, v] : w.puts)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// The order a write stores, read back as a gateway would.
+std::vector<uint32_t> written_order(const StoreWrite& w) {
+  const std::string* doc = put_value(w, kKeys.order());
+  if (!doc) return {};
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.order(), entry(*doc, 1));
+  const ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  return v.order;
+}
+
+TEST(StoreWrite, NothingChangedWritesNothing) {
+  const JobRegistry reg = registry({1, 2});
+  const PolicyParams p;
+  const StoreWrite w = store_write(kKeys, ClusterView{}, reg, p, reg, p);
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(w.absent.empty());
+  EXPECT_TRUE(w.unchanged_since.empty());
+}
+
+TEST(StoreWrite, AddAJobAtTheEnd) {
+  const JobRegistry before = registry({1, 2});
+  JobRegistry after = before;
+  JobRecord r = record(3);
+  r.spec.police = RateSpec{8'000'000, 4096};
+  ASSERT_TRUE(after.add(r, std::nullopt).ok());
+  const PolicyParams p;
+  const StoreWrite w = store_write(kKeys, ClusterView{}, before, p, after, p);
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.job(3)}));
+  EXPECT_EQ(w.absent, (std::vector<std::string>{kKeys.job(3)}));
+  EXPECT_TRUE(w.deletes.empty());
+  EXPECT_TRUE(w.unchanged_since.empty()) << "appending changes no stored order";
+  // The document is the job.
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(3), entry(*put_value(w, kKeys.job(3)), 1));
+  ASSERT_EQ(m.view().jobs.size(), 1u);
+  JobSpec want = after.find(3)->spec;
+  want.rank = 0;  // the order, not the document, ranks it
+  EXPECT_EQ(m.view().jobs[0].spec, want);
+}
+
+TEST(StoreWrite, AddAJobOnTopWritesTheOrderFenced) {
+  const JobRegistry before = registry({1, 2});
+  JobRegistry after = before;
+  ASSERT_TRUE(after.add(record(3), 0u).ok());
+  ClusterView seen;
+  seen.order = {2};
+  seen.order_revision = 41;
+  const PolicyParams p;
+  const StoreWrite w = store_write(kKeys, seen, before, p, after, p);
+  EXPECT_NE(put_value(w, kKeys.job(3)), nullptr);
+  EXPECT_EQ(w.absent, (std::vector<std::string>{kKeys.job(3)}));
+  std::vector<uint32_t> want;
+  for (const JobRecord* j : after.in_rank_order()) want.push_back(j->spec.id);
+  ASSERT_EQ(want.front(), 3u);
+  EXPECT_EQ(written_order(w), want);
+  EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.order(), 41}}));
+}
+
+TEST(StoreWrite, JobsLoadedInOneTransactionKeepTheirOrder) {
+  // Several new jobs, last, share one create revision in the store: the view
+  // orders them by id ("jobs/9" sorts after "jobs/10" as a key).
+  StoreMirror m(kKeys, kClasses);
+  for (uint32_t id : {9, 10, 11}) m.put(kKeys.job(id), entry(job_document(spec(id)), 5));
+  EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{9, 10, 11}));
+  EXPECT_EQ(m.view().full_order(), (std::vector<uint32_t>{9, 10, 11}));
+
+  // Loaded in ascending order: the view's order is theirs, nothing to write.
+  const JobRegistry before = registry({1});
+  const PolicyParams p;
+  JobRegistry after = before;
+  for (uint32_t id : {9, 10, 11}) ASSERT_TRUE(after.add(record(id), std::nullopt).ok());
+  StoreWrite w = store_write(kKeys, ClusterView{}, before, p, after, p);
+  EXPECT_EQ(w.absent.size(), 3u);
+  EXPECT_EQ(put_value(w, kKeys.order()), nullptr);
+  // In another order: the order is written, or the cluster would rank them by id.
+  after = before;
+  for (uint32_t id : {11, 9, 10}) ASSERT_TRUE(after.add(record(id), std::nullopt).ok());
+  w = store_write(kKeys, ClusterView{}, before, p, after, p);
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{1, 11, 9, 10}));
+}
+
+TEST(StoreWrite, RemoveDeletesJobAndProgress) {
+  const JobRegistry before = registry({1, 2, 3});
+  JobRegistry after = before;
+  ASSERT_TRUE(after.remove(2).ok());
+  const PolicyParams p;
+  // The stored order does not name job 2: no order write.
+  ClusterView seen;
+  seen.order = {3};
+  seen.order_revision = 9;
+  StoreWrite w = store_write(kKeys, seen, before, p, after, p);
+  EXPECT_TRUE(w.puts.empty()) << put_keys(w).front();
+  std::vector<std::string> dels = w.deletes;
+  std::sort(dels.begin(), dels.end());
+  EXPECT_EQ(dels, (std::vector<std::string>{kKeys.job(2), kKeys.progress(2)}));
+  EXPECT_TRUE(w.unchanged_since.empty());
+  EXPECT_FALSE(w.empty());
+
+  // It does: the order is rewritten without it, fenced.
+  seen.order = {2, 3};
+  w = store_write(kKeys, seen, before, p, after, p);
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.order()}));
+  const std::vector<uint32_t> order = written_order(w);
+  EXPECT_EQ(std::count(order.begin(), order.end(), 2u), 0);
+  EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.order(), 9}}));
+
+  // The last job, named in the order: an empty order (which parses).
+  const JobRegistry one = registry({5});
+  JobRegistry none = one;
+  ASSERT_TRUE(none.remove(5).ok());
+  seen.order = {5};
+  w = store_write(kKeys, seen, one, p, none, p);
+  ASSERT_NE(put_value(w, kKeys.order()), nullptr);
+  EXPECT_TRUE(written_order(w).empty());
+}
+
+TEST(StoreWrite, ReorderWritesTheOrder) {
+  const JobRegistry before = registry({1, 2, 3});
+  JobRegistry after = before;
+  ASSERT_TRUE(after.set_order({3, 1}).ok());
+  ClusterView seen;
+  seen.order_revision = 0;  // none stored yet: fenced on "absent"
+  const PolicyParams p;
+  StoreWrite w = store_write(kKeys, seen, before, p, after, p);
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.order()}));
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{3, 1, 2}));
+  EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.order(), 0}}));
+  EXPECT_TRUE(w.absent.empty());
+
+  JobRegistry ranked = before;
+  ASSERT_TRUE(ranked.set_rank(3, 0).ok());
+  w = store_write(kKeys, seen, before, p, ranked, p);
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{3, 1, 2}));
+}
+
+TEST(StoreWrite, PolicyAndProgress) {
+  const JobRegistry reg = registry({1, 2});
+  PolicyParams p;
+  PolicyParams q{PolicyKind::kRoundRobin, 5'000'000'000, RotateOn::kIteration};
+  StoreWrite w = store_write(kKeys, ClusterView{}, reg, p, reg, q);
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.policy()}));
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.policy(), entry(*put_value(w, kKeys.policy()), 1));
+  ASSERT_TRUE(m.view().policy);
+  EXPECT_EQ(m.view().policy->kind, q.kind);
+  EXPECT_EQ(m.view().policy->interval_ns, q.interval_ns);
+  EXPECT_EQ(m.view().policy->rotate_on, q.rotate_on);
+  // Only the rotation trigger differs: still a change.
+  PolicyParams q2 = q;
+  q2.rotate_on = RotateOn::kTime;
+  EXPECT_EQ(put_keys(store_write(kKeys, ClusterView{}, reg, q, reg, q2)), (std::vector<std::string>{kKeys.policy()}));
+
+  JobRegistry after = reg;
+  ASSERT_TRUE(after.set_progress(2, JobProgress{0.75, 3, {}}).ok());
+  w = store_write(kKeys, ClusterView{}, reg, p, after, p);
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.progress(2)}));
+  m.put(kKeys.progress(2), entry(*put_value(w, kKeys.progress(2)), 2));
+  ASSERT_EQ(m.view().progress.count(2), 1u);
+  EXPECT_EQ(m.view().progress.at(2).fraction, 0.75);
+  EXPECT_EQ(m.view().progress.at(2).iteration, 3u);
+  // The same progress again: nothing.
+  EXPECT_TRUE(store_write(kKeys, ClusterView{}, after, p, after, p).empty());
+}
+
+// What store_write writes, applied to a store, must make the cluster's
+// order the registry's: random commands from a registry in step with the
+// store, each write applied as etcd would (fences checked), the view's
+// jobs and full_order() compared with the registry after.
+TEST(StoreWrite, AppliedWritesKeepTheStoreInStepWithTheRegistry) {
+  std::mt19937 rng(13);
+  JobRegistry reg(256);
+  StoreMirror m(kKeys, kClasses);
+  int64_t revision = 0;
+  uint32_t next_id = 1;
+  PolicyParams policy;
+  for (int step = 0; step < 3000; ++step) {
+    const ClusterView seen = m.view();
+    JobRegistry after = reg;
+    PolicyParams policy_after = policy;
+    std::vector<uint32_t> live;
+    for (const JobRecord* j : reg.in_rank_order()) live.push_back(j->spec.id);
+    const unsigned op = rng() % 7;
+    if (op <= 1 || live.empty()) {  // jobs.add / jobs.load, with or without ranks
+      std::vector<uint32_t> load(1 + rng() % (op == 1 ? 4 : 1));
+      for (uint32_t& id : load) id = next_id++;
+      std::shuffle(load.begin(), load.end(), rng);  // jobs.load's array, in any id order
+      for (uint32_t id : load) {
+        if (after.size() >= 200) break;
+        std::optional<uint32_t> rank;
+        if (rng() % 2) rank = rng() % (live.size() + 2);
+        ASSERT_TRUE(after.add(record(id), rank).ok());
+      }
+    } else if (op == 2) {
+      ASSERT_TRUE(after.remove(live[rng() % live.size()]).ok());
+    } else if (op == 3) {
+      std::vector<uint32_t> ids = live;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      ids.resize(rng() % (ids.size() + 1));
+      ASSERT_TRUE(after.set_order(ids).ok());
+    } else if (op == 4) {
+      ASSERT_TRUE(after.set_rank(live[rng() % live.size()], rng() % (live.size() + 1)).ok());
+    } else if (op == 5) {
+      ASSERT_TRUE(after.set_progress(live[rng() % live.size()], JobProgress{(rng() % 101) / 100.0, {}, {}}).ok());
+    } else {
+      policy_after.kind = kPolicyNames[rng() % std::size(kPolicyNames)].kind;
+      policy_after.interval_ns = default_policy_interval_ns(policy_after.kind);
+    }
+    const StoreWrite w = store_write(kKeys, seen, reg, policy, after, policy_after);
+    for (const std::string& key : w.absent) ASSERT_EQ(m.entries().count(key), 0u) << key;
+    for (const auto& [key, rev] : w.unchanged_since) {
+      auto it = m.entries().find(key);
+      ASSERT_EQ(it == m.entries().end() ? 0 : it->second.mod_revision, rev) << key;
+    }
+    if (!w.empty()) ++revision;  // one transaction
+    for (const std::string& key : w.deletes) m.erase(key);
+    for (const auto& [key, value] : w.puts) {
+      auto it = m.entries().find(key);
+      const int64_t created = it == m.entries().end() ? revision : it->second.create_revision;
+      m.put(key, entry(value, created, revision));
+    }
+    m.set_revision(revision);
+    reg = std::move(after);
+    policy = policy_after;
+
+    const ClusterView v = m.view();
+    ASSERT_TRUE(v.problems.empty()) << step << ": " << v.problems.front();
+    std::vector<uint32_t> want;
+    for (const JobRecord* j : reg.in_rank_order()) want.push_back(j->spec.id);
+    ASSERT_EQ(v.full_order(), want) << "step " << step << " op " << op;
+    // Age: the order of the writes, and by id within one (rule precedence
+    // among jobs of one jobs.load is by id in the cluster).
+    std::vector<std::pair<int64_t, uint32_t>> by_age;
+    for (const JobRecord* j : reg.in_age_order())
+      by_age.emplace_back(m.entries().at(kKeys.job(j->spec.id)).create_revision, j->spec.id);
+    std::sort(by_age.begin(), by_age.end());
+    std::vector<uint32_t> want_age;
+    for (const auto& [rev, id] : by_age) want_age.push_back(id);
+    ASSERT_EQ(ids(v), want_age) << "step " << step;
+    for (const JobRecord* j : reg.in_age_order()) {
+      auto p = v.progress.find(j->spec.id);
+      ASSERT_EQ(p != v.progress.end() ? p->second.fraction : std::nullopt, j->progress.fraction) << step;
+    }
+    ASSERT_EQ(v.policy ? v.policy->kind : PolicyKind::kStatic, policy.kind) << step;
+  }
+}
+
+// ---- the leader's policy ----------------------------------------------------------
+
+ClusterView three_jobs() {
+  ClusterView v;
+  for (uint32_t id : {1, 2, 3}) v.jobs.push_back(ClusterJob{spec(id), id});
+  return v;
+}
+
+uint32_t top(const std::vector<JobRanks>& ranks) {
+  const auto it =
+      std::min_element(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.pull_rank < b.pull_rank; });
+  return it == ranks.end() ? 0 : it->id;
+}
+
+TEST(ClusterRanks, ShortestFirstSumsBytesOverGateways) {
+  ClusterView v = three_jobs();
+  GatewayInfo a, b;
+  a.name = "a";
+  b.name = "b";
+  // Per gateway job 1 looks shortest (40 left on each) but in all it has 80
+  // left; job 2 has 60 left, all on gateway a; job 3 nothing measured.
+  a.jobs[1] = JobMeasure{1, 100, 60};
+  b.jobs[1] = JobMeasure{1, 100, 60};
+  a.jobs[2] = JobMeasure{1, 100, 40};
+  v.gateways = {{"a", a}, {"b", b}};
+  PolicyState state;
+  const auto ranks = cluster_ranks(v, PolicyParams{PolicyKind::kShortestFirst, 1'000'000'000}, state, 0);
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(top(ranks), 2u);
+  auto rank_of = [&](uint32_t id) {
+    return std::find_if(ranks.begin(), ranks.end(), [&](auto& r) { return r.id == id; })->pull_rank;
+  };
+  EXPECT_LT(rank_of(2), rank_of(1));
+  EXPECT_LT(rank_of(1), rank_of(3)) << "unknown size goes last";
+}
+
+TEST(ClusterRanks, ProgressPolicyUsesStoredProgressAndOrder) {
+  ClusterView v = three_jobs();
+  v.order = {3, 2};
+  v.progress[3] = JobProgress{0.9, {}, {}};
+  v.progress[2] = JobProgress{0.2, {}, {}};
+  v.progress[1] = JobProgress{0.5, {}, {}};
+  PolicyState state;
+  auto ranks = cluster_ranks(v, PolicyParams{PolicyKind::kProgress, 1'000'000'000}, state, 0);
+  EXPECT_EQ(top(ranks), 2u);
+  // Static: the cluster's order (3, 2, then 1).
+  ranks = cluster_ranks(v, PolicyParams{}, state, 0);
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks[0], (JobRanks{3, 0, 0}));
+  EXPECT_EQ(ranks[1], (JobRanks{2, 1, 1}));
+  EXPECT_EQ(ranks[2], (JobRanks{1, 2, 2}));
+}
+
+TEST(ClusterRanks, RoundRobinOnIterationTakesTheMostAnyGatewaySaw) {
+  ClusterView v = three_jobs();
+  GatewayInfo a, b;
+  a.name = "a";
+  b.name = "b";
+  a.jobs[1] = JobMeasure{5, 0, 0};
+  b.jobs[1] = JobMeasure{2, 0, 0};
+  v.gateways = {{"a", a}, {"b", b}};
+  const PolicyParams rr{PolicyKind::kRoundRobin, 3'600'000'000'000, RotateOn::kIteration};
+  PolicyState state;
+  EXPECT_EQ(top(cluster_ranks(v, rr, state, 1)), 1u);  // baseline: 5 iterations
+  // Gateway b catches up to 5: the max did not move, no rotation. (A sum
+  // would have moved from 7 to 10 and rotated.)
+  v.gateways["b"].jobs[1].iterations_seen = 5;
+  EXPECT_EQ(top(cluster_ranks(v, rr, state, 2)), 1u);
+  // Gateway a sees iteration 6: the top job finished one, rotate.
+  v.gateways["a"].jobs[1].iterations_seen = 6;
+  EXPECT_EQ(top(cluster_ranks(v, rr, state, 3)), 2u);
+}
+
+}  // namespace
+}  // namespace psgate
