@@ -298,8 +298,8 @@ ClusterView StoreMirror::view() const {
       v.gateways[g->name] = std::move(*g);
     } else if (key == keys_.leader()) {
       json doc = json::parse(e.value, nullptr, false);
-      if (!doc.is_object() || !doc.contains("name") || !doc["name"].is_string()) {
-        problem(key, "not a leader document");
+      if (!schema_ok(doc) || !doc.contains("name") || !doc["name"].is_string()) {
+        problem(key, "not a leader document ({\"schema\":1,\"name\":gateway})");
         continue;
       }
       v.leader = doc["name"].get<std::string>();

@@ -165,6 +165,17 @@ void EtcdLink::set_connected(bool up, const std::string& error) {
   last_error_ = error;
 }
 
+void EtcdLink::publish_view(const StoreMirror& mirror) {
+  // Documents are parsed defensively (cluster_layout.cc), and a bug there must
+  // still not end this thread, which would end the gateway: the view is kept
+  // as it was and the error logged.
+  try {
+    publish(std::make_shared<const ClusterView>(mirror.view()));
+  } catch (const std::exception& e) {
+    spdlog::error("cluster: revision {} not read: {}", mirror.revision(), e.what());
+  }
+}
+
 void EtcdLink::publish(std::shared_ptr<const ClusterView> view) {
   for (const std::string& p : view->problems) spdlog::warn("cluster: ignored {}", p);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -253,7 +264,7 @@ void EtcdLink::follow_loop() {
       for (const auto& k : resp.kvs())
         entries[k.key()] = StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()};
       mirror.reset(std::move(entries), resp.header().revision());
-      publish(std::make_shared<const ClusterView>(mirror.view()));
+      publish_view(mirror);
       set_connected(true, "");
       std::lock_guard<std::mutex> lock(mutex_);
       ++full_reads_;
@@ -309,7 +320,7 @@ void EtcdLink::follow_loop() {
       const int64_t rev = resp.header().revision();
       if (rev > mirror.revision() || resp.events_size() > 0) {
         if (rev > mirror.revision()) mirror.set_revision(rev);
-        publish(std::make_shared<const ClusterView>(mirror.view()));
+        publish_view(mirror);
         std::lock_guard<std::mutex> lock(mutex_);
         events_ += static_cast<uint64_t>(resp.events_size());
       }

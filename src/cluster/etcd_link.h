@@ -58,6 +58,7 @@ class EtcdLink final : public ClusterLink {
   void drop_channel(size_t endpoint);
   void set_connected(bool up, const std::string& error);
   void publish(std::shared_ptr<const ClusterView> view);
+  void publish_view(const StoreMirror& mirror);
   void sleep_backoff(uint64_t& backoff_ns);
   // Session steps; each returns false on a store error.
   bool grant_lease(size_t endpoint);

@@ -251,8 +251,8 @@ int main(int argc, char** argv) {
   // Cluster TLS files: unreadable is a config error, found by --check too, not
   // a store that silently never answers.
   if (config->cluster) {
-    for (auto [key, path] : {std::pair{"ca", &config->cluster->ca}, {"cert", &config->cluster->cert},
-                             {"key", &config->cluster->key}}) {
+    for (auto [key, path] :
+         {std::pair{"ca", &config->cluster->ca}, {"cert", &config->cluster->cert}, {"key", &config->cluster->key}}) {
       if (path->empty()) continue;
       std::ifstream in(*path);
       if (!in) {
