@@ -149,6 +149,31 @@ class StoreMirror {
   int64_t revision_ = 0;
 };
 
+// One message of a watch on the prefix, as etcd's WatchResponse carries it
+// (the gRPC client translates; the decision is made here, unit-tested).
+struct WatchEvent {
+  bool put = true;  // false: a delete
+  std::string key;
+  StoreEntry entry;  // for a put
+};
+struct WatchMessage {
+  bool created = false;
+  bool canceled = false;
+  int64_t compact_revision = 0;  // > 0: the watch's start revision was compacted away
+  int64_t revision = 0;          // the store's revision when etcd sent it (header)
+  std::string cancel_reason;
+  std::vector<WatchEvent> events;
+};
+enum class WatchOutcome {
+  kNothing,    // a progress report or the creation: nothing new to apply
+  kChanged,    // events applied, or the revision moved on: hand out a new view
+  kReadAgain,  // cancelled or compacted: never skip ahead; read the whole prefix again
+};
+// Applies one message to the mirror. A cancelled or compacted watch leaves
+// the mirror untouched: what it missed can only be known by a full read
+// (StoreMirror::reset, which also drops what vanished meanwhile).
+WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& message);
+
 // Documents, each as its command's arguments plus "schema".
 std::string job_document(const JobSpec& job);
 std::string order_document(const std::vector<uint32_t>& order);

@@ -316,6 +316,19 @@ ClusterView StoreMirror::view() const {
   return v;
 }
 
+WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& m) {
+  if (m.canceled || m.compact_revision > 0) return WatchOutcome::kReadAgain;
+  for (const WatchEvent& e : m.events) {
+    if (e.put) mirror.put(e.key, e.entry);
+    else mirror.erase(e.key);
+  }
+  // A progress report moves the revision on (nothing below it is pending),
+  // so `lag` and the revision applied stay current on an idle cluster.
+  const bool moved = m.revision > mirror.revision();
+  if (moved) mirror.set_revision(m.revision);
+  return !m.events.empty() || moved ? WatchOutcome::kChanged : WatchOutcome::kNothing;
+}
+
 // ---- writes --------------------------------------------------------------------
 
 StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,

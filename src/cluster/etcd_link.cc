@@ -304,25 +304,29 @@ void EtcdLink::follow_loop() {
         last_watch_message_ns_ = now_ns();
       }
       if (resp.created()) created = true;
-      if (resp.canceled() || resp.compact_revision() > 0) {
-        spdlog::warn("cluster: watch {} ({}): reading everything again",
-                     resp.compact_revision() > 0 ? "compacted at revision " + std::to_string(resp.compact_revision())
-                                                 : "cancelled",
-                     resp.cancel_reason());
-        break;
-      }
+      WatchMessage m;
+      m.created = resp.created();
+      m.canceled = resp.canceled();
+      m.compact_revision = resp.compact_revision();
+      m.revision = resp.header().revision();
+      m.cancel_reason = resp.cancel_reason();
       for (const auto& ev : resp.events()) {
         const auto& k = ev.kv();
-        if (ev.type() == mvccpb::Event::PUT)
-          mirror.put(k.key(), StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()});
-        else mirror.erase(k.key());
+        m.events.push_back(WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
+                                      StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()}});
       }
-      const int64_t rev = resp.header().revision();
-      if (rev > mirror.revision() || resp.events_size() > 0) {
-        if (rev > mirror.revision()) mirror.set_revision(rev);
+      const WatchOutcome outcome = apply_watch_message(mirror, m);
+      if (outcome == WatchOutcome::kReadAgain) {
+        spdlog::warn(
+            "cluster: watch {} ({}): reading everything again",
+            m.compact_revision > 0 ? "compacted at revision " + std::to_string(m.compact_revision) : "cancelled",
+            m.cancel_reason);
+        break;
+      }
+      if (outcome == WatchOutcome::kChanged) {
         publish_view(mirror);
         std::lock_guard<std::mutex> lock(mutex_);
-        events_ += static_cast<uint64_t>(resp.events_size());
+        events_ += m.events.size();
       }
       if (created) {
         set_connected(true, "");

@@ -718,5 +718,55 @@ TEST(ClusterRanks, RoundRobinOnIterationTakesTheMostAnyGatewaySaw) {
   EXPECT_EQ(top(cluster_ranks(v, rr, state, 3)), 2u);
 }
 
+// ---- the watch -----------------------------------------------------------------
+
+TEST(WatchMessages, EventsApplyAndMoveTheRevision) {
+  StoreMirror m(kKeys, kClasses);
+  m.reset({{kKeys.job(1), entry(job_document(spec(1)), 5)}}, 5);
+  WatchMessage msg;
+  msg.revision = 7;
+  msg.events.push_back(WatchEvent{true, kKeys.job(2), entry(job_document(spec(2)), 6)});
+  msg.events.push_back(WatchEvent{false, kKeys.job(1), {}});
+  EXPECT_EQ(apply_watch_message(m, msg), WatchOutcome::kChanged);
+  EXPECT_EQ(m.revision(), 7);
+  EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{2}));
+}
+
+TEST(WatchMessages, ProgressMovesTheRevisionOnlyForward) {
+  StoreMirror m(kKeys, kClasses);
+  m.reset({}, 10);
+  WatchMessage created;
+  created.created = true;
+  created.revision = 10;
+  EXPECT_EQ(apply_watch_message(m, created), WatchOutcome::kNothing);
+  WatchMessage progress;
+  progress.revision = 12;
+  EXPECT_EQ(apply_watch_message(m, progress), WatchOutcome::kChanged);
+  EXPECT_EQ(m.revision(), 12);
+  progress.revision = 11;  // an older header never moves it back
+  EXPECT_EQ(apply_watch_message(m, progress), WatchOutcome::kNothing);
+  EXPECT_EQ(m.revision(), 12);
+}
+
+TEST(WatchMessages, CompactedOrCancelledMeansReadEverythingAgain) {
+  for (bool compacted : {true, false}) {
+    StoreMirror m(kKeys, kClasses);
+    m.reset({{kKeys.job(1), entry(job_document(spec(1)), 5)}}, 5);
+    WatchMessage msg;
+    msg.revision = 9;
+    if (compacted) msg.compact_revision = 8;
+    else msg.canceled = true;
+    // Whatever the message carries, nothing is applied from it: skipping ahead
+    // would keep jobs deleted in the revisions the watch never delivered.
+    msg.events.push_back(WatchEvent{false, kKeys.job(1), {}});
+    EXPECT_EQ(apply_watch_message(m, msg), WatchOutcome::kReadAgain) << compacted;
+    EXPECT_EQ(m.revision(), 5);
+    EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{1}));
+    // The full read that follows replaces the mirror: job 1 vanished meanwhile.
+    m.reset({{kKeys.job(3), entry(job_document(spec(3)), 8)}}, 9);
+    EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{3}));
+  }
+}
+
 }  // namespace
 }  // namespace psgate
