@@ -36,8 +36,9 @@ def markdown(sc, plotted=False):
           f"each, all on CPU 1) on this one machine, {p.get('jobs')} jobs; {p.get('orders')} orders written per N "
           f"through etcd's HTTP gateway, each polled on every gateway (`health`, every {p.get('poll_ms')} ms) until "
           f"applied; then a closed loop for {p.get('rate_seconds')} s"
-          + ("; then one etcd member (the one the gateways follow) SIGKILLed and the orders again" if
-             p.get("member_down") else "") + ". Target: p99 <= 100 ms.", ""]
+          + (f"; then one etcd member (the one the gateways follow) "
+             f"{'frozen (SIGSTOP)' if p.get('member_down') == 'stop' else 'SIGKILLed'} and the orders again"
+             if p.get("member_down") else "") + ". Target: p99 <= 100 ms.", ""]
     L += [res.get("table", "(no table in this run)"), ""]
     if plotted:
         L += ["![cluster latency](cluster_latency.png)", ""]
