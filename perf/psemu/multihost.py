@@ -220,6 +220,26 @@ def gateway_config(args, k, workdir, file_prefix, cluster_prefix):
     return "\n".join(lines) + "\n"
 
 
+def start_gateway(tb, args, workdir, k, cfg):
+    """Starts gateway k and waits for its control socket. net_af_packet names
+    its PACKET_FANOUT group (pid ^ ifindex) & 0xffff, and fanout groups are
+    per network namespace: two gateways in one namespace collide when their
+    pids and ifindexes happen to match up (seen in 2 of 12 starts), and the
+    second one's probe fails with EINVAL. A new process has a new pid: retry."""
+    gw_log = os.path.join(workdir, f"gw{k}.log")
+    for attempt in range(6):
+        p = tb.start(f"psgate gw{k}", "gw", [args.psgate, "--config", cfg], gw_log)
+        try:
+            wait_for(lambda: ctl(args, workdir, k, "health", check=False).returncode == 0, 60,
+                     f"gw{k} control socket", p, gw_log)
+            return p, gw_log
+        except Fail:
+            if p.poll() is None or "PACKET_FANOUT" not in open(gw_log).read() or attempt == 5:
+                raise
+            log(f"gw{k}: af_packet fanout group collision with another gateway; starting it again")
+    raise AssertionError("unreachable")
+
+
 def sock(workdir, k):
     return f"{workdir}/gw{k}.sock"
 
@@ -234,15 +254,32 @@ def ctl(args, workdir, k, *argv, check=True, timeout="10s"):
 
 def jobs_on(args, workdir, k):
     """Gateway k's applied jobs: {id: pull_class}, or None when it does not answer."""
-    r = subprocess.run([args.psgatectl, "-s", sock(workdir, k), "--timeout", "2s", "jobs", "list", "--json"],
-                       capture_output=True, text=True, timeout=10)
-    if r.returncode != 0:
-        return None
-    try:
-        reply = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        return None
-    return {j["id"]: j["pull_class"] for j in reply.get("result", reply).get("jobs", [])}
+    return jobs_on_all(args, workdir, [k])[0]
+
+
+def jobs_on_all(args, workdir, gateways):
+    """Every listed gateway's applied jobs, asked at the same moment (one
+    psgatectl each, in parallel): asked one after the other, a sample would
+    span a few hundred ms of a loaded machine and see a removal on one gateway
+    and not yet on the next."""
+    procs = [subprocess.Popen([args.psgatectl, "-s", sock(workdir, k), "--timeout", "2s", "jobs", "list", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for k in gateways]
+    out = []
+    for p in procs:
+        try:
+            text, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            out.append(None)
+            continue
+        try:
+            reply = json.loads(text) if p.returncode == 0 else None
+        except json.JSONDecodeError:
+            reply = None
+        out.append(None if reply is None else
+                   {j["id"]: j["pull_class"] for j in reply.get("result", reply).get("jobs", [])})
+    return out
 
 
 def host_order(args, k):
@@ -291,13 +328,20 @@ def set_up_policy(args, name, workdir):
 
 def progress_hook(args, name, workdir):
     """Run by psemu's workers after each job iteration: progress (and removal
-    when done) through gateway 0 in cluster mode, or to every gateway alone."""
+    when done) through gateway 0 in cluster mode, or to every gateway alone.
+    psemu runs these asynchronously, so two of a job's reports can overtake
+    each other (measured: iteration 3's reached a gateway before iteration
+    2's, and a late report found its job already removed). A per-job lock and
+    the last iteration reported make each job's reports monotonic: a stale one
+    is dropped, as a scheduler would never report old progress."""
     _, cluster = POLICY_OF[name]
     socks = [sock(workdir, 0)] if cluster else [sock(workdir, k) for k in range(args.ps_hosts)]
     c = args.psgatectl
-    one = (f"{c} -s $s progress {{id}} {{fraction}} --iteration {{iter}}"
-           f" && if [ {{iter}} -eq {{iters}} ]; then {c} -s $s jobs remove {{id}}; fi")
-    return f"rc=0; for s in {' '.join(socks)}; do {one} || rc=1; done; exit $rc"
+    state = f"{workdir}/progress-job{{id}}"
+    body = (f"last=$(cat {state} 2>/dev/null || echo 0); [ {{iter}} -gt $last ] || exit 0; echo {{iter}} > {state}; "
+            f"rc=0; for s in {' '.join(socks)}; do {c} -s $s progress {{id}} {{fraction}} --iteration {{iter}}"
+            f" && if [ {{iter}} -eq {{iters}} ]; then {c} -s $s jobs remove {{id}}; fi || rc=1; done; exit $rc")
+    return f"flock {state}.lock sh -c '{body}'"
 
 
 class TopPoller(threading.Thread):
@@ -314,11 +358,11 @@ class TopPoller(threading.Thread):
         while not self.stop_event.is_set():
             t = time.monotonic()
             tops = []
-            for k in range(self.args.ps_hosts):
-                try:
-                    jobs = jobs_on(self.args, self.workdir, k)
-                except (subprocess.TimeoutExpired, OSError):
-                    jobs = None
+            try:
+                answers = jobs_on_all(self.args, self.workdir, range(self.args.ps_hosts))
+            except OSError:
+                answers = [None] * self.args.ps_hosts
+            for jobs in answers:
                 if not jobs:
                     tops.append(None)
                     continue
@@ -350,6 +394,9 @@ def run_policy(args, name, workdir):
     result = {"policy": name, "ok": False, "error": ""}
     t_start = time.monotonic()
     poller = None
+    for f in os.listdir(workdir):  # the progress hook's per-job state of an earlier run
+        if f.startswith("progress-job"):
+            os.remove(os.path.join(workdir, f))
     try:
         tb.up(n_addrs)
         if cluster:
@@ -361,11 +408,7 @@ def run_policy(args, name, workdir):
             cfg = os.path.join(workdir, f"gw{k}.toml")
             with open(cfg, "w") as f:
                 f.write(gateway_config(args, k, workdir, file_prefix, f"/psemu/{name}" if cluster else None))
-            gw_log = os.path.join(workdir, f"gw{k}.log")
-            gws.append((tb.start(f"psgate gw{k}", "gw", [args.psgate, "--config", cfg], gw_log), gw_log))
-        for k, (p, gw_log) in enumerate(gws):
-            wait_for(lambda: ctl(args, workdir, k, "health", check=False).returncode == 0, 60,
-                     f"gw{k} control socket", p, gw_log)
+            gws.append(start_gateway(tb, args, workdir, k, cfg))
         result["psgatectl"] = set_up_policy(args, name, workdir)
         log(f"{name}: psgatectl {result['psgatectl']}")
 
