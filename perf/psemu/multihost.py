@@ -228,7 +228,8 @@ def start_gateway(tb, args, workdir, k, cfg):
     second one's probe fails with EINVAL. A new process has a new pid: retry."""
     gw_log = os.path.join(workdir, f"gw{k}.log")
     for attempt in range(6):
-        p = tb.start(f"psgate gw{k}", "gw", [args.psgate, "--config", cfg], gw_log)
+        p = tb.start(f"psgate gw{k}", "gw", [args.psgate, "--config", cfg, "--stats-json",
+                                             os.path.join(workdir, f"gw{k}-stats.json")], gw_log)
         try:
             wait_for(lambda: ctl(args, workdir, k, "health", check=False).returncode == 0, 60,
                      f"gw{k} control socket", p, gw_log)
@@ -456,9 +457,20 @@ def run_policy(args, name, workdir):
                 result["cluster_status"] = json.loads(r.stdout)
             except json.JSONDecodeError:
                 result["cluster_status"] = r.stdout[-2000:]
-        result["psgate_exit"] = {}
+        # The namespaces are fresh per policy: their counters are this run's.
+        result["tcp"] = {role: R.tcp_counters(tb.ns[role]) for role in tb.ns}
+        result["psgate_exit"], result["psgate_drops"] = {}, {}
         for k, (p, gw_log) in enumerate(gws):
             result["psgate_exit"][f"gw{k}"] = tb.stop(p, grace=20.0)
+            stats = os.path.join(workdir, f"gw{k}-stats.json")
+            if os.path.exists(stats) and os.path.getsize(stats) > 0:
+                with open(stats) as f:
+                    st = json.load(f)
+                drops = {}
+                for port in st["ports"].values():
+                    for key, v in port["drops"].items():
+                        drops[key] = drops.get(key, 0) + v
+                result["psgate_drops"][f"gw{k}"] = {key: v for key, v in drops.items() if v}
         if os.path.exists(wk_json):
             with open(wk_json) as f:
                 result["worker"] = json.load(f)
@@ -479,6 +491,9 @@ def run_policy(args, name, workdir):
         if poller is not None:
             poller.stop_event.set()
         tb.down()
+        for f in os.listdir(workdir):
+            if f.startswith("progress-job"):
+                os.remove(os.path.join(workdir, f))
     return result
 
 
@@ -551,8 +566,14 @@ def analyse(res, args):
     for gw, rc in (res.get("psgate_exit") or {}).items():
         if rc not in (None, 0):
             checks.append(f"{gw} exited with status {rc}")
+    tcp = res.get("tcp") or {}
+    loss = {"psgate_drops": res.get("psgate_drops"),
+            "ps_retrans_segs": sum((tcp.get(f"ps{k}") or {}).get("RetransSegs", 0) for k in range(H)),
+            "ps_timeouts": sum((tcp.get(f"ps{k}") or {}).get("TCPTimeouts", 0) for k in range(H)),
+            "wk_retrans_segs": (tcp.get("wk") or {}).get("RetransSegs"),
+            "wk_timeouts": (tcp.get("wk") or {}).get("TCPTimeouts")}
     return {"jobs": jobs, "summary": summary, "checks": checks, "barrier_wait_ms": waits,
-            "shard_wait_ms": shard_waits}
+            "shard_wait_ms": shard_waits, "loss": loss}
 
 
 def improvement(base, val):
@@ -621,6 +642,17 @@ def markdown(report):
         if p.get("jobs"):
             jct = {x["job"]: x["jct_s"] for x in p["jobs"]}
             out.append(f"| {name} | " + " | ".join(f"{jct[j]:.2f}" if j in jct else "" for j in range(sc["jobs"])) + " |")
+    out += ["", "Loss: psgate's drops by reason per gateway, and the hosts' TCP retransmitted segments and "
+            "retransmission timeouts (all PS hosts together; the workers' namespace):", "",
+            "| policy | psgate drops | PS retrans segs | PS RTOs | worker retrans segs | worker RTOs |",
+            "|---|---|---:|---:|---:|---:|"]
+    for name, p in report["policies"].items():
+        ls = p.get("loss")
+        if ls:
+            dr = "; ".join(f"{gw}: " + (", ".join(f"{k} {v}" for k, v in d.items()) or "0")
+                           for gw, d in (ls.get("psgate_drops") or {}).items()) or "-"
+            out.append(f"| {name} | {dr} | {ls['ps_retrans_segs']} | {ls['ps_timeouts']} | "
+                       f"{ls['wk_retrans_segs']} | {ls['wk_timeouts']} |")
     if report.get("verdict"):
         out += ["", report["verdict"]]
     return "\n".join(out) + "\n"
