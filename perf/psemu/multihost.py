@@ -783,6 +783,19 @@ def main(argv):
         if not shutil.which(tool):
             print(f"psemu run: '{tool}' is not installed", file=sys.stderr)
             return 1
+    if any(POLICY_OF[p][1] for p in args.policies):
+        # A psgate built without gRPC refuses a [cluster] table: skip, as the cluster test does.
+        probe_dir = tempfile.mkdtemp(prefix="psemu-probe-")
+        try:
+            probe = os.path.join(probe_dir, "probe.toml")
+            with open(probe, "w") as f:
+                f.write(gateway_config(args, 0, probe_dir, "psemu-probe", "/psemu/probe"))
+            r = subprocess.run([args.psgate, "--config", probe, "--check"], capture_output=True, text=True)
+        finally:
+            shutil.rmtree(probe_dir, ignore_errors=True)
+        if "built without cluster mode" in r.stderr:
+            print("psemu run --ps-hosts: psgate built without cluster mode; skipping", file=sys.stderr)
+            return 77
 
     def on_signal(sig, _frame):
         raise KeyboardInterrupt(f"signal {sig}")
