@@ -2,7 +2,7 @@
 // psemu: parameter-server training emulator over real TCP.
 //
 //   psemu ps     --jobs N --workers W --bytes M --iters K [--listen ADDR] [--out FILE]
-//   psemu worker --ps ADDR --jobs N --workers W --bytes M --iters K --compute-ms C
+//   psemu worker --ps ADDR[,ADDR..] --jobs N --workers W --bytes M --iters K --compute-ms C
 //                [--stagger-ms S] [--local-addrs A,B,..] [--out FILE]
 //
 // One process per host role; both write a JSON report (timestamps in
@@ -11,11 +11,25 @@
 // 2 bad command line, 3 timeout.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "runtime.h"
 
 namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; !s.empty();) {
+    const size_t at = s.find(sep, pos);
+    out.push_back(s.substr(pos, at - pos));
+    if (at == std::string::npos) break;
+    pos = at + 1;
+  }
+  return out;
+}
 
 void add_common(CLI::App* app, psemu::Params& p, std::string& bytes) {
   app->add_option("--jobs", p.jobs, "Training jobs")->check(CLI::Range(1u, 1000u))->capture_default_str();
@@ -51,7 +65,11 @@ int main(int argc, char** argv) {
 
   CLI::App* wk_cmd = app.add_subcommand("worker", "Run every worker of every job");
   add_common(wk_cmd, wk.p, wk_bytes);
-  wk_cmd->add_option("--ps", wk.ps_addr, "The PS host's IPv4 address")->required();
+  std::string ps_addrs;
+  wk_cmd
+      ->add_option("--ps", ps_addrs,
+                   "The PS host's IPv4 address; several, comma-separated: the model is sharded over them")
+      ->required();
   wk_cmd->add_option("--compute-ms", wk.compute_ms, "Compute time C per iteration (a sleep), ms")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -66,7 +84,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   wk_cmd->add_option("--progress-cmd", wk.progress_cmd,
                      "Shell command run when a job finishes an iteration; {job} {id} {iter} {iters} {fraction}");
-  wk_cmd->add_option("--local-addrs", local_addrs, "Comma-separated source addresses; worker w uses entry w mod n");
+  wk_cmd->add_option("--local-addrs", local_addrs,
+                     "Comma-separated source addresses, worker w uses entry w mod n; with several PS hosts, "
+                     "one such list per host separated by ';' (or one list for all)");
 
   try {
     app.parse(argc, argv);
@@ -85,11 +105,23 @@ int main(int argc, char** argv) {
     return psemu::kExitUsage;
   }
   if (ps_cmd->parsed()) return psemu::run_ps(ps);
-  for (size_t pos = 0; !local_addrs.empty();) {
-    const size_t comma = local_addrs.find(',', pos);
-    wk.local_addrs.push_back(local_addrs.substr(pos, comma - pos));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+  wk.ps_addrs = split(ps_addrs, ',');
+  if (wk.ps_addrs.empty() || wk.ps_addrs.size() > 64 ||
+      std::any_of(wk.ps_addrs.begin(), wk.ps_addrs.end(), [](const std::string& a) { return a.empty(); })) {
+    std::fprintf(stderr, "psemu: --ps '%s': expected 1 to 64 comma-separated addresses\n", ps_addrs.c_str());
+    return psemu::kExitUsage;
+  }
+  if (p.bytes < wk.ps_addrs.size()) {
+    std::fprintf(stderr, "psemu: --bytes must be at least one byte per PS host\n");
+    return psemu::kExitUsage;
+  }
+  if (!local_addrs.empty()) {
+    for (const std::string& group : split(local_addrs, ';')) wk.local_addrs.push_back(split(group, ','));
+    if (wk.local_addrs.size() != 1 && wk.local_addrs.size() != wk.ps_addrs.size()) {
+      std::fprintf(stderr, "psemu: --local-addrs has %zu ';'-separated lists for %zu PS hosts (expected 1 or %zu)\n",
+                   wk.local_addrs.size(), wk.ps_addrs.size(), wk.ps_addrs.size());
+      return psemu::kExitUsage;
+    }
   }
   return psemu::run_workers(wk);
 }

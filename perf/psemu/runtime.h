@@ -34,12 +34,18 @@ struct PsOptions {
 
 struct WorkerOptions {
   Params p;
-  std::string ps_addr;
-  double compute_ms = 20;                // C: "compute" (sleep) before every push
-  double stagger_ms = 0;                 // job j starts j * stagger_ms after job 0
-  double start_delay_ms = 200;           // after every connection is up, before job 0 starts
-  double connect_timeout_s = 20;         // keep retrying a refused connect this long
-  std::vector<std::string> local_addrs;  // worker w binds local_addrs[w % n]
+  // The PS hosts. One: the job's whole model at that host. Several: the
+  // job's parameters are sharded over them (MXNet's kvstore, BytePS): a
+  // worker pushes shard_bytes(M, H, k) to host k, pulls as much back from
+  // every host, and its iteration ends when the last shard's pull arrived.
+  std::vector<std::string> ps_addrs;
+  double compute_ms = 20;         // C: "compute" (sleep) before every push
+  double stagger_ms = 0;          // job j starts j * stagger_ms after job 0
+  double start_delay_ms = 200;    // after every connection is up, before job 0 starts
+  double connect_timeout_s = 20;  // keep retrying a refused connect this long
+  // Per PS host (one list for all, or one per host): worker w's connection
+  // to host k binds local_addrs[k][w % n].
+  std::vector<std::vector<std::string>> local_addrs;
   // Run through /bin/sh each time a job completes an iteration (every worker
   // pulled it), as a cluster scheduler reporting progress would; {job} {id}
   // (= job + 1, the id the testbed gives the job in psgate), {iter}
@@ -59,6 +65,10 @@ inline constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitTimeout 
 int64_t now_ns();
 inline int64_t to_us(int64_t ns) { return ns / 1000; }
 std::string seconds(double s);  // "2.5 s"
+
+// Host k's share of an M-byte model sharded over H hosts: M / H, the
+// remainder spread over the first hosts. Both roles and the testbed use it.
+inline uint64_t shard_bytes(uint64_t m, unsigned hosts, unsigned k) { return m / hosts + (k < m % hosts ? 1 : 0); }
 
 // Parses "4MiB", "4MB", "512KiB", "1000000", "1.5GB" into bytes.
 bool parse_size(const std::string& s, uint64_t& out);

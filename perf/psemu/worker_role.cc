@@ -8,6 +8,11 @@
 //   (timer)          (writev)         (the PS's barrier)  (read + checksum)
 //
 // The job's JCT runs from its scheduled start to the end of its last pull.
+//
+// With several PS hosts (--ps A,B,..) a worker has one connection per host
+// (a shard): it pushes each host its share of M, and its iteration ends when
+// the last shard's pull has arrived; only then does it compute again. A
+// worker's connections form a Group, which owns the compute timer.
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -32,7 +37,7 @@ struct IterTimes {  // ns, CLOCK_MONOTONIC; 0 = not reached
   int64_t compute_start = 0, push_start = 0, push_sent = 0, pull_first = 0, pull_done = 0;
 };
 
-enum class St { kConnecting, kHello, kReady, kComputing, kPushing, kWaitPull, kDone };
+enum class St { kConnecting, kHello, kReady, kComputing, kPushing, kWaitPull, kWaitShards, kDone };
 
 const char* st_name(St s) {
   switch (s) {
@@ -48,6 +53,8 @@ const char* st_name(St s) {
       return "pushing";
     case St::kWaitPull:
       return "waiting for / receiving the pull";
+    case St::kWaitShards:
+      return "pulled; waiting for the other shards' pulls";
     case St::kDone:
       return "done";
   }
@@ -55,9 +62,10 @@ const char* st_name(St s) {
 }
 
 struct Conn {
-  Conn(unsigned j, unsigned w, std::string l, uint64_t max_payload, bool verify)
-      : job(j), worker(w), local(std::move(l)), reader(max_payload, verify) {}
-  unsigned job, worker;
+  Conn(unsigned j, unsigned w, unsigned s, std::string l, uint64_t b, bool verify)
+      : job(j), worker(w), shard(s), bytes(b), local(std::move(l)), reader(b, verify) {}
+  unsigned job, worker, shard;
+  uint64_t bytes;  // this shard's push and pull size
   std::string local;
   int fd = -1;
   St st = St::kConnecting;
@@ -71,6 +79,18 @@ struct Conn {
   uint64_t checksum_errors = 0;
   int64_t done_at = 0;
 };
+
+// One worker of one job: its connections (one per shard, consecutive in
+// conns_), the iteration they are in, and how many shards have pulled it.
+struct Group {
+  size_t first = 0;  // index of shard 0's connection
+  unsigned iter = 0;
+  unsigned pulled = 0;
+  bool computing = false;
+};
+
+// Timer tags: a connection's index, or a group's index with this bit.
+constexpr uint64_t kGroupTag = 1ull << 40;
 
 class Workers {
  public:
@@ -97,8 +117,10 @@ class Workers {
   void start_connect(size_t i);
   void on_connected(size_t i);
   void on_timer(size_t i);
-  void begin_iteration(size_t i);
+  void on_group_timer(size_t g);
+  void begin_iteration(size_t g);
   void push(size_t i);
+  std::string who(const Conn& c) const;
   void pump_send(size_t i);
   void on_readable(size_t i);
   bool check_pull(Conn& c, const Header& h);
@@ -111,9 +133,11 @@ class Workers {
 
   const WorkerOptions& o_;
   const Params& p_;
-  Pattern pattern_;
+  unsigned shards_ = 1;
+  std::vector<Pattern> patterns_;  // per shard
   Loop loop_;
   std::vector<Conn> conns_;
+  std::vector<Group> groups_;  // [job * workers + worker]
   std::vector<int64_t> job_start_;
   std::vector<std::vector<unsigned>> pulled_;  // [job][iter]: workers done with that pull
   std::vector<pid_t> progress_children_;
@@ -128,6 +152,12 @@ class Workers {
   std::vector<uint8_t> rxbuf_ = std::vector<uint8_t>(256 * 1024);
 };
 
+std::string Workers::who(const Conn& c) const {
+  std::string s = "job " + std::to_string(c.job) + " worker " + std::to_string(c.worker);
+  if (shards_ > 1) s += " shard " + std::to_string(c.shard) + " (" + o_.ps_addrs[c.shard] + ")";
+  return s;
+}
+
 void Workers::watch(size_t i, bool want_write) {
   Conn& c = conns_[i];
   const int rc = loop_.mod(c.fd, EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u), i);
@@ -137,17 +167,15 @@ void Workers::watch(size_t i, bool want_write) {
 void Workers::start_connect(size_t i) {
   Conn& c = conns_[i];
   ++c.connect_attempts;
-  const int fd = tcp_connect_start(c.local, o_.ps_addr, p_.base_port + c.job);
+  const int fd = tcp_connect_start(c.local, o_.ps_addrs[c.shard], p_.base_port + c.job);
   if (fd < 0) {
     c.last_connect_error = errno_text(fd);
     if (fd == -EADDRNOTAVAIL || fd == -EINVAL) {
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + ": cannot use local address '" +
-           c.local + "': " + c.last_connect_error);
+      fail(who(c) + ": cannot use local address '" + c.local + "': " + c.last_connect_error);
       return;
     }
     if (now_ >= connect_deadline_) {
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + ": cannot connect to " +
-           o_.ps_addr + ": " + c.last_connect_error);
+      fail(who(c) + ": cannot connect to " + o_.ps_addrs[c.shard] + ": " + c.last_connect_error);
       return;
     }
     loop_.at(now_ + 100'000'000, i);  // retry in 100 ms
@@ -168,9 +196,8 @@ void Workers::on_connected(size_t i) {
     close(c.fd);
     c.fd = -1;
     if (now_ >= connect_deadline_) {
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + ": cannot connect to " +
-           o_.ps_addr + ":" + std::to_string(p_.base_port + c.job) + " after " + std::to_string(c.connect_attempts) +
-           " attempts: " + c.last_connect_error);
+      fail(who(c) + ": cannot connect to " + o_.ps_addrs[c.shard] + ":" + std::to_string(p_.base_port + c.job) +
+           " after " + std::to_string(c.connect_attempts) + " attempts: " + c.last_connect_error);
       return;
     }
     loop_.at(now_ + 100'000'000, i);
@@ -184,7 +211,7 @@ void Workers::on_connected(size_t i) {
   h.worker = c.worker;
   h.iter = p_.iters;
   h.length = 0;
-  h.checksum = p_.bytes;
+  h.checksum = c.bytes;
   c.writer.start(h, nullptr);
   c.st = St::kHello;
   pump_send(i);
@@ -211,7 +238,7 @@ void Workers::pump_send(size_t i) {
       // Everyone is connected: schedule every job's start.
       const int64_t t0 = now_ + static_cast<int64_t>(o_.start_delay_ms * 1e6);
       for (unsigned j = 0; j < p_.jobs; ++j) job_start_[j] = t0 + static_cast<int64_t>(j * o_.stagger_ms * 1e6);
-      for (size_t k = 0; k < conns_.size(); ++k) loop_.at(job_start_[conns_[k].job], k);
+      for (size_t g = 0; g < groups_.size(); ++g) loop_.at(job_start_[conns_[groups_[g].first].job], kGroupTag | g);
     }
   } else if (c.st == St::kPushing) {
     c.its[c.iter].push_sent = now_;
@@ -219,15 +246,33 @@ void Workers::pump_send(size_t i) {
   }
 }
 
-void Workers::begin_iteration(size_t i) {
-  Conn& c = conns_[i];
-  c.its[c.iter].compute_start = now_;
-  c.st = St::kComputing;
+// A worker computes once per iteration, then pushes every shard.
+void Workers::begin_iteration(size_t g) {
+  Group& gr = groups_[g];
+  gr.pulled = 0;
+  gr.computing = true;
+  for (unsigned s = 0; s < shards_; ++s) {
+    Conn& c = conns_[gr.first + s];
+    c.its[c.iter].compute_start = now_;
+    c.st = St::kComputing;
+  }
   if (o_.compute_ms <= 0) {
-    push(i);
+    on_group_timer(g);
     return;
   }
-  loop_.at(now_ + static_cast<int64_t>(o_.compute_ms * 1e6), i);
+  loop_.at(now_ + static_cast<int64_t>(o_.compute_ms * 1e6), kGroupTag | g);
+}
+
+void Workers::on_group_timer(size_t g) {
+  Group& gr = groups_[g];
+  last_progress_ = now_;
+  if (conns_[gr.first].st == St::kReady) {  // the job's start
+    begin_iteration(g);
+    return;
+  }
+  if (!gr.computing) return;  // a stale timer
+  gr.computing = false;
+  for (unsigned s = 0; s < shards_ && error_.empty(); ++s) push(gr.first + s);
 }
 
 void Workers::push(size_t i) {
@@ -238,9 +283,9 @@ void Workers::push(size_t i) {
   h.job = c.job;
   h.worker = c.worker;
   h.iter = c.iter;
-  h.length = p_.bytes;
-  h.checksum = pattern_.checksum;
-  c.writer.start(h, pattern_.data.data());
+  h.length = c.bytes;
+  h.checksum = patterns_[c.shard].checksum;
+  c.writer.start(h, patterns_[c.shard].data.data());
   c.st = St::kPushing;
   pump_send(i);
 }
@@ -251,12 +296,6 @@ void Workers::on_timer(size_t i) {
   switch (c.st) {
     case St::kConnecting:
       start_connect(i);
-      break;
-    case St::kReady:
-      begin_iteration(i);
-      break;
-    case St::kComputing:
-      push(i);
       break;
     default:
       break;  // a stale timer
@@ -270,33 +309,36 @@ bool Workers::check_pull(Conn& c, const Header& h) {
   else if (h.job != c.job || h.worker != c.worker)
     why = "pull addressed to job " + std::to_string(h.job) + " worker " + std::to_string(h.worker);
   else if (h.iter != c.iter) why = "pull for iteration " + std::to_string(h.iter);
-  else if (h.length != p_.bytes)
-    why = "pull of " + std::to_string(h.length) + " bytes, expected " + std::to_string(p_.bytes);
+  else if (h.length != c.bytes)
+    why = "pull of " + std::to_string(h.length) + " bytes, expected " + std::to_string(c.bytes);
   if (why.empty()) return true;
-  fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + " iteration " + std::to_string(c.iter) +
-       ": protocol error: " + why);
+  fail(who(c) + " iteration " + std::to_string(c.iter) + ": protocol error: " + why);
   return false;
 }
 
 void Workers::pull_done(Conn& c, bool checksum_ok) {
   if (!checksum_ok) {
     ++c.checksum_errors;
-    fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + " iteration " +
-         std::to_string(c.iter) + ": pull payload checksum mismatch");
+    fail(who(c) + " iteration " + std::to_string(c.iter) + ": pull payload checksum mismatch");
     return;
   }
   c.its[c.iter].pull_done = now_;
-  if (++pulled_[c.job][c.iter] == p_.workers) job_iteration_done(c.job, c.iter + 1);
   if (++c.iter < p_.iters) {
-    begin_iteration(static_cast<size_t>(&c - conns_.data()));
-    return;
+    c.st = St::kWaitShards;
+  } else {
+    c.st = St::kDone;
+    c.done_at = now_;
+    loop_.del(c.fd);
+    close(c.fd);
+    c.fd = -1;
+    ++done_;
   }
-  c.st = St::kDone;
-  c.done_at = now_;
-  loop_.del(c.fd);
-  close(c.fd);
-  c.fd = -1;
-  ++done_;
+  // The worker's iteration ends with its last shard's pull.
+  const size_t g = static_cast<size_t>(c.job) * p_.workers + c.worker;
+  Group& gr = groups_[g];
+  if (++gr.pulled < shards_) return;
+  if (++pulled_[c.job][gr.iter] == p_.workers) job_iteration_done(c.job, gr.iter + 1);
+  if (++gr.iter < p_.iters) begin_iteration(g);
 }
 
 void Workers::on_readable(size_t i) {
@@ -308,20 +350,18 @@ void Workers::on_readable(size_t i) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + ": receive failed in iteration " +
-           std::to_string(c.iter) + ": " + std::strerror(errno));
+      fail(who(c) + ": receive failed in iteration " + std::to_string(c.iter) + ": " + std::strerror(errno));
       return;
     }
     if (n == 0) {
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) +
-           ": the PS closed the connection in iteration " + std::to_string(c.iter) + " (" + st_name(c.st) + ")");
+      fail(who(c) + ": the PS closed the connection in iteration " + std::to_string(c.iter) + " (" + st_name(c.st) +
+           ")");
       return;
     }
     last_progress_ = now_;
     c.bytes_received += static_cast<uint64_t>(n);
     if (!c.reader.feed(rxbuf_.data(), static_cast<size_t>(n), sink)) {
-      fail("job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) +
-           ": bad stream from the PS: " + c.reader.error());
+      fail(who(c) + ": bad stream from the PS: " + c.reader.error());
       return;
     }
   }
@@ -369,9 +409,9 @@ std::string Workers::stuck_report() const {
   std::string s;
   for (const Conn& c : conns_) {
     if (c.st == St::kDone) continue;
-    s += "\n  job " + std::to_string(c.job) + " worker " + std::to_string(c.worker) + ": " + st_name(c.st) +
-         ", iteration " + std::to_string(c.iter) + "/" + std::to_string(p_.iters) + ", sent " +
-         std::to_string(c.bytes_sent) + " B, received " + std::to_string(c.bytes_received) + " B";
+    s += "\n  " + who(c) + ": " + st_name(c.st) + ", iteration " + std::to_string(c.iter) + "/" +
+         std::to_string(p_.iters) + ", sent " + std::to_string(c.bytes_sent) + " B, received " +
+         std::to_string(c.bytes_received) + " B";
     if (c.st == St::kConnecting && !c.last_connect_error.empty()) s += ", last connect error: " + c.last_connect_error;
   }
   return s;
@@ -383,15 +423,22 @@ int Workers::run() {
   const RunLimits limits(p_, started_);
   connect_deadline_ = started_ + static_cast<int64_t>(o_.connect_timeout_s * 1e9);
   if (!loop_.ok()) fail("epoll_create: " + std::string(std::strerror(errno)));
-  pattern_ = make_pattern(p_.bytes, 0x5053454D55ull);  // "PSEMU"
+  shards_ = static_cast<unsigned>(o_.ps_addrs.size());
+  for (unsigned s = 0; s < shards_; ++s)
+    patterns_.push_back(make_pattern(shard_bytes(p_.bytes, shards_, s), 0x5053454D55ull));  // "PSEMU"
   job_start_.assign(p_.jobs, 0);
   pulled_.assign(p_.jobs, std::vector<unsigned>(p_.iters, 0));
-  conns_.reserve(static_cast<size_t>(p_.jobs) * p_.workers);
+  conns_.reserve(static_cast<size_t>(p_.jobs) * p_.workers * shards_);
   for (unsigned j = 0; j < p_.jobs; ++j) {
     for (unsigned w = 0; w < p_.workers; ++w) {
-      const std::string local = o_.local_addrs.empty() ? "" : o_.local_addrs[w % o_.local_addrs.size()];
-      conns_.emplace_back(j, w, local, p_.bytes, p_.verify);
-      conns_.back().its.resize(p_.iters);
+      groups_.push_back(Group{conns_.size()});
+      for (unsigned s = 0; s < shards_; ++s) {
+        const auto& addrs =
+            o_.local_addrs.empty() ? std::vector<std::string>{} : o_.local_addrs[o_.local_addrs.size() == 1 ? 0 : s];
+        const std::string local = addrs.empty() ? "" : addrs[w % addrs.size()];
+        conns_.emplace_back(j, w, s, local, shard_bytes(p_.bytes, shards_, s), p_.verify);
+        conns_.back().its.resize(p_.iters);
+      }
     }
   }
   for (size_t i = 0; i < conns_.size() && error_.empty(); ++i) start_connect(i);
@@ -418,7 +465,8 @@ int Workers::run() {
     }
     for (uint64_t tag : fired) {
       if (!error_.empty()) break;
-      on_timer(static_cast<size_t>(tag));
+      if (tag & kGroupTag) on_group_timer(static_cast<size_t>(tag & ~kGroupTag));
+      else on_timer(static_cast<size_t>(tag));
     }
     reap_progress(false);
     if (!error_.empty()) break;
@@ -441,16 +489,17 @@ std::string Workers::report() const {
   out["ok"] = error_.empty();
   out["error"] = error_;
   out["clock"] = "CLOCK_MONOTONIC, microseconds";
-  out["params"] = {{"jobs", p_.jobs},
-                   {"workers", p_.workers},
-                   {"bytes", p_.bytes},
-                   {"iters", p_.iters},
-                   {"base_port", p_.base_port},
-                   {"compute_ms", o_.compute_ms},
-                   {"stagger_ms", o_.stagger_ms},
-                   {"ps_addr", o_.ps_addr},
-                   {"verify", p_.verify},
-                   {"local_addrs", o_.local_addrs}};
+  out["params"] = {
+      {"jobs", p_.jobs},           {"workers", p_.workers},       {"bytes", p_.bytes},           {"iters", p_.iters},
+      {"base_port", p_.base_port}, {"compute_ms", o_.compute_ms}, {"stagger_ms", o_.stagger_ms}, {"verify", p_.verify}};
+  // One PS host: the single-host report, unchanged. Several: every address.
+  if (shards_ == 1) {
+    out["params"]["ps_addr"] = o_.ps_addrs[0];
+    out["params"]["local_addrs"] = o_.local_addrs.empty() ? json::array() : json(o_.local_addrs[0]);
+  } else {
+    out["params"]["ps_addrs"] = o_.ps_addrs;
+    out["params"]["local_addrs"] = o_.local_addrs;
+  }
   out["started_us"] = to_us(started_);
   out["progress_cmd"] = o_.progress_cmd;
   out["progress_cmd_runs"] = progress_runs_;
@@ -465,36 +514,77 @@ std::string Workers::report() const {
     bool complete = true;
     uint64_t sent = 0, received = 0;
     json workers = json::array();
-    for (const Conn& c : conns_) {
-      if (c.job != j) continue;
-      complete = complete && c.st == St::kDone;
-      end = std::max(end, c.done_at);
-      sent += c.bytes_sent;
-      received += c.bytes_received;
+    auto iterations = [](const Conn& c) {
       json its = json::array();
       for (const IterTimes& t : c.its) {
         its.push_back(
             {to_us(t.compute_start), to_us(t.push_start), to_us(t.push_sent), to_us(t.pull_first), to_us(t.pull_done)});
       }
-      workers.push_back({{"worker", c.worker},
-                         {"local_addr", c.local},
-                         {"complete", c.st == St::kDone},
-                         {"iterations_done", c.iter},
-                         {"bytes_sent", c.bytes_sent},
-                         {"bytes_received", c.bytes_received},
-                         {"pull_messages", c.reader.messages()},
-                         {"checksum_errors", c.checksum_errors},
-                         {"connect_attempts", c.connect_attempts},
-                         {"iterations", its}});
+      return its;
+    };
+    for (unsigned w = 0; w < p_.workers; ++w) {
+      const Group& gr = groups_[static_cast<size_t>(j) * p_.workers + w];
+      bool w_complete = true;
+      uint64_t w_sent = 0, w_received = 0, w_messages = 0, w_errors = 0, w_attempts = 0;
+      json shards = json::array();
+      for (unsigned s = 0; s < shards_; ++s) {
+        const Conn& c = conns_[gr.first + s];
+        w_complete = w_complete && c.st == St::kDone;
+        end = std::max(end, c.done_at);
+        w_sent += c.bytes_sent;
+        w_received += c.bytes_received;
+        w_messages += c.reader.messages();
+        w_errors += c.checksum_errors;
+        w_attempts += c.connect_attempts;
+        if (shards_ > 1) {
+          shards.push_back({{"shard", s},
+                            {"ps_addr", o_.ps_addrs[s]},
+                            {"local_addr", c.local},
+                            {"bytes", c.bytes},
+                            {"complete", c.st == St::kDone},
+                            {"bytes_sent", c.bytes_sent},
+                            {"bytes_received", c.bytes_received},
+                            {"iterations", iterations(c)}});
+        }
+      }
+      complete = complete && w_complete;
+      sent += w_sent;
+      received += w_received;
+      // Several shards: the worker's iteration runs from its compute start to
+      // its last shard's pull (the per-shard times are under "shards").
+      json its = iterations(conns_[gr.first]);
+      for (unsigned s = 1; s < shards_; ++s) {
+        const Conn& c = conns_[gr.first + s];
+        for (unsigned i = 0; i < p_.iters; ++i) {
+          const IterTimes& t = c.its[i];
+          its[i][1] = std::min(its[i][1].get<int64_t>(), to_us(t.push_start));
+          its[i][2] = std::max(its[i][2].get<int64_t>(), to_us(t.push_sent));
+          its[i][3] = std::min(its[i][3].get<int64_t>(), to_us(t.pull_first));
+          its[i][4] = std::max(its[i][4].get<int64_t>(), to_us(t.pull_done));
+        }
+      }
+      json entry = {{"worker", w},
+                    {"local_addr", conns_[gr.first].local},
+                    {"complete", w_complete},
+                    {"iterations_done", gr.iter},
+                    {"bytes_sent", w_sent},
+                    {"bytes_received", w_received},
+                    {"pull_messages", w_messages},
+                    {"checksum_errors", w_errors},
+                    {"connect_attempts", w_attempts},
+                    {"iterations", its}};
+      if (shards_ > 1) entry["shards"] = shards;
+      workers.push_back(entry);
     }
     job["complete"] = complete;
     job["end_us"] = complete ? to_us(end) : 0;
     job["jct_ms"] = complete ? static_cast<double>(end - job_start_[j]) / 1e6 : 0.0;
     job["bytes_sent"] = sent;
     job["bytes_received"] = received;
-    // What a complete job must have moved: a hello, then K pushes up and K pulls down.
-    job["expected_bytes_sent"] = p_.workers * (kHeaderSize + p_.iters * (kHeaderSize + p_.bytes));
-    job["expected_bytes_received"] = p_.workers * (p_.iters * (kHeaderSize + p_.bytes));
+    // What a complete job must have moved: per shard a hello, then K pushes
+    // up and K pulls down; the shards' payloads add up to M.
+    job["expected_bytes_sent"] = p_.workers * (shards_ * kHeaderSize + p_.iters * (shards_ * kHeaderSize + p_.bytes));
+    job["expected_bytes_received"] = p_.workers * (p_.iters * (shards_ * kHeaderSize + p_.bytes));
     job["iteration_fields"] = {"compute_start_us", "push_start_us", "push_sent_us", "pull_first_us", "pull_done_us"};
     job["workers"] = workers;
     out["jobs"].push_back(job);

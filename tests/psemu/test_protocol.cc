@@ -3,6 +3,8 @@
 // "proved every byte arrived", so they must catch what they claim to catch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -201,6 +203,26 @@ TEST(Pattern, DeterministicAndChecksummed) {
   EXPECT_EQ(a.data, b.data);
   EXPECT_NE(a.data, c.data);
   EXPECT_EQ(a.checksum, checksum_of(a.data.data(), a.data.size()));
+}
+
+// The worker and every PS host must agree on each shard's size, or the PS
+// refuses the worker's hello: the shards add up to M exactly and differ by
+// at most one byte.
+TEST(ShardBytes, AddUpToTheModel) {
+  for (uint64_t m : {1ull, 2ull, 7ull, 1000001ull, 2ull << 20}) {
+    for (unsigned hosts = 1; hosts <= 8 && hosts <= m; ++hosts) {
+      uint64_t sum = 0, lo = UINT64_MAX, hi = 0;
+      for (unsigned k = 0; k < hosts; ++k) {
+        const uint64_t b = shard_bytes(m, hosts, k);
+        sum += b;
+        lo = std::min(lo, b);
+        hi = std::max(hi, b);
+      }
+      EXPECT_EQ(sum, m) << m << " over " << hosts;
+      EXPECT_LE(hi - lo, 1u) << m << " over " << hosts;
+    }
+  }
+  EXPECT_EQ(shard_bytes(10, 1, 0), 10u);
 }
 
 }  // namespace
