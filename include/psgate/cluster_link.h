@@ -32,6 +32,9 @@ class ClusterLink {
   virtual bool connected() const = 0;
   // For `health` and `cluster`: connection, leadership, counters.
   virtual nlohmann::json status() const = 0;
+  // A descriptor that becomes readable when a newer view is available (an
+  // eventfd: the control thread polls it instead of waiting for its tick).
+  virtual int wake_fd() const = 0;
 };
 
 }  // namespace psgate

@@ -88,6 +88,11 @@ class ControlPlane {
   // Periodic work on the control thread: policy evaluation; in cluster mode,
   // applying what the store says and reporting this gateway to it.
   void tick(uint64_t now_ns);
+  // Cluster mode: the store has news (ClusterLink::wake_fd() was readable):
+  // apply it now rather than on the next tick.
+  void wake(uint64_t now_ns) {
+    if (cluster_) follow_step(now_ns);
+  }
   // Cluster mode: the store revision whose jobs, order and policy are in force.
   int64_t applied_revision() const { return applied_revision_; }
 

@@ -44,6 +44,10 @@ class ControlServer {
     uint64_t tick_ns = 100'000'000;  // policy evaluation period
     uint64_t report_ns = 0;          // 0: no periodic report
     std::function<void()> report;    // called every report_ns on the control thread
+    // Readable when there is news for the control plane (cluster mode: the
+    // store changed); the server drains it and calls ControlPlane::wake().
+    // -1: none. Owned by the caller.
+    int wake_fd = -1;
   };
 
   // Creates the socket (mode 0660; the parent directory if missing). Fails if

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -79,6 +82,7 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
   report_.address = spec.address;
   report_.version = PSGATE_VERSION;
   report_.health = "ok";
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   follow_thread_ = std::thread([this] { follow_loop(); });
   session_thread_ = std::thread([this] { session_loop(); });
 }
@@ -91,6 +95,7 @@ EtcdLink::~EtcdLink() {
   }
   if (follow_thread_.joinable()) follow_thread_.join();
   if (session_thread_.joinable()) session_thread_.join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
@@ -178,8 +183,16 @@ void EtcdLink::publish_view(const StoreMirror& mirror) {
 
 void EtcdLink::publish(std::shared_ptr<const ClusterView> view) {
   for (const std::string& p : view->problems) spdlog::warn("cluster: ignored {}", p);
-  std::lock_guard<std::mutex> lock(mutex_);
-  view_ = std::move(view);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    view_ = std::move(view);
+  }
+  // Wake the control thread: a change is applied as soon as it is read, not
+  // on the next tick.
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
 }
 
 bool EtcdLink::wait_first_read(uint64_t timeout_ns) {
@@ -236,7 +249,9 @@ json EtcdLink::status() const {
 
 void EtcdLink::follow_loop() {
   uint64_t backoff = kMinBackoffNs;
-  size_t ep = 0;
+  // Gateways start on different members (by name), so that the watches are
+  // spread and one member's loss moves only its share of them.
+  size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
   StoreMirror mirror(keys_, class_count_);
   const std::string start = keys_.all(), end = prefix_range_end(keys_.all());
   while (!stop_) {
@@ -509,7 +524,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
 }
 
 void EtcdLink::session_loop() {
-  size_t ep = 0;
+  size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
   uint64_t backoff = kMinBackoffNs;
   uint64_t last_keepalive = 0, last_register = 0, last_progress = 0;
   while (!stop_) {

@@ -50,6 +50,7 @@ class EtcdLink final : public ClusterLink {
   void report(const GatewayInfo& info) override;
   bool connected() const override;
   nlohmann::json status() const override;
+  int wake_fd() const override { return wake_fd_; }
 
  private:
   void follow_loop();
@@ -97,6 +98,7 @@ class EtcdLink final : public ClusterLink {
   PolicyState leader_policy_state_;
   uint64_t leader_evaluated_ns_ = 0;
 
+  int wake_fd_ = -1;  // eventfd: written on every new view
   std::thread follow_thread_;
   std::thread session_thread_;
 };

@@ -140,6 +140,7 @@ void ControlServer::run() {
   watch(stop_fd_, EPOLLIN);
   watch(tick_fd, EPOLLIN);
   if (report_fd >= 0) watch(report_fd, EPOLLIN);
+  if (options_.wake_fd >= 0) watch(options_.wake_fd, EPOLLIN);
   std::unordered_map<int, Connection> conns;
   // A spare descriptor, given up for a moment to refuse a client when the
   // process has no other (see the accept loop).
@@ -202,6 +203,9 @@ void ControlServer::run() {
       const int fd = events[i].data.fd;
       if (fd == stop_fd_) {
         running = false;
+      } else if (fd == options_.wake_fd) {
+        drain_fd(fd);
+        control_->wake(monotonic_ns());
       } else if (fd == tick_fd) {
         drain_fd(tick_fd);
         const uint64_t now = monotonic_ns();

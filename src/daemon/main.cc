@@ -125,9 +125,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     psgate::ControlServer::Options options;
     options.socket_path = config.control.socket;
     options.report_ns = config.stats_interval_ns;
-    // Cluster mode: the store's changes are applied on the tick; 10 ms keeps
-    // the time from a write in the store to its application well inside 100 ms.
-    if (cluster) options.tick_ns = 10'000'000;
+    // Cluster mode: the store's changes are applied as soon as they are read
+    // (the link's wake descriptor); the tick reports this gateway to the store.
+    if (cluster) options.wake_fd = cluster->wake_fd();
     options.report = [&] {
       const auto now = Clock::now();
       psgate::Totals cur = cp.totals_locked(false);
