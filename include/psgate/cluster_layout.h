@@ -141,11 +141,19 @@ class StoreMirror {
     std::string problem;
   };
   ParsedJob parse_job(const std::string& key, const StoreEntry& e) const;
+  // Registrations are parsed once too: each gateway rewrites its own every
+  // second, and a view must not parse every other one again each time.
+  struct ParsedGateway {
+    std::optional<GatewayInfo> gateway;
+    std::string problem;
+  };
+  ParsedGateway parse_gateway_entry(const std::string& key, const StoreEntry& e) const;
 
   ClusterKeys keys_;
   unsigned class_count_;
   std::map<std::string, StoreEntry> entries_;
-  std::map<std::string, ParsedJob> jobs_;  // by key: every P/jobs/... entry, parsed
+  std::map<std::string, ParsedJob> jobs_;          // by key: every P/jobs/... entry, parsed
+  std::map<std::string, ParsedGateway> gateways_;  // by key: every P/gateways/... entry, parsed
   int64_t revision_ = 0;
 };
 

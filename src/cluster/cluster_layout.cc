@@ -177,18 +177,32 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
 void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revision) {
   entries_.clear();
   jobs_.clear();
+  gateways_.clear();
   for (auto& [key, e] : entries) put(key, std::move(e));
   revision_ = revision;
 }
 
 void StoreMirror::put(const std::string& key, StoreEntry entry) {
   if (key.rfind(keys_.jobs(), 0) == 0) jobs_[key] = parse_job(key, entry);
+  if (key.rfind(keys_.gateways(), 0) == 0) gateways_[key] = parse_gateway_entry(key, entry);
   entries_[key] = std::move(entry);
 }
 
 void StoreMirror::erase(const std::string& key) {
   entries_.erase(key);
   jobs_.erase(key);
+  gateways_.erase(key);
+}
+
+StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& key, const StoreEntry& e) const {
+  auto g = parse_gateway(e.value);
+  if (!g) return {std::nullopt, g.error()};
+  // Gateways are listed by name: a document under another gateway's key
+  // would replace that gateway's entry (its telemetry, which the leader
+  // sums), so the name must be the key's, as for job ids.
+  if (g->name != key.substr(keys_.gateways().size()))
+    return {std::nullopt, "\"name\" is \"" + g->name + "\", not the key's"};
+  return {std::move(*g), ""};
 }
 
 StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const StoreEntry& e) const {
@@ -283,19 +297,9 @@ ClusterView StoreMirror::view() const {
         problem(key, std::string("not a ranks document: ") + ex.what());
       }
     } else if (key.rfind(keys_.gateways(), 0) == 0) {
-      auto g = parse_gateway(e.value);
-      if (!g) {
-        problem(key, g.error());
-        continue;
-      }
-      // Gateways are listed by name: a document under another gateway's
-      // key would replace that gateway's entry (its telemetry, which the
-      // leader sums), so the name must be the key's, as for job ids.
-      if (g->name != key.substr(keys_.gateways().size())) {
-        problem(key, "\"name\" is \"" + g->name + "\", not the key's");
-        continue;
-      }
-      v.gateways[g->name] = std::move(*g);
+      const ParsedGateway& g = gateways_.at(key);
+      if (g.gateway) v.gateways[g.gateway->name] = *g.gateway;
+      else problem(key, g.problem);
     } else if (key == keys_.leader()) {
       json doc = json::parse(e.value, nullptr, false);
       if (!schema_ok(doc) || !doc.contains("name") || !doc["name"].is_string()) {

@@ -32,6 +32,7 @@ constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
 // following a store that no longer moves.
 constexpr uint64_t kProgressEveryNs = 1000 * kMs;
 constexpr uint64_t kWatchSilenceNs = 3000 * kMs;
+constexpr uint64_t kStallNs = 500 * kMs;  // a session round this late: this process did not run
 constexpr uint64_t kRegisterEveryNs = 1000 * kMs;
 constexpr uint64_t kSessionTickNs = 20 * kMs;
 // Step down this long before the lease can have expired: a successor may
@@ -526,9 +527,17 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
 void EtcdLink::session_loop() {
   size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
   uint64_t backoff = kMinBackoffNs;
-  uint64_t last_keepalive = 0, last_register = 0, last_progress = 0;
+  uint64_t last_keepalive = 0, last_register = 0, last_progress = 0, last_round = now_ns();
   while (!stop_) {
     const uint64_t now = now_ns();
+    // This thread did not run for a while (the process was frozen or starved
+    // of CPU): that time is not the watch's silence, or every stall would
+    // cost a reconnect and a full read.
+    if (const uint64_t stall = elapsed(last_round, now); stall > kStallNs) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      last_watch_message_ns_ = std::min(now, last_watch_message_ns_ + stall);
+    }
+    last_round = now;
     bool ok = true;
     int64_t lease;
     {
