@@ -39,13 +39,16 @@ uint64_t unsigned_at(const json& list, size_t i, uint64_t max) {
 // A document's body as the control command's request: "schema" checked and
 // dropped, "cmd" added, then the command's own parser (so the store accepts
 // exactly what the socket does).
-Result<ControlRequest> parse_as_command(std::string_view text, const char* cmd, unsigned class_count) {
-  json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) return Result<ControlRequest>::failure("not a JSON object");
+Result<ControlRequest> parse_as_command(json doc, const char* cmd, unsigned class_count) {
+  if (!doc.is_object()) return Result<ControlRequest>::failure("not a JSON object");
   if (!schema_ok(doc)) return Result<ControlRequest>::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   doc.erase("schema");
   doc["cmd"] = cmd;
   return parse_control_request(doc, class_count);
+}
+
+Result<ControlRequest> parse_text_as_command(std::string_view text, const char* cmd, unsigned class_count) {
+  return parse_as_command(json::parse(text, nullptr, false), cmd, class_count);
 }
 
 std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
@@ -208,7 +211,7 @@ StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& k
 StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const StoreEntry& e) const {
   auto id = id_after(key, keys_.jobs());
   if (!id) return {std::nullopt, "not a job key (P/jobs/<id>, id 1..4294967295)"};
-  auto req = parse_as_command(e.value, "jobs.add", class_count_);
+  auto req = parse_text_as_command(e.value, "jobs.add", class_count_);
   if (!req) return {std::nullopt, req.error()};
   const auto& add = std::get<JobsAddRequest>(*req);
   if (add.id != *id)
@@ -240,10 +243,10 @@ ClusterView StoreMirror::view() const {
       else problem(key, parsed.problem);
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
+      // The job is the key's; the document holds the rest of progress's arguments.
       json doc = json::parse(e.value, nullptr, false);
       if (doc.is_object()) doc["job"] = *pid;
-      auto req = doc.is_object() ? parse_as_command(doc.dump(), "progress", class_count)
-                                 : Result<ControlRequest>::failure("not a JSON object");
+      auto req = parse_as_command(std::move(doc), "progress", class_count);
       if (!req) {
         problem(key, req.error());
         continue;
@@ -269,7 +272,7 @@ ClusterView StoreMirror::view() const {
       v.order_revision = e.mod_revision;
     } else if (key == keys_.policy()) {
       applied(e);
-      auto req = parse_as_command(e.value, "policy", class_count);
+      auto req = parse_text_as_command(e.value, "policy", class_count);
       const PolicyRequest* p = req ? std::get_if<PolicyRequest>(&*req) : nullptr;
       if (!p || !p->kind) {
         problem(key, req ? "no policy \"name\"" : req.error());

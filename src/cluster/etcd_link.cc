@@ -61,6 +61,21 @@ void set_deadline(grpc::ClientContext& ctx, uint64_t ns) {
 // call instead of answering from a store that no longer moves.
 void require_leader(grpc::ClientContext& ctx) { ctx.AddMetadata("hasleader", "true"); }
 
+// Every unary call to the store: bounded, and refused by a leaderless member.
+void prepare_call(grpc::ClientContext& ctx, uint64_t deadline_ns) {
+  set_deadline(ctx, deadline_ns);
+  require_leader(ctx);
+}
+
+// A transaction's condition: `key` was created at `revision` (0: it does not exist).
+void compare_created(pb::TxnRequest& txn, const std::string& key, int64_t revision) {
+  auto* cmp = txn.add_compare();
+  cmp->set_key(key);
+  cmp->set_target(pb::Compare::CREATE);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_create_revision(revision);
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -262,8 +277,7 @@ void EtcdLink::follow_loop() {
     {
       auto kv = pb::KV::NewStub(ch);
       grpc::ClientContext ctx;
-      set_deadline(ctx, kReadDeadlineNs);
-      require_leader(ctx);
+      prepare_call(ctx, kReadDeadlineNs);
       pb::RangeRequest req;
       req.set_key(start);
       req.set_range_end(end);
@@ -378,8 +392,7 @@ void EtcdLink::follow_loop() {
 bool EtcdLink::grant_lease(size_t ep) {
   auto lease = pb::Lease::NewStub(channel(ep));
   grpc::ClientContext ctx;
-  set_deadline(ctx, kCallDeadlineNs);
-  require_leader(ctx);
+  prepare_call(ctx, kCallDeadlineNs);
   pb::LeaseGrantRequest req;
   req.set_ttl(static_cast<int64_t>(spec_.lease_ttl_ns / 1'000'000'000));
   pb::LeaseGrantResponse resp;
@@ -398,8 +411,7 @@ bool EtcdLink::keep_alive(size_t ep) {
   }
   auto lease = pb::Lease::NewStub(channel(ep));
   grpc::ClientContext ctx;
-  set_deadline(ctx, kCallDeadlineNs);
-  require_leader(ctx);
+  prepare_call(ctx, kCallDeadlineNs);
   auto stream = lease->LeaseKeepAlive(&ctx);
   pb::LeaseKeepAliveRequest req;
   req.set_id(id);
@@ -431,8 +443,7 @@ bool EtcdLink::put_registration(size_t ep) {
   }
   auto kv = pb::KV::NewStub(channel(ep));
   grpc::ClientContext ctx;
-  set_deadline(ctx, kCallDeadlineNs);
-  require_leader(ctx);
+  prepare_call(ctx, kCallDeadlineNs);
   pb::PutResponse resp;
   return kv->Put(&ctx, req, &resp).ok();
 }
@@ -469,18 +480,13 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   if (!leader) {
     if (!view->leader.empty()) return;
     pb::TxnRequest txn;
-    auto* cmp = txn.add_compare();
-    cmp->set_key(keys_.leader());
-    cmp->set_target(pb::Compare::CREATE);
-    cmp->set_result(pb::Compare::EQUAL);
-    cmp->set_create_revision(0);
+    compare_created(txn, keys_.leader(), 0);
     auto* put = txn.add_success()->mutable_request_put();
     put->set_key(keys_.leader());
     put->set_value(leader_document(spec_.name));
     put->set_lease(lease);
     grpc::ClientContext ctx;
-    set_deadline(ctx, kCallDeadlineNs);
-    require_leader(ctx);
+    prepare_call(ctx, kCallDeadlineNs);
     pb::TxnResponse resp;
     if (!kv->Txn(&ctx, txn, &resp).ok() || !resp.succeeded()) return;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -504,17 +510,12 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   leader_policy_state_ = trial;
   if (view->ranks && *view->ranks == ranks && view->ranks_policy == policy_name(policy.kind)) return;
   pb::TxnRequest txn;
-  auto* cmp = txn.add_compare();
-  cmp->set_key(keys_.leader());
-  cmp->set_target(pb::Compare::CREATE);
-  cmp->set_result(pb::Compare::EQUAL);
-  cmp->set_create_revision(fence);
+  compare_created(txn, keys_.leader(), fence);
   auto* put = txn.add_success()->mutable_request_put();
   put->set_key(keys_.ranks());
   put->set_value(ranks_document(ranks, policy_name(policy.kind), trial.rotation, spec_.name));
   grpc::ClientContext ctx;
-  set_deadline(ctx, kCallDeadlineNs);
-  require_leader(ctx);
+  prepare_call(ctx, kCallDeadlineNs);
   pb::TxnResponse resp;
   if (!kv->Txn(&ctx, txn, &resp).ok()) return;
   if (!resp.succeeded()) {
@@ -601,13 +602,7 @@ void EtcdLink::session_loop() {
 Result<int64_t> EtcdLink::write(const StoreWrite& w) {
   using R = Result<int64_t>;
   pb::TxnRequest txn;
-  for (const std::string& key : w.absent) {
-    auto* cmp = txn.add_compare();
-    cmp->set_key(key);
-    cmp->set_target(pb::Compare::CREATE);
-    cmp->set_result(pb::Compare::EQUAL);
-    cmp->set_create_revision(0);
-  }
+  for (const std::string& key : w.absent) compare_created(txn, key, 0);
   for (const auto& [key, rev] : w.unchanged_since) {
     auto* cmp = txn.add_compare();
     cmp->set_key(key);
@@ -629,8 +624,7 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
     const size_t ep = (first + i) % endpoints_.size();
     auto kv = pb::KV::NewStub(channel(ep));
     grpc::ClientContext ctx;
-    set_deadline(ctx, kCallDeadlineNs);
-    require_leader(ctx);
+    prepare_call(ctx, kCallDeadlineNs);
     pb::TxnResponse resp;
     const grpc::Status s = kv->Txn(&ctx, txn, &resp);
     if (!s.ok()) {
