@@ -61,6 +61,9 @@ struct ControlState {
   // Cluster mode with a non-static policy: the ranks the cluster's policy
   // leader computed (by job id), in force instead of a local evaluation.
   std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks;
+  // The config file as last read, at start or by `reload`, which applies what
+  // changed in the file since (config/reload.h). Never null.
+  std::shared_ptr<const ConfigSpec> config_file;
 };
 
 class ControlPlane {
@@ -145,6 +148,7 @@ class ControlPlane {
   Result<Outcome> apply(const StatsRequest&) const;
   Result<Outcome> apply(const ConfigRequest&) const;
   Result<Outcome> apply(const ClusterRequest&) const;
+  Result<Outcome> apply(const ReloadRequest&) const;
 
   // Cluster mode. A change a handler proposed, written to the store; the
   // reply once this gateway has applied it (or says it has not yet).

@@ -117,11 +117,12 @@ struct PolicyRequest {
 struct StatsRequest {};
 struct ConfigRequest {};
 struct ClusterRequest {};
+struct ReloadRequest {};
 
 // One alternative per command, in control_commands()'s order.
 using ControlRequest = std::variant<HealthRequest, JobsListRequest, JobsAddRequest, JobsLoadRequest, JobsRemoveRequest,
                                     OrderRequest, RankRequest, ClassSetRequest, ShaperSetRequest, ProgressRequest,
-                                    PolicyRequest, StatsRequest, ConfigRequest, ClusterRequest>;
+                                    PolicyRequest, StatsRequest, ConfigRequest, ClusterRequest, ReloadRequest>;
 
 // One request line (without or with its '\n') -> a typed request; malformed
 // JSON is an error like any other. This is the control server's only way from

@@ -17,6 +17,6 @@ using nlohmann::json;
 using Parser = Parsed(const json& request, unsigned class_count);
 // One per command, declared through the alias so the signature is written once.
 Parser health, jobs_list, jobs_add, jobs_load, jobs_remove, order, rank, class_set, shaper_set, progress, policy, stats,
-    config, cluster;
+    config, cluster, reload;
 
 }  // namespace psgate::parsers

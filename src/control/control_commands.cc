@@ -100,7 +100,7 @@ constexpr ArgSpec kPolicyArgs[] = {
 };
 
 // In the protocol document's order, which is also ControlRequest's.
-constexpr std::array<CommandSpec, 14> kCommands{{
+constexpr std::array<CommandSpec, 15> kCommands{{
     {"health", "health", "Show the daemon's status, version, uptime, links and policy", {}, parsers::health},
     {"jobs.list", "jobs list", "List jobs in rank order with rules, classes and progress", {}, parsers::jobs_list},
     {"jobs.add", "jobs add", "Add a job that owns the traffic its match rules select", kJobsAddArgs, parsers::jobs_add},
@@ -138,6 +138,11 @@ constexpr std::array<CommandSpec, 14> kCommands{{
      "Cluster mode: the gateways registered, the policy leader, each gateway's applied store revision and lag",
      {},
      parsers::cluster},
+    {"reload",
+     "reload",
+     "Read the config file again: apply changed class, shaper, policy and log settings; name what needs a restart",
+     {},
+     parsers::reload},
 }};
 
 static_assert(kCommands.size() == std::variant_size_v<ControlRequest>,

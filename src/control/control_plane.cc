@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/compile.h"
+#include "config/reload.h"
 #include "control/state_file.h"
 #include "psgate/snapshot.h"
 #include "psgate/stats_json.h"
@@ -93,6 +94,7 @@ ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, Contr
       }),
       build_snapshot_(compile_snapshot),
       baselines_(config.max_jobs) {
+  state_.config_file = std::make_shared<const ConfigSpec>(config);
   started_ns_ = monotonic_ns();
 }
 
@@ -104,13 +106,13 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   if (!*saved) {
     auto jobs = JobRegistry::from_config(config);
     if (!jobs) return R::failure(config.source + ": " + jobs.error());
-    return std::unique_ptr<ControlPlane>(
-        new ControlPlane(dataplane, config, ControlState{std::move(*jobs), config.policy, {}, compile_ports(config)}));
+    return std::unique_ptr<ControlPlane>(new ControlPlane(
+        dataplane, config, ControlState{std::move(*jobs), config.policy, {}, compile_ports(config), {}, {}}));
   }
   SavedState& s = **saved;
   const bool had_live = s.live.has_value();
   if (auto valid = check_saved_state(s, config); !valid) return R::failure(valid.error());
-  ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config)};
+  ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
@@ -330,10 +332,12 @@ json ControlPlane::handle_line(std::string_view line) {
     r = std::move(*read);
   } else {
     Candidate& change = std::get<Candidate>(*outcome);
-    // Class and shaper settings are this gateway's own; in cluster mode every
+    // Class and shaper settings (and a reload, which changes only those in
+    // cluster mode) are this gateway's own; in cluster mode every
     // other change goes to the store, and is applied from there.
-    const bool local =
-        std::holds_alternative<ClassSetRequest>(*parsed) || std::holds_alternative<ShaperSetRequest>(*parsed);
+    const bool local = std::holds_alternative<ClassSetRequest>(*parsed) ||
+                       std::holds_alternative<ShaperSetRequest>(*parsed) ||
+                       std::holds_alternative<ReloadRequest>(*parsed);
     if (cluster_ && !local) r = forward_to_cluster(change);
     else if (auto ok = commit(std::move(change.next), monotonic_ns()); !ok) r = fail(ok.error());
     else r = change.reply(*this);
@@ -767,6 +771,67 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClusterRequest&) const {
   }
   out["gateways"] = std::move(gateways);
   return Outcome{std::move(out)};
+}
+
+// `reload` (systemctl reload): the config file read again. The settings the
+// socket can change are applied where the file changed them since it was
+// last read; everything else that differs is named as needing a restart. A
+// file that does not load changes nothing, and the reply says why.
+Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
+  auto file = load_config_file(config_.source);
+  if (!file) return Result<Outcome>::failure(file.error() + " (nothing reloaded)");
+  const ReloadPlan plan = plan_reload(config_, *state_.config_file, *file);
+  auto now = std::make_shared<const ConfigSpec>(std::move(*file));
+  json applied = json::array(), not_applied = json::array();
+  ControlState next = state_;
+  next.config_file = now;
+  if (!plan.classes.empty() || !plan.shapers.empty()) {
+    const auto compiled = compile_ports(*now);
+    for (const auto& [port, cls] : plan.classes) {
+      next.live[port].classes[cls] = compiled[port].classes[cls];
+      applied.push_back("classes." + std::to_string(cls) + "." + kPortNames[port]);
+    }
+    for (unsigned port : plan.shapers) {
+      next.live[port].shaper_bytes_per_sec = compiled[port].shaper_bytes_per_sec;
+      next.live[port].shaper_burst_bytes = compiled[port].shaper_burst_bytes;
+      applied.push_back(std::string("shaper.") + kPortNames[port]);
+    }
+  }
+  if (plan.policy) {
+    if (cluster_) {
+      not_applied.push_back({{"key", "policy"},
+                             {"why",
+                              "cluster mode: the policy is the cluster's; `psgatectl policy` writes it to the "
+                              "store"}});
+    } else {
+      next.policy = now->policy;
+      next.policy_state = PolicyState{};
+      applied.push_back("policy");
+    }
+  }
+  if (plan.jobs)
+    not_applied.push_back({{"key", "jobs"},
+                           {"why",
+                            "[[jobs]] seed the job table only at a start without a state file; change jobs "
+                            "with `psgatectl jobs` (or `jobs load`)"}});
+  // The log level: no command changes it, so the file's is the one to have.
+  const auto level = spdlog::level::from_str(now->log_level);
+  const bool log_changed = spdlog::get_level() != level;
+  if (log_changed) applied.push_back("log.level");
+  json reply{{"file", config_.source},
+             {"applied", applied},
+             {"restart_needed", plan.restart_needed},
+             {"not_applied", not_applied}};
+  // Nothing the state holds changed: a read (nothing compiled or written).
+  // The log level is a process setting outside the state; set it here.
+  if (applied.empty() || (applied.size() == 1 && log_changed)) {
+    if (log_changed) spdlog::set_level(level);
+    return Outcome{std::move(reply)};
+  }
+  return Outcome{Candidate{std::move(next), [reply, level, log_changed](const ControlPlane&) {
+                             if (log_changed) spdlog::set_level(level);
+                             return reply;
+                           }}};
 }
 
 }  // namespace psgate

@@ -94,6 +94,7 @@ Parsed stats(const json&, unsigned) { return ControlRequest{StatsRequest{}}; }
 Parsed config(const json&, unsigned) { return ControlRequest{ConfigRequest{}}; }
 
 Parsed cluster(const json&, unsigned) { return ControlRequest{ClusterRequest{}}; }
+Parsed reload(const json&, unsigned) { return ControlRequest{ReloadRequest{}}; }
 
 Parsed jobs_add(const json& req, unsigned) {
   JobsAddRequest out;

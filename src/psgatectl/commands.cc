@@ -53,7 +53,7 @@ constexpr KindOf kKinds[] = {
     {"jobs.load", Kind::kJobsLoad}, {"jobs.remove", Kind::kJobsRemove}, {"order", Kind::kOrder},
     {"rank", Kind::kRank},          {"class.set", Kind::kClassSet},     {"shaper.set", Kind::kShaperSet},
     {"progress", Kind::kProgress},  {"policy", Kind::kPolicySet},       {"stats", Kind::kStats},
-    {"config", Kind::kConfig},      {"cluster", Kind::kCluster},
+    {"config", Kind::kConfig},      {"cluster", Kind::kCluster},        {"reload", Kind::kReload},
 };
 
 // Commands of two words ("jobs add") sit under a group; what the group says.

@@ -49,6 +49,7 @@ enum class Kind {
   kConfig,
   kConfigToml,  // config --toml
   kCluster,
+  kReload,
 };
 
 struct Invocation {

@@ -358,6 +358,23 @@ std::string format_stats(const ojson& result) {
   return out;
 }
 
+std::string format_reload(const ojson& result) {
+  auto list = [](const ojson& a) {
+    std::string out;
+    if (a.is_array())
+      for (const ojson& k : a) out += (out.empty() ? "" : ", ") + value_text(k);
+    return out;
+  };
+  std::string out = "reloaded " + value_text(get(result, "file")) + "\n";
+  const std::string applied = list(get(result, "applied"));
+  out += "applied: " + (applied.empty() ? std::string("nothing changed that can be applied in place") : applied) + "\n";
+  if (const std::string r = list(get(result, "restart_needed")); !r.empty()) out += "needs a restart: " + r + "\n";
+  if (const ojson& n = get(result, "not_applied"); n.is_array())
+    for (const ojson& e : n)
+      out += "not applied: " + value_text(get(e, "key")) + ": " + value_text(get(e, "why")) + "\n";
+  return out;
+}
+
 std::string format_config(const ojson& result) {
   std::vector<std::pair<std::string, std::string>> kv;
   flatten(result, "", kv);
@@ -538,6 +555,8 @@ std::string format_result(Kind kind, const nlohmann::json& request, const ojson&
       return format_policy(result);
     case Kind::kCluster:
       return format_cluster(result);
+    case Kind::kReload:
+      return format_reload(result);
     default:
       return format_confirmation(kind, request, result);
   }

@@ -55,6 +55,7 @@ std::string format_config(const ojson& result);  // flattened "a.b.c = value" li
 psgate::Result<std::string> format_config_toml(const ojson& result);
 std::string format_policy(const ojson& result);   // {"policy": {...}}
 std::string format_cluster(const ojson& result);  // the cluster command's reply
+std::string format_reload(const ojson& result);   // what a reload applied and left
 
 // Write commands: one line (with '\n') built from the request and its result.
 std::string format_confirmation(Kind kind, const nlohmann::json& request, const ojson& result);

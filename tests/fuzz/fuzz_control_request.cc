@@ -54,6 +54,7 @@ struct Checker {
   void operator()(const StatsRequest&) const {}
   void operator()(const ConfigRequest&) const {}
   void operator()(const ClusterRequest&) const {}
+  void operator()(const ReloadRequest&) const {}
   void operator()(const JobsRemoveRequest&) const {}
   void operator()(const RankRequest&) const {}
 

@@ -173,6 +173,62 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
   EXPECT_EQ(ctl({"health"}).status, 3);
 }
 
+// `reload` (systemctl reload): what changed in the file since it was last
+// read is applied where the running gateway can change it; a reload of an
+// unchanged file undoes no socket change; the rest is named as needing a
+// restart; a broken file changes nothing.
+TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) {
+  const std::string base = control_config(fx);
+  json r = ctl_json({"reload"});
+  EXPECT_EQ(r["applied"], json::array());
+  EXPECT_EQ(r["restart_needed"], json::array());
+
+  // A socket change survives a reload of the unchanged file.
+  ASSERT_EQ(ctl({"class", "wire", "2", "--cap", "300Mbit/s"}).status, 0);
+  ctl_json({"reload"});
+  EXPECT_EQ(ctl_json({"config"})["classes"]["2"]["wire"]["cap"], "300Mbit/s");
+
+  // Changed in the file: a class, a shaper, the policy, the log level, the
+  // jobs (not reloaded), the data lcores and a class depth (restart).
+  const std::string edited =
+      base +
+      "[classes.4]\ncap = \"200Mbit/s\"\ndepth = 512\n[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"128KiB\"\n"
+      "[policy]\nname = \"fifo\"\n[log]\nlevel = \"warn\"\n"
+      "[[jobs]]\nid = 9\nmatch = [\"dport=9999,proto=udp\"]\n";
+  std::string with_lcores = edited;
+  with_lcores.replace(with_lcores.find("data = [1]"), 10, "data = [0]");
+  fx.write_file("psgate.toml", with_lcores);
+  r = ctl_json({"reload"});
+  const json applied = r["applied"];
+  for (const char* key : {"classes.4.wire", "classes.4.host", "shaper.host", "policy", "log.level"})
+    EXPECT_NE(std::find(applied.begin(), applied.end(), key), applied.end()) << key << " in " << r.dump();
+  EXPECT_EQ(std::find(applied.begin(), applied.end(), "classes.2.wire"), applied.end()) << r.dump();
+  EXPECT_EQ(r["restart_needed"], json({"lcores.data", "classes.4.depth"})) << r.dump();
+  ASSERT_EQ(r["not_applied"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["not_applied"][0]["key"], "jobs");
+
+  const json config = ctl_json({"config"});
+  EXPECT_EQ(config["classes"]["4"]["cap"], "200Mbit/s") << config.dump();
+  EXPECT_EQ(config["classes"]["2"]["wire"]["cap"], "300Mbit/s");
+  EXPECT_EQ(config["shaper"]["host"]["rate"], "1Gbit/s");
+  EXPECT_EQ(config["shaper"]["host"]["burst"], "128KiB");
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "fifo");
+  EXPECT_EQ(ctl_json({"jobs", "list"})["jobs"].size(), 2u);
+  // The text form says the same.
+  const CtlResult text = ctl({"reload"});
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.out.find("needs a restart: lcores.data, classes.4.depth"), std::string::npos) << text.out;
+
+  // A file that does not load: refused with the reason, nothing changed.
+  fx.write_file("psgate.toml", base + "[classes.4]\ncap = \"fast\"\n");
+  const CtlResult bad = ctl({"reload"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("classes.4.cap"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("nothing reloaded"), std::string::npos) << bad.err;
+  EXPECT_EQ(ctl_json({"config"})["classes"]["4"]["cap"], "200Mbit/s");
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "fifo");
+}
+
 TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};

@@ -455,7 +455,7 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
 TEST(ControlRequest, RegistryMatchesTheProtocol) {
   const std::vector<std::string> protocol = {"health", "jobs.list", "jobs.add",  "jobs.load",  "jobs.remove",
                                              "order",  "rank",      "class.set", "shaper.set", "progress",
-                                             "policy", "stats",     "config",    "cluster"};
+                                             "policy", "stats",     "config",    "cluster",    "reload"};
   std::vector<std::string> names;
   for (const CommandSpec& c : control_commands()) {
     names.push_back(c.name);

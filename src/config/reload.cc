@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "config/reload.h"
+
+#include <algorithm>
+
+#include "psgate/counters.h"  // kPortCount
+
+namespace psgate {
+namespace {
+
+// A class as `class` changes it: everything but its depth (the depth sizes
+// the scheduler's rings, allocated at start).
+bool same_live_class(const ClassSpec& a, const ClassSpec& b) {
+  return a.cap == b.cap && a.floor == b.floor && a.ecn_threshold == b.ecn_threshold && a.dscp == b.dscp;
+}
+
+bool same_policy(const PolicyParams& a, const PolicyParams& b) {
+  return a.kind == b.kind && a.interval_ns == b.interval_ns && a.rotate_on == b.rotate_on;
+}
+
+void compare_port(const char* name, const PortSpec& was, const PortSpec& now, std::vector<std::string>& restart) {
+  const std::string p = std::string("ports.") + name + ".";
+  if (was.device != now.device) restart.push_back(p + "device");
+  if (was.rx_desc != now.rx_desc) restart.push_back(p + "rx_desc");
+  if (was.tx_desc != now.tx_desc) restart.push_back(p + "tx_desc");
+  if (was.mtu != now.mtu) restart.push_back(p + "mtu");
+  const std::string s = std::string("shaper.") + name + ".";
+  if (was.overhead_bytes != now.overhead_bytes) restart.push_back(s + "overhead");
+  if (was.headroom_permille != now.headroom_permille || was.headroom_bytes != now.headroom_bytes)
+    restart.push_back(s + "headroom");
+}
+
+}  // namespace
+
+ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, const ConfigSpec& now) {
+  ReloadPlan plan;
+  std::vector<std::string>& restart = plan.restart_needed;
+  auto differs = [&](bool changed, const char* key) {
+    if (changed) restart.emplace_back(key);
+  };
+  differs(running.eal_args != now.eal_args, "eal.args");
+  compare_port("wire", running.wire, now.wire, restart);
+  compare_port("host", running.host, now.host, restart);
+  differs(running.main_lcore != now.main_lcore, "lcores.main");
+  differs(running.data_lcores != now.data_lcores, "lcores.data");
+  differs(running.class_count != now.class_count, "classes.count");
+  differs(running.default_class != now.default_class, "classes.default");
+  differs(running.burst != now.burst, "dataplane.burst");
+  differs(running.ring_size != now.ring_size, "dataplane.ring_size");
+  differs(running.mbufs != now.mbufs, "dataplane.mbufs");
+  differs(running.flow_cache_entries != now.flow_cache_entries, "dataplane.flow_cache");
+  differs(running.max_jobs != now.max_jobs, "dataplane.max_jobs");
+  differs(running.drain_timeout_ns != now.drain_timeout_ns, "dataplane.drain_timeout");
+  differs(running.stats_interval_ns != now.stats_interval_ns, "stats.interval");
+  differs(running.control.socket != now.control.socket, "control.socket");
+  differs(running.control.state != now.control.state, "control.state");
+  differs(running.cluster != now.cluster, "cluster");
+
+  // Classes: only with the same count can they be compared one by one.
+  if (running.class_count == now.class_count && last_read.class_count == now.class_count) {
+    for (unsigned port = 0; port < kPortCount; ++port) {
+      const auto& run = port_classes(running, port);
+      const auto& was = port_classes(last_read, port);
+      const auto& is = port_classes(now, port);
+      for (unsigned c = 0; c < now.class_count; ++c) {
+        if (run[c].depth != is[c].depth) {
+          const std::string key = "classes." + std::to_string(c) + ".depth";
+          if (std::find(restart.begin(), restart.end(), key) == restart.end()) restart.push_back(key);
+        }
+        if (!same_live_class(was[c], is[c])) plan.classes.emplace_back(port, c);
+      }
+    }
+  }
+  if (last_read.wire.shaper != now.wire.shaper) plan.shapers.push_back(0);
+  if (last_read.host.shaper != now.host.shaper) plan.shapers.push_back(1);
+  plan.policy = !same_policy(last_read.policy, now.policy);
+  plan.jobs = last_read.jobs != now.jobs;
+  return plan;
+}
+
+}  // namespace psgate

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// `psgatectl reload` (systemctl reload psgate): the configuration file read
+// again, compared with what is running. What the running gateway can change
+// in place (the settings `class`, `shaper` and `policy` change) is applied
+// where the file changed it since it was last read, so a reload of an
+// unchanged file undoes no change made on the socket. The log level (no
+// command changes it) is set to the file's. Every other difference needs a
+// restart and is named by its key.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "psgate/config.h"
+
+namespace psgate {
+
+struct ReloadPlan {
+  // [classes.N] / [classes.N.<port>] rates and actions that changed in the
+  // file, as (port, class), and [shaper.<port>] rate and burst, by port.
+  std::vector<std::pair<unsigned, unsigned>> classes;
+  std::vector<unsigned> shapers;
+  bool policy = false;  // [policy] changed in the file
+  // Keys whose new value takes effect only at the next start, e.g.
+  // "lcores.data", "ports.wire.mtu", "classes.3.depth".
+  std::vector<std::string> restart_needed;
+  // [[jobs]] changed: jobs are not reloaded (the job table is the state
+  // file's and the socket's; [[jobs]] seed it at a start without one).
+  bool jobs = false;
+  bool changes_nothing() const {
+    return classes.empty() && shapers.empty() && !policy && restart_needed.empty() && !jobs;
+  }
+};
+
+// `running`: the configuration the gateway started with (what needs a restart
+// is compared with it). `last_read`: the file as it was last read (at start or
+// by the previous reload). `now`: the file as it is.
+ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, const ConfigSpec& now);
+
+}  // namespace psgate
