@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "control/state_file.h"
+#include "daemon/service_notify.h"
 #include "dataplane/eal_args.h"
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
@@ -153,6 +154,10 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, {}", PSGATE_VERSION, cp.job_count(),
                  config.class_count, config.control.socket, dp.describe_lcores());
     dp.start();
+    // Ports forward and the control socket listens: a Type=notify unit's
+    // `systemctl start` returns now, and psgatectl can connect.
+    psgate::service::notify_ready(
+        fmt::format("forwarding; {} jobs; control socket {}", cp.job_count(), config.control.socket));
 
     const bool bounded = duration_s > 0;
     const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
@@ -160,10 +165,12 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
         spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        psgate::service::notify_stopping("draining queues");
         break;
       }
       if (bounded && Clock::now() >= end) {
         spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
+        psgate::service::notify_stopping("draining queues");
         break;
       }
     }

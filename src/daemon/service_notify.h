@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// systemd's notify protocol (sd_notify(3)) for the Type=notify unit
+// (debian/psgate.service): READY=1 once the ports forward and the control
+// socket listens, so `systemctl start` returns when psgatectl can connect;
+// STOPPING=1 when the gateway drains; STATUS= for `systemctl status`. A
+// process not started by systemd (no NOTIFY_SOCKET) sends nothing. Built
+// without libsystemd (meson -Dsystemd=disabled), every call does nothing.
+#pragma once
+
+#include <string>
+
+namespace psgate::service {
+
+void notify_ready(const std::string& status);
+void notify_stopping(const std::string& status);
+// True when this build speaks the protocol (for --version's feature list).
+bool notify_supported();
+
+}  // namespace psgate::service
