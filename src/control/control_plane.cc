@@ -16,7 +16,7 @@
 #include "config/compile.h"
 #include "control/state_file.h"
 #include "psgate/snapshot.h"
-#include "psgate/stats_json.h"
+#include "stats/stats_json.h"
 
 namespace psgate {
 

@@ -17,17 +17,17 @@
 #include <cstdio>
 #include <cstring>
 
+#include "control/control_server.h"
 #include "control/state_file.h"
 #include "dataplane/eal_args.h"
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
-#include "psgate/control_server.h"
 #include "psgate/dataplane.h"
 #include "psgate/lcore_check.h"
 #include "psgate/signals.h"
-#include "psgate/stats_json.h"
-#include "psgate/stats_report.h"
-#include "psgate/telemetry.h"
+#include "stats/stats_json.h"
+#include "stats/stats_report.h"
+#include "stats/telemetry.h"
 
 #include <fstream>
 
