@@ -125,6 +125,8 @@ class PortSchedulerBase {
 
  private:
   void update_reserves();
+  void set_class_bucket(unsigned cls, TokenBucket Class::*bucket, uint64_t& mask, uint64_t bytes_per_sec,
+                        uint64_t burst_bytes, uint64_t now);
   static TokenBucket rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec, uint64_t burst_bytes,
                              uint64_t tick_hz, uint64_t now);
 };

@@ -17,7 +17,7 @@
 #include "config/reload.h"
 #include "control/state_file.h"
 #include "psgate/snapshot.h"
-#include "psgate/stats_json.h"
+#include "stats/stats_json.h"
 
 namespace psgate {
 

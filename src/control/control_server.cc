@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Control socket server (control thread).
-#include "psgate/control_server.h"
+#include "control/control_server.h"
 
 #include <errno.h>
 #include <fcntl.h>

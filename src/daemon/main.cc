@@ -17,18 +17,18 @@
 #include <cstdio>
 #include <cstring>
 
+#include "control/control_server.h"
 #include "control/state_file.h"
 #include "daemon/service_notify.h"
 #include "dataplane/eal_args.h"
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
-#include "psgate/control_server.h"
 #include "psgate/dataplane.h"
 #include "psgate/lcore_check.h"
 #include "psgate/signals.h"
-#include "psgate/stats_json.h"
-#include "psgate/stats_report.h"
-#include "psgate/telemetry.h"
+#include "stats/stats_json.h"
+#include "stats/stats_report.h"
+#include "stats/telemetry.h"
 
 #include <fstream>
 
@@ -82,6 +82,14 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return dataplane.error().rfind(config.source + ": ", 0) == 0 ? 2 : 1;
     }
     psgate::Dataplane& dp = **dataplane;
+    // A start-up step failed after the ports were made: say why, stop the
+    // ports before EAL goes, and exit with `code`.
+    auto give_up = [&](const std::string& why, int code) {
+      spdlog::error("{}", why);
+      dataplane->reset();
+      rte_eal_cleanup();
+      return code;
+    };
     // Cluster mode: connect before the control plane starts, so that it starts
     // from the store's view when the store answers, and from the state this
     // gateway applied last (its state file) when it does not (fail static).
@@ -101,21 +109,13 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     }
 #endif
     auto control = psgate::ControlPlane::create(dp, config);
-    if (!control.ok()) {
-      spdlog::error("{}", control.error());
-      dataplane->reset();
-      rte_eal_cleanup();
-      return 2;
-    }
+    if (!control.ok()) return give_up(control.error(), 2);
     psgate::ControlPlane& cp = **control;
     if (cluster) cp.follow_cluster(cluster.get(), *config.cluster);
     if (auto ok = cp.start(); !ok) {
-      spdlog::error("{}", ok.error());
-      dataplane->reset();
-      rte_eal_cleanup();
       // The first write of the state file failing is the state path's fault
       // (an operator's setting), like a config error.
-      return ok.error().rfind("state file ", 0) == 0 ? 2 : 1;
+      return give_up(ok.error(), ok.error().rfind("state file ", 0) == 0 ? 2 : 1);
     }
     psgate::register_telemetry(cp);
 
@@ -145,12 +145,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       prev_time = now;
     };
     auto server = psgate::ControlServer::start(cp, options);
-    if (!server.ok()) {
-      spdlog::error("{}", server.error());
-      dataplane->reset();
-      rte_eal_cleanup();
-      return 1;
-    }
+    if (!server.ok()) return give_up(server.error(), 1);
     spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, {}", PSGATE_VERSION, cp.job_count(),
                  config.class_count, config.control.socket, dp.describe_lcores());
     dp.start();

@@ -13,8 +13,8 @@
 
 #include "config/compile.h"
 #include "dataplane/dataplane_impl.h"
+#include "dataplane/ports.h"
 #include "psgate/packet_meta.h"
-#include "psgate/ports.h"
 #include "psgate/tsc_clock.h"
 
 namespace psgate {

@@ -24,12 +24,12 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
+#include "dataplane/port_link.h"
 #include "psgate/class_scheduler.h"
 #include "psgate/classifier.h"
 #include "psgate/counters.h"
 #include "psgate/flow_cache.h"
 #include "psgate/job_telemetry.h"
-#include "psgate/port_link.h"
 #include "psgate/snapshot.h"
 #include "psgate/token_bucket.h"
 

@@ -30,7 +30,7 @@
 #include <ctime>
 
 #include "dataplane/dataplane_impl.h"
-#include "psgate/ports.h"
+#include "dataplane/ports.h"
 
 namespace psgate {
 

@@ -34,7 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "psgate/port_link.h"
+#include "dataplane/port_link.h"
 
 extern "C" __attribute__((visibility("default"))) int munmap(void* addr, size_t length) noexcept {
   psgate::LinkShared* link = psgate::g_teardown_guard.load(std::memory_order_acquire);

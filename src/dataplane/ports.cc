@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Port start-up: everything a production NIC and a virtual device both need.
-#include "psgate/ports.h"
+#include "dataplane/ports.h"
 
 #include <linux/if_packet.h>
 #include <rte_ethdev.h>

@@ -70,28 +70,27 @@ void PortSchedulerBase::set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes,
   shaped_ = true;
 }
 
-void PortSchedulerBase::set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
+// A cap and a floor are the same kind of per-class bucket, told apart only by
+// which bucket and which mask bit they use.
+void PortSchedulerBase::set_class_bucket(unsigned cls, TokenBucket Class::*bucket, uint64_t& mask,
+                                         uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
   if (cls >= classes_.size()) return;
   const uint64_t bit = uint64_t{1} << cls;
   if (bytes_per_sec == 0) {
-    cap_mask_ &= ~bit;
+    mask &= ~bit;
     return;
   }
-  Class& k = classes_[cls];
-  k.cap = rebuild(k.cap, (cap_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
-  cap_mask_ |= bit;
+  TokenBucket& b = classes_[cls].*bucket;
+  b = rebuild(b, (mask & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
+  mask |= bit;
+}
+
+void PortSchedulerBase::set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
+  set_class_bucket(cls, &Class::cap, cap_mask_, bytes_per_sec, burst_bytes, now);
 }
 
 void PortSchedulerBase::set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
-  if (cls >= classes_.size()) return;
-  const uint64_t bit = uint64_t{1} << cls;
-  if (bytes_per_sec == 0) {
-    floor_mask_ &= ~bit;
-    return;
-  }
-  Class& k = classes_[cls];
-  k.floor = rebuild(k.floor, (floor_mask_ & bit) != 0, bytes_per_sec, burst_bytes, tick_hz_, now);
-  floor_mask_ |= bit;
+  set_class_bucket(cls, &Class::floor, floor_mask_, bytes_per_sec, burst_bytes, now);
 }
 
 }  // namespace psgate

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-#include "psgate/stats_json.h"
+#include "stats/stats_json.h"
 
 #include <ctime>
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Text reports of the counters (control path).
-#include "psgate/stats_report.h"
+#include "stats/stats_report.h"
 
-#include "psgate/stats_json.h"
+#include "stats/stats_json.h"
 
 #include <fmt/format.h>
 

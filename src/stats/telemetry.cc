@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // DPDK telemetry commands (run on DPDK's telemetry thread).
-#include "psgate/telemetry.h"
+#include "stats/telemetry.h"
 
 #include <rte_telemetry.h>
 
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "psgate/stats_json.h"
+#include "stats/stats_json.h"
 
 namespace psgate {
 

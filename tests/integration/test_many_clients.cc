@@ -41,7 +41,7 @@ constexpr int kReaders = 2;   // stats --watch-like readers
 constexpr auto kRun = std::chrono::seconds(5);
 constexpr int kTimeoutMs = 10000;    // per request; the test fails on any miss
 constexpr uint32_t kFirstJob = 100;  // client t owns job kFirstJob + t
-// include/psgate/control_server.h's limits (that header needs DPDK's).
+// src/control/control_server.h's limits (that header needs DPDK's).
 constexpr size_t kPauseReadingBytes = 256 * 1024;
 constexpr auto kStalledReader = std::chrono::seconds(5);
 

@@ -2,7 +2,7 @@
 """results.md, PNG plots and the target lines from a run-bench JSON.
 
 One module per section of results.md (its summary of the runs, its plot, its
-markdown); this one puts them together. run-bench and selftest.py use
+markdown); this one puts them together. run-bench and tests/bench/selftest.py use
 write() and targets_text(); selftest.py also checks the latency plot's
 helpers, re-exported here.
 """

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
 """Self-test of the report (no benchmark is run): builds results.md and the plots from
-  - fixtures/isolation-buckets.json: top-job latencies with psgate-gen's histogram buckets
+  - perf/bench/fixtures/isolation-buckets.json: top-job latencies with psgate-gen's histogram buckets
     (synthetic, written by fixtures/mkfixture.py): the latency plot must be a CDF;
   - the same without the buckets, as older psgate-gens wrote it: the points-only fallback;
   - every committed run JSON in perf/results/bench/: old field sets must not break the report.
 
-  perf/bench/selftest.py        (Debian's /usr/bin/python3; plots need matplotlib)
+  tests/bench/selftest.py       (Debian's /usr/bin/python3; plots need matplotlib)
 """
 import copy
 import glob
@@ -15,8 +15,9 @@ import os
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "perf", "bench")  # the report under test, and its fixtures
+sys.path.insert(0, BENCH)
 import report  # noqa: E402
 
 
@@ -31,7 +32,7 @@ def main():
             failed += 1
             print(f"FAIL {name} {detail}")
 
-    with open(os.path.join(HERE, "fixtures", "isolation-buckets.json")) as f:
+    with open(os.path.join(BENCH, "fixtures", "isolation-buckets.json")) as f:
         fixture = json.load(f)
     no_buckets = copy.deepcopy(fixture)
     for r in no_buckets["scenarios"]["isolation"]["runs"]:
@@ -54,7 +55,7 @@ def main():
         check("cdf monotonic", all(a <= b for a, b in zip(ys, ys[1:])) and all(a < b for a, b in zip(xs, xs[1:])))
         check("cdf p50 matches", any(x >= runs[0]["top"]["latency"]["p50_ns"] * 0.9 and y >= 0.5
                                      for x, y in zip(xs, ys)))
-        for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(HERE)), "perf", "results", "bench",
+        for path in sorted(glob.glob(os.path.join(ROOT, "perf", "results", "bench",
                                                   "run-*.json"))):
             out = os.path.join(tmp, os.path.basename(path))
             try:
