@@ -56,6 +56,8 @@ match = ["dst=10.0.0.1/32"]
 @LOG@
 [control]
 @CONTROL@
+[metrics]
+@METRICS@
 [policy]
 name = "static"
 @POLICY@
@@ -66,9 +68,9 @@ prefix = "/psgate/test"
 @CLUSTER@
 )";
 
-const std::vector<std::string> kMarks = {"ROOT",      "EAL",         "PORTS",   "WIRE",    "HOST",       "LCORES",
-                                         "SHAPER",    "SHAPER_WIRE", "CLASSES", "CLASS",   "CLASS_PORT", "JOBS",
-                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "POLICY",     "CLUSTER"};
+const std::vector<std::string> kMarks = {
+    "ROOT",       "EAL",  "PORTS",     "WIRE",  "HOST", "LCORES",  "SHAPER",  "SHAPER_WIRE", "CLASSES", "CLASS",
+    "CLASS_PORT", "JOBS", "DATAPLANE", "STATS", "LOG",  "CONTROL", "METRICS", "POLICY",      "CLUSTER"};
 
 // The config with an unknown key at `mark`, and every other mark removed.
 std::string probe_at(const std::string& mark) {
@@ -111,8 +113,8 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
   if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
 
   // The tables: every root key must be one of them, so a new table cannot be missed.
-  const std::set<std::string> tables = {"eal",       "ports", "lcores", "shaper",  "classes", "jobs",
-                                        "dataplane", "stats", "log",    "control", "policy",  "cluster"};
+  const std::set<std::string> tables = {"eal",   "ports", "lcores",  "shaper",  "classes", "jobs",   "dataplane",
+                                        "stats", "log",   "control", "metrics", "policy",  "cluster"};
   EXPECT_EQ(allowed_at("ROOT"), tables);
   EXPECT_EQ(allowed_at("PORTS"), (std::set<std::string>{"wire", "host"}));
   EXPECT_EQ(allowed_at("SHAPER"), (std::set<std::string>{"wire", "host"}));
@@ -123,7 +125,7 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
       {"EAL", "eal."},         {"WIRE", "ports.<p>."},    {"LCORES", "lcores."},   {"SHAPER_WIRE", "shaper.<p>."},
       {"CLASSES", "classes."}, {"CLASS", "classes.<N>."}, {"JOBS", "jobs[]."},     {"DATAPLANE", "dataplane."},
       {"STATS", "stats."},     {"LOG", "log."},           {"CONTROL", "control."}, {"CLASS_PORT", "classes.<N>.<p>."},
-      {"POLICY", "policy."},   {"CLUSTER", "cluster."}};
+      {"POLICY", "policy."},   {"CLUSTER", "cluster."},   {"METRICS", "metrics."}};
   std::set<std::string> schema;
   for (const auto& [mark, prefix] : leaf_tables) {
     for (const std::string& k : allowed_at(mark)) schema.insert(prefix + k);
