@@ -5,6 +5,8 @@
 // real scrape.)
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -190,6 +192,28 @@ TEST(Prometheus, ClusterFamiliesInClusterMode) {
   const auto s = samples(render_prometheus(v));
   EXPECT_EQ(s.at("psgate_cluster_connected"), "1");
   EXPECT_EQ(s.at("psgate_cluster_applied_revision"), "42");
+}
+
+// docs/metrics.md lists every family: a counter added to a table must be
+// documented there too (its meaning is in counters.md, generated).
+TEST(Prometheus, DocsListEveryFamily) {
+  const char* root = std::getenv("PSGATE_SOURCE_ROOT");
+  if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
+  std::ifstream in(std::string(root) + "/docs/metrics.md");
+  ASSERT_TRUE(in) << "docs/metrics.md not found";
+  std::stringstream doc;
+  doc << in.rdbuf();
+  MetricsView v = sample_view();
+  v.cluster = MetricsCluster{};
+  std::istringstream page(render_prometheus(v));
+  int families = 0;
+  for (std::string line; std::getline(page, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    EXPECT_NE(doc.str().find("`" + name + "`"), std::string::npos) << name << " is not listed in docs/metrics.md";
+    ++families;
+  }
+  EXPECT_GT(families, 40);
 }
 
 }  // namespace
