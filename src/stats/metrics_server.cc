@@ -19,8 +19,9 @@ namespace {
 
 // bind() the address once, to learn errno: httplib reports only that binding
 // failed, and "Address already in use" is what an operator needs to read.
-// Same options as httplib's socket (SO_REUSEADDR), so a success here means
-// httplib's bind succeeds too, short of a race with another process.
+// Same options as the server's socket (SO_REUSEADDR, set below), so a
+// success here means its bind succeeds too, short of a race with another
+// process.
 int try_bind(const MetricsSpec& spec) {
   const bool v6 = spec.host.find(':') != std::string::npos;
   const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -58,6 +59,14 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& s
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   httplib::Server& http = *s->server_;
   http.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
+  // SO_REUSEADDR, not httplib's default SO_REUSEPORT: with REUSEPORT a
+  // second psgate could share the port without an error, and the connections
+  // this server closed (TIME_WAIT, 60 s, without REUSEADDR) would keep a
+  // restarted psgate from binding it.
+  http.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // One request per connection: a keep-alive client would otherwise park a
   // worker between its scrapes. Timeouts bound what a stalled client holds.
   http.set_keep_alive_max_count(1);

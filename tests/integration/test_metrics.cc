@@ -276,6 +276,21 @@ TEST_F(MetricsTest, DashboardQueriesOnlyExistingMetrics) {
   }
 }
 
+// The connections a scrape leaves behind (TIME_WAIT, the server closed
+// them) must not keep a restarted psgate from its port: cpp-httplib's
+// default SO_REUSEPORT without SO_REUSEADDR did, for 60 s.
+TEST_F(MetricsTest, RestartsOnThePortItServed) {
+  const std::string metrics = "[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n";
+  start(metrics);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(scrape().empty());
+  DaemonRun run = fx.stop_daemon();
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  start(metrics);
+  EXPECT_NE(scrape().find("psgate_build_info"), std::string::npos);
+  run = fx.stop_daemon();
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+}
+
 // The inodes of the TCP sockets listening in this network namespace.
 std::set<std::string> listening_inodes() {
   std::set<std::string> out;
