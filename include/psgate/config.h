@@ -90,6 +90,20 @@ struct ControlSpec {
   std::string state;  // empty: no persistence
 };
 
+// [metrics]: the Prometheus endpoint (docs/metrics.md). Off unless listen
+// names an address: many daemons may run on one host (tests do), and a
+// fixed default port would make the second one fail to start.
+struct MetricsSpec {
+  std::string listen = "off";  // as written: "127.0.0.1:9467", "[::1]:9467" or "off"
+  std::string host;            // the address to bind, without brackets; empty when off
+  uint16_t port = 0;           // 0 when off
+  bool on() const { return port != 0; }
+};
+
+// Parses a metrics.listen value; the error names the problem (the caller
+// adds the key). Shared with tests.
+Result<MetricsSpec> parse_metrics_listen(const std::string& listen);
+
 // [cluster]: follow a job order held in etcd (docs/cluster.md). Absent: the
 // single-host gateway, whose jobs, order and policy are its own.
 struct ClusterSpec {
@@ -132,6 +146,7 @@ struct ConfigSpec {
   uint64_t stats_interval_ns = 1'000'000'000;  // 0 disables periodic summaries
   std::string log_level = "info";
   ControlSpec control;
+  MetricsSpec metrics;
   // [policy]: the policy at start (a state file's, when there is one, wins).
   PolicyParams policy;
   std::optional<ClusterSpec> cluster;

@@ -37,6 +37,7 @@
 #include "psgate/dataplane.h"
 #include "psgate/job_registry.h"
 #include "psgate/policy.h"
+#include "psgate/prometheus.h"
 #include "psgate/result.h"
 #include "psgate/snapshot.h"
 
@@ -118,6 +119,11 @@ class ControlPlane {
   // Calls fn(snapshot) with the snapshot pinned. fn must not call
   // with_snapshot again (SnapshotPublisher::read is not recursive).
   void with_snapshot(const std::function<void(const Snapshot&)>& fn);
+  // Everything GET /metrics shows, from any thread (the metrics server's):
+  // the counters as totals_locked() reads them, the jobs from the snapshot in
+  // force, and what only the control thread knows (policy, effective ranks,
+  // cluster link) from the copy it leaves after each change and tick.
+  MetricsView metrics_view();
 
  private:
   ControlPlane(Dataplane& dataplane, const ConfigSpec& config, ControlState initial);
@@ -157,6 +163,7 @@ class ControlPlane {
   bool follow_step(uint64_t now_ns);
   Result<bool> apply_view(const ClusterView& view, uint64_t now_ns);
   void report_to_cluster(uint64_t now_ns);
+  void tick_policy(uint64_t now_ns);
   nlohmann::json cluster_status() const;
 
   // The one way a state becomes the state in force (see the top of this file).
@@ -202,6 +209,20 @@ class ControlPlane {
   // baselines_ is written on the control thread and read by totals_locked()
   // from the others; held only while copying, never across a publish.
   std::mutex baselines_mutex_;
+  // What metrics_view() needs of the control thread's state, copied by
+  // publish_status() after each commit and tick. status_mutex_ is held only
+  // to copy it, in or out.
+  struct Status {
+    std::string policy;
+    uint64_t generation = 0;
+    uint64_t policy_errors = 0;
+    std::unordered_map<uint32_t, JobRanks> ranks;
+    std::optional<MetricsCluster> cluster;
+  };
+  void publish_status();
+  std::mutex status_mutex_;
+  Status status_;
+  uint64_t started_unix_ns_ = 0;
 };
 
 uint64_t monotonic_ns();

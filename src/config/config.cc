@@ -11,7 +11,9 @@
 #include "psgate/config.h"
 #include "psgate/text.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <toml++/toml.h>
@@ -92,12 +94,13 @@ class Parser : TomlReader {
   void parse_all(const toml::table& root, ConfigSpec& c) {
     if (!check_keys(root, "",
                     {"eal", "ports", "lcores", "shaper", "classes", "jobs", "dataplane", "stats", "log", "control",
-                     "policy", "cluster"})) {
+                     "metrics", "policy", "cluster"})) {
       return;
     }
     parse_eal(root, c) && parse_ports(root, c) && parse_lcores(root, c) && parse_shaper(root, c) &&
         parse_classes(root, c) && parse_jobs(root, c) && parse_dataplane(root, c) && parse_stats(root, c) &&
-        parse_log(root, c) && parse_control(root, c) && parse_policy(root, c) && parse_cluster(root, c);
+        parse_log(root, c) && parse_control(root, c) && parse_metrics(root, c) && parse_policy(root, c) &&
+        parse_cluster(root, c);
   }
 
   bool parse_eal(const toml::table& root, ConfigSpec& c) {
@@ -454,6 +457,18 @@ class Parser : TomlReader {
     return !failed();
   }
 
+  bool parse_metrics(const toml::table& root, ConfigSpec& c) {
+    const toml::table* t = table(root, "metrics", "", false);
+    if (t == nullptr) return !failed();
+    if (!check_keys(*t, "metrics", {"listen"})) return false;
+    const std::string* listen = string(*t, "listen", "metrics");
+    if (listen == nullptr) return !failed();
+    auto spec = parse_metrics_listen(*listen);
+    if (!spec) return fail("metrics.listen", toml_quote(*listen) + ": " + spec.error());
+    c.metrics = std::move(*spec);
+    return true;
+  }
+
   // [cluster]: absent means single-host mode. Checked here as far as a file
   // can be: whether the store answers is the gateway's business at start.
   bool parse_cluster(const toml::table& root, ConfigSpec& c) {
@@ -531,6 +546,39 @@ class Parser : TomlReader {
 };
 
 }  // namespace
+
+Result<MetricsSpec> parse_metrics_listen(const std::string& listen) {
+  using R = Result<MetricsSpec>;
+  MetricsSpec m;
+  m.listen = listen;
+  if (listen == "off") return m;
+  const char* expected = "expected \"off\", IPv4:port (\"127.0.0.1:9467\") or [IPv6]:port (\"[::1]:9467\")";
+  // The port follows the last colon; an IPv6 address must be bracketed so
+  // that its own colons are not taken for the port's.
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) return R::failure(expected);
+  std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  int family = AF_INET;
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return R::failure(expected);
+    host = host.substr(1, host.size() - 2);
+    family = AF_INET6;
+  }
+  unsigned char addr[sizeof(in6_addr)];
+  if (inet_pton(family, host.c_str(), addr) != 1) {
+    return R::failure(family == AF_INET6
+                          ? "\"" + host + "\" is not an IPv6 address"
+                          : "\"" + host + "\" is not an IPv4 address (host names are not resolved; " + expected + ")");
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) < 1 || std::stoul(port) > 65535) {
+    return R::failure("port \"" + port + "\" is not 1..65535");
+  }
+  m.host = host;
+  m.port = static_cast<uint16_t>(std::stoul(port));
+  return m;
+}
 
 Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name) {
   auto root = parse_toml(toml_text, source_name);

@@ -164,6 +164,7 @@ json config_to_json(const ConfigSpec& c) {
               {"stats", {{"interval", duration_text_exact(c.stats_interval_ns)}}},
               {"log", {{"level", c.log_level}}},
               {"control", control},
+              {"metrics", {{"listen", c.metrics.listen}}},
               {"policy", policy_json(c.policy)}};
   if (c.cluster) {
     const ClusterSpec& cl = *c.cluster;

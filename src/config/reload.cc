@@ -55,6 +55,7 @@ ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, c
   differs(running.control.socket != now.control.socket, "control.socket");
   differs(running.control.state != now.control.state, "control.state");
   differs(running.cluster != now.cluster, "cluster");
+  differs(running.metrics.listen != now.metrics.listen, "metrics.listen");
 
   // Classes: only with the same count can they be compared one by one.
   if (running.class_count == now.class_count && last_read.class_count == now.class_count) {

@@ -96,6 +96,12 @@ ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, Contr
       baselines_(config.max_jobs) {
   state_.config_file = std::make_shared<const ConfigSpec>(config);
   started_ns_ = monotonic_ns();
+  {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    started_unix_ns_ = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }
+  publish_status();
 }
 
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane, const ConfigSpec& config) {
@@ -275,10 +281,16 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     rules_serial_ = rules_serial;
   }
   state_ = std::move(next);
+  publish_status();
   return true;
 }
 
 void ControlPlane::tick(uint64_t now_ns) {
+  tick_policy(now_ns);
+  publish_status();  // after every tick: the policy's errors and the cluster link move without a commit
+}
+
+void ControlPlane::tick_policy(uint64_t now_ns) {
   dataplane_.poll_links();
   dataplane_.publisher().reclaim();  // snapshots retired by the last changes (snapshot.h)
   // Background merges of old rule partitions (rule_merger.h): publish a
@@ -623,6 +635,70 @@ Totals ControlPlane::totals_locked(bool with_histograms) {
 }
 
 void ControlPlane::with_snapshot(const std::function<void(const Snapshot&)>& fn) { dataplane_.publisher().read(fn); }
+
+void ControlPlane::publish_status() {
+  Status s;
+  s.policy = policy_name(state_.policy.kind);
+  s.generation = generation_;
+  s.policy_errors = policy_errors_;
+  s.ranks = applied_ranks_;
+  if (cluster_) {
+    const json c = cluster_status();
+    MetricsCluster m;
+    m.connected = c.value("connected", false);
+    m.is_leader = c.value("is_leader", false);
+    m.store_revision = c.value("store_revision", int64_t{0});
+    m.applied_revision = applied_revision_;
+    m.apply_errors = cluster_apply_errors_;
+    m.write_errors = c.value("write_errors", uint64_t{0});
+    m.watch_restarts = c.value("watch_restarts", uint64_t{0});
+    s.cluster = m;
+  }
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  status_ = std::move(s);
+}
+
+MetricsView ControlPlane::metrics_view() {
+  MetricsView v;
+  // As telemetry.cc reads: the counters first (baselines_mutex_, held for the
+  // copy), then the snapshot, whose callback takes no other lock.
+  v.totals = totals_locked(true);
+  std::vector<JobEntry> jobs;
+  std::vector<SlotInfo> slots;
+  with_snapshot([&](const Snapshot& snap) {
+    jobs = snap.jobs;
+    for (const JobEntry& j : snap.jobs) slots.push_back(snap.slots[j.slot]);
+  });
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(status_mutex_);
+    status = status_;
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobEntry& e = jobs[i];
+    MetricsJob j;
+    j.id = e.id;
+    j.name = e.name;
+    j.rank = e.rank;
+    j.position = static_cast<uint32_t>(i);
+    for (unsigned d = 0; d < 2; ++d) j.cls[d] = slots[i].cls[d];
+    j.eff_rank = {e.rank, e.rank};
+    if (auto it = status.ranks.find(e.id); it != status.ranks.end())
+      j.eff_rank = {it->second.push_rank, it->second.pull_rank};
+    if (e.slot < v.totals.jobs.size()) j.counters = v.totals.jobs[e.slot];
+    // The lcore's telemetry counters are relaxed atomics: readable from here.
+    j.telemetry = dataplane_.job_telemetry(e.slot);
+    v.jobs.push_back(std::move(j));
+  }
+  v.version = PSGATE_VERSION;
+  v.policy = status.policy;
+  v.generation = status.generation;
+  v.policy_errors = status.policy_errors;
+  v.cluster = status.cluster;
+  v.uptime_s = static_cast<double>(monotonic_ns() - started_ns_) / 1e9;
+  v.start_time_unix_s = static_cast<double>(started_unix_ns_) / 1e9;
+  return v;
+}
 
 // ---- cluster mode (docs/cluster.md) ----------------------------------------------
 

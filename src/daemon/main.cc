@@ -25,10 +25,12 @@
 #include "psgate/control_plane.h"
 #include "psgate/dataplane.h"
 #include "psgate/lcore_check.h"
+#include "psgate/prometheus.h"
 #include "psgate/signals.h"
 #include "stats/stats_json.h"
 #include "stats/stats_report.h"
 #include "stats/telemetry.h"
+#include "stats/metrics_server.h"
 
 #include <fstream>
 
@@ -146,8 +148,22 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     };
     auto server = psgate::ControlServer::start(cp, options);
     if (!server.ok()) return give_up(server.error(), 1);
-    spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, {}", PSGATE_VERSION, cp.job_count(),
-                 config.class_count, config.control.socket, dp.describe_lcores());
+    // GET /metrics ([metrics] listen). A port it cannot have is a set-up
+    // failure like the control socket's: exit 1, naming metrics.listen.
+    std::unique_ptr<psgate::MetricsServer> metrics;
+    if (config.metrics.on()) {
+      auto started_metrics =
+          psgate::MetricsServer::start(config.metrics, [&cp] { return psgate::render_prometheus(cp.metrics_view()); });
+      if (!started_metrics.ok()) {
+        server->reset();
+        return give_up(config.source + ": " + started_metrics.error(), 1);
+      }
+      metrics = std::move(*started_metrics);
+    }
+    spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, metrics {}, {}", PSGATE_VERSION, cp.job_count(),
+                 config.class_count, config.control.socket,
+                 config.metrics.on() ? "http://" + config.metrics.listen + "/metrics" : std::string("off"),
+                 dp.describe_lcores());
     dp.start();
     // Ports forward and the control socket listens: a Type=notify unit's
     // `systemctl start` returns now, and psgatectl can connect.
@@ -169,6 +185,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         break;
       }
     }
+    // The scrapes end before the data plane stops: none reads a counter
+    // while the lcores drain, or after they are gone.
+    if (metrics) metrics->stop();
     server->reset();  // no control change after this point
     dp.stop_and_drain();
     const psgate::Totals totals = cp.totals_locked(true);
@@ -206,7 +225,9 @@ int main(int argc, char** argv) {
       "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
       "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
-      "carry) or state file, 1 DPDK/device/socket set-up failure or counters that do not add up."};
+      "carry) or state file, 1 DPDK/device/socket set-up failure (the control socket, or\n"
+      "metrics.listen's address taken) or counters that do not add up.\n"
+      "[metrics] listen = \"127.0.0.1:9467\" serves Prometheus metrics on GET /metrics (off by default)."};
   std::string config_path;
   double duration_s = 0;
   bool check_only = false;

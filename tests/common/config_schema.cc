@@ -51,6 +51,8 @@ match = ["dst=10.0.0.1/32"]
 @LOG@
 [control]
 @CONTROL@
+[metrics]
+@METRICS@
 [policy]
 name = "static"
 @POLICY@
@@ -63,7 +65,7 @@ prefix = "/psgate/test"
 
 const std::vector<std::string> kMarks = {"ROOT",      "EAL",         "PORTS",   "WIRE",    "HOST",       "LCORES",
                                          "SHAPER",    "SHAPER_WIRE", "CLASSES", "CLASS",   "CLASS_PORT", "JOBS",
-                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "POLICY",     "CLUSTER"};
+                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "METRICS",    "POLICY",  "CLUSTER"};
 
 // The config with an unknown key at `mark`, and every other mark removed.
 std::string probe_at(const std::string& mark) {
@@ -103,7 +105,7 @@ const std::vector<std::pair<std::string, std::string>>& config_leaf_tables() {
       {"EAL", "eal."},         {"WIRE", "ports.<p>."},    {"LCORES", "lcores."},   {"SHAPER_WIRE", "shaper.<p>."},
       {"CLASSES", "classes."}, {"CLASS", "classes.<N>."}, {"JOBS", "jobs[]."},     {"DATAPLANE", "dataplane."},
       {"STATS", "stats."},     {"LOG", "log."},           {"CONTROL", "control."}, {"CLASS_PORT", "classes.<N>.<p>."},
-      {"POLICY", "policy."},   {"CLUSTER", "cluster."}};
+      {"POLICY", "policy."},   {"CLUSTER", "cluster."},   {"METRICS", "metrics."}};
   return tables;
 }
 

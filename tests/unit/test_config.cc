@@ -577,6 +577,18 @@ std::vector<BadCase> bad_cases() {
        "longer than a unix socket allows"},
       {d("[control]\nstate = 1"), "control.state", "expected a string"},
       {d("[control]\nsockett = \"/x\""), "control.sockett", "did you mean \"socket\"?"},
+      // [metrics]
+      {d("[metrics]\nlisten = 9467"), "metrics.listen", "expected a string"},
+      {d("[metrics]\nlisten = \"9467\""), "metrics.listen", "expected \"off\", IPv4:port"},
+      {d("[metrics]\nlisten = \"localhost:9467\""), "metrics.listen", "\"localhost\" is not an IPv4 address"},
+      {d("[metrics]\nlisten = \"127.0.0.1\""), "metrics.listen", "expected \"off\""},
+      {d("[metrics]\nlisten = \"127.0.0.1:0\""), "metrics.listen", "port \"0\" is not 1..65535"},
+      {d("[metrics]\nlisten = \"127.0.0.1:65536\""), "metrics.listen", "is not 1..65535"},
+      {d("[metrics]\nlisten = \"127.0.0.1:\""), "metrics.listen", "is not 1..65535"},
+      {d("[metrics]\nlisten = \"::1:9467\""), "metrics.listen", "is not an IPv4 address"},
+      {d("[metrics]\nlisten = \"[::g]:9467\""), "metrics.listen", "is not an IPv6 address"},
+      {d("[metrics]\nlisten = \"[::1:9467\""), "metrics.listen", "expected \"off\""},
+      {d("[metrics]\nport = 9467"), "metrics.port", "unknown key"},
       // [policy]
       {d("[policy]\ninterval = \"1s\""), "policy.name", "missing"},
       {d("[policy]\nname = \"lifo\""), "policy.name", "\"lifo\" is not a policy (static, "},
@@ -766,6 +778,28 @@ TEST(ConfigClassForRank, MatchesReferenceForAllValidSpecs) {
       }
     }
   }
+}
+
+TEST(ConfigMetrics, OffByDefaultAndAddressesParse) {
+  auto r = parse_config(doc(""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_FALSE(r->metrics.on());
+  EXPECT_EQ(r->metrics.listen, "off");
+
+  r = parse_config(doc("[metrics]\nlisten = \"127.0.0.1:9467\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_TRUE(r->metrics.on());
+  EXPECT_EQ(r->metrics.host, "127.0.0.1");
+  EXPECT_EQ(r->metrics.port, 9467);
+
+  r = parse_config(doc("[metrics]\nlisten = \"[::1]:1\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->metrics.host, "::1");
+  EXPECT_EQ(r->metrics.port, 1);
+
+  r = parse_config(doc("[metrics]\nlisten = \"off\""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_FALSE(r->metrics.on());
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
 
   // The tables: every root key must be one of them, so a new table cannot be missed.
   const std::set<std::string> tables = {"eal",       "ports", "lcores", "shaper",  "classes", "jobs",
-                                        "dataplane", "stats", "log",    "control", "policy",  "cluster"};
+                                        "dataplane", "stats", "log",    "control", "metrics", "policy", "cluster"};
   EXPECT_EQ(allowed_config_keys_at("ROOT"), tables);
   EXPECT_EQ(allowed_config_keys_at("PORTS"), (std::set<std::string>{"wire", "host"}));
   EXPECT_EQ(allowed_config_keys_at("SHAPER"), (std::set<std::string>{"wire", "host"}));

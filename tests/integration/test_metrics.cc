@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// GET /metrics on the real daemon: scraped over real HTTP after real traffic,
+// its values checked against the `stats` reply, the page checked by promtool,
+// the example Grafana dashboard's queries checked against it; and the
+// endpoint's absence when off, and the error when its port is taken.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <httplib.h>
+
+#include "daemon_runner.h"
+#include "packet_builder.h"
+
+namespace psgate::testing {
+namespace {
+
+using json = nlohmann::json;
+
+// A port nothing listens on now: bound to 0 (the kernel picks), then closed.
+// Another process could take it before psgate does; on loopback in a test
+// run that is unlikely, and the failure would say so.
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string config_for(const DaemonFixture& fx, const std::string& metrics) {
+  const std::string prefix = "psgate-met-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
+  return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + prefix +
+         "\", \"--log-level=3\"]\n"
+         "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=wire-in.pcap\"\n"
+         "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap\"\n"
+         "[lcores]\nmain = 0\ndata = [1]\n"
+         "[dataplane]\nmbufs = 8191\nmax_jobs = 64\n[stats]\ninterval = \"0s\"\n"
+         "[control]\nsocket = \"ctl.sock\"\n" +
+         metrics +
+         // A name with a quote and a backslash: escaped in the label value.
+         "[[jobs]]\nid = 1\nname = 'one \"q\" \\ x'\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
+         "[[jobs]]\nid = 2\nname = \"two\"\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
+}
+
+// Pull traffic of both jobs (host -> wire) and unclassified push traffic.
+void write_traffic(DaemonFixture& fx) {
+  std::vector<std::vector<uint8_t>> host, wire;
+  pkt::PacketSpec s;
+  s.src4 = {10, 0, 0, 5};
+  s.proto = pkt::kTcp;
+  for (int i = 0; i < 120; ++i) {
+    s.sport = i % 3 == 0 ? 2223 : 2222;
+    s.payload_len = 100 + i;
+    host.push_back(pkt::build_packet(s));
+  }
+  pkt::PacketSpec w;
+  w.src4 = {10, 0, 0, 9};
+  w.proto = pkt::kUdp;
+  for (int i = 0; i < 30; ++i) wire.push_back(pkt::build_packet(w));
+  fx.write_pcap("host-in.pcap", host);
+  fx.write_pcap("wire-in.pcap", wire);
+}
+
+// name{labels} -> value, for every sample line of a scrape.
+std::map<std::string, std::string> samples(const std::string& page) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = line.substr(sp + 1);
+  }
+  return out;
+}
+
+uint64_t u64(const std::map<std::string, std::string>& s, const std::string& key) {
+  auto it = s.find(key);
+  EXPECT_NE(it, s.end()) << key << " is not in the scrape";
+  return it == s.end() ? UINT64_MAX : std::stoull(it->second);
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void start(const std::string& metrics) {
+    write_traffic(fx);
+    fx.write_file("psgate.toml", config_for(fx, metrics));
+    fx.start_daemon("psgate.toml");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0) return;
+      ASSERT_TRUE(fx.daemon_running()) << "psgate exited: " << fx.stop_daemon().output;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL() << "psgate did not answer health in 30 s";
+  }
+  // `stats` once every captured packet is counted (the pcaps replay once).
+  json settled_stats() {
+    json stats;
+    for (int i = 0; i < 100; ++i) {
+      stats = psgatectl_json(fx.path("ctl.sock"), {"stats"});
+      if (stats["totals"]["received"] == 150 && stats["totals"]["conserved"] == true) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(stats["totals"]["received"], 150);
+    return stats;
+  }
+  httplib::Result get(const std::string& path) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(5, 0);
+    client.set_read_timeout(5, 0);
+    return client.Get(path.c_str());
+  }
+  std::string scrape() {
+    auto res = get("/metrics");
+    EXPECT_TRUE(res) << "no answer from 127.0.0.1:" << port;
+    if (!res) return "";
+    EXPECT_EQ(res->status, 200);
+    return res->body;
+  }
+  uint16_t port = free_port();
+  DaemonFixture fx;
+};
+
+TEST_F(MetricsTest, ScrapeAgreesWithStatsAndPassesPromtool) {
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  const json stats = settled_stats();
+  auto res = get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  const std::string page = res->body;
+  const auto s = samples(page);
+
+  for (const auto& [port_name, p] : stats["ports"].items()) {
+    const std::string l = "{port=\"" + port_name + "\"}";
+    for (const char* key : {"rx_packets", "rx_bytes", "tx_packets", "tx_bytes"})
+      EXPECT_EQ(u64(s, "psgate_" + std::string(key) + "_total" + l), p[key].get<uint64_t>()) << port_name << key;
+    for (const auto& [reason, n] : p["drops"].items())
+      EXPECT_EQ(u64(s, "psgate_dropped_packets_total{port=\"" + port_name + "\",reason=\"" + reason + "\"}"),
+                n.get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_link_up" + l), p["link"]["state"] == "up" ? 1u : 0u);
+  }
+  EXPECT_EQ(u64(s, "psgate_rx_packets_total{port=\"host\"}"), 120u);
+  uint64_t sojourn_seen = 0;
+  for (const json& c : stats["classes"]) {
+    const std::string l =
+        "port=\"" + c["port"].get<std::string>() + "\",class=\"" + std::to_string(c["class"].get<int>()) + "\"";
+    EXPECT_EQ(u64(s, "psgate_class_enqueued_packets_total{" + l + "}"), c["enqueued_packets"].get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_class_dequeued_bytes_total{" + l + "}"), c["dequeued_bytes"].get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_class_depth_packets{" + l + "}"), c["depth"].get<uint64_t>());
+    const uint64_t count = c["sojourn"]["count"].get<uint64_t>();
+    EXPECT_EQ(u64(s, "psgate_class_sojourn_seconds_count{" + l + "}"), count);
+    EXPECT_EQ(u64(s, "psgate_class_sojourn_seconds_bucket{" + l + ",le=\"+Inf\"}"), count);
+    sojourn_seen += count;
+  }
+  EXPECT_EQ(sojourn_seen, 150u);  // every packet left, each with its sojourn
+  ASSERT_EQ(stats["jobs"].size(), 2u);
+  for (const json& j : stats["jobs"]) {
+    const std::string name = j["id"] == 1 ? "one \\\"q\\\" \\\\ x" : "two";  // as escaped on the page
+    const std::string l = "job_id=\"" + std::to_string(j["id"].get<int>()) + "\",job_name=\"" + name + "\"";
+    EXPECT_EQ(u64(s, "psgate_job_sent_bytes_total{" + l + ",direction=\"pull\"}"),
+              j["pull"]["sent_bytes"].get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_job_admitted_packets_total{" + l + ",direction=\"pull\"}"),
+              j["pull"]["admitted_packets"].get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_job_rank{" + l + "}"), j["rank"].get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_job_class{" + l + ",direction=\"pull\"}"), j["pull_class"].get<uint64_t>());
+    EXPECT_EQ(u64(s, "psgate_job_iterations_total{" + l + "}"), j["telemetry"]["iterations"].get<uint64_t>());
+    EXPECT_GT(j["pull"]["sent_packets"].get<uint64_t>(), 0u);
+  }
+  EXPECT_EQ(u64(s, "psgate_job_sent_packets_total{job_id=\"1\",job_name=\"one \\\"q\\\" \\\\ x\",direction=\"pull\"}"),
+            80u);
+  EXPECT_EQ(s.count("psgate_policy_info{policy=\"static\"}"), 1u);
+  EXPECT_EQ(s.count("psgate_build_info{version=\"" +
+                    psgatectl_json(fx.path("ctl.sock"), {"health"})["version"].get<std::string>() + "\"}"),
+            1u);
+
+  // promtool, Prometheus's own checker: format and naming lint.
+  fx.write_file("scrape.txt", page);
+  const std::string cmd =
+      "promtool check metrics < " + fx.path("scrape.txt") + " > " + fx.path("promtool.txt") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream lint(fx.path("promtool.txt"));
+  const std::string lint_text((std::istreambuf_iterator<char>(lint)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << lint_text;
+
+  // Anything but GET /metrics is not found.
+  auto other = get("/");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  other = get("/metrics/x");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  httplib::Client client("127.0.0.1", port);
+  auto post = client.Post("/metrics", "x", "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_NE(post->status, 200);
+
+  // Stopping with a scraper hammering the endpoint: a clean exit, counters conserved.
+  std::atomic<bool> go{true};
+  std::thread scraper([&] {
+    while (go) {
+      httplib::Client c("127.0.0.1", port);
+      c.set_connection_timeout(1, 0);
+      c.Get("/metrics");
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const DaemonRun run = fx.stop_daemon();
+  go = false;
+  scraper.join();
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("metrics http://127.0.0.1:" + std::to_string(port) + "/metrics"), std::string::npos)
+      << run.output;
+}
+
+// docs/grafana-dashboard.json cannot drift: every psgate_ name its queries
+// use is a series of a real scrape.
+TEST_F(MetricsTest, DashboardQueriesOnlyExistingMetrics) {
+  const char* root = std::getenv("PSGATE_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr) << "PSGATE_SOURCE_ROOT not set (run through meson test)";
+  std::ifstream in(std::string(root) + "/docs/grafana-dashboard.json");
+  ASSERT_TRUE(in) << "docs/grafana-dashboard.json not found";
+  const json dashboard = json::parse(in);
+  std::vector<std::string> exprs;
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) {
+        if (k == "expr" && v.is_string()) exprs.push_back(v.get<std::string>());
+        walk(v);
+      }
+    } else if (j.is_array()) {
+      for (const json& v : j) walk(v);
+    }
+  };
+  walk(dashboard);
+  ASSERT_GE(exprs.size(), 4u);
+
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  settled_stats();
+  std::set<std::string> names;
+  for (const auto& [series, value] : samples(scrape())) names.insert(series.substr(0, series.find('{')));
+  const std::regex metric(R"(\bpsgate_[a-z0-9_]+)");
+  size_t used = 0;
+  for (const std::string& e : exprs) {
+    for (auto it = std::sregex_iterator(e.begin(), e.end(), metric); it != std::sregex_iterator(); ++it) {
+      EXPECT_TRUE(names.count(it->str())) << it->str() << " (in \"" << e << "\") is not in a real scrape";
+      ++used;
+    }
+  }
+  EXPECT_GE(used, 4u);
+  for (const char* wanted : {"psgate_job_sent_bytes_total", "psgate_class_sojourn_seconds_bucket",
+                             "psgate_dropped_packets_total", "psgate_job_rank"}) {
+    bool found = false;
+    for (const std::string& e : exprs) found = found || e.find(wanted) != std::string::npos;
+    EXPECT_TRUE(found) << "the dashboard has no panel on " << wanted;
+  }
+}
+
+// The connections a scrape leaves behind (TIME_WAIT, the server closed
+// them) must not keep a restarted psgate from its port: cpp-httplib's
+// default SO_REUSEPORT without SO_REUSEADDR did, for 60 s.
+TEST_F(MetricsTest, RestartsOnThePortItServed) {
+  const std::string metrics = "[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n";
+  start(metrics);
+  // As curl does: read to the end, so the server closes first and its side
+  // of each connection is the one left in TIME_WAIT.
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+    std::string reply;
+    char buf[65536];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply.substr(0, 200);
+  }
+  DaemonRun run = fx.stop_daemon();
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  start(metrics);
+  EXPECT_NE(scrape().find("psgate_build_info"), std::string::npos);
+  run = fx.stop_daemon();
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+}
+
+// The inodes of the TCP sockets listening in this network namespace.
+std::set<std::string> listening_inodes() {
+  std::set<std::string> out;
+  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state == "0A") out.insert(inode);  // TCP_LISTEN
+    }
+  }
+  return out;
+}
+
+TEST_F(MetricsTest, OffByDefaultNothingListens) {
+  start("");
+  const std::set<std::string> listening = listening_inodes();
+  const std::string fd_dir = "/proc/" + std::to_string(fx.daemon_pid()) + "/fd";
+  DIR* d = ::opendir(fd_dir.c_str());
+  ASSERT_NE(d, nullptr) << fd_dir;
+  int sockets = 0, listeners = 0;
+  while (dirent* e = ::readdir(d)) {
+    char target[256];
+    const ssize_t n = ::readlink((fd_dir + "/" + e->d_name).c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    const std::string t(target, static_cast<size_t>(n));
+    if (t.rfind("socket:[", 0) != 0) continue;
+    ++sockets;
+    if (listening.count(t.substr(8, t.size() - 9))) ++listeners;
+  }
+  ::closedir(d);
+  EXPECT_GT(sockets, 0);  // the control socket at least: the scan sees sockets
+  EXPECT_EQ(listeners, 0) << "psgate listens on TCP with [metrics] absent";
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+}
+
+TEST_F(MetricsTest, PortTakenIsAClearError) {
+  // Someone else holds the port.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  write_traffic(fx);
+  fx.write_file("psgate.toml", config_for(fx, "[metrics]\nlisten = \"" + listen + "\"\n"));
+  const DaemonRun run = fx.run("psgate.toml", {}, 60);
+  ::close(fd);
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_NE(run.output.find("metrics.listen: cannot listen on " + listen + ": Address already in use"),
+            std::string::npos)
+      << run.output;
+}
+
+}  // namespace
+}  // namespace psgate::testing
