@@ -27,10 +27,10 @@
 #include "psgate/lcore_check.h"
 #include "psgate/prometheus.h"
 #include "psgate/signals.h"
+#include "stats/metrics_server.h"
 #include "stats/stats_json.h"
 #include "stats/stats_report.h"
 #include "stats/telemetry.h"
-#include "stats/metrics_server.h"
 
 #include <fstream>
 

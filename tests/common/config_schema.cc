@@ -63,9 +63,9 @@ prefix = "/psgate/test"
 @CLUSTER@
 )";
 
-const std::vector<std::string> kMarks = {"ROOT",      "EAL",         "PORTS",   "WIRE",    "HOST",       "LCORES",
-                                         "SHAPER",    "SHAPER_WIRE", "CLASSES", "CLASS",   "CLASS_PORT", "JOBS",
-                                         "DATAPLANE", "STATS",       "LOG",     "CONTROL", "METRICS",    "POLICY",  "CLUSTER"};
+const std::vector<std::string> kMarks = {
+    "ROOT",       "EAL",  "PORTS",     "WIRE",  "HOST", "LCORES",  "SHAPER",  "SHAPER_WIRE", "CLASSES", "CLASS",
+    "CLASS_PORT", "JOBS", "DATAPLANE", "STATS", "LOG",  "CONTROL", "METRICS", "POLICY",      "CLUSTER"};
 
 // The config with an unknown key at `mark`, and every other mark removed.
 std::string probe_at(const std::string& mark) {

@@ -29,8 +29,8 @@ TEST(ConfigDoc, EveryKeyIsDocumentedAndEveryDocumentedKeyExists) {
   if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
 
   // The tables: every root key must be one of them, so a new table cannot be missed.
-  const std::set<std::string> tables = {"eal",       "ports", "lcores", "shaper",  "classes", "jobs",
-                                        "dataplane", "stats", "log",    "control", "metrics", "policy", "cluster"};
+  const std::set<std::string> tables = {"eal",   "ports", "lcores",  "shaper",  "classes", "jobs",   "dataplane",
+                                        "stats", "log",   "control", "metrics", "policy",  "cluster"};
   EXPECT_EQ(allowed_config_keys_at("ROOT"), tables);
   EXPECT_EQ(allowed_config_keys_at("PORTS"), (std::set<std::string>{"wire", "host"}));
   EXPECT_EQ(allowed_config_keys_at("SHAPER"), (std::set<std::string>{"wire", "host"}));
