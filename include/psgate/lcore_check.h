@@ -16,12 +16,24 @@ namespace psgate {
 // The CPUs of the process's affinity set, ascending.
 std::vector<unsigned> affinity_cpus();
 
+// The CPUs the kernel has online (/sys/devices/system/cpu/online), ascending;
+// empty when that file cannot be read.
+std::vector<unsigned> online_cpus();
+
 // "0-1", "0,2-5,7": a CPU list as the kernel writes one.
 std::string cpu_list_text(const std::vector<unsigned>& cpus);
+// The reverse: the CPUs of such a list, ascending; empty for text that is
+// not one.
+std::vector<unsigned> parse_cpu_list(const std::string& text);
 
 // Fails, naming the key, for the first lcore (lcores.main, then lcores.data[i])
-// that is not in `cpus`: "<source>: lcores.data[0]: lcore 99 does not exist
-// (this machine has CPUs 0-1)".
-Result<bool> check_lcores_exist(const ConfigSpec& config, const std::vector<unsigned>& cpus, const std::string& source);
+// that is not in `cpus` (the affinity): "<source>: lcores.data[0]: lcore 99
+// does not exist (this machine has CPUs 0-1)". A CPU that is `online` but
+// outside the affinity (a cpuset, taskset, systemd's CPUAffinity=, or
+// isolcpus, which PID 1 and so every service inherit) is named as such, so
+// that the operator is not told that an existing CPU does not exist; a
+// missing CPU's message then lists both sets.
+Result<bool> check_lcores_exist(const ConfigSpec& config, const std::vector<unsigned>& cpus, const std::string& source,
+                                const std::vector<unsigned>& online = {});
 
 }  // namespace psgate

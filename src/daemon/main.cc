@@ -260,7 +260,8 @@ int main(int argc, char** argv) {
   }
 #endif
   // Lcores must exist on this machine (the parser cannot know which do).
-  if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path); !lcores) {
+  if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path, psgate::online_cpus());
+      !lcores) {
     std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());
     return 2;
   }

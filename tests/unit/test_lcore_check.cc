@@ -50,6 +50,44 @@ TEST(LcoreCheck, NamesTheFirstMissingLcore) {
   EXPECT_EQ(r.error(), "x.toml: lcores.data[1]: lcore 1 does not exist (this machine has CPUs 0,2-3)");
 }
 
+TEST(LcoreCheck, ParseCpuList) {
+  EXPECT_EQ(parse_cpu_list("0-1\n"), (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(parse_cpu_list("0"), (std::vector<unsigned>{0}));
+  EXPECT_EQ(parse_cpu_list("0,2-5,7"), (std::vector<unsigned>{0, 2, 3, 4, 5, 7}));
+  EXPECT_EQ(cpu_list_text(parse_cpu_list("0,2-5,7")), "0,2-5,7");
+  for (const char* bad : {"", "x", "1-", "3-1", "0,,1", "0 1", "123456"}) {
+    EXPECT_TRUE(parse_cpu_list(bad).empty()) << bad;
+  }
+}
+
+// A CPU the machine has but the process may not use (taskset -c 0, a cpuset,
+// isolcpus under systemd) is not called missing: the message says why.
+TEST(LcoreCheck, AnOnlineCpuOutsideTheAffinityIsNamedAsSuch) {
+  const std::vector<unsigned> affinity{0, 1, 6, 7};
+  const std::vector<unsigned> online{0, 1, 2, 3, 4, 5, 6, 7};
+  auto r = check_lcores_exist(lcores(0, {3}), affinity, "psgate.toml", online);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(),
+            "psgate.toml: lcores.data[0]: lcore 3 is outside psgate's CPU affinity (it may use CPUs 0-1,6-7; a cpuset, "
+            "taskset, systemd's CPUAffinity= or isolcpus leaves out the others)");
+  r = check_lcores_exist(lcores(0, {99}), affinity, "psgate.toml", online);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(),
+            "psgate.toml: lcores.data[0]: lcore 99 does not exist (this machine has CPUs 0-7, of which psgate may use "
+            "0-1,6-7)");
+  // Without restrictions the message is the plain one.
+  r = check_lcores_exist(lcores(0, {99}), online, "psgate.toml", online);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "psgate.toml: lcores.data[0]: lcore 99 does not exist (this machine has CPUs 0-7)");
+  EXPECT_TRUE(check_lcores_exist(lcores(6, {7}), affinity, "psgate.toml", online).ok());
+}
+
+TEST(LcoreCheck, OnlineCpusIncludeTheAffinity) {
+  const std::vector<unsigned> online = online_cpus();
+  ASSERT_FALSE(online.empty());
+  for (unsigned cpu : affinity_cpus()) EXPECT_NE(std::find(online.begin(), online.end(), cpu), online.end()) << cpu;
+}
+
 TEST(LcoreCheck, AffinityIsNotEmptyAndIncludesTheCurrentCpu) {
   const std::vector<unsigned> cpus = affinity_cpus();
   ASSERT_FALSE(cpus.empty());
