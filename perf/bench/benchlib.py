@@ -529,14 +529,14 @@ def finish_profile(d, p, top=20):
 
 
 class Env:
-    def __init__(self, build, workdir, huge, quick):
-        self.build = build
+    def __init__(self, bins, workdir, huge, quick):
+        """bins: {"psgate", "psgatectl", "psgate-gen": path} (locate.binaries)."""
         self.workdir = workdir
         self.huge = huge
         self.quick = quick
-        self.psgate = os.path.join(build, "src", "psgate")
-        self.psgatectl = os.path.join(build, "src", "psgatectl", "psgatectl")
-        self.gen = os.path.join(build, "perf", "gen", "psgate-gen")
+        self.psgate = bins["psgate"]
+        self.psgatectl = bins["psgatectl"]
+        self.gen = bins["psgate-gen"]
         self.testpmd = "/usr/bin/dpdk-testpmd"
         self.seq = 0
         self.cpus = os.cpu_count() or 1

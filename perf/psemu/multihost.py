@@ -756,14 +756,13 @@ def parse_args(argv):
     if args.ns_prefix is None:
         args.ns_prefix = "psemct" if args.test else "psemc"
     if args.results is None:
-        args.results = os.path.join(R.ROOT, "perf", "results", "psemu-cluster") if not args.test else \
+        args.results = R.locate.results_dir("psemu-cluster") if not args.test else \
             os.path.join(os.environ.get("TMPDIR", "/tmp"), f"psemu-cluster-test-{os.getpid()}")
-    builds = [os.path.join(R.ROOT, d) for d in sorted(os.listdir(R.ROOT)) if d.startswith("build")]
-    args.psemu = args.psemu or R.find_binary("psemu", [os.path.join(b, "perf/psemu/psemu") for b in builds])
-    args.psgate = args.psgate or R.find_binary("psgate", [os.path.join(b, "src/psgate") for b in builds])
+    # As run: the newest of the tree's build directories, else the installed binaries.
+    args.psemu = args.psemu or R.locate.find("psemu")
+    args.psgate = args.psgate or R.locate.find("psgate")
     if args.psgatectl is None and args.psgate:
-        args.psgatectl = R.find_binary("psgatectl", [os.path.join(os.path.dirname(args.psgate), "psgatectl",
-                                                                  "psgatectl")])
+        args.psgatectl = R.psgatectl_beside(args.psgate)
     for what in ("psemu", "psgate", "psgatectl"):
         if not getattr(args, what):
             ap.error(f"{what} binary not found: build it or pass --{what}")
@@ -813,7 +812,7 @@ def main(argv):
     scenario = {k: getattr(args, k) for k in ("ps_hosts", "scale", "jobs", "workers", "bytes", "iters", "compute_ms",
                                               "rate", "burst", "depth", "floor", "floor_burst", "afp_args",
                                               "data_lcores", "lease_ttl", "poll_ms", "psemu", "psgate")}
-    report = {"machine": R.machine(), "scenario": scenario, "policies": {}}
+    report = {"machine": R.machine(args.psgate), "scenario": scenario, "policies": {}}
     log(f"{args.ps_hosts} PS hosts, {args.jobs} jobs x {args.workers} workers, M={args.bytes}, K={args.iters}, "
         f"C={args.compute_ms} ms, {args.rate} per host; policies {','.join(args.policies)}")
     failures = []

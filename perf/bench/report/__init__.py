@@ -20,7 +20,8 @@ def machine_lines(res):
     return [
         f"- Run: {m['started']} → {m.get('finished', '(unfinished)')}, {'--quick' if m['quick'] else 'full'}, "
         f"{m['reps']} repetition(s) per point (path B throughput: at least {m['params']['b_reps_min']}); "
-        f"git {m['git']}, build type {m['buildtype']}.",
+        # Installed runs (psgate-tools) have no commit: the package's and psgate's version.
+        + (f"git {m['git']}" if "git" in m else f"version {m.get('version', '?')}") + f", build type {m['buildtype']}.",
         f"- Machine: {mc.get('cpus')} vCPUs, {mc.get('cpu_model', '?')} (family {mc.get('cpu_family', '?')} model "
         f"{mc.get('model', '?')}), {mc.get('hypervisor', 'bare metal')} guest, "
         f"{(mc.get('mem_total_kb') or 0) // 1024} MiB RAM, kernel {mc.get('kernel')}, DPDK {mc.get('dpdk')}.",
