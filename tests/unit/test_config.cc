@@ -712,6 +712,25 @@ TEST(ConfigFile, DemoConfigParses) {
   EXPECT_FALSE(r->data_lcores.empty());
 }
 
+// The configurations the Debian package installs in /etc/psgate: the one the
+// service runs (null devices, one data lcore sharing CPU 0, metrics on, the
+// state file where the unit's StateDirectory is) and the real-NIC example.
+TEST(ConfigFile, ShippedConfigsParse) {
+  const char* root = std::getenv("PSGATE_SOURCE_ROOT");
+  if (root == nullptr) GTEST_SKIP() << "PSGATE_SOURCE_ROOT not set (run through meson test)";
+  const auto service = load_config_file(std::string(root) + "/config/psgate.toml");
+  ASSERT_TRUE(service.ok()) << service.error();
+  EXPECT_EQ(service->wire.device.rfind("net_null", 0), 0u);
+  EXPECT_EQ(service->data_lcores, std::vector<unsigned>{0});  // runs on a one-CPU machine too
+  EXPECT_EQ(service->control.socket, "/run/psgate/psgate.sock");
+  EXPECT_EQ(service->control.state, "/var/lib/psgate/state.json");
+  EXPECT_EQ(service->metrics.listen, "127.0.0.1:9467");
+  const auto nic = load_config_file(std::string(root) + "/config/nic-example.toml");
+  ASSERT_TRUE(nic.ok()) << nic.error();
+  EXPECT_EQ(nic->wire.mtu, 9000u);
+  EXPECT_EQ(nic->control.socket, service->control.socket);
+}
+
 TEST(ConfigClassForRank, Table) {
   auto spec = [](unsigned count, unsigned def) {
     ConfigSpec c;
