@@ -26,6 +26,7 @@
 
 #include "daemon_runner.h"
 #include "packet_builder.h"
+#include "prometheus_samples.h"
 
 namespace psgate::testing {
 namespace {
@@ -79,18 +80,6 @@ void write_traffic(DaemonFixture& fx) {
   for (int i = 0; i < 30; ++i) wire.push_back(pkt::build_packet(w));
   fx.write_pcap("host-in.pcap", host);
   fx.write_pcap("wire-in.pcap", wire);
-}
-
-// name{labels} -> value, for every sample line of a scrape.
-std::map<std::string, std::string> samples(const std::string& page) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = line.substr(sp + 1);
-  }
-  return out;
 }
 
 uint64_t u64(const std::map<std::string, std::string>& s, const std::string& key) {
@@ -149,7 +138,7 @@ TEST_F(MetricsTest, ScrapeAgreesWithStatsAndPassesPromtool) {
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   const std::string page = res->body;
-  const auto s = samples(page);
+  const auto s = prometheus_samples(page);
 
   for (const auto& [port_name, p] : stats["ports"].items()) {
     const std::string l = "{port=\"" + port_name + "\"}";
@@ -258,7 +247,7 @@ TEST_F(MetricsTest, DashboardQueriesOnlyExistingMetrics) {
   start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
   settled_stats();
   std::set<std::string> names;
-  for (const auto& [series, value] : samples(scrape())) names.insert(series.substr(0, series.find('{')));
+  for (const auto& [series, value] : prometheus_samples(scrape())) names.insert(series.substr(0, series.find('{')));
   const std::regex metric(R"(\bpsgate_[a-z0-9_]+)");
   size_t used = 0;
   for (const std::string& e : exprs) {

@@ -13,10 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "prometheus_samples.h"
 #include "psgate/prometheus.h"
 
 namespace psgate {
 namespace {
+
+using testing::prometheus_samples;
 
 MetricsView sample_view() {
   MetricsView v;
@@ -45,18 +48,6 @@ MetricsView sample_view() {
   j.counters.sent_bytes[kPull] = 1500;
   v.jobs.push_back(j);
   return v;
-}
-
-// name{labels} -> value, for every sample line.
-std::map<std::string, std::string> samples(const std::string& page) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = line.substr(sp + 1);
-  }
-  return out;
 }
 
 TEST(Prometheus, EveryFamilyHasHelpAndTypeAndEverySampleAFamily) {
@@ -117,7 +108,7 @@ TEST(Prometheus, EveryTableCounterIsExported) {
 }
 
 TEST(Prometheus, ValuesAndLabels) {
-  const auto s = samples(render_prometheus(sample_view()));
+  const auto s = prometheus_samples(render_prometheus(sample_view()));
   EXPECT_EQ(s.at("psgate_rx_packets_total{port=\"wire\"}"), "10");
   EXPECT_EQ(s.at("psgate_tx_bytes_total{port=\"host\"}"), "6400");
   EXPECT_EQ(s.at("psgate_dropped_packets_total{port=\"wire\",reason=\"queue_full\"}"), "3");
@@ -132,13 +123,13 @@ TEST(Prometheus, ValuesAndLabels) {
 TEST(Prometheus, LabelValuesAreEscaped) {
   EXPECT_EQ(prometheus_escape("plain"), "plain");
   EXPECT_EQ(prometheus_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-  const auto s = samples(render_prometheus(sample_view()));
+  const auto s = prometheus_samples(render_prometheus(sample_view()));
   EXPECT_EQ(s.at("psgate_job_sent_bytes_total{job_id=\"7\",job_name=\"a\\\"b\\\\c\\nd\",direction=\"pull\"}"), "1500");
   EXPECT_EQ(s.at("psgate_job_rank{job_id=\"7\",job_name=\"a\\\"b\\\\c\\nd\"}"), "2");
 }
 
 TEST(Prometheus, SojournHistogramIsCumulativeInSeconds) {
-  const auto s = samples(render_prometheus(sample_view()));
+  const auto s = prometheus_samples(render_prometheus(sample_view()));
   const std::string lab = "port=\"wire\",class=\"1\"";
   auto bucket = [&](const std::string& le) {
     return std::stoull(s.at("psgate_class_sojourn_seconds_bucket{" + lab + ",le=\"" + le + "\"}"));
@@ -189,7 +180,7 @@ TEST(Prometheus, ClusterFamiliesInClusterMode) {
   v.cluster = MetricsCluster{};
   v.cluster->connected = true;
   v.cluster->applied_revision = 42;
-  const auto s = samples(render_prometheus(v));
+  const auto s = prometheus_samples(render_prometheus(v));
   EXPECT_EQ(s.at("psgate_cluster_connected"), "1");
   EXPECT_EQ(s.at("psgate_cluster_applied_revision"), "42");
 }
