@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "config/reload.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "psgate/counters.h"  // kPortCount
 
@@ -57,11 +63,13 @@ ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, c
   differs(running.cluster != now.cluster, "cluster");
   differs(running.metrics.listen != now.metrics.listen, "metrics.listen");
 
-  // Classes: only with the same count can they be compared one by one.
-  if (running.class_count == now.class_count && last_read.class_count == now.class_count) {
+  // Classes: only with the count that runs can they be compared one by one
+  // (another count needs a restart, named above).
+  if (running.class_count == now.class_count) {
+    const ConfigSpec& base = reload_base(running, last_read, now);
     for (unsigned port = 0; port < kPortCount; ++port) {
       const auto& run = port_classes(running, port);
-      const auto& was = port_classes(last_read, port);
+      const auto& was = port_classes(base, port);
       const auto& is = port_classes(now, port);
       for (unsigned c = 0; c < now.class_count; ++c) {
         if (run[c].depth != is[c].depth) {
@@ -77,6 +85,69 @@ ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, c
   plan.policy = !same_policy(last_read.policy, now.policy);
   plan.jobs = last_read.jobs != now.jobs;
   return plan;
+}
+
+const ConfigSpec& reload_base(const ConfigSpec& running, const ConfigSpec& last_read, const ConfigSpec& now) {
+  return last_read.class_count == now.class_count ? last_read : running;
+}
+
+ClassLive merge_class_change(const ClassLive& in_force, const ClassSpec& was, const ClassSpec& is,
+                             const ClassLive& compiled) {
+  ClassLive out = in_force;
+  if (was.cap != is.cap) {
+    out.cap_bytes_per_sec = compiled.cap_bytes_per_sec;
+    out.cap_burst_bytes = compiled.cap_burst_bytes;
+  }
+  if (was.floor != is.floor) {
+    out.floor_bytes_per_sec = compiled.floor_bytes_per_sec;
+    out.floor_burst_bytes = compiled.floor_burst_bytes;
+  }
+  if (was.ecn_threshold != is.ecn_threshold) out.actions.ecn_threshold = compiled.actions.ecn_threshold;
+  if (was.dscp != is.dscp) out.actions.dscp = compiled.actions.dscp;
+  return out;
+}
+
+void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was, const std::optional<RateSpec>& is,
+                         const PortLive& compiled) {
+  if (!is) {  // removed from the file: unshaped
+    in_force.shaper_bytes_per_sec = 0;
+    return;
+  }
+  if (!was || was->rate_bps != is->rate_bps) in_force.shaper_bytes_per_sec = compiled.shaper_bytes_per_sec;
+  if (!was || was->burst_bytes != is->burst_bytes || !in_force.shaper_burst_bytes)
+    in_force.shaper_burst_bytes = compiled.shaper_burst_bytes;
+}
+
+Result<ConfigSpec> read_config_for_reload(const std::string& path) {
+  using R = Result<ConfigSpec>;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return R::failure(path + ": cannot read config: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return R::failure(path + ": not a regular file; reload reads only a regular config file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxReloadBytes) {
+    ::close(fd);
+    return R::failure(path + ": " + std::to_string(st.st_size) + " bytes; a config file for reload may have at most " +
+                      std::to_string(kMaxReloadBytes));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return R::failure(path + ": cannot read config: " + std::strerror(err));
+    }
+    if (n == 0) break;  // shortened while read: parse what is there
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return parse_config(text, path);
 }
 
 }  // namespace psgate

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "psgate/config.h"
+#include "psgate/port_live.h"
+#include "psgate/result.h"
 
 namespace psgate {
 
@@ -37,5 +39,26 @@ struct ReloadPlan {
 // is compared with it). `last_read`: the file as it was last read (at start or
 // by the previous reload). `now`: the file as it is.
 ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, const ConfigSpec& now);
+
+// What "changed in the file" is measured against: the file as last read, or
+// what runs where the last read had another class count (classes could not
+// be compared with it).
+const ConfigSpec& reload_base(const ConfigSpec& running, const ConfigSpec& last_read, const ConfigSpec& now);
+
+// The class in force with the file's changes to it: each setting (cap with
+// its burst, floor with its burst, ECN threshold, DSCP) the file changed
+// from `was` to `is` comes from `compiled` (the file's class compiled);
+// every other one stays as it is in force, socket changes included.
+ClassLive merge_class_change(const ClassLive& in_force, const ClassSpec& was, const ClassSpec& is,
+                             const ClassLive& compiled);
+// The same for a port's shaper (rate, burst).
+void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was, const std::optional<RateSpec>& is,
+                         const PortLive& compiled);
+
+// The config file for a reload, read on the control thread: only a regular
+// file of at most kMaxReloadBytes, opened without blocking, so a FIFO or a
+// device named as the config cannot stall every control command.
+inline constexpr size_t kMaxReloadBytes = 16u << 20;
+Result<ConfigSpec> read_config_for_reload(const std::string& path);
 
 }  // namespace psgate

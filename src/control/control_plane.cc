@@ -854,22 +854,34 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClusterRequest&) const {
 // last read; everything else that differs is named as needing a restart. A
 // file that does not load changes nothing, and the reply says why.
 Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
-  auto file = load_config_file(config_.source);
+  auto file = read_config_for_reload(config_.source);
   if (!file) return Result<Outcome>::failure(file.error() + " (nothing reloaded)");
   const ReloadPlan plan = plan_reload(config_, *state_.config_file, *file);
   auto now = std::make_shared<const ConfigSpec>(std::move(*file));
+  const ConfigSpec& base = reload_base(config_, *state_.config_file, *now);
   json applied = json::array(), not_applied = json::array();
   ControlState next = state_;
   next.config_file = now;
   if (!plan.classes.empty() || !plan.shapers.empty()) {
     const auto compiled = compile_ports(*now);
     for (const auto& [port, cls] : plan.classes) {
-      next.live[port].classes[cls] = compiled[port].classes[cls];
-      applied.push_back("classes." + std::to_string(cls) + "." + kPortNames[port]);
+      const std::string key = "classes." + std::to_string(cls) + "." + kPortNames[port];
+      // Only the settings the file changed; socket changes to the others stay.
+      const ClassLive want = merge_class_change(state_.live[port].classes[cls], port_classes(base, port)[cls],
+                                                port_classes(*now, port)[cls], compiled[port].classes[cls]);
+      // Checked against the depth that runs (a new depth waits for a
+      // restart), as the `class` command checks: an ECN threshold the file
+      // sets for its new depth may not fit the running one.
+      if (auto problem = check_class(class_spec(want, port_classes(config_, port)[cls].depth))) {
+        not_applied.push_back({{"key", key}, {"why", problem_text(*problem) + " (with the running depth)"}});
+        continue;
+      }
+      next.live[port].classes[cls] = want;
+      applied.push_back(key);
     }
     for (unsigned port : plan.shapers) {
-      next.live[port].shaper_bytes_per_sec = compiled[port].shaper_bytes_per_sec;
-      next.live[port].shaper_burst_bytes = compiled[port].shaper_burst_bytes;
+      merge_shaper_change(next.live[port], port == 0 ? base.wire.shaper : base.host.shaper,
+                          port == 0 ? now->wire.shaper : now->host.shaper, compiled[port]);
       applied.push_back(std::string("shaper.") + kPortNames[port]);
     }
   }

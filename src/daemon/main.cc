@@ -88,6 +88,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // ports before EAL goes, and exit with `code`.
     auto give_up = [&](const std::string& why, int code) {
       spdlog::error("{}", why);
+      psgate::unregister_telemetry();  // DPDK telemetry must not reach what is freed next
       dataplane->reset();
       rte_eal_cleanup();
       return code;

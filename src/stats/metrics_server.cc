@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "psgate/prometheus.h"
 
 namespace psgate {
@@ -73,12 +75,23 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& s
   http.set_read_timeout(5, 0);
   http.set_write_timeout(5, 0);
   http.set_payload_max_length(4096);
-  http.Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render(), kPrometheusContentType);
+  s->gate_ = std::make_shared<Gate>();
+  s->gate_->render = std::move(render);
+  http.Get("/metrics", [gate = s->gate_](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard lock(gate->mutex);
+    if (!gate->open) {
+      res.status = 503;  // psgate is stopping
+      return;
+    }
+    res.set_content(gate->render(), kPrometheusContentType);
   });
   // Anything else: httplib answers 404 (or 400 for what is not HTTP).
   if (!http.bind_to_port(spec.host, spec.port)) return R::failure(where + "bind failed");
-  s->thread_ = std::thread([&http] { http.listen_after_bind(); });
+  s->listening_done_ = std::make_shared<std::atomic<bool>>(false);
+  s->thread_ = std::thread([&http, done = s->listening_done_] {
+    if (!http.listen_after_bind() && http.is_valid()) spdlog::warn("metrics: the HTTP endpoint stopped accepting");
+    done->store(true);
+  });
   // stop() before listen_after_bind() set is_running would be missed: wait
   // for it (it is set before the first accept).
   for (int i = 0; i < 1000 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -86,10 +99,25 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& s
 }
 
 void MetricsServer::stop() {
-  if (thread_.joinable()) {
-    server_->stop();  // closes the listening socket; the pool finishes its requests and is joined
-    thread_.join();
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(gate_->mutex);  // waits for a render under way (milliseconds)
+    gate_->open = false;
   }
+  server_->stop();  // closes the listening socket; the pool finishes its requests and is joined
+  const auto deadline = std::chrono::steady_clock::now() + kStopWait;
+  while (!listening_done_->load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (listening_done_->load()) {
+    thread_.join();
+    return;
+  }
+  // A client still holds a worker. Leave the threads and the server they use
+  // behind (the process is stopping); render() is off, so they touch nothing
+  // psgate is about to free.
+  spdlog::warn("metrics: a client still holds a connection after {} ms; not waiting for it", kStopWait.count());
+  thread_.detach();
+  (void)server_.release();
 }
 
 MetricsServer::~MetricsServer() { stop(); }

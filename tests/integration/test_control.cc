@@ -219,6 +219,20 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   EXPECT_EQ(text.status, 0);
   EXPECT_NE(text.out.find("needs a restart: lcores.data, classes.4.depth"), std::string::npos) << text.out;
 
+  // An ECN threshold written for a new depth does not fit the running one:
+  // that class is not applied (as `class` would refuse it), the depth waits
+  // for a restart. A socket setting the file does not touch (DSCP) stays.
+  ASSERT_EQ(ctl({"class", "wire", "4", "--dscp", "12"}).status, 0);
+  fx.write_file("psgate.toml", edited + "[classes.5]\ndepth = 4096\necn_threshold = 2048\n");
+  r = ctl_json({"reload"});
+  // (The jobs match the file as last read: no longer reported.)
+  ASSERT_EQ(r["not_applied"].size(), 2u) << r.dump();  // classes.5.wire, classes.5.host
+  EXPECT_EQ(r["not_applied"][0]["key"], "classes.5.wire") << r.dump();
+  EXPECT_NE(r["not_applied"][0]["why"].get<std::string>().find("running depth"), std::string::npos) << r.dump();
+  EXPECT_EQ(r["restart_needed"], json({"classes.4.depth", "classes.5.depth"})) << r.dump();
+  EXPECT_NE(ctl_json({"config"})["classes"]["5"]["ecn_threshold"], 2048);  // not in force
+  EXPECT_EQ(ctl_json({"config"})["classes"]["4"]["wire"]["dscp"], 12);
+
   // A file that does not load: refused with the reason, nothing changed.
   fx.write_file("psgate.toml", base + "[classes.4]\ncap = \"fast\"\n");
   const CtlResult bad = ctl({"reload"});

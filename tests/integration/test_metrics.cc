@@ -296,6 +296,41 @@ TEST_F(MetricsTest, RestartsOnThePortItServed) {
   EXPECT_EQ(run.exit_status, 0) << run.output;
 }
 
+// Clients that trickle their requests (one byte every few seconds, each
+// within the server's per-read timeout) hold every worker; SIGTERM must still
+// drain and exit at once, with the final report, not wait for them.
+TEST_F(MetricsTest, SlowClientsDoNotHoldUpTheStop) {
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  std::vector<int> clients;
+  for (unsigned i = 0; i < 6; ++i) {  // more than the workers
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ASSERT_EQ(::send(fd, "GET /metrics HTTP/1.1\r\n", 24, 0), 24);
+    clients.push_back(fd);
+  }
+  std::atomic<bool> trickling{true};
+  std::thread trickle([&] {
+    while (trickling) {
+      for (int fd : clients) (void)::send(fd, "X", 1, MSG_NOSIGNAL);
+      for (int i = 0; i < 20 && trickling; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
+  const DaemonRun run = fx.stop_daemon(20);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  trickling = false;
+  trickle.join();
+  for (int fd : clients) ::close(fd);
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("conservation: received"), std::string::npos) << run.output;
+  EXPECT_LT(took, 10.0) << "the stop waited for the metrics clients";
+}
+
 // The inodes of the TCP sockets listening in this network namespace.
 std::set<std::string> listening_inodes() {
   std::set<std::string> out;

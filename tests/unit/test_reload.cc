@@ -4,6 +4,12 @@
 // (compared with what is running).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "config/reload.h"
@@ -82,6 +88,78 @@ TEST(Reload, ARestartStaysPendingWhileLiveChangesApplyOnce) {
   const ReloadPlan second = plan_reload(running, now, now);
   EXPECT_FALSE(second.policy);
   EXPECT_EQ(second.restart_needed, std::vector<std::string>{"dataplane.burst"});
+}
+
+// A reload that applied something with another class count in the file
+// makes that file the last read one; reverting the count must compare the
+// classes with what runs, not skip them.
+TEST(Reload, AfterAnotherClassCountClassesAreComparedWithWhatRuns) {
+  const ConfigSpec running = parse("[classes]\ncount = 4\ndefault = 3\n");
+  const ConfigSpec odd =
+      parse("[classes]\ncount = 5\ndefault = 4\n[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n");
+  const ConfigSpec back = parse("[classes]\ncount = 4\ndefault = 3\n[classes.1]\ncap = \"1Gbit/s\"\ndepth = 64\n");
+  const ReloadPlan p = plan_reload(running, odd, back);
+  EXPECT_EQ(p.classes.size(), 2u);
+  EXPECT_EQ(p.restart_needed, std::vector<std::string>{"classes.1.depth"});
+  EXPECT_EQ(&reload_base(running, odd, back), &running);
+}
+
+// Only what the file changed is taken from it; a setting made on the socket
+// (here DSCP, and the shaper's burst) stays.
+TEST(Reload, MergesOnlyTheSettingsTheFileChanged) {
+  const ConfigSpec was = parse("[classes.2]\ncap = \"1Gbit/s\"\n[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n");
+  const ConfigSpec now = parse("[classes.2]\ncap = \"2Gbit/s\"\n[shaper.wire]\nrate = \"3Gbit/s\"\nburst = \"1MiB\"\n");
+  ClassLive in_force;
+  in_force.cap_bytes_per_sec = 125'000'000;
+  in_force.cap_burst_bytes = 65536;
+  in_force.actions.dscp = 10;  // set on the socket
+  ClassLive compiled;
+  compiled.cap_bytes_per_sec = 250'000'000;
+  compiled.cap_burst_bytes = 65536;
+  const ClassLive got = merge_class_change(in_force, port_classes(was, 0)[2], port_classes(now, 0)[2], compiled);
+  EXPECT_EQ(got.cap_bytes_per_sec, 250'000'000u);
+  EXPECT_EQ(got.actions.dscp, 10);
+
+  PortLive port;
+  port.shaper_bytes_per_sec = 125'000'000;
+  port.shaper_burst_bytes = 4 << 20;  // set on the socket
+  PortLive file;
+  file.shaper_bytes_per_sec = 375'000'000;
+  file.shaper_burst_bytes = 1 << 20;
+  merge_shaper_change(port, was.wire.shaper, now.wire.shaper, file);
+  EXPECT_EQ(port.shaper_bytes_per_sec, 375'000'000u);
+  EXPECT_EQ(port.shaper_burst_bytes, 4u << 20);
+  merge_shaper_change(port, now.wire.shaper, std::nullopt, file);
+  EXPECT_EQ(port.shaper_bytes_per_sec, 0u);  // removed from the file: unshaped
+}
+
+// The control thread reads the file: a FIFO (no writer) or a device must be
+// refused at once, not block it.
+TEST(Reload, ReadsOnlyARegularFileAndNeverBlocks) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/psgate-reload-" + std::to_string(getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string fifo = dir + "/fifo.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = read_config_for_reload(fifo);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("not a regular file"), std::string::npos) << r.error();
+  r = read_config_for_reload("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("not a regular file"), std::string::npos) << r.error();
+  r = read_config_for_reload(dir + "/missing.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("cannot read config"), std::string::npos) << r.error();
+  const std::string good = dir + "/good.toml";
+  std::ofstream(good) << "[ports.wire]\ndevice = \"net_null0\"\n[ports.host]\ndevice = \"net_null1\"\n"
+                         "[lcores]\ndata = [1]\n";
+  r = read_config_for_reload(good);
+  EXPECT_TRUE(r.ok()) << r.error();
+  ::unlink(fifo.c_str());
+  ::unlink(good.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(Reload, JobsAreReportedNotApplied) {
