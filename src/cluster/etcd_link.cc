@@ -318,8 +318,9 @@ void EtcdLink::follow_loop() {
     bool healthy = stream->Write(create);
     {
       // The session thread asks for progress through this (a Write may run
-      // beside this thread's Read; writes are serialised by mutex_).
-      std::lock_guard<std::mutex> lock(mutex_);
+      // beside this thread's Read; writes are serialised by
+      // watch_write_mutex_).
+      std::lock_guard<std::mutex> lock(watch_write_mutex_);
       ask_progress_ = [s = stream.get()] {
         pb::WatchRequest r;
         r.mutable_progress_request();
@@ -366,8 +367,12 @@ void EtcdLink::follow_loop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       watch_context_ = nullptr;
-      ask_progress_ = nullptr;
       ++watch_restarts_;
+    }
+    {
+      // No progress request runs on the stream past this point.
+      std::lock_guard<std::mutex> lock(watch_write_mutex_);
+      ask_progress_ = nullptr;
     }
     ctx.TryCancel();
     const grpc::Status s = stream->Finish();
@@ -560,14 +565,21 @@ void EtcdLink::session_loop() {
     // The watch: ask for progress, and give up on one that stays silent.
     if (elapsed(last_progress, now) >= kProgressEveryNs) {
       last_progress = now;
-      std::lock_guard<std::mutex> lock(mutex_);
-      const uint64_t t = now_ns();  // after the lock: the follow thread may have just stamped a message
-      const uint64_t silent = t > last_watch_message_ns_ ? t - last_watch_message_ns_ : 0;
-      if (watch_context_ && silent > kWatchSilenceNs) {
-        spdlog::warn("cluster: watch silent for {} ms; reconnecting", silent / kMs);
-        watch_context_->TryCancel();
-      } else if (ask_progress_) {
-        ask_progress_();
+      bool ask = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const uint64_t t = now_ns();  // after the lock: the follow thread may have just stamped a message
+        const uint64_t silent = t > last_watch_message_ns_ ? t - last_watch_message_ns_ : 0;
+        if (watch_context_ && silent > kWatchSilenceNs) {
+          spdlog::warn("cluster: watch silent for {} ms; reconnecting", silent / kMs);
+          watch_context_->TryCancel();
+        } else {
+          ask = true;
+        }
+      }
+      if (ask) {
+        std::lock_guard<std::mutex> lock(watch_write_mutex_);
+        if (ask_progress_) ask_progress_();
       }
     }
     if (!ok) {

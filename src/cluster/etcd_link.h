@@ -89,7 +89,12 @@ class EtcdLink final : public ClusterLink {
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
   uint64_t last_watch_message_ns_ = 0;
-  std::function<bool()> ask_progress_;  // writes a progress request on the live watch
+  // Writes a progress request on the live watch. Set, cleared and called
+  // under watch_write_mutex_, never under mutex_: a Write can block on a
+  // stalled stream, and mutex_ is what status() (the control thread, every
+  // tick) takes.
+  std::mutex watch_write_mutex_;
+  std::function<bool()> ask_progress_;
 
   std::mt19937_64 jitter_{std::random_device{}()};
 
