@@ -48,6 +48,18 @@ uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
+// A TCP connection to 127.0.0.1:port, or -1.
+int connect_loopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
 std::string config_for(const DaemonFixture& fx, const std::string& metrics) {
   const std::string prefix = "psgate-met-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
   return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + prefix +
@@ -274,12 +286,8 @@ TEST_F(MetricsTest, RestartsOnThePortItServed) {
   // As curl does: read to the end, so the server closes first and its side
   // of each connection is the one left in TIME_WAIT.
   for (int i = 0; i < 3; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int fd = connect_loopback(port);
+    ASSERT_GE(fd, 0) << "cannot connect to 127.0.0.1:" << port;
     const std::string req = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
     std::string reply;
@@ -303,12 +311,8 @@ TEST_F(MetricsTest, SlowClientsDoNotHoldUpTheStop) {
   start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
   std::vector<int> clients;
   for (unsigned i = 0; i < 6; ++i) {  // more than the workers
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const int fd = connect_loopback(port);
+    ASSERT_GE(fd, 0) << "cannot connect to 127.0.0.1:" << port;
     ASSERT_EQ(::send(fd, "GET /metrics HTTP/1.1\r\n", 24, 0), 24);
     clients.push_back(fd);
   }
