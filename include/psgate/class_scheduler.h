@@ -79,6 +79,14 @@ class PortSchedulerBase {
   unsigned class_count() const { return static_cast<unsigned>(classes_.size()); }
   // Configured queue limit of class `cls` (packets); depth() is the occupancy.
   uint32_t capacity(unsigned cls) const { return cls < classes_.size() ? classes_[cls].limit : 0; }
+  // True when enqueueing a burst of `n` items in `classes` (a class mask)
+  // and dequeueing up to `n` at once would return exactly that burst, ordered
+  // by class and FIFO within each: nothing is queued, the classes exist and
+  // nothing shapes, caps or floors them, and each has room for the burst. A caller
+  // may then hand the burst on directly (the run-to-completion cut-through).
+  bool passes_through(uint64_t classes, unsigned n) const {
+    return backlog_ == 0 && !shaped_ && (classes & (~class_mask_ | cap_mask_ | floor_mask_)) == 0 && n <= min_limit_;
+  }
 
   // Live changes (control plane hands them to the owning lcore).
   void set_shaper_rate(uint64_t bytes_per_sec, uint64_t now);  // 0: unshaped
@@ -112,6 +120,8 @@ class PortSchedulerBase {
   uint64_t backlog_ = 0;     // bit c: class c holds packets
   uint64_t cap_mask_ = 0;    // bit c: class c has a cap
   uint64_t floor_mask_ = 0;  // bit c: class c has a floor
+  uint64_t class_mask_ = 0;  // bit c: class c exists
+  uint32_t min_limit_ = 0;   // the smallest class limit (passes_through)
   TokenBucket shaper_;
   bool shaped_ = false;
   uint32_t overhead_ = 0;

@@ -92,16 +92,19 @@ struct FlowTable {
   static E* find(E* a, E* b, const Key& key) {
 #if defined(__SSE2__)
     if constexpr (sizeof(Key) == 16) {
-      // One 16-byte compare per way (a third of the scalar instructions), the
-      // four results as a mask, the first match picked by its bit.
+      // One 16-byte compare per way, the four results packed into one vector
+      // (saturating packs keep all-ones and zero as they are: way w's four
+      // 32-bit lanes become bits 4w..4w+3 of one movemask), so the whole
+      // set of four costs one mask test instead of four.
       const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.w));
-      auto eq = [&k](const E& e) -> unsigned {
-        const __m128i w = _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w));
-        return _mm_movemask_epi8(_mm_cmpeq_epi8(k, w)) == 0xffff;
+      auto eq = [&k](const E& e) {
+        return _mm_cmpeq_epi32(k, _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w)));
       };
-      const unsigned match = eq(a[0]) | eq(a[1]) << 1 | eq(b[0]) << 2 | eq(b[1]) << 3;
+      const __m128i packed = _mm_packs_epi16(_mm_packs_epi32(eq(a[0]), eq(a[1])), _mm_packs_epi32(eq(b[0]), eq(b[1])));
+      const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(packed));
+      const unsigned match = m & m >> 1 & m >> 2 & m >> 3 & 0x1111u;  // bit 4w: all of way w's lanes equal
       if (match == 0) return nullptr;
-      const unsigned way = static_cast<unsigned>(__builtin_ctz(match));
+      const unsigned way = static_cast<unsigned>(__builtin_ctz(match)) >> 2;
       return (way < 2 ? a : b) + (way & 1);
     }
 #endif

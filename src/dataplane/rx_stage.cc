@@ -332,7 +332,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   admit_burst(shared, rx, snap, in_port, pkts, n, bc, now, admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
-    if (admitted.n) sched_accept_burst(shared, *direct, counters, admitted.pkts, admitted.n);
+    if (admitted.n && !sched_cut_through(shared, *direct, counters, admitted.pkts, admitted.cls, admitted.n, now))
+      sched_accept_burst(shared, *direct, counters, admitted.pkts, admitted.n);
     return received;
   }
   hand_off_to_rings(shared, rx, out_port, admitted);

@@ -39,22 +39,28 @@ void drop_pending(EgressPort& egress, LcoreCounters& counters, DropReason reason
   egress.pending_head = 0;
 }
 
-// DSCP of the class each packet leaves from, and CE as decided on its
-// arrival, for the classes that rewrite (a separate pass: ports whose classes
-// rewrite nothing never look at a header here).
-void rewrite_dequeued(EgressPort& egress, LcoreCounters& counters, const ScheduledItem<rte_mbuf*>* items, unsigned n) {
-  const ClassActions* const actions = egress.actions.data();
-  for (unsigned i = 0; i < n; ++i) {
-    const unsigned cls = items[i].cls;
-    rte_mbuf* m = items[i].item;
-    const PacketMeta* meta = packet_meta(m);
-    if (!(egress.rewrite_classes >> cls & 1) || meta->ip_version == 0) continue;
-    const unsigned changed = rewrite_traffic_class_mbuf(m, meta->l3_offset, static_cast<L3Kind>(meta->ip_version),
-                                                        actions[cls].dscp, meta->mark_ce);
-    ClassCounters& cc = counters.cls(egress.index, cls);
-    if (changed & kRewroteDscp) cc.dscp_remarked.inc();
-    if (changed & kMarkedCe) cc.ecn_marked.inc();
-  }
+// DSCP of the class a packet leaves from, and CE as decided on its arrival,
+// for the classes that rewrite (callers run it in a separate pass, only on
+// ports whose classes rewrite something).
+inline void rewrite_leaving(EgressPort& egress, LcoreCounters& counters, rte_mbuf* m, unsigned cls) {
+  const PacketMeta* meta = packet_meta(m);
+  if (!(egress.rewrite_classes >> cls & 1) || meta->ip_version == 0) return;
+  const unsigned changed = rewrite_traffic_class_mbuf(m, meta->l3_offset, static_cast<L3Kind>(meta->ip_version),
+                                                      egress.actions[cls].dscp, meta->mark_ce);
+  ClassCounters& cc = counters.cls(egress.index, cls);
+  if (changed & kRewroteDscp) cc.dscp_remarked.inc();
+  if (changed & kMarkedCe) cc.ecn_marked.inc();
+}
+
+// After a tx_burst of the `n` packets at the front of egress.pending: what the
+// port did not take stays pending, retried before anything new is dequeued.
+void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsigned sent, uint64_t now) {
+  egress.pending_head = sent;
+  egress.pending_count = n - sent;
+  if (sent) egress.stalled = false;
+  if (egress.pending_count == 0) return;
+  egress.pending_since_tsc = now;
+  if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
 }
 
 }  // namespace
@@ -228,14 +234,78 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   }
   flush_class(run);
   flush_sojourn();
-  if (egress.rewrite_classes) rewrite_dequeued(egress, counters, items, n);
-  const unsigned sent = tx_burst_counted(egress, counters, out, n);
-  egress.pending_head = sent;
-  egress.pending_count = n - sent;
-  if (sent) egress.stalled = false;
-  if (egress.pending_count == 0) return;
-  egress.pending_since_tsc = now;
-  if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
+  if (egress.rewrite_classes) {
+    for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, items[i].item, items[i].cls);
+  }
+  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
+}
+
+bool sched_cut_through(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
+                       rte_mbuf* const* pkts, const uint8_t* cls, unsigned n, uint64_t rx_tsc) {
+  uint64_t present = 0;
+  for (unsigned i = 0; i < n; ++i) present |= uint64_t{1} << cls[i];
+  if (!egress.link_up || egress.pending_count != 0 || !egress.sched.passes_through(present, n)) return false;
+
+  // What strict priority would dequeue: the burst ordered by class, arrival
+  // order kept within each (a stable counting sort), straight into `pending`,
+  // where sched_transmit keeps what the port does not take.
+  rte_mbuf** out = egress.pending.data();
+  uint8_t out_cls[kMaxBurst];
+  if ((present & (present - 1)) == 0) {
+    for (unsigned i = 0; i < n; ++i) {
+      out[i] = pkts[i];
+      out_cls[i] = cls[i];
+    }
+  } else {
+    uint8_t next[kMaxClasses];  // only the present classes' entries are used
+    for (uint64_t p = present; p != 0; p &= p - 1) next[__builtin_ctzll(p)] = 0;
+    for (unsigned i = 0; i < n; ++i) ++next[cls[i]];
+    unsigned start = 0;
+    for (uint64_t p = present; p != 0; p &= p - 1) {
+      const unsigned c = static_cast<unsigned>(__builtin_ctzll(p));
+      const unsigned count = next[c];
+      next[c] = static_cast<uint8_t>(start);
+      start += count;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      const unsigned at = next[cls[i]]++;
+      out[at] = pkts[i];
+      out_cls[at] = cls[i];
+    }
+  }
+
+  // Per class: counted in and out of its FIFO at once (enqueued - dequeued
+  // stays the depth, zero), the sojourn of the whole run recorded once, and
+  // CE decided on the depth each packet would have found: the packets of
+  // its class ahead of it in this burst.
+  const uint64_t now = rte_rdtsc();
+  const uint64_t sojourn_ns = ticks_to_ns(shared, now - rx_tsc);
+  const unsigned port = egress.index;
+  for (unsigned first = 0; first < n;) {
+    const unsigned c = out_cls[first];
+    unsigned last = first;
+    uint64_t bytes = 0;
+    do {
+      bytes += out[last++]->pkt_len;
+    } while (last < n && out_cls[last] == c);
+    const unsigned count = last - first;
+    ClassCounters& cc = counters.cls(port, c);
+    cc.enqueued_packets.add(count);
+    cc.enqueued_bytes.add(bytes);
+    cc.dequeued_packets.add(count);
+    cc.dequeued_bytes.add(bytes);
+    counters.hist(port, c).record(sojourn_ns, count);
+    const uint32_t threshold = egress.actions[c].ecn_threshold;
+    if (threshold != 0) {
+      for (unsigned k = first + threshold; k < last; ++k) packet_meta(out[k])->mark_ce = 1;
+    }
+    first = last;
+  }
+  if (egress.rewrite_classes & present) {
+    for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, out[i], out_cls[i]);
+  }
+  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
+  return true;
 }
 
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now) {

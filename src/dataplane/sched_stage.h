@@ -12,6 +12,15 @@ namespace psgate {
 // Enqueues packets into their class FIFOs (ECN/DSCP marks, re-rank settling).
 void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts,
                         unsigned n);
+// Run-to-completion only (the caller owns `egress`): when the port's
+// scheduler holds nothing and would send this burst on unchanged
+// (PortScheduler::passes_through), transmits it at once in the order strict
+// priority gives, with every counter, mark and sojourn record the FIFO path
+// would have made, and returns true. Otherwise does nothing and returns
+// false: the caller enqueues with sched_accept_burst. `cls` is each packet's
+// class; `rx_tsc` the burst's arrival time (PacketMeta::rx_tsc).
+bool sched_cut_through(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
+                       rte_mbuf* const* pkts, const uint8_t* cls, unsigned n, uint64_t rx_tsc);
 // Moves every ready packet from the RX lcores' rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.

@@ -31,6 +31,8 @@ PortSchedulerBase::PortSchedulerBase(const PortSchedConfig& config, uint64_t now
     Class& k = classes_[c];
     k.mask = ring_size_for(cc.depth) - 1;
     k.limit = cc.depth;
+    min_limit_ = c == 0 ? cc.depth : std::min(min_limit_, cc.depth);
+    class_mask_ |= uint64_t{1} << c;
     set_class_cap(static_cast<unsigned>(c), cc.cap_bytes_per_sec, cc.cap_burst_bytes, now);
     set_class_floor(static_cast<unsigned>(c), cc.floor_bytes_per_sec, cc.floor_burst_bytes, now);
   }
