@@ -8,6 +8,7 @@
 // the test opens it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ostream>
 #include <string>
@@ -102,7 +103,7 @@ class Gate {
   }
 
   nlohmann::json control(const nlohmann::json& request) { return h_.control().handle(request); }
-  Totals totals() { return h_.dataplane().read_totals(false); }
+  Totals totals(bool histograms = false) { return h_.dataplane().read_totals(histograms); }
 
   // The configured shaper (1 byte/s, 64-byte bucket) starts with a full
   // bucket: one job-less frame of 254 bytes (278 charged with the framing
@@ -362,6 +363,79 @@ TEST(ClassActionsTest, DscpAndCeComeFromTheClassAPacketLeavesAfterDeferredAndDon
     EXPECT_EQ(t.cls(kWire, 3).dscp_remarked, 9u);
     EXPECT_EQ(t.cls(kWire, 3).ecn_marked, 2u);
     EXPECT_EQ(t.ports[kWire].drop_total(), 0u);
+  }
+}
+
+// --- One burst through a port whose queues are empty ---------------------------
+
+// Run to completion sends a burst that finds the port's queues empty straight
+// on (sched_cut_through) instead of through the class FIFOs. What leaves must
+// be what the FIFOs would give: strict priority between classes, arrival order
+// within each, each class's DSCP, and counters that balance (enqueued =
+// dequeued, the sojourn histogram holding every packet). The same burst is
+// then sent again behind a closed shaper, which forces the FIFO path, and
+// must leave in the same order with the same marks.
+TEST(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMarks) {
+  // Three jobs in three classes (rank r -> class r + 1), a fourth port for
+  // unclassified traffic (default class 7). DSCP differs per class.
+  std::string body =
+      "[lcores]\nmain = 0\ndata = [1]\n"
+      "[classes]\ncount = 8\ndepth = 64\n"
+      "[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n[classes.3]\ndscp = 30\n[classes.7]\ndscp = 46\n"
+      "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n";
+  const uint16_t ports[] = {2222, 2223, 2224};
+  for (unsigned j = 0; j < 3; ++j)
+    body += "[[jobs]]\nid = " + std::to_string(j + 1) + "\nrank = " + std::to_string(j) +
+            "\nmatch = [\"src=10.0.0.5/32,sport=" + std::to_string(ports[j]) + ",proto=tcp\"]\n";
+  // Arrival order mixes the classes: job 3 (lowest), unclassified, job 1 (top), job 2, ...
+  const uint16_t pattern[] = {2224, kUnclassifiedPort, 2222, 2223, 2222, 2224, kUnclassifiedPort, 2223};
+  std::vector<std::vector<uint8_t>> frames;
+  std::vector<uint16_t> sports;
+  for (unsigned i = 0; i < 32; ++i) {
+    sports.push_back(pattern[i % 8]);
+    frames.push_back(pull_frame(sports.back(), static_cast<uint16_t>(i), kEct0));
+  }
+  auto dscp_of = [](uint16_t sport) { return sport == 2222 ? 10 : sport == 2223 ? 20 : sport == 2224 ? 30 : 46; };
+  auto prio_of = [](uint16_t sport) { return sport == kUnclassifiedPort ? 7 : sport - 2222 + 1; };
+  // What strict priority over FIFOs gives: a stable sort by class.
+  std::vector<unsigned> expect(32);
+  for (unsigned i = 0; i < 32; ++i) expect[i] = i;
+  std::stable_sort(expect.begin(), expect.end(),
+                   [&](unsigned a, unsigned b) { return prio_of(sports[a]) < prio_of(sports[b]); });
+
+  for (const bool through_fifo : {false, true}) {
+    SCOPED_TRACE(through_fifo ? "held behind the shaper (FIFO path)" : "queues empty (cut-through)");
+    Gate g(through_fifo ? body + kShaper : body);
+    ASSERT_TRUE(g.ok()) << g.error();
+    if (through_fifo) g.close_shaper();
+    g.feed(frames);
+    if (through_fifo) {
+      ASSERT_TRUE(g.sent().empty());
+      EXPECT_EQ(g.totals().cls(kWire, 1).depth(), 8u) << "the burst must wait in the FIFOs";
+      g.open_shaper();
+      g.pass();
+    }
+    const std::vector<Seen> out = g.sent();
+    ASSERT_EQ(out.size(), 32u);
+    for (unsigned k = 0; k < 32; ++k) {
+      EXPECT_EQ(out[k].ip_id, expect[k]) << "position " << k;
+      EXPECT_EQ(out[k].sport, sports[expect[k]]) << "position " << k;
+      EXPECT_EQ(out[k].tos >> 2, dscp_of(out[k].sport)) << "position " << k;
+      EXPECT_TRUE(out[k].checksum_ok) << "position " << k;
+    }
+    const Totals t = g.totals(/*histograms=*/true);
+    uint64_t sojourn_samples = 0;
+    for (unsigned c = 0; c < 8; ++c) {
+      const ClassTotals& ct = t.cls(kWire, c);
+      EXPECT_EQ(ct.depth(), 0u) << "class " << c;
+      EXPECT_EQ(ct.dequeued_packets, c >= 1 && c <= 3 ? 8u : c == 7 ? 8u + through_fifo : 0u) << "class " << c;
+      EXPECT_EQ(ct.dscp_remarked, ct.dequeued_packets) << "class " << c;
+      sojourn_samples += ct.sojourn.count();
+    }
+    EXPECT_EQ(sojourn_samples, 32u + through_fifo) << "one sojourn sample per packet";
+    EXPECT_EQ(t.rx_total(), 32u + through_fifo);
+    EXPECT_EQ(t.tx_total(), t.rx_total()) << "every packet sent";
+    EXPECT_EQ(t.drop_total(), 0u);
   }
 }
 
