@@ -33,6 +33,7 @@ IN_BUILD = {
     "psgatectl": "src/psgatectl/psgatectl",
     "psgate-gen": "perf/gen/psgate-gen",
     "psemu": "perf/psemu/psemu",
+    "psgate-micro": "perf/micro/psgate-micro",  # built with -Dtests; never installed
 }
 
 
