@@ -15,6 +15,7 @@
 // it), which is what marks an empty cache entry.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -36,6 +37,9 @@ struct FlowKey6 {
 
 inline bool operator==(const FlowKey4& a, const FlowKey4& b) { return a.w[0] == b.w[0] && a.w[1] == b.w[1]; }
 inline bool operator==(const FlowKey6& a, const FlowKey6& b) { return std::memcmp(a.w, b.w, sizeof(a.w)) == 0; }
+
+// Keys are built from the frame's bytes as little-endian words.
+static_assert(std::endian::native == std::endian::little, "flow keys and the wire key path assume little-endian");
 
 namespace detail {
 // A port (host order) as the little-endian value of its two wire bytes.
@@ -81,11 +85,17 @@ inline bool parse_ipv4_flow_key(const uint8_t* data, uint32_t len, FlowKey4& key
   constexpr uint32_t kL3 = kCommonL3Offset;
   if (len < kL3 + 20 + 8) return false;
   const uint8_t* ip = data + kL3;
-  if (data[12] != 0x08 || data[13] != 0x00 || ip[0] != 0x45) return false;
-  const uint32_t total = static_cast<uint32_t>(ip[2] << 8 | ip[3]);
-  const uint8_t proto = ip[9];
+  // Two 8-byte loads hold every field checked here (little-endian: the
+  // frame's first byte is the word's lowest). `head`: ethertype, version and
+  // IHL, TOS, total length, ID (frame bytes 12-19); `frag`: flags and
+  // fragment offset, TTL, protocol, checksum, ... (bytes 20-27).
+  const uint64_t head = detail::load64(data + 12);
+  const uint64_t frag = detail::load64(ip + 6);
+  if ((head & 0xffffff) != 0x450008) return false;  // 08 00 45: IPv4, no options
+  const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(head >> 32));
+  const uint8_t proto = static_cast<uint8_t>(frag >> 24);
   const uint8_t* l4 = ip + 20;
-  if (total > len - kL3 || ((ip[6] & 0x1f) | ip[7]) != 0) return false;  // past the frame, or a later fragment
+  if (total > len - kL3 || (frag & 0xff1f) != 0) return false;  // past the frame, or a later fragment
   if (proto == 17) {
     if (total < 20 + 8) return false;
   } else if (proto == 6) {

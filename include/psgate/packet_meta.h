@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
@@ -29,5 +30,21 @@ extern int g_packet_meta_offset;
 int register_packet_meta();  // returns the offset or -1 with rte_errno set
 
 inline PacketMeta* packet_meta(rte_mbuf* m) { return RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*); }
+
+// The metadata's second word as RX writes it (mark_ce clear), composed in a
+// register: job_slot, l3_offset, ip_version (7 bits), mark_ce, cls, in their
+// little-endian places (a unit test checks it against the struct). Filling
+// the struct field by field makes the compiler mask each bitfield in turn.
+inline uint64_t packet_meta_word1(uint32_t job_slot, uint16_t l3_offset, uint8_t ip_version, uint8_t cls) {
+  return uint64_t{job_slot} | uint64_t{l3_offset} << 32 | uint64_t{ip_version & 0x7fu} << 48 | uint64_t{cls} << 56;
+}
+
+// Writes a packet's metadata in two 8-byte stores at the registered offset
+// (`offset`: g_packet_meta_offset, held in a register by the caller's loop).
+inline void write_packet_meta(rte_mbuf* m, int offset, uint64_t rx_tsc, uint64_t word1) {
+  auto* p = RTE_MBUF_DYNFIELD(m, offset, uint8_t*);
+  std::memcpy(p, &rx_tsc, 8);
+  std::memcpy(p + 8, &word1, 8);
+}
 
 }  // namespace psgate

@@ -87,33 +87,37 @@ struct FlowTable {
     if constexpr (sizeof(E) * 2 > RTE_CACHE_LINE_SIZE) rte_prefetch0(set + 1);
   }
 
-  // At most one way holds the key (insert refreshes in place), so the four
-  // compares are independent and can all be in flight at once.
-  static E* find(E* a, E* b, const Key& key) {
+  // The way of one set that holds `key`, or null. At most one way of the two
+  // sets holds a key (insert refreshes in place).
+  static E* find_in_set(E* set, const Key& key) {
 #if defined(__SSE2__)
     if constexpr (sizeof(Key) == 16) {
-      // One 16-byte compare per way, the four results packed into one vector
-      // (saturating packs keep all-ones and zero as they are: way w's four
-      // 32-bit lanes become bits 4w..4w+3 of one movemask), so the whole
-      // set of four costs one mask test instead of four.
+      // One 16-byte compare per way; each way's four 32-bit lane results as
+      // four bits of one movemask.
       const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.w));
       auto eq = [&k](const E& e) {
-        return _mm_cmpeq_epi32(k, _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w)));
+        return _mm_movemask_ps(
+            _mm_castsi128_ps(_mm_cmpeq_epi32(k, _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w)))));
       };
-      const __m128i packed = _mm_packs_epi16(_mm_packs_epi32(eq(a[0]), eq(a[1])), _mm_packs_epi32(eq(b[0]), eq(b[1])));
-      const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(packed));
-      const unsigned match = m & m >> 1 & m >> 2 & m >> 3 & 0x1111u;  // bit 4w: all of way w's lanes equal
-      if (match == 0) return nullptr;
-      const unsigned way = static_cast<unsigned>(__builtin_ctz(match)) >> 2;
-      return (way < 2 ? a : b) + (way & 1);
+      const int m0 = eq(set[0]);
+      const int m1 = eq(set[1]);
+      return m0 == 0xf ? &set[0] : m1 == 0xf ? &set[1] : nullptr;
     }
 #endif
     E* hit = nullptr;
-    hit = same_key(b[1].key, key) ? &b[1] : hit;
-    hit = same_key(b[0].key, key) ? &b[0] : hit;
-    hit = same_key(a[1].key, key) ? &a[1] : hit;
-    hit = same_key(a[0].key, key) ? &a[0] : hit;
+    hit = same_key(set[1].key, key) ? &set[1] : hit;
+    hit = same_key(set[0].key, key) ? &set[0] : hit;
     return hit;
+  }
+
+  // The first set first: insert puts a flow there unless it holds more live
+  // entries than the second (ties go to the first), so below about a quarter
+  // of the capacity nearly every flow is in its first set and the second set
+  // is compared only for misses; at half load about three flows in four are
+  // (a simulation of the insert rule: 77%).
+  static E* find(E* a, E* b, const Key& key) {
+    E* hit = find_in_set(a, key);
+    return hit ? hit : find_in_set(b, key);
   }
 
   // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]) with

@@ -242,14 +242,9 @@ struct Admitted {
       }
       run_add(admitted, slot, m->pkt_len, flush_admitted);
     }
-    // One 16-byte store rather than a store per field.
-    const PacketMeta meta{.rx_tsc = now,
-                          .job_slot = slot,
-                          .l3_offset = common ? kCommonL3Offset : bc.l3_offset[i],
-                          .ip_version = static_cast<uint8_t>(common ? 4 : bc.ip_version[i]),
-                          .mark_ce = 0,
-                          .cls = static_cast<uint8_t>(cls)};
-    std::memcpy(RTE_MBUF_DYNFIELD(m, meta_offset, void*), &meta, sizeof(meta));
+    const uint16_t l3_offset = common ? kCommonL3Offset : bc.l3_offset[i];
+    const uint8_t ip_version = common ? 4 : bc.ip_version[i];
+    write_packet_meta(m, meta_offset, now, packet_meta_word1(slot, l3_offset, ip_version, static_cast<uint8_t>(cls)));
     out.pkts[n_out] = m;
     out.cls[n_out++] = static_cast<uint8_t>(cls);
   }
