@@ -27,6 +27,8 @@ import subprocess
 import threading
 import time
 
+import stages  # noqa: E402  (perf/bench is on the path of every script that imports benchlib)
+
 HUGE_NR = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 MBUF_BYTES = 2176 + 128 + 64  # RTE_MBUF_DEFAULT_BUF_SIZE + mbuf header + mempool object header
 
@@ -522,7 +524,10 @@ def finish_profile(d, p, top=20):
         key = (dso, sym)
         syms[key] = syms.get(key, 0.0) + pct
     rows = [{"pct": v, "dso": k[0], "symbol": k[1]} for k, v in sorted(syms.items(), key=lambda kv: -kv[1])]
-    return {"symbols": rows[:top], "objects": {k: v for k, v in sorted(dsos.items(), key=lambda kv: -kv[1])}}
+    # Every row, put into stages (stages.py): the budget's shares, to be turned
+    # into cycles once the run's packets per CPU-second are known.
+    return {"symbols": rows[:top], "objects": {k: v for k, v in sorted(dsos.items(), key=lambda kv: -kv[1])},
+            "stages": stages.budget(rows, None)}
 
 
 # ---------------------------------------------------------------- the runners

@@ -29,6 +29,61 @@ def markdown(res, sc):
             L.append(f"| {row['pct']:.1f} | {f(nspp and row['pct'] / 100 * nspp, '{:.1f}')} | {row['dso']} | "
                      f"`{row['symbol']}` |")
         L.append("")
+    L += budget_markdown(prof)
     if res.get("analysis"):
         L += [res["analysis"], ""]
+    return L
+
+
+def budget_rows(prof, size):
+    """[(stage, psgate cycles, testpmd cycles)] for one frame size, and the two totals."""
+    ps = prof.get(f"psgate-{size}") or {}
+    tp = prof.get(f"testpmd-{size}") or {}
+    if not ps.get("cycles_per_packet"):
+        return None
+    tp_cycles = {st["stage"]: st["cycles"] for st in (tp.get("profile") or {}).get("stages", [])}
+    names = [st["stage"] for st in ps["profile"]["stages"]] + [k for k in tp_cycles
+                                                              if k not in {st["stage"] for st in ps["profile"]["stages"]}]
+    ps_cycles = {st["stage"]: st["cycles"] for st in ps["profile"]["stages"]}
+    rows = [(n, ps_cycles.get(n), tp_cycles.get(n)) for n in names]
+    return rows, ps["cycles_per_packet"], tp.get("cycles_per_packet")
+
+
+def budget_text(prof, size=64):
+    """The stage budget as a plain table (run-bench prints it)."""
+    got = budget_rows(prof, size)
+    if not got:
+        return f"stage budget {size} B: no profile"
+    rows, ps_total, tp_total = got
+    hz = prof.get("tsc_hz")
+    out = [f"stage budget, {size} B, 1 data lcore, path A (cycles per packet at {hz / 1e9:.2f} GHz TSC; "
+           "perf shares x measured total):",
+           f"  {'stage':<52} {'psgate':>8} {'testpmd':>8}"]
+    for name, a, b in rows:
+        out.append(f"  {name:<52} {f(a, '{:.1f}'):>8} {f(b, '{:.1f}'):>8}")
+    out.append(f"  {'total (measured: TSC Hz / packets per CPU-s)':<52} {ps_total:>8.1f} {f(tp_total, '{:.1f}'):>8}")
+    own = sum(a for name, a, _ in rows if a and not name.startswith(("driver", "mbuf pool", "kernel")))
+    out.append(f"  {'psgate own work (all but driver, DPDK libs, kernel)':<52} {own:>8.1f}")
+    return "\n".join(out)
+
+
+def budget_markdown(prof):
+    """The stage budget section: psgate next to testpmd, 64 B and 1518 B."""
+    L = []
+    for size in (64, 1518):
+        got = budget_rows(prof, size)
+        if not got:
+            continue
+        rows, ps_total, tp_total = got
+        hz = prof.get("tsc_hz")
+        L += [f"### Stage budget, {size} B", "",
+              f"Cycles per packet ({hz / 1e9:.2f} GHz TSC): the run's measured total (TSC Hz / packets per "
+              "CPU-second) split by the perf shares of the stages (`perf/bench/stages.py` maps every sampled "
+              "symbol to one stage), so each column adds up to its total.", "",
+              "| stage | psgate cycles/packet | testpmd io cycles/packet |", "|---|---:|---:|"]
+        for name, a, b in rows:
+            L.append(f"| {name} | {f(a, '{:.1f}')} | {f(b, '{:.1f}')} |")
+        L.append(f"| **total (measured)** | **{ps_total:.1f}** | **{f(tp_total, '{:.1f}')}** |")
+        own = sum(a for name, a, _ in rows if a and not name.startswith(("driver", "mbuf pool", "kernel")))
+        L += [f"| psgate's own work (all but the driver, DPDK's libraries and the kernel) | {own:.1f} | |", ""]
     return L
