@@ -31,10 +31,10 @@ inline void apply_links(SchedContext& ctx, unsigned up) {
   for (EgressPort* e : ctx.egress) e->link_up = (up >> e->index) & 1u;
 }
 
-void transmit_all(DataplaneShared& shared, SchedContext& ctx) {
-  const uint64_t now = rte_rdtsc();
+void transmit_all(DataplaneShared& shared, SchedContext& ctx, uint64_t now) {
   for (EgressPort* e : ctx.egress) sched_transmit(shared, *e, *ctx.counters, now);
 }
+void transmit_all(DataplaneShared& shared, SchedContext& ctx) { transmit_all(shared, ctx, rte_rdtsc()); }
 
 // After RX stopped: send what is queued until empty or the drain deadline,
 // then count and free the rest.
@@ -82,10 +82,11 @@ class SnapshotReader {
 
 // A port whose link is down is not polled: its driver may be tearing down
 // what rx_burst reads (memif unmaps the peer's memory on disconnect).
-void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up) {
+// `now`: the iteration's one TSC read (rx_poll).
+void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up, uint64_t now) {
   if (snap.generation != rx.police_generation) rx_sync_policers(shared, rx, snap);
-  if (up & 1u) rx_poll(shared, rx, snap, 0);
-  if (up & 2u) rx_poll(shared, rx, snap, 1);
+  if (up & 1u) rx_poll(shared, rx, snap, 0, now);
+  if (up & 2u) rx_poll(shared, rx, snap, 1, now);
 }
 
 void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
@@ -103,9 +104,13 @@ int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
       apply_links(*plan.sched, up);
       const Snapshot& snap = reader.current();
       sched_sync_params(*plan.sched, snap);
-      rx_iteration(shared, *plan.rx, snap, up);
+      // One clock read for the whole iteration: RX time, policers, shaper.
+      // The shaper refilling at the iteration's start rather than a few
+      // hundred nanoseconds later only ever sends later, never more.
+      const uint64_t now = rte_rdtsc();
+      rx_iteration(shared, *plan.rx, snap, up, now);
       reader.quiescent();
-      transmit_all(shared, *plan.sched);
+      transmit_all(shared, *plan.sched, now);
     }
   }
   shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
@@ -119,7 +124,7 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       const unsigned up = link_check(shared, plan.rcu_thread_id);
-      rx_iteration(shared, *plan.rx, reader.current(), up);
+      rx_iteration(shared, *plan.rx, reader.current(), up, rte_rdtsc());
       reader.quiescent();
     }
   }
@@ -160,8 +165,9 @@ bool Dataplane::run_once() {
   apply_links(*plan.sched, up);
   const Snapshot& snap = *d.shared.snapshots->current();
   sched_sync_params(*plan.sched, snap);
-  rx_iteration(d.shared, *plan.rx, snap, up);
-  transmit_all(d.shared, *plan.sched);
+  const uint64_t now = rte_rdtsc();
+  rx_iteration(d.shared, *plan.rx, snap, up, now);
+  transmit_all(d.shared, *plan.sched, now);
   d.shared.link->go_offline(plan.rcu_thread_id);
   return true;
 }

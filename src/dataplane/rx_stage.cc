@@ -329,7 +329,7 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned ou
 
 }  // namespace
 
-unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port) {
+unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port, uint64_t now) {
   rte_mbuf* pkts[kMaxBurst];
   const uint16_t received = rte_eth_rx_burst(shared.port_ids[in_port], rx.rx_queue, pkts, shared.burst);
   if (received == 0) return 0;
@@ -343,7 +343,6 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   in_counters.rx_packets.add(received);
   in_counters.rx_bytes.add(bytes);
   if (n == 0) return received;
-  const uint64_t now = rte_rdtsc();
 
   BurstClasses bc;
   classify_burst(rx, snap, pkts, n, bc);
@@ -351,7 +350,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   admit_burst(shared, rx, snap, in_port, pkts, n, bc, now, admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
-    if (admitted.n && !sched_cut_through(shared, *direct, counters, admitted.pkts, admitted.cls, admitted.n, now))
+    if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, now))
       sched_accept_burst(shared, *direct, counters, admitted.pkts, admitted.n);
     return received;
   }

@@ -8,8 +8,11 @@
 
 namespace psgate {
 
-// One burst from `in_port`. Returns the packets received.
-unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port);
+// One burst from `in_port`. Returns the packets received. `now` is the TSC
+// as the loop iteration read it (one read per iteration: a TSC read costs
+// about 44 cycles on the development VM, more than a packet's admission): the
+// burst's arrival time for sojourn and its policers' clock.
+unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port, uint64_t now);
 // Brings the lcore's policers in line with a new snapshot (control changes only).
 void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap);
 

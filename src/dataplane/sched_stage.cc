@@ -240,8 +240,8 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
 }
 
-bool sched_cut_through(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
-                       rte_mbuf* const* pkts, const uint8_t* cls, unsigned n, uint64_t rx_tsc) {
+bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts, const uint8_t* cls,
+                       unsigned n, uint64_t rx_tsc) {
   uint64_t present = 0;
   for (unsigned i = 0; i < n; ++i) present |= uint64_t{1} << cls[i];
   if (!egress.link_up || egress.pending_count != 0 || !egress.sched.passes_through(present, n)) return false;
@@ -277,9 +277,12 @@ bool sched_cut_through(const DataplaneShared& shared, EgressPort& egress, LcoreC
   // Per class: counted in and out of its FIFO at once (enqueued - dequeued
   // stays the depth, zero), the sojourn of the whole run recorded once, and
   // CE decided on the depth each packet would have found: the packets of
-  // its class ahead of it in this burst.
-  const uint64_t now = rte_rdtsc();
-  const uint64_t sojourn_ns = ticks_to_ns(shared, now - rx_tsc);
+  // its class ahead of it in this burst. The sojourn is taken at the burst's
+  // arrival time, the clock of the whole loop iteration, as it is for a
+  // packet that the FIFO path dequeues in the iteration it arrived in: 0, no
+  // wait behind an earlier burst (sojourn measures queueing in psgate, which
+  // a cut-through packet never met).
+  const uint64_t now = rx_tsc;
   const unsigned port = egress.index;
   for (unsigned first = 0; first < n;) {
     const unsigned c = out_cls[first];
@@ -294,7 +297,7 @@ bool sched_cut_through(const DataplaneShared& shared, EgressPort& egress, LcoreC
     cc.enqueued_bytes.add(bytes);
     cc.dequeued_packets.add(count);
     cc.dequeued_bytes.add(bytes);
-    counters.hist(port, c).record(sojourn_ns, count);
+    counters.hist(port, c).record(0, count);
     const uint32_t threshold = egress.actions[c].ecn_threshold;
     if (threshold != 0) {
       for (unsigned k = first + threshold; k < last; ++k) packet_meta(out[k])->mark_ce = 1;

@@ -19,8 +19,8 @@ void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounte
 // would have made, and returns true. Otherwise does nothing and returns
 // false: the caller enqueues with sched_accept_burst. `cls` is each packet's
 // class; `rx_tsc` the burst's arrival time (PacketMeta::rx_tsc).
-bool sched_cut_through(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
-                       rte_mbuf* const* pkts, const uint8_t* cls, unsigned n, uint64_t rx_tsc);
+bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts, const uint8_t* cls,
+                       unsigned n, uint64_t rx_tsc);
 // Moves every ready packet from the RX lcores' rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.
