@@ -265,6 +265,20 @@ TEST(FlowCache, CreateValidatesAndNamesAreUnique) {
 // The wire-key burst path (lookup4/insert4) and the parsed-packet path address
 // the same entries: whichever way a flow went in, the other finds it. Masks
 // select exactly the keys to compare; out[] is written for hits only.
+// FlowCache::hash uses the CRC32-C instruction directly where the compiler
+// may: it must give DPDK's rte_hash_crc values, whichever form is compiled.
+TEST(FlowCache, HashIsDpdksCrc32c) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 1000; ++i) {
+    FlowKey4 k;
+    k.w[0] = x;
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    k.w[1] = x;
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    EXPECT_EQ(FlowCache::hash(k), rte_hash_crc_8byte(k.w[1], rte_hash_crc_8byte(k.w[0], FlowCache::kHashSeed)));
+  }
+}
+
 TEST(FlowCache, WireKeyPathAndParsedPathShareEntries) {
   auto fc = must_create(4096);
   ASSERT_NE(fc, nullptr);
