@@ -141,8 +141,12 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
       sched_sync_params(ctx, reader.current());
       reader.quiescent();
-      sched_drain_rings(shared, ctx);
+      // Take from the rings, transmit what the FIFOs already hold while the
+      // taken packets' mbuf lines arrive from the RX lcores' CPUs, then put
+      // the taken packets into the FIFOs (sched_stage.h).
+      sched_pull_rings(shared, ctx);
       transmit_all(shared, ctx);
+      sched_accept_pulled(shared, ctx);
     }
   }
   drain(shared, ctx, plan.rcu_thread_id);

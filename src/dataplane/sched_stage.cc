@@ -152,25 +152,53 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
   }
 }
 
-void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
-  rte_mbuf* pkts[kMaxBurst];
+void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
+  const unsigned classes = shared.class_count;
+  rte_mbuf** const pulled = ctx.pulled.data();
+  uint32_t total = 0;
+  unsigned runs = 0;
   for (EgressPort* egress : ctx.egress) {
-    for (const std::vector<rte_ring*>* rings : ctx.rx_rings) {
-      rte_ring* const* port_rings = rings->data() + egress->index * shared.class_count;
-      for (unsigned cls = 0; cls < shared.class_count; ++cls) {
+    for (size_t r = 0; r < ctx.rx_rings.size(); ++r) {
+      const RingPosts& posts = (*ctx.rx_posts[r])[egress->index];
+      const size_t base = (r * kPortCount + egress->index) * classes;
+      rte_ring* const* port_rings = ctx.rx_rings[r]->data() + egress->index * classes;
+      uint32_t* consumed = ctx.consumed.data() + base;
+      for (unsigned cls = 0; cls < classes; ++cls) {
+        // Relaxed: this only says whether to look; the dequeue acquires the
+        // ring's own prod.tail before it reads the slots.
+        if (posts.tail[cls].load(std::memory_order_relaxed) == consumed[cls]) continue;
         const unsigned n =
-            rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pkts), shared.burst, nullptr);
+            rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pulled + total), shared.burst, nullptr);
         if (n == 0) continue;
-        // The mbufs were last written on the RX lcore's CPU: start pulling in
-        // the two lines accept reads (length, metadata) for the whole burst.
+        consumed[cls] += n;  // as the ring's cons.head (single consumer)
+        // The mbufs were last written on the RX lcore's CPU: request the two
+        // lines accept reads (length, metadata) now, used after transmit.
         for (unsigned i = 0; i < n; ++i) {
-          rte_prefetch0(pkts[i]);
-          rte_prefetch0(packet_meta(pkts[i]));
+          rte_prefetch0(pulled[total + i]);
+          rte_prefetch0(packet_meta(pulled[total + i]));
         }
-        sched_accept_burst(shared, *egress, *ctx.counters, pkts, n);
+        ctx.pulled_runs[runs++] = {egress, total, n};
+        total += n;
       }
     }
   }
+  ctx.n_pulled_runs = runs;
+}
+
+void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx) {
+  // In the order the rings were read: a re-ranked job's packets from its old
+  // ring, read before the RX lcore switched it (RxContext::RingStick), are
+  // accepted before any from its new ring.
+  for (unsigned i = 0; i < ctx.n_pulled_runs; ++i) {
+    const SchedContext::PulledRun& run = ctx.pulled_runs[i];
+    sched_accept_burst(shared, *run.egress, *ctx.counters, ctx.pulled.data() + run.start, run.n);
+  }
+  ctx.n_pulled_runs = 0;
+}
+
+void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
+  sched_pull_rings(shared, ctx);
+  sched_accept_pulled(shared, ctx);
 }
 
 void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
