@@ -178,6 +178,7 @@ struct SchedContext {
   std::vector<rte_mbuf*> pulled;  // room for a burst from every ring
   std::vector<PulledRun> pulled_runs;
   unsigned n_pulled_runs = 0;
+  std::array<uint32_t, kPortCount> pulled_for{};  // packets the last pull took, by egress port
 };
 
 // How long psgate retries a burst on a port that accepts nothing before it

@@ -158,6 +158,7 @@ void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
   uint32_t total = 0;
   unsigned runs = 0;
   for (EgressPort* egress : ctx.egress) {
+    const uint32_t port_start = total;
     for (size_t r = 0; r < ctx.rx_rings.size(); ++r) {
       const RingPosts& posts = (*ctx.rx_posts[r])[egress->index];
       const size_t base = (r * kPortCount + egress->index) * classes;
@@ -181,6 +182,7 @@ void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
         total += n;
       }
     }
+    ctx.pulled_for[egress->index] = total - port_start;
   }
   ctx.n_pulled_runs = runs;
 }
@@ -201,14 +203,14 @@ void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
   sched_accept_pulled(shared, ctx);
 }
 
-void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
+unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
   if (!egress.link_up) [[unlikely]] {
     // Link down: the port is not touched (a driver may be tearing it down),
     // and what waits for it is dropped at once rather than held for a link
     // that may never return; the mbufs go back to the pool for the port that
     // still works.
     if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
-    return;
+    return 0;
   }
   if (egress.pending_count) {
     const unsigned sent =
@@ -221,7 +223,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
     }
     if (egress.pending_count) {
       // Port still busy: keep the queue inside psgate, for a while.
-      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return;
+      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return 0;
       // It took nothing for tx_stall_ticks: give these up and keep going
       // with one try per burst until it takes something again.
       drop_pending(egress, counters, kDropTxFailed);
@@ -231,7 +233,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   }
   ScheduledItem<rte_mbuf*> items[kMaxBurst];
   const unsigned n = egress.sched.dequeue(now, items, shared.burst);
-  if (n == 0) return;
+  if (n == 0) return 0;
   rte_mbuf** out = egress.pending.data();
   RunTotal run;
   auto flush_class = [&](const RunTotal& r) {
@@ -266,6 +268,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
     for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, items[i].item, items[i].cls);
   }
   keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
+  return n;
 }
 
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts, const uint8_t* cls,

@@ -30,7 +30,8 @@ void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx);
 // Both at once: moves every ready packet from the rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.
-void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
+// Returns how many packets it dequeued (0 while earlier ones still wait).
+unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
 // Counts and frees whatever is still queued or pending: at the drain timeout
 // (pending as tx_failed, queued as shutdown_flush), or when the link is down
 // (both as link_down).
