@@ -332,7 +332,7 @@ def toml_str(s):
 
 
 def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), shaper=None, classes_extra="",
-                  dataplane=None, stats_interval="0s"):
+                  dataplane=None, stats_interval="0s", main_lcore=0):
     """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead[, headroom])}."""
     # psgate refuses lcores this machine does not have: with more data lcores
     # than CPUs - 1, run them on CPUs 0.. (the sleeping main lcore shares CPU 0).
@@ -340,7 +340,7 @@ def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), sha
         data_lcores = tuple(range(len(data_lcores)))
     lines = ["[eal]", "args = [" + ", ".join(toml_str(a) for a in eal) + "]", "", "[ports.wire]",
              f"device = {toml_str(wire_dev)}", "[ports.host]", f"device = {toml_str(host_dev)}", "", "[lcores]",
-             "main = 0", "data = [" + ", ".join(str(x) for x in data_lcores) + "]", ""]
+             f"main = {main_lcore}", "data = [" + ", ".join(str(x) for x in data_lcores) + "]", ""]
     for port, spec in (shaper or {}).items():
         rate, burst, overhead = spec[:3]
         lines += [f"[shaper.{port}]", f"rate = {toml_str(rate)}", f"burst = {toml_str(burst)}",
@@ -561,13 +561,39 @@ def mem_mb_for(mbufs, extra_mb=0):
     return int(256 + mbufs * MBUF_BYTES / (1 << 20) + extra_mb)
 
 
+def pcap_rx_device(name, pcap, queues=1):
+    """A net_pcap replay port with `queues` RX queues, each replaying its own copy of `pcap`
+    (net_pcap makes one RX queue per rx_pcap argument; with no tx_pcap it drops what is
+    sent, on as many TX queues)."""
+    return name + "".join(f",rx_pcap={pcap}" for _ in range(queues)) + ",infinite_rx=1"
+
+
+def psgate_rx_queues(data_lcores):
+    """RX queues per port psgate asks for with that many data lcores: one RX lcore up to 2
+    data lcores (run-to-completion, or 1 RX + 1 scheduler), n - 2 RX lcores + 2 schedulers
+    from 3 (src/dataplane/dataplane.cc)."""
+    return 1 if data_lcores <= 2 else data_lcores - 2
+
+
+def psgate_mode(data_lcores):
+    """How psgate runs with that many data lcores, in words."""
+    if data_lcores == 1:
+        return "run-to-completion"
+    n_rx = psgate_rx_queues(data_lcores)
+    n_sched = 1 if data_lcores == 2 else 2
+    return f"pipelined: {n_rx} RX + {n_sched} scheduler{'s' if n_sched > 1 else ''}"
+
+
 def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window, jobs, data_lcores=(1, ),
                     shaper=None, classes_extra="", flow_cache=None, max_jobs=None, extra_mb=0, on_ready=None,
-                    profile_s=None):
-    """Path A with psgate. Returns a result dict."""
+                    profile_s=None, main_lcore=0):
+    """Path A with psgate. Returns a result dict. With more than one RX lcore (from 4 data
+    lcores), each port gets one replay queue per RX lcore."""
     d = env.rundir(tag)
     sock = os.path.join(d, "psgate.sock")
-    mbufs = 2 * cap_packets + 32768  # the replay copies of both ports, plus queues and descriptor rings
+    rxq = psgate_rx_queues(len(data_lcores))
+    # The replay copies of both ports (one per RX queue), plus queues and descriptor rings.
+    mbufs = 2 * rxq * cap_packets + 32768
     dp = {"mbufs": mbufs}
     if flow_cache is not None:
         dp["flow_cache"] = flow_cache
@@ -576,16 +602,16 @@ def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window,
         dp["max_jobs"] = max_jobs
     eal = env.huge.eal_mem(mem_mb_for(mbufs, extra_mb)) + ["--no-pci", f"--file-prefix={env.prefix('psg')}",
                                                             "--log-level=4"]
-    cfg = psgate_config(eal, f"net_pcap0,rx_pcap={wire_pcap},infinite_rx=1",
-                        f"net_pcap1,rx_pcap={host_pcap},infinite_rx=1", sock, data_lcores, jobs, shaper,
-                        classes_extra, dp)
+    cfg = psgate_config(eal, pcap_rx_device("net_pcap0", wire_pcap, rxq), pcap_rx_device("net_pcap1", host_pcap, rxq),
+                        sock, data_lcores, jobs, shaper, classes_extra, dp, main_lcore=main_lcore)
     cfg_path = os.path.join(d, "psgate.toml")
     with open(cfg_path, "w") as f:
         f.write(cfg)
     stats_json = os.path.join(d, "psgate-stats.json")
     t_start = time.monotonic()
     p = Proc("psgate", [env.psgate, "--config", cfg_path, "--stats-json", stats_json], d)
-    res = {"app": "psgate", "tag": tag, "dir": d, "data_lcores": len(data_lcores)}
+    res = {"app": "psgate", "tag": tag, "dir": d, "data_lcores": len(data_lcores), "cpus_used": list(data_lcores),
+           "mode": psgate_mode(len(data_lcores)), "rx_queues": rxq}
     try:
         ctl = wait_health(sock, p, timeout=180)
         res["ready_s"] = time.monotonic() - t_start
@@ -625,19 +651,25 @@ def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window,
     return res
 
 
-def run_testpmd_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window, nb_cores=1, profile_s=None):
-    """Path A with testpmd io on the same two net_pcap ports."""
+def run_testpmd_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window, nb_cores=1, profile_s=None,
+                     cpus=None):
+    """Path A with testpmd io on the same two net_pcap ports. cpus: the CPU of the main lcore,
+    then one per forwarding core (default 0, 1, 2, ... modulo the CPU count). testpmd's io
+    streams are (port, RX queue) pairs, so from 3 cores each port gets ceil(cores / 2) replay
+    queues: every core has a stream to forward."""
     d = env.rundir(tag)
-    mbufs = 2 * cap_packets + 32768
-    lcores = "0@0," + ",".join(f"{i}@{i % env.cpus}" for i in range(1, nb_cores + 1))
+    queues = max(1, (nb_cores + 1) // 2)
+    mbufs = 2 * queues * cap_packets + 32768
+    cpus = cpus or [i % env.cpus for i in range(nb_cores + 1)]
+    lcores = ",".join(f"{i}@{c}" for i, c in enumerate(cpus[:nb_cores + 1]))
     argv = ["stdbuf", "-oL", env.testpmd, f"--lcores={lcores}", "--main-lcore=0"] + env.huge.eal_mem(
         mem_mb_for(mbufs)) + [
             "--no-pci", f"--file-prefix={env.prefix('tp')}", "--log-level=4",
-            f"--vdev=net_pcap0,rx_pcap={wire_pcap},infinite_rx=1",
-            f"--vdev=net_pcap1,rx_pcap={host_pcap},infinite_rx=1", "--", "--forward-mode=io",
+            "--vdev=" + pcap_rx_device("net_pcap0", wire_pcap, queues),
+            "--vdev=" + pcap_rx_device("net_pcap1", host_pcap, queues), "--", "--forward-mode=io",
             f"--nb-cores={nb_cores}", "--stats-period=1", f"--total-num-mbufs={mbufs}", "--burst=32",
             "--no-lsc-interrupt"
-        ]
+        ] + ([f"--rxq={queues}", f"--txq={queues}"] if queues > 1 else [])
     return _run_testpmd(env, d, tag, argv, warmup, window, nb_cores, profile_s)
 
 

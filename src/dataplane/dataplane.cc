@@ -209,7 +209,14 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
       } else {
         sched->egress = {d->egress[s].get()};
       }
-      for (auto& rx : d->rx) sched->rx_rings.push_back(&rx->rings);
+      for (auto& rx : d->rx) {
+        sched->rx_rings.push_back(&rx->rings);
+        sched->rx_posts.push_back(&rx->posts);
+      }
+      const size_t rings = d->rx.size() * kPortCount * config.class_count;
+      sched->consumed.assign(rings, 0);  // new rings start at 0, as their posts
+      sched->pulled.resize(rings * config.burst);
+      sched->pulled_runs.resize(rings);
       sched->applied_generation = 0;
       d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get(), n_rx + s});
       d->sched.push_back(std::move(sched));

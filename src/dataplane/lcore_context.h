@@ -8,8 +8,12 @@
 // Run-to-completion: one lcore runs both and the hand-off is a direct call.
 // Pipelined: RX lcores hand off through SPSC rings, one per (RX lcore, egress
 // port, class), so a full low-priority ring never blocks a high-priority one.
+// Each RX lcore also posts, per egress port, where each of its rings' tails
+// stands (RingPosts): the scheduler reads that one line per RX lcore and
+// port instead of polling every ring, most of which are empty.
 //
 //   RX lcore k ──ring[k][egress][class]──▶ scheduler lcore of that egress port
+//              ──posts[k][egress]───────▶ (which of those rings have news)
 //
 // Every structure here has exactly one writer lcore; nothing is locked.
 #pragma once
@@ -36,6 +40,18 @@
 namespace psgate {
 
 inline constexpr unsigned kMaxBurst = 64;
+
+// What one RX lcore has put into its rings to one egress port: tail[c] is
+// ring c's prod.tail after the RX lcore's last enqueue there, stored after
+// the enqueue (release). The scheduler compares it with how far it has read
+// (its own cons.head): equal means the ring has nothing new, and it is not
+// touched. A stale value only delays a ring to the next loop iteration; the
+// RX lcore's last store is published before it stops (rx_lcores_running),
+// so the drain at shutdown sees every ring's final tail. One cache line per
+// 16 classes, written only by the RX lcore.
+struct alignas(RTE_CACHE_LINE_SIZE) RingPosts {
+  std::array<std::atomic<uint32_t>, kMaxClasses> tail{};
+};
 
 // One egress port as its scheduler lcore sees it.
 struct EgressPort {
@@ -118,6 +134,7 @@ struct RxContext {
   // Hand-off: exactly one of these is used.
   std::array<EgressPort*, kPortCount> direct{};  // run-to-completion
   std::vector<rte_ring*> rings;                  // [egress][class], pipelined
+  std::array<RingPosts, kPortCount> posts;       // [egress], pipelined
   // Pipelined re-ranking: the ring each job's packets go to, by [egress][slot],
   // and the ring position after the job's last packet in it. A job moves to
   // another class's ring only once the scheduler has consumed past that
@@ -143,8 +160,25 @@ struct SchedContext {
   LcoreCounters* counters = nullptr;
   uint32_t applied_generation = 0;
   std::vector<EgressPort*> egress;  // the ports this lcore transmits on
-  // rings[r] is RX lcore r's ring set ([egress][class]); pipelined only.
+  // Pipelined only: rx_rings[r] is RX lcore r's ring set ([egress][class])
+  // and rx_posts[r] its posted tails ([egress]).
   std::vector<const std::vector<rte_ring*>*> rx_rings;
+  std::vector<const std::array<RingPosts, kPortCount>*> rx_posts;
+  // How far this lcore has read each ring, [r][egress][class]: the rings'
+  // cons.head, kept here side by side so that finding the rings with news
+  // reads one local line per RX lcore and port rather than one per ring.
+  std::vector<uint32_t> consumed;
+  // Packets taken from the rings and not yet in the class FIFOs (see
+  // sched_pull_rings), as runs of one ring's burst each, in the order taken.
+  struct PulledRun {
+    EgressPort* egress;
+    uint32_t start;
+    uint32_t n;
+  };
+  std::vector<rte_mbuf*> pulled;  // room for a burst from every ring
+  std::vector<PulledRun> pulled_runs;
+  unsigned n_pulled_runs = 0;
+  std::array<uint32_t, kPortCount> pulled_for{};  // packets the last pull took, by egress port
 };
 
 // How long psgate retries a burst on a port that accepts nothing before it

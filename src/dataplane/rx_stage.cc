@@ -312,6 +312,8 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned ou
     // Single producer: after the enqueue, prod.tail is the position just past
     // the packets this lcore put in, the ticket for their jobs.
     const uint32_t ticket = ring->prod.tail;
+    // Tell the scheduler this ring has news (lcore_context.h, RingPosts).
+    if (sent) rx.posts[out_port].tail[cls].store(ticket, std::memory_order_release);
     for (unsigned i = 0; i < sent; ++i) {
       const uint32_t s = packet_meta(group[i])->job_slot;
       if (s != kNoJob) sticks[s].ticket = ticket;

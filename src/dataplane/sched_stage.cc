@@ -152,35 +152,65 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
   }
 }
 
-void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
-  rte_mbuf* pkts[kMaxBurst];
+void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
+  const unsigned classes = shared.class_count;
+  rte_mbuf** const pulled = ctx.pulled.data();
+  uint32_t total = 0;
+  unsigned runs = 0;
   for (EgressPort* egress : ctx.egress) {
-    for (const std::vector<rte_ring*>* rings : ctx.rx_rings) {
-      rte_ring* const* port_rings = rings->data() + egress->index * shared.class_count;
-      for (unsigned cls = 0; cls < shared.class_count; ++cls) {
+    const uint32_t port_start = total;
+    for (size_t r = 0; r < ctx.rx_rings.size(); ++r) {
+      const RingPosts& posts = (*ctx.rx_posts[r])[egress->index];
+      const size_t base = (r * kPortCount + egress->index) * classes;
+      rte_ring* const* port_rings = ctx.rx_rings[r]->data() + egress->index * classes;
+      uint32_t* consumed = ctx.consumed.data() + base;
+      for (unsigned cls = 0; cls < classes; ++cls) {
+        // Relaxed: this only says whether to look; the dequeue acquires the
+        // ring's own prod.tail before it reads the slots.
+        if (posts.tail[cls].load(std::memory_order_relaxed) == consumed[cls]) continue;
         const unsigned n =
-            rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pkts), shared.burst, nullptr);
+            rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pulled + total), shared.burst, nullptr);
         if (n == 0) continue;
-        // The mbufs were last written on the RX lcore's CPU: start pulling in
-        // the two lines accept reads (length, metadata) for the whole burst.
+        consumed[cls] += n;  // as the ring's cons.head (single consumer)
+        // The mbufs were last written on the RX lcore's CPU: request the two
+        // lines accept reads (length, metadata) now, used after transmit.
         for (unsigned i = 0; i < n; ++i) {
-          rte_prefetch0(pkts[i]);
-          rte_prefetch0(packet_meta(pkts[i]));
+          rte_prefetch0(pulled[total + i]);
+          rte_prefetch0(packet_meta(pulled[total + i]));
         }
-        sched_accept_burst(shared, *egress, *ctx.counters, pkts, n);
+        ctx.pulled_runs[runs++] = {egress, total, n};
+        total += n;
       }
     }
+    ctx.pulled_for[egress->index] = total - port_start;
   }
+  ctx.n_pulled_runs = runs;
 }
 
-void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
+void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx) {
+  // In the order the rings were read: a re-ranked job's packets from its old
+  // ring, read before the RX lcore switched it (RxContext::RingStick), are
+  // accepted before any from its new ring.
+  for (unsigned i = 0; i < ctx.n_pulled_runs; ++i) {
+    const SchedContext::PulledRun& run = ctx.pulled_runs[i];
+    sched_accept_burst(shared, *run.egress, *ctx.counters, ctx.pulled.data() + run.start, run.n);
+  }
+  ctx.n_pulled_runs = 0;
+}
+
+void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
+  sched_pull_rings(shared, ctx);
+  sched_accept_pulled(shared, ctx);
+}
+
+unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
   if (!egress.link_up) [[unlikely]] {
     // Link down: the port is not touched (a driver may be tearing it down),
     // and what waits for it is dropped at once rather than held for a link
     // that may never return; the mbufs go back to the pool for the port that
     // still works.
     if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
-    return;
+    return 0;
   }
   if (egress.pending_count) {
     const unsigned sent =
@@ -193,7 +223,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
     }
     if (egress.pending_count) {
       // Port still busy: keep the queue inside psgate, for a while.
-      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return;
+      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return 0;
       // It took nothing for tx_stall_ticks: give these up and keep going
       // with one try per burst until it takes something again.
       drop_pending(egress, counters, kDropTxFailed);
@@ -203,7 +233,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
   }
   ScheduledItem<rte_mbuf*> items[kMaxBurst];
   const unsigned n = egress.sched.dequeue(now, items, shared.burst);
-  if (n == 0) return;
+  if (n == 0) return 0;
   rte_mbuf** out = egress.pending.data();
   RunTotal run;
   auto flush_class = [&](const RunTotal& r) {
@@ -238,6 +268,7 @@ void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& 
     for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, items[i].item, items[i].cls);
   }
   keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
+  return n;
 }
 
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts, const uint8_t* cls,

@@ -21,10 +21,17 @@ void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounte
 // class; `rx_tsc` the burst's arrival time (PacketMeta::rx_tsc).
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts, const uint8_t* cls,
                        unsigned n, uint64_t rx_tsc);
-// Moves every ready packet from the RX lcores' rings into the class FIFOs.
+// Takes up to a burst from every RX lcore ring that has news and requests
+// the packets' mbuf lines; sched_accept_pulled then puts them into the class
+// FIFOs. In between the lcore transmits, which gives the lines, last written
+// on the RX lcore's CPU, time to arrive.
+void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx);
+void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx);
+// Both at once: moves every ready packet from the rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.
-void sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
+// Returns how many packets it dequeued (0 while earlier ones still wait).
+unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now);
 // Counts and frees whatever is still queued or pending: at the drain timeout
 // (pending as tx_failed, queued as shutdown_flush), or when the link is down
 // (both as link_down).

@@ -9,7 +9,8 @@ def sum_scaling(sc):
         by.setdefault((r["path"], r["app"], r["lcores"]), []).append(r)
     rows = []
     for (path, app, k), rs in sorted(by.items()):
-        row = {"path": path, "app": app, "lcores": k,
+        row = {"path": path, "app": app, "lcores": k, "mode": rs[0].get("mode") or ("io" if app == "testpmd" else "–"),
+               "cpus": rs[0].get("cpus"),
                "mpps": med((r.get("mpps") if path == "A" else r.get("rx_mpps")) for r in rs),
                "mpps_per_cpu": med(r.get("mpps_per_cpu") for r in rs) if path == "A" else None,
                "cpu_share": med(r.get("cpu_share") for r in rs) if path == "A" else None, "n": len(rs)}
@@ -23,15 +24,25 @@ def markdown(sc):
     """Section 6 of results.md."""
     L = []
     rows = sum_scaling(sc["scaling"])
+    sc6 = sc["scaling"]
     L += ["## 6. Data-lcore scaling (64 B)", "",
-          f"This machine has {sc['scaling'].get('cpus')} CPUs. Path A: psgate `data = [1]` (run-to-completion) "
-          "and `[1, 2]` (RX lcore + scheduler lcore; lcore 2 shares CPU 0 with the sleeping main lcore) vs "
-          "testpmd with 1 and 2 forwarding cores. Path B: psgate with 1 and 2 data lcores, and testpmd with 1 "
-          "and 2 forwarding cores, while psgate-gen's worker also polls, i.e. 3 busy threads on 2 CPUs: the "
-          "2-lcore figures show CPU sharing, not scaling.", "", "| path | app | data lcores | Mpps | Mpps/CPU-s | cpu |", "|---|---|---:|---:|---:|---:|"]
+          f"This machine lets the benchmark use {sc6.get('cpus')} CPUs"
+          + (f" ({', '.join(str(c) for c in sc6['cpu_ids'])})" if sc6.get("cpu_ids") else "") + ". "
+          "Path A: psgate with k data lcores (1: run-to-completion; 2: 1 RX lcore + 1 scheduler lcore; k >= 3: "
+          "k - 2 RX lcores, each replaying its own copy of the capture on its own net_pcap queue, + 2 schedulers, "
+          "one per egress port) vs testpmd io with k forwarding cores. When k equals the CPU count, the sleeping "
+          "main lcore shares the first data lcore's CPU. Path B: psgate and testpmd with k data lcores while "
+          "psgate-gen's worker also polls, for the counts where psgate needs one RX queue per port: on a 2-CPU "
+          "machine 3 busy threads share 2 CPUs, so its 2-lcore figures show CPU sharing, not scaling.", ""]
+    for s in sc6.get("skipped", []):
+        L.append(f"- {s['lcores']} data lcores: not run ({s['why']}).")
+    if sc6.get("skipped"):
+        L.append("")
+    L += ["| path | app | data lcores | mode | CPUs | Mpps | Mpps/CPU-s | cpu |", "|---|---|---:|---|---|---:|---:|---:|"]
     for r in (r for r in rows if r["path"] == "A"):
-        L.append(f"| {r['path']} | {r['app']} | {r['lcores']} | {f(r['mpps'])} | {f(r['mpps_per_cpu'])} | "
-                 f"{f(r['cpu_share'])} |")
+        cpus = ",".join(str(c) for c in r["cpus"]) if r.get("cpus") else "–"
+        L.append(f"| {r['path']} | {r['app']} | {r['lcores']} | {r['mode']} | {cpus} | {f(r['mpps'])} | "
+                 f"{f(r['mpps_per_cpu'])} | {f(r['cpu_share'])} |")
     rows_b = [r for r in rows if r["path"] == "B"]
     if rows_b:
         L += ["", "Path B: `RX` came back to psgate-gen, `gen TX` is what it sent (medians of its per-second "
