@@ -6,6 +6,7 @@
 #include <rte_ethdev.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "dataplane/run_total.h"
 #include "dataplane/sched_stage.h"
@@ -176,11 +177,14 @@ struct BurstClasses {
   }
 }
 
-// Packets admitted for the scheduler, in arrival order, with their classes.
+// Packets admitted for the scheduler, in arrival order, with their classes,
+// and what the cut-through needs of them as a whole.
 struct Admitted {
   rte_mbuf* pkts[kMaxBurst];
   uint8_t cls[kMaxBurst];
   unsigned n = 0;
+  uint64_t classes = 0;  // bit c: some packet is in class c
+  uint64_t bytes = 0;    // pkt_len sum
 };
 
 // Gives each packet its class, polices the jobs that have a policer (a
@@ -210,45 +214,61 @@ struct Admitted {
   rte_mbuf* policed[kMaxBurst];
   unsigned n_policed = 0;
   unsigned n_out = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    rte_mbuf* m = pkts[i];
-    uint32_t slot = bc.job[i];
-    // A cache hit is plain IPv4 at kCommonL3Offset; its slot may still be
-    // kNoMatch (unclassified flows are cached too).
-    const bool common = hits >> i & 1;
-    unsigned cls;
-    if (!common && bc.kind[i] == kKindNetworkControl) {
-      cls = 0;
-      in_counters.rx_network_control.inc();
-    } else if (!common && bc.kind[i] == kKindMalformed) {
-      cls = default_class;
-      in_counters.rx_malformed.inc();
-    } else if (slot >= slot_count) {  // Classifier::kNoMatch and kNoJob are both above any slot
-      slot = kNoJob;
-      cls = default_class;
-      in_counters.rx_unclassified.inc();
-    } else {
-      const SlotInfo& info = slots[slot];
-      cls = info.cls[dir];
-      if (info.police_bytes_per_sec) [[unlikely]] {
-        TokenBucket& tb = rx.police[slot];
-        tb.refill(now);
-        if (!tb.conforms(m->pkt_len)) {
-          counters.jobs[slot].policed.inc();
-          policed[n_policed++] = m;
-          continue;
+  uint64_t classes = 0;
+  uint64_t bytes = 0;
+  // The loop twice: once for a burst that hit the cache throughout (every
+  // packet plain IPv4 at kCommonL3Offset: nothing else to look at), once
+  // for any other.
+  auto admit_all = [&]<bool kAllHits>(std::bool_constant<kAllHits>) {
+    for (unsigned i = 0; i < n; ++i) {
+      rte_mbuf* m = pkts[i];
+      uint32_t slot = bc.job[i];
+      // A cache hit is plain IPv4 at kCommonL3Offset; its slot may still be
+      // kNoMatch (unclassified flows are cached too).
+      const bool common = kAllHits || (hits >> i & 1);
+      unsigned cls;
+      if (!common && bc.kind[i] == kKindNetworkControl) {
+        cls = 0;
+        in_counters.rx_network_control.inc();
+      } else if (!common && bc.kind[i] == kKindMalformed) {
+        cls = default_class;
+        in_counters.rx_malformed.inc();
+      } else if (slot >= slot_count) {  // Classifier::kNoMatch and kNoJob are both above any slot
+        slot = kNoJob;
+        cls = default_class;
+        in_counters.rx_unclassified.inc();
+      } else {
+        const SlotInfo& info = slots[slot];
+        cls = info.cls[dir];
+        if (info.police_bytes_per_sec) [[unlikely]] {
+          TokenBucket& tb = rx.police[slot];
+          tb.refill(now);
+          if (!tb.conforms(m->pkt_len)) {
+            counters.jobs[slot].policed.inc();
+            policed[n_policed++] = m;
+            continue;
+          }
+          tb.consume(m->pkt_len);
         }
-        tb.consume(m->pkt_len);
+        run_add(admitted, slot, m->pkt_len, flush_admitted);
       }
-      run_add(admitted, slot, m->pkt_len, flush_admitted);
+      const uint16_t l3_offset = common ? kCommonL3Offset : bc.l3_offset[i];
+      const uint8_t ip_version = common ? 4 : bc.ip_version[i];
+      write_packet_meta(m, meta_offset, now, packet_meta_word1(slot, l3_offset, ip_version, static_cast<uint8_t>(cls)));
+      classes |= uint64_t{1} << cls;
+      bytes += m->pkt_len;
+      out.pkts[n_out] = m;
+      out.cls[n_out++] = static_cast<uint8_t>(cls);
     }
-    const uint16_t l3_offset = common ? kCommonL3Offset : bc.l3_offset[i];
-    const uint8_t ip_version = common ? 4 : bc.ip_version[i];
-    write_packet_meta(m, meta_offset, now, packet_meta_word1(slot, l3_offset, ip_version, static_cast<uint8_t>(cls)));
-    out.pkts[n_out] = m;
-    out.cls[n_out++] = static_cast<uint8_t>(cls);
+  };
+  if (hits == (n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1)) {
+    admit_all(std::true_type{});
+  } else {
+    admit_all(std::false_type{});
   }
   out.n = n_out;
+  out.classes = classes;
+  out.bytes = bytes;
   if (admitted.packets) flush_admitted(admitted);
   if (n_policed) {
     counters.ports[in_port ^ 1u].drops[kDropPoliced].add(n_policed);
@@ -352,7 +372,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   admit_burst(shared, rx, snap, in_port, pkts, n, bc, now, admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
-    if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, now))
+    if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, admitted.classes,
+                                         admitted.bytes, now))
       sched_accept_burst(shared, *direct, counters, admitted.pkts, admitted.n);
     return received;
   }

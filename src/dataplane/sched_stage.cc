@@ -271,23 +271,45 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
   return n;
 }
 
-bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts, const uint8_t* cls,
-                       unsigned n, uint64_t rx_tsc) {
-  uint64_t present = 0;
-  for (unsigned i = 0; i < n; ++i) present |= uint64_t{1} << cls[i];
+bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, const uint8_t* cls, unsigned n,
+                       uint64_t present, uint64_t bytes, uint64_t rx_tsc) {
   if (!egress.link_up || egress.pending_count != 0 || !egress.sched.passes_through(present, n)) return false;
+  // The sojourn is taken at the burst's arrival time, the clock of the whole
+  // loop iteration, as it is for a packet that the FIFO path dequeues in the
+  // iteration it arrived in: 0, no wait behind an earlier burst (sojourn
+  // measures queueing in psgate, which a cut-through packet never met).
+  const uint64_t now = rx_tsc;
+  const unsigned port = egress.index;
+  rte_mbuf** out = egress.pending.data();
+
+  if ((present & (present - 1)) == 0) {
+    // One class: the burst leaves as it came. Counted in and out of its FIFO
+    // at once; CE on the packets that would have found `threshold` ahead.
+    const unsigned c = static_cast<unsigned>(__builtin_ctzll(present));
+    ClassCounters& cc = counters.cls(port, c);
+    cc.enqueued_packets.add(n);
+    cc.enqueued_bytes.add(bytes);
+    cc.dequeued_packets.add(n);
+    cc.dequeued_bytes.add(bytes);
+    counters.hist(port, c).record(0, n);
+    const uint32_t threshold = egress.actions[c].ecn_threshold;
+    if (threshold != 0) {
+      for (unsigned k = threshold; k < n; ++k) packet_meta(pkts[k])->mark_ce = 1;
+    }
+    if (egress.rewrite_classes & present) {
+      for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, pkts[i], c);
+    }
+    const unsigned sent = tx_burst_counted(egress, counters, pkts, n);
+    for (unsigned k = sent; k < n; ++k) out[k] = pkts[k];  // kept as sched_transmit keeps them
+    keep_unsent(egress, counters, n, sent, now);
+    return true;
+  }
 
   // What strict priority would dequeue: the burst ordered by class, arrival
   // order kept within each (a stable counting sort), straight into `pending`,
   // where sched_transmit keeps what the port does not take.
-  rte_mbuf** out = egress.pending.data();
   uint8_t out_cls[kMaxBurst];
-  if ((present & (present - 1)) == 0) {
-    for (unsigned i = 0; i < n; ++i) {
-      out[i] = pkts[i];
-      out_cls[i] = cls[i];
-    }
-  } else {
+  {
     uint8_t next[kMaxClasses];  // only the present classes' entries are used
     for (uint64_t p = present; p != 0; p &= p - 1) next[__builtin_ctzll(p)] = 0;
     for (unsigned i = 0; i < n; ++i) ++next[cls[i]];
@@ -308,13 +330,7 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf* co
   // Per class: counted in and out of its FIFO at once (enqueued - dequeued
   // stays the depth, zero), the sojourn of the whole run recorded once, and
   // CE decided on the depth each packet would have found: the packets of
-  // its class ahead of it in this burst. The sojourn is taken at the burst's
-  // arrival time, the clock of the whole loop iteration, as it is for a
-  // packet that the FIFO path dequeues in the iteration it arrived in: 0, no
-  // wait behind an earlier burst (sojourn measures queueing in psgate, which
-  // a cut-through packet never met).
-  const uint64_t now = rx_tsc;
-  const unsigned port = egress.index;
+  // its class ahead of it in this burst.
   for (unsigned first = 0; first < n;) {
     const unsigned c = out_cls[first];
     unsigned last = first;
