@@ -17,6 +17,10 @@ def targets(res):
             rc, rw = row.get("ratio_cpu"), row.get("ratio_wall")
             t.append((f"{size} B full path, 1 data lcore, path A (in-process), psgate/testpmd per CPU-second", goal, rc))
             t.append((f"{size} B full path, 1 data lcore, path A (in-process), psgate/testpmd wall-clock Mpps", goal, rw))
+        # Issue 16's step towards those (per-packet cost): half of testpmd io at 64 B, 0.9 at 1518 B.
+        for size, goal in ((64, 0.5), (1518, 0.9)):
+            t.append((f"issue 16 step: {size} B, path A, psgate/testpmd per CPU-second", goal,
+                      a.get(size, {}).get("ratio_cpu")))
         b = sum_throughput_b(sc["throughput"])
         for size, goal in ((64, 0.8), (1518, 0.95)):
             row = b.get(size, {})
@@ -25,6 +29,12 @@ def targets(res):
                             if (row.get(app) or {}).get("limit"))
             t.append((f"{size} B, path B (memif + psgate-gen), psgate/testpmd median of reps"
                       + (f" [limit: {lim}]" if lim else ""), goal, row.get("ratio_median")))
+    prof = sc.get("profile") or {}
+    if isinstance(prof.get("psgate-64"), dict) and prof["psgate-64"].get("cycles_per_packet"):
+        own = sum(st["cycles"] for st in prof["psgate-64"]["profile"]["stages"]
+                  if st.get("cycles") is not None and not st["stage"].startswith(("driver", "mbuf pool", "kernel")))
+        t.append(("issue 16: psgate's own cycles per 64 B packet (stage budget: all but the driver, DPDK's "
+                  "libraries and the kernel)", 40, own, "le"))
     if "classify" in sc:
         c = sum_classify(sc["classify"])
         big = c.get("rules100000+flows1000000", {})
