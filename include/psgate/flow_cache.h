@@ -50,7 +50,7 @@ class FlowCache {
 
   // --- IPv4 burst path.
   // Inline: called per packet. prefetch4 repeats the table's set arithmetic
-  // (FlowTable::first_set/second_set in flow_cache.cc, 32-byte IPv4 entries);
+  // (FlowTable::first_set in flow_cache.cc, 32-byte IPv4 entries);
   // if the two ever disagreed the prefetch would fetch the wrong lines: slower,
   // never wrong, since lookups use the table's own arithmetic.
   static uint32_t hash(const FlowKey4& key) {
@@ -63,11 +63,9 @@ class FlowCache {
     return rte_hash_crc_8byte(key.w[1], rte_hash_crc_8byte(key.w[0], kHashSeed));
 #endif
   }
-  // Starts fetching the two sets a key with this hash may sit in.
-  void prefetch4(uint32_t h) const {
-    rte_prefetch0(v4_entries_ + (h & v4_set_mask_) * kEntry4Bytes);
-    rte_prefetch0(v4_entries_ + (((h >> 16) | (h << 16)) & v4_set_mask_) * kEntry4Bytes);
-  }
+  // Starts fetching the first set a key with this hash may sit in (lookup4
+  // fetches the second itself, for the keys the first does not hold).
+  void prefetch4(uint32_t h) const { rte_prefetch0(v4_entries_ + (h & v4_set_mask_) * kEntry4Bytes); }
   // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]).
   // Returns the mask of hits; out[i] is set for hits only.
   uint64_t lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
