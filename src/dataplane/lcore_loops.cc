@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The data lcores' main loops. Same stages in every role; only the hand-off
 // between them differs (direct call or SPSC ring).
+#include <algorithm>
+
 #include <rte_cycles.h>
 #include <rte_ring.h>
 
@@ -52,6 +54,14 @@ void transmit_pulled(DataplaneShared& shared, SchedContext& ctx, uint64_t now) {
   }
 }
 
+// Passes of sched_drain_rings that empty the fullest ring (one burst a pass).
+unsigned ring_passes(const DataplaneShared& shared, const SchedContext& ctx) {
+  unsigned most = 0;
+  for (const std::vector<rte_ring*>* rings : ctx.rx_rings)
+    for (rte_ring* r : *rings) most = std::max(most, rte_ring_count(r));
+  return most / shared.burst + 1;
+}
+
 // After RX stopped: send what is queued until empty or the drain deadline,
 // then count and free the rest.
 void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
@@ -68,7 +78,14 @@ void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
     for (EgressPort* e : ctx.egress) idle = idle && sched_idle(*e);
     if (idle) return;
     if (rte_rdtsc() >= deadline) {
-      if (rx_done) sched_drain_rings(shared, ctx);
+      // Every ring to its last packet before the flush counts what is left
+      // (a pass takes one burst a ring; what the FIFOs cannot hold is
+      // counted as queue_full). The rings' tails are final once RX is done,
+      // so the passes are bounded by the deepest ring.
+      if (rx_done && !ctx.rx_rings.empty()) {
+        const unsigned passes = ring_passes(shared, ctx);
+        for (unsigned pass = 0; pass < passes && !rings_empty(ctx); ++pass) sched_drain_rings(shared, ctx);
+      }
       for (EgressPort* e : ctx.egress) sched_flush(*e, *ctx.counters);
       if (rx_done) return;
     }
@@ -157,13 +174,16 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
       sched_sync_params(ctx, reader.current());
       reader.quiescent();
-      // Take from the rings, transmit what the FIFOs already hold while the
-      // taken packets' mbuf lines arrive from the RX lcores' CPUs, then put
-      // the taken packets into the FIFOs (sched_stage.h).
+      // Take from the rings (requesting the packets' mbuf lines, last
+      // written on the RX lcores' CPUs), put them into the FIFOs, then
+      // transmit. Accepting before transmitting keeps what the single
+      // lcore does: a high-priority packet taken now leaves ahead of a
+      // lower class's backlog, and its CE mark is decided on the depth it
+      // found before anything left.
       sched_pull_rings(shared, ctx);
+      sched_accept_pulled(shared, ctx);
       const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
       transmit_all(shared, ctx, now);
-      sched_accept_pulled(shared, ctx);
       transmit_pulled(shared, ctx, now);
     }
   }
