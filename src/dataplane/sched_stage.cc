@@ -271,6 +271,25 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
   return n;
 }
 
+// The packets of one class in a cut-through burst, `run`, in arrival order,
+// passing through the class's empty FIFO at once: counted in and out
+// (enqueued - dequeued stays the depth, zero), their sojourn recorded once
+// (0, sched_cut_through), and CE decided on the depth each would have found:
+// the packets of the run ahead of it.
+inline void pass_through_class(EgressPort& egress, LcoreCounters& counters, unsigned c, rte_mbuf* const* run,
+                               unsigned count, uint64_t bytes) {
+  ClassCounters& cc = counters.cls(egress.index, c);
+  cc.enqueued_packets.add(count);
+  cc.enqueued_bytes.add(bytes);
+  cc.dequeued_packets.add(count);
+  cc.dequeued_bytes.add(bytes);
+  counters.hist(egress.index, c).record(0, count);
+  const uint32_t threshold = egress.actions[c].ecn_threshold;
+  if (threshold != 0) {
+    for (unsigned k = threshold; k < count; ++k) packet_meta(run[k])->mark_ce = 1;
+  }
+}
+
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, const uint8_t* cls, unsigned n,
                        uint64_t present, uint64_t bytes, uint64_t rx_tsc) {
   if (!egress.link_up || egress.pending_count != 0 || !egress.sched.passes_through(present, n)) return false;
@@ -279,23 +298,13 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
   // iteration it arrived in: 0, no wait behind an earlier burst (sojourn
   // measures queueing in psgate, which a cut-through packet never met).
   const uint64_t now = rx_tsc;
-  const unsigned port = egress.index;
   rte_mbuf** out = egress.pending.data();
 
   if ((present & (present - 1)) == 0) {
     // One class: the burst leaves as it came. Counted in and out of its FIFO
     // at once; CE on the packets that would have found `threshold` ahead.
     const unsigned c = static_cast<unsigned>(__builtin_ctzll(present));
-    ClassCounters& cc = counters.cls(port, c);
-    cc.enqueued_packets.add(n);
-    cc.enqueued_bytes.add(bytes);
-    cc.dequeued_packets.add(n);
-    cc.dequeued_bytes.add(bytes);
-    counters.hist(port, c).record(0, n);
-    const uint32_t threshold = egress.actions[c].ecn_threshold;
-    if (threshold != 0) {
-      for (unsigned k = threshold; k < n; ++k) packet_meta(pkts[k])->mark_ce = 1;
-    }
+    pass_through_class(egress, counters, c, pkts, n, bytes);
     if (egress.rewrite_classes & present) {
       for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, pkts[i], c);
     }
@@ -327,28 +336,15 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
     }
   }
 
-  // Per class: counted in and out of its FIFO at once (enqueued - dequeued
-  // stays the depth, zero), the sojourn of the whole run recorded once, and
-  // CE decided on the depth each packet would have found: the packets of
-  // its class ahead of it in this burst.
+  // Each class's run, in class order.
   for (unsigned first = 0; first < n;) {
     const unsigned c = out_cls[first];
     unsigned last = first;
-    uint64_t bytes = 0;
+    uint64_t run_bytes = 0;
     do {
-      bytes += out[last++]->pkt_len;
+      run_bytes += out[last++]->pkt_len;
     } while (last < n && out_cls[last] == c);
-    const unsigned count = last - first;
-    ClassCounters& cc = counters.cls(port, c);
-    cc.enqueued_packets.add(count);
-    cc.enqueued_bytes.add(bytes);
-    cc.dequeued_packets.add(count);
-    cc.dequeued_bytes.add(bytes);
-    counters.hist(port, c).record(0, count);
-    const uint32_t threshold = egress.actions[c].ecn_threshold;
-    if (threshold != 0) {
-      for (unsigned k = first + threshold; k < last; ++k) packet_meta(out[k])->mark_ce = 1;
-    }
+    pass_through_class(egress, counters, c, out + first, last - first, run_bytes);
     first = last;
   }
   if (egress.rewrite_classes & present) {
