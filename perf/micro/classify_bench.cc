@@ -3,8 +3,8 @@
 // (rules in partitions, as a snapshot holds them before the background merge)
 // over bursts of ParsedPackets, the flow cache's misses in the RX stage.
 //
-// Rules are what jobs carry (the shape tests/dpdk/test_classifier.cc's
-// HundredThousandRules uses): host or subnet prefixes, a third of them IPv6,
+// Rules are what jobs carry (pkt::job_like_rules, the set
+// tests/dpdk/test_classifier.cc's HundredThousandRules checks): host or subnet prefixes, a third of them IPv6,
 // with a port or port range and mostly a protocol. 7 packets in 8 are made to
 // match a random rule, the rest match none (unclassified traffic walks the
 // whole trie too).
@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "job_rules.h"
 #include "micro.h"
 #include "psgate/classifier.h"
 #include "psgate/job_matcher.h"
@@ -27,37 +28,10 @@ namespace {
 constexpr uint8_t kTcp = 6;
 constexpr uint8_t kUdp = 17;
 
-void clear_host_bits(IpPrefix& p) {
-  for (unsigned bit = p.length; bit < 128; ++bit) p.addr[bit / 8] &= static_cast<uint8_t>(~(0x80 >> (bit % 8)));
-}
-
 std::vector<ClassifierRule> make_rules(uint32_t n) {
-  std::mt19937 rng(99);
   std::vector<ClassifierRule> rules;
   rules.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    MatchRule m;
-    const bool v6 = i % 3 == 2;
-    IpPrefix p;
-    p.family = v6 ? 6 : 4;
-    const uint32_t host = rng();
-    if (v6) {
-      p.addr = {0xfd};
-      for (int b = 0; b < 4; ++b) p.addr[12 + b] = static_cast<uint8_t>(host >> (24 - 8 * b));
-      p.length = i % 10 == 0 ? 120 : 128;
-    } else {
-      p.addr = {10, static_cast<uint8_t>(host >> 16), static_cast<uint8_t>(host >> 8), static_cast<uint8_t>(host)};
-      p.length = i % 10 == 0 ? 24 : 32;
-    }
-    clear_host_bits(p);
-    if (i % 2) m.src = p;
-    else m.dst = p;
-    const uint16_t port = static_cast<uint16_t>(1024 + rng() % 60000);
-    if (i % 4 == 0) m.dport = {port, static_cast<uint16_t>(port + rng() % 16)};
-    else if (i % 4 == 1) m.sport = {port, port};
-    if (i % 5 != 0) m.proto = i % 2 ? kTcp : kUdp;
-    rules.push_back({m, i});
-  }
+  for (const MatchRule& m : pkt::job_like_rules(n)) rules.push_back({m, static_cast<uint32_t>(rules.size())});
   return rules;
 }
 

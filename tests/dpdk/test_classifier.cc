@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "job_rules.h"
 #include "psgate/classifier.h"
 #include "psgate/job_matcher.h"
 
@@ -473,32 +474,9 @@ TEST(ClassifierRandom, MatchesReference) {
 TEST(ClassifierScale, HundredThousandRules) {
   // Job rules in practice: host or subnet prefixes plus a port or port range.
   RandomRules gen(7);
-  std::mt19937 rng(99);
-  std::vector<ClassifierRule> rules;
   constexpr uint32_t kRules = 100000;
-  for (uint32_t i = 0; i < kRules; ++i) {
-    MatchRule m;
-    const bool v6 = i % 3 == 2;
-    IpPrefix p;
-    p.family = v6 ? 6 : 4;
-    const uint32_t host = rng();
-    if (v6) {
-      p.addr = addr("fd00::");
-      for (int b = 0; b < 4; ++b) p.addr[12 + b] = static_cast<uint8_t>(host >> (24 - 8 * b));
-      p.length = i % 10 == 0 ? 120 : 128;
-    } else {
-      p.addr = {10, static_cast<uint8_t>(host >> 16), static_cast<uint8_t>(host >> 8), static_cast<uint8_t>(host)};
-      p.length = i % 10 == 0 ? 24 : 32;
-    }
-    for (unsigned bit = p.length; bit < 128; ++bit) p.addr[bit / 8] &= ~(0x80 >> (bit % 8));
-    if (i % 2) m.src = p;
-    else m.dst = p;
-    const uint16_t port = static_cast<uint16_t>(1024 + rng() % 60000);
-    if (i % 4 == 0) m.dport = {port, static_cast<uint16_t>(port + rng() % 16)};
-    else if (i % 4 == 1) m.sport = {port, port};
-    if (i % 5 != 0) m.proto = i % 2 ? kTcp : kUdp;
-    rules.push_back({m, i});
-  }
+  std::vector<ClassifierRule> rules;
+  for (const MatchRule& m : pkt::job_like_rules(kRules)) rules.push_back({m, static_cast<uint32_t>(rules.size())});
   const auto t0 = std::chrono::steady_clock::now();
   auto c = must_build(rules, "big");
   const auto t1 = std::chrono::steady_clock::now();
