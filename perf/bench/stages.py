@@ -65,6 +65,13 @@ def budget(rows, cycles_per_packet):
     return out
 
 
+def own_cycles(budget_stages):
+    """psgate's own work in a budget (budget()'s list, cycles filled in): every
+    stage but the driver, DPDK's libraries and the kernel."""
+    return sum(s["cycles"] for s in budget_stages
+               if s.get("cycles") is not None and not s["stage"].startswith(("driver", "mbuf pool", "kernel")))
+
+
 def tsc_hz():
     """The TSC rate the cycles are counted in: DPDK's own measure is not at hand
     outside the process, so the kernel's (tsc_khz via cpuinfo's 'cpu MHz' on a VM

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Where the time goes: the perf profiles of the data thread."""
+import stages
+
 from .common import f
 
 
@@ -36,7 +38,8 @@ def markdown(res, sc):
 
 
 def budget_rows(prof, size):
-    """[(stage, psgate cycles, testpmd cycles)] for one frame size, and the two totals."""
+    """[(stage, psgate cycles, testpmd cycles)] for one frame size, the two totals, and
+    psgate's own work."""
     ps = prof.get(f"psgate-{size}") or {}
     tp = prof.get(f"testpmd-{size}") or {}
     if not ps.get("cycles_per_packet"):
@@ -46,7 +49,7 @@ def budget_rows(prof, size):
                                                               if k not in {st["stage"] for st in ps["profile"]["stages"]}]
     ps_cycles = {st["stage"]: st["cycles"] for st in ps["profile"]["stages"]}
     rows = [(n, ps_cycles.get(n), tp_cycles.get(n)) for n in names]
-    return rows, ps["cycles_per_packet"], tp.get("cycles_per_packet")
+    return rows, ps["cycles_per_packet"], tp.get("cycles_per_packet"), stages.own_cycles(ps["profile"]["stages"])
 
 
 def budget_text(prof, size=64):
@@ -54,7 +57,7 @@ def budget_text(prof, size=64):
     got = budget_rows(prof, size)
     if not got:
         return f"stage budget {size} B: no profile"
-    rows, ps_total, tp_total = got
+    rows, ps_total, tp_total, own = got
     hz = prof.get("tsc_hz")
     out = [f"stage budget, {size} B, 1 data lcore, path A (cycles per packet at {hz / 1e9:.2f} GHz TSC; "
            "perf shares x measured total):",
@@ -62,7 +65,6 @@ def budget_text(prof, size=64):
     for name, a, b in rows:
         out.append(f"  {name:<52} {f(a, '{:.1f}'):>8} {f(b, '{:.1f}'):>8}")
     out.append(f"  {'total (measured: TSC Hz / packets per CPU-s)':<52} {ps_total:>8.1f} {f(tp_total, '{:.1f}'):>8}")
-    own = sum(a for name, a, _ in rows if a and not name.startswith(("driver", "mbuf pool", "kernel")))
     out.append(f"  {'psgate own work (all but driver, DPDK libs, kernel)':<52} {own:>8.1f}")
     return "\n".join(out)
 
@@ -74,7 +76,7 @@ def budget_markdown(prof):
         got = budget_rows(prof, size)
         if not got:
             continue
-        rows, ps_total, tp_total = got
+        rows, ps_total, tp_total, own = got
         hz = prof.get("tsc_hz")
         L += [f"### Stage budget, {size} B", "",
               f"Cycles per packet ({hz / 1e9:.2f} GHz TSC): the run's measured total (TSC Hz / packets per "
@@ -84,6 +86,5 @@ def budget_markdown(prof):
         for name, a, b in rows:
             L.append(f"| {name} | {f(a, '{:.1f}')} | {f(b, '{:.1f}')} |")
         L.append(f"| **total (measured)** | **{ps_total:.1f}** | **{f(tp_total, '{:.1f}')}** |")
-        own = sum(a for name, a, _ in rows if a and not name.startswith(("driver", "mbuf pool", "kernel")))
         L += [f"| psgate's own work (all but the driver, DPDK's libraries and the kernel) | {own:.1f} | |", ""]
     return L

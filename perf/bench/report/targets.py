@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The target lines: each goal of the benchmark and whether this run met it."""
+import stages
+
 from .classify import sum_classify
 from .common import f
 from .isolation import sum_isolation
@@ -31,8 +33,7 @@ def targets(res):
                       + (f" [limit: {lim}]" if lim else ""), goal, row.get("ratio_median")))
     prof = sc.get("profile") or {}
     if isinstance(prof.get("psgate-64"), dict) and prof["psgate-64"].get("cycles_per_packet"):
-        own = sum(st["cycles"] for st in prof["psgate-64"]["profile"]["stages"]
-                  if st.get("cycles") is not None and not st["stage"].startswith(("driver", "mbuf pool", "kernel")))
+        own = stages.own_cycles(prof["psgate-64"]["profile"]["stages"])
         t.append(("issue 16: psgate's own cycles per 64 B packet (stage budget: all but the driver, DPDK's "
                   "libraries and the kernel)", 40, own, "le"))
     if "classify" in sc:
