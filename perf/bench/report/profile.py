@@ -37,19 +37,28 @@ def markdown(res, sc):
     return L
 
 
+# The budget's columns: psgate with one job (one class: the cut-through leaves
+# the burst as it came), psgate with issue 16's 8 jobs in 8 classes (every
+# burst sorted by class), and testpmd io on the same captures.
+BUDGET_COLUMNS = (("psgate", "psgate-{size}"), ("psgate 8 jobs", "psgate-{size}-jobs8"), ("testpmd", "testpmd-{size}"))
+
+
 def budget_rows(prof, size):
-    """[(stage, psgate cycles, testpmd cycles)] for one frame size, the two totals, and
-    psgate's own work."""
-    ps = prof.get(f"psgate-{size}") or {}
-    tp = prof.get(f"testpmd-{size}") or {}
-    if not ps.get("cycles_per_packet"):
+    """The stage budget of one frame size: (column names, [(stage, [cycles per column])],
+    [measured total per column], {column name: psgate's own work}), or None without a
+    psgate profile."""
+    cols = [(name, prof.get(key.format(size=size)) or {}) for name, key in BUDGET_COLUMNS]
+    cols = [(name, p) for name, p in cols if p.get("cycles_per_packet")]
+    if not cols or cols[0][0] != "psgate":
         return None
-    tp_cycles = {st["stage"]: st["cycles"] for st in (tp.get("profile") or {}).get("stages", [])}
-    names = [st["stage"] for st in ps["profile"]["stages"]] + [k for k in tp_cycles
-                                                              if k not in {st["stage"] for st in ps["profile"]["stages"]}]
-    ps_cycles = {st["stage"]: st["cycles"] for st in ps["profile"]["stages"]}
-    rows = [(n, ps_cycles.get(n), tp_cycles.get(n)) for n in names]
-    return rows, ps["cycles_per_packet"], tp.get("cycles_per_packet"), stages.own_cycles(ps["profile"]["stages"])
+    per_col = [{st["stage"]: st["cycles"] for st in p["profile"]["stages"]} for _, p in cols]
+    names = []
+    for _, p in cols:
+        names += [st["stage"] for st in p["profile"]["stages"] if st["stage"] not in names]
+    rows = [(n, [c.get(n) for c in per_col]) for n in names]
+    totals = [p["cycles_per_packet"] for _, p in cols]
+    own = {name: stages.own_cycles(p["profile"]["stages"]) for name, p in cols if name != "testpmd"}
+    return [name for name, _ in cols], rows, totals, own
 
 
 def budget_text(prof, size=64):
@@ -57,34 +66,39 @@ def budget_text(prof, size=64):
     got = budget_rows(prof, size)
     if not got:
         return f"stage budget {size} B: no profile"
-    rows, ps_total, tp_total, own = got
+    names, rows, totals, own = got
     hz = prof.get("tsc_hz")
     out = [f"stage budget, {size} B, 1 data lcore, path A (cycles per packet at {hz / 1e9:.2f} GHz TSC; "
            "perf shares x measured total):",
-           f"  {'stage':<52} {'psgate':>8} {'testpmd':>8}"]
-    for name, a, b in rows:
-        out.append(f"  {name:<52} {f(a, '{:.1f}'):>8} {f(b, '{:.1f}'):>8}")
-    out.append(f"  {'total (measured: TSC Hz / packets per CPU-s)':<52} {ps_total:>8.1f} {f(tp_total, '{:.1f}'):>8}")
-    out.append(f"  {'psgate own work (all but driver, DPDK libs, kernel)':<52} {own:>8.1f}")
+           f"  {'stage':<52}" + "".join(f" {n:>14}" for n in names)]
+    for name, vals in rows:
+        out.append(f"  {name:<52}" + "".join(f" {f(v, '{:.1f}'):>14}" for v in vals))
+    out.append(f"  {'total (measured: TSC Hz / packets per CPU-s)':<52}" + "".join(f" {t:>14.1f}" for t in totals))
+    out.append(f"  {'psgate own work (all but driver, DPDK libs, kernel)':<52}" +
+               "".join(f" {f(own.get(n), '{:.1f}'):>14}" for n in names if n in own))
     return "\n".join(out)
 
 
 def budget_markdown(prof):
-    """The stage budget section: psgate next to testpmd, 64 B and 1518 B."""
+    """The stage budget section: psgate (1 job, and 8 jobs where profiled) next to testpmd,
+    64 B and 1518 B."""
     L = []
     for size in (64, 1518):
         got = budget_rows(prof, size)
         if not got:
             continue
-        rows, ps_total, tp_total, own = got
+        names, rows, totals, own = got
         hz = prof.get("tsc_hz")
         L += [f"### Stage budget, {size} B", "",
               f"Cycles per packet ({hz / 1e9:.2f} GHz TSC): the run's measured total (TSC Hz / packets per "
               "CPU-second) split by the perf shares of the stages (`perf/bench/stages.py` maps every sampled "
-              "symbol to one stage), so each column adds up to its total.", "",
-              "| stage | psgate cycles/packet | testpmd io cycles/packet |", "|---|---:|---:|"]
-        for name, a, b in rows:
-            L.append(f"| {name} | {f(a, '{:.1f}')} | {f(b, '{:.1f}')} |")
-        L.append(f"| **total (measured)** | **{ps_total:.1f}** | **{f(tp_total, '{:.1f}')}** |")
-        L += [f"| psgate's own work (all but the driver, DPDK's libraries and the kernel) | {own:.1f} | |", ""]
+              "symbol to one stage), so each column adds up to its total. `psgate`: one job (one class); "
+              "`psgate 8 jobs`: 8 jobs in 8 classes, frames interleaved (issue 16's case).", "",
+              "| stage | " + " | ".join(f"{n} cycles/packet" for n in names) + " |",
+              "|---|" + "---:|" * len(names)]
+        for name, vals in rows:
+            L.append(f"| {name} | " + " | ".join(f(v, '{:.1f}') for v in vals) + " |")
+        L.append("| **total (measured)** | " + " | ".join(f"**{t:.1f}**" for t in totals) + " |")
+        L += ["| psgate's own work (all but the driver, DPDK's libraries and the kernel) | " +
+              " | ".join(f(own.get(n), '{:.1f}') if n in own else "" for n in names) + " |", ""]
     return L
