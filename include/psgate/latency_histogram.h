@@ -47,10 +47,14 @@ class LatencyHistogram {
   static uint64_t bucket_upper_bound(unsigned bucket);
 
  private:
-  std::array<uint64_t, kBuckets> counts_{};
+  // The totals first, then the buckets: recording a small value (a packet
+  // that waited less than 16 ns, the cut-through's 0) then writes one cache
+  // line, not two 7.8 KB apart. The fast path records into one of these per
+  // class and port, more than L1 holds.
   uint64_t count_ = 0;
   uint64_t min_ = UINT64_MAX;
   uint64_t max_ = 0;
+  std::array<uint64_t, kBuckets> counts_{};
 };
 
 }  // namespace psgate
