@@ -5,6 +5,10 @@
 
 #include <rte_prefetch.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "dataplane/run_total.h"
 #include "dataplane/tx.h"
 #include "psgate/mbuf_rewrite.h"
@@ -214,7 +218,7 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
   }
   if (egress.pending_count) {
     const unsigned sent =
-        tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count);
+        tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count, now);
     egress.pending_head += sent;
     egress.pending_count -= sent;
     if (sent) {
@@ -267,8 +271,26 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
   if (egress.rewrite_classes) {
     for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, items[i].item, items[i].cls);
   }
-  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
+  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n, now), now);
   return n;
+}
+
+// Bit i set where cls[i] == c, for i < n. `cls` holds kMaxBurst entries
+// (those from n on are ignored): a 16-byte compare gives 16 positions at once.
+inline uint64_t positions_of_class(const uint8_t* cls, unsigned n, unsigned c) {
+  const uint64_t valid = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  uint64_t m = 0;
+#if defined(__SSE2__)
+  static_assert(kMaxBurst % 16 == 0 && kMaxBurst <= 64);
+  const __m128i want = _mm_set1_epi8(static_cast<char>(c));
+  for (unsigned v = 0; v < (n + 15) / 16; ++v) {
+    const __m128i got = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cls + 16 * v));
+    m |= uint64_t{static_cast<uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(got, want)))} << (16 * v);
+  }
+#else
+  for (unsigned i = 0; i < n; ++i) m |= uint64_t{cls[i] == c} << i;
+#endif
+  return m & valid;
 }
 
 // The packets of one class in a cut-through burst, `run`, in arrival order,
@@ -308,49 +330,34 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
     if (egress.rewrite_classes & present) {
       for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, pkts[i], c);
     }
-    const unsigned sent = tx_burst_counted(egress, counters, pkts, n);
+    const unsigned sent = tx_burst_counted(egress, counters, pkts, n, now);
     for (unsigned k = sent; k < n; ++k) out[k] = pkts[k];  // kept as sched_transmit keeps them
     keep_unsent(egress, counters, n, sent, now);
     return true;
   }
 
   // What strict priority would dequeue: the burst ordered by class, arrival
-  // order kept within each (a stable counting sort), straight into `pending`,
-  // where sched_transmit keeps what the port does not take.
-  uint8_t out_cls[kMaxBurst];
-  {
-    uint8_t next[kMaxClasses];  // only the present classes' entries are used
-    for (uint64_t p = present; p != 0; p &= p - 1) next[__builtin_ctzll(p)] = 0;
-    for (unsigned i = 0; i < n; ++i) ++next[cls[i]];
-    unsigned start = 0;
-    for (uint64_t p = present; p != 0; p &= p - 1) {
-      const unsigned c = static_cast<unsigned>(__builtin_ctzll(p));
-      const unsigned count = next[c];
-      next[c] = static_cast<uint8_t>(start);
-      start += count;
-    }
-    for (unsigned i = 0; i < n; ++i) {
-      const unsigned at = next[cls[i]]++;
-      out[at] = pkts[i];
-      out_cls[at] = cls[i];
-    }
-  }
-
-  // Each class's run, in class order.
-  for (unsigned first = 0; first < n;) {
-    const unsigned c = out_cls[first];
-    unsigned last = first;
+  // order kept within each, straight into `pending`, where sched_transmit
+  // keeps what the port does not take. Each present class, highest first,
+  // takes its packets by the bit mask of where it occurs in the burst: one
+  // pass over the packets in all, no counting pass and no chain of
+  // read-modify-writes on per-class counts.
+  unsigned at = 0;
+  for (uint64_t p = present; p != 0; p &= p - 1) {
+    const unsigned c = static_cast<unsigned>(__builtin_ctzll(p));
+    const unsigned first = at;
     uint64_t run_bytes = 0;
-    do {
-      run_bytes += out[last++]->pkt_len;
-    } while (last < n && out_cls[last] == c);
-    pass_through_class(egress, counters, c, out + first, last - first, run_bytes);
-    first = last;
+    for (uint64_t m = positions_of_class(cls, n, c); m != 0; m &= m - 1) {
+      rte_mbuf* pkt = pkts[__builtin_ctzll(m)];
+      out[at++] = pkt;
+      run_bytes += pkt->pkt_len;
+    }
+    pass_through_class(egress, counters, c, out + first, at - first, run_bytes);
+    if (egress.rewrite_classes >> c & 1) {
+      for (unsigned k = first; k < at; ++k) rewrite_leaving(egress, counters, out[k], c);
+    }
   }
-  if (egress.rewrite_classes & present) {
-    for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, out[i], out_cls[i]);
-  }
-  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n), now);
+  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n, now), now);
   return true;
 }
 

@@ -18,7 +18,7 @@ void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounte
 // priority gives, with every counter, mark and sojourn record the FIFO path
 // would have made, and returns true. Otherwise does nothing and returns
 // false: the caller enqueues with sched_accept_burst. `cls` is each packet's
-// class, `present` the mask of those classes, `bytes` the packets' pkt_len
+// class (an array of kMaxBurst, read whole), `present` the mask of those classes, `bytes` the packets' pkt_len
 // sum; `rx_tsc` the burst's arrival time (PacketMeta::rx_tsc).
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, const uint8_t* cls, unsigned n,
                        uint64_t present, uint64_t bytes, uint64_t rx_tsc);
