@@ -3,7 +3,6 @@
 // Fast path: no allocation, no locks, no logging.
 #include "dataplane/tx.h"
 
-#include <rte_cycles.h>
 #include <rte_ethdev.h>
 
 #include "psgate/mbuf_rewrite.h"
@@ -11,46 +10,78 @@
 
 namespace psgate {
 
+namespace {
+
+// Consecutive packets of one job: [first, end) of the burst, their bytes.
+struct JobRun {
+  uint32_t job;
+  uint32_t first;
+  uint32_t end;
+  uint64_t bytes;
+};
+
+}  // namespace
+
 // The mbufs' metadata is read before tx_burst because a driver may free a
-// transmitted mbuf at once.
-unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count) {
-  uint32_t slot[kMaxBurst];
+// transmitted mbuf at once: one pass gathers the runs of consecutive packets
+// of one job (per-job counters are added once per run) and, at the wire
+// egress, each pull packet's worker.
+unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now) {
   uint32_t len[kMaxBurst];
   uint32_t worker[kMaxBurst];
+  JobRun runs[kMaxBurst];
+  unsigned n_runs = 0;
   const bool measure = !egress.telemetry.empty();
-  for (unsigned i = 0; i < count; ++i) {
-    const PacketMeta* meta = packet_meta(pkts[i]);
-    slot[i] = meta->job_slot;
-    len[i] = pkts[i]->pkt_len;
-    // The worker a pull packet goes to: the low 32 bits of its destination
-    // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
-    if (measure && slot[i] != kNoJob && meta->ip_version != 0) {
-      worker[i] = read_u32_at(pkts[i], meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u));
-    } else {
-      worker[i] = 0;
+  {
+    uint32_t job = UINT32_MAX;  // no slot has this value: the first packet opens a run
+    uint32_t first = 0;
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < count; ++i) {
+      const PacketMeta* meta = packet_meta(pkts[i]);
+      const uint32_t slot = meta->job_slot;
+      len[i] = pkts[i]->pkt_len;
+      if (slot != job) {
+        if (i != 0) runs[n_runs++] = JobRun{job, first, i, bytes};
+        job = slot;
+        first = i;
+        bytes = 0;
+      }
+      bytes += len[i];
+      // The worker a pull packet goes to: the low 32 bits of its destination
+      // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
+      if (measure && slot != kNoJob && meta->ip_version != 0) {
+        worker[i] = read_u32_at(pkts[i], meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u));
+      } else {
+        worker[i] = 0;
+      }
     }
+    if (count != 0) runs[n_runs++] = JobRun{job, first, count, bytes};
   }
   const unsigned sent = rte_eth_tx_burst(egress.port_id, egress.tx_queue, pkts, static_cast<uint16_t>(count));
   uint64_t bytes = 0;
   const unsigned dir = direction_of_egress(egress.index);
-  const uint64_t now = measure && sent ? rte_rdtsc() : 0;
-  // Per job, by runs of consecutive packets of the same job (all sent at `now`).
-  for (unsigned i = 0; i < sent;) {
-    const uint32_t job = slot[i];
-    const unsigned first = i;
-    uint64_t run_bytes = 0;
-    do {
-      run_bytes += len[i++];
-    } while (i < sent && slot[i] == job);
-    bytes += run_bytes;
-    if (job == kNoJob) continue;
-    JobCounters& jc = counters.jobs[job];
-    jc.sent_packets[dir].add(i - first);
-    jc.sent_bytes[dir].add(run_bytes);
+  for (unsigned r = 0; r < n_runs; ++r) {
+    JobRun run = runs[r];
+    if (run.first >= sent) break;
+    if (run.end > sent) {  // the port took part of this run: count what it took
+      run.end = sent;
+      run.bytes = 0;
+      for (unsigned k = run.first; k < sent; ++k) run.bytes += len[k];
+    }
+    bytes += run.bytes;
+    if (run.job == kNoJob) continue;
+    JobCounters& jc = counters.jobs[run.job];
+    jc.sent_packets[dir].add(run.end - run.first);
+    jc.sent_bytes[dir].add(run.bytes);
     if (!measure) continue;
-    JobBurstState& tel = egress.telemetry[job];
-    telemetry_on_tx(tel, now, run_bytes, egress.burst_gap_ticks);  // burst edges first, then this run's workers
-    for (unsigned k = first; k < i; ++k) telemetry_saw_worker(tel, worker[k], now);
+    JobBurstState& tel = egress.telemetry[run.job];
+    telemetry_on_tx(tel, now, run.bytes, egress.burst_gap_ticks);  // burst edges first, then this run's workers
+    // Packets of a run all leave at `now`: a worker's later packets in it
+    // change nothing, and a flow's segments come in trains.
+    telemetry_saw_worker(tel, worker[run.first], now);
+    for (unsigned k = run.first + 1; k < run.end; ++k) {
+      if (worker[k] != worker[k - 1]) telemetry_saw_worker(tel, worker[k], now);
+    }
   }
   PortCounters& pc = counters.ports[egress.index];
   pc.tx_packets.add(sent);

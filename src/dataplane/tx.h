@@ -8,8 +8,10 @@
 
 namespace psgate {
 
-// Transmits `count` mbufs starting at `pkts` on `egress`; counts what left.
-// Returns how many the port took; the rest are still the caller's.
-unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count);
+// Transmits `count` (at most kMaxBurst) mbufs starting at `pkts` on
+// `egress`; counts what left, which the telemetry takes as sent at `now`
+// (the loop iteration's clock). Returns how many the port took; the rest are
+// still the caller's.
+unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now);
 
 }  // namespace psgate
