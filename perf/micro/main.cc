@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     register_token_bucket();
     register_rewrite();
     register_counters();
+    register_telemetry();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
       rc = 1;

@@ -90,5 +90,6 @@ void register_sched();
 void register_token_bucket();
 void register_rewrite();
 void register_counters();
+void register_telemetry();
 
 }  // namespace psgate::micro

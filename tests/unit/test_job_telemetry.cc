@@ -71,5 +71,29 @@ TEST(JobTelemetry, TracksTheFirstWorkersAndFindsThemAgain) {
   EXPECT_EQ(s.workers, 1u);
 }
 
+TEST(JobTelemetry, UntrackedWorkersDoNotCountAndANewBurstForgetsTheOld) {
+  JobBurstState s;
+  const uint64_t start = 1'000'000;
+  for (uint32_t w = 0; w < kTrackedWorkers; ++w) send(s, start, 100 + w);
+  // An untracked worker finishing after every tracked one is not counted.
+  send(s, start + 905, 100);
+  send(s, start + 950, 999);
+  EXPECT_EQ(s.workers, kTrackedWorkers);
+  send(s, start + 10'000, 102);  // closes the burst: tracked finishes span start .. start + 905
+  EXPECT_EQ(s.last_straggler_ticks.get(), 905u);
+  // Burst 2 starts empty whatever burst 1 left in the arrays (102 was its
+  // entry 2, 100 its entry 0): 102 is entry 0 now, 100 entry 1.
+  EXPECT_EQ(s.workers, 1u);
+  EXPECT_EQ(s.worker_key[0], 102u);
+  send(s, start + 10'010, 100);
+  send(s, start + 10'040, 102);
+  EXPECT_EQ(s.workers, 2u);
+  EXPECT_EQ(s.worker_key[1], 100u);
+  EXPECT_EQ(s.worker_last_tsc[0], start + 10'040);
+  EXPECT_EQ(s.worker_last_tsc[1], start + 10'010);
+  send(s, start + 20'000, 7);
+  EXPECT_EQ(s.last_straggler_ticks.get(), 30u);
+}
+
 }  // namespace
 }  // namespace psgate
