@@ -332,8 +332,10 @@ def toml_str(s):
 
 
 def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), shaper=None, classes_extra="",
-                  dataplane=None, stats_interval="0s", main_lcore=0):
-    """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead[, headroom])}."""
+                  dataplane=None, stats_interval="0s", main_lcore=0, class_count=8):
+    """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead[, headroom])}.
+    class_count: classes per port; the last is the default class and class 0 network control's, so
+    jobs get classes 1..class_count-2 by rank (the lowest-ranked share the last of them)."""
     # psgate refuses lcores this machine does not have: with more data lcores
     # than CPUs - 1, run them on CPUs 0.. (the sleeping main lcore shares CPU 0).
     if max(data_lcores) >= (os.cpu_count() or 1):
@@ -348,7 +350,7 @@ def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), sha
         if len(spec) > 3:  # priority headroom; psgate's default otherwise
             lines += [f"headroom = {toml_str(spec[3])}"]
         lines += [""]
-    lines += ["[classes]", "count = 8", "default = 7", "depth = 1024", classes_extra, ""]
+    lines += ["[classes]", f"count = {class_count}", f"default = {class_count - 1}", "depth = 1024", classes_extra, ""]
     if dataplane:
         lines.append("[dataplane]")
         for k, v in dataplane.items():
@@ -586,7 +588,7 @@ def psgate_mode(data_lcores):
 
 def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window, jobs, data_lcores=(1, ),
                     shaper=None, classes_extra="", flow_cache=None, max_jobs=None, extra_mb=0, on_ready=None,
-                    profile_s=None, main_lcore=0):
+                    profile_s=None, main_lcore=0, class_count=8):
     """Path A with psgate. Returns a result dict. With more than one RX lcore (from 4 data
     lcores), each port gets one replay queue per RX lcore."""
     d = env.rundir(tag)
@@ -603,7 +605,8 @@ def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window,
     eal = env.huge.eal_mem(mem_mb_for(mbufs, extra_mb)) + ["--no-pci", f"--file-prefix={env.prefix('psg')}",
                                                             "--log-level=4"]
     cfg = psgate_config(eal, pcap_rx_device("net_pcap0", wire_pcap, rxq), pcap_rx_device("net_pcap1", host_pcap, rxq),
-                        sock, data_lcores, jobs, shaper, classes_extra, dp, main_lcore=main_lcore)
+                        sock, data_lcores, jobs, shaper, classes_extra, dp, main_lcore=main_lcore,
+                        class_count=class_count)
     cfg_path = os.path.join(d, "psgate.toml")
     with open(cfg_path, "w") as f:
         f.write(cfg)
