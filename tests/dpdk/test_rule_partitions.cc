@@ -107,8 +107,11 @@ TEST(RulePartitions, ChangesRebuildOnlyThePartitionTheyTouch) {
   ASSERT_EQ(h.control().handle({{"cmd", "jobs.add"}, {"job", 61}, {"match", job_json(61)["match"]}})["ok"], true);
   auto after_add = classifiers(h);
   const uint32_t newest = before.rbegin()->first;
-  for (const auto& [id, c] : before)
-    if (id != newest) EXPECT_EQ(after_add.at(id), c) << "partition " << id << " was rebuilt by an add";
+  for (const auto& [id, c] : before) {
+    if (id != newest) {
+      EXPECT_EQ(after_add.at(id), c) << "partition " << id << " was rebuilt by an add";
+    }
+  }
   EXPECT_NE(h.dataplane().snapshot().rules_generation, rules_generation);
   EXPECT_EQ(matched_job(h, udp_to("10.61.3.9", 1003)), 61u);
 
@@ -118,8 +121,11 @@ TEST(RulePartitions, ChangesRebuildOnlyThePartitionTheyTouch) {
   const auto after_remove = classifiers(h);
   const uint32_t oldest = before.begin()->first;
   EXPECT_NE(after_remove.at(oldest), after_add.at(oldest));
-  for (const auto& [id, c] : after_add)
-    if (id != oldest) EXPECT_EQ(after_remove.at(id), c) << "partition " << id << " was rebuilt by a remove";
+  for (const auto& [id, c] : after_add) {
+    if (id != oldest) {
+      EXPECT_EQ(after_remove.at(id), c) << "partition " << id << " was rebuilt by a remove";
+    }
+  }
   EXPECT_EQ(matched_job(h, udp_to("10.255.0.1", 7)), 2u);
   EXPECT_EQ(matched_job(h, udp_to("10.1.3.9", 1003)), 0u);
 }
