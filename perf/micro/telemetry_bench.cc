@@ -41,7 +41,8 @@ void bench_telemetry(benchmark::State& state, unsigned workers) {
 
 void register_telemetry() {
   for (unsigned workers : {1u, 8u, 16u, 64u}) {
-    const std::string name = "telemetry/saw_worker/" + std::to_string(workers) + (workers == 1 ? "_worker" : "_workers");
+    const std::string name =
+        "telemetry/saw_worker/" + std::to_string(workers) + (workers == 1 ? "_worker" : "_workers");
     benchmark::RegisterBenchmark(name.c_str(), bench_telemetry, workers);
   }
 }
