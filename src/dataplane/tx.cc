@@ -33,7 +33,9 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
   unsigned n_runs = 0;
   const bool measure = !egress.telemetry.empty();
   {
-    uint32_t job = UINT32_MAX;  // no slot has this value: the first packet opens a run
+    // Not a slot's value, but kNoJob's: a burst that starts with unclassified
+    // packets continues this empty run (first 0, no bytes yet), which is right.
+    uint32_t job = kNoJob;
     uint32_t first = 0;
     uint64_t bytes = 0;
     for (unsigned i = 0; i < count; ++i) {
