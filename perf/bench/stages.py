@@ -26,7 +26,7 @@ STAGES = [
     ("flow cache lookup", r"psgate", r"FlowCache::lookup"),
     ("flow cache insert", r"psgate", r"FlowCache::insert"),
     ("slow path: parse + ACL", r"psgate", r"classify_slow|parse_packet|Classifier::|JobMatcher::|rte_acl"),
-    ("admit (class, policer, job counters, metadata)", r"psgate", r"admit_burst"),
+    ("admit (class, policer, job counters, metadata)", r"psgate", r"admit_burst|count_admitted"),
     ("cut-through (order by class, class counters, ECN)", r"psgate", r"sched_cut_through"),
     ("enqueue (class FIFOs)", r"psgate", r"sched_accept_burst|settle_job_class|migrate"),
     ("schedule (dequeue, sojourn)", r"psgate", r"sched_transmit|dequeue|PortScheduler"),

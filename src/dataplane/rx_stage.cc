@@ -188,8 +188,12 @@ struct Admitted {
 };
 
 // Gives each packet its class, polices the jobs that have a policer (a
-// packet over its job's rate is dropped and counted here), counts what is
-// admitted per job, and writes the packet's metadata for the later stages.
+// packet over its job's rate is dropped and counted here), and writes the
+// packet's metadata for the later stages. What is admitted is counted per
+// job later (count_admitted, or the cut-through's tx): the class-ordered
+// burst the cut-through sends keeps a job's packets together, so a burst of
+// interleaved jobs costs one counter update per job there instead of one per
+// packet here.
 [[gnu::noinline]] void admit_burst(const DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port,
                                    rte_mbuf* const* pkts, unsigned n, const BurstClasses& bc, uint64_t now,
                                    Admitted& out) {
@@ -204,12 +208,6 @@ struct Admitted {
   const unsigned default_class = shared.default_class;
   const int meta_offset = g_packet_meta_offset;
   const uint64_t hits = bc.hits;
-  RunTotal admitted;
-  auto flush_admitted = [&](const RunTotal& r) {
-    JobCounters& jc = counters.jobs[r.key];
-    jc.admitted_packets[dir].add(r.packets);
-    jc.admitted_bytes[dir].add(r.bytes);
-  };
   // Policed packets are counted as they come and freed together afterwards.
   rte_mbuf* policed[kMaxBurst];
   unsigned n_policed = 0;
@@ -250,7 +248,6 @@ struct Admitted {
           }
           tb.consume(m->pkt_len);
         }
-        run_add(admitted, slot, m->pkt_len, flush_admitted);
       }
       const uint16_t l3_offset = common ? kCommonL3Offset : bc.l3_offset[i];
       const uint8_t ip_version = common ? 4 : bc.ip_version[i];
@@ -269,11 +266,25 @@ struct Admitted {
   out.n = n_out;
   out.classes = classes;
   out.bytes = bytes;
-  if (admitted.packets) flush_admitted(admitted);
   if (n_policed) {
     counters.ports[in_port ^ 1u].drops[kDropPoliced].add(n_policed);
     rte_pktmbuf_free_bulk(policed, n_policed);
   }
+}
+
+// Counts the admitted packets per job (runs of one job's packets added
+// once), for a burst that does not leave by the cut-through.
+void count_admitted(LcoreCounters& counters, unsigned in_port, const Admitted& a) {
+  const unsigned dir = direction_of_ingress(in_port);
+  RunTotal run;
+  auto flush = [&](const RunTotal& r) {
+    if (r.key == kNoJob) return;
+    JobCounters& jc = counters.jobs[r.key];
+    jc.admitted_packets[dir].add(r.packets);
+    jc.admitted_bytes[dir].add(r.bytes);
+  };
+  for (unsigned i = 0; i < a.n; ++i) run_add(run, packet_meta(a.pkts[i])->job_slot, a.pkts[i]->pkt_len, flush);
+  if (run.packets) flush(run);
 }
 
 // Pipelined re-ranking: a re-ranked job keeps using its old class's ring
@@ -373,10 +384,13 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
 
   if (EgressPort* direct = rx.direct[out_port]) {
     if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, admitted.classes,
-                                         admitted.bytes, now))
+                                         admitted.bytes, now)) {
+      count_admitted(counters, in_port, admitted);
       sched_accept_burst(shared, *direct, counters, admitted.pkts, admitted.n);
+    }
     return received;
   }
+  count_admitted(counters, in_port, admitted);
   hand_off_to_rings(shared, rx, out_port, admitted);
   return received;
 }

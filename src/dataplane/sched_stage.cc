@@ -330,7 +330,7 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
     if (egress.rewrite_classes & present) {
       for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, pkts[i], c);
     }
-    const unsigned sent = tx_burst_counted(egress, counters, pkts, n, now);
+    const unsigned sent = tx_burst_counted(egress, counters, pkts, n, now, CountAdmitted::kYes);
     for (unsigned k = sent; k < n; ++k) out[k] = pkts[k];  // kept as sched_transmit keeps them
     keep_unsent(egress, counters, n, sent, now);
     return true;
@@ -357,7 +357,7 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
       for (unsigned k = first; k < at; ++k) rewrite_leaving(egress, counters, out[k], c);
     }
   }
-  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n, now), now);
+  keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n, now, CountAdmitted::kYes), now);
   return true;
 }
 

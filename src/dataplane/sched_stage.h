@@ -16,8 +16,10 @@ void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounte
 // scheduler holds nothing and would send this burst on unchanged
 // (PortScheduler::passes_through), transmits it at once in the order strict
 // priority gives, with every counter, mark and sojourn record the FIFO path
-// would have made, and returns true. Otherwise does nothing and returns
-// false: the caller enqueues with sched_accept_burst. `cls` is each packet's
+// would have made, the jobs' admitted counters included (the RX stage leaves
+// those to it, tx.h: CountAdmitted), and returns true. Otherwise does nothing
+// and returns false: the caller counts the burst admitted
+// (rx_stage.cc) and enqueues with sched_accept_burst. `cls` is each packet's
 // class (an array of kMaxBurst, read whole), `present` the mask of those classes, `bytes` the packets' pkt_len
 // sum; `rx_tsc` the burst's arrival time (PacketMeta::rx_tsc).
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, const uint8_t* cls, unsigned n,

@@ -26,7 +26,8 @@ struct JobRun {
 // transmitted mbuf at once: one pass gathers the runs of consecutive packets
 // of one job (per-job counters are added once per run) and, at the wire
 // egress, each pull packet's worker.
-unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now) {
+unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
+                          CountAdmitted admitted) {
   uint32_t len[kMaxBurst];
   uint32_t worker[kMaxBurst];
   JobRun runs[kMaxBurst];
@@ -59,9 +60,18 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
     }
     if (count != 0) runs[n_runs++] = JobRun{job, first, count, bytes};
   }
+  const unsigned dir = direction_of_egress(egress.index);  // a packet's direction is its ingress port's
+  if (admitted == CountAdmitted::kYes) {
+    // Before the port takes them: all of them were admitted, sent or not.
+    for (unsigned r = 0; r < n_runs; ++r) {
+      if (runs[r].job == kNoJob) continue;
+      JobCounters& jc = counters.jobs[runs[r].job];
+      jc.admitted_packets[dir].add(runs[r].end - runs[r].first);
+      jc.admitted_bytes[dir].add(runs[r].bytes);
+    }
+  }
   const unsigned sent = rte_eth_tx_burst(egress.port_id, egress.tx_queue, pkts, static_cast<uint16_t>(count));
   uint64_t bytes = 0;
-  const unsigned dir = direction_of_egress(egress.index);
   for (unsigned r = 0; r < n_runs; ++r) {
     JobRun run = runs[r];
     if (run.first >= sent) break;

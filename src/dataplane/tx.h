@@ -8,10 +8,18 @@
 
 namespace psgate {
 
+// Whether tx_burst_counted also counts the burst's packets as admitted per
+// job (JobCounters::admitted_*): only for a burst the RX stage hands
+// straight to the port (sched_cut_through), which reaches tx ordered by
+// class, so a job's packets form one run there even when they arrived
+// interleaved with other jobs'. Every other burst was counted at admission.
+enum class CountAdmitted : bool { kNo = false, kYes = true };
+
 // Transmits `count` (at most kMaxBurst) mbufs starting at `pkts` on
 // `egress`; counts what left, which the telemetry takes as sent at `now`
 // (the loop iteration's clock). Returns how many the port took; the rest are
 // still the caller's.
-unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now);
+unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
+                          CountAdmitted admitted = CountAdmitted::kNo);
 
 }  // namespace psgate

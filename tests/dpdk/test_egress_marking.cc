@@ -433,6 +433,21 @@ TEST(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMarks
       sojourn_samples += ct.sojourn.count();
     }
     EXPECT_EQ(sojourn_samples, 32u + through_fifo) << "one sojourn sample per packet";
+    // Each job's 8 packets admitted and sent, whichever stage counted their
+    // admission (the cut-through counts it at TX, per run of the ordered
+    // burst; the FIFO path at RX, per run of the interleaved one).
+    unsigned jobs_counted = 0;
+    for (size_t slot = 0; slot < t.jobs.size(); ++slot) {
+      const JobTotals& jt = t.jobs[slot];
+      if (jt.admitted_packets[kPull] == 0 && jt.sent_packets[kPull] == 0) continue;
+      ++jobs_counted;
+      EXPECT_EQ(jt.admitted_packets[kPull], 8u) << "slot " << slot;
+      EXPECT_EQ(jt.sent_packets[kPull], 8u) << "slot " << slot;
+      EXPECT_EQ(jt.admitted_bytes[kPull], jt.sent_bytes[kPull]) << "slot " << slot;
+      EXPECT_GT(jt.admitted_bytes[kPull], 0u) << "slot " << slot;
+      EXPECT_EQ(jt.admitted_packets[kPush], 0u) << "slot " << slot;
+    }
+    EXPECT_EQ(jobs_counted, 3u);
     EXPECT_EQ(t.rx_total(), 32u + through_fifo);
     EXPECT_EQ(t.tx_total(), t.rx_total()) << "every packet sent";
     EXPECT_EQ(t.drop_total(), 0u);
