@@ -5,6 +5,8 @@
 
 #include <rte_ethdev.h>
 
+#include <type_traits>
+
 #include "psgate/mbuf_rewrite.h"
 #include "psgate/packet_meta.h"
 
@@ -33,7 +35,10 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
   JobRun runs[kMaxBurst];
   unsigned n_runs = 0;
   const bool measure = !egress.telemetry.empty();
-  {
+  // The loop twice: with the worker reads (wire egress) and without (host
+  // egress, whose packets no telemetry follows), so neither tests per packet
+  // which one it is.
+  auto gather = [&]<bool kMeasure>(std::bool_constant<kMeasure>) {
     // Not a slot's value, but kNoJob's: a burst that starts with unclassified
     // packets continues this empty run (first 0, no bytes yet), which is right.
     uint32_t job = kNoJob;
@@ -50,15 +55,20 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
         bytes = 0;
       }
       bytes += len[i];
-      // The worker a pull packet goes to: the low 32 bits of its destination
-      // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
-      if (measure && slot != kNoJob && meta->ip_version != 0) {
-        worker[i] = read_u32_at(pkts[i], meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u));
-      } else {
-        worker[i] = 0;
+      if constexpr (kMeasure) {
+        // The worker a pull packet goes to: the low 32 bits of its destination
+        // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
+        worker[i] = slot != kNoJob && meta->ip_version != 0
+                        ? read_u32_at(pkts[i], meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u))
+                        : 0;
       }
     }
     if (count != 0) runs[n_runs++] = JobRun{job, first, count, bytes};
+  };
+  if (measure) {
+    gather(std::true_type{});
+  } else {
+    gather(std::false_type{});
   }
   const unsigned dir = direction_of_egress(egress.index);  // a packet's direction is its ingress port's
   if (admitted == CountAdmitted::kYes) {
