@@ -2,6 +2,7 @@
 #include "pipeline_harness.h"
 
 #include <atomic>
+#include <cstring>
 
 namespace psgate::testing {
 
@@ -68,6 +69,18 @@ PipelineHarness::~PipelineHarness() {
     rte_ring_free(r);
   }
   rte_mempool_free(pool_);
+}
+
+rte_mbuf* PipelineHarness::mbuf_of(const std::vector<uint8_t>& frame) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return nullptr;
+  void* data = frame.size() <= UINT16_MAX ? rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())) : nullptr;
+  if (data == nullptr) {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  std::memcpy(data, frame.data(), frame.size());
+  return m;
 }
 
 unsigned PipelineHarness::inject(unsigned port, rte_mbuf** pkts, unsigned n) {

@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ class PipelineHarness {
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
 
+  // One mbuf from the harness's pool holding `frame` in a single segment, or
+  // null when the pool is empty or the frame does not fit one segment.
+  rte_mbuf* mbuf_of(const std::vector<uint8_t>& frame);
   // Packets into a port's RX (as if they arrived from the wire or the host).
   unsigned inject(unsigned port, rte_mbuf** pkts, unsigned n);
   // Packets the data plane transmitted on a port.
