@@ -3,11 +3,13 @@
 // lcore (single writer, no locks). Entries carry the snapshot generation that
 // produced them, so a new snapshot invalidates the cache without clearing it.
 //
-// It is a cache, not a map: set-associative tables (2 ways per set, each flow
-// with two candidate sets) of 32-byte IPv4 and 64-byte IPv6 entries, so an
-// IPv4 lookup costs one CRC32 hash and at most two cache lines. When a flow's
-// sets are full the older entry of one is evicted (and counted): a flow that
-// lost its entry is classified again by the ACL, never misclassified.
+// It is a cache, not a map: set-associative tables, each flow with two
+// candidate sets. IPv4 sets are one cache line of three ways; IPv6 sets two
+// 64-byte entries. An IPv4 lookup costs one CRC32 hash and one cache line for
+// nearly every flow (two for the few its first set had no room for). When a
+// flow's sets are full the oldest entry of one is evicted (and counted): a
+// flow that lost its entry is classified again by the ACL, never
+// misclassified.
 //
 // Two ways in:
 //   - the IPv4 burst path the RX stage uses at line rate: the caller builds
@@ -50,7 +52,7 @@ class FlowCache {
 
   // --- IPv4 burst path.
   // Inline: called per packet. prefetch4 repeats the table's set arithmetic
-  // (FlowTable::first_set in flow_cache.cc, 32-byte IPv4 entries);
+  // (FlowTable4::first_set in flow_cache.cc, 64-byte IPv4 sets);
   // if the two ever disagreed the prefetch would fetch the wrong lines: slower,
   // never wrong, since lookups use the table's own arithmetic.
   static uint32_t hash(const FlowKey4& key) {
@@ -65,7 +67,7 @@ class FlowCache {
   }
   // Starts fetching the first set a key with this hash may sit in (lookup4
   // fetches the second itself, for the keys the first does not hold).
-  void prefetch4(uint32_t h) const { rte_prefetch0(v4_entries_ + (h & v4_set_mask_) * kEntry4Bytes); }
+  void prefetch4(uint32_t h) const { rte_prefetch0(v4_sets_ + ((h >> 1) & v4_set_mask_) * kSet4Bytes); }
   // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]).
   // Returns the mask of hits; out[i] is set for hits only.
   uint64_t lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
@@ -79,7 +81,10 @@ class FlowCache {
   // entry if it must (counted in evictions()).
   void insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value);
 
-  uint32_t capacity() const;  // entries per family
+  // Entries the IPv4 and IPv6 tables hold: `entries` (rounded) for IPv6, and
+  // half as many again for IPv4 in the same 32 bytes per entry asked for.
+  uint32_t ipv4_capacity() const;
+  uint32_t ipv6_capacity() const;
   uint64_t evictions() const { return evictions_; }
 
   // Ports are part of the key, and a malformed or later-fragment packet has
@@ -87,12 +92,12 @@ class FlowCache {
   static bool cacheable(const ParsedPacket& pkt) { return pkt.has_ports && !pkt.malformed && !pkt.non_first_fragment; }
 
  private:
-  static constexpr size_t kEntry4Bytes = 32;
+  static constexpr size_t kSet4Bytes = 64;
   struct Tables;  // flow_cache.cc: the IPv4 and IPv6 tables
   FlowCache();
   std::unique_ptr<Tables> tables_;
-  const uint8_t* v4_entries_ = nullptr;  // = the IPv4 table's entries, for prefetch4
-  uint32_t v4_set_mask_ = 0;             // entries - 1 with the way bit cleared
+  const uint8_t* v4_sets_ = nullptr;  // = the IPv4 table's sets, for prefetch4
+  uint32_t v4_set_mask_ = 0;          // sets - 1
   uint64_t evictions_ = 0;
 };
 

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Flow cache: see include/psgate/flow_cache.h for what it promises.
 //
-// Two tables, because an IPv4 5-tuple (13 bytes) fits a 32-byte entry and an
-// IPv6 one (37 bytes) needs 64: IPv4 entries go two to a cache line, so an
-// IPv4 lookup touches at most two lines (its two candidate sets).
+// Two tables, because an IPv4 5-tuple (13 bytes) fits a 16-byte key and an
+// IPv6 one (37 bytes) needs 40:
 //
-//   table<Key>:  entries[0 .. mask], a set = the 2 neighbouring entries
-//                {i & ~1, i | 1}: one line (IPv4) or two adjacent (IPv6)
-//   a flow may sit in either of 2 sets, picked by different bits of one CRC32-C
-//   hash; insert picks the set with fewer live entries ("two choices", which
-//   keeps overflow rare at half load), and evicts the older way when full.
+//   FlowTable4:          sets[0 .. mask], a set = one cache line: a generation,
+//                        three values, three 16-byte keys (Set4)
+//   FlowTable6: entries[0 .. mask] of 64 bytes, each with its own
+//                        generation; a set = the 2 neighbouring entries
+//                        {i & ~1, i | 1}
+//   a flow may sit in either of 2 sets, picked by different bits of one
+//   CRC32-C hash; each table's insert says which it picks.
 //
-// A zeroed entry can never match: every real key has its family (4 or 6) in
+// A zeroed key can never match: every real key has its family (4 or 6) in
 // word 0 (IPv6) or word 1 (IPv4) (flow_key.h).
 #include "psgate/flow_cache.h"
 #include "psgate/config.h"  // kMinFlowCacheEntries, kMaxFlowCacheEntries
@@ -22,6 +23,7 @@
 #include <rte_prefetch.h>
 
 #include <bit>
+#include <cstddef>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -60,21 +62,20 @@ inline bool is_empty(const Key& k) {
   return any == 0;
 }
 
-template <typename Key>
-struct alignas(std::bit_ceil(sizeof(Key) + 8)) Entry {
-  Key key;
+struct alignas(64) Entry6 {
+  FlowKey6 key;
   uint32_t generation;
   uint32_t value;
 };
-static_assert(sizeof(Entry<FlowKey4>) == 32, "two IPv4 entries per cache line (FlowCache::kEntry4Bytes)");
-static_assert(sizeof(Entry<FlowKey6>) == 64, "one IPv6 entry per cache line");
+static_assert(sizeof(Entry6) == 64, "one IPv6 entry per cache line");
 
 }  // namespace
 
-// One table of one key type.
-template <typename Key>
-struct FlowTable {
-  using E = Entry<Key>;
+// The IPv6 table: 64-byte entries, each with its own generation, a set the 2
+// neighbouring entries {i & ~1, i | 1} (two adjacent lines).
+struct FlowTable6 {
+  using Key = FlowKey6;
+  using E = Entry6;
   E* entries = nullptr;
   uint32_t mask = 0;  // entries - 1
 
@@ -84,37 +85,18 @@ struct FlowTable {
 
   static void prefetch_set(const E* set) {
     rte_prefetch0(set);
-    if constexpr (sizeof(E) * 2 > RTE_CACHE_LINE_SIZE) rte_prefetch0(set + 1);
+    rte_prefetch0(set + 1);
   }
 
   // The way of one set that holds `key`, or null. At most one way of the two
   // sets holds a key (insert refreshes in place).
   static E* find_in_set(E* set, const Key& key) {
-#if defined(__SSE2__)
-    if constexpr (sizeof(Key) == 16) {
-      // One 16-byte compare per way; each way's four 32-bit lane results as
-      // four bits of one movemask.
-      const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.w));
-      auto eq = [&k](const E& e) {
-        return _mm_movemask_ps(
-            _mm_castsi128_ps(_mm_cmpeq_epi32(k, _mm_load_si128(reinterpret_cast<const __m128i*>(e.key.w)))));
-      };
-      const int m0 = eq(set[0]);
-      const int m1 = eq(set[1]);
-      return m0 == 0xf ? &set[0] : m1 == 0xf ? &set[1] : nullptr;
-    }
-#endif
     E* hit = nullptr;
     hit = same_key(set[1].key, key) ? &set[1] : hit;
     hit = same_key(set[0].key, key) ? &set[0] : hit;
     return hit;
   }
 
-  // The first set first: insert puts a flow there unless it holds more live
-  // entries than the second (ties go to the first), so below about a quarter
-  // of the capacity nearly every flow is in its first set and the second set
-  // is compared only for misses; at half load about three flows in four are
-  // (a simulation of the insert rule: 77%).
   static E* find(E* a, E* b, const Key& key) {
     E* hit = find_in_set(a, key);
     return hit ? hit : find_in_set(b, key);
@@ -122,13 +104,9 @@ struct FlowTable {
 
   // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]) with
   // their sets; out[i] gets the value of each live hit. Returns the hit mask.
-  //
-  // Two passes: the first sets (which the caller prefetched) for the whole
-  // burst, then the second sets of the keys not found there, prefetched
-  // together as the first pass finds them. A table too big for the CPU's
-  // caches so fetches one line per packet plus one for about one packet in
-  // four at half load (the share of flows insert put in their second set),
-  // rather than two per packet, all in flight at once.
+  // The first sets (which the caller prefetched) for the whole burst, then
+  // the second sets of the keys not found there, prefetched together as the
+  // first pass finds them.
   uint64_t compare(const Key keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
                    uint32_t out[]) const {
     uint64_t hits = 0;
@@ -157,7 +135,9 @@ struct FlowTable {
     return hits;
   }
 
-  // Returns whether a live entry was evicted.
+  // Two choices: the set with fewer live entries (ties go to the first),
+  // which keeps overflow rare at half load. Returns whether a live entry
+  // was evicted.
   bool insert(const Key& key, uint32_t h, uint32_t generation, uint32_t value) {
     E* a = first_set(h);
     E* b = second_set(h);
@@ -182,9 +162,144 @@ struct FlowTable {
   void free() { rte_free(entries); }
 };
 
+// The IPv4 table: sets of three ways in one cache line, one generation per
+// set. A set holds one snapshot's results: it is emptied when another
+// generation's result goes in, so a way needs no generation of its own, and
+// the line that two 32-byte entries with their own generations filled holds
+// three.
+//
+// Three ways make overflow rare enough to fill a flow's first set until it is
+// full rather than balance the two: at the sizing docs/configuration.md
+// advises (twice the flows in entries, so a third of the ways), about 2% of
+// random flows go to their second set (a Poisson(1) load of 3-way sets),
+// against about a quarter with two ways balanced. A lookup so costs one line for nearly every flow, which
+// is what a table too big for the caches waits on.
+struct alignas(RTE_CACHE_LINE_SIZE) Set4 {
+  static constexpr unsigned kWays = 3;
+  uint32_t generation;  // of every live way
+  uint32_t value[kWays];
+  FlowKey4 key[kWays];  // live ways first, newest first; the rest zero
+};
+static_assert(sizeof(Set4) == 64, "one IPv4 set per cache line (FlowCache::kSet4Bytes)");
+static_assert(offsetof(Set4, key) % 16 == 0, "keys compared as aligned 16-byte loads");
+
+struct FlowTable4 {
+  Set4* sets = nullptr;
+  uint32_t mask = 0;  // sets - 1
+
+  // Bits 1 and up pick the first set, bits 17 and up (wrapping) the second:
+  // the lines the 2-way table of 32-byte entries picked (its bit 0 was the
+  // way). CRC32-C is linear, so keys that differ in a few bits, such as
+  // consecutive addresses, fill the sets in patterns that depend on which
+  // bits pick them: with bits 0 and up, 100,000 consecutive addresses came
+  // out 40% slower (perf/micro flow_cache/lookup4_hit/100k_flows), and these
+  // bits measured as before.
+  Set4* first_set(uint32_t h) const { return sets + ((h >> 1) & mask); }
+  Set4* second_set(uint32_t h) const { return sets + (std::rotr(h, 17) & mask); }
+
+  // The way of `set` that holds `key`, or -1. At most one way of a key's two
+  // sets holds it (insert refreshes in place).
+  static int find_way(const Set4& set, const FlowKey4& key) {
+#if defined(__SSE2__)
+    // One 16-byte compare per way; each way's four 32-bit lane results as
+    // four bits of one movemask.
+    const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key.w));
+    auto eq = [&k](const FlowKey4& w) {
+      return _mm_movemask_ps(
+          _mm_castsi128_ps(_mm_cmpeq_epi32(k, _mm_load_si128(reinterpret_cast<const __m128i*>(w.w)))));
+    };
+    const int m0 = eq(set.key[0]);
+    const int m1 = eq(set.key[1]);
+    const int m2 = eq(set.key[2]);
+    return m0 == 0xf ? 0 : m1 == 0xf ? 1 : m2 == 0xf ? 2 : -1;
+#else
+    int way = -1;
+    for (int w = Set4::kWays - 1; w >= 0; --w) way = same_key(set.key[w], key) ? w : way;
+    return way;
+#endif
+  }
+
+  // See FlowTable6::compare: the same two passes, over one line per set.
+  uint64_t compare(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
+                   uint32_t out[]) const {
+    uint64_t hits = 0;
+    uint64_t second = 0;
+    for (uint64_t todo = mask; todo != 0; todo &= todo - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+      const Set4& s = *first_set(hashes[i]);
+      const int way = find_way(s, keys[i]);
+      if (way < 0) {
+        second |= uint64_t{1} << i;
+        rte_prefetch0(second_set(hashes[i]));
+        continue;
+      }
+      // A key is in at most one way of its two sets: found here, it is not
+      // in the second set, live or stale.
+      if (s.generation != generation) continue;  // cached under an older snapshot
+      out[i] = s.value[way];
+      hits |= uint64_t{1} << i;
+    }
+    for (uint64_t todo = second; todo != 0; todo &= todo - 1) {
+      const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
+      const Set4& s = *second_set(hashes[i]);
+      const int way = find_way(s, keys[i]);
+      if (way < 0 || s.generation != generation) continue;  // absent, or cached under an older snapshot
+      out[i] = s.value[way];
+      hits |= uint64_t{1} << i;
+    }
+    return hits;
+  }
+
+  // Returns whether a live entry was evicted. A set of another generation
+  // than this result's holds nothing live for it (the data path's inserts
+  // carry its current snapshot's generation, which only moves on): it is
+  // emptied to take this entry.
+  bool insert(const FlowKey4& key, uint32_t h, uint32_t generation, uint32_t value) {
+    Set4* a = first_set(h);
+    Set4* b = second_set(h);
+    auto renew = [generation](Set4& s) {
+      s = Set4{};
+      s.generation = generation;
+    };
+    // Refresh in place: a re-insert, or the flow's entry of another snapshot.
+    Set4* set = a;
+    int way = find_way(*a, key);
+    if (way < 0) {
+      set = b;
+      way = find_way(*b, key);
+    }
+    if (way >= 0) {
+      if (set->generation != generation) {
+        renew(*set);
+        way = 0;
+        set->key[0] = key;
+      }
+      set->value[way] = value;
+      return false;
+    }
+    // A new entry: the first set unless it is full, then the second, and
+    // when both are full the first set's oldest way goes.
+    auto room = [generation](const Set4& s) {
+      return s.generation != generation || is_empty(s.key[Set4::kWays - 1]);  // live ways come first
+    };
+    set = room(*a) || !room(*b) ? a : b;
+    if (set->generation != generation) renew(*set);
+    const bool evicted = !is_empty(set->key[Set4::kWays - 1]);
+    for (unsigned w = Set4::kWays - 1; w > 0; --w) {
+      set->key[w] = set->key[w - 1];
+      set->value[w] = set->value[w - 1];
+    }
+    set->key[0] = key;
+    set->value[0] = value;
+    return evicted;
+  }
+
+  void free() { rte_free(sets); }
+};
+
 struct FlowCache::Tables {
-  FlowTable<FlowKey4> v4;
-  FlowTable<FlowKey6> v6;
+  FlowTable4 v4;
+  FlowTable6 v6;
 };
 
 Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std::string& name, int socket_id) {
@@ -195,22 +310,23 @@ Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std
   const uint32_t rounded = rte_align32pow2(entries);
   std::unique_ptr<FlowCache> c(new FlowCache());
   c->tables_ = std::make_unique<Tables>();
-  const size_t v4_bytes = size_t{rounded} * sizeof(Entry<FlowKey4>);
-  const size_t v6_bytes = size_t{rounded} * sizeof(Entry<FlowKey6>);
+  const uint32_t v4_sets = rounded / 2;  // 64 B for every two entries asked for, as two 32 B entries were
+  const size_t v4_bytes = size_t{v4_sets} * sizeof(Set4);
+  const size_t v6_bytes = size_t{rounded} * sizeof(Entry6);
   auto fail = [&](size_t bytes) {
     return R::failure("flow cache " + name + ": cannot allocate " + std::to_string(bytes >> 20) + " MiB (" +
                       std::to_string(rounded) + " entries) from DPDK memory: " + rte_strerror(rte_errno) +
                       "; lower dataplane.flow_cache or give the EAL more memory");
   };
-  c->tables_->v4.entries =
-      static_cast<Entry<FlowKey4>*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, 64, socket_id));
-  if (c->tables_->v4.entries == nullptr) return fail(v4_bytes);
-  c->tables_->v6.entries =
-      static_cast<Entry<FlowKey6>*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
+  c->tables_->v4.sets =
+      static_cast<Set4*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, RTE_CACHE_LINE_SIZE, socket_id));
+  if (c->tables_->v4.sets == nullptr) return fail(v4_bytes);
+  c->tables_->v6.entries = static_cast<Entry6*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
   if (c->tables_->v6.entries == nullptr) return fail(v6_bytes);
-  c->tables_->v4.mask = c->tables_->v6.mask = rounded - 1;
-  c->v4_entries_ = reinterpret_cast<const uint8_t*>(c->tables_->v4.entries);
-  c->v4_set_mask_ = (rounded - 1) & ~1u;
+  c->tables_->v4.mask = v4_sets - 1;
+  c->tables_->v6.mask = rounded - 1;
+  c->v4_sets_ = reinterpret_cast<const uint8_t*>(c->tables_->v4.sets);
+  c->v4_set_mask_ = v4_sets - 1;
   return R(std::move(c));
 }
 
@@ -223,7 +339,8 @@ FlowCache::~FlowCache() {
   }
 }
 
-uint32_t FlowCache::capacity() const { return tables_->v4.mask + 1; }
+uint32_t FlowCache::ipv4_capacity() const { return (tables_->v4.mask + 1) * Set4::kWays; }
+uint32_t FlowCache::ipv6_capacity() const { return tables_->v6.mask + 1; }
 
 uint64_t FlowCache::lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
                             uint32_t out[]) const {
@@ -236,7 +353,7 @@ void FlowCache::insert4(const FlowKey4& key, uint32_t h, uint32_t generation, ui
 
 uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation, uint32_t out[]) const {
   if (n > kMaxBurst) n = kMaxBurst;  // contract: n <= 64; never overrun the mask
-  const FlowTable<FlowKey6>& t6 = tables_->v6;
+  const FlowTable6& t6 = tables_->v6;
   // Keys, hashes and prefetches for the whole burst first, compares after.
   FlowKey4 keys4[kMaxBurst];
   uint32_t hashes4[kMaxBurst];
@@ -254,7 +371,7 @@ uint64_t FlowCache::lookup(const ParsedPacket* const pkts[], unsigned n, uint32_
     } else {
       keys6[i] = flow_key6(p);
       hashes6[i] = hash_key(keys6[i]);
-      FlowTable<FlowKey6>::prefetch_set(t6.first_set(hashes6[i]));  // the second only if needed (compare)
+      FlowTable6::prefetch_set(t6.first_set(hashes6[i]));  // the second only if needed (compare)
       v6 |= uint64_t{1} << i;
     }
   }
