@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Exact-match cache of classification results keyed by 5-tuple, one per RX
 // lcore (single writer, no locks). Entries carry the snapshot generation that
-// produced them, so a new snapshot invalidates the cache without clearing it.
+// produced them (an IPv4 set one for its three ways), so a new snapshot
+// invalidates the cache without clearing it.
 //
 // It is a cache, not a map: set-associative tables, each flow with two
 // candidate sets. IPv4 sets are one cache line of three ways; IPv6 sets two
@@ -72,13 +73,17 @@ class FlowCache {
   // Returns the mask of hits; out[i] is set for hits only.
   uint64_t lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
                    uint32_t out[]) const;
+  // Stores a result under `generation`. A cache's inserts must not go back
+  // to an older generation (the data path's only moves on): an IPv4 set
+  // holds one generation's entries and is emptied, without counting
+  // evictions, when an entry of another goes in.
   void insert4(const FlowKey4& key, uint32_t hash, uint32_t generation, uint32_t value);
 
   // --- Parsed packets. Only cacheable packets are looked up (the others are
   // misses). n <= kMaxBurst. Returns a bit mask of hits; out[i] is set for hits only.
   uint64_t lookup(const ParsedPacket* const pkts[], unsigned n, uint32_t generation, uint32_t out[]) const;
-  // Always stores a cacheable packet's result, evicting the set's older live
-  // entry if it must (counted in evictions()).
+  // Always stores a cacheable packet's result, evicting the set's oldest live
+  // entry if it must (counted in evictions()); generations as for insert4.
   void insert(const ParsedPacket& pkt, uint32_t generation, uint32_t value);
 
   // Entries the IPv4 and IPv6 tables hold: `entries` (rounded) for IPv6, and

@@ -74,7 +74,7 @@ FlowCache* filled_cache(uint32_t flows) {
 }
 
 // Bursts of wire-key lookups as the RX stage makes them (key, hash, prefetch
-// of the first set, then lookup4) in `fc`, each key flow(first + a random
+// of the first set, then lookup4) in `fc`, each key key_of(first + a random
 // index below `span`); reports the share of packets that hit.
 template <KeyOf key_of>
 void bench_lookups(benchmark::State& state, FlowCache* fc, uint32_t first, uint32_t span, uint64_t seed) {
@@ -98,9 +98,9 @@ void bench_lookups(benchmark::State& state, FlowCache* fc, uint32_t first, uint3
   state.counters["hit_ratio"] = static_cast<double>(hits) / (static_cast<double>(state.iterations()) * kBurst);
 }
 
-// Lookups of the cached flows. hit_ratio is below 1 where two-choice sets
-// overflowed while filling (evictions): those lookups were misses, and the
-// figure is a little lower than pure hits.
+// Lookups of the cached flows. hit_ratio is below 1 where both of a flow's
+// sets were full while filling (evictions): those lookups were misses, and
+// the figure is a little lower than pure hits.
 template <KeyOf key_of>
 void bench_hit(benchmark::State& state, uint32_t flows) {
   FlowCache* fc = filled_cache<key_of>(flows);

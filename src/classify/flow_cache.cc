@@ -38,6 +38,7 @@ constexpr unsigned kMaxBurst = FlowCache::kMaxBurst;
 // --check finds it: one pair of limits, in config.h.
 constexpr uint32_t kMinEntries = kMinFlowCacheEntries;
 constexpr uint32_t kMaxEntries = kMaxFlowCacheEntries;
+static_assert(kMinEntries >= 8, "at least two IPv4 sets of two entries asked for, and one IPv6 set");
 
 // One hash per family: IPv4 keys use FlowCache::hash (inline, the RX stage
 // calls it per packet), IPv6 keys the same CRC chain over their five words.
@@ -174,7 +175,7 @@ struct FlowTable6 {
 // random flows go to their second set (a Poisson(1) load of 3-way sets),
 // against about a quarter with two ways balanced. A lookup so costs one line for nearly every flow, which
 // is what a table too big for the caches waits on.
-struct alignas(RTE_CACHE_LINE_SIZE) Set4 {
+struct alignas(64) Set4 {
   static constexpr unsigned kWays = 3;
   uint32_t generation;  // of every live way
   uint32_t value[kWays];
@@ -319,7 +320,7 @@ Result<std::unique_ptr<FlowCache>> FlowCache::create(uint32_t entries, const std
                       "; lower dataplane.flow_cache or give the EAL more memory");
   };
   c->tables_->v4.sets =
-      static_cast<Set4*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, RTE_CACHE_LINE_SIZE, socket_id));
+      static_cast<Set4*>(rte_zmalloc_socket((name + ".v4").c_str(), v4_bytes, alignof(Set4), socket_id));
   if (c->tables_->v4.sets == nullptr) return fail(v4_bytes);
   c->tables_->v6.entries = static_cast<Entry6*>(rte_zmalloc_socket((name + ".v6").c_str(), v6_bytes, 128, socket_id));
   if (c->tables_->v6.entries == nullptr) return fail(v6_bytes);

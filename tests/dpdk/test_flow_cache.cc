@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -136,7 +138,7 @@ TEST(FlowCache, CapacityIsBoundedAndEvictionsCounted) {
   constexpr uint32_t kEntries = 256;
   auto fc = must_create(kEntries);
   ASSERT_NE(fc, nullptr);
-  // IPv4 flows: three ways in each 64-byte set, two sets' worth of entries.
+  // IPv4 flows: one 64-byte set of three ways per two entries asked for.
   ASSERT_EQ(fc->ipv4_capacity(), kEntries * 3 / 2);
   ASSERT_EQ(fc->ipv6_capacity(), kEntries);
   const uint32_t capacity = fc->ipv4_capacity();
@@ -172,8 +174,9 @@ TEST(FlowCache, CapacityIsBoundedAndEvictionsCounted) {
   EXPECT_EQ(fc->evictions(), before_update);
 }
 
-// Two candidate sets per flow: at half load (the sizing the README asks for)
-// virtually every flow keeps its entry, IPv4 and IPv6 alike.
+// Two candidate sets per flow: at the sizing docs/configuration.md advises
+// (twice the flows in entries: half load for IPv6, a third for IPv4)
+// virtually every flow keeps its entry.
 TEST(FlowCache, HalfLoadKeepsVirtuallyEveryFlow) {
   constexpr uint32_t kEntries = 1 << 14;
   auto fc = must_create(kEntries);
@@ -197,6 +200,114 @@ TEST(FlowCache, HalfLoadKeepsVirtuallyEveryFlow) {
   }
   EXPECT_GE(present, flows.size() * 99 / 100) << "evictions: " << fc->evictions();
   EXPECT_EQ(present + fc->evictions(), flows.size());
+}
+
+// The IPv4 placement rule, driven through keys whose sets are known: the
+// smallest cache (8 entries: 4 sets of 3 ways), sets picked as prefetch4 and
+// flow_cache.cc pick them (bits 1 and up of the hash for the first set, bits
+// 17 and up, wrapping, for the second).
+class FlowCacheSets : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kSets = 4;
+  struct Key {
+    FlowKey4 key;
+    uint32_t hash;
+  };
+  static unsigned first_set(uint32_t h) { return (h >> 1) & (kSets - 1); }
+  static unsigned second_set(uint32_t h) { return std::rotr(h, 17) & (kSets - 1); }
+  // The next `n` keys (from a fixed sequence) whose first and second sets are
+  // `first` and `second`.
+  std::vector<Key> keys_in(unsigned first, unsigned second, unsigned n) {
+    std::vector<Key> out;
+    while (out.size() < n) {
+      FlowKey4 k = flow_key4(v4(static_cast<uint32_t>(rng_()), static_cast<uint32_t>(rng_()),
+                                static_cast<uint16_t>(rng_()), static_cast<uint16_t>(rng_()), 17));
+      const uint32_t h = FlowCache::hash(k);
+      if (first_set(h) == first && second_set(h) == second) out.push_back({k, h});
+    }
+    return out;
+  }
+  static std::optional<uint32_t> get4(const FlowCache& fc, const Key& k, uint32_t gen) {
+    uint32_t v = 0xabababab;
+    const uint64_t hit = fc.lookup4(&k.key, &k.hash, 1, gen, &v);
+    if (hit == 0) {
+      EXPECT_EQ(v, 0xababababu) << "out[] written on a miss";
+      return std::nullopt;
+    }
+    return v;
+  }
+  std::mt19937 rng_{23};
+};
+
+// A full first set sends a new flow to its second set, where the lookup's
+// second pass finds it; nothing is evicted while either set has room.
+TEST_F(FlowCacheSets, FullFirstSetSpillsToTheSecond) {
+  auto fc = must_create(8);
+  ASSERT_NE(fc, nullptr);
+  ASSERT_EQ(fc->ipv4_capacity(), 3 * kSets);
+  const std::vector<Key> a = keys_in(0, 1, 4);  // first set 0, second set 1
+  for (unsigned i = 0; i < a.size(); ++i) fc->insert4(a[i].key, a[i].hash, 1, 10 + i);
+  for (unsigned i = 0; i < a.size(); ++i) EXPECT_EQ(get4(*fc, a[i], 1), 10 + i) << "key " << i;
+  // Set 1 holds a[3] now: two more flows whose first set is 1 still fit.
+  const std::vector<Key> b = keys_in(1, 2, 2);
+  for (unsigned i = 0; i < b.size(); ++i) fc->insert4(b[i].key, b[i].hash, 1, 20 + i);
+  for (unsigned i = 0; i < b.size(); ++i) EXPECT_EQ(get4(*fc, b[i], 1), 20 + i) << "key b" << i;
+  EXPECT_EQ(get4(*fc, a[3], 1), 13u) << "the spilled flow was pushed out";
+  EXPECT_EQ(fc->evictions(), 0u);
+  // A burst of all six, as the RX stage looks them up: one pass over first
+  // sets, a second for the flow that is not in its first.
+  FlowKey4 keys[6];
+  uint32_t hashes[6];
+  uint32_t out[6];
+  for (unsigned i = 0; i < 6; ++i) {
+    const Key& k = i < 4 ? a[i] : b[i - 4];
+    keys[i] = k.key;
+    hashes[i] = k.hash;
+  }
+  ASSERT_EQ(fc->lookup4(keys, hashes, 0x3f, 1, out), 0x3fu);
+  for (unsigned i = 0; i < 6; ++i) EXPECT_EQ(out[i], i < 4 ? 10 + i : 20 + (i - 4));
+}
+
+// Both picks the same set: three flows fit, a fourth evicts the oldest
+// (counted), and a refresh moves nothing.
+TEST_F(FlowCacheSets, OneCandidateSetEvictsItsOldest) {
+  auto fc = must_create(8);
+  ASSERT_NE(fc, nullptr);
+  const std::vector<Key> k = keys_in(2, 2, 4);
+  for (unsigned i = 0; i < 3; ++i) fc->insert4(k[i].key, k[i].hash, 1, 30 + i);
+  fc->insert4(k[0].key, k[0].hash, 1, 99);  // a refresh, not a new entry
+  EXPECT_EQ(fc->evictions(), 0u);
+  fc->insert4(k[3].key, k[3].hash, 1, 33);
+  EXPECT_EQ(fc->evictions(), 1u);
+  EXPECT_EQ(get4(*fc, k[0], 1), std::nullopt) << "the oldest entry is the one evicted";
+  EXPECT_EQ(get4(*fc, k[1], 1), 31u);
+  EXPECT_EQ(get4(*fc, k[2], 1), 32u);
+  EXPECT_EQ(get4(*fc, k[3], 1), 33u);
+}
+
+// A set of an older generation holds nothing live: the first entry of the
+// new generation empties it, without counting evictions, and none of its old
+// entries comes back under either generation.
+TEST_F(FlowCacheSets, NewGenerationEmptiesASetWithoutEvicting) {
+  auto fc = must_create(8);
+  ASSERT_NE(fc, nullptr);
+  const std::vector<Key> k = keys_in(3, 0, 3);
+  for (unsigned i = 0; i < 3; ++i) fc->insert4(k[i].key, k[i].hash, 1, 40 + i);
+  fc->insert4(k[1].key, k[1].hash, 2, 50);  // refreshed under generation 2
+  EXPECT_EQ(fc->evictions(), 0u);
+  EXPECT_EQ(get4(*fc, k[1], 2), 50u);
+  EXPECT_EQ(get4(*fc, k[1], 1), std::nullopt);
+  for (unsigned i : {0u, 2u}) {
+    EXPECT_EQ(get4(*fc, k[i], 1), std::nullopt) << "key " << i;
+    EXPECT_EQ(get4(*fc, k[i], 2), std::nullopt) << "key " << i;
+  }
+  // The set has room again: two new flows of generation 2 evict nothing.
+  const std::vector<Key> more = keys_in(3, 1, 2);
+  for (unsigned i = 0; i < 2; ++i) fc->insert4(more[i].key, more[i].hash, 2, 60 + i);
+  EXPECT_EQ(fc->evictions(), 0u);
+  EXPECT_EQ(get4(*fc, more[0], 2), 60u);
+  EXPECT_EQ(get4(*fc, more[1], 2), 61u);
+  EXPECT_EQ(get4(*fc, k[1], 2), 50u);
 }
 
 TEST(FlowCache, SizeRoundsUpToPowerOfTwo) {
