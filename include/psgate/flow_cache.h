@@ -68,7 +68,17 @@ class FlowCache {
   }
   // Starts fetching the first set a key with this hash may sit in (lookup4
   // fetches the second itself, for the keys the first does not hold).
-  void prefetch4(uint32_t h) const { rte_prefetch0(v4_sets_ + ((h >> 1) & v4_set_mask_) * kSet4Bytes); }
+  void prefetch4(uint32_t h) const { prefetcher4()(h); }
+  // prefetch4 for a loop over a burst: the table's address and mask copied
+  // into the caller's registers. The loop's stores of keys and hashes could
+  // alias the cache's members as far as the compiler knows, so a loop calling
+  // prefetch4 would reload both for every packet.
+  struct Prefetcher4 {
+    const uint8_t* sets;
+    uint32_t set_mask;
+    void operator()(uint32_t h) const { rte_prefetch0(sets + ((h >> 1) & set_mask) * kSet4Bytes); }
+  };
+  Prefetcher4 prefetcher4() const { return {v4_sets_, v4_set_mask_}; }
   // Compares the keys selected by `mask` (bit i: keys[i], hashes[i]).
   // Returns the mask of hits; out[i] is set for hits only.
   uint64_t lookup4(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,

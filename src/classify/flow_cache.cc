@@ -223,15 +223,18 @@ struct FlowTable4 {
   // See FlowTable6::compare: the same two passes, over one line per set.
   uint64_t compare(const FlowKey4 keys[], const uint32_t hashes[], uint64_t mask, uint32_t generation,
                    uint32_t out[]) const {
+    // The table in locals: a store to out[] could alias `sets` and `mask`
+    // as far as the compiler knows, and would make it reload them per key.
+    const FlowTable4 table = *this;
     uint64_t hits = 0;
     uint64_t second = 0;
     for (uint64_t todo = mask; todo != 0; todo &= todo - 1) {
       const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
-      const Set4& s = *first_set(hashes[i]);
+      const Set4& s = *table.first_set(hashes[i]);
       const int way = find_way(s, keys[i]);
       if (way < 0) {
         second |= uint64_t{1} << i;
-        rte_prefetch0(second_set(hashes[i]));
+        rte_prefetch0(table.second_set(hashes[i]));
         continue;
       }
       // A key is in at most one way of its two sets: found here, it is not
@@ -242,7 +245,7 @@ struct FlowTable4 {
     }
     for (uint64_t todo = second; todo != 0; todo &= todo - 1) {
       const unsigned i = static_cast<unsigned>(__builtin_ctzll(todo));
-      const Set4& s = *second_set(hashes[i]);
+      const Set4& s = *table.second_set(hashes[i]);
       const int way = find_way(s, keys[i]);
       if (way < 0 || s.generation != generation) continue;  // absent, or cached under an older snapshot
       out[i] = s.value[way];

@@ -151,12 +151,15 @@ struct BurstClasses {
   // 1. The common case straight from the wire: key, hash, and the key's cache
   //    sets requested, while the rest of the burst is still being looked at.
   uint64_t keyed = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    rte_mbuf* m = pkts[i];
-    if (fc && parse_ipv4_flow_key(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx.keys[i])) {
-      rx.hashes[i] = FlowCache::hash(rx.keys[i]);
-      fc->prefetch4(rx.hashes[i]);
-      keyed |= uint64_t{1} << i;
+  if (fc) {
+    const FlowCache::Prefetcher4 prefetch = fc->prefetcher4();
+    for (unsigned i = 0; i < n; ++i) {
+      rte_mbuf* m = pkts[i];
+      if (parse_ipv4_flow_key(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, rx.keys[i])) {
+        rx.hashes[i] = FlowCache::hash(rx.keys[i]);
+        prefetch(rx.hashes[i]);
+        keyed |= uint64_t{1} << i;
+      }
     }
   }
 
