@@ -6,7 +6,7 @@
 //
 //   FlowTable4:          sets[0 .. mask], a set = one cache line: a generation,
 //                        three values, three 16-byte keys (Set4)
-//   FlowTable6: entries[0 .. mask] of 64 bytes, each with its own
+//   FlowTable6:          entries[0 .. mask] of 64 bytes, each with its own
 //                        generation; a set = the 2 neighbouring entries
 //                        {i & ~1, i | 1}
 //   a flow may sit in either of 2 sets, picked by different bits of one
@@ -173,8 +173,9 @@ struct FlowTable6 {
 // full rather than balance the two: at the sizing docs/configuration.md
 // advises (twice the flows in entries, so a third of the ways), about 2% of
 // random flows go to their second set (a Poisson(1) load of 3-way sets),
-// against about a quarter with two ways balanced. A lookup so costs one line for nearly every flow, which
-// is what a table too big for the caches waits on.
+// against about a quarter with two ways balanced. A lookup so costs one
+// line for nearly every flow, which is what a table too big for the caches
+// waits on.
 struct alignas(64) Set4 {
   static constexpr unsigned kWays = 3;
   uint32_t generation;  // of every live way
@@ -188,15 +189,8 @@ struct FlowTable4 {
   Set4* sets = nullptr;
   uint32_t mask = 0;  // sets - 1
 
-  // Bits 1 and up pick the first set, bits 17 and up (wrapping) the second:
-  // the lines the 2-way table of 32-byte entries picked (its bit 0 was the
-  // way). CRC32-C is linear, so keys that differ in a few bits, such as
-  // consecutive addresses, fill the sets in patterns that depend on which
-  // bits pick them: with bits 0 and up, 100,000 consecutive addresses came
-  // out 40% slower (perf/micro flow_cache/lookup4_hit/100k_flows), and these
-  // bits measured as before.
-  Set4* first_set(uint32_t h) const { return sets + ((h >> 1) & mask); }
-  Set4* second_set(uint32_t h) const { return sets + (std::rotr(h, 17) & mask); }
+  Set4* first_set(uint32_t h) const { return sets + FlowCache::first_set4(h, mask); }
+  Set4* second_set(uint32_t h) const { return sets + FlowCache::second_set4(h, mask); }
 
   // The way of `set` that holds `key`, or -1. At most one way of a key's two
   // sets holds it (insert refreshes in place).

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
 #include <optional>
 #include <random>
 #include <string>
@@ -203,9 +202,8 @@ TEST(FlowCache, HalfLoadKeepsVirtuallyEveryFlow) {
 }
 
 // The IPv4 placement rule, driven through keys whose sets are known: the
-// smallest cache (8 entries: 4 sets of 3 ways), sets picked as prefetch4 and
-// flow_cache.cc pick them (bits 1 and up of the hash for the first set, bits
-// 17 and up, wrapping, for the second).
+// smallest cache (8 entries: 4 sets of 3 ways), sets picked by the table's
+// own rule (FlowCache::first_set4 / second_set4).
 class FlowCacheSets : public ::testing::Test {
  protected:
   static constexpr uint32_t kSets = 4;
@@ -213,8 +211,8 @@ class FlowCacheSets : public ::testing::Test {
     FlowKey4 key;
     uint32_t hash;
   };
-  static unsigned first_set(uint32_t h) { return (h >> 1) & (kSets - 1); }
-  static unsigned second_set(uint32_t h) { return std::rotr(h, 17) & (kSets - 1); }
+  static unsigned first_set(uint32_t h) { return FlowCache::first_set4(h, kSets - 1); }
+  static unsigned second_set(uint32_t h) { return FlowCache::second_set4(h, kSets - 1); }
   // The next `n` keys (from a fixed sequence) whose first and second sets are
   // `first` and `second`.
   std::vector<Key> keys_in(unsigned first, unsigned second, unsigned n) {
