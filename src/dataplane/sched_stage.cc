@@ -392,8 +392,10 @@ void sched_flush(EgressPort& egress, LcoreCounters& counters, DropReason pending
     cc.dequeued_bytes.add(m->pkt_len);
     pc.drops[queued_reason].inc();
     const uint32_t slot = packet_meta(m)->job_slot;
-    if (slot != kNoJob) --egress.job_queue[slot].queued;
-    if (JobCounters* jc = job_counters(counters, slot)) jc->drops.inc();
+    if (slot != kNoJob) {
+      --egress.job_queue[slot].queued;
+      counters.jobs[slot].drops.inc();
+    }
     rte_pktmbuf_free(m);
   });
 }
