@@ -59,9 +59,19 @@ Result<PolicyParams> policy_from_json(const json& p) {
   if (!kind) return Result<PolicyParams>::failure("policy: unknown or missing name");
   PolicyParams policy;
   policy.kind = *kind;
-  if (p.contains("interval_ns") && p["interval_ns"].is_number_unsigned())
+  // What the socket accepts, nothing else: the file may have been edited by
+  // hand, and an interval of 0 would silently stop a rotation.
+  if (p.contains("interval_ns")) {
+    if (!p["interval_ns"].is_number_unsigned() || p["interval_ns"].get<uint64_t>() < kMinPolicyIntervalNs)
+      return Result<PolicyParams>::failure("policy.interval_ns: not an integer of at least 1000000 (1 ms)");
     policy.interval_ns = p["interval_ns"].get<uint64_t>();
-  policy.rotate_on = p.value("rotate_on", "time") == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+  }
+  if (p.contains("rotate_on")) {
+    const json& r = p["rotate_on"];
+    if (!r.is_string() || (r.get_ref<const std::string&>() != "time" && r.get_ref<const std::string&>() != "iteration"))
+      return Result<PolicyParams>::failure("policy.rotate_on: not \"time\" or \"iteration\"");
+    policy.rotate_on = r.get_ref<const std::string&>() == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+  }
   return policy;
 }
 
@@ -138,8 +148,10 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const s
       return R::failure(where + ": police_bps and police_burst_bytes go together");
     if (police_bps->has_value()) job.spec.police = RateSpec{**police_bps, **police_burst};
     if (entry.contains("progress_fraction")) {
-      if (!entry["progress_fraction"].is_number()) return R::failure(where + ".progress_fraction: not a number");
-      job.progress.fraction = entry["progress_fraction"].get<double>();
+      const json& f = entry["progress_fraction"];
+      if (!f.is_number() || !(f.get<double>() >= 0.0 && f.get<double>() <= 1.0))
+        return R::failure(where + ".progress_fraction: not a number between 0 and 1");
+      job.progress.fraction = f.get<double>();
     }
     job.progress.iteration = *iteration;
     job.progress.batch = *batch;
@@ -253,7 +265,10 @@ Result<bool> check_state_path(const std::string& path) {
   return true;
 }
 
-Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count) {
+namespace {
+
+Result<std::optional<SavedState>> read_state_file_checked(const std::string& path, uint32_t max_jobs,
+                                                          unsigned class_count) {
   using R = Result<std::optional<SavedState>>;
   std::error_code ec;
   if (path.empty() || !std::filesystem::exists(path, ec)) return std::optional<SavedState>{};
@@ -264,9 +279,10 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
   json state = json::parse(in, nullptr, false);
   if (state.is_discarded())
     return R::failure("state file " + path + ": not valid JSON (move it away to start from the config's jobs)");
-  const int version = state.is_object() && state.contains("version") && state["version"].is_number_integer()
-                          ? state["version"].get<int>()
-                          : 0;
+  // Read as 64 bits: a larger number must not wrap into a known version.
+  const int64_t version = state.is_object() && state.contains("version") && state["version"].is_number_integer()
+                              ? state["version"].get<int64_t>()
+                              : 0;
   if (version < 1 || version > 3)
     return R::failure("state file " + path + ": unknown format (expected \"version\": 1, 2 or 3)");
   if (version >= 3 && (!state.contains("rules_serial") || !state["rules_serial"].is_number_unsigned()))
@@ -286,6 +302,19 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
   }
   if (version >= 3) saved.rules_serial = state["rules_serial"].get<uint64_t>();
   return std::optional<SavedState>(std::move(saved));
+}
+
+}  // namespace
+
+Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count) {
+  // Every field is type-checked before it is read; this is the backstop for
+  // one that is not, so that a hand-edited file is a clear error (exit 2 at
+  // start-up), never an uncaught exception.
+  try {
+    return read_state_file_checked(path, max_jobs, class_count);
+  } catch (const std::exception& e) {
+    return Result<std::optional<SavedState>>::failure("state file " + path + ": " + e.what() + " (nothing was loaded)");
+  }
 }
 
 std::string rules_dir_path(const std::string& state_path) { return state_path + ".rules"; }

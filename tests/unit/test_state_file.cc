@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -194,6 +195,44 @@ TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().find("class 1 on host"), std::string::npos) << refused.error();
   EXPECT_NE(refused.error().find("ecn_threshold"), std::string::npos) << refused.error();
+}
+
+// A hand-edited file: each wrong value is refused with its field named, never
+// thrown (an exception out of read_state_file aborted psgate at start-up
+// instead of exiting 2), and never read as something else (a version of
+// 2^32 + 1 read as 1, an interval of 0 stopping a rotation).
+TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
+  TempDir t;
+  const std::string path = t.path("state.json");
+  const std::string good =
+      state_file_text(one_job_stored(path), PolicyParams{PolicyKind::kRoundRobin}, two_classes(), 1);
+  ASSERT_TRUE(write_state_text(path, good));
+  auto saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  const struct {
+    const char* from;
+    const char* to;
+    const char* named;
+  } edits[] = {
+      {"\"rotate_on\":\"time\"", "\"rotate_on\":1", "rotate_on"},
+      {"\"rotate_on\":\"time\"", "\"rotate_on\":\"weekly\"", "rotate_on"},
+      {"\"interval_ns\":20000000000", "\"interval_ns\":0", "interval_ns"},
+      {"\"interval_ns\":20000000000", "\"interval_ns\":\"20s\"", "interval_ns"},
+      {"\"version\": 3", "\"version\": 4294967299", "unknown format"},
+      {"\"rank\":0", "\"rank\":0,\"progress_fraction\":7.5", "progress_fraction"},
+  };
+  for (const auto& e : edits) {
+    std::string text = good;
+    const size_t at = text.find(e.from);
+    ASSERT_NE(at, std::string::npos) << e.from << " not in:\n" << good;
+    text.replace(at, std::strlen(e.from), e.to);
+    ASSERT_TRUE(write_state_text(path, text));
+    std::optional<Result<std::optional<SavedState>>> read;
+    EXPECT_NO_THROW(read.emplace(read_state_file(path, 8, 2))) << e.to;
+    ASSERT_TRUE(read);
+    ASSERT_FALSE(*read) << e.to;
+    EXPECT_NE(read->error().find(e.named), std::string::npos) << e.to << ": " << read->error();
+  }
 }
 
 TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
