@@ -273,20 +273,33 @@ void ControlServer::run() {
           auto on_line = [&](std::string&& line) { answer(c, line); };
           auto on_oversized = [&] { c.out += error_reply("request longer than 64 KiB").dump() + "\n"; };
           // Requests are taken one line at a time (peek, then consume through
-          // the first newline), and none while kPauseReadingBytes of replies
-          // wait unsent: the rest stay in the kernel's buffers until the
-          // client reads (flush() then waits for EPOLLOUT alone). So a client
-          // that sends without reading costs at most that plus one reply, and
-          // every request it sent is still answered once it reads. Each piece
-          // goes through the line framer, so a connection also holds at most
-          // one request's bytes however long a line is.
-          while (c.out.size() < kPauseReadingBytes) {
+          // each newline as that line is handled), and none while
+          // kPauseReadingBytes of replies wait unsent: the rest stay in the
+          // kernel's buffers until the client reads (flush() then waits for
+          // EPOLLOUT alone). So a client that sends without reading costs at
+          // most that plus one reply, and every request it sent is still
+          // answered once it reads. Each piece goes through the line framer,
+          // so a connection also holds at most one request's bytes however
+          // long a line is. At most kMaxPiecesPerWakeup pieces are taken per
+          // wake-up: epoll is level-triggered, so the rest waits for the next
+          // round, after the other clients and the tick, not behind a client
+          // that never stops sending (even blank lines, which get no reply).
+          unsigned pieces = 0;
+          while (pieces < kMaxPiecesPerWakeup && c.out.size() < kPauseReadingBytes) {
             const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
             if (r > 0) {
-              const char* nl = static_cast<const char*>(std::memchr(buf, '\n', static_cast<size_t>(r)));
-              const size_t take = nl != nullptr ? static_cast<size_t>(nl - buf) + 1 : static_cast<size_t>(r);
-              const ssize_t got = recv(fd, buf, take, MSG_DONTWAIT);  // only this thread reads it
-              if (got > 0) c.in.feed(std::string_view(buf, static_cast<size_t>(got)), on_line, on_oversized);
+              for (size_t at = 0; at < static_cast<size_t>(r);) {
+                if (pieces == kMaxPiecesPerWakeup || c.out.size() >= kPauseReadingBytes) break;
+                const size_t left = static_cast<size_t>(r) - at;
+                const char* nl = static_cast<const char*>(std::memchr(buf + at, '\n', left));
+                const size_t take = nl != nullptr ? static_cast<size_t>(nl - (buf + at)) + 1 : left;
+                // Consumes the bytes just peeked (only this thread reads the socket).
+                const ssize_t got = recv(fd, buf + at, take, MSG_DONTWAIT);
+                if (got <= 0) break;
+                c.in.feed(std::string_view(buf + at, static_cast<size_t>(got)), on_line, on_oversized);
+                at += static_cast<size_t>(got);
+                ++pieces;
+              }
               continue;
             }
             if (r < 0 && errno == EINTR) continue;

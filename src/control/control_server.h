@@ -30,6 +30,9 @@ inline constexpr size_t kPauseReadingBytes = 256 * 1024;
 // logged: it holds a slot and memory for nothing, and a client blocked in a
 // send while the daemon waits for it to read would otherwise wait forever.
 inline constexpr uint64_t kStalledReaderNs = 5'000'000'000;
+// Request pieces (a line, or up to 16 KiB of a longer one) the control thread
+// takes from one connection before it turns to the others and its tick.
+inline constexpr unsigned kMaxPiecesPerWakeup = 64;
 inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
 // Connections the kernel queues before the control thread accepts them
 // (capped by net.core.somaxconn, 4096 by default since Linux 5.4). The thread

@@ -505,6 +505,40 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
       << stopped.output;
 }
 
+// A client that never stops sending (blank lines, which get no reply, so it
+// is never paused for unread replies) does not hold the control thread:
+// others are answered at once meanwhile. The thread once read such a client
+// for as long as its socket had bytes, and every other client, the policy
+// tick and reloads waited.
+TEST_F(ManyClientsTest, AClientThatNeverStopsSendingDoesNotHoldTheControlThread) {
+  Conn flood(sock());
+  ASSERT_TRUE(flood.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<long> flooded{0};
+  std::thread sender([&] {
+    const std::string blank(64 * 1024, '\n');
+    while (!stop.load()) {
+      const ssize_t n = send(flood.fd(), blank.data(), blank.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) flooded += n;
+      else if (errno == EAGAIN || errno == EWOULDBLOCK) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      else break;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    EXPECT_EQ(call(R"({"cmd": "health"})")["ok"], true);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << "request " << i;
+  }
+  stop = true;
+  sender.join();
+  EXPECT_GT(flooded.load(), 128 * 1024) << "the flood was too small to keep the daemon busy";
+  // The flooding client is still served: a request after its blank lines is answered.
+  const auto reply = flood.call("{\"cmd\": \"health\"}\n", kTimeoutMs);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true);
+}
+
 // The daemon out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
 // what DPDK holds, as under a default soft limit of 1024): a client past the
 // limit is refused with a reason at once, not left in the listen queue
