@@ -26,15 +26,20 @@
 
 namespace psgate {
 
-// rte_mbuf_check's rules without its panic: a pool and a buffer, a
-// reference, segment data inside each buffer, a chain exactly nb_segs long
-// whose data lengths add up to pkt_len. Walks at most nb_segs segments.
+// rte_mbuf_check's rules without its panic: a pool, a buffer and a
+// reference for every segment, segment data inside each buffer, a chain
+// exactly nb_segs long whose data lengths add up to pkt_len. Walks at most
+// nb_segs segments.
 bool mbuf_is_sane(const rte_mbuf* m);
 
 // Frees a buffer mbuf_is_sane refused without trusting its chain: the
-// segments nb_segs vouches for, one by one, each detached from its `next`
-// first. A corrupt `next` beyond them is never followed (those buffers, if
-// any, are lost to the pool rather than freed twice).
+// segments nb_segs vouches for (at most kMaxBrokenSegsFreed), one by one,
+// each detached from its `next` first, up to the first that is not a live
+// buffer of a pool (no pool, no buffer, a reference count of 0: already
+// free) or that was freed already (a chain that loops). A corrupt `next`
+// beyond them is never followed: those buffers, if any, are lost to the
+// pool rather than freed twice.
+inline constexpr unsigned kMaxBrokenSegsFreed = 128;
 void free_broken_mbuf(rte_mbuf* m);
 
 // The number of 802.1Q/802.1ad tags in front of the frame's ethertype (up to

@@ -10,13 +10,24 @@
 
 namespace psgate {
 
+namespace {
+
+// A buffer a pool can take back: it has one, and a reference (0 is an mbuf
+// already free: freeing it again would wrap its count and lose it).
+inline bool live_pool_buffer(const rte_mbuf* seg) {
+  return seg->pool != nullptr && seg->buf_addr != nullptr && rte_mbuf_refcnt_read(seg) != 0;
+}
+
+}  // namespace
+
 bool mbuf_is_sane(const rte_mbuf* m) {
-  if (m->pool == nullptr || m->nb_segs == 0 || rte_mbuf_refcnt_read(m) == 0) return false;
+  if (m->nb_segs == 0) return false;
   const rte_mbuf* seg = m;
   uint64_t sum = 0;
   for (unsigned k = 0; k < m->nb_segs; ++k) {
     if (seg == nullptr) return false;  // the chain is shorter than nb_segs says
-    if (seg->buf_addr == nullptr || seg->data_off > seg->buf_len ||
+    // Every segment, not only the head: the driver frees each into its own pool.
+    if (!live_pool_buffer(seg) || seg->data_off > seg->buf_len ||
         uint32_t{seg->data_off} + seg->data_len > seg->buf_len)
       return false;
     sum += seg->data_len;
@@ -26,16 +37,22 @@ bool mbuf_is_sane(const rte_mbuf* m) {
 }
 
 void free_broken_mbuf(rte_mbuf* m) {
-  // Without a pool there is nowhere to return the buffer to.
-  if (m->pool == nullptr) return;
+  // The segments nb_segs vouches for, at most kMaxBrokenSegsFreed, one by one,
+  // each detached from its `next` first; it stops at the first that is not a
+  // live pool buffer or that came up before (a chain that loops back): such
+  // a segment freed would be in its pool twice, and handed out twice.
+  rte_mbuf* freed[kMaxBrokenSegsFreed];
+  unsigned n_freed = 0;
   unsigned left = m->nb_segs == 0 ? 1 : m->nb_segs;
-  while (m != nullptr && left-- > 0) {
+  while (m != nullptr && left-- > 0 && n_freed < kMaxBrokenSegsFreed && live_pool_buffer(m)) {
+    for (unsigned k = 0; k < n_freed; ++k)
+      if (freed[k] == m) return;
     rte_mbuf* next = m->next;
     m->next = nullptr;
     m->nb_segs = 1;
     rte_pktmbuf_free_seg(m);
+    freed[n_freed++] = m;
     m = next;
-    if (m != nullptr && m->pool == nullptr) return;
   }
 }
 

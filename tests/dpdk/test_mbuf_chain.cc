@@ -179,6 +179,71 @@ TEST_F(MbufChain, GuardPassesSaneChainsAndCountsEveryBrokenOne) {
   rte_pktmbuf_free(third);
 }
 
+// Chains a driver could hand over broken in ways that, freed naively, put a
+// buffer into its pool twice (it is then handed out twice) or wrap a free
+// buffer's reference count: each is refused, counted as bad_mbuf, and every
+// buffer goes back exactly once or not at all (TearDown counts the pool).
+TEST_F(MbufChain, GuardNeverFreesABufferTwice) {
+  const Bytes frame = ipv4_frame(0);
+  std::array<Counter, kDropReasonCount> drops;
+  auto guard = [&](rte_mbuf* m) {
+    rte_mbuf* burst[1] = {m};
+    uint64_t bytes = 0;
+    const uint64_t bad_before = drops[kDropBadMbuf].get();
+    EXPECT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 0u);
+    EXPECT_EQ(drops[kDropBadMbuf].get() - bad_before, 1u);
+  };
+  // Room in the pool: a buffer put back twice into a full pool is refused by
+  // its ring, which would hide the second free.
+  rte_mbuf* held[8];
+  ASSERT_EQ(rte_pktmbuf_alloc_bulk(pool_, held, 8), 0);
+  const unsigned all = rte_mempool_avail_count(pool_);
+  {
+    SCOPED_TRACE("a segment chained to itself");
+    rte_mbuf* m = chain(frame, {});
+    m->next = m;
+    m->nb_segs = 2;
+    guard(m);
+    EXPECT_EQ(rte_mempool_avail_count(pool_), all);
+  }
+  {
+    SCOPED_TRACE("a chain that loops back to its head");
+    rte_mbuf* m = chain(frame, {10, 50});
+    m->next->next->next = m;
+    m->nb_segs = 5;
+    guard(m);
+    EXPECT_EQ(rte_mempool_avail_count(pool_), all);
+  }
+  {
+    SCOPED_TRACE("a second segment without a pool");
+    rte_mbuf* m = chain(frame, {10});
+    rte_mbuf* second = m->next;
+    second->pool = nullptr;
+    EXPECT_FALSE(mbuf_is_sane(m));
+    guard(m);  // the head goes back; the second has nowhere to go
+    EXPECT_EQ(rte_mempool_avail_count(pool_), all - 1);
+    second->pool = pool_;
+    rte_pktmbuf_free(second);
+  }
+  {
+    // (A chain: a single segment takes the fast check, which looks at its
+    // layout only.)
+    SCOPED_TRACE("a chain whose head is already free (reference count 0)");
+    rte_mbuf* m = chain(frame, {10});
+    rte_mbuf* second = m->next;
+    rte_mbuf_refcnt_set(m, 0);
+    guard(m);  // not freed again (its count would wrap and the buffer be lost), nor what follows
+    EXPECT_EQ(rte_mempool_avail_count(pool_), all - 2);
+    rte_mbuf_refcnt_set(m, 1);
+    m->next = nullptr;
+    m->nb_segs = 1;
+    rte_pktmbuf_free(m);
+    rte_pktmbuf_free(second);
+  }
+  EXPECT_EQ(rte_mempool_avail_count(pool_), all);
+  rte_pktmbuf_free_bulk(held, 8);
+}
+
 TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
   std::array<Counter, kDropReasonCount> drops;
   pk::PacketSpec tagged;
