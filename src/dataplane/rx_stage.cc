@@ -338,9 +338,16 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned ou
     const unsigned cls = __builtin_ctzll(present);
     present &= present - 1;
     rte_mbuf* group[kMaxBurst];
+    // The packets' jobs, read while this lcore still owns them: once
+    // enqueued, the scheduler lcore may send a packet and the driver free it,
+    // and another RX lcore receive into it, before the tickets below are set.
+    uint32_t group_slot[kMaxBurst];
     unsigned g = 0;
-    for (unsigned i = 0; i < a.n; ++i)
-      if (a.cls[i] == cls) group[g++] = a.pkts[i];
+    for (unsigned i = 0; i < a.n; ++i) {
+      if (a.cls[i] != cls) continue;
+      group_slot[g] = packet_meta(a.pkts[i])->job_slot;
+      group[g++] = a.pkts[i];
+    }
     rte_ring* ring = port_rings[cls];
     const unsigned sent = rte_ring_sp_enqueue_burst(ring, reinterpret_cast<void* const*>(group), g, nullptr);
     // Single producer: after the enqueue, prod.tail is the position just past
@@ -349,13 +356,11 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned ou
     // Tell the scheduler this ring has news (lcore_context.h, RingPosts).
     if (sent) rx.posts[out_port].tail[cls].store(ticket, std::memory_order_release);
     for (unsigned i = 0; i < sent; ++i) {
-      const uint32_t s = packet_meta(group[i])->job_slot;
-      if (s != kNoJob) sticks[s].ticket = ticket;
+      if (group_slot[i] != kNoJob) sticks[group_slot[i]].ticket = ticket;
     }
     if (sent == g) continue;
     for (unsigned i = sent; i < g; ++i) {
-      const uint32_t s = packet_meta(group[i])->job_slot;
-      if (s != kNoJob) counters.jobs[s].drops.inc();
+      if (group_slot[i] != kNoJob) counters.jobs[group_slot[i]].drops.inc();
     }
     counters.ports[out_port].drops[kDropRingFull].add(g - sent);
     counters.cls(out_port, cls).drop_ring_full.add(g - sent);
