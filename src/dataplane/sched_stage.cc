@@ -82,7 +82,11 @@ inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, ui
   }
   uint32_t moved = 0;
   PortCounters& pc = counters.ports[egress.index];
-  if (egress.sched.migrate(jq.cls, cls, slot, moved)) {
+  // All jq.queued of them are in jq.cls: whether the new class has room is
+  // known without migrate's scan of the old queue, which would otherwise run
+  // for every packet of the job until that queue drains (O(depth) each).
+  const bool room = egress.sched.depth(cls) + jq.queued <= egress.sched.capacity(cls);
+  if (room && egress.sched.migrate(jq.cls, cls, slot, moved)) {
     counters.cls(egress.index, jq.cls).migrated_out.add(moved);
     counters.cls(egress.index, cls).migrated_in.add(moved);
     pc.rerank_migrations.inc();
