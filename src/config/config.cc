@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -454,6 +455,12 @@ class Parser : TomlReader {
     }
     if (failed()) return false;
     if (const std::string* s = string(*t, "state", "control")) c.control.state = *s;
+    if (failed()) return false;
+    // One file cannot be both: the socket's start replaces a stale socket
+    // there, and the state file is rewritten in place of whatever is there.
+    if (!c.control.state.empty() && std::filesystem::path(c.control.state).lexically_normal() ==
+                                        std::filesystem::path(c.control.socket).lexically_normal())
+      return fail("control.state", "must not be the control socket's path");
     return !failed();
   }
 

@@ -87,7 +87,13 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
     std::filesystem::create_directories(dir, ec);
     if (ec) return R::failure("control socket " + path + ": cannot create " + dir.string() + ": " + ec.message());
   }
-  if (std::filesystem::exists(path, ec)) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    // Only a socket is ever replaced: a path that names anything else (a
+    // mistyped state file, say) is the operator's to fix, not to delete.
+    if (!S_ISSOCK(st.st_mode))
+      return R::failure("control socket " + path + ": exists and is not a socket; [control] socket must name a path " +
+                        "psgate may create");
     if (socket_in_use(path)) return R::failure("control socket " + path + " is in use by another process");
     unlink(path.c_str());  // stale, from a process that died
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -370,6 +371,23 @@ TEST(DaemonConfig, CheckRefusesWhatAStartWouldRefuse) {
   fx.write_file("psgate.toml", make_config({.dataplane_extra = "flow_cache = 8"}));
   DaemonRun ok = fx.run("psgate.toml", {"--check"}, 20);
   EXPECT_EQ(ok.exit_status, 0) << ok.output;
+}
+
+// A control socket path that names something other than a socket (a
+// mistyped state file, say) is refused, and the file is left as it was: only
+// a stale socket is ever replaced.
+TEST(DaemonConfig, ASocketPathNamingAFileIsRefusedAndTheFileKept) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("ctl.sock", "precious\n");
+  fx.write_file("psgate.toml", make_config({}));
+  DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_NE(run.output.find("is not a socket"), std::string::npos) << run.output;
+  std::ifstream kept(fx.path("ctl.sock"));
+  std::string line;
+  EXPECT_TRUE(std::getline(kept, line) && line == "precious") << "the file was removed or changed";
 }
 
 TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {

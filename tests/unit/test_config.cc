@@ -576,6 +576,8 @@ std::vector<BadCase> bad_cases() {
       {d("[control]\nsocket = \"/" + std::string(120, 's') + "\""), "control.socket",
        "longer than a unix socket allows"},
       {d("[control]\nstate = 1"), "control.state", "expected a string"},
+      {d("[control]\nsocket = \"/run/psgate/x\"\nstate = \"/run/psgate/./x\""), "control.state",
+       "must not be the control socket's path"},
       {d("[control]\nsockett = \"/x\""), "control.sockett", "did you mean \"socket\"?"},
       // [metrics]
       {d("[metrics]\nlisten = 9467"), "metrics.listen", "expected a string"},
