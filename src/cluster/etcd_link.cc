@@ -641,10 +641,26 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
     const grpc::Status s = kv->Txn(&ctx, txn, &resp);
     if (!s.ok()) {
       last = endpoints_[ep].target + ": " + status_text(s);
-      // A deadline may have expired after the store applied the write: do not
-      // try another member with the same transaction blindly for puts that are
-      // not fenced; report instead.
-      if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) break;
+      if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        // The store may have applied it after the deadline: another member
+        // must not be sent it blindly (puts that are not fenced), and the
+        // operator must not be told that nothing was written.
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++write_errors_;
+        return R::failure("the cluster store did not answer in time (" + last +
+                          "): the change may or may not have been written; read the jobs back (psgatectl jobs "
+                          "list) before retrying");
+      }
+      // A member that answered and refused (too many operations in one
+      // transaction, a request too large, no permission) would refuse on
+      // every member: say what it said. Only a member that cannot be
+      // reached is worth trying the next one for.
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::CANCELLED &&
+          s.error_code() != grpc::StatusCode::UNKNOWN) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++write_errors_;
+        return R::failure("the cluster store refused the write (" + last + "); nothing written");
+      }
       continue;
     }
     if (resp.succeeded()) return resp.header().revision();

@@ -41,7 +41,7 @@ Result<json> read_jobs_file(const std::string& path) {
   return doc;
 }
 
-Result<std::vector<json>> split_jobs(const json& jobs, size_t max_line) {
+Result<std::vector<json>> split_jobs(const json& jobs, size_t max_line, size_t max_jobs) {
   using R = Result<std::vector<json>>;
   const size_t overhead = json{{"cmd", "jobs.load"}, {"jobs", json::array()}}.dump().size();
   std::vector<json> groups;
@@ -52,7 +52,7 @@ Result<std::vector<json>> split_jobs(const json& jobs, size_t max_line) {
     if (overhead + job_size > max_line)
       return R::failure("jobs[" + std::to_string(i) + "] is larger than one request may be (" +
                         std::to_string(max_line) + " bytes)");
-    if (size + job_size > max_line) {
+    if (!group.empty() && (size + job_size > max_line || group.size() >= max_jobs)) {
       groups.push_back(std::move(group));
       group = json::array();
       size = overhead;

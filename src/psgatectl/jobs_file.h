@@ -22,9 +22,16 @@ namespace psgatectl {
 // the file and the job's position.
 psgate::Result<nlohmann::json> read_jobs_file(const std::string& path);
 
-// The jobs split, in order, into groups whose jobs.load request line
-// {"cmd":"jobs.load","jobs":[...]} is at most `max_line` bytes. A job too
-// large for a request of its own is an error.
-psgate::Result<std::vector<nlohmann::json>> split_jobs(const nlohmann::json& jobs, size_t max_line);
+// Jobs per jobs.load request. In cluster mode a request is one etcd
+// transaction, and a new job takes up to three of its operations (its
+// document, its progress, the check that the id is new); etcd refuses a
+// transaction of more than 128 (--max-txn-ops' default).
+inline constexpr size_t kMaxJobsPerLoadRequest = 40;
+
+// The jobs split, in order, into groups of at most `max_jobs` whose jobs.load
+// request line {"cmd":"jobs.load","jobs":[...]} is at most `max_line` bytes.
+// A job too large for a request of its own is an error.
+psgate::Result<std::vector<nlohmann::json>> split_jobs(const nlohmann::json& jobs, size_t max_line,
+                                                       size_t max_jobs = kMaxJobsPerLoadRequest);
 
 }  // namespace psgatectl

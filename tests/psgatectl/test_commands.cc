@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "jobs_file.h"
 #include "psgate/control_commands.h"
 #include "psgate/policy.h"
 
@@ -376,6 +377,29 @@ TEST(PsgatectlCommands, PolicyNamesAreTheProtocolsSeven) {
     EXPECT_TRUE(psgate::policy_from_name(n)) << n;
   }
   for (const char* n : {"", "Static", "rr", "tensorlights", "shortest"}) EXPECT_FALSE(psgate::policy_from_name(n)) << n;
+}
+
+// jobs load's requests: in order, each within the line limit and at most
+// kMaxJobsPerLoadRequest jobs (a cluster-mode request is one etcd
+// transaction, refused beyond 128 operations), every job in exactly one.
+TEST(JobsLoadSplit, RequestsKeepOrderAndStayWithinBytesAndJobCount) {
+  json jobs = json::array();
+  for (int id = 1; id <= 300; ++id)
+    jobs.push_back({{"job", id}, {"match", json::array({"dst=10.0.0." + std::to_string(id % 250) + "/32"})}});
+  for (size_t max_line : {size_t{65536}, size_t{2000}}) {
+    auto groups = split_jobs(jobs, max_line);
+    ASSERT_TRUE(groups) << groups.error();
+    int next = 1;
+    for (const json& g : *groups) {
+      EXPECT_FALSE(g.empty());
+      EXPECT_LE(g.size(), kMaxJobsPerLoadRequest);
+      EXPECT_LE(json({{"cmd", "jobs.load"}, {"jobs", g}}).dump().size(), max_line);
+      for (const json& j : g) EXPECT_EQ(j["job"], next++);
+    }
+    EXPECT_EQ(next, 301);
+  }
+  EXPECT_EQ(split_jobs(jobs, 65536)->size(), (300 + kMaxJobsPerLoadRequest - 1) / kMaxJobsPerLoadRequest);
+  EXPECT_FALSE(split_jobs(jobs, 20)) << "a job larger than a request is an error";
 }
 
 }  // namespace
