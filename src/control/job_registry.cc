@@ -57,7 +57,10 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
       last = std::max(last, j.spec.rank);
       any = true;
     }
-    spec.rank = any ? last + 1 : 0;
+    // After every job: past the largest rank, or level with it when that is
+    // already the largest there is (equal ranks go by age, so still last);
+    // never wrapped round to 0, the top.
+    spec.rank = !any ? 0 : last == UINT32_MAX ? UINT32_MAX : last + 1;
   }
   auto slot = allocate_slot();
   if (!slot) return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());

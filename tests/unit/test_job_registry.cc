@@ -89,5 +89,19 @@ TEST(JobRegistryPartitions, RemovalsThinPartitionsAndThinOnesJoinTheirOlderNeigh
   partitions_in_age_order(reg);
 }
 
+// A job added without a rank goes after every job, even when the last one
+// has the largest rank there is (it once wrapped round to rank 0, the top).
+TEST(JobRegistry, AJobAddedWithoutARankGoesLastEvenAfterTheLargestRank) {
+  JobRegistry reg(8);
+  ASSERT_TRUE(reg.add(job(1, 1), 0));
+  ASSERT_TRUE(reg.add(job(2, 1), UINT32_MAX));
+  ASSERT_TRUE(reg.add(job(3, 1), std::nullopt));
+  const std::vector<const JobRecord*> order = reg.in_rank_order();
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[0]->spec.id, 1u);
+  EXPECT_EQ(order[1]->spec.id, 2u);
+  EXPECT_EQ(order[2]->spec.id, 3u);
+}
+
 }  // namespace
 }  // namespace psgate
