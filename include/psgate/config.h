@@ -10,6 +10,7 @@
 //   demo.toml: shaper.wire.rate: "1Gbps/s" is not a rate (expected e.g. "9.5Gbit/s")
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,7 +27,10 @@ inline constexpr int kNoDscp = -1;
 
 // Limits the config file and the control socket share (one rule, one place:
 // the check_* functions below apply them for both).
-inline constexpr uint64_t kMinRateBps = 8;                 // below 1 byte/s a bucket never refills
+inline constexpr uint64_t kMinRateBps = 8;  // below 1 byte/s a bucket never refills
+// The largest config file psgate reads, at start and on reload (100,000
+// rules take about 5 MiB).
+inline constexpr size_t kMaxConfigFileBytes = 16u << 20;
 inline constexpr uint64_t kMinBurstBytes = 64;             // a minimum Ethernet frame
 inline constexpr uint64_t kMaxBurstBytes = 512ull << 20;   // burst * tick_hz < 2^62 (token_bucket.h)
 inline constexpr uint64_t kDefaultBurstBytes = 64 * 1024;  // a rate given without its burst

@@ -114,9 +114,11 @@ inline std::string name_problem(std::string_view name) {
   return {};
 }
 
-// Reads a whole file. Returns 0 and fills `text`, or the errno that stopped
-// it (e.g. EISDIR for a directory).
-inline int read_text_file(const std::string& path, std::string& text) {
+// Reads a whole file of at most `max_bytes`. Returns 0 and fills `text`, or
+// the errno that stopped it (e.g. EISDIR for a directory; EFBIG past
+// `max_bytes`, so that a path naming /dev/zero or a endless pipe ends in an
+// error rather than in memory exhaustion).
+inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   text.clear();
@@ -129,6 +131,11 @@ inline int read_text_file(const std::string& path, std::string& text) {
       const int err = errno;
       ::close(fd);
       return err;
+    }
+    if (text.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      text.clear();
+      return EFBIG;
     }
     text.append(buf, static_cast<size_t>(n));
   }

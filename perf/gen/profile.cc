@@ -2,6 +2,7 @@
 // Profile parsing: TOML -> validated Profile, one error line naming the key.
 #include "profile.h"
 
+#include "psgate/config.h"  // kMaxConfigFileBytes
 #include "psgate/text.h"
 
 #include <arpa/inet.h>
@@ -417,7 +418,7 @@ Result<Profile> parse_profile_text(std::string_view text, const toml::table& job
 
 Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides) {
   std::string text;
-  if (const int err = read_text_file(path, text)) {
+  if (const int err = read_text_file(path, text, kMaxConfigFileBytes)) {
     return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(err));
   }
   return parse_profile_text(text, job_overrides, path);

@@ -595,7 +595,10 @@ Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view sou
 
 Result<ConfigSpec> load_config_file(const std::string& path) {
   std::string text;
-  if (const int err = read_text_file(path, text)) {
+  if (const int err = read_text_file(path, text, kMaxConfigFileBytes)) {
+    if (err == EFBIG)
+      return Result<ConfigSpec>::failure(path + ": cannot read config: more than " +
+                                         std::to_string(kMaxConfigFileBytes >> 20) + " MiB");
     return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));  // e.g. EISDIR
   }
   return parse_config(text, path);

@@ -58,7 +58,7 @@ void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was,
 // The config file for a reload, read on the control thread: only a regular
 // file of at most kMaxReloadBytes, opened without blocking, so a FIFO or a
 // device named as the config cannot stall every control command.
-inline constexpr size_t kMaxReloadBytes = 16u << 20;
+inline constexpr size_t kMaxReloadBytes = kMaxConfigFileBytes;
 Result<ConfigSpec> read_config_for_reload(const std::string& path);
 
 }  // namespace psgate

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "control/control_server.h"
@@ -234,8 +235,17 @@ int main(int argc, char** argv) {
   bool check_only = false;
   std::string stats_json_path;
   app.add_option("-c,--config", config_path, "TOML configuration file (see config/demo.toml)")->required();
-  app.add_option("-d,--duration", duration_s, "Run this many seconds, then drain and exit (default: until signalled)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("-d,--duration", duration_s,
+                 "Run this many seconds (at most 1e9), then drain and exit (default: until signalled)")
+      ->check([](const std::string& s) -> std::string {
+        // The end is a clock time point: a larger value overflowed it, and
+        // psgate stopped right after starting. (A NaN fails both tests.)
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !(v >= 0 && v <= 1e9))
+          return "must be a number of seconds from 0 to 1e9 (about 31 years)";
+        return "";
+      });
   app.add_flag("--check", check_only, "Validate the configuration and exit (0 if valid, 2 if not)");
   app.add_option("--stats-json", stats_json_path, "At exit, write the final counters to this file as JSON");
   app.set_version_flag("--version", PSGATE_VERSION);

@@ -452,9 +452,15 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
       }));
   app.add_option("--timeout", g.timeout,
                  "How long to wait for the daemon to accept and answer a request,\n"
-                 "e.g. 500ms, 10s (default 5s)")
+                 "e.g. 500ms, 10s (default 5s, at most 86400s)")
       ->type_name("DURATION")
-      ->check(duration());
+      ->check(duration())
+      ->check(check([](const std::string& s) -> std::string {
+        // Milliseconds in a signed 64-bit count: a larger value wrapped
+        // negative and timed out at once.
+        const auto ns = psgate::parse_duration_ns(s);
+        return ns && *ns > kMaxTimeoutNs ? "at most 86400s (a day)" : "";
+      }));
 
   // One subcommand per command of the table, under psgatectl's words for it.
   std::vector<Leaf> leaves;

@@ -21,6 +21,7 @@ namespace psgatectl {
 
 inline constexpr const char* kDefaultSocket = "/run/psgate/psgate.sock";
 inline constexpr uint64_t kDefaultTimeoutMs = 5000;
+inline constexpr uint64_t kMaxTimeoutNs = 24ull * 3600 * 1'000'000'000;  // --timeout
 
 // Exit status of psgatectl (docs/control-protocol.md, "psgatectl").
 enum ExitCode : int {

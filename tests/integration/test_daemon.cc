@@ -343,6 +343,17 @@ TEST(DaemonConfig, BadConfigsExitWithStatus2AndNameTheKey) {
     EXPECT_NE(run.output.find(c.expect), std::string::npos) << c.name << ": " << run.output;
     EXPECT_EQ(run.output.find("EAL"), std::string::npos) << c.name << ": DPDK must not start";
   }
+  // A config path that never ends (/dev/zero) is refused at the size limit,
+  // not read until memory runs out; a duration past what the clock can hold
+  // is a usage error, not an immediate stop.
+  ASSERT_EQ(::symlink("/dev/zero", fx.path("zero.toml").c_str()), 0);
+  DaemonRun endless = fx.run("zero.toml", {"--check"}, 20);
+  EXPECT_EQ(endless.exit_status, 2) << endless.output;
+  EXPECT_NE(endless.output.find("more than 16 MiB"), std::string::npos) << endless.output;
+  fx.write_file("ok.toml", make_config({}));
+  DaemonRun forever = fx.run("ok.toml", {"--duration", "1e300"}, 20);
+  EXPECT_EQ(forever.exit_status, 2) << forever.output;
+  EXPECT_NE(forever.output.find("--duration"), std::string::npos) << forever.output;
   DaemonRun missing = fx.run("does-not-exist.toml", {}, 20);
   EXPECT_EQ(missing.exit_status, 2);
   EXPECT_NE(missing.output.find("does-not-exist.toml"), std::string::npos) << missing.output;

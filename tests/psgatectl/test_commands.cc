@@ -142,6 +142,7 @@ TEST(PsgatectlCommands, SocketTimeoutAndWatchCount) {
       {{"--timeout", "250ms", "stats"}, nullptr, kDefaultSocket, 250, 0},
       {{"--timeout", "1.5s", "stats"}, nullptr, kDefaultSocket, 1500, 0},
       {{"--timeout", "10us", "stats"}, nullptr, kDefaultSocket, 1, 0},  // rounded up, never 0
+      {{"--timeout", "86400s", "stats"}, nullptr, kDefaultSocket, 86'400'000, 0},
       {{"stats", "--watch", "--count", "3"}, nullptr, kDefaultSocket, 5000, 3},
       {{"stats", "-w", "--count", "1"}, nullptr, kDefaultSocket, 5000, 1},
   };
@@ -225,6 +226,7 @@ const UsageCase kUsageCases[] = {
     {{"stats", "--watch", "--count", "0"}, "--count: must be a whole number from 1"},
     {{"--timeout", "5", "health"}, "--timeout"},
     {{"--timeout", "0ms", "health"}, "--timeout: must be longer than 0s"},
+    {{"--timeout", "86401s", "health"}, "--timeout: at most 86400s"},  // once wrapped negative: timed out at once
     {{"-s", "", "health"}, "must not be empty"},
     {{"-s", std::string(120, 'x'), "health"}, "path longer than 107 bytes"},
 };
