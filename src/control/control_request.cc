@@ -341,7 +341,7 @@ Result<bool> check_arguments(const json& request, const CommandSpec& command) {
 // of every open object, at any depth.
 struct DuplicateKeyCheck {
   std::vector<std::set<std::string>> open;  // one per object being parsed
-  std::string duplicate;                    // the first repeated key
+  std::optional<std::string> duplicate;     // the first repeated key ("" is a key too)
   bool top_level = false;                   // ... in the request object itself
 
   bool operator()(int depth, json::parse_event_t event, json& parsed) {
@@ -353,7 +353,7 @@ struct DuplicateKeyCheck {
         if (!open.empty()) open.pop_back();
         break;
       case json::parse_event_t::key:
-        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second && !duplicate) {
           duplicate = parsed.get<std::string>();
           top_level = depth == 1;
         }
@@ -412,12 +412,12 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
       /*allow_exceptions=*/false);
   if (request.is_discarded()) return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)");
   // Echo the id unless the id itself is what is ambiguous.
-  const bool id_ambiguous = duplicates.top_level && duplicates.duplicate == "id";
+  const bool id_ambiguous = duplicates.top_level && duplicates.duplicate == std::optional<std::string>("id");
   if (echo_id != nullptr && request.is_object() && !id_ambiguous) {
     if (auto id = request.find("id"); id != request.end()) *echo_id = *id;
   }
-  if (!duplicates.duplicate.empty())
-    return fail<ControlRequest>(escape_control_chars("duplicate key \"" + duplicates.duplicate + "\""));
+  if (duplicates.duplicate)
+    return fail<ControlRequest>(escape_control_chars("duplicate key \"" + *duplicates.duplicate + "\""));
   return parse_control_request(request, class_count, deprecation);
 }
 

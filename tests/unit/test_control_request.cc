@@ -602,6 +602,7 @@ TEST(ControlRequest, DuplicateKeysAreRefused) {
       {R"({"cmd":"health","cmd":"jobs.remove","job":1})", "duplicate key \"cmd\""},
       {R"({"cmd":"rank","job":1,"rank":0,"rank":5})", "duplicate key \"rank\""},
       {R"({"cmd":"health","id":{"a":1,"a":2}})", "duplicate key \"a\""},
+      {R"({"cmd":"health","id":{"":1,"b":0,"":2}})", "duplicate key \"\""},  // the empty key (found by fuzzing)
       {R"({"cmd":"health","id":[{"b":1},{"b":2,"c":{"d":1,"d":1}}]})", "duplicate key \"d\""},
       {R"({"cmd":"health","x\u0001":1,"x\u0001":2})", "duplicate key \"x\\x01\""},
   };
