@@ -136,6 +136,12 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
                                           std::optional<nlohmann::json>* echo_id = nullptr,
                                           std::string* deprecation = nullptr);
 
+// The first key repeated in any object of the JSON text (as
+// parse_control_line finds them), or nullopt: none, or the text is not JSON.
+// For clients that check a request's parts before sending (psgatectl's jobs
+// file), since a parsed json keeps only the last of repeated keys.
+std::optional<std::string> first_duplicate_key(std::string_view json_text);
+
 // One request object -> a typed request: the command table's parser for its
 // "cmd" (control_commands.h). `class_count` is the configured number of
 // classes (2..64); class.set's "class" must be below it. A key that is not

@@ -403,6 +403,15 @@ Result<ControlRequest> parse_control_request(const json& request, unsigned class
   return r;
 }
 
+std::optional<std::string> first_duplicate_key(std::string_view json_text) {
+  DuplicateKeyCheck duplicates;
+  (void)json::parse(
+      json_text.begin(), json_text.end(),
+      [&duplicates](int depth, json::parse_event_t event, json& parsed) { return duplicates(depth, event, parsed); },
+      /*allow_exceptions=*/false);
+  return duplicates.duplicate;
+}
+
 Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count, std::optional<json>* echo_id,
                                           std::string* deprecation) {
   DuplicateKeyCheck duplicates;

@@ -2,6 +2,7 @@
 // (a) psgatectl's argv -> request mapping, one table row per form of every
 // subcommand, and usage errors -> exit 2 before anything is sent.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -402,6 +403,25 @@ TEST(JobsLoadSplit, RequestsKeepOrderAndStayWithinBytesAndJobCount) {
   }
   EXPECT_EQ(split_jobs(jobs, 65536)->size(), (300 + kMaxJobsPerLoadRequest - 1) / kMaxJobsPerLoadRequest);
   EXPECT_FALSE(split_jobs(jobs, 20)) << "a job larger than a request is an error";
+}
+
+// A jobs file with a key repeated in a job is refused, as the daemon refuses
+// such a request, instead of being read with the last value (a parsed json
+// keeps only that one).
+TEST(JobsLoadFile, ARepeatedKeyIsRefusedNotReadLastWins) {
+  char tmpl[] = "/tmp/psgatectl-jobs-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+  write(R"([{"job": 7, "match": ["proto=tcp"], "rank": 0}])");
+  EXPECT_TRUE(read_jobs_file(path));
+  write(R"([{"job": 7, "match": ["proto=tcp"], "rank": 0, "rank": 5}])");
+  auto refused = read_jobs_file(path);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("duplicate key \"rank\""), std::string::npos) << refused.error();
+  ::unlink(path.c_str());
 }
 
 }  // namespace
