@@ -198,9 +198,14 @@ void EtcdLink::publish_view(const StoreMirror& mirror) {
 }
 
 void EtcdLink::publish(std::shared_ptr<const ClusterView> view) {
-  for (const std::string& p : view->problems) spdlog::warn("cluster: ignored {}", p);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // A stray key is logged when it appears, not again at every publish
+    // (about once a second per gateway, forever) while it stays.
+    std::set<std::string> problems(view->problems.begin(), view->problems.end());
+    for (const std::string& p : problems)
+      if (!logged_problems_.count(p)) spdlog::warn("cluster: ignored {}", p);
+    logged_problems_ = std::move(problems);
     view_ = std::move(view);
   }
   // Wake the control thread: a change is applied as soon as it is read, not

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +90,10 @@ class EtcdLink final : public ClusterLink {
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
   uint64_t last_watch_message_ns_ = 0;
+  // The problems of the last published view, each logged once while it
+  // lasts (a view is published for every store event, gateway heartbeats
+  // included).
+  std::set<std::string> logged_problems_;
   // Writes a progress request on the live watch. Set, cleared and called
   // under watch_write_mutex_, never under mutex_: a Write can block on a
   // stalled stream, and mutex_ is what status() (the control thread, every
