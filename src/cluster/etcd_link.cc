@@ -539,12 +539,16 @@ void EtcdLink::session_loop() {
   size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
   uint64_t backoff = kMinBackoffNs;
   uint64_t last_keepalive = 0, last_register = 0, last_progress = 0, last_round = now_ns();
+  bool last_round_ok = true;
   while (!stop_) {
     const uint64_t now = now_ns();
     // This thread did not run for a while (the process was frozen or starved
     // of CPU): that time is not the watch's silence, or every stall would
-    // cost a reconnect and a full read.
-    if (const uint64_t stall = elapsed(last_round, now); stall > kStallNs) {
+    // cost a reconnect and a full read. Only after a round whose calls all
+    // succeeded: one that failed spent its time waiting on the store (calls
+    // timing out, then the backoff), and taking that for a freeze would push
+    // the silence check back for as long as the store keeps failing.
+    if (const uint64_t stall = elapsed(last_round, now); stall > kStallNs && last_round_ok) {
       std::lock_guard<std::mutex> lock(mutex_);
       last_watch_message_ns_ = std::min(now, last_watch_message_ns_ + stall);
     }
@@ -587,6 +591,7 @@ void EtcdLink::session_loop() {
         if (ask_progress_) ask_progress_();
       }
     }
+    last_round_ok = ok;
     if (!ok) {
       drop_channel(ep);
       ep = (ep + 1) % endpoints_.size();
