@@ -160,7 +160,11 @@ Result<Reply> Client::call(const nlohmann::json& request) {
     if (pending_.size() > kMaxReplyBytes) return fail("reply longer than 64 MiB without a newline");
     if (!wait_ready(fd_, POLLIN, deadline)) {
       if (interrupted()) return fail("interrupted");
-      return fail("no reply within " + timeout_text(timeout_) + " (use --timeout to wait longer)");
+      // The daemon has the request: it may still apply it (a cluster write
+      // waits on the store), so this is not "nothing changed".
+      return fail("no reply within " + timeout_text(timeout_) +
+                  " after the request was sent: it may still be applied; check before retrying (use --timeout to "
+                  "wait longer)");
     }
     char buf[65536];
     const ssize_t n = recv(fd_, buf, sizeof buf, 0);

@@ -156,8 +156,12 @@ int load_jobs(Client& client, const Invocation& inv) {
     const size_t n = (*groups)[g].size();
     auto reply = client.call(nlohmann::json{{"cmd", "jobs.load"}, {"jobs", std::move((*groups)[g])}});
     if (const int status = failure_status(reply); status != kExitOk) {
+      // Refused: not applied. No reply: perhaps applied, perhaps not.
       std::cerr << "psgatectl: request " << g + 1 << " of " << groups->size() << " (the file's jobs[" << done << ".."
-                << done + n - 1 << "]) was not applied; " << done << " job" << (done == 1 ? "" : "s")
+                << done + n - 1 << "]) "
+                << (status == kExitRefused ? "was not applied"
+                                           : "got no answer, so it may or may not have been applied")
+                << "; " << done << " job" << (done == 1 ? "" : "s")
                 << " before it were loaded, none after it was sent\n";
       return status;
     }
