@@ -110,6 +110,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
   const int bound = bind(server->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   umask(old_mask);
   if (bound != 0) return R::failure("control socket " + path + ": cannot bind: " + errno_text());
+  server->bound_ = true;
   if (chmod(path.c_str(), 0660) != 0) return R::failure("control socket " + path + ": chmod: " + errno_text());
   if (listen(server->listen_fd_, kListenBacklog) != 0)
     return R::failure("control socket " + path + ": listen: " + errno_text());
@@ -125,10 +126,10 @@ ControlServer::~ControlServer() {
     (void)!write(stop_fd_, &one, sizeof one);
     thread_.join();
   }
-  if (listen_fd_ >= 0) {
-    close(listen_fd_);
-    unlink(options_.socket_path.c_str());
-  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  // Only the file this server created: after a failed bind the path may be
+  // another process's socket.
+  if (bound_) unlink(options_.socket_path.c_str());
   if (stop_fd_ >= 0) close(stop_fd_);
 }
 
@@ -274,6 +275,15 @@ void ControlServer::run() {
         if (it == conns.end()) continue;
         Connection& c = it->second;
         bool alive = true;
+        bool capped = false;  // stopped at kMaxPiecesPerWakeup with more to read
+        // Hung up both ways: no reply can reach it, but the requests it sent
+        // before closing are still taken (a script that sends and closes),
+        // over as many rounds as the cap needs; their replies are dropped.
+        const bool hung_up = (events[i].events & EPOLLHUP) != 0;
+        if (hung_up) {
+          c.out.clear();
+          c.waiting = false;
+        }
         if ((events[i].events & EPOLLIN) && !c.waiting) {
           char buf[16384];
           auto on_line = [&](std::string&& line) { answer(c, line); };
@@ -291,7 +301,12 @@ void ControlServer::run() {
           // round, after the other clients and the tick, not behind a client
           // that never stops sending (even blank lines, which get no reply).
           unsigned pieces = 0;
-          while (pieces < kMaxPiecesPerWakeup && c.out.size() < kPauseReadingBytes) {
+          for (;;) {
+            if (pieces == kMaxPiecesPerWakeup) {
+              capped = true;
+              break;
+            }
+            if (c.out.size() >= kPauseReadingBytes) break;
             const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
             if (r > 0) {
               for (size_t at = 0; at < static_cast<size_t>(r);) {
@@ -314,8 +329,9 @@ void ControlServer::run() {
             break;
           }
         }
-        // Peer gone both ways (or an error): nobody could read the replies.
-        if (events[i].events & (EPOLLHUP | EPOLLERR)) alive = false;
+        if (hung_up) c.out.clear();
+        // An error, or hung up with nothing left to take: done.
+        if ((events[i].events & EPOLLERR) || (hung_up && !capped)) alive = false;
         if (!alive || !flush(fd, c)) close_conn(fd);
       }
     }

@@ -65,6 +65,7 @@ class ControlServer {
   ControlPlane* control_ = nullptr;
   Options options_;
   int listen_fd_ = -1;
+  bool bound_ = false;  // the socket file at the path is this server's (removed at the end)
   int stop_fd_ = -1;
   std::thread thread_;
 };

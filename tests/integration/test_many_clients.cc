@@ -539,6 +539,30 @@ TEST_F(ManyClientsTest, AClientThatNeverStopsSendingDoesNotHoldTheControlThread)
   EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true);
 }
 
+// A client that sends many requests and closes at once (a script piping into
+// socat) has every one applied, though the control thread takes at most 64
+// a round from one connection and sees the hang-up in the first round.
+TEST_F(ManyClientsTest, RequestsSentBeforeAHangUpAreAllApplied) {
+  std::string lines;
+  for (uint32_t id = 500; id < 600; ++id)
+    lines +=
+        json{{"cmd", "jobs.add"}, {"job", id}, {"match", {"dst=10.7.0." + std::to_string(id - 499) + "/32"}}}.dump() +
+        "\n";
+  {
+    Conn c(sock());
+    ASSERT_TRUE(c.ok());
+    ASSERT_EQ(send(c.fd(), lines.data(), lines.size(), MSG_NOSIGNAL), ssize_t(lines.size()));
+  }  // closed without reading a reply
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  size_t jobs = 0;
+  while (Clock::now() < deadline) {
+    jobs = call(R"({"cmd": "jobs.list"})")["result"]["jobs"].size();
+    if (jobs == 102) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(jobs, 102u) << "the 2 configured jobs and all 100 sent before the hang-up";
+}
+
 // The daemon out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
 // what DPDK holds, as under a default soft limit of 1024): a client past the
 // limit is refused with a reason at once, not left in the listen queue
