@@ -198,14 +198,15 @@ void EtcdLink::publish_view(const StoreMirror& mirror) {
 }
 
 void EtcdLink::publish(std::shared_ptr<const ClusterView> view) {
+  // A stray key is logged when it appears, not again at every publish (about
+  // once a second per gateway, forever) while it stays. Outside mutex_: a
+  // log sink that blocks must not hold up status() on the control thread.
+  std::set<std::string> problems(view->problems.begin(), view->problems.end());
+  for (const std::string& p : problems)
+    if (!logged_problems_.count(p)) spdlog::warn("cluster: ignored {}", p);
+  logged_problems_ = std::move(problems);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // A stray key is logged when it appears, not again at every publish
-    // (about once a second per gateway, forever) while it stays.
-    std::set<std::string> problems(view->problems.begin(), view->problems.end());
-    for (const std::string& p : problems)
-      if (!logged_problems_.count(p)) spdlog::warn("cluster: ignored {}", p);
-    logged_problems_ = std::move(problems);
     view_ = std::move(view);
   }
   // Wake the control thread: a change is applied as soon as it is read, not
@@ -538,21 +539,25 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
 void EtcdLink::session_loop() {
   size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
   uint64_t backoff = kMinBackoffNs;
-  uint64_t last_keepalive = 0, last_register = 0, last_progress = 0, last_round = now_ns();
-  bool last_round_ok = true;
+  uint64_t last_keepalive = 0, last_register = 0, last_progress = 0;
+  uint64_t slept_from = 0;  // when the last round's closing sleep began (0: it backed off instead)
   while (!stop_) {
     const uint64_t now = now_ns();
     // This thread did not run for a while (the process was frozen or starved
     // of CPU): that time is not the watch's silence, or every stall would
-    // cost a reconnect and a full read. Only after a round whose calls all
-    // succeeded: one that failed spent its time waiting on the store (calls
-    // timing out, then the backoff), and taking that for a freeze would push
-    // the silence check back for as long as the store keeps failing.
-    if (const uint64_t stall = elapsed(last_round, now); stall > kStallNs && last_round_ok) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      last_watch_message_ns_ = std::min(now, last_watch_message_ns_ + stall);
+    // cost a reconnect and a full read. Measured on the closing sleep alone,
+    // where the thread spends nearly all its time: the calls' own time (a
+    // store that is slow or times out) and the backoff are waits on the
+    // store, and taking them for a freeze would push the silence check back
+    // for as long as the store misbehaves.
+    if (slept_from != 0) {
+      const uint64_t slept = elapsed(slept_from, now);
+      if (slept > kSessionTickNs + kStallNs) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        last_watch_message_ns_ = std::min(now, last_watch_message_ns_ + (slept - kSessionTickNs));
+      }
+      slept_from = 0;
     }
-    last_round = now;
     bool ok = true;
     int64_t lease;
     {
@@ -591,7 +596,6 @@ void EtcdLink::session_loop() {
         if (ask_progress_) ask_progress_();
       }
     }
-    last_round_ok = ok;
     if (!ok) {
       drop_channel(ep);
       ep = (ep + 1) % endpoints_.size();
@@ -599,6 +603,7 @@ void EtcdLink::session_loop() {
       continue;
     }
     backoff = kMinBackoffNs;
+    slept_from = now_ns();
     std::this_thread::sleep_for(std::chrono::nanoseconds(kSessionTickNs));
   }
   // Going away: revoke the lease, so the registration and any leadership go now
@@ -661,12 +666,13 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
                           "): the change may or may not have been written; read the jobs back (psgatectl jobs "
                           "list) before retrying");
       }
-      // A member that answered and refused (too many operations in one
-      // transaction, a request too large, no permission) would refuse on
-      // every member: say what it said. Only a member that cannot be
-      // reached is worth trying the next one for.
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::CANCELLED &&
-          s.error_code() != grpc::StatusCode::UNKNOWN) {
+      // A refusal of the request itself (too many operations in one
+      // transaction, a request too large, no permission) would come from
+      // every member: say what it said. Anything else may be this member's
+      // alone (unreachable, not the leader, a learner, too busy): try the next.
+      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+          s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
         std::lock_guard<std::mutex> lock(mutex_);
         ++write_errors_;
         return R::failure("the cluster store refused the write (" + last + "); nothing written");

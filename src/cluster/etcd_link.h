@@ -92,7 +92,7 @@ class EtcdLink final : public ClusterLink {
   uint64_t last_watch_message_ns_ = 0;
   // The problems of the last published view, each logged once while it
   // lasts (a view is published for every store event, gateway heartbeats
-  // included).
+  // included). The follow thread's alone (it publishes); not under mutex_.
   std::set<std::string> logged_problems_;
   // Writes a progress request on the live watch. Set, cleared and called
   // under watch_write_mutex_, never under mutex_: a Write can block on a
