@@ -12,8 +12,8 @@ namespace psgate {
 
 namespace {
 
-// A buffer a pool can take back: it has one, and a reference (0 is an mbuf
-// already free: freeing it again would wrap its count and lose it).
+// A buffer a pool can take back: it has one, and a reference (a count of 0
+// is no live mbuf's: freeing it would wrap the count and lose the buffer).
 inline bool live_pool_buffer(const rte_mbuf* seg) {
   return seg->pool != nullptr && seg->buf_addr != nullptr && rte_mbuf_refcnt_read(seg) != 0;
 }
@@ -41,6 +41,7 @@ void free_broken_mbuf(rte_mbuf* m) {
   // each detached from its `next` first; it stops at the first that is not a
   // live pool buffer or that came up before (a chain that loops back): such
   // a segment freed would be in its pool twice, and handed out twice.
+  // Segments past the limit, if a broken chain had more, stay unfreed.
   rte_mbuf* freed[kMaxBrokenSegsFreed];
   unsigned n_freed = 0;
   unsigned left = m->nb_segs == 0 ? 1 : m->nb_segs;

@@ -163,8 +163,8 @@ Result<Reply> Client::call(const nlohmann::json& request) {
       // The daemon has the request: it may still apply it (a cluster write
       // waits on the store), so this is not "nothing changed".
       return fail("no reply within " + timeout_text(timeout_) +
-                  " after the request was sent: it may still be applied; check before retrying (use --timeout to "
-                  "wait longer)");
+                  " after the request was sent (a change may still be applied: check before retrying; use --timeout "
+                  "to wait longer)");
     }
     char buf[65536];
     const ssize_t n = recv(fd_, buf, sizeof buf, 0);

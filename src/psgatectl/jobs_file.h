@@ -23,10 +23,11 @@ namespace psgatectl {
 psgate::Result<nlohmann::json> read_jobs_file(const std::string& path);
 
 // Jobs per jobs.load request. In cluster mode a request is one etcd
-// transaction, and a new job takes up to three of its operations (its
-// document, its progress, the check that the id is new); etcd refuses a
-// transaction of more than 128 (--max-txn-ops' default).
-inline constexpr size_t kMaxJobsPerLoadRequest = 40;
+// transaction: a new job is one put (its document) and one compare (that
+// its id is new), and etcd refuses a transaction with more than 128 of
+// either (--max-txn-ops' default); 100 leaves room for the order's put and
+// its fence.
+inline constexpr size_t kMaxJobsPerLoadRequest = 100;
 
 // The jobs split, in order, into groups of at most `max_jobs` whose jobs.load
 // request line {"cmd":"jobs.load","jobs":[...]} is at most `max_line` bytes.

@@ -180,8 +180,8 @@ TEST_F(MbufChain, GuardPassesSaneChainsAndCountsEveryBrokenOne) {
 }
 
 // Chains a driver could hand over broken in ways that, freed naively, put a
-// buffer into its pool twice (it is then handed out twice) or wrap a free
-// buffer's reference count: each is refused, counted as bad_mbuf, and every
+// buffer into its pool twice (it is then handed out twice) or wrap a
+// reference count of 0: each is refused, counted as bad_mbuf, and every
 // buffer goes back exactly once or not at all (TearDown counts the pool).
 TEST_F(MbufChain, GuardNeverFreesABufferTwice) {
   const Bytes frame = ipv4_frame(0);
@@ -228,11 +228,11 @@ TEST_F(MbufChain, GuardNeverFreesABufferTwice) {
   {
     // (A chain: a single segment takes the fast check, which looks at its
     // layout only.)
-    SCOPED_TRACE("a chain whose head is already free (reference count 0)");
+    SCOPED_TRACE("a chain whose head has a reference count of 0");
     rte_mbuf* m = chain(frame, {10});
     rte_mbuf* second = m->next;
     rte_mbuf_refcnt_set(m, 0);
-    guard(m);  // not freed again (its count would wrap and the buffer be lost), nor what follows
+    guard(m);  // not freed (its count would wrap and the buffer be lost), nor what follows
     EXPECT_EQ(rte_mempool_avail_count(pool_), all - 2);
     rte_mbuf_refcnt_set(m, 1);
     m->next = nullptr;
