@@ -276,7 +276,8 @@ struct Admitted {
 }
 
 // Counts the admitted packets per job (runs of one job's packets added
-// once), for a burst that does not leave by the cut-through.
+// once), for a burst of the run-to-completion path that does not leave by
+// the cut-through (the pipelined hand-off counts them itself).
 void count_admitted(LcoreCounters& counters, unsigned in_port, const Admitted& a) {
   const unsigned dir = direction_of_ingress(in_port);
   RunTotal run;
@@ -326,12 +327,23 @@ void stick_to_rings(RxContext& rx, unsigned out_port, rte_ring* const* port_ring
 
 // Pipelined hand-off: one enqueue per class present in the burst, arrival
 // order kept within each class. A full ring drops the excess and counts it:
-// never spin.
-void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned out_port, Admitted& a) {
+// never spin. Counts the packets admitted per job on the way (as
+// count_admitted would in a pass of its own): all of them, before a full
+// ring drops any, as the FIFO path counts them before a full queue does.
+void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned in_port, Admitted& a) {
+  const unsigned out_port = in_port ^ 1u;
   LcoreCounters& counters = *rx.counters;
   RxContext::RingStick* sticks = rx.ring_stick.data() + out_port * rx.max_jobs;
   rte_ring* const* port_rings = rx.rings.data() + out_port * shared.class_count;
   stick_to_rings(rx, out_port, port_rings, a);
+  const unsigned dir = direction_of_ingress(in_port);
+  RunTotal admitted;
+  auto count_run = [&](const RunTotal& r) {
+    if (r.key == kNoJob) return;
+    JobCounters& jc = counters.jobs[r.key];
+    jc.admitted_packets[dir].add(r.packets);
+    jc.admitted_bytes[dir].add(r.bytes);
+  };
   uint64_t present = 0;
   for (unsigned i = 0; i < a.n; ++i) present |= uint64_t{1} << a.cls[i];
   while (present) {
@@ -346,6 +358,7 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned ou
     for (unsigned i = 0; i < a.n; ++i) {
       if (a.cls[i] != cls) continue;
       group_slot[g] = packet_meta(a.pkts[i])->job_slot;
+      run_add(admitted, group_slot[g], a.pkts[i]->pkt_len, count_run);
       group[g++] = a.pkts[i];
     }
     rte_ring* ring = port_rings[cls];
@@ -366,6 +379,7 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned ou
     counters.cls(out_port, cls).drop_ring_full.add(g - sent);
     rte_pktmbuf_free_bulk(group + sent, g - sent);
   }
+  if (admitted.packets) count_run(admitted);
 }
 
 }  // namespace
@@ -398,8 +412,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
     }
     return received;
   }
-  count_admitted(counters, in_port, admitted);
-  hand_off_to_rings(shared, rx, out_port, admitted);
+  hand_off_to_rings(shared, rx, in_port, admitted);
   return received;
 }
 
