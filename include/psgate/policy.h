@@ -45,6 +45,10 @@ const char* policy_name(PolicyKind kind);
 std::string policy_name_list();
 
 enum class RotateOn { kTime, kIteration };
+// "time" / "iteration": the one spelling of RotateOn in every file, request
+// and document that carries it.
+const char* rotate_on_name(RotateOn on);
+std::optional<RotateOn> rotate_on_from_name(std::string_view name);
 
 struct PolicyParams {
   PolicyKind kind = PolicyKind::kStatic;

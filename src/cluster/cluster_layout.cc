@@ -104,8 +104,7 @@ std::string policy_document(const PolicyParams& policy) {
   json doc = {{"schema", kClusterSchema},
               {"name", policy_name(policy.kind)},
               {"interval", duration_text_exact(policy.interval_ns)}};
-  if (policy.kind == PolicyKind::kRoundRobin)
-    doc["rotate_on"] = policy.rotate_on == RotateOn::kIteration ? "iteration" : "time";
+  if (policy.kind == PolicyKind::kRoundRobin) doc["rotate_on"] = rotate_on_name(policy.rotate_on);
   return doc.dump();
 }
 

@@ -542,11 +542,10 @@ class Parser : TomlReader {
     const std::string* rotate = string(*t, "rotate_on", "policy");
     if (failed()) return false;
     if (rotate != nullptr) {
-      if (*rotate != "time" && *rotate != "iteration") {
-        return fail("policy.rotate_on", toml_quote(*rotate) + " is not \"time\" or \"iteration\"");
-      }
+      const auto on = rotate_on_from_name(*rotate);
+      if (!on) return fail("policy.rotate_on", toml_quote(*rotate) + " is not \"time\" or \"iteration\"");
       if (*kind != PolicyKind::kRoundRobin) return fail("policy.rotate_on", "applies to round-robin only");
-      c.policy.rotate_on = *rotate == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+      c.policy.rotate_on = *on;
     }
     return true;
   }

@@ -126,7 +126,7 @@ json jobs_json(const std::vector<JobSpec>& jobs) {
 json policy_json(const PolicyParams& p) {
   json out = {{"name", policy_name(p.kind)}, {"interval", duration_text_exact(p.interval_ns)}};
   // The loader takes rotate_on for round-robin only.
-  if (p.kind == PolicyKind::kRoundRobin) out["rotate_on"] = p.rotate_on == RotateOn::kIteration ? "iteration" : "time";
+  if (p.kind == PolicyKind::kRoundRobin) out["rotate_on"] = rotate_on_name(p.rotate_on);
   return out;
 }
 

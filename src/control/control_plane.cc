@@ -398,7 +398,7 @@ json ControlPlane::policy_json() const {
   const PolicyParams& policy = state_.policy;
   return {{"name", policy_name(policy.kind)},
           {"interval", std::to_string(policy.interval_ns / 1'000'000) + "ms"},
-          {"rotate_on", policy.rotate_on == RotateOn::kIteration ? "iteration" : "time"}};
+          {"rotate_on", rotate_on_name(policy.rotate_on)}};
 }
 
 namespace {

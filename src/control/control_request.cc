@@ -304,10 +304,10 @@ Parsed policy(const json& req, unsigned) {
     out.interval_ns = *d;
   }
   if (auto rotate = req.find("rotate_on"); rotate != req.end()) {
-    const std::string r = rotate->is_string() ? rotate->get<std::string>() : "";
-    if (r != "time" && r != "iteration") return fail<ControlRequest>("\"rotate_on\" must be \"time\" or \"iteration\"");
+    const auto on = rotate->is_string() ? rotate_on_from_name(rotate->get_ref<const std::string&>()) : std::nullopt;
+    if (!on) return fail<ControlRequest>("\"rotate_on\" must be \"time\" or \"iteration\"");
     if (*out.kind != PolicyKind::kRoundRobin) return fail<ControlRequest>("\"rotate_on\" applies to round-robin only");
-    out.rotate_on = r == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+    out.rotate_on = *on;
   }
   return ControlRequest{out};
 }

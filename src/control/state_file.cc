@@ -49,7 +49,7 @@ std::string job_line(const JobRecord& j) {
 json policy_to_json(const PolicyParams& policy) {
   return {{"name", policy_name(policy.kind)},
           {"interval_ns", policy.interval_ns},
-          {"rotate_on", policy.rotate_on == RotateOn::kIteration ? "iteration" : "time"}};
+          {"rotate_on", rotate_on_name(policy.rotate_on)}};
 }
 
 Result<PolicyParams> policy_from_json(const json& p) {
@@ -68,9 +68,9 @@ Result<PolicyParams> policy_from_json(const json& p) {
   }
   if (p.contains("rotate_on")) {
     const json& r = p["rotate_on"];
-    if (!r.is_string() || (r.get_ref<const std::string&>() != "time" && r.get_ref<const std::string&>() != "iteration"))
-      return Result<PolicyParams>::failure("policy.rotate_on: not \"time\" or \"iteration\"");
-    policy.rotate_on = r.get_ref<const std::string&>() == "iteration" ? RotateOn::kIteration : RotateOn::kTime;
+    const auto on = r.is_string() ? rotate_on_from_name(r.get_ref<const std::string&>()) : std::nullopt;
+    if (!on) return Result<PolicyParams>::failure("policy.rotate_on: not \"time\" or \"iteration\"");
+    policy.rotate_on = *on;
   }
   return policy;
 }

@@ -119,6 +119,14 @@ void advance_rotation(const PolicyParams& params, PolicyState& state, const std:
 
 }  // namespace
 
+const char* rotate_on_name(RotateOn on) { return on == RotateOn::kIteration ? "iteration" : "time"; }
+
+std::optional<RotateOn> rotate_on_from_name(std::string_view name) {
+  if (name == "time") return RotateOn::kTime;
+  if (name == "iteration") return RotateOn::kIteration;
+  return std::nullopt;
+}
+
 std::optional<PolicyKind> policy_from_name(std::string_view name) {
   for (const PolicyName& n : kPolicyNames)
     if (n.name == name) return n.kind;

@@ -208,7 +208,7 @@ std::string check_text(const ArgSpec& a, const std::string& s) {
       return psgate::policy_from_name(s) ? ""
                                          : "unknown policy '" + s + "' (one of: " + psgate::policy_name_list() + ")";
     case ArgType::kRotateOn:
-      return s == "time" || s == "iteration" ? "" : "must be time or iteration, not '" + s + "'";
+      return psgate::rotate_on_from_name(s) ? "" : "must be time or iteration, not '" + s + "'";
   }
   return "";
 }
