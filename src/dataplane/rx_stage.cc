@@ -275,18 +275,21 @@ struct Admitted {
   }
 }
 
+// Adds a run of one job's admitted packets (keyed by job slot) to its counters.
+inline void add_admitted_run(LcoreCounters& counters, unsigned dir, const RunTotal& r) {
+  if (r.key == kNoJob) return;
+  JobCounters& jc = counters.jobs[r.key];
+  jc.admitted_packets[dir].add(r.packets);
+  jc.admitted_bytes[dir].add(r.bytes);
+}
+
 // Counts the admitted packets per job (runs of one job's packets added
 // once), for a burst of the run-to-completion path that does not leave by
 // the cut-through (the pipelined hand-off counts them itself).
 void count_admitted(LcoreCounters& counters, unsigned in_port, const Admitted& a) {
   const unsigned dir = direction_of_ingress(in_port);
   RunTotal run;
-  auto flush = [&](const RunTotal& r) {
-    if (r.key == kNoJob) return;
-    JobCounters& jc = counters.jobs[r.key];
-    jc.admitted_packets[dir].add(r.packets);
-    jc.admitted_bytes[dir].add(r.bytes);
-  };
+  auto flush = [&](const RunTotal& r) { add_admitted_run(counters, dir, r); };
   for (unsigned i = 0; i < a.n; ++i) run_add(run, packet_meta(a.pkts[i])->job_slot, a.pkts[i]->pkt_len, flush);
   if (run.packets) flush(run);
 }
@@ -338,12 +341,7 @@ void hand_off_to_rings(const DataplaneShared& shared, RxContext& rx, unsigned in
   stick_to_rings(rx, out_port, port_rings, a);
   const unsigned dir = direction_of_ingress(in_port);
   RunTotal admitted;
-  auto count_run = [&](const RunTotal& r) {
-    if (r.key == kNoJob) return;
-    JobCounters& jc = counters.jobs[r.key];
-    jc.admitted_packets[dir].add(r.packets);
-    jc.admitted_bytes[dir].add(r.bytes);
-  };
+  auto count_run = [&](const RunTotal& r) { add_admitted_run(counters, dir, r); };
   uint64_t present = 0;
   for (unsigned i = 0; i < a.n; ++i) present |= uint64_t{1} << a.cls[i];
   while (present) {
