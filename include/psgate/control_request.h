@@ -136,11 +136,17 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
                                           std::optional<nlohmann::json>* echo_id = nullptr,
                                           std::string* deprecation = nullptr);
 
-// The first key repeated in any object of the JSON text (as
-// parse_control_line finds them), or nullopt: none, or the text is not JSON.
-// For clients that check a request's parts before sending (psgatectl's jobs
-// file), since a parsed json keeps only the last of repeated keys.
-std::optional<std::string> first_duplicate_key(std::string_view json_text);
+// JSON text parsed once, with the first key repeated in any of its objects:
+// a parsed json keeps only the last of repeated keys, which a request must
+// not be read by. parse_control_line's parse, and psgatectl's for a jobs
+// file (checked before anything is sent). `value` is discarded when the text
+// is not JSON.
+struct JsonNotingDuplicates {
+  nlohmann::json value;
+  std::optional<std::string> duplicate;  // the first repeated key ("" is a key too)
+  bool duplicate_at_top = false;         // ... in the outermost object
+};
+JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text);
 
 // One request object -> a typed request: the command table's parser for its
 // "cmd" (control_commands.h). `class_count` is the configured number of

@@ -336,35 +336,6 @@ Result<bool> check_arguments(const json& request, const CommandSpec& command) {
   return true;
 }
 
-// nlohmann::json keeps the last of duplicate keys silently; a request
-// {"cmd":"health","cmd":"jobs.remove"} must not run either. Tracks the keys
-// of every open object, at any depth.
-struct DuplicateKeyCheck {
-  std::vector<std::set<std::string>> open;  // one per object being parsed
-  std::optional<std::string> duplicate;     // the first repeated key ("" is a key too)
-  bool top_level = false;                   // ... in the request object itself
-
-  bool operator()(int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        open.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!open.empty()) open.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second && !duplicate) {
-          duplicate = parsed.get<std::string>();
-          top_level = depth == 1;
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  }
-};
-
 bool takes_job(const CommandSpec& command) {
   for (const ArgSpec& a : command.args)
     if (a.type == ArgType::kJobId && std::string_view(a.name) == "job") return true;
@@ -403,30 +374,41 @@ Result<ControlRequest> parse_control_request(const json& request, unsigned class
   return r;
 }
 
-std::optional<std::string> first_duplicate_key(std::string_view json_text) {
-  DuplicateKeyCheck duplicates;
-  (void)json::parse(
-      json_text.begin(), json_text.end(),
-      [&duplicates](int depth, json::parse_event_t event, json& parsed) { return duplicates(depth, event, parsed); },
+JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
+  // A request {"cmd":"health","cmd":"jobs.remove"} must not run either: the
+  // keys of every open object, at any depth, are tracked while parsing.
+  JsonNotingDuplicates out;
+  std::vector<std::set<std::string>> open;  // one per object being parsed
+  out.value = json::parse(
+      text.begin(), text.end(),
+      [&](int depth, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::object_start) {
+          open.emplace_back();
+        } else if (event == json::parse_event_t::object_end) {
+          if (!open.empty()) open.pop_back();
+        } else if (event == json::parse_event_t::key && !open.empty() &&
+                   !open.back().insert(parsed.get<std::string>()).second && !out.duplicate) {
+          out.duplicate = parsed.get<std::string>();
+          out.duplicate_at_top = depth == 1;
+        }
+        return true;
+      },
       /*allow_exceptions=*/false);
-  return duplicates.duplicate;
+  return out;
 }
 
 Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count, std::optional<json>* echo_id,
                                           std::string* deprecation) {
-  DuplicateKeyCheck duplicates;
-  const json request = json::parse(
-      line.begin(), line.end(),
-      [&duplicates](int depth, json::parse_event_t event, json& parsed) { return duplicates(depth, event, parsed); },
-      /*allow_exceptions=*/false);
+  const JsonNotingDuplicates parsed = parse_json_noting_duplicates(line);
+  const json& request = parsed.value;
   if (request.is_discarded()) return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)");
   // Echo the id unless the id itself is what is ambiguous.
-  const bool id_ambiguous = duplicates.top_level && duplicates.duplicate == std::optional<std::string>("id");
+  const bool id_ambiguous = parsed.duplicate_at_top && parsed.duplicate == std::optional<std::string>("id");
   if (echo_id != nullptr && request.is_object() && !id_ambiguous) {
     if (auto id = request.find("id"); id != request.end()) *echo_id = *id;
   }
-  if (duplicates.duplicate)
-    return fail<ControlRequest>(escape_control_chars("duplicate key \"" + *duplicates.duplicate + "\""));
+  if (parsed.duplicate)
+    return fail<ControlRequest>(escape_control_chars("duplicate key \"" + *parsed.duplicate + "\""));
   return parse_control_request(request, class_count, deprecation);
 }
 

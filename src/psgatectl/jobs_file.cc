@@ -19,12 +19,12 @@ Result<json> read_jobs_file(const std::string& path) {
   if (!in) return R::failure(path + ": cannot read");
   std::stringstream text;
   text << in.rdbuf();
-  json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // The daemon refuses a request with a repeated key, so the file is refused
+  // for one, not read with the last value.
+  psgate::JsonNotingDuplicates parsed = psgate::parse_json_noting_duplicates(text.str());
+  json doc = std::move(parsed.value);
   if (doc.is_discarded()) return R::failure(path + ": not valid JSON");
-  // A parsed json keeps the last of repeated keys; the daemon refuses a
-  // request with one, so the file is refused for it, not read last-wins.
-  if (auto dup = psgate::first_duplicate_key(text.str()))
-    return R::failure(path + ": duplicate key " + json(*dup).dump());
+  if (parsed.duplicate) return R::failure(path + ": duplicate key " + json(*parsed.duplicate).dump());
   if (doc.is_object() && doc.contains("jobs")) doc = doc["jobs"];
   if (!doc.is_array() || doc.empty())
     return R::failure(path + ": expected a non-empty list of jobs (or an object with one under \"jobs\")");
