@@ -35,10 +35,10 @@ bool mbuf_is_sane(const rte_mbuf* m);
 // Frees a buffer mbuf_is_sane refused without trusting its chain: the
 // segments nb_segs vouches for (at most kMaxBrokenSegsFreed), one by one,
 // each detached from its `next` first, up to the first that is not a live
-// buffer of a pool (no pool, no buffer, a reference count of 0, which
-// freeing would wrap) or that was freed already (a chain that loops). A corrupt `next`
-// beyond them is never followed: those buffers, if any, are lost to the
-// pool rather than freed twice.
+// buffer of a pool (no pool, no buffer, or a reference count of 0, which
+// freeing would wrap) or that was freed already (a chain that loops). A
+// corrupt `next` beyond them is never followed: those buffers, if any, are
+// lost to the pool rather than freed twice.
 inline constexpr unsigned kMaxBrokenSegsFreed = 128;
 void free_broken_mbuf(rte_mbuf* m);
 

@@ -645,6 +645,12 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
   }
   // On a failed fence, read the fenced keys back to say which one failed.
   for (const std::string& key : w.absent) txn.add_failure()->mutable_request_range()->set_key(key);
+  // A write the store did not take (counted in write_errors_), with why.
+  auto store_error = [this](const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++write_errors_;
+    return R::failure(why);
+  };
   std::string last;
   const size_t first = follow_endpoint_;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
@@ -660,11 +666,9 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
         // The store may have applied it after the deadline: another member
         // must not be sent it blindly (puts that are not fenced), and the
         // operator must not be told that nothing was written.
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++write_errors_;
-        return R::failure("the cluster store did not answer in time (" + last +
-                          "): the change may or may not have been written; read the jobs back (psgatectl jobs "
-                          "list) before retrying");
+        return store_error("the cluster store did not answer in time (" + last +
+                           "): the change may or may not have been written; read the jobs back (psgatectl jobs "
+                           "list) before retrying");
       }
       // A refusal of the request itself (too many operations in one
       // transaction, a request too large, no permission) would come from
@@ -673,9 +677,7 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
       if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
           s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
           s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++write_errors_;
-        return R::failure("the cluster store refused the write (" + last + "); nothing written");
+        return store_error("the cluster store refused the write (" + last + "); nothing written");
       }
       continue;
     }
@@ -689,10 +691,8 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
         "the cluster's order was changed by another writer meanwhile; nothing written (read it again "
         "and retry)");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++write_errors_;
-  return R::failure("cluster store unreachable (" + last +
-                    "): nothing written; this gateway keeps forwarding on the last order it applied");
+  return store_error("cluster store unreachable (" + last +
+                     "): nothing written; this gateway keeps forwarding on the last order it applied");
 }
 
 }  // namespace psgate
