@@ -35,6 +35,10 @@ struct FlowKey6 {
   uint64_t w[5];
 };
 
+// The destination address of a key, in wire byte order (the pull
+// telemetry's worker: set_packet_worker).
+inline uint32_t flow_key4_destination(const FlowKey4& key) { return static_cast<uint32_t>(key.w[0] >> 32); }
+
 inline bool operator==(const FlowKey4& a, const FlowKey4& b) { return a.w[0] == b.w[0] && a.w[1] == b.w[1]; }
 inline bool operator==(const FlowKey6& a, const FlowKey6& b) { return std::memcmp(a.w, b.w, sizeof(a.w)) == 0; }
 

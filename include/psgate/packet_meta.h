@@ -47,4 +47,17 @@ inline void write_packet_meta(rte_mbuf* m, int offset, uint64_t rx_tsc, uint64_t
   std::memcpy(p + 8, &word1, 8);
 }
 
+// The worker a packet goes to, for the pull telemetry at the wire egress:
+// the low 32 bits of its destination address (IPv4's, or IPv6's last word),
+// in wire byte order; 0 for a packet of no job or not IP. The RX stage
+// writes it, from the flow key it built anyway for a cache hit, so tx does
+// not find and read the packet's header again (at 8 jobs tx takes 11.6
+// instructions a packet less and admission 5 more: perf/README.md). It
+// rides in the mbuf's user tag, `hash.usr`, which DPDK leaves to
+// applications (rte_distributor uses it): the dynamic field above is full,
+// and tx reads this first cache line (pkt_len) anyway. psgate reads no
+// receive hash, so nothing is lost by overwriting it.
+inline void set_packet_worker(rte_mbuf* m, uint32_t worker) { m->hash.usr = worker; }
+inline uint32_t packet_worker(const rte_mbuf* m) { return m->hash.usr; }
+
 }  // namespace psgate

@@ -7,7 +7,6 @@
 
 #include <type_traits>
 
-#include "psgate/mbuf_rewrite.h"
 #include "psgate/packet_meta.h"
 
 namespace psgate {
@@ -55,13 +54,7 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
         bytes = 0;
       }
       bytes += len[i];
-      if constexpr (kMeasure) {
-        // The worker a pull packet goes to: the low 32 bits of its destination
-        // address (IPv4 at offset 16 of the header, IPv6's last word at 36).
-        worker[i] = slot != kNoJob && meta->ip_version != 0
-                        ? read_u32_at(pkts[i], meta->l3_offset + (meta->ip_version == 4 ? 16u : 36u))
-                        : 0;
-      }
+      if constexpr (kMeasure) worker[i] = packet_worker(pkts[i]);  // the worker a pull packet goes to
     }
     if (count != 0) runs[n_runs++] = JobRun{job, first, count, bytes};
   };

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The pull telemetry as the wire egress measures it: tx reads each pull
-// packet's worker (its destination address) and the job's burst state turns
-// the workers' last packets into the straggler wait. The burst logic itself
+// The pull telemetry as the wire egress measures it: RX notes each pull
+// packet's worker (its destination address), tx records when each worker's
+// packets left, and the job's burst state turns the workers' last packets
+// into the straggler wait. The burst logic itself
 // is unit-tested with an injected clock (test_job_telemetry.cc); this runs
 // the real RX, cut-through and TX stages (one data lcore driven by run_once
 // on the test's thread), so what is checked is what tx takes from the wire.
@@ -23,10 +24,22 @@ constexpr unsigned kHost = 1;
 constexpr uint16_t kJobPort = 2222;
 constexpr uint32_t kMaxJobs = 16;
 
-// A pull packet of the job (PS 10.0.0.5, sport 2222) to worker 10.0.1.`worker`.
-std::vector<uint8_t> pull_to(uint8_t worker, uint16_t ip_id) {
+// How a pull packet is framed. RX gives tx the worker of a plain IPv4 cache
+// hit from its flow key, and reads any other packet's (tagged, IPv6) from
+// its header: each way is checked.
+enum class Framing { kPlain, kTagged, kIpv6 };
+
+// A pull packet of the job (PS 10.0.0.5 or fd00::5, sport 2222) to worker
+// 10.0.1.`worker` (or fd00::1:`worker`).
+std::vector<uint8_t> pull_to(uint8_t worker, uint16_t ip_id, Framing framing = Framing::kPlain) {
   pkt::PacketSpec s = pkt::from_ps(kJobPort, ip_id, 200);
   s.dst4 = {10, 0, 1, worker};
+  if (framing == Framing::kTagged) s.vlans.push_back(pkt::VlanTag{pkt::kTpid8021Q, 7});
+  if (framing == Framing::kIpv6) {
+    s.l3 = pkt::L3::kIpv6;
+    s.src6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+    s.dst6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, worker};
+  }
   return pkt::build_packet(s);
 }
 
@@ -37,7 +50,8 @@ class Wire {
            "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = " +
                std::to_string(kMaxJobs) +
                "\n[stats]\ninterval = \"0s\"\n"
-               "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n",
+               "[[jobs]]\nid = 1\nrank = 0\n"
+               "match = [\"src=10.0.0.5/32,sport=2222,proto=tcp\", \"src=fd00::5/128,sport=2222,proto=tcp\"]\n",
            /*start_lcores=*/false) {}
   bool ok() const { return h_.ok(); }
   const std::string& error() const { return h_.error(); }
@@ -76,21 +90,29 @@ class Wire {
   PipelineHarness h_;
 };
 
+class StragglerTest : public ::testing::TestWithParam<Framing> {};
+
 // Worker 1 gets its last packet in the first pass, worker 2 also in a pass
 // about 3 ms later (within the 5 ms gap that ends a burst): the straggler
 // wait is the time between the two passes. A packet after more than the gap
-// closes that burst, which is when it is recorded.
-TEST(PullTelemetryTest, TheWorkersOfABurstGiveTheStragglerWait) {
+// closes that burst, which is when it is recorded. Were the two workers' keys
+// taken for one (a wrong address read), there would be no straggler wait.
+// A burst before it puts both flows in the flow cache, so the measured one
+// takes the path of a cache hit (plain frames) throughout.
+TEST_P(StragglerTest, TheWorkersOfABurstGiveTheStragglerWait) {
   using Clock = std::chrono::steady_clock;
+  const Framing framing = GetParam();
   Wire w;
   ASSERT_TRUE(w.ok()) << w.error();
   std::vector<std::vector<uint8_t>> first;
-  for (uint16_t i = 0; i < 8; ++i) first.push_back(pull_to(static_cast<uint8_t>(1 + i % 2), i));
+  for (uint16_t i = 0; i < 8; ++i) first.push_back(pull_to(static_cast<uint8_t>(1 + i % 2), i, framing));
+  w.pass({pull_to(1, 100, framing), pull_to(2, 101, framing)});  // the warm-up burst
+  std::this_thread::sleep_for(std::chrono::milliseconds(12));
   const auto t0 = Clock::now();
   w.pass(first);
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   const auto t1 = Clock::now();
-  w.pass({pull_to(2, 8), pull_to(2, 9)});
+  w.pass({pull_to(2, 8, framing), pull_to(2, 9, framing)});
   const auto t2 = Clock::now();
   const double between_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
   if (between_ms > 4.5) {
@@ -98,15 +120,22 @@ TEST(PullTelemetryTest, TheWorkersOfABurstGiveTheStragglerWait) {
                  << " ms between the passes, near the 5 ms gap that would split the burst";
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(12));
-  w.pass({pull_to(1, 10)});  // starts the next burst, which ends this one
+  w.pass({pull_to(1, 10, framing)});  // starts the next burst, which ends this one
 
   const JobTelemetry t = w.job();
-  EXPECT_EQ(t.bursts, 1u) << "one completed burst (the new one is still going)";
-  EXPECT_EQ(t.last_burst_bytes, 10 * first[0].size()) << "the first burst's 10 frames";
+  EXPECT_EQ(t.bursts, 2u) << "the warm-up and the measured burst (the new one is still going)";
+  EXPECT_EQ(t.last_burst_bytes, 10 * first[0].size()) << "the measured burst's 10 frames";
   const double min_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   EXPECT_GE(t.straggler_wait_ms, min_ms - 0.5) << "worker 2 finished a pass after worker 1";
   EXPECT_LE(t.straggler_wait_ms, between_ms + 0.5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Framings, StragglerTest, ::testing::Values(Framing::kPlain, Framing::kTagged, Framing::kIpv6),
+                         [](const ::testing::TestParamInfo<Framing>& info) {
+                           return std::string(info.param == Framing::kPlain    ? "Plain"
+                                              : info.param == Framing::kTagged ? "Tagged"
+                                                                               : "Ipv6");
+                         });
 
 // Every packet of a burst to one worker: no straggler, however long the
 // burst lasts.
