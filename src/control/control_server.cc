@@ -38,6 +38,9 @@ struct Connection {
   // is later; past kStalledReaderNs it is disconnected.
   bool waiting = false;
   uint64_t waiting_ns = 0;
+  // Not read from, nothing of its own to send: all clients' unsent replies
+  // are over kRepliesBudgetBytes (waits in ControlServer::run's `held`).
+  bool held = false;
 };
 
 std::string errno_text() { return std::strerror(errno); }
@@ -70,6 +73,9 @@ bool socket_in_use(const std::string& path) {
   close(fd);
   return live;
 }
+
+// Memory a connection's reply buffer may keep beyond twice what it holds.
+constexpr size_t kKeptReplyBufferBytes = 16 * 1024;
 
 json error_reply(const std::string& message) { return {{"ok", false}, {"error", message}}; }
 
@@ -154,21 +160,40 @@ void ControlServer::run() {
   int reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   uint64_t refused_for_fds = 0;
 
+  // Replies built and not yet sent, all clients together, and the clients
+  // held until that is under kRepliesBudgetBytes again (flush()).
+  size_t unsent = 0;
+  std::vector<int> held;
+  uint64_t over_budget_times = 0;  // for the log
+  uint64_t over_budget_logged_ns = 0;
+  auto append_out = [&](Connection& c, const std::string& text) {
+    c.out += text;
+    unsent += text.size();
+  };
+  auto drop_out = [&](Connection& c) {
+    unsent -= c.out.size();
+    c.out.clear();
+  };
   auto close_conn = [&](int fd) {
     epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
+    if (auto it = conns.find(fd); it != conns.end()) drop_out(it->second);
     conns.erase(fd);
   };
   // Sends what is buffered and sets what to wait for: more requests while
   // few replies are pending, only EPOLLOUT while many are (a client that
   // does not read is not read from either), and after EOF only the rest of
-  // the replies. False: close the connection (peer gone, or done).
+  // the replies. While all clients' unsent replies are over the budget, a
+  // client with some of its own unsent waits for them to leave, and one with
+  // none is held: nothing to wait for but the others (re-armed when they
+  // drain). False: close the connection (peer gone, or done).
   auto flush = [&](int fd, Connection& c) -> bool {
     bool progress = false;
     while (!c.out.empty()) {
       const ssize_t n = send(fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         c.out.erase(0, static_cast<size_t>(n));
+        unsent -= static_cast<size_t>(n);
         progress = true;
         continue;
       }
@@ -178,11 +203,31 @@ void ControlServer::run() {
     }
     // Everything it asked for was sent, and it will ask for nothing more.
     if (c.eof && c.out.empty()) return false;
-    const bool waiting = c.eof || c.out.size() >= kPauseReadingBytes;
+    // A buffer that drained gives its memory back: erasing what was sent
+    // keeps the capacity, so a client that once had a large reply pending
+    // (a `config` of 100k rules is megabytes; up to kPauseReadingBytes are
+    // built in one round) would otherwise hold that much as long as it stays
+    // connected, and the budget would bound what is unsent but not what is
+    // held.
+    if (progress && c.out.capacity() > 2 * c.out.size() + kKeptReplyBufferBytes) {
+      if (c.out.empty()) {
+        std::string().swap(c.out);
+      } else {
+        c.out.shrink_to_fit();
+      }
+    }
+    const bool over_budget = unsent >= kRepliesBudgetBytes;
+    const bool waiting = c.eof || c.out.size() >= kPauseReadingBytes || (over_budget && !c.out.empty());
     if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
     c.waiting = waiting;
+    const bool hold = over_budget && !waiting;
+    if (hold && !c.held) held.push_back(fd);
+    c.held = hold;
     epoll_event ev{};
-    ev.events = waiting ? EPOLLOUT : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+    // Held: no event but a hang-up or an error (always reported).
+    ev.events = waiting ? EPOLLOUT
+                : hold  ? 0u
+                        : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
     ev.data.fd = fd;
     epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
     return true;
@@ -197,8 +242,20 @@ void ControlServer::run() {
       reply = error_reply(std::string("internal error: ") + e.what());
       spdlog::error("control: request failed: {}", e.what());
     }
-    c.out += reply.dump(-1, ' ', false, json::error_handler_t::replace);
-    c.out += '\n';
+    const size_t before = unsent;
+    append_out(c, reply.dump(-1, ' ', false, json::error_handler_t::replace) + '\n');
+    if (before < kRepliesBudgetBytes && unsent >= kRepliesBudgetBytes) {
+      // Just went over (not at every reply while over); at most once a minute.
+      ++over_budget_times;
+      const uint64_t now = monotonic_ns();
+      if (over_budget_logged_ns == 0 || now - over_budget_logged_ns > 60'000'000'000) {
+        over_budget_logged_ns = now;
+        spdlog::warn(
+            "control: {} MiB of replies unsent to clients; no requests read until they drain ({} times "
+            "since start)",
+            unsent >> 20, over_budget_times);
+      }
+    }
   };
 
   bool running = true;
@@ -281,13 +338,18 @@ void ControlServer::run() {
         // over as many rounds as the cap needs; their replies are dropped.
         const bool hung_up = (events[i].events & EPOLLHUP) != 0;
         if (hung_up) {
-          c.out.clear();
+          drop_out(c);
           c.waiting = false;
         }
-        if ((events[i].events & EPOLLIN) && !c.waiting) {
+        // A hung-up client's requests are taken even if it was held or
+        // waiting (EPOLLIN not asked for): its replies are dropped, so they
+        // cost no budget.
+        if (((events[i].events & EPOLLIN) || hung_up) && !c.waiting) {
           char buf[16384];
           auto on_line = [&](std::string&& line) { answer(c, line); };
-          auto on_oversized = [&] { c.out += error_reply("request longer than 64 KiB").dump() + "\n"; };
+          auto on_oversized = [&] { append_out(c, error_reply("request longer than 64 KiB").dump() + "\n"); };
+          // Reading stops at this client's pause or at the budget of all.
+          auto full = [&] { return c.out.size() >= kPauseReadingBytes || (!hung_up && unsent >= kRepliesBudgetBytes); };
           // Requests are taken one line at a time (peek, then consume through
           // each newline as that line is handled), and none while
           // kPauseReadingBytes of replies wait unsent: the rest stay in the
@@ -306,11 +368,11 @@ void ControlServer::run() {
               capped = true;
               break;
             }
-            if (c.out.size() >= kPauseReadingBytes) break;
+            if (full()) break;
             const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
             if (r > 0) {
               for (size_t at = 0; at < static_cast<size_t>(r);) {
-                if (pieces == kMaxPiecesPerWakeup || c.out.size() >= kPauseReadingBytes) break;
+                if (pieces == kMaxPiecesPerWakeup || full()) break;
                 const size_t left = static_cast<size_t>(r) - at;
                 const char* nl = static_cast<const char*>(std::memchr(buf + at, '\n', left));
                 const size_t take = nl != nullptr ? static_cast<size_t>(nl - (buf + at)) + 1 : left;
@@ -329,10 +391,23 @@ void ControlServer::run() {
             break;
           }
         }
-        if (hung_up) c.out.clear();
+        if (hung_up) drop_out(c);
         // An error, or hung up with nothing left to take: done.
         if ((events[i].events & EPOLLERR) || (hung_up && !capped)) alive = false;
         if (!alive || !flush(fd, c)) close_conn(fd);
+      }
+    }
+    // The replies drained under the budget: the held clients are read again
+    // (flush re-arms them; level-triggered, their waiting requests wake the
+    // next round).
+    if (!held.empty() && unsent < kRepliesBudgetBytes) {
+      std::vector<int> again;
+      again.swap(held);
+      for (int fd : again) {
+        auto it = conns.find(fd);
+        if (it == conns.end() || !it->second.held) continue;  // closed, or no longer held
+        it->second.held = false;
+        if (!flush(fd, it->second)) close_conn(fd);
       }
     }
   }

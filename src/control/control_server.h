@@ -30,6 +30,13 @@ inline constexpr size_t kPauseReadingBytes = 256 * 1024;
 // logged: it holds a slot and memory for nothing, and a client blocked in a
 // send while the daemon waits for it to read would otherwise wait forever.
 inline constexpr uint64_t kStalledReaderNs = 5'000'000'000;
+// Replies built and not yet sent, to all clients together. Past it the
+// server reads no requests from any client (they wait in the kernel) until
+// the replies drain: clients that do not read their replies cost the daemon
+// at most this plus one reply, not kPauseReadingBytes times kMaxClients. A
+// client with replies of its own unsent meanwhile counts as waiting for
+// kStalledReaderNs; one with none waits for the others'.
+inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
 // Request pieces (a line, or up to 16 KiB of a longer one) the control thread
 // takes from one connection before it turns to the others and its tick.
 inline constexpr unsigned kMaxPiecesPerWakeup = 64;

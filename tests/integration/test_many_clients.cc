@@ -14,12 +14,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -44,6 +46,7 @@ constexpr uint32_t kFirstJob = 100;  // client t owns job kFirstJob + t
 // src/control/control_server.h's limits (that header needs DPDK's).
 constexpr size_t kPauseReadingBytes = 256 * 1024;
 constexpr auto kStalledReader = std::chrono::seconds(5);
+constexpr size_t kRepliesBudgetBytes = 16u << 20;
 
 std::string config(const DaemonFixture& fx) {
   const std::string prefix = "psgate-mc-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
@@ -161,6 +164,20 @@ class ManyClientsTest : public ::testing::Test {
     FAIL() << "psgate did not answer health in 30 s";
   }
   std::string sock() const { return fx.path("ctl.sock"); }
+  // Large replies: 60 jobs of 8 rules each make a `config` reply of tens of
+  // KiB. Returns its size.
+  size_t add_big_jobs() {
+    for (uint32_t id = 10; id < 70; ++id) {
+      json match = json::array();
+      for (int r = 0; r < 8; ++r)
+        match.push_back("dst=10.2." + std::to_string(id) + "." + std::to_string(r) +
+                        "/32,dport=" + std::to_string(5000 + r) + ",proto=udp");
+      EXPECT_EQ(call(json{{"cmd", "jobs.add"}, {"job", id}, {"name", "big-" + std::to_string(id)}, {"match", match}}
+                         .dump())["ok"],
+                true);
+    }
+    return socket_request(sock(), "{\"cmd\": \"config\"}\n").size();
+  }
   json call(const std::string& line) {
     const json r = json::parse(socket_request(sock(), line + "\n", kTimeoutMs), nullptr, false);
     EXPECT_FALSE(r.is_discarded()) << line;
@@ -411,17 +428,7 @@ TEST_F(ManyClientsTest, EveryRequestOneReplyNoRefusedConnectionBoundedMemoryAndA
 // kStalledReaderNs, logged, and the daemon goes on.
 TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBufferedWithoutBound) {
   const pid_t pid = fx.daemon_pid();
-  // Large replies: 60 jobs of 8 rules each make a `config` reply of tens of KiB.
-  for (uint32_t id = 10; id < 70; ++id) {
-    json match = json::array();
-    for (int r = 0; r < 8; ++r)
-      match.push_back("dst=10.2." + std::to_string(id) + "." + std::to_string(r) +
-                      "/32,dport=" + std::to_string(5000 + r) + ",proto=udp");
-    ASSERT_EQ(call(json{{"cmd", "jobs.add"}, {"job", id}, {"name", "big-" + std::to_string(id)}, {"match", match}}
-                       .dump())["ok"],
-              true);
-  }
-  const size_t reply_size = socket_request(sock(), "{\"cmd\": \"config\"}\n").size();
+  const size_t reply_size = add_big_jobs();
   ASSERT_GT(reply_size, 16u * 1024) << "the config reply is too small for this test";
   const long rss_before = rss_kib(pid);
 
@@ -503,6 +510,96 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
   EXPECT_EQ(stopped.exit_status, 0);
   EXPECT_NE(stopped.output.find("of replies unread for 5 s; disconnected (1 since start)"), std::string::npos)
       << stopped.output;
+}
+
+// Many clients that send without reading: each alone would be paused at
+// 256 KiB of unsent replies, which times 150 is ~40 MiB; all of them together
+// are held at kRepliesBudgetBytes. A client that asks meanwhile is answered
+// once the replies drain (here: the silent clients hang up, and the requests
+// they sent are still taken, their replies dropped).
+TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
+  const pid_t pid = fx.daemon_pid();
+  const size_t reply_size = add_big_jobs();
+  ASSERT_GT(reply_size, 16u * 1024) << "the config reply is too small for this test";
+  constexpr int kSilent = 400;
+  constexpr int kEach = 40;  // requests each: more replies than its pause and the kernel's buffer hold
+  ASSERT_GT(kEach * reply_size, kPauseReadingBytes + 256 * 1024);
+  ASSERT_GT(kSilent * kPauseReadingBytes, 2 * kRepliesBudgetBytes);
+  const long rss_before = rss_kib(pid);
+  const std::string req = "{\"cmd\": \"config\"}\n";
+  std::string batch;
+  for (int i = 0; i < kEach; ++i) batch += req;
+  std::vector<std::unique_ptr<Conn>> silent;
+  for (int i = 0; i < kSilent; ++i) {
+    silent.push_back(std::make_unique<Conn>(sock()));
+    ASSERT_TRUE(silent.back()->ok());
+    ASSERT_EQ(send(silent.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
+  }
+  // The daemon answers until the budget is spent, then holds everyone (well
+  // before the 5 s rule disconnects the first of them).
+  long rss_max = 0;
+  for (auto until = Clock::now() + std::chrono::milliseconds(4500); Clock::now() < until;) {
+    rss_max = std::max(rss_max, rss_kib(pid));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LT(rss_max - rss_before, long{(kRepliesBudgetBytes >> 10) + 8 * 1024})
+      << "KiB more while " << kSilent << " clients do not read (each alone may hold 256 KiB)";
+
+  // Asked now: held with the others, not refused, not lost.
+  Conn asker(sock());
+  ASSERT_TRUE(asker.ok());
+  const std::string health = "{\"cmd\": \"health\"}\n";
+  ASSERT_EQ(send(asker.fd(), health.data(), health.size(), MSG_NOSIGNAL), ssize_t(health.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  silent.clear();  // they hang up: their replies are dropped, the budget is free again
+  const auto line = asker.read_line(Clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(line.has_value()) << "no reply once the silent clients left";
+  EXPECT_EQ(json::parse(*line, nullptr, false)["ok"], true) << *line;
+  EXPECT_EQ(call(R"({"cmd": "health"})")["ok"], true);
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_EQ(stopped.exit_status, 0);
+  EXPECT_NE(stopped.output.find("of replies unsent to clients; no requests read until they drain (1 times"),
+            std::string::npos)
+      << stopped.output.substr(0, 4000);
+}
+
+// Clients that do read, with more replies in flight than the budget: every
+// one gets every reply, once, in order (those held while the budget is spent
+// are read again as it drains).
+TEST_F(ManyClientsTest, ReadersGetEveryReplyThoughTheirRepliesExceedTheBudget) {
+  const size_t reply_size = add_big_jobs();
+  constexpr int kReadersHere = 40;
+  constexpr int kEach = 60;
+  ASSERT_GT(kReadersHere * kEach * reply_size, 2 * kRepliesBudgetBytes);
+  std::string batch;
+  for (int i = 0; i < kEach; ++i) batch += "{\"cmd\": \"config\", \"id\": " + std::to_string(i) + "}\n";
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int i = 0; i < kReadersHere; ++i) {
+    conns.push_back(std::make_unique<Conn>(sock()));
+    ASSERT_TRUE(conns.back()->ok());
+    ASSERT_EQ(send(conns.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the daemon run into the budget first
+  std::vector<std::thread> readers;
+  std::vector<int> got(kReadersHere, 0), wrong(kReadersHere, 0);
+  for (int i = 0; i < kReadersHere; ++i) {
+    readers.emplace_back([&, i] {
+      const auto deadline = Clock::now() + std::chrono::seconds(60);
+      while (got[i] < kEach) {
+        const auto line = conns[i]->read_line(deadline);
+        if (!line) break;
+        const json r = json::parse(*line, nullptr, false);
+        if (r.is_discarded() || r["ok"] != true || r["id"] != got[i]) ++wrong[i];
+        ++got[i];
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  for (int i = 0; i < kReadersHere; ++i) {
+    EXPECT_EQ(got[i], kEach) << "client " << i;
+    EXPECT_EQ(wrong[i], 0) << "client " << i;
+    EXPECT_EQ(conns[i]->extra_bytes(), 0u) << "client " << i;
+  }
 }
 
 // A client that never stops sending (blank lines, which get no reply, so it
