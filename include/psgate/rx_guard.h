@@ -2,7 +2,7 @@
 // The first thing the RX stage does with a burst: make sure every mbuf can be
 // read and forwarded before any stage touches its data.
 //
-//   rx_burst ──▶ fast check (one segment, lengths agree, fits the MTU) ──▶ parse...
+//   rx_burst ──▶ fast check (one segment, one reference, lengths agree, fits the MTU) ──▶ parse...
 //                    │ any packet fails it
 //                    ▼
 //                full check (rte_mbuf_check's rules, the chain walked)
@@ -20,7 +20,9 @@
 
 #include <rte_mbuf.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "psgate/counters.h"
 
@@ -46,17 +48,24 @@ void free_broken_mbuf(rte_mbuf* m);
 // kMaxVlanTags), read across segments if needed.
 unsigned vlan_tag_count(const rte_mbuf* m);
 
-// Zero exactly when `m` is one segment that holds pkt_len bytes inside its
-// buffer, 14 bytes up to 14 + `max_above_14` long. Terms are OR-ed, not
-// branched on; the two range checks are differences whose sign bit is set
-// when they fail (one shift for both). `next` shares the cache line of the
-// metadata the RX stage writes anyway.
+// Zero exactly when `m` is one segment with one reference that holds pkt_len
+// bytes inside its buffer, 14 bytes up to 14 + `max_above_14` long. Terms
+// are OR-ed, not branched on; the two range checks are differences whose
+// sign bit is set when they fail (one shift for both). The reference count
+// and the segment count are adjacent 16-bit fields, checked by one load: a
+// count of 0 (a buffer the driver handed over already freed) must not be
+// freed again, and a shared one (2 or more) is legal but rare, so both go to
+// the full check. `next` shares the cache line of the metadata the RX stage
+// writes anyway. A single segment's pool and buffer pointers are trusted.
+static_assert(offsetof(rte_mbuf, nb_segs) == offsetof(rte_mbuf, refcnt) + sizeof(uint16_t));
 inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_14) {
   const uint32_t len = m->pkt_len;
+  uint32_t refs_and_segs;  // refcnt | nb_segs << 16 (little-endian)
+  std::memcpy(&refs_and_segs, reinterpret_cast<const char*>(m) + offsetof(rte_mbuf, refcnt), sizeof refs_and_segs);
   const int64_t room = int64_t{m->buf_len} - (int64_t{m->data_off} + m->data_len);  // < 0: data past the buffer
   const int64_t size = int64_t{max_above_14} - uint32_t(len - 14u);                 // < 0: runt or over the MTU
-  return (uint64_t{m->nb_segs} ^ 1u) | (uint64_t{m->data_len} ^ len) | reinterpret_cast<uintptr_t>(m->next) |
-         (static_cast<uint64_t>(room | size) >> 63);
+  return (uint64_t{refs_and_segs} ^ 0x00010001u) | (uint64_t{m->data_len} ^ len) |
+         reinterpret_cast<uintptr_t>(m->next) | (static_cast<uint64_t>(room | size) >> 63);
 }
 
 // The slow half of rx_guard_burst: sorts out a burst in which some packet

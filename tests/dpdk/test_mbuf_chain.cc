@@ -226,8 +226,17 @@ TEST_F(MbufChain, GuardNeverFreesABufferTwice) {
     rte_pktmbuf_free(second);
   }
   {
-    // (A chain: a single segment takes the fast check, which looks at its
-    // layout only.)
+    // A buffer the driver already freed (its count 0): freeing it again
+    // would wrap the count and put it in the pool twice.
+    SCOPED_TRACE("a single segment with a reference count of 0");
+    rte_mbuf* m = chain(frame, {});
+    rte_mbuf_refcnt_set(m, 0);
+    guard(m);
+    EXPECT_EQ(rte_mempool_avail_count(pool_), all - 1) << "not freed";
+    rte_mbuf_refcnt_set(m, 1);
+    rte_pktmbuf_free(m);
+  }
+  {
     SCOPED_TRACE("a chain whose head has a reference count of 0");
     rte_mbuf* m = chain(frame, {10});
     rte_mbuf* second = m->next;
@@ -242,6 +251,21 @@ TEST_F(MbufChain, GuardNeverFreesABufferTwice) {
   }
   EXPECT_EQ(rte_mempool_avail_count(pool_), all);
   rte_pktmbuf_free_bulk(held, 8);
+}
+
+// A shared buffer (a reference count of 2: legal, a clone's) leaves the
+// fast check for the full one, which forwards it.
+TEST_F(MbufChain, GuardForwardsASharedBuffer) {
+  std::array<Counter, kDropReasonCount> drops;
+  rte_mbuf* m = chain(ipv4_frame(0), {});
+  rte_mbuf_refcnt_set(m, 2);
+  EXPECT_NE(mbuf_fast_odd(m, 1500), 0u);
+  rte_mbuf* burst[1] = {m};
+  uint64_t bytes = 0;
+  EXPECT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+  EXPECT_EQ(drops[kDropBadMbuf].get(), 0u);
+  rte_pktmbuf_free(m);
+  rte_pktmbuf_free(m);
 }
 
 TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
