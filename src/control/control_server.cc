@@ -38,9 +38,13 @@ struct Connection {
   // is later; past kStalledReaderNs it is disconnected.
   bool waiting = false;
   uint64_t waiting_ns = 0;
-  // Not read from, nothing of its own to send: all clients' unsent replies
-  // are over kRepliesBudgetBytes (waits in ControlServer::run's `held`).
-  bool held = false;
+  // Paused for all clients' unsent replies (over kRepliesBudgetBytes), not
+  // its own: held (nothing of its own to send) or waiting for what it has.
+  // Listed in ControlServer::run's `budget_paused`, looked at again when the
+  // replies drain.
+  bool paused_by_budget = false;
+  // A reply could not be sent (EPIPE, ECONNRESET): treated as hung up.
+  bool peer_gone = false;
 };
 
 std::string errno_text() { return std::strerror(errno); }
@@ -161,9 +165,9 @@ void ControlServer::run() {
   uint64_t refused_for_fds = 0;
 
   // Replies built and not yet sent, all clients together, and the clients
-  // held until that is under kRepliesBudgetBytes again (flush()).
+  // paused until that is under kRepliesBudgetBytes again (flush()).
   size_t unsent = 0;
-  std::vector<int> held;
+  std::vector<int> budget_paused;
   uint64_t over_budget_times = 0;  // for the log
   uint64_t over_budget_logged_ns = 0;
   auto append_out = [&](Connection& c, const std::string& text) {
@@ -199,7 +203,15 @@ void ControlServer::run() {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      return false;  // peer gone
+      // Peer gone (it closed between sending and our reply): nobody reads a
+      // reply again, but the requests it sent are still taken, as for a
+      // hang-up; the connection closes once they are.
+      if (!c.eof) {
+        c.peer_gone = true;
+        drop_out(c);
+        break;
+      }
+      return false;
     }
     // Everything it asked for was sent, and it will ask for nothing more.
     if (c.eof && c.out.empty()) return false;
@@ -217,12 +229,14 @@ void ControlServer::run() {
       }
     }
     const bool over_budget = unsent >= kRepliesBudgetBytes;
-    const bool waiting = c.eof || c.out.size() >= kPauseReadingBytes || (over_budget && !c.out.empty());
+    const bool own_pause = c.eof || c.out.size() >= kPauseReadingBytes;
+    const bool waiting = own_pause || (over_budget && !c.out.empty());
     if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
     c.waiting = waiting;
     const bool hold = over_budget && !waiting;
-    if (hold && !c.held) held.push_back(fd);
-    c.held = hold;
+    const bool by_budget = over_budget && !own_pause;
+    if (by_budget && !c.paused_by_budget) budget_paused.push_back(fd);
+    c.paused_by_budget = by_budget;
     epoll_event ev{};
     // Held: no event but a hang-up or an error (always reported).
     ev.events = waiting ? EPOLLOUT
@@ -233,7 +247,10 @@ void ControlServer::run() {
     return true;
   };
   uint64_t stalled_clients = 0;  // for the log: how many were disconnected since start
-  auto answer = [&](Connection& c, const std::string& line) {
+  // Handles one request; its reply is dropped when nobody can read it (a
+  // hung-up client), so such a client's requests are all taken whatever
+  // their replies' size.
+  auto answer = [&](Connection& c, const std::string& line, bool keep_reply) {
     json reply;
     try {
       reply = control_->handle_line(line);
@@ -242,6 +259,7 @@ void ControlServer::run() {
       reply = error_reply(std::string("internal error: ") + e.what());
       spdlog::error("control: request failed: {}", e.what());
     }
+    if (!keep_reply) return;
     const size_t before = unsent;
     append_out(c, reply.dump(-1, ' ', false, json::error_handler_t::replace) + '\n');
     if (before < kRepliesBudgetBytes && unsent >= kRepliesBudgetBytes) {
@@ -276,13 +294,27 @@ void ControlServer::run() {
         control_->tick(now);
         // Clients that stopped reading their replies.
         std::vector<int> stalled;
-        for (const auto& [cfd, conn] : conns)
+        std::vector<int> owing;  // over the budget: replies unsent, not yet waiting
+        const bool over_budget = unsent >= kRepliesBudgetBytes;
+        for (const auto& [cfd, conn] : conns) {
           if (conn.waiting && now - conn.waiting_ns > kStalledReaderNs) stalled.push_back(cfd);
+          else if (over_budget && !conn.waiting && !conn.out.empty()) owing.push_back(cfd);
+        }
         for (int cfd : stalled) {
           ++stalled_clients;
+          auto it = conns.find(cfd);
           spdlog::warn("control: a client left {} KiB of replies unread for {} s; disconnected ({} since start)",
-                       conns[cfd].out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_clients);
+                       it->second.out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_clients);
           close_conn(cfd);
+        }
+        // A client whose replies went partly out before the total crossed the
+        // budget, and that reads no more, would hold its share of it for
+        // good: neither its requests nor its socket ever wake it. Flushed
+        // now, it waits for its replies like any other and the rule above
+        // applies to it.
+        for (int cfd : owing) {
+          auto it = conns.find(cfd);
+          if (it != conns.end() && !flush(cfd, it->second)) close_conn(cfd);
         }
       } else if (fd == report_fd) {
         drain_fd(report_fd);
@@ -336,7 +368,7 @@ void ControlServer::run() {
         // Hung up both ways: no reply can reach it, but the requests it sent
         // before closing are still taken (a script that sends and closes),
         // over as many rounds as the cap needs; their replies are dropped.
-        const bool hung_up = (events[i].events & EPOLLHUP) != 0;
+        const bool hung_up = (events[i].events & EPOLLHUP) != 0 || c.peer_gone;
         if (hung_up) {
           drop_out(c);
           c.waiting = false;
@@ -346,9 +378,12 @@ void ControlServer::run() {
         // cost no budget.
         if (((events[i].events & EPOLLIN) || hung_up) && !c.waiting) {
           char buf[16384];
-          auto on_line = [&](std::string&& line) { answer(c, line); };
-          auto on_oversized = [&] { append_out(c, error_reply("request longer than 64 KiB").dump() + "\n"); };
-          // Reading stops at this client's pause or at the budget of all.
+          auto on_line = [&](std::string&& line) { answer(c, line, !hung_up); };
+          auto on_oversized = [&] {
+            if (!hung_up) append_out(c, error_reply("request longer than 64 KiB").dump() + "\n");
+          };
+          // Reading stops at this client's pause or at the budget of all (a
+          // hung-up client's replies are dropped: neither applies).
           auto full = [&] { return c.out.size() >= kPauseReadingBytes || (!hung_up && unsent >= kRepliesBudgetBytes); };
           // Requests are taken one line at a time (peek, then consume through
           // each newline as that line is handled), and none while
@@ -397,16 +432,17 @@ void ControlServer::run() {
         if (!alive || !flush(fd, c)) close_conn(fd);
       }
     }
-    // The replies drained under the budget: the held clients are read again
-    // (flush re-arms them; level-triggered, their waiting requests wake the
-    // next round).
-    if (!held.empty() && unsent < kRepliesBudgetBytes) {
+    // The replies drained under the budget: the clients paused for it are
+    // looked at again (flush re-arms a held one for its requests, which wake
+    // the next round, level-triggered; one waiting for its replies only
+    // because of the budget goes back to its own 256 KiB rule).
+    if (!budget_paused.empty() && unsent < kRepliesBudgetBytes) {
       std::vector<int> again;
-      again.swap(held);
+      again.swap(budget_paused);
       for (int fd : again) {
         auto it = conns.find(fd);
-        if (it == conns.end() || !it->second.held) continue;  // closed, or no longer held
-        it->second.held = false;
+        if (it == conns.end() || !it->second.paused_by_budget) continue;  // closed, or no longer paused
+        it->second.paused_by_budget = false;
         if (!flush(fd, it->second)) close_conn(fd);
       }
     }

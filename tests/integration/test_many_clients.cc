@@ -538,7 +538,7 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   // The daemon answers until the budget is spent, then holds everyone (well
   // before the 5 s rule disconnects the first of them).
   long rss_max = 0;
-  for (auto until = Clock::now() + std::chrono::milliseconds(4500); Clock::now() < until;) {
+  for (auto until = Clock::now() + std::chrono::seconds(3); Clock::now() < until;) {
     rss_max = std::max(rss_max, rss_kib(pid));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -550,7 +550,8 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   ASSERT_TRUE(asker.ok());
   const std::string health = "{\"cmd\": \"health\"}\n";
   ASSERT_EQ(send(asker.fd(), health.data(), health.size(), MSG_NOSIGNAL), ssize_t(health.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(asker.read_line(Clock::now() + std::chrono::milliseconds(300)).has_value())
+      << "answered while the budget was spent";
   silent.clear();  // they hang up: their replies are dropped, the budget is free again
   const auto line = asker.read_line(Clock::now() + std::chrono::seconds(30));
   ASSERT_TRUE(line.has_value()) << "no reply once the silent clients left";
@@ -568,9 +569,12 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
 // are read again as it drains).
 TEST_F(ManyClientsTest, ReadersGetEveryReplyThoughTheirRepliesExceedTheBudget) {
   const size_t reply_size = add_big_jobs();
-  constexpr int kReadersHere = 40;
-  constexpr int kEach = 60;
-  ASSERT_GT(kReadersHere * kEach * reply_size, 2 * kRepliesBudgetBytes);
+  constexpr int kReadersHere = 100;
+  constexpr int kEach = 30;
+  // Each pauses at 256 KiB unsent (its socket holds ~200 KiB more): together
+  // they cross the budget before they start reading.
+  ASSERT_GT(kEach * reply_size, kPauseReadingBytes + 256 * 1024);
+  ASSERT_GT(kReadersHere * kPauseReadingBytes, kRepliesBudgetBytes + kRepliesBudgetBytes / 2);
   std::string batch;
   for (int i = 0; i < kEach; ++i) batch += "{\"cmd\": \"config\", \"id\": " + std::to_string(i) + "}\n";
   std::vector<std::unique_ptr<Conn>> conns;
@@ -579,7 +583,7 @@ TEST_F(ManyClientsTest, ReadersGetEveryReplyThoughTheirRepliesExceedTheBudget) {
     ASSERT_TRUE(conns.back()->ok());
     ASSERT_EQ(send(conns.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the daemon run into the budget first
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // let the daemon run into the budget first
   std::vector<std::thread> readers;
   std::vector<int> got(kReadersHere, 0), wrong(kReadersHere, 0);
   for (int i = 0; i < kReadersHere; ++i) {
@@ -600,6 +604,47 @@ TEST_F(ManyClientsTest, ReadersGetEveryReplyThoughTheirRepliesExceedTheBudget) {
     EXPECT_EQ(wrong[i], 0) << "client " << i;
     EXPECT_EQ(conns[i]->extra_bytes(), 0u) << "client " << i;
   }
+  conns.clear();
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_NE(stopped.output.find("of replies unsent to clients; no requests read until they drain"), std::string::npos)
+      << "the budget was never reached: the test does not test it";
+}
+
+// Clients whose replies went partly out (their sockets full) and that then
+// read nothing, each under its own 256 KiB pause: once they hold the budget
+// between them, nobody's requests are read, so they must fall under the 5 s
+// rule like any client that does not read (neither their requests nor their
+// sockets wake them again), and a client asking meanwhile is answered after
+// that. (On this machine the build before that rule also passes: the order
+// in which held clients are re-armed let the asker through. A review
+// reproduced the asker going unanswered for 30 s there.)
+TEST_F(ManyClientsTest, ClientsHoldingTheBudgetWithoutReadingAreDroppedAndOthersServed) {
+  const size_t reply_size = add_big_jobs();
+  constexpr int kSilent = 130;
+  const int each = static_cast<int>((360 * 1024) / reply_size) + 1;  // ~200 KiB to the socket, the rest unsent
+  ASSERT_LT(each * reply_size, 200 * 1024 + kPauseReadingBytes) << "each must stay under its own pause";
+  const std::string req = "{\"cmd\": \"config\"}\n";
+  std::string batch;
+  for (int i = 0; i < each; ++i) batch += req;
+  std::vector<std::unique_ptr<Conn>> silent;
+  for (int i = 0; i < kSilent; ++i) {
+    silent.push_back(std::make_unique<Conn>(sock()));
+    ASSERT_TRUE(silent.back()->ok());
+    ASSERT_EQ(send(silent.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Conn asker(sock());
+  ASSERT_TRUE(asker.ok());
+  const auto t0 = Clock::now();
+  const auto reply = asker.call("{\"cmd\": \"health\"}\n", 20000);
+  ASSERT_TRUE(reply.has_value()) << "no reply in 20 s while " << kSilent << " clients do not read";
+  EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true);
+  EXPECT_LT(Clock::now() - t0, kStalledReader + std::chrono::seconds(5));
+  silent.clear();
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_NE(stopped.output.find("of replies unsent to clients; no requests read until they drain"), std::string::npos)
+      << "the budget was never reached: the test does not test it";
+  EXPECT_NE(stopped.output.find("of replies unread for 5 s; disconnected"), std::string::npos);
 }
 
 // A client that never stops sending (blank lines, which get no reply, so it
@@ -658,6 +703,30 @@ TEST_F(ManyClientsTest, RequestsSentBeforeAHangUpAreAllApplied) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(jobs, 102u) << "the 2 configured jobs and all 100 sent before the hang-up";
+}
+
+// The same when the replies owed are more than the client's 256 KiB pause:
+// replies nobody can read are dropped as they are built, so the requests
+// behind them are still taken. Before, reading stopped at the pause and the
+// connection was closed with the rest unread.
+TEST_F(ManyClientsTest, RequestsSentBeforeAHangUpAreAppliedHoweverLargeTheirReplies) {
+  const size_t reply_size = add_big_jobs();
+  std::string lines;
+  while (lines.size() / 19 * reply_size < 2 * kPauseReadingBytes) lines += "{\"cmd\": \"config\"}\n";
+  lines += json{{"cmd", "jobs.add"}, {"job", 700}, {"match", {"dst=10.8.0.1/32"}}}.dump() + "\n";
+  {
+    Conn c(sock());
+    ASSERT_TRUE(c.ok());
+    ASSERT_EQ(send(c.fd(), lines.data(), lines.size(), MSG_NOSIGNAL), ssize_t(lines.size()));
+  }  // closed without reading a reply
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  bool added = false;
+  while (!added && Clock::now() < deadline) {
+    const json list = call(R"({"cmd": "jobs.list"})");
+    for (const auto& j : list["result"]["jobs"]) added = added || j["id"] == 700;
+    if (!added) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(added) << "the request after " << (2 * kPauseReadingBytes) / reply_size << " large replies was lost";
 }
 
 // The daemon out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
