@@ -45,7 +45,15 @@ struct Connection {
   bool paused_by_budget = false;
   // A reply could not be sent (EPIPE, ECONNRESET): treated as hung up.
   bool peer_gone = false;
+  // Which connection on this descriptor (epoll's data: descriptor | serial
+  // << 32): an event still pending for a closed connection must not reach
+  // the next one that gets its descriptor number in the same round.
+  uint32_t serial = 0;
 };
+
+// epoll's data word for a descriptor: the descriptor in the low half (what
+// `data.fd` reads), a connection's serial (0 for the others) above it.
+uint64_t epoll_key(int fd, uint32_t serial) { return static_cast<uint32_t>(fd) | uint64_t{serial} << 32; }
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -147,12 +155,13 @@ void ControlServer::run() {
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   const int tick_fd = make_timer(options_.tick_ns);
   const int report_fd = options_.report_ns ? make_timer(options_.report_ns) : -1;
-  auto watch = [ep](int fd, uint32_t events) {
+  auto watch = [ep](int fd, uint32_t events, uint32_t serial = 0) {
     epoll_event ev{};
     ev.events = events;
-    ev.data.fd = fd;
+    ev.data.u64 = epoll_key(fd, serial);
     epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
   };
+  uint32_t next_serial = 0;
   watch(listen_fd_, EPOLLIN);
   watch(stop_fd_, EPOLLIN);
   watch(tick_fd, EPOLLIN);
@@ -242,7 +251,7 @@ void ControlServer::run() {
     ev.events = waiting ? EPOLLOUT
                 : hold  ? 0u
                         : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
-    ev.data.fd = fd;
+    ev.data.u64 = epoll_key(fd, c.serial);
     epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
     return true;
   };
@@ -356,12 +365,14 @@ void ControlServer::run() {
             if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             continue;
           }
-          conns.emplace(c, Connection{});
-          watch(c, EPOLLIN | EPOLLRDHUP);
+          Connection& added = conns.emplace(c, Connection{}).first->second;
+          added.serial = ++next_serial == 0 ? ++next_serial : next_serial;  // never 0
+          watch(c, EPOLLIN | EPOLLRDHUP, added.serial);
         }
       } else {
         auto it = conns.find(fd);
-        if (it == conns.end()) continue;
+        // Closed earlier in this round (its descriptor maybe reused since).
+        if (it == conns.end() || it->second.serial != static_cast<uint32_t>(events[i].data.u64 >> 32)) continue;
         Connection& c = it->second;
         bool alive = true;
         bool capped = false;  // stopped at kMaxPiecesPerWakeup with more to read
