@@ -41,7 +41,6 @@ inline constexpr uint32_t kMaxClassDepth = 65536;          // packets
 // entries (rte_ring's size limit).
 inline constexpr uint32_t kMinFlowCacheEntries = 8;
 inline constexpr uint32_t kMaxFlowCacheEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries
-inline constexpr uint64_t kMinPolicyIntervalNs = 1'000'000;          // 1ms
 inline constexpr uint32_t kMinMbufs = 1024;
 inline constexpr uint32_t kMaxMbufs = (uint32_t{1} << 30) - 1;
 
@@ -190,6 +189,9 @@ std::optional<ValueProblem> check_job(const JobSpec& j);
 Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name);
 // Reads the file (error if missing/unreadable) and calls parse_config.
 Result<ConfigSpec> load_config_file(const std::string& path);
+// The message for a config file that could not be read (`err`: an errno,
+// EFBIG past kMaxConfigFileBytes), at start and at reload alike.
+std::string config_read_error(const std::string& path, int err);
 
 // The largest frame psgate forwards for an MTU: the IP packet, the Ethernet
 // header and up to kMaxVlanTags tags (no FCS: devices strip it).

@@ -56,6 +56,11 @@ struct PolicyParams {
   RotateOn rotate_on = RotateOn::kTime;
 };
 
+// The shortest rotation period any input may set (the socket, the config,
+// the state file): shorter would only churn the data plane's classes.
+inline constexpr uint64_t kMinPolicyIntervalNs = 1'000'000;  // 1ms
+inline bool valid_policy_interval_ns(uint64_t ns) { return ns >= kMinPolicyIntervalNs; }
+
 // What a job reports about itself (psgatectl progress); each field absent
 // until first reported. The registry keeps it; policies rank on it.
 struct JobProgress {
@@ -63,6 +68,9 @@ struct JobProgress {
   std::optional<uint64_t> iteration;
   std::optional<uint64_t> batch;
 };
+
+// A progress fraction any input may carry: 0..1 (NaN is not).
+inline bool valid_progress_fraction(double f) { return f >= 0.0 && f <= 1.0; }
 
 // What a policy knows about one job. Jobs are given in the operator's order
 // (the order set by `order`/`rank`, ties by id). Not a model of a job but the

@@ -114,33 +114,35 @@ inline std::string name_problem(std::string_view name) {
   return {};
 }
 
-// Reads a whole file of at most `max_bytes`. Returns 0 and fills `text`, or
-// the errno that stopped it (e.g. EISDIR for a directory; EFBIG past
-// `max_bytes`, so that a path naming /dev/zero or a endless pipe ends in an
-// error rather than in memory exhaustion).
-inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
+// Reads an open descriptor to its end, at most `max_bytes`. Returns 0 and
+// fills `text`, or the errno that stopped it (e.g. EISDIR for a directory;
+// EFBIG past `max_bytes`, so that a path naming /dev/zero or an endless pipe
+// ends in an error rather than in memory exhaustion). Leaves `fd` open.
+inline int read_text_fd(int fd, std::string& text, size_t max_bytes) {
   text.clear();
   char buf[65536];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n == 0) break;
+    if (n == 0) return 0;
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return err;
+      return errno;
     }
     if (text.size() + static_cast<size_t>(n) > max_bytes) {
-      ::close(fd);
       text.clear();
       return EFBIG;
     }
     text.append(buf, static_cast<size_t>(n));
   }
+}
+
+// read_text_fd for a path, opened and closed here.
+inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int err = read_text_fd(fd, text, max_bytes);
   ::close(fd);
-  return 0;
+  return err;
 }
 
 }  // namespace psgate

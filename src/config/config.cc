@@ -538,7 +538,7 @@ class Parser : TomlReader {
     c.policy.kind = *kind;
     c.policy.interval_ns = default_policy_interval_ns(*kind);
     if (!duration(*t, "interval", "policy", c.policy.interval_ns)) return false;
-    if (c.policy.interval_ns < kMinPolicyIntervalNs) return fail("policy.interval", "must be at least 1ms");
+    if (!valid_policy_interval_ns(c.policy.interval_ns)) return fail("policy.interval", "must be at least 1ms");
     const std::string* rotate = string(*t, "rotate_on", "policy");
     if (failed()) return false;
     if (rotate != nullptr) {
@@ -592,14 +592,16 @@ Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view sou
   return Parser(source_name).run(*root);
 }
 
+std::string config_read_error(const std::string& path, int err) {
+  if (err == EFBIG)
+    return path + ": cannot read config: more than " + std::to_string(kMaxConfigFileBytes >> 20) + " MiB";
+  return path + ": cannot read config: " + std::strerror(err);  // e.g. EISDIR
+}
+
 Result<ConfigSpec> load_config_file(const std::string& path) {
   std::string text;
-  if (const int err = read_text_file(path, text, kMaxConfigFileBytes)) {
-    if (err == EFBIG)
-      return Result<ConfigSpec>::failure(path + ": cannot read config: more than " +
-                                         std::to_string(kMaxConfigFileBytes >> 20) + " MiB");
-    return Result<ConfigSpec>::failure(path + ": cannot read config: " + std::strerror(err));  // e.g. EISDIR
-  }
+  if (const int err = read_text_file(path, text, kMaxConfigFileBytes))
+    return Result<ConfigSpec>::failure(config_read_error(path, err));
   return parse_config(text, path);
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "psgate/counters.h"  // kPortCount
+#include "psgate/text.h"
 
 namespace psgate {
 namespace {
@@ -127,26 +128,11 @@ Result<ConfigSpec> read_config_for_reload(const std::string& path) {
     ::close(fd);
     return R::failure(path + ": not a regular file; reload reads only a regular config file");
   }
-  if (static_cast<uint64_t>(st.st_size) > kMaxReloadBytes) {
-    ::close(fd);
-    return R::failure(path + ": " + std::to_string(st.st_size) + " bytes; a config file for reload may have at most " +
-                      std::to_string(kMaxReloadBytes));
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return R::failure(path + ": cannot read config: " + std::strerror(err));
-    }
-    if (n == 0) break;  // shortened while read: parse what is there
-    got += static_cast<size_t>(n);
-  }
+  // The limit holds while reading too: a file may grow after the fstat.
+  std::string text;
+  const int err = read_text_fd(fd, text, kMaxConfigFileBytes);
   ::close(fd);
-  text.resize(got);
+  if (err) return R::failure(config_read_error(path, err));
   return parse_config(text, path);
 }
 

@@ -56,9 +56,9 @@ void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was,
                          const PortLive& compiled);
 
 // The config file for a reload, read on the control thread: only a regular
-// file of at most kMaxReloadBytes, opened without blocking, so a FIFO or a
-// device named as the config cannot stall every control command.
-inline constexpr size_t kMaxReloadBytes = kMaxConfigFileBytes;
+// file of at most kMaxConfigFileBytes (as at start), opened without
+// blocking, so a FIFO or a device named as the config cannot stall every
+// control command.
 Result<ConfigSpec> read_config_for_reload(const std::string& path);
 
 }  // namespace psgate

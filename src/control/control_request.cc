@@ -282,8 +282,8 @@ Parsed progress(const json& req, unsigned) {
   }
   if (!out.fraction && !out.iteration && !out.batch)
     return fail<ControlRequest>("give at least one of \"fraction\", \"iteration\", \"batch\"");
-  // JobRegistry::set_progress's check and wording; !(a && b) also rejects NaN.
-  if (out.fraction && !(*out.fraction >= 0.0 && *out.fraction <= 1.0))
+  // JobRegistry::set_progress's check and wording.
+  if (out.fraction && !valid_progress_fraction(*out.fraction))
     return fail<ControlRequest>("fraction must be between 0 and 1");
   return ControlRequest{std::move(out)};
 }
@@ -300,7 +300,7 @@ Parsed policy(const json& req, unsigned) {
     if (!interval->is_string()) return fail<ControlRequest>("\"interval\" must be a duration such as \"20s\"");
     auto d = parse_duration_ns(interval->get_ref<const std::string&>());
     if (!d) return fail<ControlRequest>("\"interval\": " + d.error());
-    if (*d < kControlMinIntervalNs) return fail<ControlRequest>("\"interval\" must be at least 1ms");
+    if (!valid_policy_interval_ns(*d)) return fail<ControlRequest>("\"interval\" must be at least 1ms");
     out.interval_ns = *d;
   }
   if (auto rotate = req.find("rotate_on"); rotate != req.end()) {

@@ -137,7 +137,7 @@ Result<const JobRecord*> JobRegistry::set_rank(uint32_t id, uint32_t rank) {
 Result<const JobRecord*> JobRegistry::set_progress(uint32_t id, const JobProgress& progress) {
   auto* job = const_cast<JobRecord*>(find(id));
   if (!job) return fail<const JobRecord*>("no " + job_label(id));
-  if (progress.fraction && !(*progress.fraction >= 0.0 && *progress.fraction <= 1.0))
+  if (progress.fraction && !valid_progress_fraction(*progress.fraction))
     return fail<const JobRecord*>("fraction must be between 0 and 1");
   if (progress.fraction) job->progress.fraction = progress.fraction;
   if (progress.iteration) job->progress.iteration = progress.iteration;

@@ -62,7 +62,7 @@ Result<PolicyParams> policy_from_json(const json& p) {
   // What the socket accepts, nothing else: the file may have been edited by
   // hand, and an interval of 0 would silently stop a rotation.
   if (p.contains("interval_ns")) {
-    if (!p["interval_ns"].is_number_unsigned() || p["interval_ns"].get<uint64_t>() < kMinPolicyIntervalNs)
+    if (!p["interval_ns"].is_number_unsigned() || !valid_policy_interval_ns(p["interval_ns"].get<uint64_t>()))
       return Result<PolicyParams>::failure("policy.interval_ns: not an integer of at least 1000000 (1 ms)");
     policy.interval_ns = p["interval_ns"].get<uint64_t>();
   }
@@ -149,7 +149,7 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const s
     if (police_bps->has_value()) job.spec.police = RateSpec{**police_bps, **police_burst};
     if (entry.contains("progress_fraction")) {
       const json& f = entry["progress_fraction"];
-      if (!f.is_number() || !(f.get<double>() >= 0.0 && f.get<double>() <= 1.0))
+      if (!f.is_number() || !valid_progress_fraction(f.get<double>()))
         return R::failure(where + ".progress_fraction: not a number between 0 and 1");
       job.progress.fraction = f.get<double>();
     }

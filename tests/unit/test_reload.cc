@@ -157,6 +157,17 @@ TEST(Reload, ReadsOnlyARegularFileAndNeverBlocks) {
                          "[lcores]\ndata = [1]\n";
   r = read_config_for_reload(good);
   EXPECT_TRUE(r.ok()) << r.error();
+  // Past the limit a config has at start too, with the same message.
+  const std::string big = dir + "/big.toml";
+  { std::ofstream(big) << "# big\n"; }
+  ASSERT_EQ(::truncate(big.c_str(), off_t{kMaxConfigFileBytes} + 1), 0);  // sparse
+  r = read_config_for_reload(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), big + ": cannot read config: more than 16 MiB");
+  const auto at_start = load_config_file(big);
+  ASSERT_FALSE(at_start.ok());
+  EXPECT_EQ(at_start.error(), r.error());
+  ::unlink(big.c_str());
   ::unlink(fifo.c_str());
   ::unlink(good.c_str());
   ::rmdir(dir.c_str());
