@@ -10,6 +10,7 @@
 
 #include "dataplane/run_total.h"
 #include "dataplane/sched_stage.h"
+#include "dataplane/tx.h"
 #include "psgate/flow_key.h"
 #include "psgate/mbuf_rewrite.h"
 #include "psgate/packet_meta.h"
@@ -286,12 +287,9 @@ struct Admitted {
   }
 }
 
-// Adds a run of one job's admitted packets (keyed by job slot) to its counters.
+// A run keyed by job slot, counted as admitted (tx.h).
 inline void add_admitted_run(LcoreCounters& counters, unsigned dir, const RunTotal& r) {
-  if (r.key == kNoJob) return;
-  JobCounters& jc = counters.jobs[r.key];
-  jc.admitted_packets[dir].add(r.packets);
-  jc.admitted_bytes[dir].add(r.bytes);
+  add_admitted_run(counters, dir, r.key, r.packets, r.bytes);
 }
 
 // Counts the admitted packets per job (runs of one job's packets added

@@ -66,12 +66,8 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
   const unsigned dir = direction_of_egress(egress.index);  // a packet's direction is its ingress port's
   if (admitted == CountAdmitted::kYes) {
     // Before the port takes them: all of them were admitted, sent or not.
-    for (unsigned r = 0; r < n_runs; ++r) {
-      if (runs[r].job == kNoJob) continue;
-      JobCounters& jc = counters.jobs[runs[r].job];
-      jc.admitted_packets[dir].add(runs[r].end - runs[r].first);
-      jc.admitted_bytes[dir].add(runs[r].bytes);
-    }
+    for (unsigned r = 0; r < n_runs; ++r)
+      add_admitted_run(counters, dir, runs[r].job, runs[r].end - runs[r].first, runs[r].bytes);
   }
   const unsigned sent = rte_eth_tx_burst(egress.port_id, egress.tx_queue, pkts, static_cast<uint16_t>(count));
   uint64_t bytes = 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "dataplane/lcore_context.h"
+#include "psgate/packet_meta.h"  // kNoJob
 
 namespace psgate {
 
@@ -14,6 +15,17 @@ namespace psgate {
 // class, so a job's packets form one run there even when they arrived
 // interleaved with other jobs'. Every other burst was counted at admission.
 enum class CountAdmitted : bool { kNo = false, kYes = true };
+
+// Adds a run of one job's admitted packets (`job_slot`; kNoJob: none) to its
+// counters: the one place admission is counted, whether at tx (the
+// cut-through) or at the hand-off (rx_stage.cc).
+inline void add_admitted_run(LcoreCounters& counters, unsigned dir, uint32_t job_slot, uint64_t packets,
+                             uint64_t bytes) {
+  if (job_slot == kNoJob) return;
+  JobCounters& jc = counters.jobs[job_slot];
+  jc.admitted_packets[dir].add(packets);
+  jc.admitted_bytes[dir].add(bytes);
+}
 
 // Transmits `count` (at most kMaxBurst) mbufs starting at `pkts` on
 // `egress`; counts what left, which the telemetry takes as sent at `now`
