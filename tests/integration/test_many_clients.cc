@@ -178,6 +178,17 @@ class ManyClientsTest : public ::testing::Test {
     }
     return socket_request(sock(), "{\"cmd\": \"config\"}\n").size();
   }
+  // `clients` more connections in `conns`, each of which sends `requests`
+  // config requests (ids 0, 1, ...) at once and reads nothing yet.
+  void send_config_requests(int clients, int requests, std::vector<std::unique_ptr<Conn>>& conns) {
+    std::string batch;
+    for (int i = 0; i < requests; ++i) batch += json{{"cmd", "config"}, {"id", i}}.dump() + "\n";
+    for (int i = 0; i < clients; ++i) {
+      conns.push_back(std::make_unique<Conn>(sock()));
+      ASSERT_TRUE(conns.back()->ok());
+      ASSERT_EQ(send(conns.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
+    }
+  }
   json call(const std::string& line) {
     const json r = json::parse(socket_request(sock(), line + "\n", kTimeoutMs), nullptr, false);
     EXPECT_FALSE(r.is_discarded()) << line;
@@ -526,15 +537,8 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   ASSERT_GT(kEach * reply_size, kPauseReadingBytes + 256 * 1024);
   ASSERT_GT(kSilent * kPauseReadingBytes, 2 * kRepliesBudgetBytes);
   const long rss_before = rss_kib(pid);
-  const std::string req = "{\"cmd\": \"config\"}\n";
-  std::string batch;
-  for (int i = 0; i < kEach; ++i) batch += req;
   std::vector<std::unique_ptr<Conn>> silent;
-  for (int i = 0; i < kSilent; ++i) {
-    silent.push_back(std::make_unique<Conn>(sock()));
-    ASSERT_TRUE(silent.back()->ok());
-    ASSERT_EQ(send(silent.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
-  }
+  ASSERT_NO_FATAL_FAILURE(send_config_requests(kSilent, kEach, silent));
   // The daemon answers until the budget is spent, then holds everyone (well
   // before the 5 s rule disconnects the first of them).
   long rss_max = 0;
@@ -575,14 +579,8 @@ TEST_F(ManyClientsTest, ReadersGetEveryReplyThoughTheirRepliesExceedTheBudget) {
   // they cross the budget before they start reading.
   ASSERT_GT(kEach * reply_size, kPauseReadingBytes + 256 * 1024);
   ASSERT_GT(kReadersHere * kPauseReadingBytes, kRepliesBudgetBytes + kRepliesBudgetBytes / 2);
-  std::string batch;
-  for (int i = 0; i < kEach; ++i) batch += "{\"cmd\": \"config\", \"id\": " + std::to_string(i) + "}\n";
   std::vector<std::unique_ptr<Conn>> conns;
-  for (int i = 0; i < kReadersHere; ++i) {
-    conns.push_back(std::make_unique<Conn>(sock()));
-    ASSERT_TRUE(conns.back()->ok());
-    ASSERT_EQ(send(conns.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
-  }
+  ASSERT_NO_FATAL_FAILURE(send_config_requests(kReadersHere, kEach, conns));
   std::this_thread::sleep_for(std::chrono::seconds(3));  // let the daemon run into the budget first
   std::vector<std::thread> readers;
   std::vector<int> got(kReadersHere, 0), wrong(kReadersHere, 0);
@@ -623,15 +621,8 @@ TEST_F(ManyClientsTest, ClientsHoldingTheBudgetWithoutReadingAreDroppedAndOthers
   constexpr int kSilent = 130;
   const int each = static_cast<int>((360 * 1024) / reply_size) + 1;  // ~200 KiB to the socket, the rest unsent
   ASSERT_LT(each * reply_size, 200 * 1024 + kPauseReadingBytes) << "each must stay under its own pause";
-  const std::string req = "{\"cmd\": \"config\"}\n";
-  std::string batch;
-  for (int i = 0; i < each; ++i) batch += req;
   std::vector<std::unique_ptr<Conn>> silent;
-  for (int i = 0; i < kSilent; ++i) {
-    silent.push_back(std::make_unique<Conn>(sock()));
-    ASSERT_TRUE(silent.back()->ok());
-    ASSERT_EQ(send(silent.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
-  }
+  ASSERT_NO_FATAL_FAILURE(send_config_requests(kSilent, each, silent));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   Conn asker(sock());
   ASSERT_TRUE(asker.ok());
