@@ -49,7 +49,8 @@ inline void write_packet_meta(rte_mbuf* m, int offset, uint64_t rx_tsc, uint64_t
 
 // The worker a packet goes to, for the pull telemetry at the wire egress:
 // the low 32 bits of its destination address (IPv4's, or IPv6's last word),
-// in wire byte order; 0 for a packet of no job or not IP. The RX stage
+// in wire byte order; 0 for a packet that is not IP (a packet of no job may
+// carry its destination or 0: tx reads it only for a job's). The RX stage
 // writes it, from the flow key it built anyway for a cache hit, so tx does
 // not find and read the packet's header again (at 8 jobs tx takes 11.6
 // instructions a packet less and admission 5 more: perf/README.md). It

@@ -57,7 +57,8 @@ unsigned vlan_tag_count(const rte_mbuf* m);
 // freed again, and a shared one (2 or more) is legal but rare, so both go to
 // the full check. `next` shares the cache line of the metadata the RX stage
 // writes anyway. A single segment's pool and buffer pointers are trusted.
-static_assert(offsetof(rte_mbuf, nb_segs) == offsetof(rte_mbuf, refcnt) + sizeof(uint16_t));
+static_assert(offsetof(rte_mbuf, nb_segs) == offsetof(rte_mbuf, refcnt) + sizeof(uint16_t) &&
+              sizeof(rte_mbuf::refcnt) == sizeof(uint16_t) && sizeof(rte_mbuf::nb_segs) == sizeof(uint16_t));
 inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_14) {
   const uint32_t len = m->pkt_len;
   uint32_t refs_and_segs;  // refcnt | nb_segs << 16 (little-endian)

@@ -128,6 +128,10 @@ Result<ConfigSpec> read_config_for_reload(const std::string& path) {
     ::close(fd);
     return R::failure(path + ": not a regular file; reload reads only a regular config file");
   }
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes) {  // refused unread
+    ::close(fd);
+    return R::failure(config_read_error(path, EFBIG));
+  }
   // The limit holds while reading too: a file may grow after the fstat.
   std::string text;
   const int err = read_text_fd(fd, text, kMaxConfigFileBytes);

@@ -291,7 +291,7 @@ void ControlServer::run() {
     const int n = epoll_wait(ep, events, 64, -1);
     if (n < 0 && errno == EINTR) continue;
     for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
+      const int fd = static_cast<int>(static_cast<uint32_t>(events[i].data.u64));  // epoll_key's low half
       if (fd == stop_fd_) {
         running = false;
       } else if (fd == options_.wake_fd) {

@@ -289,7 +289,7 @@ struct Admitted {
 
 // A run keyed by job slot, counted as admitted (tx.h).
 inline void add_admitted_run(LcoreCounters& counters, unsigned dir, const RunTotal& r) {
-  add_admitted_run(counters, dir, r.key, r.packets, r.bytes);
+  psgate::add_admitted_run(counters, dir, r.key, r.packets, r.bytes);
 }
 
 // Counts the admitted packets per job (runs of one job's packets added
