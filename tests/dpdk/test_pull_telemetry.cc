@@ -11,6 +11,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "packet_builder.h"
@@ -43,13 +44,18 @@ std::vector<uint8_t> pull_to(uint8_t worker, uint16_t ip_id, Framing framing = F
   return pkt::build_packet(s);
 }
 
+// How the packets reach tx: straight from RX (the cut-through), or through
+// the class FIFOs, which a shaped port takes (a fast shaper: everything
+// leaves in the pass it came in).
+enum class Path { kCutThrough, kQueued };
+
 class Wire {
  public:
-  Wire()
+  explicit Wire(Path path = Path::kCutThrough)
       : h_("[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 64\n"
            "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = " +
-               std::to_string(kMaxJobs) +
-               "\n[stats]\ninterval = \"0s\"\n"
+               std::to_string(kMaxJobs) + "\n[stats]\ninterval = \"0s\"\n" +
+               (path == Path::kQueued ? "[shaper.wire]\nrate = \"100Gbit/s\"\nburst = \"1MiB\"\n" : "") +
                "[[jobs]]\nid = 1\nrank = 0\n"
                "match = [\"src=10.0.0.5/32,sport=2222,proto=tcp\", \"src=fd00::5/128,sport=2222,proto=tcp\"]\n",
            /*start_lcores=*/false) {}
@@ -90,7 +96,7 @@ class Wire {
   PipelineHarness h_;
 };
 
-class StragglerTest : public ::testing::TestWithParam<Framing> {};
+class StragglerTest : public ::testing::TestWithParam<std::tuple<Framing, Path>> {};
 
 // Worker 1 gets its last packet in the first pass, worker 2 also in a pass
 // about 3 ms later (within the 5 ms gap that ends a burst): the straggler
@@ -101,8 +107,8 @@ class StragglerTest : public ::testing::TestWithParam<Framing> {};
 // takes the path of a cache hit (plain frames) throughout.
 TEST_P(StragglerTest, TheWorkersOfABurstGiveTheStragglerWait) {
   using Clock = std::chrono::steady_clock;
-  const Framing framing = GetParam();
-  Wire w;
+  const auto [framing, path] = GetParam();
+  Wire w(path);
   ASSERT_TRUE(w.ok()) << w.error();
   std::vector<std::vector<uint8_t>> first;
   for (uint16_t i = 0; i < 8; ++i) first.push_back(pull_to(static_cast<uint8_t>(1 + i % 2), i, framing));
@@ -130,11 +136,15 @@ TEST_P(StragglerTest, TheWorkersOfABurstGiveTheStragglerWait) {
   EXPECT_LE(t.straggler_wait_ms, between_ms + 0.5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Framings, StragglerTest, ::testing::Values(Framing::kPlain, Framing::kTagged, Framing::kIpv6),
-                         [](const ::testing::TestParamInfo<Framing>& info) {
-                           return std::string(info.param == Framing::kPlain    ? "Plain"
-                                              : info.param == Framing::kTagged ? "Tagged"
-                                                                               : "Ipv6");
+INSTANTIATE_TEST_SUITE_P(Framings, StragglerTest,
+                         ::testing::Combine(::testing::Values(Framing::kPlain, Framing::kTagged, Framing::kIpv6),
+                                            ::testing::Values(Path::kCutThrough, Path::kQueued)),
+                         [](const ::testing::TestParamInfo<std::tuple<Framing, Path>>& info) {
+                           const Framing f = std::get<0>(info.param);
+                           return std::string(f == Framing::kPlain    ? "Plain"
+                                              : f == Framing::kTagged ? "Tagged"
+                                                                      : "Ipv6") +
+                                  (std::get<1>(info.param) == Path::kQueued ? "Queued" : "CutThrough");
                          });
 
 // Every packet of a burst to one worker: no straggler, however long the
