@@ -18,6 +18,7 @@
 // Jobs and the order carry no lease: losing every gateway loses no job.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -213,5 +214,20 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
 // the sum, as a job sharded over hosts sends that much in all).
 std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams& policy, PolicyState& state,
                                     uint64_t now_ns);
+
+// The watch's silence check (etcd_link.cc) across a time this process did
+// not run. The session thread ends each round in a sleep of `planned` ns;
+// one that lasted longer by more than `stall` ns means the process was
+// frozen or starved of CPU, and that time is not the watch's silence (or
+// every stall would cost a reconnect and a full read): the watch's
+// last-heard time moves forward by the overshoot, never past `now`. Only the
+// sleep is measured: the calls' own time and the backoff are waits on the
+// store, and counting them would postpone the check for as long as the
+// store misbehaves.
+inline uint64_t watch_heard_after_sleep(uint64_t last_heard, uint64_t slept, uint64_t planned, uint64_t stall,
+                                        uint64_t now) {
+  if (slept <= planned + stall) return last_heard;
+  return std::min(now, last_heard + (slept - planned));
+}
 
 }  // namespace psgate

@@ -543,19 +543,13 @@ void EtcdLink::session_loop() {
   uint64_t slept_from = 0;  // when the last round's closing sleep began (0: it backed off instead)
   while (!stop_) {
     const uint64_t now = now_ns();
-    // This thread did not run for a while (the process was frozen or starved
-    // of CPU): that time is not the watch's silence, or every stall would
-    // cost a reconnect and a full read. Measured on the closing sleep alone,
-    // where the thread spends nearly all its time: the calls' own time (a
-    // store that is slow or times out) and the backoff are waits on the
-    // store, and taking them for a freeze would push the silence check back
-    // for as long as the store misbehaves.
+    // A freeze of this process is not the watch's silence; measured on the
+    // closing sleep alone, where the thread spends nearly all its time
+    // (watch_heard_after_sleep).
     if (slept_from != 0) {
       const uint64_t slept = elapsed(slept_from, now);
-      if (slept > kSessionTickNs + kStallNs) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        last_watch_message_ns_ = std::min(now, last_watch_message_ns_ + (slept - kSessionTickNs));
-      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      last_watch_message_ns_ = watch_heard_after_sleep(last_watch_message_ns_, slept, kSessionTickNs, kStallNs, now);
       slept_from = 0;
     }
     bool ok = true;

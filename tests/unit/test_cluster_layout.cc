@@ -19,6 +19,21 @@
 namespace psgate {
 namespace {
 
+// A freeze is taken out of the watch's silence, and nothing else is: a sleep
+// as planned, or late by up to the stall margin, leaves the last-heard time
+// alone; a longer one moves it forward by the overshoot, never past now.
+TEST(WatchSilence, AFreezeIsNotSilenceButASleepAsPlannedIs) {
+  constexpr uint64_t kMs = 1'000'000;
+  constexpr uint64_t planned = 20 * kMs, stall = 500 * kMs;
+  const uint64_t heard = 1'000 * kMs;
+  EXPECT_EQ(watch_heard_after_sleep(heard, planned, planned, stall, 2'000 * kMs), heard);
+  EXPECT_EQ(watch_heard_after_sleep(heard, planned + stall, planned, stall, 2'000 * kMs), heard);
+  // Frozen 10 s: heard 1 s, slept 10.02 s, now 11.1 s: 100 ms of real silence remain.
+  EXPECT_EQ(watch_heard_after_sleep(heard, 10'020 * kMs, planned, stall, 11'100 * kMs), 11'000 * kMs);
+  // The overshoot never moves it past now (heard during the sleep, say).
+  EXPECT_EQ(watch_heard_after_sleep(10'900 * kMs, 10'020 * kMs, planned, stall, 11'100 * kMs), 11'100 * kMs);
+}
+
 const ClusterKeys kKeys{"/psgate/t"};
 constexpr unsigned kClasses = 8;
 
