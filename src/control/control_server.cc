@@ -51,8 +51,8 @@ struct Connection {
   uint32_t serial = 0;
 };
 
-// epoll's data word for a descriptor: the descriptor in the low half (what
-// `data.fd` reads), a connection's serial (0 for the others) above it.
+// epoll's data word for a descriptor: the descriptor in the low half, a
+// connection's serial (0 for the others) above it.
 uint64_t epoll_key(int fd, uint32_t serial) { return static_cast<uint32_t>(fd) | uint64_t{serial} << 32; }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -437,7 +437,6 @@ void ControlServer::run() {
             break;
           }
         }
-        if (hung_up) drop_out(c);
         // An error, or hung up with nothing left to take: done.
         if ((events[i].events & EPOLLERR) || (hung_up && !capped)) alive = false;
         if (!alive || !flush(fd, c)) close_conn(fd);

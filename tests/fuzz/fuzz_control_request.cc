@@ -117,7 +117,7 @@ struct Checker {
 
   void operator()(const PolicyRequest& q) const {
     if (!q.kind && (q.interval_ns || q.rotate_on)) fail("policy arguments without a name", "");
-    if (q.interval_ns && *q.interval_ns < kControlMinIntervalNs) fail("interval", std::to_string(*q.interval_ns));
+    if (q.interval_ns && !valid_policy_interval_ns(*q.interval_ns)) fail("interval", std::to_string(*q.interval_ns));
     if (q.rotate_on && *q.kind != PolicyKind::kRoundRobin) fail("rotate_on for a non-round-robin policy", "");
     if (q.kind && !policy_from_name(policy_name(*q.kind))) fail("policy name round trip", "");
   }
