@@ -50,7 +50,7 @@ inline constexpr uint64_t kControlMinBurstBytes = kMinBurstBytes;
 inline constexpr uint64_t kControlMaxBurstBytes = kMaxBurstBytes;
 inline constexpr uint64_t kControlDefaultBurstBytes = kDefaultBurstBytes;
 inline constexpr uint32_t kControlMaxEcnThreshold = kMaxClassDepth - 1;  // below the largest depth
-inline constexpr size_t kControlMaxJobNameChars = kMaxNameBytes;  // and the rest of name_problem (text.h)
+inline constexpr size_t kControlMaxJobNameChars = kMaxNameBytes;         // and the rest of name_problem (text.h)
 
 // A tri-state argument: absent (leave as is), null (remove), or a value.
 template <typename T>
