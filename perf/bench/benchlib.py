@@ -577,6 +577,17 @@ def psgate_rx_queues(data_lcores):
     return 1 if data_lcores <= 2 else data_lcores - 2
 
 
+def scaling_cpus(k, avail):
+    """(main CPU, data CPUs) for k data lcores on the CPUs this process may run on, or None
+    when there are fewer than k. With a CPU to spare the main lcore (it sleeps) gets its own;
+    with exactly k it shares the first data lcore's CPU, as on a 2-CPU machine."""
+    if k > len(avail):
+        return None
+    if k < len(avail):
+        return avail[0], avail[1:k + 1]
+    return avail[0], avail[:k]
+
+
 def psgate_mode(data_lcores):
     """How psgate runs with that many data lcores, in words."""
     if data_lcores == 1:
