@@ -216,6 +216,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
       const size_t rings = d->rx.size() * kPortCount * config.class_count;
       sched->consumed.assign(rings, 0);  // new rings start at 0, as their posts
       sched->pulled.resize(rings * config.burst);
+      sched->ordered.resize(rings * config.burst);
       sched->pulled_runs.resize(rings);
       sched->applied_generation = 0;
       d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get(), n_rx + s});

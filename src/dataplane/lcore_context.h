@@ -174,8 +174,10 @@ struct SchedContext {
     EgressPort* egress;
     uint32_t start;
     uint32_t n;
+    uint32_t cls;  // the ring's class
   };
-  std::vector<rte_mbuf*> pulled;  // room for a burst from every ring
+  std::vector<rte_mbuf*> pulled;   // room for a burst from every ring
+  std::vector<rte_mbuf*> ordered;  // the same, in strict-priority order (sched_accept_pulled's pass-through)
   std::vector<PulledRun> pulled_runs;
   unsigned n_pulled_runs = 0;
   std::array<uint32_t, kPortCount> pulled_for{};  // packets the last pull took, by egress port

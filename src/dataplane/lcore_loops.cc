@@ -166,6 +166,21 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
   return 0;
 }
 
+// One iteration of a scheduler lcore after its link check and parameter sync.
+// Take from the rings (requesting the packets' mbuf lines, last written on
+// the RX lcores' CPUs), put them into the FIFOs (or, for a port with nothing
+// queued, straight out: sched_accept_pulled), then transmit. Accepting before
+// transmitting keeps what the single lcore does: a high-priority packet taken
+// now leaves ahead of a lower class's backlog, and its CE mark is decided on
+// the depth it found before anything left.
+void scheduler_iteration(DataplaneShared& shared, SchedContext& ctx) {
+  sched_pull_rings(shared, ctx);
+  const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
+  sched_accept_pulled(shared, ctx, now, true);
+  transmit_all(shared, ctx, now);
+  transmit_pulled(shared, ctx, now);
+}
+
 int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   SchedContext& ctx = *plan.sched;
   {
@@ -174,17 +189,7 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
       sched_sync_params(ctx, reader.current());
       reader.quiescent();
-      // Take from the rings (requesting the packets' mbuf lines, last
-      // written on the RX lcores' CPUs), put them into the FIFOs, then
-      // transmit. Accepting before transmitting keeps what the single
-      // lcore does: a high-priority packet taken now leaves ahead of a
-      // lower class's backlog, and its CE mark is decided on the depth it
-      // found before anything left.
-      sched_pull_rings(shared, ctx);
-      sched_accept_pulled(shared, ctx);
-      const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
-      transmit_all(shared, ctx, now);
-      transmit_pulled(shared, ctx, now);
+      scheduler_iteration(shared, ctx);
     }
   }
   drain(shared, ctx, plan.rcu_thread_id);
@@ -198,14 +203,28 @@ void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
 
 bool Dataplane::run_once() {
   Impl& d = *impl_;
-  if (d.started || d.plans.size() != 1 || d.plans[0].role != LcoreRole::kRunToCompletion) return false;
+  const bool single = d.plans.size() == 1 && d.plans[0].role == LcoreRole::kRunToCompletion;
+  const bool pair =
+      d.plans.size() == 2 && d.plans[0].role == LcoreRole::kRx && d.plans[1].role == LcoreRole::kScheduler;
+  if (d.started || (!single && !pair)) return false;
   if (!d.ensure_snapshot()) return false;
-  LcorePlan& plan = d.plans[0];
   // No lcore runs, so nothing else reads snapshots: no RCU registration.
-  // The caller takes the lcore's part in the link handshake for the pass.
+  // The caller takes each lcore's part in the link handshake for the pass.
+  const Snapshot& snap = *d.shared.snapshots->current();
+  if (pair) {
+    LcorePlan& rx = d.plans[0];
+    LcorePlan& sched = d.plans[1];
+    rx_iteration(d.shared, *rx.rx, snap, link_check(d.shared, rx.rcu_thread_id), rte_rdtsc());
+    d.shared.link->go_offline(rx.rcu_thread_id);
+    apply_links(*sched.sched, link_check(d.shared, sched.rcu_thread_id));
+    sched_sync_params(*sched.sched, snap);
+    scheduler_iteration(d.shared, *sched.sched);
+    d.shared.link->go_offline(sched.rcu_thread_id);
+    return true;
+  }
+  LcorePlan& plan = d.plans[0];
   const unsigned up = link_check(d.shared, plan.rcu_thread_id);
   apply_links(*plan.sched, up);
-  const Snapshot& snap = *d.shared.snapshots->current();
   sched_sync_params(*plan.sched, snap);
   const uint64_t now = rte_rdtsc();
   rx_iteration(d.shared, *plan.rx, snap, up, now);

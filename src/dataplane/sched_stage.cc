@@ -5,6 +5,8 @@
 
 #include <rte_prefetch.h>
 
+#include <algorithm>
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -186,7 +188,7 @@ void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
           rte_prefetch0(pulled[total + i]);
           rte_prefetch0(packet_meta(pulled[total + i]));
         }
-        ctx.pulled_runs[runs++] = {egress, total, n};
+        ctx.pulled_runs[runs++] = {egress, total, n, cls};
         total += n;
       }
     }
@@ -195,20 +197,138 @@ void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
   ctx.n_pulled_runs = runs;
 }
 
-void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx) {
-  // In the order the rings were read: a re-ranked job's packets from its old
-  // ring, read before the RX lcore switched it (RxContext::RingStick), are
-  // accepted before any from its new ring.
-  for (unsigned i = 0; i < ctx.n_pulled_runs; ++i) {
-    const SchedContext::PulledRun& run = ctx.pulled_runs[i];
-    sched_accept_burst(shared, *run.egress, *ctx.counters, ctx.pulled.data() + run.start, run.n);
+namespace {
+
+// The pass-through of sched_accept_pulled for one port's runs, [first, end)
+// of ctx.pulled_runs (classes `present`, `total` packets). Returns false, having
+// done nothing, when the FIFO path must take them.
+//
+// Why the order is the FIFO path's: with nothing queued, the FIFOs would take
+// the runs in the order pulled and strict priority would give them back class
+// by class, each class's packets in the order pulled; this copies them out in
+// exactly that order. A re-ranked job cannot be reordered by it: each RX lcore
+// keeps a job on one ring until the scheduler has consumed its packets there
+// (RxContext::RingStick), so no flow's packets are in two classes of one pull.
+// With nothing queued no job has a FIFO state to settle (settle_job_class
+// starts afresh when a job's queued count is 0).
+bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress, unsigned first, unsigned end,
+                 uint64_t present, uint32_t total, uint64_t now) {
+  if (!egress.link_up || egress.pending_count != 0 || !egress.sched.passes_through(present, total)) return false;
+  LcoreCounters& counters = *ctx.counters;
+  const SchedContext::PulledRun* runs = ctx.pulled_runs.data();
+  rte_mbuf* const* pulled = ctx.pulled.data();
+  rte_mbuf** out = ctx.ordered.data();
+  struct Segment {  // one class's packets in `out`: [previous end, end)
+    uint32_t end;
+    uint32_t cls;
+    uint64_t bytes;
+  };
+  Segment seg[64];  // classes fit a uint64_t mask
+  unsigned n_seg = 0;
+  uint32_t at = 0;
+  for (uint64_t p = present; p != 0; p &= p - 1) {
+    const unsigned c = static_cast<unsigned>(__builtin_ctzll(p));
+    const uint32_t seg_start = at;
+    uint64_t bytes = 0;
+    for (unsigned r = first; r < end; ++r) {
+      if (runs[r].cls != c) continue;
+      rte_mbuf* const* in = pulled + runs[r].start;
+      for (uint32_t i = 0; i < runs[r].n; ++i) {
+        out[at++] = in[i];
+        bytes += in[i]->pkt_len;
+      }
+    }
+    // CE on the depth each would have found on arrival: the packets of its
+    // class ahead of it in this take (the FIFO was empty).
+    const uint32_t threshold = egress.actions[c].ecn_threshold;
+    if (threshold != 0) {
+      for (uint32_t k = seg_start + threshold; k < at; ++k) packet_meta(out[k])->mark_ce = 1;
+    }
+    if (egress.rewrite_classes >> c & 1) {
+      for (uint32_t k = seg_start; k < at; ++k) rewrite_leaving(egress, counters, out[k], c);
+    }
+    seg[n_seg++] = {at, c, bytes};
+  }
+  // In bursts, as sched_transmit sends; the first the port does not take
+  // whole ends it.
+  uint32_t sent = 0;
+  while (sent < total) {
+    const unsigned n = std::min<uint32_t>(total - sent, shared.burst);
+    const unsigned took = tx_burst_counted(egress, counters, out + sent, n, now);
+    sent += took;
+    if (took < n) break;
+  }
+  // What left: through its class FIFO as far as the counters are concerned
+  // (enqueued and dequeued at once), its sojourn recorded as sched_transmit
+  // records it, one record per run of one RX burst (one timestamp).
+  const unsigned port = egress.index;
+  uint32_t start = 0;
+  for (unsigned s = 0; s < n_seg && start < sent; start = seg[s].end, ++s) {
+    const uint32_t stop = std::min(seg[s].end, sent);
+    uint64_t bytes = seg[s].bytes;
+    if (stop < seg[s].end) {
+      bytes = 0;
+      for (uint32_t k = start; k < stop; ++k) bytes += out[k]->pkt_len;
+    }
+    ClassCounters& cc = counters.cls(port, seg[s].cls);
+    cc.enqueued_packets.add(stop - start);
+    cc.enqueued_bytes.add(bytes);
+    cc.dequeued_packets.add(stop - start);
+    cc.dequeued_bytes.add(bytes);
+    LatencyHistogram& hist = counters.hist(port, seg[s].cls);
+    uint64_t soj_tsc = packet_meta(out[start])->rx_tsc;
+    uint64_t soj_count = 0;
+    for (uint32_t k = start; k < stop; ++k) {
+      const uint64_t t = packet_meta(out[k])->rx_tsc;
+      if (t != soj_tsc) {
+        hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
+        soj_tsc = t;
+        soj_count = 0;
+      }
+      ++soj_count;
+    }
+    hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
+  }
+  // What the port did not take waits in its class FIFO, ahead of anything
+  // later of that class, and leaves by the FIFO path. (Its DSCP and CE were
+  // written above; the FIFO path writes the same again, or CE where the
+  // FIFO's depth says so.)
+  start = 0;
+  for (unsigned s = 0; s < n_seg; start = seg[s].end, ++s) {
+    for (uint32_t from = std::max(start, sent); from < seg[s].end; from += shared.burst) {
+      sched_accept_burst(shared, egress, counters, out + from, std::min<uint32_t>(seg[s].end - from, shared.burst));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx, uint64_t now, bool pass_idle) {
+  // Port by port (sched_pull_rings takes each port's runs together), each
+  // port's in the order the rings were read: a re-ranked job's packets from
+  // its old ring, read before the RX lcore switched it
+  // (RxContext::RingStick), are accepted before any from its new ring.
+  const SchedContext::PulledRun* runs = ctx.pulled_runs.data();
+  for (unsigned i = 0; i < ctx.n_pulled_runs;) {
+    EgressPort& egress = *runs[i].egress;
+    unsigned end = i;
+    uint64_t present = 0;
+    for (; end < ctx.n_pulled_runs && runs[end].egress == &egress; ++end) present |= uint64_t{1} << runs[end].cls;
+    if (pass_idle && pass_pulled(shared, ctx, egress, i, end, present, ctx.pulled_for[egress.index], now)) {
+      ctx.pulled_for[egress.index] = 0;  // nothing left for transmit_pulled
+    } else {
+      for (; i < end; ++i)
+        sched_accept_burst(shared, egress, *ctx.counters, ctx.pulled.data() + runs[i].start, runs[i].n);
+    }
+    i = end;
   }
   ctx.n_pulled_runs = 0;
 }
 
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
   sched_pull_rings(shared, ctx);
-  sched_accept_pulled(shared, ctx);
+  sched_accept_pulled(shared, ctx, 0, false);
 }
 
 unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {

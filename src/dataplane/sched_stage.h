@@ -25,11 +25,15 @@ void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounte
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, const uint8_t* cls, unsigned n,
                        uint64_t present, uint64_t bytes, uint64_t rx_tsc);
 // Takes up to a burst from every RX lcore ring that has news and requests
-// the packets' mbuf lines; sched_accept_pulled then puts them into the class
-// FIFOs. In between the lcore transmits, which gives the lines, last written
-// on the RX lcore's CPU, time to arrive.
+// the packets' mbuf lines; sched_accept_pulled then takes them in.
 void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx);
-void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx);
+// Puts what sched_pull_rings took into the class FIFOs. With `pass_idle`, a
+// port whose scheduler holds nothing and would send the packets on unchanged
+// (PortScheduler::passes_through) gets them at once instead, in the order its
+// FIFOs would give them (strict priority, arrival order within a class), with
+// every counter, mark and sojourn record the FIFO path makes; what the port
+// does not take goes into the FIFOs. `now`: the loop iteration's clock.
+void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx, uint64_t now, bool pass_idle);
 // Both at once: moves every ready packet from the rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
 // Retries pending packets, then dequeues and transmits at most one burst.

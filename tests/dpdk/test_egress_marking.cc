@@ -365,20 +365,22 @@ TEST(ClassActionsTest, DscpAndCeComeFromTheClassAPacketLeavesAfterDeferredAndDon
 // --- One burst through a port whose queues are empty ---------------------------
 
 // Run to completion sends a burst that finds the port's queues empty straight
-// on (sched_cut_through) instead of through the class FIFOs. What leaves must
-// be what the FIFOs would give: strict priority between classes, arrival order
-// within each, each class's DSCP, and counters that balance (enqueued =
-// dequeued, the sojourn histogram holding every packet). The same burst is
-// then sent again behind a closed shaper, which forces the FIFO path, and
-// must leave in the same order with the same marks.
-TEST(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMarks) {
+// on (sched_cut_through) instead of through the class FIFOs; so does the
+// pipelined scheduler with what it took from the rings (sched_accept_pulled).
+// What leaves must be what the FIFOs would give: strict priority between
+// classes, arrival order within each, each class's DSCP, and counters that
+// balance (enqueued = dequeued, the sojourn histogram holding every packet).
+// The same burst is then sent again behind a closed shaper, which forces the
+// FIFO path, and must leave in the same order with the same marks.
+class CutThroughTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMarks) {
   // Three jobs in three classes (rank r -> class r + 1), a fourth port for
   // unclassified traffic (default class 7). DSCP differs per class.
-  std::string body =
-      "[lcores]\nmain = 0\ndata = [1]\n"
-      "[classes]\ncount = 8\ndepth = 64\n"
-      "[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n[classes.3]\ndscp = 30\n[classes.7]\ndscp = 46\n"
-      "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n";
+  std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" +
+                     "[classes]\ncount = 8\ndepth = 64\n"
+                     "[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n[classes.3]\ndscp = 30\n[classes.7]\ndscp = 46\n"
+                     "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n";
   const uint16_t ports[] = {2222, 2223, 2224};
   for (unsigned j = 0; j < 3; ++j)
     body += "[[jobs]]\nid = " + std::to_string(j + 1) + "\nrank = " + std::to_string(j) +
@@ -449,6 +451,12 @@ TEST(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMarks
     EXPECT_EQ(t.drop_total(), 0u);
   }
 }
+
+// "[1, 2]": Gate's pass runs the RX lcore's iteration, then the scheduler's.
+INSTANTIATE_TEST_SUITE_P(Lcores, CutThroughTest, ::testing::Values("[1]", "[1, 2]"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
+                         });
 
 }  // namespace
 }  // namespace psgate::testing
