@@ -203,14 +203,17 @@ namespace {
 // of ctx.pulled_runs (classes `present`, `total` packets). Returns false, having
 // done nothing, when the FIFO path must take them.
 //
-// Why the order is the FIFO path's: with nothing queued, the FIFOs would take
-// the runs in the order pulled and strict priority would give them back class
-// by class, each class's packets in the order pulled; this copies them out in
-// exactly that order. A re-ranked job cannot be reordered by it: each RX lcore
-// keeps a job on one ring until the scheduler has consumed its packets there
-// (RxContext::RingStick), so no flow's packets are in two classes of one pull.
-// With nothing queued no job has a FIFO state to settle (settle_job_class
-// starts afresh when a job's queued count is 0).
+// With nothing queued, the FIFOs would take the runs in the order pulled and
+// strict priority would give them back class by class, each class's packets
+// in the order pulled: this sends them in that order. One case differs, a job
+// whose class changed while the take was under way: its packets pulled from
+// the old class's ring leave there (with that class's DSCP), where the FIFO
+// path would have moved them into the new class ahead of the job's new
+// packets (settle_job_class). Either way a flow keeps its order: an RX lcore
+// moves a job to another ring only once the scheduler has taken its last
+// packet from the old one (RxContext::RingStick), and the old ring's packets
+// are either in an earlier take or, when the new class is lower, earlier in
+// this one. Different RX lcores carry different flows.
 bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress, unsigned first, unsigned end,
                  uint64_t present, uint32_t total, uint64_t now) {
   if (!egress.link_up || egress.pending_count != 0 || !egress.sched.passes_through(present, total)) return false;
@@ -244,27 +247,39 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
     if (threshold != 0) {
       for (uint32_t k = seg_start + threshold; k < at; ++k) packet_meta(out[k])->mark_ce = 1;
     }
-    if (egress.rewrite_classes >> c & 1) {
-      for (uint32_t k = seg_start; k < at; ++k) rewrite_leaving(egress, counters, out[k], c);
-    }
     seg[n_seg++] = {at, c, bytes};
   }
-  // In bursts, as sched_transmit sends; the first the port does not take
-  // whole ends it.
-  uint32_t sent = 0;
-  while (sent < total) {
-    const unsigned n = std::min<uint32_t>(total - sent, shared.burst);
-    const unsigned took = tx_burst_counted(egress, counters, out + sent, n, now);
-    sent += took;
-    if (took < n) break;
+  // In bursts, as sched_transmit dequeues and sends them. A burst the port
+  // does not take whole keeps its rest pending (retried before anything
+  // else, keep_unsent's rule), and ends the pass.
+  uint32_t done = 0;  // sent or pending: out of the FIFOs' reckoning
+  unsigned si = 0;
+  while (done < total) {
+    const unsigned n = std::min<uint32_t>(total - done, shared.burst);
+    rte_mbuf** burst = out + done;
+    if (egress.rewrite_classes) {
+      for (uint32_t k = done; k < done + n; ++k) {
+        while (k >= seg[si].end) ++si;
+        rewrite_leaving(egress, counters, out[k], seg[si].cls);
+      }
+    }
+    const unsigned took = tx_burst_counted(egress, counters, burst, n, now);
+    done += n;
+    if (took < n) {
+      std::copy(burst + took, burst + n, egress.pending.data() + took);  // where keep_unsent keeps them
+      keep_unsent(egress, counters, n, took, now);
+      break;
+    }
+    egress.stalled = false;
   }
-  // What left: through its class FIFO as far as the counters are concerned
-  // (enqueued and dequeued at once), its sojourn recorded as sched_transmit
-  // records it, one record per run of one RX burst (one timestamp).
+  // What left (or waits pending): through its class FIFO as far as the
+  // counters are concerned (enqueued and dequeued at once), its sojourn
+  // recorded as sched_transmit records it, one record per run of one RX
+  // burst (one timestamp).
   const unsigned port = egress.index;
   uint32_t start = 0;
-  for (unsigned s = 0; s < n_seg && start < sent; start = seg[s].end, ++s) {
-    const uint32_t stop = std::min(seg[s].end, sent);
+  for (unsigned s = 0; s < n_seg && start < done; start = seg[s].end, ++s) {
+    const uint32_t stop = std::min(seg[s].end, done);
     uint64_t bytes = seg[s].bytes;
     if (stop < seg[s].end) {
       bytes = 0;
@@ -289,16 +304,16 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
     }
     hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
   }
-  // What the port did not take waits in its class FIFO, ahead of anything
-  // later of that class, and leaves by the FIFO path. (Its DSCP and CE were
-  // written above; the FIFO path writes the same again, or CE where the
-  // FIFO's depth says so.)
+  // The bursts not tried wait in their class FIFOs, behind the pending rest
+  // and ahead of anything later of their class, for the FIFO path
+  // (transmit_pulled sends as many bursts as are left).
   start = 0;
   for (unsigned s = 0; s < n_seg; start = seg[s].end, ++s) {
-    for (uint32_t from = std::max(start, sent); from < seg[s].end; from += shared.burst) {
+    for (uint32_t from = std::max(start, done); from < seg[s].end; from += shared.burst) {
       sched_accept_burst(shared, egress, counters, out + from, std::min<uint32_t>(seg[s].end - from, shared.burst));
     }
   }
+  ctx.pulled_for[port] = total - done;
   return true;
 }
 
@@ -315,9 +330,7 @@ void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx, uint64_t no
     unsigned end = i;
     uint64_t present = 0;
     for (; end < ctx.n_pulled_runs && runs[end].egress == &egress; ++end) present |= uint64_t{1} << runs[end].cls;
-    if (pass_idle && pass_pulled(shared, ctx, egress, i, end, present, ctx.pulled_for[egress.index], now)) {
-      ctx.pulled_for[egress.index] = 0;  // nothing left for transmit_pulled
-    } else {
+    if (!pass_idle || !pass_pulled(shared, ctx, egress, i, end, present, ctx.pulled_for[egress.index], now)) {
       for (; i < end; ++i)
         sched_accept_burst(shared, egress, *ctx.counters, ctx.pulled.data() + runs[i].start, runs[i].n);
     }

@@ -91,4 +91,25 @@ unsigned PipelineHarness::collect(unsigned port, rte_mbuf** pkts, unsigned n) {
   return rte_ring_sc_dequeue_burst(tx_[port], reinterpret_cast<void**>(pkts), n, nullptr);
 }
 
+bool PipelineHarness::hold_tx(unsigned port, unsigned room) {
+  const unsigned free_now = rte_ring_free_count(tx_[port]);
+  if (held_[port] != 0 || rte_ring_count(tx_[port]) != 0 || room > free_now) return false;
+  for (unsigned k = 0; k < free_now - room; ++k) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+    if (m == nullptr || rte_ring_sp_enqueue(tx_[port], m) != 0) {
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    ++held_[port];
+  }
+  return true;
+}
+
+void PipelineHarness::release_tx(unsigned port) {
+  for (rte_mbuf* m; held_[port] != 0 && rte_ring_sc_dequeue(tx_[port], reinterpret_cast<void**>(&m)) == 0;) {
+    rte_pktmbuf_free(m);
+    --held_[port];
+  }
+}
+
 }  // namespace psgate::testing

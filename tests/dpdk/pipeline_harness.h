@@ -25,7 +25,8 @@ class PipelineHarness {
   // `config_body` is TOML for everything but [eal], [ports.*] and [control],
   // which the harness writes (ring ports named after a per-instance tag).
   // With `start_lcores` false the data plane is built but never started: the
-  // test drives it with dataplane().run_once() (one data lcore only), so every
+  // test drives it with dataplane().run_once() (one data lcore, or 1 RX + 1
+  // scheduler), so every
   // packet's fate is decided synchronously, between the test's own steps.
   // `control_extra` is TOML added to the [control] table (e.g. a state file).
   explicit PipelineHarness(const std::string& config_body, bool start_lcores = true,
@@ -42,6 +43,11 @@ class PipelineHarness {
   unsigned inject(unsigned port, rte_mbuf** pkts, unsigned n);
   // Packets the data plane transmitted on a port.
   unsigned collect(unsigned port, rte_mbuf** pkts, unsigned n);
+  // A port whose TX ring takes only `room` more packets (the rest of the ring
+  // holds placeholder mbufs), until release_tx takes the placeholders out
+  // again, before collect would see them.
+  bool hold_tx(unsigned port, unsigned room);
+  void release_tx(unsigned port);
 
   Dataplane& dataplane() { return *dataplane_; }
   ControlPlane& control() { return *control_; }
@@ -54,6 +60,7 @@ class PipelineHarness {
   std::string error_;
   rte_ring* rx_[2] = {};
   rte_ring* tx_[2] = {};
+  unsigned held_[2] = {};  // placeholders at the front of tx_ (hold_tx)
   rte_mempool* pool_ = nullptr;
   std::unique_ptr<Dataplane> dataplane_;
   std::unique_ptr<ControlPlane> control_;

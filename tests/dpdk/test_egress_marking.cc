@@ -67,6 +67,7 @@ class Gate {
       : h_(body, /*start_lcores=*/false), burst_(h_.ok() ? h_.dataplane().config().burst : 0) {}
   bool ok() const { return h_.ok(); }
   const std::string& error() const { return h_.error(); }
+  PipelineHarness& harness() { return h_; }
 
   // Injects the frames on the host port, at most one RX burst per pass, so
   // every frame is received (and classified, policed, queued) by the pass
@@ -138,8 +139,9 @@ headroom = "0B"
 struct EcnCase {
   const char* name;
   unsigned threshold;
-  unsigned burst;    // dataplane.burst: packets per RX pass
-  unsigned packets;  // all queued before any leaves
+  unsigned burst;              // dataplane.burst: packets per RX pass
+  unsigned packets;            // all queued before any leaves
+  const char* lcores = "[1]";  // "[1, 2]": the pipelined scheduler's pass-through (or FIFOs behind the shaper)
 };
 
 void PrintTo(const EcnCase& c, std::ostream* os) {
@@ -155,7 +157,7 @@ class EcnBoundaryTest : public ::testing::TestWithParam<EcnCase> {};
 TEST_P(EcnBoundaryTest, DepthTMarksAndDepthTMinusOneDoesNot) {
   const EcnCase& c = GetParam();
   const bool across_bursts = c.packets > c.burst;
-  std::string body = "[lcores]\nmain = 0\ndata = [1]\n";
+  std::string body = std::string("[lcores]\nmain = 0\ndata = ") + c.lcores + "\n";
   if (across_bursts) body += kShaper;
   body += "[classes]\ncount = 8\ndepth = 64\n[classes.1]\necn_threshold = " + std::to_string(c.threshold) +
           "\n[dataplane]\nburst = " + std::to_string(c.burst) +
@@ -201,8 +203,9 @@ TEST_P(EcnBoundaryTest, DepthTMarksAndDepthTMinusOneDoesNot) {
 
 INSTANTIATE_TEST_SUITE_P(Thresholds, EcnBoundaryTest,
                          ::testing::Values(EcnCase{"T1", 1, 32, 32}, EcnCase{"T8", 8, 32, 32},
-                                           EcnCase{"T31LastOfBurst", 31, 32, 32},
-                                           EcnCase{"T10AcrossBursts", 10, 4, 16}),
+                                           EcnCase{"T31LastOfBurst", 31, 32, 32}, EcnCase{"T10AcrossBursts", 10, 4, 16},
+                                           EcnCase{"T8Pipelined", 8, 32, 32, "[1, 2]"},
+                                           EcnCase{"T10AcrossBurstsPipelined", 10, 4, 16, "[1, 2]"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // --- DSCP and CE follow the class a packet leaves from ------------------------
@@ -450,6 +453,53 @@ TEST_P(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMar
     EXPECT_EQ(t.tx_total(), t.rx_total()) << "every packet sent";
     EXPECT_EQ(t.drop_total(), 0u);
   }
+}
+
+// The pipelined scheduler's pass-through when the port takes only part of
+// what it took from the rings: the rest waits pending, is sent before
+// anything else once the port has room, and everything leaves in the order
+// the FIFOs give, counted once (enqueued = dequeued = sent, one sojourn
+// sample a packet), nothing dropped.
+TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
+  std::string body =
+      "[lcores]\nmain = 0\ndata = [1, 2]\n"
+      "[classes]\ncount = 8\ndepth = 64\n[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n"
+      "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n"
+      "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
+      "[[jobs]]\nid = 2\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
+  std::vector<std::vector<uint8_t>> frames;
+  std::vector<uint16_t> sports;
+  for (unsigned i = 0; i < 32; ++i) {
+    sports.push_back(i % 3 == 0 ? 2223 : 2222);  // class 2, then two of class 1, ...
+    frames.push_back(pull_frame(sports.back(), static_cast<uint16_t>(i), kEct0));
+  }
+  std::vector<unsigned> expect(32);
+  for (unsigned i = 0; i < 32; ++i) expect[i] = i;
+  std::stable_sort(expect.begin(), expect.end(), [&](unsigned a, unsigned b) { return sports[a] < sports[b]; });
+
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  ASSERT_TRUE(g.harness().hold_tx(kWire, 5));
+  g.feed(frames);  // one RX pass, one scheduler pass: the port takes 5
+  EXPECT_EQ(g.totals().ports[kWire].tx_packets, 5u);
+  g.harness().release_tx(kWire);
+  for (int pass = 0; pass < 3; ++pass) g.pass();
+  const std::vector<Seen> out = g.sent();
+  ASSERT_EQ(out.size(), 32u);
+  for (unsigned k = 0; k < 32; ++k) {
+    EXPECT_EQ(out[k].ip_id, expect[k]) << "position " << k;
+    EXPECT_EQ(out[k].tos >> 2, out[k].sport == 2222 ? 10 : 20) << "position " << k;
+  }
+  const Totals t = g.totals(/*histograms=*/true);
+  for (unsigned c : {1u, 2u}) {
+    const ClassTotals& ct = t.cls(kWire, c);
+    EXPECT_EQ(ct.enqueued_packets, c == 1 ? 21u : 11u) << "class " << c;
+    EXPECT_EQ(ct.dequeued_packets, ct.enqueued_packets) << "class " << c;
+    EXPECT_EQ(ct.dscp_remarked, ct.dequeued_packets) << "class " << c << ": rewritten once each";
+    EXPECT_EQ(ct.sojourn.count(), ct.dequeued_packets) << "class " << c;
+  }
+  EXPECT_EQ(t.tx_total(), 32u);
+  EXPECT_EQ(t.drop_total(), 0u);
 }
 
 // "[1, 2]": Gate's pass runs the RX lcore's iteration, then the scheduler's.
