@@ -2,6 +2,9 @@
 // libFuzzer target: the whole per-packet path, RX guard -> parse -> classify
 // -> class queue -> schedule -> DSCP/CE rewrite -> TX, on the real data plane
 // over ring-backed ports, one synchronous pass at a time (Dataplane::run_once).
+// The input's first byte picks the data plane: one lcore (run to completion,
+// its cut-through) or 1 RX + 1 scheduler lcore (the rings' hand-off, the
+// scheduler's pass-through), each passing in turn.
 //
 // Each input describes a burst of up to 32 packets: for each, a frame (raw
 // bytes, or a job's IPv4/IPv6/VLAN headers followed by raw bytes), any length
@@ -53,23 +56,18 @@ struct World {
   rte_mempool* pool = nullptr;
   std::unique_ptr<Dataplane> dataplane;
 };
-World* g_world = nullptr;
+World* g_worlds[2] = {};  // [0]: data = [1]; [1]: data = [1, 2]
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "invariant broken: %s\n", what.c_str());
   std::abort();
 }
 
-void set_up() {
-  const std::string prefix = "--file-prefix=psgate-fuzz-" + std::to_string(getpid());
-  const char* argv[] = {"fuzz_packet_path", "--no-huge",      "-m",          "512", "--no-pci", "--lcores=0@0,1@0",
-                        "--log-level=1",    "--no-telemetry", prefix.c_str()};
-  if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
-    fail("rte_eal_init failed");
+World* make_world(unsigned mode) {
   auto* w = new World;
   std::string devices[2];
   for (unsigned p = 0; p < 2; ++p) {
-    const std::string base = p == 0 ? "fz_wire" : "fz_host";
+    const std::string base = std::string(p == 0 ? "fz_wire" : "fz_host") + std::to_string(mode);
     w->rx[p] = rte_ring_create((base + "_rx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
     w->tx[p] = rte_ring_create((base + "_tx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
     const int port = rte_eth_from_rings(("net_ring_" + base).c_str(), &w->rx[p], 1, &w->tx[p], 1, SOCKET_ID_ANY);
@@ -79,7 +77,8 @@ void set_up() {
   }
   // The frames the fuzzer builds come from a pool of ordinary 2 KB mbufs, so
   // every frame above 2 KB is a chain, as from a scatter-RX device.
-  w->pool = rte_pktmbuf_pool_create("fz_frames", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  w->pool = rte_pktmbuf_pool_create(("fz_frames" + std::to_string(mode)).c_str(), 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                    SOCKET_ID_ANY);
   if (!w->pool) fail("frame pool");
   const std::string toml =
       "[eal]\nargs = []\n"
@@ -89,7 +88,9 @@ void set_up() {
       "[ports.host]\ndevice = \"" +
       devices[1] + "\"\nmtu = " + std::to_string(kMtu) +
       "\n"
-      "[lcores]\nmain = 0\ndata = [1]\n"
+      "[lcores]\nmain = 0\ndata = " +
+      std::string(mode == 0 ? "[1]" : "[1, 2]") +
+      "\n"
       "[dataplane]\nmbufs = 4095\n"
       "[stats]\ninterval = \"0s\"\n"
       "[classes]\ncount = 4\ndefault = 3\ndepth = 1024\n"
@@ -105,7 +106,16 @@ void set_up() {
   auto dp = Dataplane::create(*config);
   if (!dp.ok()) fail(dp.error());
   w->dataplane = std::move(*dp);
-  g_world = w;
+  return w;
+}
+
+void set_up() {
+  const std::string prefix = "--file-prefix=psgate-fuzz-" + std::to_string(getpid());
+  const char* argv[] = {"fuzz_packet_path", "--no-huge",      "-m",          "768", "--no-pci", "--lcores=0@0,1@0,2@0",
+                        "--log-level=1",    "--no-telemetry", prefix.c_str()};
+  if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
+    fail("rte_eal_init failed");
+  for (unsigned mode = 0; mode < 2; ++mode) g_worlds[mode] = make_world(mode);
 }
 
 // Frame headers the fuzzer may start a frame with, so that deep paths
@@ -204,9 +214,9 @@ bool ipv4_checksum_valid(const std::vector<uint8_t>& f) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (g_world == nullptr) set_up();
-  World& w = *g_world;
+  if (g_worlds[0] == nullptr) set_up();
   FuzzedDataProvider in(data, size);
+  World& w = *g_worlds[in.ConsumeIntegralInRange<unsigned>(0, 1)];
   const unsigned avail_before = rte_mempool_avail_count(w.pool);
   const Totals before = w.dataplane->read_totals(false);
 
