@@ -34,10 +34,10 @@ class Dataplane {
   // Instead of start(): one pass of the run-to-completion loop on the calling
   // thread (receive a burst on each port, schedule, transmit), for in-process
   // tests and the packet-path fuzzer, which need every packet's fate
-  // synchronously. With two data lcores (1 RX + 1 scheduler), one pass of
-  // each in turn: the RX lcore's hand-off to the rings, then the scheduler's
-  // take from them. Returns false (and does nothing) with any other lcore
-  // plan, or once the data plane was started.
+  // synchronously. Pipelined (two data lcores or more), one pass of each
+  // lcore's loop in turn: every RX lcore's hand-off to the rings, then every
+  // scheduler's take from them. Returns false (and does nothing) once the
+  // data plane was started.
   bool run_once();
   // Stop receiving; lcores drain their queues until empty or until the drain
   // timeout, then exit. Blocks until every data lcore returned.

@@ -203,23 +203,26 @@ void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
 
 bool Dataplane::run_once() {
   Impl& d = *impl_;
-  const bool single = d.plans.size() == 1 && d.plans[0].role == LcoreRole::kRunToCompletion;
-  const bool pair =
-      d.plans.size() == 2 && d.plans[0].role == LcoreRole::kRx && d.plans[1].role == LcoreRole::kScheduler;
-  if (d.started || (!single && !pair)) return false;
-  if (!d.ensure_snapshot()) return false;
+  if (d.started || d.plans.empty() || !d.ensure_snapshot()) return false;
+  const bool single = d.plans[0].role == LcoreRole::kRunToCompletion;  // else RX and scheduler plans
   // No lcore runs, so nothing else reads snapshots: no RCU registration.
   // The caller takes each lcore's part in the link handshake for the pass.
   const Snapshot& snap = *d.shared.snapshots->current();
-  if (pair) {
-    LcorePlan& rx = d.plans[0];
-    LcorePlan& sched = d.plans[1];
-    rx_iteration(d.shared, *rx.rx, snap, link_check(d.shared, rx.rcu_thread_id), rte_rdtsc());
-    d.shared.link->go_offline(rx.rcu_thread_id);
-    apply_links(*sched.sched, link_check(d.shared, sched.rcu_thread_id));
-    sched_sync_params(*sched.sched, snap);
-    scheduler_iteration(d.shared, *sched.sched);
-    d.shared.link->go_offline(sched.rcu_thread_id);
+  if (!single) {
+    // Every RX lcore's iteration, then every scheduler's: what the RX lcores
+    // handed off this pass is taken in the same pass.
+    for (LcorePlan& p : d.plans) {
+      if (p.role != LcoreRole::kRx) continue;
+      rx_iteration(d.shared, *p.rx, snap, link_check(d.shared, p.rcu_thread_id), rte_rdtsc());
+      d.shared.link->go_offline(p.rcu_thread_id);
+    }
+    for (LcorePlan& p : d.plans) {
+      if (p.role != LcoreRole::kScheduler) continue;
+      apply_links(*p.sched, link_check(d.shared, p.rcu_thread_id));
+      sched_sync_params(*p.sched, snap);
+      scheduler_iteration(d.shared, *p.sched);
+      d.shared.link->go_offline(p.rcu_thread_id);
+    }
     return true;
   }
   LcorePlan& plan = d.plans[0];

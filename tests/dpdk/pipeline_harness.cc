@@ -3,22 +3,36 @@
 
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 namespace psgate::testing {
 
-PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, const std::string& control_extra) {
+PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, const std::string& control_extra,
+                                 unsigned rx_queues)
+    : rx_queues_(rx_queues) {
+  if (rx_queues_ < 1 || rx_queues_ > kMaxRxQueues) {
+    error_ = "rx_queues out of range";
+    return;
+  }
   static std::atomic<unsigned> instances{0};
   const std::string tag = "h" + std::to_string(instances.fetch_add(1));
   std::string devices[2];
   for (unsigned p = 0; p < 2; ++p) {
     const std::string base = tag + (p == 0 ? "wire" : "host");
-    rx_[p] = rte_ring_create((base + "_rx").c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    for (unsigned q = 0; q < rx_queues_; ++q) {
+      rx_[p][q] = rte_ring_create((base + "_rx" + std::to_string(q)).c_str(), 4096, SOCKET_ID_ANY,
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (!rx_[p][q]) {
+        error_ = "cannot create test rings";
+        return;
+      }
+    }
     tx_[p] = rte_ring_create((base + "_tx").c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    if (!rx_[p] || !tx_[p]) {
+    if (!tx_[p]) {
       error_ = "cannot create test rings";
       return;
     }
-    const int port = rte_eth_from_rings(("net_ring_" + base).c_str(), &rx_[p], 1, &tx_[p], 1, SOCKET_ID_ANY);
+    const int port = rte_eth_from_rings(("net_ring_" + base).c_str(), rx_[p], rx_queues_, &tx_[p], 1, SOCKET_ID_ANY);
     char name[RTE_ETH_NAME_MAX_LEN];
     if (port < 0 || rte_eth_dev_get_name_by_port(static_cast<uint16_t>(port), name) != 0) {
       error_ = "rte_eth_from_rings failed for " + base;
@@ -62,7 +76,9 @@ PipelineHarness::~PipelineHarness() {
   stop();
   control_.reset();
   dataplane_.reset();  // closes the ring ports
-  for (rte_ring* r : {rx_[0], rx_[1], tx_[0], tx_[1]}) {
+  std::vector<rte_ring*> rings = {tx_[0], tx_[1]};
+  for (unsigned p = 0; p < 2; ++p) rings.insert(rings.end(), rx_[p], rx_[p] + kMaxRxQueues);
+  for (rte_ring* r : rings) {
     if (!r) continue;
     rte_mbuf* m;
     while (rte_ring_dequeue(r, reinterpret_cast<void**>(&m)) == 0) rte_pktmbuf_free(m);
@@ -83,8 +99,9 @@ rte_mbuf* PipelineHarness::mbuf_of(const std::vector<uint8_t>& frame) {
   return m;
 }
 
-unsigned PipelineHarness::inject(unsigned port, rte_mbuf** pkts, unsigned n) {
-  return rte_ring_sp_enqueue_burst(rx_[port], reinterpret_cast<void* const*>(pkts), n, nullptr);
+unsigned PipelineHarness::inject(unsigned port, rte_mbuf** pkts, unsigned n, unsigned queue) {
+  if (queue >= rx_queues_) return 0;
+  return rte_ring_sp_enqueue_burst(rx_[port][queue], reinterpret_cast<void* const*>(pkts), n, nullptr);
 }
 
 unsigned PipelineHarness::collect(unsigned port, rte_mbuf** pkts, unsigned n) {

@@ -25,12 +25,14 @@ class PipelineHarness {
   // `config_body` is TOML for everything but [eal], [ports.*] and [control],
   // which the harness writes (ring ports named after a per-instance tag).
   // With `start_lcores` false the data plane is built but never started: the
-  // test drives it with dataplane().run_once() (one data lcore, or 1 RX + 1
-  // scheduler), so every
+  // test drives it with dataplane().run_once() (every lcore's loop once, in
+  // turn), so every
   // packet's fate is decided synchronously, between the test's own steps.
   // `control_extra` is TOML added to the [control] table (e.g. a state file).
+  // `rx_queues`: RX queues per port (one per RX lcore the data lcores give:
+  // n - 2 from 3 data lcores), each its own ring (inject's `queue`).
   explicit PipelineHarness(const std::string& config_body, bool start_lcores = true,
-                           const std::string& control_extra = "");
+                           const std::string& control_extra = "", unsigned rx_queues = 1);
   ~PipelineHarness();
 
   bool ok() const { return error_.empty(); }
@@ -39,8 +41,8 @@ class PipelineHarness {
   // One mbuf from the harness's pool holding `frame` in a single segment, or
   // null when the pool is empty or the frame does not fit one segment.
   rte_mbuf* mbuf_of(const std::vector<uint8_t>& frame);
-  // Packets into a port's RX (as if they arrived from the wire or the host).
-  unsigned inject(unsigned port, rte_mbuf** pkts, unsigned n);
+  // Packets into a port's RX queue (as if they arrived from the wire or the host).
+  unsigned inject(unsigned port, rte_mbuf** pkts, unsigned n, unsigned queue = 0);
   // Packets the data plane transmitted on a port.
   unsigned collect(unsigned port, rte_mbuf** pkts, unsigned n);
   // A port whose TX ring takes only `room` more packets (the rest of the ring
@@ -58,7 +60,9 @@ class PipelineHarness {
 
  private:
   std::string error_;
-  rte_ring* rx_[2] = {};
+  static constexpr unsigned kMaxRxQueues = 4;
+  rte_ring* rx_[2][kMaxRxQueues] = {};
+  unsigned rx_queues_ = 1;
   rte_ring* tx_[2] = {};
   unsigned held_[2] = {};  // placeholders at the front of tx_ (hold_tx)
   rte_mempool* pool_ = nullptr;
