@@ -69,6 +69,25 @@ void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsign
   if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
 }
 
+// Packets of class `c` that pass through its empty FIFO at once (the
+// cut-throughs): counted in and out, so enqueued - dequeued stays the depth.
+inline void count_through_fifo(LcoreCounters& counters, unsigned port, unsigned c, uint64_t packets, uint64_t bytes) {
+  ClassCounters& cc = counters.cls(port, c);
+  cc.enqueued_packets.add(packets);
+  cc.enqueued_bytes.add(bytes);
+  cc.dequeued_packets.add(packets);
+  cc.dequeued_bytes.add(bytes);
+}
+
+// CE on a run of class `c` arriving at its empty FIFO, decided on the depth
+// each would have found: the packets of the run ahead of it.
+inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const* run, unsigned count) {
+  const uint32_t threshold = egress.actions[c].ecn_threshold;
+  if (threshold != 0) {
+    for (unsigned k = threshold; k < count; ++k) packet_meta(run[k])->mark_ce = 1;
+  }
+}
+
 }  // namespace
 
 // A job's packets all sit in one class. When a packet arrives for another
@@ -241,12 +260,7 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
         bytes += in[i]->pkt_len;
       }
     }
-    // CE on the depth each would have found on arrival: the packets of its
-    // class ahead of it in this take (the FIFO was empty).
-    const uint32_t threshold = egress.actions[c].ecn_threshold;
-    if (threshold != 0) {
-      for (uint32_t k = seg_start + threshold; k < at; ++k) packet_meta(out[k])->mark_ce = 1;
-    }
+    mark_ce_in_run(egress, c, out + seg_start, at - seg_start);  // the class's packets of this take
     seg[n_seg++] = {at, c, bytes};
   }
   // In bursts, as sched_transmit dequeues and sends them. A burst the port
@@ -285,11 +299,7 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
       bytes = 0;
       for (uint32_t k = start; k < stop; ++k) bytes += out[k]->pkt_len;
     }
-    ClassCounters& cc = counters.cls(port, seg[s].cls);
-    cc.enqueued_packets.add(stop - start);
-    cc.enqueued_bytes.add(bytes);
-    cc.dequeued_packets.add(stop - start);
-    cc.dequeued_bytes.add(bytes);
+    count_through_fifo(counters, port, seg[s].cls, stop - start, bytes);
     LatencyHistogram& hist = counters.hist(port, seg[s].cls);
     uint64_t soj_tsc = packet_meta(out[start])->rx_tsc;
     uint64_t soj_count = 0;
@@ -437,16 +447,9 @@ inline uint64_t positions_of_class(const uint8_t* cls, unsigned n, unsigned c) {
 // the packets of the run ahead of it.
 inline void pass_through_class(EgressPort& egress, LcoreCounters& counters, unsigned c, rte_mbuf* const* run,
                                unsigned count, uint64_t bytes) {
-  ClassCounters& cc = counters.cls(egress.index, c);
-  cc.enqueued_packets.add(count);
-  cc.enqueued_bytes.add(bytes);
-  cc.dequeued_packets.add(count);
-  cc.dequeued_bytes.add(bytes);
+  count_through_fifo(counters, egress.index, c, count, bytes);
   counters.hist(egress.index, c).record(0, count);
-  const uint32_t threshold = egress.actions[c].ecn_threshold;
-  if (threshold != 0) {
-    for (unsigned k = threshold; k < count; ++k) packet_meta(run[k])->mark_ce = 1;
-  }
+  mark_ce_in_run(egress, c, run, count);
 }
 
 bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, const uint8_t* cls, unsigned n,

@@ -31,8 +31,9 @@ void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx);
 // port whose scheduler holds nothing and would send the packets on unchanged
 // (PortScheduler::passes_through) gets them at once instead, in the order its
 // FIFOs would give them (strict priority, arrival order within a class), with
-// every counter, mark and sojourn record the FIFO path makes; what the port
-// does not take goes into the FIFOs. `now`: the loop iteration's clock.
+// every counter, mark and sojourn record the FIFO path makes; the rest of a
+// burst the port takes only in part waits pending, and the bursts not yet
+// tried go into the FIFOs. `now`: the loop iteration's clock.
 void sched_accept_pulled(DataplaneShared& shared, SchedContext& ctx, uint64_t now, bool pass_idle);
 // Both at once: moves every ready packet from the rings into the class FIFOs.
 void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx);
