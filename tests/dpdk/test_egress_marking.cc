@@ -470,18 +470,52 @@ TEST_P(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMar
   }
 }
 
+// Two jobs for the pass-through tests: sport 2222 at rank 0 (class 1, DSCP
+// 10), sport 2223 at rank 1 (class 2, DSCP 20).
+std::string two_jobs_body(const char* lcores, unsigned burst) {
+  return std::string("[lcores]\nmain = 0\ndata = ") + lcores + "\n" +
+         "[classes]\ncount = 8\ndepth = 64\n[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n"
+         "[dataplane]\nburst = " +
+         std::to_string(burst) +
+         "\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n"
+         "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
+         "[[jobs]]\nid = 2\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
+}
+
+// After a pass in which the wire port had room for `room` packets: gives it
+// room again, passes until the rest left, and checks that everything left in
+// `order` (IP ids) with its class's DSCP, classes 1 and 2 counted through
+// their FIFOs once a packet (enqueued = dequeued = rewritten = sojourn
+// samples = in_class[c - 1]), every packet sent, none dropped.
+void expect_rest_follows_in_order(Gate& g, unsigned room, const std::vector<unsigned>& order,
+                                  const unsigned (&in_class)[2]) {
+  EXPECT_EQ(g.totals().ports[kWire].tx_packets, room);
+  g.harness().release_tx(kWire);
+  for (int pass = 0; pass < 3; ++pass) g.pass();
+  const std::vector<Seen> out = g.sent();
+  ASSERT_EQ(out.size(), order.size());
+  for (unsigned k = 0; k < out.size(); ++k) {
+    EXPECT_EQ(out[k].ip_id, order[k]) << "position " << k;
+    EXPECT_EQ(out[k].tos >> 2, out[k].sport == 2222 ? 10 : 20) << "position " << k;
+  }
+  const Totals t = g.totals(/*histograms=*/true);
+  for (unsigned c : {1u, 2u}) {
+    const ClassTotals& ct = t.cls(kWire, c);
+    EXPECT_EQ(ct.enqueued_packets, in_class[c - 1]) << "class " << c;
+    EXPECT_EQ(ct.dequeued_packets, in_class[c - 1]) << "class " << c;
+    EXPECT_EQ(ct.dscp_remarked, in_class[c - 1]) << "class " << c << ": rewritten once each";
+    EXPECT_EQ(ct.sojourn.count(), in_class[c - 1]) << "class " << c;
+  }
+  EXPECT_EQ(t.tx_total(), order.size());
+  EXPECT_EQ(t.drop_total(), 0u);
+}
+
 // The pipelined scheduler's pass-through when the port takes only part of
 // what it took from the rings: the rest waits pending, is sent before
 // anything else once the port has room, and everything leaves in the order
 // the FIFOs give, counted once (enqueued = dequeued = sent, one sojourn
 // sample a packet), nothing dropped.
 TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
-  std::string body =
-      "[lcores]\nmain = 0\ndata = [1, 2]\n"
-      "[classes]\ncount = 8\ndepth = 64\n[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n"
-      "[dataplane]\nburst = 32\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n"
-      "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
-      "[[jobs]]\nid = 2\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
   std::vector<std::vector<uint8_t>> frames;
   std::vector<uint16_t> sports;
   for (unsigned i = 0; i < 32; ++i) {
@@ -492,29 +526,11 @@ TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
   for (unsigned i = 0; i < 32; ++i) expect[i] = i;
   std::stable_sort(expect.begin(), expect.end(), [&](unsigned a, unsigned b) { return sports[a] < sports[b]; });
 
-  Gate g(body);
+  Gate g(two_jobs_body("[1, 2]", 32));
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_TRUE(g.harness().hold_tx(kWire, 5));
   g.feed(frames);  // one RX pass, one scheduler pass: the port takes 5
-  EXPECT_EQ(g.totals().ports[kWire].tx_packets, 5u);
-  g.harness().release_tx(kWire);
-  for (int pass = 0; pass < 3; ++pass) g.pass();
-  const std::vector<Seen> out = g.sent();
-  ASSERT_EQ(out.size(), 32u);
-  for (unsigned k = 0; k < 32; ++k) {
-    EXPECT_EQ(out[k].ip_id, expect[k]) << "position " << k;
-    EXPECT_EQ(out[k].tos >> 2, out[k].sport == 2222 ? 10 : 20) << "position " << k;
-  }
-  const Totals t = g.totals(/*histograms=*/true);
-  for (unsigned c : {1u, 2u}) {
-    const ClassTotals& ct = t.cls(kWire, c);
-    EXPECT_EQ(ct.enqueued_packets, c == 1 ? 21u : 11u) << "class " << c;
-    EXPECT_EQ(ct.dequeued_packets, ct.enqueued_packets) << "class " << c;
-    EXPECT_EQ(ct.dscp_remarked, ct.dequeued_packets) << "class " << c << ": rewritten once each";
-    EXPECT_EQ(ct.sojourn.count(), ct.dequeued_packets) << "class " << c;
-  }
-  EXPECT_EQ(t.tx_total(), 32u);
-  EXPECT_EQ(t.drop_total(), 0u);
+  expect_rest_follows_in_order(g, 5, expect, {21, 11});
 }
 
 // Two RX lcores feeding the wire port's scheduler: one take holds both RX
@@ -523,13 +539,7 @@ TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
 // FIFO, and all leave in the order the FIFOs give (class 1 from RX lcore 0,
 // then from RX lcore 1, then class 2 likewise), counted once, none dropped.
 TEST(PassThroughTest, ATakeFromTwoRxLcoresLeavesInFifoOrderWhenThePortTakesPart) {
-  std::string body =
-      "[lcores]\nmain = 0\ndata = [1, 2, 3, 4]\n"
-      "[classes]\ncount = 8\ndepth = 64\n[classes.1]\ndscp = 10\n[classes.2]\ndscp = 20\n"
-      "[dataplane]\nburst = 8\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n"
-      "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
-      "[[jobs]]\nid = 2\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
-  Gate g(body, /*rx_queues=*/2);
+  Gate g(two_jobs_body("[1, 2, 3, 4]", 8), /*rx_queues=*/2);
   ASSERT_TRUE(g.ok()) << g.error();
   std::vector<std::vector<std::vector<uint8_t>>> frames(2);
   std::vector<unsigned> expect[2];  // ip ids by class, in the order they must leave
@@ -543,27 +553,9 @@ TEST(PassThroughTest, ATakeFromTwoRxLcoresLeavesInFifoOrderWhenThePortTakesPart)
   }
   ASSERT_TRUE(g.harness().hold_tx(kWire, 3));
   g.feed_queues(frames);
-  EXPECT_EQ(g.totals().ports[kWire].tx_packets, 3u);
-  g.harness().release_tx(kWire);
-  for (int pass = 0; pass < 3; ++pass) g.pass();
-  const std::vector<Seen> out = g.sent();
-  ASSERT_EQ(out.size(), 16u);
   std::vector<unsigned> order = expect[0];
   order.insert(order.end(), expect[1].begin(), expect[1].end());
-  for (unsigned k = 0; k < 16; ++k) {
-    EXPECT_EQ(out[k].ip_id, order[k]) << "position " << k;
-    EXPECT_EQ(out[k].tos >> 2, out[k].sport == 2222 ? 10 : 20) << "position " << k;
-  }
-  const Totals t = g.totals(/*histograms=*/true);
-  for (unsigned c : {1u, 2u}) {
-    const ClassTotals& ct = t.cls(kWire, c);
-    EXPECT_EQ(ct.enqueued_packets, 8u) << "class " << c;
-    EXPECT_EQ(ct.dequeued_packets, 8u) << "class " << c;
-    EXPECT_EQ(ct.dscp_remarked, 8u) << "class " << c << ": rewritten once each";
-    EXPECT_EQ(ct.sojourn.count(), 8u) << "class " << c;
-  }
-  EXPECT_EQ(t.tx_total(), 16u);
-  EXPECT_EQ(t.drop_total(), 0u);
+  expect_rest_follows_in_order(g, 3, order, {8, 8});
 }
 
 // "[1, 2]": Gate's pass runs the RX lcore's iteration, then the scheduler's.
