@@ -577,6 +577,20 @@ def psgate_rx_queues(data_lcores):
     return 1 if data_lcores <= 2 else data_lcores - 2
 
 
+def parse_cores(text, avail, option="--cores"):
+    """`option` LIST -> data-lcore counts, sorted, each once; empty: 1..min(CPUs, 8).
+    Raises ValueError naming the option."""
+    if not text:
+        return list(range(1, min(len(avail), 8) + 1))
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{option} {text!r}: expected a list of counts such as 1,2,4,8")
+    if not counts or min(counts) < 1:
+        raise ValueError(f"{option} {text!r}: counts must be 1 or more")
+    return sorted(set(counts))
+
+
 def scaling_cpus(k, avail):
     """(main CPU, data CPUs) for k data lcores on the CPUs this process may run on, or None
     when there are fewer than k. With a CPU to spare the main lcore (it sleeps) gets its own;
