@@ -379,7 +379,10 @@ void ControlServer::run() {
         // Hung up both ways: no reply can reach it, but the requests it sent
         // before closing are still taken (a script that sends and closes),
         // over as many rounds as the cap needs; their replies are dropped.
-        const bool hung_up = (events[i].events & EPOLLHUP) != 0 || c.peer_gone;
+        // An error is a hang-up too: a peer that closes with replies unread
+        // in its socket is reported as one (ECONNRESET), and recv still
+        // returns what it sent before the error.
+        const bool hung_up = (events[i].events & (EPOLLHUP | EPOLLERR)) != 0 || c.peer_gone;
         if (hung_up) {
           drop_out(c);
           c.waiting = false;
@@ -437,8 +440,9 @@ void ControlServer::run() {
             break;
           }
         }
-        // An error, or hung up with nothing left to take: done.
-        if ((events[i].events & EPOLLERR) || (hung_up && !capped)) alive = false;
+        // Hung up (or an error) with nothing left to take: done. Capped, the
+        // rest is taken next round: epoll reports the hang-up again.
+        if (hung_up && !capped) alive = false;
         if (!alive || !flush(fd, c)) close_conn(fd);
       }
     }

@@ -9,6 +9,7 @@
 // never read, disconnected; nobody else waits for them.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -47,6 +48,7 @@ constexpr uint32_t kFirstJob = 100;  // client t owns job kFirstJob + t
 constexpr size_t kPauseReadingBytes = 256 * 1024;
 constexpr auto kStalledReader = std::chrono::seconds(5);
 constexpr size_t kRepliesBudgetBytes = 16u << 20;
+constexpr unsigned kMaxPiecesPerWakeup = 64;
 
 std::string config(const DaemonFixture& fx) {
   const std::string prefix = "psgate-mc-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
@@ -724,6 +726,58 @@ TEST_F(ManyClientsTest, RequestsSentBeforeAHangUpAreAppliedHoweverLargeTheirRepl
     if (!added) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(added) << "the request after " << (2 * kPauseReadingBytes) / reply_size << " large replies was lost";
+}
+
+// A client that closes with replies it never read still in its socket: the
+// kernel then reports the close to the daemon as an error (ECONNRESET,
+// EPOLLERR) and a send to it fails (EPIPE), not as a plain hang-up. Its
+// requests still waiting in the daemon's socket, more than one round's 64,
+// are all applied all the same. Before, the error closed the connection
+// after the first 64 of them.
+TEST_F(ManyClientsTest, RequestsSentBeforeAResetAreAllApplied) {
+  const size_t reply_size = add_big_jobs();
+  std::string lines;
+  // Replies enough to fill the client's socket and pause the daemon's reading,
+  // so the requests behind them wait in the daemon's socket when it closes.
+  while (lines.size() / 19 * reply_size < kPauseReadingBytes + 512 * 1024) lines += "{\"cmd\": \"config\"}\n";
+  // Then more requests than one round takes, the last of them the ones checked.
+  for (int i = 0; i < 2 * static_cast<int>(kMaxPiecesPerWakeup); ++i) lines += "{\"cmd\": \"health\"}\n";
+  constexpr uint32_t kAdded = 60;  // within max_jobs beside add_big_jobs' 60
+  for (uint32_t id = 800; id < 800 + kAdded; ++id)
+    lines +=
+        json{{"cmd", "jobs.add"}, {"job", id}, {"match", {"dst=10.9.0." + std::to_string(id - 799) + "/32"}}}.dump() +
+        "\n";
+  const size_t jobs_before = call(R"({"cmd": "jobs.list"})")["result"]["jobs"].size();
+  {
+    Conn c(sock());
+    ASSERT_TRUE(c.ok());
+    // Non-blocking, as much as the daemon takes: it stops reading at its pause.
+    size_t sent = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    int unread = 0;
+    while (Clock::now() < deadline) {
+      if (sent < lines.size()) {
+        const ssize_t n = send(c.fd(), lines.data() + sent, lines.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) sent += static_cast<size_t>(n);
+      }
+      ASSERT_EQ(ioctl(c.fd(), FIONREAD, &unread), 0);
+      // Replies waiting unread here and all requests in the sockets: the close
+      // is a reset, with requests left for the daemon to take.
+      if (sent == lines.size() && unread > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(sent, lines.size()) << "the daemon stopped taking requests";
+    ASSERT_GT(unread, 0) << "no reply reached the client";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the daemon at its pause
+  }                                                               // closed with replies unread
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  size_t jobs = 0;
+  while (Clock::now() < deadline) {
+    jobs = call(R"({"cmd": "jobs.list"})")["result"]["jobs"].size();
+    if (jobs == jobs_before + kAdded) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(jobs, jobs_before + kAdded) << "every jobs.add sent before the reset is applied";
 }
 
 // The daemon out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
