@@ -243,7 +243,6 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
   struct Segment {  // one class's packets in `out`: [previous end, end)
     uint32_t end;
     uint32_t cls;
-    uint64_t bytes;
   };
   Segment seg[64];  // classes fit a uint64_t mask
   unsigned n_seg = 0;
@@ -251,32 +250,57 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
   for (uint64_t p = present; p != 0; p &= p - 1) {
     const unsigned c = static_cast<unsigned>(__builtin_ctzll(p));
     const uint32_t seg_start = at;
-    uint64_t bytes = 0;
     for (unsigned r = first; r < end; ++r) {
       if (runs[r].cls != c) continue;
       rte_mbuf* const* in = pulled + runs[r].start;
-      for (uint32_t i = 0; i < runs[r].n; ++i) {
-        out[at++] = in[i];
-        bytes += in[i]->pkt_len;
-      }
+      for (uint32_t i = 0; i < runs[r].n; ++i) out[at++] = in[i];
     }
     mark_ce_in_run(egress, c, out + seg_start, at - seg_start);  // the class's packets of this take
-    seg[n_seg++] = {at, c, bytes};
+    seg[n_seg++] = {at, c};
   }
+  // Packets [from, to) of `out` leave (or wait pending): through their class
+  // FIFO as far as the counters are concerned (enqueued and dequeued at
+  // once), their sojourn recorded as sched_transmit records it (one record
+  // per run of one RX burst: one timestamp), DSCP and CE written. Done
+  // before the port is handed them, never after: a driver may free a sent
+  // mbuf at once, and keep_unsent may drop the rest (tx.cc reads first too).
+  const unsigned port = egress.index;
+  unsigned si = 0;  // the segment of `from`
+  auto leave = [&](uint32_t from, uint32_t to) {
+    while (from < to) {
+      while (from >= seg[si].end) ++si;
+      const unsigned c = seg[si].cls;
+      const uint32_t stop = std::min(seg[si].end, to);
+      LatencyHistogram& hist = counters.hist(port, c);
+      uint64_t bytes = 0;
+      uint64_t soj_tsc = packet_meta(out[from])->rx_tsc;
+      uint64_t soj_count = 0;
+      for (uint32_t k = from; k < stop; ++k) {
+        bytes += out[k]->pkt_len;
+        const uint64_t t = packet_meta(out[k])->rx_tsc;
+        if (t != soj_tsc) {
+          hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
+          soj_tsc = t;
+          soj_count = 0;
+        }
+        ++soj_count;
+      }
+      hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
+      count_through_fifo(counters, port, c, stop - from, bytes);
+      if (egress.rewrite_classes >> c & 1) {
+        for (uint32_t k = from; k < stop; ++k) rewrite_leaving(egress, counters, out[k], c);
+      }
+      from = stop;
+    }
+  };
   // In bursts, as sched_transmit dequeues and sends them. A burst the port
   // does not take whole keeps its rest pending (retried before anything
   // else, keep_unsent's rule), and ends the pass.
   uint32_t done = 0;  // sent or pending: out of the FIFOs' reckoning
-  unsigned si = 0;
   while (done < total) {
     const unsigned n = std::min<uint32_t>(total - done, shared.burst);
     rte_mbuf** burst = out + done;
-    if (egress.rewrite_classes) {
-      for (uint32_t k = done; k < done + n; ++k) {
-        while (k >= seg[si].end) ++si;
-        rewrite_leaving(egress, counters, out[k], seg[si].cls);
-      }
-    }
+    leave(done, done + n);
     const unsigned took = tx_burst_counted(egress, counters, burst, n, now);
     done += n;
     if (took < n) {
@@ -286,38 +310,10 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
     }
     egress.stalled = false;
   }
-  // What left (or waits pending): through its class FIFO as far as the
-  // counters are concerned (enqueued and dequeued at once), its sojourn
-  // recorded as sched_transmit records it, one record per run of one RX
-  // burst (one timestamp).
-  const unsigned port = egress.index;
-  uint32_t start = 0;
-  for (unsigned s = 0; s < n_seg && start < done; start = seg[s].end, ++s) {
-    const uint32_t stop = std::min(seg[s].end, done);
-    uint64_t bytes = seg[s].bytes;
-    if (stop < seg[s].end) {
-      bytes = 0;
-      for (uint32_t k = start; k < stop; ++k) bytes += out[k]->pkt_len;
-    }
-    count_through_fifo(counters, port, seg[s].cls, stop - start, bytes);
-    LatencyHistogram& hist = counters.hist(port, seg[s].cls);
-    uint64_t soj_tsc = packet_meta(out[start])->rx_tsc;
-    uint64_t soj_count = 0;
-    for (uint32_t k = start; k < stop; ++k) {
-      const uint64_t t = packet_meta(out[k])->rx_tsc;
-      if (t != soj_tsc) {
-        hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
-        soj_tsc = t;
-        soj_count = 0;
-      }
-      ++soj_count;
-    }
-    hist.record(ticks_to_ns(shared, now - soj_tsc), soj_count);
-  }
   // The bursts not tried wait in their class FIFOs, behind the pending rest
   // and ahead of anything later of their class, for the FIFO path
   // (transmit_pulled sends as many bursts as are left).
-  start = 0;
+  uint32_t start = 0;
   for (unsigned s = 0; s < n_seg; start = seg[s].end, ++s) {
     for (uint32_t from = std::max(start, done); from < seg[s].end; from += shared.burst) {
       sched_accept_burst(shared, egress, counters, out + from, std::min<uint32_t>(seg[s].end - from, shared.burst));

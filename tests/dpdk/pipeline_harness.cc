@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "psgate/packet_meta.h"
+
 namespace psgate::testing {
 
 PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, const std::string& control_extra,
@@ -39,6 +41,7 @@ PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, con
       return;
     }
     devices[p] = name;  // the ring PMD may decorate the name: use what it registered
+    port_id_[p] = static_cast<uint16_t>(port);
   }
   pool_ = rte_pktmbuf_pool_create((tag + "_gen").c_str(), 16383, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   if (!pool_) {
@@ -74,6 +77,9 @@ PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, con
 
 PipelineHarness::~PipelineHarness() {
   stop();
+  for (unsigned p = 0; p < 2; ++p) {
+    if (scribbler_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, scribbler_[p]);
+  }
   control_.reset();
   dataplane_.reset();  // closes the ring ports
   std::vector<rte_ring*> rings = {tx_[0], tx_[1]};
@@ -120,6 +126,21 @@ bool PipelineHarness::hold_tx(unsigned port, unsigned room) {
     ++held_[port];
   }
   return true;
+}
+
+namespace {
+
+// What psgate may read of a packet once it has handed it to the port: nothing.
+uint16_t scribble(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void*) {
+  for (uint16_t i = 0; i < n; ++i) packet_meta(pkts[i])->rx_tsc = 0;
+  return n;
+}
+
+}  // namespace
+
+bool PipelineHarness::scribble_on_tx(unsigned port) {
+  if (scribbler_[port] == nullptr) scribbler_[port] = rte_eth_add_tx_callback(port_id_[port], 0, scribble, nullptr);
+  return scribbler_[port] != nullptr;
 }
 
 void PipelineHarness::release_tx(unsigned port) {

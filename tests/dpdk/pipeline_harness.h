@@ -50,6 +50,13 @@ class PipelineHarness {
   // again, before collect would see them.
   bool hold_tx(unsigned port, unsigned room);
   void release_tx(unsigned port);
+  // Every packet handed to the port has its arrival time (PacketMeta's
+  // rx_tsc) overwritten with 0 as the port takes it, as a driver that frees
+  // a sent mbuf at once, and an RX lcore that reuses it, would leave it:
+  // whatever psgate still reads of a packet after sending it reads garbage
+  // (a sojourn of seconds). Sojourn is recorded before sending, so nothing
+  // else changes.
+  bool scribble_on_tx(unsigned port);
 
   Dataplane& dataplane() { return *dataplane_; }
   ControlPlane& control() { return *control_; }
@@ -65,6 +72,8 @@ class PipelineHarness {
   unsigned rx_queues_ = 1;
   rte_ring* tx_[2] = {};
   unsigned held_[2] = {};  // placeholders at the front of tx_ (hold_tx)
+  uint16_t port_id_[2] = {};
+  const rte_eth_rxtx_callback* scribbler_[2] = {};  // scribble_on_tx
   rte_mempool* pool_ = nullptr;
   std::unique_ptr<Dataplane> dataplane_;
   std::unique_ptr<ControlPlane> control_;

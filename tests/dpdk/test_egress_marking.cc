@@ -423,6 +423,7 @@ TEST_P(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMar
     SCOPED_TRACE(through_fifo ? "held behind the shaper (FIFO path)" : "queues empty (cut-through)");
     Gate g(through_fifo ? body + kShaper : body);
     ASSERT_TRUE(g.ok()) << g.error();
+    ASSERT_TRUE(g.harness().scribble_on_tx(kWire));
     if (through_fifo) g.close_shaper();
     g.feed(frames);
     if (through_fifo) {
@@ -447,6 +448,7 @@ TEST_P(CutThroughTest, AMixedBurstLeavesInStrictPriorityOrderWithTheFifoPathsMar
       EXPECT_EQ(ct.dequeued_packets, c >= 1 && c <= 3 ? 8u : c == 7 ? 8u + through_fifo : 0u) << "class " << c;
       EXPECT_EQ(ct.dscp_remarked, ct.dequeued_packets) << "class " << c;
       sojourn_samples += ct.sojourn.count();
+      EXPECT_LT(ct.sojourn.max(), 5'000'000'000u) << "class " << c << ": sojourn read after the packet was sent";
     }
     EXPECT_EQ(sojourn_samples, 32u + through_fifo) << "one sojourn sample per packet";
     // Each job's 8 packets admitted and sent, whichever stage counted their
@@ -505,6 +507,8 @@ void expect_rest_follows_in_order(Gate& g, unsigned room, const std::vector<unsi
     EXPECT_EQ(ct.dequeued_packets, in_class[c - 1]) << "class " << c;
     EXPECT_EQ(ct.dscp_remarked, in_class[c - 1]) << "class " << c << ": rewritten once each";
     EXPECT_EQ(ct.sojourn.count(), in_class[c - 1]) << "class " << c;
+    // Sojourns of a few passes; seconds are read after sending (scribble_on_tx).
+    EXPECT_LT(ct.sojourn.max(), 5'000'000'000u) << "class " << c << ": sojourn read after the packet was sent";
   }
   EXPECT_EQ(t.tx_total(), order.size());
   EXPECT_EQ(t.drop_total(), 0u);
@@ -528,6 +532,7 @@ TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
 
   Gate g(two_jobs_body("[1, 2]", 32));
   ASSERT_TRUE(g.ok()) << g.error();
+  ASSERT_TRUE(g.harness().scribble_on_tx(kWire));
   ASSERT_TRUE(g.harness().hold_tx(kWire, 5));
   g.feed(frames);  // one RX pass, one scheduler pass: the port takes 5
   expect_rest_follows_in_order(g, 5, expect, {21, 11});
@@ -551,6 +556,7 @@ TEST(PassThroughTest, ATakeFromTwoRxLcoresLeavesInFifoOrderWhenThePortTakesPart)
       expect[sport - 2222].push_back(id);
     }
   }
+  ASSERT_TRUE(g.harness().scribble_on_tx(kWire));
   ASSERT_TRUE(g.harness().hold_tx(kWire, 3));
   g.feed_queues(frames);
   std::vector<unsigned> order = expect[0];
