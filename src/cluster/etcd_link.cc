@@ -2,8 +2,11 @@
 // etcd v3 over gRPC for cluster mode (see etcd_link.h).
 #include "cluster/etcd_link.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <sys/eventfd.h>
@@ -76,10 +79,26 @@ void compare_created(pb::TxnRequest& txn, const std::string& key, int64_t revisi
   cmp->set_create_revision(revision);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
+// A PEM file the config names, whole; nothing, with why, when it cannot be
+// read or is empty (a file being rotated, say). Never an empty text for a
+// named file: gRPC takes an empty root certificate list to mean the
+// system's, which would trust any public CA's certificate for the store.
+std::optional<std::string> read_pem(const std::string& path, std::string& why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = "cannot read " + path + ": " + std::strerror(errno);
+    return std::nullopt;
+  }
   std::stringstream s;
   s << in.rdbuf();
+  if (in.bad()) {
+    why = "cannot read " + path;
+    return std::nullopt;
+  }
+  if (s.str().empty()) {
+    why = path + " is empty";
+    return std::nullopt;
+  }
   return s.str();
 }
 
@@ -134,18 +153,46 @@ std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
   args.SetMaxReceiveMessageSize(256 << 20);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (endpoints_[endpoint].tls) {
-    grpc::SslCredentialsOptions o;
-    o.pem_root_certs = read_file(spec_.ca);
-    if (!spec_.cert.empty()) {
-      o.pem_cert_chain = read_file(spec_.cert);
-      o.pem_private_key = read_file(spec_.key);
-    }
-    creds = grpc::SslCredentials(o);
+    creds = grpc::SslCredentials(tls_files());
   } else {
     creds = grpc::InsecureChannelCredentials();
   }
   ch = grpc::CreateCustomChannel(endpoints_[endpoint].target, creds, args);
   return ch;
+}
+
+// Read again for every new channel, so that rotated files are taken up at
+// the next reconnect. Files that cannot be read (mid-rotation, removed) leave
+// the last good ones in use, with a warning naming the file, once per
+// problem. With none ever read (the daemon checks them before it starts,
+// so only if they went in between), the root list is a text that is no
+// certificate: every call fails, the store counts as unreachable.
+grpc::SslCredentialsOptions EtcdLink::tls_files() {
+  grpc::SslCredentialsOptions o;
+  std::string why;
+  auto ca = read_pem(spec_.ca, why);
+  std::optional<std::string> cert, key;
+  if (ca && !spec_.cert.empty()) {
+    cert = read_pem(spec_.cert, why);
+    if (cert) key = read_pem(spec_.key, why);
+  }
+  if (ca && (spec_.cert.empty() || (cert && key))) {
+    o.pem_root_certs = std::move(*ca);
+    if (cert) o.pem_cert_chain = std::move(*cert);
+    if (key) o.pem_private_key = std::move(*key);
+    tls_good_ = o;
+    if (!tls_problem_.empty()) spdlog::info("cluster: TLS files readable again");
+    tls_problem_.clear();
+    return o;
+  }
+  if (why != tls_problem_) {
+    spdlog::warn("cluster: TLS: {}; {}", why,
+                 tls_good_ ? "connecting with the files read before" : "cannot connect until it can be read");
+  }
+  tls_problem_ = why;
+  if (tls_good_) return *tls_good_;
+  o.pem_root_certs = "unreadable: " + why;
+  return o;
 }
 
 void EtcdLink::drop_channel(size_t endpoint) {

@@ -19,11 +19,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <grpcpp/security/credentials.h>
 
 #include "psgate/cluster_link.h"
 #include "psgate/config.h"
@@ -57,6 +60,7 @@ class EtcdLink final : public ClusterLink {
   void follow_loop();
   void session_loop();
   std::shared_ptr<grpc::Channel> channel(size_t endpoint);
+  grpc::SslCredentialsOptions tls_files();  // under channels_mutex_
   void drop_channel(size_t endpoint);
   void set_connected(bool up, const std::string& error);
   void publish(std::shared_ptr<const ClusterView> view);
@@ -75,6 +79,10 @@ class EtcdLink final : public ClusterLink {
   std::vector<ClusterEndpoint> endpoints_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;  // by endpoint; made once (guarded by channels_mutex_)
   std::mutex channels_mutex_;
+  // The TLS files last read whole, and why the last read failed ("": it did
+  // not); under channels_mutex_.
+  std::optional<grpc::SslCredentialsOptions> tls_good_;
+  std::string tls_problem_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> follow_endpoint_{0};  // where the follow thread reads: writes try it first
 

@@ -295,6 +295,11 @@ int main(int argc, char** argv) {
                      std::strerror(errno));
         return 2;
       }
+      // Empty, a root list would mean the system's CAs to gRPC.
+      if (in.peek() == std::ifstream::traits_type::eof()) {
+        std::fprintf(stderr, "psgate: %s: cluster.%s: %s is empty\n", config_path.c_str(), key, path->c_str());
+        return 2;
+      }
     }
   }
   if (check_only) {
