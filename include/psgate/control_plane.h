@@ -168,6 +168,9 @@ class ControlPlane {
 
   // The one way a state becomes the state in force (see the top of this file).
   Result<bool> commit(ControlState next, uint64_t now_ns);
+  // commit()'s step 2: the rules files of `next`'s new jobs and the state
+  // file (its `text`), numbering rules files from `rules_serial` on.
+  Result<bool> persist(ControlState& next, std::string& text, uint64_t& rules_serial);
   // Effective ranks of `state`'s jobs under its policy, by job id; advances
   // `policy_state` as the policy's evaluation does.
   std::unordered_map<uint32_t, JobRanks> effective_ranks(const ControlState& state, PolicyState& policy_state,
@@ -203,6 +206,10 @@ class ControlPlane {
   uint64_t apply_retry_ns_ = 0;                     // after a failed apply: not before this
   uint64_t cluster_apply_errors_ = 0;
   std::string cluster_apply_error_;
+  // Cluster mode: why the state file could not be written ("": it was), and
+  // when the tick writes it again.
+  std::string state_unsaved_;
+  uint64_t state_retry_ns_ = 0;
   uint64_t reported_ns_ = 0;
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;

@@ -200,6 +200,28 @@ bool same_jobs_for_snapshot(const JobRegistry& a, const JobRegistry& b) {
 
 }  // namespace
 
+Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64_t& rules_serial) {
+  const std::string& path = config_.control.state;
+  const std::string dir = rules_dir_path(path);
+  bool wrote_rules = false;
+  for (const JobRecord* j : next.jobs.in_age_order()) {
+    if (!j->rules_file.empty()) continue;
+    const std::string name = rules_file_name(j->spec.id, rules_serial++);
+    if (auto written = write_rules_file(dir, name, rules_file_text(*j)); !written) return written;
+    next.jobs.set_rules_file(j->spec.id, name);
+    wrote_rules = true;
+  }
+  if (wrote_rules) {
+    if (auto synced = sync_directory(dir); !synced)
+      return Result<bool>::failure("state file " + path + ": " + synced.error());
+  }
+  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial);
+  if (text != persisted_text_) {
+    if (auto written = write_state_(path, text); !written) return written;
+  }
+  return true;
+}
+
 Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   // 1. Compile (nothing visible changes; this may fail).
   auto ranks = effective_ranks(next, next.policy_state, now_ns);
@@ -223,27 +245,18 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   // a job's rules never change); then the state file, which names the rules
   // files, is replaced: that is the commit point (state_file.h). Unchanged
   // text (a policy re-rank, a no-op) is not rewritten.
+  // In cluster mode the store holds the state and the file is this host's
+  // copy for a start without the store: a file that cannot be written (disk
+  // full, read-only) must not stop the gateway from following the cluster.
+  // The change is published all the same, the gateway says it is degraded,
+  // and the tick writes the file again until it succeeds.
   const std::string& path = config_.control.state;
   std::string text;
   uint64_t rules_serial = rules_serial_;
+  Result<bool> persisted = true;
   if (!path.empty()) {
-    const std::string dir = rules_dir_path(path);
-    bool wrote_rules = false;
-    for (const JobRecord* j : next.jobs.in_age_order()) {
-      if (!j->rules_file.empty()) continue;
-      const std::string name = rules_file_name(j->spec.id, rules_serial++);
-      if (auto written = write_rules_file(dir, name, rules_file_text(*j)); !written) return written;
-      next.jobs.set_rules_file(j->spec.id, name);
-      wrote_rules = true;
-    }
-    if (wrote_rules) {
-      if (auto synced = sync_directory(dir); !synced)
-        return Result<bool>::failure("state file " + path + ": " + synced.error());
-    }
-    text = state_text_.render(next.jobs, next.policy, next.live, rules_serial);
-    if (text != persisted_text_) {
-      if (auto written = write_state_(path, text); !written) return written;
-    }
+    persisted = persist(next, text, rules_serial);
+    if (!persisted && !cluster_) return persisted;
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
   if (snap) {
@@ -270,15 +283,30 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
     applied_ranks_ = std::move(ranks);
     published_ = true;
   }
-  if (!path.empty()) {
-    // Rules files of removed jobs: no state file names them any more.
+  rules_serial_ = rules_serial;  // names once used are not used again, written or not
+  if (!path.empty() && persisted) {
+    // Rules files of removed jobs: no state file names them any more. (After
+    // a failed write the old file may still name them: those stay, and the
+    // next start removes them as unnamed.)
     for (const JobRecord* j : state_.jobs.in_age_order()) {
       const JobRecord* still = next.jobs.find(j->spec.id);
       if (!j->rules_file.empty() && (!still || still->rules_file != j->rules_file))
         ::unlink((rules_dir_path(path) + "/" + j->rules_file).c_str());
     }
     persisted_text_ = std::move(text);
-    rules_serial_ = rules_serial;
+  }
+  if (!path.empty() && persisted.ok() != state_unsaved_.empty()) {
+    if (persisted) {
+      spdlog::info("state file {}: written again", path);
+      state_unsaved_.clear();
+    } else {
+      spdlog::error("state file {} not written, following the cluster without it (retried every second): {}", path,
+                    persisted.error());
+    }
+  }
+  if (!persisted) {
+    state_unsaved_ = persisted.error();
+    state_retry_ns_ = now_ns + 1'000'000'000;
   }
   state_ = std::move(next);
   publish_status();
@@ -306,6 +334,8 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   if (cluster_) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);
+    // The state file that could not be written (commit()), again.
+    if (!state_unsaved_.empty() && now_ns >= state_retry_ns_) (void)commit(state_, now_ns);
     report_to_cluster(now_ns);
     return;
   }
@@ -425,9 +455,12 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
     if (!links[p].up) down.push_back(kPortNames[p]);
   }
   // In cluster mode, also while the store is unreachable: forwarding goes on,
-  // on the last order applied (fail static), but changes are refused.
+  // on the last order applied (fail static), but changes are refused. And
+  // while the state file cannot be written: a start without the store would
+  // come up on an older state.
   const bool store_lost = cluster_ && !cluster_->connected();
-  json health{{"status", down.empty() && !store_lost ? "ok" : "degraded"},
+  const bool unsaved = !state_unsaved_.empty();
+  json health{{"status", down.empty() && !store_lost && !unsaved ? "ok" : "degraded"},
               {"ports_down", down},
               {"links", ports},
               {"version", PSGATE_VERSION},
@@ -804,7 +837,7 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   if (now_ns - reported_ns_ < 500'000'000) return;
   reported_ns_ = now_ns;
   GatewayInfo info;
-  info.health = cluster_->connected() && cluster_apply_error_.empty() ? "ok" : "degraded";
+  info.health = cluster_->connected() && cluster_apply_error_.empty() && state_unsaved_.empty() ? "ok" : "degraded";
   info.applied_revision = applied_revision_;
   const Totals totals = dataplane_.read_totals(false);
   info.rx_packets = totals.rx_total();
@@ -828,6 +861,7 @@ json ControlPlane::cluster_status() const {
   s["applied_revision"] = applied_revision_;
   s["apply_errors"] = cluster_apply_errors_;
   s["last_apply_error"] = cluster_apply_error_;
+  s["state_file_error"] = state_unsaved_;
   return s;
 }
 
