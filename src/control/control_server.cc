@@ -212,9 +212,9 @@ void ControlServer::run() {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      // Peer gone (it closed between sending and our reply): nobody reads a
-      // reply again, but the requests it sent are still taken, as for a
-      // hang-up; the connection closes once they are.
+      // Peer gone (it closed, or shut down its reading side, between sending
+      // and our reply): nobody reads a reply again, but the requests it sends
+      // are still taken, until it closes (EOF or a hang-up).
       if (!c.eof) {
         c.peer_gone = true;
         drop_out(c);
@@ -382,8 +382,12 @@ void ControlServer::run() {
         // An error is a hang-up too: a peer that closes with replies unread
         // in its socket is reported as one (ECONNRESET), and recv still
         // returns what it sent before the error.
-        const bool hung_up = (events[i].events & (EPOLLHUP | EPOLLERR)) != 0 || c.peer_gone;
-        if (hung_up) {
+        const bool hung_up = (events[i].events & (EPOLLHUP | EPOLLERR)) != 0;
+        // No reply can reach it: hung up, or it shut down its reading side
+        // (a send failed, peer_gone) while it may go on sending requests,
+        // which are taken until it closes.
+        const bool mute = hung_up || c.peer_gone;
+        if (mute) {
           drop_out(c);
           c.waiting = false;
         }
@@ -392,13 +396,13 @@ void ControlServer::run() {
         // cost no budget.
         if (((events[i].events & EPOLLIN) || hung_up) && !c.waiting) {
           char buf[16384];
-          auto on_line = [&](std::string&& line) { answer(c, line, !hung_up); };
+          auto on_line = [&](std::string&& line) { answer(c, line, !mute); };
           auto on_oversized = [&] {
-            if (!hung_up) append_out(c, error_reply("request longer than 64 KiB").dump() + "\n");
+            if (!mute) append_out(c, error_reply("request longer than 64 KiB").dump() + "\n");
           };
           // Reading stops at this client's pause or at the budget of all (a
-          // hung-up client's replies are dropped: neither applies).
-          auto full = [&] { return c.out.size() >= kPauseReadingBytes || (!hung_up && unsent >= kRepliesBudgetBytes); };
+          // mute client's replies are dropped: neither applies).
+          auto full = [&] { return c.out.size() >= kPauseReadingBytes || (!mute && unsent >= kRepliesBudgetBytes); };
           // Requests are taken one line at a time (peek, then consume through
           // each newline as that line is handled), and none while
           // kPauseReadingBytes of replies wait unsent: the rest stay in the
@@ -435,8 +439,12 @@ void ControlServer::run() {
               continue;
             }
             if (r < 0 && errno == EINTR) continue;
-            if (r == 0) c.eof = true;  // its replies still go out (flush)
-            else if (errno != EAGAIN && errno != EWOULDBLOCK) alive = false;
+            if (r == 0) {
+              c.eof = true;  // its replies still go out (flush)
+              // A last request without its newline (printf '...' | socat) is
+              // a request all the same, not silently dropped.
+              c.in.feed("\n", on_line, on_oversized);
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) alive = false;
             break;
           }
         }

@@ -780,6 +780,48 @@ TEST_F(ManyClientsTest, RequestsSentBeforeAResetAreAllApplied) {
   EXPECT_EQ(jobs, jobs_before + kAdded) << "every jobs.add sent before the reset is applied";
 }
 
+// A client that shuts down its reading side and goes on sending: the first
+// reply the daemon sends fails (EPIPE). Replies are dropped from then on,
+// but the connection stays, and every request it sends until it closes is
+// applied. Before, the failed send closed the connection at the next
+// request, and the client's later requests were lost.
+TEST_F(ManyClientsTest, AClientThatShutsItsReadingSideKeepsSending) {
+  const size_t jobs_before = call(R"({"cmd": "jobs.list"})")["result"]["jobs"].size();
+  Conn c(sock());
+  ASSERT_TRUE(c.ok());
+  ASSERT_EQ(shutdown(c.fd(), SHUT_RD), 0);
+  uint32_t id = 900;
+  for (int round = 0; round < 3; ++round) {
+    std::string lines;
+    for (int k = 0; k < 2; ++k, ++id)
+      lines +=
+          json{{"cmd", "jobs.add"}, {"job", id}, {"match", {"dst=10.9.9." + std::to_string(id - 899) + "/32"}}}.dump() +
+          "\n";
+    ASSERT_EQ(send(c.fd(), lines.data(), lines.size(), MSG_NOSIGNAL), ssize_t(lines.size()))
+        << "round " << round << ": " << std::strerror(errno);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the daemon answers, and its send fails
+  }
+  EXPECT_EQ(call(R"({"cmd": "jobs.list"})")["result"]["jobs"].size(), jobs_before + 6)
+      << "every request sent after the reading side was shut is applied";
+}
+
+// A last request without its newline, then EOF (printf '...' | socat): it is
+// answered as a request, not dropped without a word.
+TEST_F(ManyClientsTest, ALastRequestWithoutItsNewlineIsAnswered) {
+  Conn c(sock());
+  ASSERT_TRUE(c.ok());
+  const std::string line = json{{"cmd", "jobs.add"}, {"job", 950}, {"match", {"dst=10.9.8.1/32"}}}.dump();
+  ASSERT_EQ(send(c.fd(), line.data(), line.size(), MSG_NOSIGNAL), ssize_t(line.size()));
+  ASSERT_EQ(shutdown(c.fd(), SHUT_WR), 0);
+  const auto reply = c.read_line(Clock::now() + std::chrono::milliseconds(kTimeoutMs));
+  ASSERT_TRUE(reply.has_value()) << "no reply to a request ended by EOF";
+  EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true) << *reply;
+  bool added = false;
+  const json list = call(R"({"cmd": "jobs.list"})");
+  for (const auto& j : list["result"]["jobs"]) added = added || j["id"] == 950;
+  EXPECT_TRUE(added) << *reply << "\n" << list.dump();
+}
+
 // The daemon out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
 // what DPDK holds, as under a default soft limit of 1024): a client past the
 // limit is refused with a reason at once, not left in the listen queue
