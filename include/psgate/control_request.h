@@ -144,7 +144,12 @@ struct JsonNotingDuplicates {
   nlohmann::json value;
   std::optional<std::string> duplicate;  // the first repeated key ("" is a key too)
   bool duplicate_at_top = false;         // ... in the outermost object
+  // Nested deeper than kMaxJsonDepth: the deep part is not built (copying
+  // and dumping a JSON value recurse once per level; no request needs more
+  // than a few), and the text is to be refused.
+  bool too_deep = false;
 };
+inline constexpr int kMaxJsonDepth = 64;
 JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text);
 
 // One request object -> a typed request: the command table's parser for its

@@ -382,6 +382,10 @@ JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
   out.value = json::parse(
       text.begin(), text.end(),
       [&](int depth, json::parse_event_t event, json& parsed) {
+        if (depth > kMaxJsonDepth) {
+          out.too_deep = true;
+          return false;  // not kept: the parser itself does not recurse, the value would
+        }
         if (event == json::parse_event_t::object_start) {
           open.emplace_back();
         } else if (event == json::parse_event_t::object_end) {
@@ -407,6 +411,8 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
   if (echo_id != nullptr && request.is_object() && !id_ambiguous) {
     if (auto id = request.find("id"); id != request.end()) *echo_id = *id;
   }
+  if (parsed.too_deep)
+    return fail<ControlRequest>("request nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   if (parsed.duplicate)
     return fail<ControlRequest>(escape_control_chars("duplicate key \"" + *parsed.duplicate + "\""));
   return parse_control_request(request, class_count, deprecation);

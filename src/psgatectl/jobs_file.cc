@@ -24,6 +24,8 @@ Result<json> read_jobs_file(const std::string& path) {
   psgate::JsonNotingDuplicates parsed = psgate::parse_json_noting_duplicates(text.str());
   json doc = std::move(parsed.value);
   if (doc.is_discarded()) return R::failure(path + ": not valid JSON");
+  if (parsed.too_deep)
+    return R::failure(path + ": nested deeper than " + std::to_string(psgate::kMaxJsonDepth) + " levels");
   if (parsed.duplicate) return R::failure(path + ": duplicate key " + json(*parsed.duplicate).dump());
   if (doc.is_object() && doc.contains("jobs")) doc = doc["jobs"];
   if (!doc.is_array() || doc.empty())

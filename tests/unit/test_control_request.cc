@@ -622,6 +622,28 @@ TEST(ControlRequest, DuplicateKeysAreRefused) {
   EXPECT_FALSE(echo);
 }
 
+// A request nested thousands of levels deep (an id of [[[[...]]]] fits a
+// 64 KiB line 32,000 deep) is refused with a reason, and what is kept of it,
+// the echoed id included, is at most kMaxJsonDepth deep: copying and
+// dumping a JSON value recurse once per level, which overflowed a small
+// stack. Nesting up to the limit is a request like any other.
+TEST(ControlRequest, DeepNestingIsRefusedWithoutBuildingIt) {
+  auto nested = [](int levels) {
+    return R"({"cmd":"health","id":)" + std::string(levels, '[') + std::string(levels, ']') + "}";
+  };
+  std::optional<json> echo;
+  const auto deep = parse_control_line(nested(32000), kClasses, &echo);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error(), "request nested deeper than 64 levels");
+  int depth = 0;
+  for (const json* v = echo ? &*echo : nullptr; v && v->is_array() && !v->empty(); v = &(*v)[0]) ++depth;
+  EXPECT_LE(depth, kMaxJsonDepth) << "the echoed id keeps only what is within the limit";
+  EXPECT_TRUE(echo.has_value()) << "the id is still echoed, cut at the limit";
+  // The request object is level 0: an id of kMaxJsonDepth arrays is within.
+  EXPECT_TRUE(parse_control_line(nested(kMaxJsonDepth), kClasses).ok());
+  EXPECT_FALSE(parse_control_line(nested(kMaxJsonDepth + 1), kClasses).ok());
+}
+
 // Protocol 2: the job is "job", "id" is the request id. Protocol 1's form
 // (the job as "id", no "job") is read until protocol 3, with a notice.
 TEST(ControlRequest, TheJobArgumentIsJobAndTheOldIdFormIsDeprecated) {
