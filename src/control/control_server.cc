@@ -12,8 +12,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -134,6 +136,14 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
     return R::failure("control socket " + path + ": listen: " + errno_text());
   server->stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (server->stop_fd_ < 0) return R::failure("control socket: eventfd: " + errno_text());
+  server->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (server->epoll_fd_ < 0) return R::failure("control socket: epoll_create1: " + errno_text());
+  server->tick_fd_ = make_timer(server->options_.tick_ns);
+  if (server->tick_fd_ < 0) return R::failure("control socket: timerfd: " + errno_text());
+  if (server->options_.report_ns) {
+    server->report_fd_ = make_timer(server->options_.report_ns);
+    if (server->report_fd_ < 0) return R::failure("control socket: timerfd: " + errno_text());
+  }
   server->thread_ = std::thread([s = server.get()] { s->run(); });
   return server;
 }
@@ -149,17 +159,20 @@ ControlServer::~ControlServer() {
   // another process's socket.
   if (bound_) unlink(options_.socket_path.c_str());
   if (stop_fd_ >= 0) close(stop_fd_);
+  for (int fd : {epoll_fd_, tick_fd_, report_fd_}) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 void ControlServer::run() {
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  const int tick_fd = make_timer(options_.tick_ns);
-  const int report_fd = options_.report_ns ? make_timer(options_.report_ns) : -1;
+  const int ep = epoll_fd_;
+  const int tick_fd = tick_fd_;
+  const int report_fd = report_fd_;
   auto watch = [ep](int fd, uint32_t events, uint32_t serial = 0) {
     epoll_event ev{};
     ev.events = events;
     ev.data.u64 = epoll_key(fd, serial);
-    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0;
   };
   uint32_t next_serial = 0;
   watch(listen_fd_, EPOLLIN);
@@ -285,11 +298,23 @@ void ControlServer::run() {
     }
   };
 
+  uint64_t wait_error_logged_ns = 0;
+  uint64_t accept_error_logged_ns = 0;
   bool running = true;
   while (running) {
     epoll_event events[64];
     const int n = epoll_wait(ep, events, 64, -1);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // Not expected of a valid set; never a busy loop, and said (rarely).
+      const uint64_t now = monotonic_ns();
+      if (now - wait_error_logged_ns > 60'000'000'000 || wait_error_logged_ns == 0) {
+        wait_error_logged_ns = now;
+        spdlog::error("control: epoll_wait: {}", errno_text());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     for (int i = 0; i < n; ++i) {
       const int fd = static_cast<int>(static_cast<uint32_t>(events[i].data.u64));  // epoll_key's low half
       if (fd == stop_fd_) {
@@ -347,7 +372,14 @@ void ControlServer::run() {
           }
           if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) spdlog::warn("control: accept: {}", errno_text());
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+              // At most once a second: a failure that repeats comes back every round.
+              const uint64_t now = monotonic_ns();
+              if (now - accept_error_logged_ns > 1'000'000'000 || accept_error_logged_ns == 0) {
+                accept_error_logged_ns = now;
+                spdlog::warn("control: accept: {}", errno_text());
+              }
+            }
             if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             break;
           }
@@ -367,7 +399,15 @@ void ControlServer::run() {
           }
           Connection& added = conns.emplace(c, Connection{}).first->second;
           added.serial = ++next_serial == 0 ? ++next_serial : next_serial;  // never 0
-          watch(c, EPOLLIN | EPOLLRDHUP, added.serial);
+          if (!watch(c, EPOLLIN | EPOLLRDHUP, added.serial)) {
+            // Never polled, it would wait for a reply that never comes: refused with why.
+            const std::string msg =
+                error_reply("control socket: cannot watch the connection: " + errno_text()).dump() + "\n";
+            spdlog::warn("control: epoll_ctl: {}; a client refused", errno_text());
+            (void)!send(c, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            conns.erase(c);
+            close(c);
+          }
         }
       } else {
         auto it = conns.find(fd);
@@ -471,9 +511,6 @@ void ControlServer::run() {
   }
   for (auto& [fd, c] : conns) close(fd);
   if (reserve_fd >= 0) close(reserve_fd);
-  close(tick_fd);
-  if (report_fd >= 0) close(report_fd);
-  close(ep);
 }
 
 }  // namespace psgate

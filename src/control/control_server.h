@@ -74,6 +74,11 @@ class ControlServer {
   int listen_fd_ = -1;
   bool bound_ = false;  // the socket file at the path is this server's (removed at the end)
   int stop_fd_ = -1;
+  // The thread's epoll set and timers, made by start() so that a failure is
+  // start()'s error, not a thread that cannot serve.
+  int epoll_fd_ = -1;
+  int tick_fd_ = -1;
+  int report_fd_ = -1;
   std::thread thread_;
 };
 
