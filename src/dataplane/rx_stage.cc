@@ -321,8 +321,12 @@ void stick_to_rings(RxContext& rx, unsigned out_port, rte_ring* const* port_ring
       // cons.tail is the consumer's release-store of how far it has read.
       bool stay = st.burst == burst;
       if (!stay) {
-        const uint32_t consumed = __atomic_load_n(&port_rings[st.cls]->cons.tail, __ATOMIC_ACQUIRE);
-        stay = static_cast<int32_t>(st.ticket - consumed) > 0;
+        // Outstanding: 1..capacity positions ahead of the consumer. Anything
+        // else is a ticket long consumed, the counters having wrapped since
+        // (a job quiet for 2^31 packets of its ring), not one still due.
+        const rte_ring* old_ring = port_rings[st.cls];
+        const uint32_t consumed = __atomic_load_n(&old_ring->cons.tail, __ATOMIC_ACQUIRE);
+        stay = st.ticket - consumed - 1u < old_ring->capacity;
       }
       if (stay) {
         a.cls[i] = st.cls;
@@ -330,6 +334,11 @@ void stick_to_rings(RxContext& rx, unsigned out_port, rte_ring* const* port_ring
         st.burst = burst;
         continue;
       }
+      // Moving: until an enqueue below sets it, the ticket is a position of
+      // the new ring (this lcore is its only producer), never one of the old
+      // ring read against the new one's consumer, should the ring refuse
+      // every packet of the job.
+      st.ticket = port_rings[a.cls[i]]->prod.tail;
     }
     st.cls = a.cls[i];
     st.valid = 1;

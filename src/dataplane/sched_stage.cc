@@ -357,6 +357,7 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
     // that may never return; the mbufs go back to the pool for the port that
     // still works.
     if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
+    egress.stalled = false;  // a stall of the link that went; the next one starts afresh
     return 0;
   }
   if (egress.pending_count) {
