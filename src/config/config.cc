@@ -424,7 +424,11 @@ class Parser : TomlReader {
     const toml::table* t = table(root, "stats", "", false);
     if (t == nullptr) return !failed();
     if (!check_keys(*t, "stats", {"interval"})) return false;
-    return duration(*t, "interval", "stats", c.stats_interval_ns);
+    if (!duration(*t, "interval", "stats", c.stats_interval_ns)) return false;
+    // A summary line each interval: shorter than 100 ms floods the journal.
+    if (c.stats_interval_ns != 0 && c.stats_interval_ns < 100'000'000)
+      return fail("stats.interval", "must be \"0s\" (off) or at least 100ms");
+    return true;
   }
 
   bool parse_log(const toml::table& root, ConfigSpec& c) {

@@ -105,7 +105,14 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   shared.max_untagged_frame = max_frame_bytes(config.wire.mtu, 0);
   d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
                                     static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
-  if (!d->pool) return CreateResult::failure(std::string("cannot create mbuf pool: ") + rte_strerror(rte_errno));
+  if (!d->pool) {
+    const uint64_t mib =
+        (uint64_t{config.mbufs} * (frames->data_room + RTE_PKTMBUF_HEADROOM + 256) + (1 << 20) - 1) >> 20;
+    return CreateResult::failure("dataplane.mbufs = " + std::to_string(config.mbufs) +
+                                 ": cannot create the pool (about " + std::to_string(mib) +
+                                 " MiB): " + rte_strerror(rte_errno) +
+                                 "; lower dataplane.mbufs or give DPDK more memory ([eal] args -m, hugepages)");
+  }
   for (unsigned p = 0; p < kPortCount; ++p) {
     auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool);
     d->ports_started = true;

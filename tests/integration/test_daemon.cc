@@ -384,6 +384,24 @@ TEST(DaemonConfig, CheckRefusesWhatAStartWouldRefuse) {
   EXPECT_EQ(ok.exit_status, 0) << ok.output;
 }
 
+// A pool larger than DPDK's memory fails the start with an error that names
+// the key, the memory it wanted and what to change (exit 1).
+TEST(DaemonConfig, AnMbufPoolThatDoesNotFitNamesItsKey) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  std::string config = make_config({});
+  const size_t at = config.find("mbufs = 8191");
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, 12, "mbufs = 1048575");  // about 2.3 GiB, against -m 256
+  fx.write_file("psgate.toml", config);
+  DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 60);
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_NE(run.output.find("dataplane.mbufs = 1048575: cannot create the pool (about "), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("lower dataplane.mbufs or give DPDK more memory"), std::string::npos) << run.output;
+}
+
 // A control socket path that names something other than a socket (a
 // mistyped state file, say) is refused, and the file is left as it was: only
 // a stale socket is ever replaced.

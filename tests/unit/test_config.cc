@@ -567,6 +567,7 @@ std::vector<BadCase> bad_cases() {
       // [stats], [log], [control]
       {d("[stats]\ninterval = \"1\""), "stats.interval", "missing unit"},
       {d("[stats]\ninterval = 1"), "stats.interval", "expected a string with a unit"},
+      {d("[stats]\ninterval = \"1ms\""), "stats.interval", "must be \"0s\" (off) or at least 100ms"},
       {d("[stats]\nperiod = \"1s\""), "stats.period", "unknown key"},
       {d("[log]\nlevel = \"verbose\""), "log.level", "\"verbose\" is not a level"},
       {d("[log]\nlevel = \"INFO\""), "log.level", "is not a level"},
