@@ -102,6 +102,20 @@ std::optional<std::string> read_pem(const std::string& path, std::string& why) {
   return s.str();
 }
 
+// Whether a failed write surely never reached a raft leader, so that another
+// member may be sent it and "nothing written" is true: no connection was
+// made, the member had no leader (the hasleader metadata refuses before
+// proposing) or was too busy to take it. Any other failure (a connection
+// lost after the request went out, "leader changed") may have been applied.
+bool write_surely_not_applied(const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) return true;
+  const std::string& m = s.error_message();
+  for (const char* never_sent : {"failed to connect", "Connection refused", "no leader", "not capable"}) {
+    if (m.find(never_sent) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string status_text(const grpc::Status& s) {
   return s.error_message().empty() ? "gRPC code " + std::to_string(static_cast<int>(s.error_code()))
                                    : s.error_message();
@@ -693,6 +707,11 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
     return R::failure(why);
   };
   std::string last;
+  // A failed attempt that may have reached a leader (the connection lost
+  // after the request went out, "leader changed") may have been applied: a
+  // fence that then fails on the next member may be failing on this very
+  // change, and "nothing written" would not be known.
+  std::string maybe_applied;
   const size_t first = follow_endpoint_;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     const size_t ep = (first + i) % endpoints_.size();
@@ -720,17 +739,25 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
           s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
         return store_error("the cluster store refused the write (" + last + "); nothing written");
       }
+      if (!write_surely_not_applied(s) && maybe_applied.empty()) maybe_applied = last;
       continue;
     }
     if (resp.succeeded()) return resp.header().revision();
+    const std::string unknown =
+        maybe_applied.empty() ? "nothing written"
+                              : "an earlier attempt failed (" + maybe_applied +
+                                    ") and may have written this change itself: read the jobs back (psgatectl jobs "
+                                    "list) before retrying";
     for (int r = 0; r < resp.responses_size(); ++r) {
       const auto& range = resp.responses(r).response_range();
-      if (range.kvs_size() > 0)
-        return R::failure("already in the cluster: " + range.kvs(0).key() + "; nothing written");
+      if (range.kvs_size() > 0) return R::failure("already in the cluster: " + range.kvs(0).key() + "; " + unknown);
     }
-    return R::failure(
-        "the cluster's order was changed by another writer meanwhile; nothing written (read it again "
-        "and retry)");
+    return R::failure("the cluster's order was changed by another writer meanwhile; " +
+                      (maybe_applied.empty() ? "nothing written (read it again and retry)" : unknown));
+  }
+  if (!maybe_applied.empty()) {
+    return store_error("cluster store unreachable (" + last + "): the change may or may not have been written (" +
+                       maybe_applied + "); read the jobs back (psgatectl jobs list) before retrying");
   }
   return store_error("cluster store unreachable (" + last +
                      "): nothing written; this gateway keeps forwarding on the last order it applied");
