@@ -3,13 +3,17 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <httplib.h>
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -19,15 +23,19 @@ namespace psgate {
 
 namespace {
 
-// bind() the address once, to learn errno: httplib reports only that binding
-// failed, and "Address already in use" is what an operator needs to read.
-// Same options as the server's socket (SO_REUSEADDR, set below), so a
-// success here means its bind succeeds too, short of a race with another
-// process.
-int try_bind(const MetricsSpec& spec) {
+using SteadyClock = std::chrono::steady_clock;
+
+// The listening socket on spec's address, or errno. SO_REUSEADDR, not
+// SO_REUSEPORT: with REUSEPORT a second psgate could share the port without
+// an error; without REUSEADDR the connections this server closed first
+// (TIME_WAIT, 60 s) would keep a restarted psgate from binding it.
+int listen_on(const MetricsSpec& spec, int& err) {
   const bool v6 = spec.host.find(':') != std::string::npos;
-  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
+  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    err = errno;
+    return -1;
+  }
   const int yes = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   int rc;
@@ -44,82 +52,241 @@ int try_bind(const MetricsSpec& spec) {
     ::inet_pton(AF_INET, spec.host.c_str(), &a.sin_addr);
     rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
   }
-  const int err = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return err;
+  if (rc != 0 || ::listen(fd, 128) != 0) {
+    err = errno;
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string reply_text(int status, std::string_view reason, std::string_view type, const std::string& body,
+                       bool with_body, std::string_view extra_headers = "") {
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) +
+                    "\r\nContent-Type: " + std::string(type) + "\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n" + std::string(extra_headers) + "\r\n";
+  if (with_body) out += body;
+  return out;
+}
+
+std::string error_reply(int status, std::string_view reason, bool with_body, std::string_view extra_headers = "") {
+  return reply_text(status, reason, "text/plain; charset=utf-8", std::string(reason) + "\n", with_body, extra_headers);
+}
+
+// Where the request head ends (the byte after its blank line), or npos.
+size_t head_end(const std::string& in) {
+  const size_t crlf = in.find("\r\n\r\n");
+  const size_t lf = in.find("\n\n");
+  if (crlf == std::string::npos && lf == std::string::npos) return std::string::npos;
+  return crlf == std::string::npos ? lf + 2 : lf == std::string::npos ? crlf + 4 : std::min(crlf + 4, lf + 2);
 }
 
 }  // namespace
-
-MetricsServer::MetricsServer() : server_(std::make_unique<httplib::Server>()) {}
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& spec,
                                                             std::function<std::string()> render) {
   using R = Result<std::unique_ptr<MetricsServer>>;
   const std::string where = "metrics.listen: cannot listen on " + spec.listen + ": ";
-  if (const int err = try_bind(spec)) return R::failure(where + std::strerror(err));
   std::unique_ptr<MetricsServer> s(new MetricsServer());
-  httplib::Server& http = *s->server_;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
-  // SO_REUSEADDR, not httplib's default SO_REUSEPORT: with REUSEPORT a
-  // second psgate could share the port without an error, and the connections
-  // this server closed (TIME_WAIT, 60 s, without REUSEADDR) would keep a
-  // restarted psgate from binding it.
-  http.set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  // One request per connection: a keep-alive client would otherwise park a
-  // worker between its scrapes. Timeouts bound what a stalled client holds.
-  http.set_keep_alive_max_count(1);
-  http.set_read_timeout(5, 0);
-  http.set_write_timeout(5, 0);
-  http.set_payload_max_length(4096);
-  s->gate_ = std::make_shared<Gate>();
-  s->gate_->render = std::move(render);
-  http.Get("/metrics", [gate = s->gate_](const httplib::Request&, httplib::Response& res) {
-    std::lock_guard lock(gate->mutex);
-    if (!gate->open) {
-      res.status = 503;  // psgate is stopping
-      return;
-    }
-    res.set_content(gate->render(), kPrometheusContentType);
-  });
-  // Anything else: httplib answers 404 (or 400 for what is not HTTP).
-  if (!http.bind_to_port(spec.host, spec.port)) return R::failure(where + "bind failed");
-  s->listening_done_ = std::make_shared<std::atomic<bool>>(false);
-  s->thread_ = std::thread([&http, done = s->listening_done_] {
-    if (!http.listen_after_bind() && http.is_valid()) spdlog::warn("metrics: the HTTP endpoint stopped accepting");
-    done->store(true);
-  });
-  // stop() before listen_after_bind() set is_running would be missed: wait
-  // for it (it is set before the first accept).
-  for (int i = 0; i < 1000 && !http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int err = 0;
+  s->listen_fd_ = listen_on(spec, err);
+  if (s->listen_fd_ < 0) return R::failure(where + std::strerror(err));
+  s->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->stop_fd_ < 0) return R::failure(where + "eventfd: " + std::strerror(errno));
+  s->render_ = std::move(render);
+  s->thread_ = std::thread([srv = s.get()] { srv->run(); });
   return R(std::move(s));
 }
 
 void MetricsServer::stop() {
   if (!thread_.joinable()) return;
-  {
-    std::lock_guard lock(gate_->mutex);  // waits for a render under way (milliseconds)
-    gate_->open = false;
-  }
-  server_->stop();  // closes the listening socket; the pool finishes its requests and is joined
-  const auto deadline = std::chrono::steady_clock::now() + kStopWait;
-  while (!listening_done_->load() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (listening_done_->load()) {
-    thread_.join();
-    return;
-  }
-  // A client still holds a worker. Leave the threads and the server they use
-  // behind (the process is stopping); render() is off, so they touch nothing
-  // psgate is about to free.
-  spdlog::warn("metrics: a client still holds a connection after {} ms; not waiting for it", kStopWait.count());
-  thread_.detach();
-  (void)server_.release();
+  const uint64_t one = 1;
+  (void)!::write(stop_fd_, &one, sizeof one);
+  thread_.join();  // every socket is non-blocking: the loop ends at its next wake-up
 }
 
-MetricsServer::~MetricsServer() { stop(); }
+MetricsServer::~MetricsServer() {
+  stop();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+}
+
+void MetricsServer::run() {
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    spdlog::error("metrics: epoll_create1: {}; the HTTP endpoint does not answer", std::strerror(errno));
+    return;
+  }
+  // epoll's data word: the descriptor, and a connection's serial above it,
+  // so that an event still pending for a connection closed in this round
+  // cannot reach the next one given the same descriptor.
+  auto key = [](int fd, uint32_t serial) { return static_cast<uint32_t>(fd) | uint64_t{serial} << 32; };
+  auto watch = [&](int op, int fd, uint32_t events, uint32_t serial) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = key(fd, serial);
+    return ::epoll_ctl(ep, op, fd, &ev) == 0;
+  };
+  watch(EPOLL_CTL_ADD, stop_fd_, EPOLLIN, 0);
+  watch(EPOLL_CTL_ADD, listen_fd_, EPOLLIN, 0);
+  bool accepting = true;
+
+  enum class Phase { kReading, kWriting, kDraining };
+  struct Conn {
+    uint32_t serial = 0;
+    Phase phase = Phase::kReading;
+    std::string in;
+    std::string out;
+    size_t sent = 0;
+    size_t drained = 0;
+    SteadyClock::time_point deadline;
+  };
+  std::unordered_map<int, Conn> conns;
+  uint32_t next_serial = 0;
+
+  auto close_conn = [&](int fd) {
+    ::epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    conns.erase(fd);
+    if (!accepting && conns.size() < kMaxConnections) {
+      accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
+    }
+  };
+  // Sends what is left of the reply; then half-closes and reads what the
+  // client may still send (a body never read), briefly, so that closing with
+  // unread bytes does not reset the connection before the client read the
+  // reply. False: close it now.
+  auto send_rest = [&](int fd, Conn& c) -> bool {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = ::send(fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return watch(EPOLL_CTL_MOD, fd, EPOLLOUT, c.serial);
+      return false;
+    }
+    std::string().swap(c.out);
+    ::shutdown(fd, SHUT_WR);
+    c.phase = Phase::kDraining;
+    c.deadline = SteadyClock::now() + std::chrono::seconds(1);
+    return watch(EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, c.serial);
+  };
+  // The reply to a complete request head.
+  auto answer = [&](const std::string& head) -> std::string {
+    const size_t eol = head.find('\n');
+    std::string_view line(head.data(), eol);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/", 0) != 0)
+      return error_reply(400, "Bad Request", true);
+    const std::string_view method = line.substr(0, sp1);
+    std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    path = path.substr(0, path.find('?'));
+    const bool head_only = method == "HEAD";
+    if (path != "/metrics") return error_reply(404, "Not Found", !head_only);
+    if (method != "GET" && !head_only) return error_reply(405, "Method Not Allowed", true, "Allow: GET, HEAD\r\n");
+    try {
+      return reply_text(200, "OK", kPrometheusContentType, render_(), !head_only);
+    } catch (const std::exception& e) {
+      spdlog::error("metrics: rendering failed: {}", e.what());
+      return error_reply(500, "Internal Server Error", !head_only);
+    }
+  };
+  auto on_readable = [&](int fd, Conn& c) -> bool {
+    char buf[4096];
+    for (;;) {
+      const size_t room = c.phase == Phase::kReading ? kMaxRequestBytes + 1 - c.in.size() : sizeof buf;
+      const ssize_t n = ::recv(fd, buf, std::min(sizeof buf, room), MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) return false;  // closed (before a whole request, or after the reply), or an error
+      if (c.phase == Phase::kDraining) {
+        c.drained += static_cast<size_t>(n);
+        if (c.drained > 65536) return false;
+        continue;
+      }
+      c.in.append(buf, static_cast<size_t>(n));
+      const size_t end = head_end(c.in);
+      if (end == std::string::npos && c.in.size() <= kMaxRequestBytes) continue;
+      c.out = end == std::string::npos ? error_reply(431, "Request Header Fields Too Large", true)
+                                       : answer(c.in.substr(0, end));
+      std::string().swap(c.in);
+      c.phase = Phase::kWriting;
+      c.deadline = SteadyClock::now() + kReplyDeadline;
+      return send_rest(fd, c);
+    }
+  };
+
+  bool running = true;
+  while (running) {
+    // Wake for the nearest deadline (at most a second away).
+    const auto now = SteadyClock::now();
+    auto wake = now + std::chrono::seconds(1);
+    for (const auto& [fd, c] : conns) wake = std::min(wake, c.deadline);
+    const int timeout_ms = static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1));
+    epoll_event events[64];
+    const int n = ::epoll_wait(ep, events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("metrics: epoll_wait: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (int i = 0; i < n; ++i) {
+      const int fd = static_cast<int>(static_cast<uint32_t>(events[i].data.u64));
+      if (fd == stop_fd_) {
+        running = false;
+      } else if (fd == listen_fd_) {
+        // Up to the cap; past it the listening socket is not watched until a
+        // connection closes (new clients wait in the backlog meanwhile).
+        while (conns.size() < kMaxConnections) {
+          const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+              // Out of descriptors, say: the next round tries again (a
+              // second's deadline sweep at the latest, no hot loop).
+              spdlog::warn("metrics: accept: {}", std::strerror(errno));
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            break;
+          }
+          const uint32_t serial = ++next_serial == 0 ? ++next_serial : next_serial;
+          Conn& added = conns[c];
+          added.serial = serial;
+          added.deadline = SteadyClock::now() + kRequestDeadline;
+          if (!watch(EPOLL_CTL_ADD, c, EPOLLIN | EPOLLRDHUP, serial)) close_conn(c);
+        }
+        if (conns.size() >= kMaxConnections && accepting) {
+          accepting = !watch(EPOLL_CTL_MOD, listen_fd_, 0, 0);
+        }
+      } else {
+        auto it = conns.find(fd);
+        if (it == conns.end() || it->second.serial != static_cast<uint32_t>(events[i].data.u64 >> 32)) continue;
+        Conn& c = it->second;
+        bool alive = true;
+        if (c.phase == Phase::kWriting) {
+          alive = (events[i].events & (EPOLLERR | EPOLLHUP)) == 0 && send_rest(fd, c);
+        } else {
+          alive = on_readable(fd, c);
+          if (alive && (events[i].events & (EPOLLERR | EPOLLHUP))) alive = false;
+        }
+        if (!alive) close_conn(fd);
+      }
+    }
+    // Whoever is past its deadline: a request too slow, a reply not taken,
+    // a drain that lasts.
+    const auto after = SteadyClock::now();
+    std::vector<int> late;
+    for (const auto& [fd, c] : conns) {
+      if (after >= c.deadline) late.push_back(fd);
+    }
+    for (int fd : late) close_conn(fd);
+  }
+  for (auto& [fd, c] : conns) ::close(fd);
+  ::close(ep);
+}
 
 }  // namespace psgate

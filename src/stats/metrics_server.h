@@ -1,68 +1,63 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The Prometheus endpoint: GET /metrics over HTTP (cpp-httplib, Debian's
-// libcpp-httplib-dev), when [metrics] listen is set. docs/metrics.md.
+// The Prometheus endpoint: GET /metrics over HTTP/1.1, when [metrics] listen
+// is set. docs/metrics.md.
 //
-// Threads: one accepting, kWorkers answering; created by the main thread
-// after the EAL started, so they inherit its CPU set (the main lcore's CPU;
-// never a polling lcore's, unless lcores.main shares a data lcore's CPU).
-// A scrape renders render(): the caller's function, which must not make the
-// data path wait (ControlPlane::metrics_view reads the lcores' counters as
-// `stats` does, lock-free on their side).
+// Its own small responder, not a general HTTP server (Debian 12's
+// cpp-httplib 0.11.4, used before, reads a request line, a header line and
+// a chunked or unsized body without any bound, so one client could grow
+// psgate's memory until the kernel killed the gateway; and its workers were
+// held by clients that trickled bytes). What this one takes is bounded
+// everywhere: at most kMaxConnections at once, kMaxRequestBytes of request
+// head each, which must arrive within kRequestDeadline, a reply that must
+// leave within kReplyDeadline; one request per connection (Connection:
+// close); a body is never read. GET and HEAD of /metrics are answered (any
+// query string ignored), any other path 404, any other method 405, what is
+// not a request line 400, a head over the limit 431. No compression:
+// Prometheus takes plain text, and a compressor is CPU on the main lcore's
+// core.
 //
-// Stopping never waits on a client: render() is shut off first (a request
-// still arriving gets 503 and never touches what render() reads), then the
-// threads get a bounded time to finish. A client that trickles its request
-// (each recv() has its own 5 s timeout) could otherwise hold a worker, and
-// with it psgate's drain, for as long as it likes.
+// One thread, non-blocking sockets and epoll: no client can hold up another
+// or the stop. Created by the main thread after the EAL started, so it
+// inherits the main lcore's CPU set (never a polling lcore's, unless
+// lcores.main shares a data lcore's CPU). A scrape calls render() on it: the
+// caller's function, which must not make the data path wait
+// (ControlPlane::metrics_view reads the lcores' counters as `stats` does,
+// lock-free on their side).
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "psgate/config.h"
 #include "psgate/result.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace psgate {
 
 class MetricsServer {
  public:
-  // A scrape is rendered in milliseconds (tens with thousands of jobs); more
-  // than one worker keeps a few slow clients from holding up Prometheus.
-  static constexpr unsigned kWorkers = 4;
-  // How long stop() waits for the threads before leaving them behind.
-  static constexpr std::chrono::milliseconds kStopWait{2000};
+  static constexpr unsigned kMaxConnections = 64;
+  static constexpr size_t kMaxRequestBytes = 8192;
+  static constexpr std::chrono::seconds kRequestDeadline{5};
+  static constexpr std::chrono::seconds kReplyDeadline{10};
 
   // Binds spec's address and starts answering. The error names metrics.listen
   // and says why the address cannot be used (e.g. already in use).
   static Result<std::unique_ptr<MetricsServer>> start(const MetricsSpec& spec, std::function<std::string()> render);
-  // Shuts render() off, stops accepting, and joins the threads if they end
-  // within kStopWait; otherwise leaves them (and the server they use) behind,
-  // harmless, since render() is no longer called.
+  // Stops answering (render() is not called again) and joins the thread: at
+  // once, whatever clients are connected.
   ~MetricsServer();
   void stop();
 
-  // render() behind a switch: off, a request gets 503 and render() is not
-  // called. Shared with the request handler, which may outlive this object.
-  struct Gate {
-    std::mutex mutex;
-    bool open = true;
-    std::function<std::string()> render;
-  };
-
  private:
-  MetricsServer();
-  std::unique_ptr<httplib::Server> server_;
-  std::shared_ptr<Gate> gate_;
-  std::shared_ptr<std::atomic<bool>> listening_done_;
+  MetricsServer() = default;
+  void run();
+
+  std::function<std::string()> render_;
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;
   std::thread thread_;
 };
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -304,9 +305,9 @@ TEST_F(MetricsTest, RestartsOnThePortItServed) {
   EXPECT_EQ(run.exit_status, 0) << run.output;
 }
 
-// Clients that trickle their requests (one byte every few seconds, each
-// within the server's per-read timeout) hold every worker; SIGTERM must still
-// drain and exit at once, with the final report, not wait for them.
+// Clients that trickle their requests (one byte every few seconds) are in
+// the middle of a request when SIGTERM comes; it must still drain and exit
+// at once, with the final report, not wait for them.
 TEST_F(MetricsTest, SlowClientsDoNotHoldUpTheStop) {
   start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
   std::vector<int> clients;
@@ -333,6 +334,145 @@ TEST_F(MetricsTest, SlowClientsDoNotHoldUpTheStop) {
   EXPECT_EQ(run.exit_status, 0) << run.output;
   EXPECT_NE(run.output.find("conservation: received"), std::string::npos) << run.output;
   EXPECT_LT(took, 10.0) << "the stop waited for the metrics clients";
+}
+
+// The daemon's resident memory in KiB (VmRSS), or 0 if unreadable.
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return 0;
+}
+
+// Sends `head`, then `filler` bytes of 'X' as fast as the server takes them
+// (for at most 3 s), then reads until the server closes (5 s at most).
+// Returns what came back, and how many filler bytes the server took.
+std::pair<std::string, size_t> send_and_read(uint16_t port, const std::string& head, size_t filler) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return {"", 0};
+  timeval tv{0, 200'000};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  const std::string chunk(65536, 'X');
+  size_t took = 0;
+  std::string reply;
+  char buf[65536];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (took < filler && std::chrono::steady_clock::now() < until) {
+    const ssize_t n = ::send(fd, chunk.data(), std::min(chunk.size(), filler - took), MSG_NOSIGNAL);
+    if (n > 0) took += static_cast<size_t>(n);
+    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;  // closed by the server
+    // The reply as it comes: a reset at the end may discard what was not read.
+    for (ssize_t r; (r = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0;) reply.append(buf, static_cast<size_t>(r));
+  }
+  tv = {5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return {reply, took};
+}
+
+// Whatever a client sends, the endpoint holds a bounded amount of it: a
+// header line without end, a chunked body of any size, and a request that
+// is no HTTP each get a short answer and the connection closed, and the
+// daemon's memory does not follow what was sent (Debian's httplib 0.11.4,
+// the server before, read each of them whole). HEAD and a query string are
+// answered as GET is.
+TEST_F(MetricsTest, WhatAClientSendsIsBounded) {
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  const long rss_before = rss_kib(fx.daemon_pid());
+  constexpr size_t kLots = 64u << 20;  // 64 MiB, if the server took it
+
+  auto [endless, took] = send_and_read(port, "GET /metrics HTTP/1.1\r\nX-Endless: ", kLots);
+  EXPECT_EQ(endless.rfind("HTTP/1.1 431", 0), 0u) << endless.substr(0, 200);
+  EXPECT_LT(took, 16u << 20) << "the server read an endless header line";
+
+  auto [chunked, took2] =
+      send_and_read(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4000000\r\n", kLots);
+  EXPECT_EQ(chunked.rfind("HTTP/1.1 405", 0), 0u) << chunked.substr(0, 200);
+  EXPECT_NE(chunked.find("Allow: GET, HEAD"), std::string::npos) << chunked.substr(0, 200);
+  EXPECT_LT(took2, 16u << 20) << "the server read a body it does not use";
+
+  auto [garbage, took3] = send_and_read(port, "\x16\x03\x01 not http\r\n\r\n", 0);
+  EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage.substr(0, 200);
+  (void)took3;
+
+  auto [head, unused] = send_and_read(port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 0);
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head.substr(0, 200);
+  EXPECT_EQ(head.find("psgate_build_info"), std::string::npos) << "HEAD has no body";
+  (void)unused;
+  auto query = get("/metrics?name[]=psgate_build_info");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 200);
+  EXPECT_NE(query->body.find("psgate_build_info"), std::string::npos);
+
+  const long rss_after = rss_kib(fx.daemon_pid());
+  EXPECT_LT(rss_after - rss_before, 16 * 1024) << "KiB: the daemon's memory grew with what clients sent";
+  EXPECT_NE(scrape().find("psgate_build_info"), std::string::npos) << "still answering";
+}
+
+// Connections that send nothing, or trickle a request byte by byte, are
+// closed after the request deadline (5 s); more of them than the endpoint
+// takes at once (64) wait in the backlog meanwhile, so the daemon's
+// descriptors stay bounded, and a scrape behind them is answered once the
+// deadline has freed their places.
+TEST_F(MetricsTest, IdleAndTricklingClientsAreClosedAndBounded) {
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  auto open_fds = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(fx.daemon_pid()) + "/fd")) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  };
+  const size_t fds_before = open_fds();
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = connect_loopback(port);
+    ASSERT_GE(fd, 0) << i;
+    idle.push_back(fd);
+  }
+  const int trickler = connect_loopback(port);
+  ASSERT_GE(trickler, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_LE(open_fds(), fds_before + 64) << "the daemon took more connections than its cap";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> trickling{true};
+  std::thread trickle([&] {
+    const std::string req = "GET /metrics HTTP/1.1\r\nX: ";
+    for (size_t i = 0; trickling; ++i) {
+      if (::send(trickler, i < req.size() ? &req[i] : "y", 1, MSG_NOSIGNAL) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(20, 0);
+  client.set_read_timeout(20, 0);
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res) << "no scrape behind 100 idle clients";
+  EXPECT_EQ(res->status, 200);
+  // The first 64 idle ones (and the trickler among them, or behind) are
+  // closed at their deadline: each reads EOF.
+  int closed = 0;
+  for (int fd : idle) {
+    timeval tv{15, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char b;
+    if (::recv(fd, &b, 1, 0) == 0) ++closed;
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  trickling = false;
+  trickle.join();
+  EXPECT_EQ(closed, 100) << "idle connections the server closed";
+  EXPECT_LT(took, 30.0);
+  char b;
+  timeval tv{1, 0};
+  ::setsockopt(trickler, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EXPECT_LE(::recv(trickler, &b, 1, 0), 0) << "the trickling client was not closed";
+  for (int fd : idle) ::close(fd);
+  ::close(trickler);
+  EXPECT_LE(open_fds(), fds_before + 1);
 }
 
 // The inodes of the TCP sockets listening in this network namespace.
