@@ -13,12 +13,15 @@ JobTelemetry read_telemetry(const JobBurstState& s, uint64_t now, uint64_t gap_t
   t.straggler_wait_ms = ms(s.last_straggler_ticks.get());
   const uint64_t current = s.current_bytes.get();
   const uint64_t last_tx = s.last_tx_tsc.get();
-  if (current != 0 && now > last_tx && now - last_tx > gap_ticks) {
+  // Read after last_tx (the lcore writes them in the other order): a start
+  // past last_tx is a new burst begun between the two reads, in progress.
+  const uint64_t start = s.current_start_tsc.get();
+  if (current != 0 && now > last_tx && now - last_tx > gap_ticks && start <= last_tx) {
     // Quiet for longer than the gap: the burst in progress has ended, though
     // the lcore only records it when the job sends again.
     ++t.bursts;
     t.last_burst_bytes = current;
-    t.last_burst_ms = ms(last_tx - s.current_start_tsc.get());
+    t.last_burst_ms = ms(last_tx - start);
   } else {
     t.current_burst_bytes = current;
   }

@@ -52,6 +52,24 @@ TEST(JobTelemetry, BurstEdgesBytesPeriodAndStraggler) {
   EXPECT_DOUBLE_EQ(t.iteration_period_ms, 30.0);
 }
 
+// A reader that loads last_tx_tsc, then current_start_tsc, while the job
+// resumes between the two loads (the lcore writes the start first): it sees
+// the old last transmission with the new burst's start. That is a burst in
+// progress, not one that ended and lasted last_tx - start (which underflows
+// to some 2^64 ticks).
+TEST(JobTelemetry, ABurstThatResumedBetweenTheReadersLoadsIsInProgress) {
+  JobBurstState s;
+  send(s, 10'000, 1);
+  send(s, 10'500, 1);
+  // The lcore, resuming at 20'000, has written the new start but not yet
+  // last_tx (telemetry_on_tx's order).
+  s.current_start_tsc.add(20'000 - s.current_start_tsc.get());
+  const JobTelemetry t = read_telemetry(s, 20'001, kGap, kHz);
+  EXPECT_EQ(t.bursts, 0u) << "no burst ended as far as the reader can tell";
+  EXPECT_EQ(t.last_burst_ms, 0.0);
+  EXPECT_EQ(t.current_burst_bytes, 2000u);
+}
+
 TEST(JobTelemetry, TracksTheFirstWorkersAndFindsThemAgain) {
   JobBurstState s;
   // 40 workers with keys that share low bits (addresses of one subnet): the
