@@ -526,6 +526,9 @@ class Parser : TomlReader {
     if (!duration(*t, "lease_ttl", "cluster", cl.lease_ttl_ns)) return false;
     if (cl.lease_ttl_ns < kMinLeaseTtlNs || cl.lease_ttl_ns > kMaxLeaseTtlNs)
       return fail("cluster.lease_ttl", "must be 2s..60s");
+    // etcd grants leases in whole seconds: "2500ms" would be granted as 2 s
+    // while the leader's step-down margin reckoned with 2.5.
+    if (cl.lease_ttl_ns % 1'000'000'000 != 0) return fail("cluster.lease_ttl", "must be whole seconds");
     c.cluster = std::move(cl);
     return true;
   }

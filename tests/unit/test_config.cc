@@ -632,6 +632,8 @@ std::vector<BadCase> bad_cases() {
        "2s..60s"},
       {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nlease_ttl = \"61s\"")),
        "cluster.lease_ttl", "2s..60s"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nlease_ttl = \"2500ms\"")),
+       "cluster.lease_ttl", "must be whole seconds"},
       {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nleader = true")), "cluster.leader",
        "unknown key"},
       // top level
