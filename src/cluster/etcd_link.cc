@@ -325,7 +325,8 @@ json EtcdLink::status() const {
           {"watch_restarts", watch_restarts_},
           {"events", events_},
           {"write_errors", write_errors_},
-          {"leader_terms", leader_terms_}};
+          {"leader_terms", leader_terms_},
+          {"registration_error", registration_error_}};
 }
 
 // ---- following the prefix ----------------------------------------------------------
@@ -505,19 +506,53 @@ bool EtcdLink::keep_alive(size_t ep) {
   return true;
 }
 
+// Put only over our own registration or none: a registration of this name
+// under another live lease is another gateway with the same cluster.name
+// (or this one's previous run, until its lease expires), and two writers of
+// one key would overwrite each other every second. One transaction: the key
+// under our lease -> put; else (nested) absent -> put; else read it back.
 bool EtcdLink::put_registration(size_t ep) {
-  pb::PutRequest req;
+  pb::TxnRequest txn;
+  const std::string key = keys_.gateway(spec_.name);
+  int64_t lease;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    req.set_key(keys_.gateway(spec_.name));
-    req.set_value(gateway_json(report_).dump());
-    req.set_lease(lease_id_);
+    lease = lease_id_;
+    pb::PutRequest* put = txn.add_success()->mutable_request_put();
+    put->set_key(key);
+    put->set_value(gateway_json(report_).dump());
+    put->set_lease(lease);
   }
+  auto* ours = txn.add_compare();
+  ours->set_key(key);
+  ours->set_target(pb::Compare::LEASE);
+  ours->set_result(pb::Compare::EQUAL);
+  ours->set_lease(lease);
+  pb::TxnRequest* absent = txn.add_failure()->mutable_request_txn();
+  compare_created(*absent, key, 0);
+  *absent->add_success() = txn.success(0);
+  absent->add_failure()->mutable_request_range()->set_key(key);
   auto kv = pb::KV::NewStub(channel(ep));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
-  pb::PutResponse resp;
-  return kv->Put(&ctx, req, &resp).ok();
+  pb::TxnResponse resp;
+  if (!kv->Txn(&ctx, txn, &resp).ok()) return false;
+  std::string conflict;
+  if (!resp.succeeded() && resp.responses_size() > 0 && !resp.responses(0).response_txn().succeeded()) {
+    const auto& inner = resp.responses(0).response_txn();
+    const int64_t other = inner.responses_size() > 0 && inner.responses(0).response_range().kvs_size() > 0
+                              ? inner.responses(0).response_range().kvs(0).lease()
+                              : 0;
+    conflict = "another gateway is registered as \"" + spec_.name + "\" (lease " + std::to_string(other) +
+               "); not registering until it goes: two gateways with one cluster.name?";
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (conflict != registration_error_) {
+    if (!conflict.empty()) spdlog::error("cluster: {}", conflict);
+    else if (!registration_error_.empty()) spdlog::info("cluster: registered as \"{}\"", spec_.name);
+  }
+  registration_error_ = conflict;
+  return true;
 }
 
 // One leadership step: campaign when there is no leader; while leader,

@@ -91,6 +91,7 @@ class EtcdLink final : public ClusterLink {
   bool connected_ = false;
   double degraded_since_s_ = 0;  // unix time the store was lost (0: connected, or never reached)
   std::string last_error_;
+  std::string registration_error_;  // why this gateway is not registered ("": it is)
   GatewayInfo report_;
   bool leader_ = false;
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
