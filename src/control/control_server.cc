@@ -47,6 +47,8 @@ struct Connection {
   bool paused_by_budget = false;
   // A reply could not be sent (EPIPE, ECONNRESET): treated as hung up.
   bool peer_gone = false;
+  // When it last sent anything (accepted, or a request's bytes): idle since.
+  uint64_t active_ns = 0;
   // Which connection on this descriptor (epoll's data: descriptor | serial
   // << 32): an event still pending for a closed connection must not reach
   // the next one that gets its descriptor number in the same round.
@@ -206,6 +208,26 @@ void ControlServer::run() {
     if (auto it = conns.find(fd); it != conns.end()) drop_out(it->second);
     conns.erase(fd);
   };
+  // Every place taken, or no descriptor left: closes the client idle longest,
+  // if it has sent nothing for kIdleEvictNs and is owed nothing. False: none.
+  uint64_t evicted = 0;  // for the log
+  auto evict_idle = [&]() -> bool {
+    const uint64_t now = monotonic_ns();
+    int victim = -1;
+    uint64_t oldest = now;
+    for (const auto& [cfd, conn] : conns) {
+      if (conn.out.empty() && !conn.eof && conn.active_ns < oldest) {
+        oldest = conn.active_ns;
+        victim = cfd;
+      }
+    }
+    if (victim < 0 || now - oldest < kIdleEvictNs) return false;
+    if (evicted++ % 100 == 0)
+      spdlog::warn("control: no client place left; one idle for {} s closed for a new one ({} since start)",
+                   (now - oldest) / 1'000'000'000, evicted);
+    close_conn(victim);
+    return true;
+  };
   // Sends what is buffered and sets what to wait for: more requests while
   // few replies are pending, only EPOLLOUT while many are (a client that
   // does not read is not read from either), and after EOF only the rest of
@@ -358,6 +380,8 @@ void ControlServer::run() {
         // clients, and a backlog left full refuses new ones (EAGAIN).
         for (;;) {
           int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          // Out of descriptors: an idle client's may be had (evict_idle).
+          if (c < 0 && (errno == EMFILE || errno == ENFILE) && evict_idle()) continue;
           bool out_of_fds = false;
           if (c < 0 && (errno == EMFILE || errno == ENFILE) && reserve_fd >= 0) {
             // Out of file descriptors (RLIMIT_NOFILE below kMaxClients plus
@@ -383,6 +407,7 @@ void ControlServer::run() {
             if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             break;
           }
+          if (!out_of_fds && conns.size() >= kMaxClients) (void)evict_idle();
           if (out_of_fds || conns.size() >= kMaxClients) {
             if (out_of_fds && refused_for_fds++ % 1000 == 0)
               spdlog::warn("control: out of file descriptors with {} clients (raise RLIMIT_NOFILE); {} refused",
@@ -398,6 +423,7 @@ void ControlServer::run() {
             continue;
           }
           Connection& added = conns.emplace(c, Connection{}).first->second;
+          added.active_ns = monotonic_ns();
           added.serial = ++next_serial == 0 ? ++next_serial : next_serial;  // never 0
           if (!watch(c, EPOLLIN | EPOLLRDHUP, added.serial)) {
             // Never polled, it would wait for a reply that never comes: refused with why.
@@ -472,6 +498,7 @@ void ControlServer::run() {
                 // Consumes the bytes just peeked (only this thread reads the socket).
                 const ssize_t got = recv(fd, buf + at, take, MSG_DONTWAIT);
                 if (got <= 0) break;
+                c.active_ns = monotonic_ns();
                 c.in.feed(std::string_view(buf + at, static_cast<size_t>(got)), on_line, on_oversized);
                 at += static_cast<size_t>(got);
                 ++pieces;

@@ -41,6 +41,10 @@ inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
 // takes from one connection before it turns to the others and its tick.
 inline constexpr unsigned kMaxPiecesPerWakeup = 64;
 inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
+// ... unless a client has sent nothing for this long and is owed nothing: with
+// every place taken (or no descriptor left), the one idle longest gives its
+// place to the newcomer, so forgotten connections cannot lock everyone out.
+inline constexpr uint64_t kIdleEvictNs = 10'000'000'000;
 // Connections the kernel queues before the control thread accepts them
 // (capped by net.core.somaxconn, 4096 by default since Linux 5.4). The thread
 // accepts until the queue is empty on every wake-up, but a long command holds

@@ -873,5 +873,49 @@ TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
   EXPECT_NE(stopped.output.find("control: out of file descriptors"), std::string::npos) << stopped.output;
 }
 
+// Every place taken (here: the daemon out of file descriptors) by clients
+// that connected and went quiet: a newcomer is refused while they are
+// recent, and takes the place of the one idle longest once that one has sent
+// nothing for 10 s, which is closed. Forgotten connections (a leaking
+// monitor, socat sessions left open) cannot lock operators out for good.
+TEST_F(ManyClientsTest, AClientIdleFor10sGivesItsPlaceWhenNoneIsLeft) {
+  const pid_t pid = fx.daemon_pid();
+  size_t open_fds = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    (void)e;
+    ++open_fds;
+  }
+  rlimit old{};
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
+  rlimit low = old;
+  low.rlim_cur = open_fds + 6;
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  std::vector<std::unique_ptr<Conn>> idle;
+  bool refused = false;
+  for (int i = 0; i < 30 && !refused; ++i) {
+    auto c = std::make_unique<Conn>(sock());
+    ASSERT_TRUE(c->ok()) << "connect " << i;
+    const auto line = c->call("{\"cmd\": \"health\"}\n", 2000);
+    ASSERT_TRUE(line.has_value()) << "client " << i << ": no reply";
+    if (json::parse(*line, nullptr, false)["ok"] == true) idle.push_back(std::move(c));
+    else refused = true;
+  }
+  ASSERT_TRUE(refused) << "the descriptor limit was never reached";
+  ASSERT_FALSE(idle.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10'500));
+  Conn fresh(sock());
+  ASSERT_TRUE(fresh.ok());
+  const auto line = fresh.call("{\"cmd\": \"health\"}\n", 5000);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(json::parse(*line, nullptr, false)["ok"], true) << *line;
+  EXPECT_FALSE(idle.front()->call("{\"cmd\": \"health\"}\n", 2000).has_value())
+      << "the client idle longest was not closed";
+  EXPECT_TRUE(idle.back()->call("{\"cmd\": \"health\"}\n", 5000).has_value()) << "only one place was needed";
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &old, nullptr), 0);
+  idle.clear();
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_NE(stopped.output.find("one idle for 1"), std::string::npos) << stopped.output;
+}
+
 }  // namespace
 }  // namespace psgate::testing
