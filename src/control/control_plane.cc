@@ -222,7 +222,7 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   return true;
 }
 
-Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
+Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved if_unsaved) {
   // 1. Compile (nothing visible changes; this may fail).
   auto ranks = effective_ranks(next, next.policy_state, now_ns);
   std::unique_ptr<Snapshot> snap;
@@ -245,18 +245,20 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns) {
   // a job's rules never change); then the state file, which names the rules
   // files, is replaced: that is the commit point (state_file.h). Unchanged
   // text (a policy re-rank, a no-op) is not rewritten.
-  // In cluster mode the store holds the state and the file is this host's
-  // copy for a start without the store: a file that cannot be written (disk
-  // full, read-only) must not stop the gateway from following the cluster.
-  // The change is published all the same, the gateway says it is degraded,
-  // and the tick writes the file again until it succeeds.
+  // In cluster mode the store holds jobs, order and policy, and the file is
+  // this host's copy of them for a start without the store: a file that
+  // cannot be written (disk full, read-only) must not stop the gateway from
+  // following the cluster. What the store holds is published all the same
+  // (if_unsaved), the gateway says it is degraded, and the tick writes the
+  // file again until it succeeds. A local setting (class.set, shaper.set,
+  // reload) has no other record: refused, as in single-host mode.
   const std::string& path = config_.control.state;
   std::string text;
   uint64_t rules_serial = rules_serial_;
   Result<bool> persisted = true;
   if (!path.empty()) {
     persisted = persist(next, text, rules_serial);
-    if (!persisted && !cluster_) return persisted;
+    if (!persisted && !(cluster_ && if_unsaved == IfUnsaved::kPublishWhatTheStoreHolds)) return persisted;
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
   if (snap) {
@@ -326,7 +328,8 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   if (published_) {
     if (auto merged = merger_.take(now_ns)) {
       fresh_merge_ = std::move(merged);
-      if (auto ok = commit(state_, now_ns); !ok) spdlog::warn("rule merge not published: {}", ok.error());
+      if (auto ok = commit(state_, now_ns, IfUnsaved::kPublishWhatTheStoreHolds); !ok)
+        spdlog::warn("rule merge not published: {}", ok.error());
     } else if (const Snapshot* current = dataplane_.publisher().current()) {
       merger_.maybe_start(current->partitions, state_.jobs, current->merged, rules_changed_ns_, now_ns);
     }
@@ -335,7 +338,8 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);
     // The state file that could not be written (commit()), again.
-    if (!state_unsaved_.empty() && now_ns >= state_retry_ns_) (void)commit(state_, now_ns);
+    if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
+      (void)commit(state_, now_ns, IfUnsaved::kPublishWhatTheStoreHolds);
     report_to_cluster(now_ns);
     return;
   }
@@ -794,7 +798,7 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     next.cluster_ranks.emplace();
     for (const JobRanks& r : *view.ranks) (*next.cluster_ranks)[r.id] = r;
   }
-  if (auto ok = commit(std::move(next), now_ns); !ok) return ok;
+  if (auto ok = commit(std::move(next), now_ns, IfUnsaved::kPublishWhatTheStoreHolds); !ok) return ok;
   // Jobs this gateway could not take (no free slot): the rest is in force.
   cluster_apply_error_ = refused;
   if (!refused.empty()) {
