@@ -758,9 +758,13 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
     if (!s.ok()) {
       last = endpoints_[ep].target + ": " + status_text(s);
       if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        // The store may have applied it after the deadline: another member
-        // must not be sent it blindly (puts that are not fenced), and the
-        // operator must not be told that nothing was written.
+        // The member may still be applying it: sent to another as well, it
+        // could land after a later change of the operator's, and the
+        // operator must not be told that nothing was written. (Failures that
+        // may have applied it but ended the call, a lost connection or
+        // "leader changed" in an election, do go to the next member: a
+        // fenced write then fails its fence, answered below as maybe
+        // written; an unfenced one puts the same values again.)
         return store_error("the cluster store did not answer in time (" + last +
                            "): the change may or may not have been written; read the jobs back (psgatectl jobs "
                            "list) before retrying");

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -45,7 +46,8 @@ struct Connection {
   // Listed in ControlServer::run's `budget_paused`, looked at again when the
   // replies drain.
   bool paused_by_budget = false;
-  // A reply could not be sent (EPIPE, ECONNRESET): treated as hung up.
+  // A reply could not be sent (EPIPE, ECONNRESET): muted (replies dropped,
+  // requests still taken) until it closes.
   bool peer_gone = false;
   // When it last sent anything (accepted, or a request's bytes): idle since.
   uint64_t active_ns = 0;
@@ -216,10 +218,13 @@ void ControlServer::run() {
     int victim = -1;
     uint64_t oldest = now;
     for (const auto& [cfd, conn] : conns) {
-      if (conn.out.empty() && !conn.eof && conn.active_ns < oldest) {
-        oldest = conn.active_ns;
-        victim = cfd;
-      }
+      // Not one held by the replies budget (not read from: it may well have
+      // sent), nor one with requests waiting unread in its socket.
+      if (!conn.out.empty() || conn.eof || conn.paused_by_budget || conn.active_ns >= oldest) continue;
+      int unread = 0;
+      if (ioctl(cfd, FIONREAD, &unread) == 0 && unread > 0) continue;
+      oldest = conn.active_ns;
+      victim = cfd;
     }
     if (victim < 0 || now - oldest < kIdleEvictNs) return false;
     if (evicted++ % 100 == 0)
@@ -506,7 +511,9 @@ void ControlServer::run() {
               continue;
             }
             if (r < 0 && errno == EINTR) continue;
-            if (r == 0) {
+            // After a hang-up, an error (ECONNRESET: it closed with replies
+            // unread) is its end of stream like EOF, last line included.
+            if (r == 0 || (r < 0 && hung_up && errno != EAGAIN && errno != EWOULDBLOCK)) {
               c.eof = true;  // its replies still go out (flush)
               // A last request without its newline (printf '...' | socat) is
               // a request all the same, not silently dropped.

@@ -93,6 +93,15 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& s
   if (s->listen_fd_ < 0) return R::failure(where + std::strerror(err));
   s->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->stop_fd_ < 0) return R::failure(where + "eventfd: " + std::strerror(errno));
+  s->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (s->epoll_fd_ < 0) return R::failure(where + "epoll_create1: " + std::strerror(errno));
+  for (const int fd : {s->stop_fd_, s->listen_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint32_t>(fd);  // serial 0 (run()'s key)
+    if (::epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return R::failure(where + "epoll_ctl: " + std::strerror(errno));
+  }
   s->render_ = std::move(render);
   s->thread_ = std::thread([srv = s.get()] { srv->run(); });
   return R(std::move(s));
@@ -103,20 +112,19 @@ void MetricsServer::stop() {
   const uint64_t one = 1;
   (void)!::write(stop_fd_, &one, sizeof one);
   thread_.join();  // every socket is non-blocking: the loop ends at its next wake-up
+  ::close(listen_fd_);
+  listen_fd_ = -1;
 }
 
 MetricsServer::~MetricsServer() {
   stop();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  if (stop_fd_ >= 0) ::close(stop_fd_);
+  for (const int fd : {listen_fd_, stop_fd_, epoll_fd_}) {
+    if (fd >= 0) ::close(fd);
+  }
 }
 
 void MetricsServer::run() {
-  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) {
-    spdlog::error("metrics: epoll_create1: {}; the HTTP endpoint does not answer", std::strerror(errno));
-    return;
-  }
+  const int ep = epoll_fd_;
   // epoll's data word: the descriptor, and a connection's serial above it,
   // so that an event still pending for a connection closed in this round
   // cannot reach the next one given the same descriptor.
@@ -127,9 +135,12 @@ void MetricsServer::run() {
     ev.data.u64 = key(fd, serial);
     return ::epoll_ctl(ep, op, fd, &ev) == 0;
   };
-  watch(EPOLL_CTL_ADD, stop_fd_, EPOLLIN, 0);
-  watch(EPOLL_CTL_ADD, listen_fd_, EPOLLIN, 0);
+  // Stopped watching the listening socket: at the connection cap, or for a
+  // second after an accept error (out of descriptors: level-triggered, it
+  // would wake every round); `resume_at` says until when, for the latter.
   bool accepting = true;
+  SteadyClock::time_point resume_at{};
+  SteadyClock::time_point accept_error_logged{};
 
   enum class Phase { kReading, kWriting, kDraining };
   struct Conn {
@@ -148,7 +159,7 @@ void MetricsServer::run() {
     ::epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(fd);
-    if (!accepting && conns.size() < kMaxConnections) {
+    if (!accepting && conns.size() < kMaxConnections && SteadyClock::now() >= resume_at) {
       accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
     }
   };
@@ -246,10 +257,16 @@ void MetricsServer::run() {
           if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
-              // Out of descriptors, say: the next round tries again (a
-              // second's deadline sweep at the latest, no hot loop).
-              spdlog::warn("metrics: accept: {}", std::strerror(errno));
-              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+              // Out of descriptors, say: not watched for a second (the sweep
+              // below watches it again), logged at most once a minute.
+              const auto t = SteadyClock::now();
+              if (accept_error_logged == SteadyClock::time_point{} ||
+                  t - accept_error_logged > std::chrono::minutes(1)) {
+                accept_error_logged = t;
+                spdlog::warn("metrics: accept: {}; new scrapes wait", std::strerror(errno));
+              }
+              resume_at = t + std::chrono::seconds(1);
+              if (accepting) accepting = !watch(EPOLL_CTL_MOD, listen_fd_, 0, 0);
             }
             break;
           }
@@ -284,9 +301,11 @@ void MetricsServer::run() {
       if (after >= c.deadline) late.push_back(fd);
     }
     for (int fd : late) close_conn(fd);
+    if (!accepting && conns.size() < kMaxConnections && after >= resume_at) {
+      accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
+    }
   }
   for (auto& [fd, c] : conns) ::close(fd);
-  ::close(ep);
 }
 
 }  // namespace psgate

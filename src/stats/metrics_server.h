@@ -46,8 +46,9 @@ class MetricsServer {
   // Binds spec's address and starts answering. The error names metrics.listen
   // and says why the address cannot be used (e.g. already in use).
   static Result<std::unique_ptr<MetricsServer>> start(const MetricsSpec& spec, std::function<std::string()> render);
-  // Stops answering (render() is not called again) and joins the thread: at
-  // once, whatever clients are connected.
+  // Stops answering (render() is not called again), joins the thread (at
+  // once, whatever clients are connected) and closes the listening socket:
+  // a scrape during the drain that follows is refused, not left hanging.
   ~MetricsServer();
   void stop();
 
@@ -58,6 +59,7 @@ class MetricsServer {
   std::function<std::string()> render_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;
+  int epoll_fd_ = -1;  // made by start(), so that a failure is start()'s error
   std::thread thread_;
 };
 
