@@ -71,6 +71,16 @@ long rss_kib(pid_t pid) {
   return 0;
 }
 
+// How many descriptors the process has open.
+size_t open_fds_of(pid_t pid) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
 // One control connection with a deadline on every wait.
 class Conn {
  public:
@@ -166,6 +176,17 @@ class ManyClientsTest : public ::testing::Test {
     FAIL() << "psgate did not answer health in 30 s";
   }
   std::string sock() const { return fx.path("ctl.sock"); }
+  // Lowers the daemon's open-file limit to what it has open plus `room`;
+  // `old` gets the limit to restore.
+  void limit_daemon_fds(size_t room, rlimit& old) {
+    const pid_t pid = fx.daemon_pid();
+    const size_t open_fds = open_fds_of(pid);
+    ASSERT_GT(open_fds, 0u);
+    ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
+    rlimit low = old;
+    low.rlim_cur = open_fds + room;
+    ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  }
   // Large replies: 60 jobs of 8 rules each make a `config` reply of tens of
   // KiB. Returns its size.
   size_t add_big_jobs() {
@@ -830,17 +851,8 @@ TEST_F(ManyClientsTest, ALastRequestWithoutItsNewlineIsAnswered) {
 // some leave, new ones are served again.
 TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
   const pid_t pid = fx.daemon_pid();
-  size_t open_fds = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    (void)e;
-    ++open_fds;
-  }
-  ASSERT_GT(open_fds, 0u);
   rlimit old{};
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  rlimit low = old;
-  low.rlim_cur = open_fds + 10;
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(10, old));
 
   std::vector<std::unique_ptr<Conn>> conns;
   long ok = 0, refused = 0, missed = 0;
@@ -880,16 +892,8 @@ TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
 // monitor, socat sessions left open) cannot lock operators out for good.
 TEST_F(ManyClientsTest, AClientIdleFor10sGivesItsPlaceWhenNoneIsLeft) {
   const pid_t pid = fx.daemon_pid();
-  size_t open_fds = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    (void)e;
-    ++open_fds;
-  }
   rlimit old{};
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  rlimit low = old;
-  low.rlim_cur = open_fds + 6;
-  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(6, old));
   std::vector<std::unique_ptr<Conn>> idle;
   bool refused = false;
   for (int i = 0; i < 30 && !refused; ++i) {
