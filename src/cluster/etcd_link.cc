@@ -5,9 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "psgate/pem_file.h"
 
 namespace psgate {
 
@@ -77,29 +76,6 @@ void compare_created(pb::TxnRequest& txn, const std::string& key, int64_t revisi
   cmp->set_target(pb::Compare::CREATE);
   cmp->set_result(pb::Compare::EQUAL);
   cmp->set_create_revision(revision);
-}
-
-// A PEM file the config names, whole; nothing, with why, when it cannot be
-// read or is empty (a file being rotated, say). Never an empty text for a
-// named file: gRPC takes an empty root certificate list to mean the
-// system's, which would trust any public CA's certificate for the store.
-std::optional<std::string> read_pem(const std::string& path, std::string& why) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    why = "cannot read " + path + ": " + std::strerror(errno);
-    return std::nullopt;
-  }
-  std::stringstream s;
-  s << in.rdbuf();
-  if (in.bad()) {
-    why = "cannot read " + path;
-    return std::nullopt;
-  }
-  if (s.str().empty()) {
-    why = path + " is empty";
-    return std::nullopt;
-  }
-  return s.str();
 }
 
 // Whether a failed write surely never reached a raft leader, so that another
@@ -184,11 +160,20 @@ std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
 grpc::SslCredentialsOptions EtcdLink::tls_files() {
   grpc::SslCredentialsOptions o;
   std::string why;
-  auto ca = read_pem(spec_.ca, why);
+  // The files in order, stopping at the first that cannot be read.
+  auto read = [&why](const std::string& path) -> std::optional<std::string> {
+    auto pem = read_pem_file(path);
+    if (!pem) {
+      why = pem.error();
+      return std::nullopt;
+    }
+    return std::move(*pem);
+  };
+  auto ca = read(spec_.ca);
   std::optional<std::string> cert, key;
   if (ca && !spec_.cert.empty()) {
-    cert = read_pem(spec_.cert, why);
-    if (cert) key = read_pem(spec_.key, why);
+    cert = read(spec_.cert);
+    if (cert) key = read(spec_.key);
   }
   if (ca && (spec_.cert.empty() || (cert && key))) {
     o.pem_root_certs = std::move(*ca);

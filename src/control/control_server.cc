@@ -22,6 +22,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "psgate/epoll_key.h"
 #include "psgate/request_lines.h"
 
 namespace psgate {
@@ -51,15 +52,9 @@ struct Connection {
   bool peer_gone = false;
   // When it last sent anything (accepted, or a request's bytes): idle since.
   uint64_t active_ns = 0;
-  // Which connection on this descriptor (epoll's data: descriptor | serial
-  // << 32): an event still pending for a closed connection must not reach
-  // the next one that gets its descriptor number in the same round.
+  // Which connection on this descriptor (psgate/epoll_key.h).
   uint32_t serial = 0;
 };
-
-// epoll's data word for a descriptor: the descriptor in the low half, a
-// connection's serial (0 for the others) above it.
-uint64_t epoll_key(int fd, uint32_t serial) { return static_cast<uint32_t>(fd) | uint64_t{serial} << 32; }
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -173,10 +168,7 @@ void ControlServer::run() {
   const int tick_fd = tick_fd_;
   const int report_fd = report_fd_;
   auto watch = [ep](int fd, uint32_t events, uint32_t serial = 0) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = epoll_key(fd, serial);
-    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0;
+    return epoll_watch(ep, EPOLL_CTL_ADD, fd, events, serial);
   };
   uint32_t next_serial = 0;
   watch(listen_fd_, EPOLLIN);
@@ -286,13 +278,11 @@ void ControlServer::run() {
     const bool by_budget = over_budget && !own_pause;
     if (by_budget && !c.paused_by_budget) budget_paused.push_back(fd);
     c.paused_by_budget = by_budget;
-    epoll_event ev{};
     // Held: no event but a hang-up or an error (always reported).
-    ev.events = waiting ? EPOLLOUT
-                : hold  ? 0u
-                        : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
-    ev.data.u64 = epoll_key(fd, c.serial);
-    epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+    const uint32_t events = waiting ? EPOLLOUT
+                            : hold  ? 0u
+                                    : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+    epoll_watch(ep, EPOLL_CTL_MOD, fd, events, c.serial);
     return true;
   };
   uint64_t stalled_clients = 0;  // for the log: how many were disconnected since start
@@ -343,7 +333,7 @@ void ControlServer::run() {
       continue;
     }
     for (int i = 0; i < n; ++i) {
-      const int fd = static_cast<int>(static_cast<uint32_t>(events[i].data.u64));  // epoll_key's low half
+      const int fd = epoll_key_fd(events[i].data.u64);
       if (fd == stop_fd_) {
         running = false;
       } else if (fd == options_.wake_fd) {
@@ -429,7 +419,7 @@ void ControlServer::run() {
           }
           Connection& added = conns.emplace(c, Connection{}).first->second;
           added.active_ns = monotonic_ns();
-          added.serial = ++next_serial == 0 ? ++next_serial : next_serial;  // never 0
+          added.serial = next_connection_serial(next_serial);
           if (!watch(c, EPOLLIN | EPOLLRDHUP, added.serial)) {
             // Never polled, it would wait for a reply that never comes: refused with why.
             const std::string msg =
@@ -443,7 +433,7 @@ void ControlServer::run() {
       } else {
         auto it = conns.find(fd);
         // Closed earlier in this round (its descriptor maybe reused since).
-        if (it == conns.end() || it->second.serial != static_cast<uint32_t>(events[i].data.u64 >> 32)) continue;
+        if (it == conns.end() || it->second.serial != epoll_key_serial(events[i].data.u64)) continue;
         Connection& c = it->second;
         bool alive = true;
         bool capped = false;  // stopped at kMaxPiecesPerWakeup with more to read

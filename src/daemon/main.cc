@@ -26,6 +26,7 @@
 #include "psgate/control_plane.h"
 #include "psgate/dataplane.h"
 #include "psgate/lcore_check.h"
+#include "psgate/pem_file.h"
 #include "psgate/prometheus.h"
 #include "psgate/signals.h"
 #include "stats/metrics_server.h"
@@ -289,15 +290,8 @@ int main(int argc, char** argv) {
     for (auto [key, path] :
          {std::pair{"ca", &config->cluster->ca}, {"cert", &config->cluster->cert}, {"key", &config->cluster->key}}) {
       if (path->empty()) continue;
-      std::ifstream in(*path);
-      if (!in) {
-        std::fprintf(stderr, "psgate: %s: cluster.%s: cannot read %s: %s\n", config_path.c_str(), key, path->c_str(),
-                     std::strerror(errno));
-        return 2;
-      }
-      // Empty, a root list would mean the system's CAs to gRPC.
-      if (in.peek() == std::ifstream::traits_type::eof()) {
-        std::fprintf(stderr, "psgate: %s: cluster.%s: %s is empty\n", config_path.c_str(), key, path->c_str());
+      if (auto pem = psgate::read_pem_file(*path); !pem) {
+        std::fprintf(stderr, "psgate: %s: cluster.%s: %s\n", config_path.c_str(), key, pem.error().c_str());
         return 2;
       }
     }

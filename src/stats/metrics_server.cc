@@ -17,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "psgate/epoll_key.h"
 #include "psgate/prometheus.h"
 
 namespace psgate {
@@ -96,10 +97,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& s
   s->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (s->epoll_fd_ < 0) return R::failure(where + "epoll_create1: " + std::strerror(errno));
   for (const int fd : {s->stop_fd_, s->listen_fd_}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = static_cast<uint32_t>(fd);  // serial 0 (run()'s key)
-    if (::epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+    if (!epoll_watch(s->epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLIN))
       return R::failure(where + "epoll_ctl: " + std::strerror(errno));
   }
   s->render_ = std::move(render);
@@ -125,15 +123,9 @@ MetricsServer::~MetricsServer() {
 
 void MetricsServer::run() {
   const int ep = epoll_fd_;
-  // epoll's data word: the descriptor, and a connection's serial above it,
-  // so that an event still pending for a connection closed in this round
-  // cannot reach the next one given the same descriptor.
-  auto key = [](int fd, uint32_t serial) { return static_cast<uint32_t>(fd) | uint64_t{serial} << 32; };
-  auto watch = [&](int op, int fd, uint32_t events, uint32_t serial) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = key(fd, serial);
-    return ::epoll_ctl(ep, op, fd, &ev) == 0;
+  // Connections are watched with their serial (psgate/epoll_key.h).
+  auto watch = [ep](int op, int fd, uint32_t events, uint32_t serial) {
+    return epoll_watch(ep, op, fd, events, serial);
   };
   // Stopped watching the listening socket: at the connection cap, or for a
   // second after an accept error (out of descriptors: level-triggered, it
@@ -246,7 +238,7 @@ void MetricsServer::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (int i = 0; i < n; ++i) {
-      const int fd = static_cast<int>(static_cast<uint32_t>(events[i].data.u64));
+      const int fd = epoll_key_fd(events[i].data.u64);
       if (fd == stop_fd_) {
         running = false;
       } else if (fd == listen_fd_) {
@@ -270,7 +262,7 @@ void MetricsServer::run() {
             }
             break;
           }
-          const uint32_t serial = ++next_serial == 0 ? ++next_serial : next_serial;
+          const uint32_t serial = next_connection_serial(next_serial);
           Conn& added = conns[c];
           added.serial = serial;
           added.deadline = SteadyClock::now() + kRequestDeadline;
@@ -281,7 +273,7 @@ void MetricsServer::run() {
         }
       } else {
         auto it = conns.find(fd);
-        if (it == conns.end() || it->second.serial != static_cast<uint32_t>(events[i].data.u64 >> 32)) continue;
+        if (it == conns.end() || it->second.serial != epoll_key_serial(events[i].data.u64)) continue;
         Conn& c = it->second;
         bool alive = true;
         if (c.phase == Phase::kWriting) {
