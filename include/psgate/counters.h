@@ -99,8 +99,9 @@ constexpr const char* unit_name(CounterUnit u) {
   X(tx_packets, packets, count, "tx pkts", 12, "transmitted by this port")                                            \
   X(tx_bytes, bytes, count, "tx bytes", 14, "transmitted by this port (pkt_len)")                                     \
   X(rx_malformed, packets, count, "malformed", 10, "headers that do not parse: sent in the default class")            \
-  X(rx_network_control, packets, count, "net-ctrl", 10, "non-IP frames and IPv6 ND, sent in class 0")                 \
-  X(rx_unclassified, packets, count, "unclassified", 12, "IP that matched no job: default class")                     \
+  X(rx_network_control, packets, count, "net-ctrl", 10,                                                               \
+    "link control (ARP, LLDP, LACP, ND, OSPF...), sent in class 0")                                                   \
+  X(rx_unclassified, packets, count, "unclassified", 12, "matched no job (and non-IP payload): default class")        \
   X(rerank_migrations, packets, count, nullptr, 0, "re-ranking: a job's queued packets followed it to its new class") \
   X(rerank_deferred, packets, count, nullptr, 0, "re-ranking waited: the new class was full, the job kept its old")
 

@@ -22,8 +22,9 @@ struct ParsedPacket {
   // Truncated or inconsistent headers. A malformed packet is still forwarded
   // (transparent wire), unclassified, in the default class, and counted.
   bool malformed = false;
-  // Frames the gateway must never delay behind job traffic: every non-IP frame
-  // (ARP, LLDP, ...) and IPv6 neighbour discovery (ICMPv6 133-137).
+  // Frames the gateway must never delay behind job traffic: the link's own
+  // control (ARP, LLDP, LACP, STP, ...; IPv6 ND and MLD; IGMP, OSPF, PIM and
+  // VRRP sent link-local), the list in packet_parser.cc.
   bool network_control = false;
   // A non-first fragment carries no L4 header: it matches on addresses only.
   bool non_first_fragment = false;

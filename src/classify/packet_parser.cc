@@ -11,7 +11,8 @@
 //
 //   Ethernet -> VLAN* -> IPv4 ------------------------> L4 ports
 //                     -> IPv6 -> ext headers (walk) -->
-//                     -> anything else: non-IP, network control
+//                     -> anything else: non-IP (network control when the
+//                        ethertype is the link's own: ARP, LLDP, LACP, ...)
 //
 // All offsets are uint32_t and only ever compared as `off + n <= end` with
 // off <= end already established, so nothing can wrap.
@@ -47,6 +48,37 @@ constexpr unsigned kMaxIpv6ExtHeaders = 8;
 
 inline uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 
+// The link's own control frames: tiny, and a delayed one breaks the link or
+// its neighbours (a lost LACP frame takes a bond member down, an unanswered
+// ARP makes a host believe its peer is gone). Every other non-IP ethertype
+// (MPLS, PPPoE, FCoE, RoCEv1, MACsec, ...) can carry bulk traffic and must not
+// get the uncapped top class: it is forwarded unclassified.
+inline bool is_link_control_ethertype(uint16_t type) {
+  switch (type) {
+    case 0x0806:  // ARP
+    case 0x8035:  // RARP
+    case 0x8808:  // MAC control (PAUSE, PFC)
+    case 0x8809:  // slow protocols (LACP, marker, OAM)
+    case 0x888e:  // EAPOL (802.1X)
+    case 0x88cc:  // LLDP
+    case 0x88f7:  // PTP
+    case 0x8902:  // CFM (802.1ag, Y.1731)
+      return true;
+    default:
+      return type < 0x0600;  // an 802.3 length: LLC frames (STP, CDP, ...)
+  }
+}
+
+// Link-scoped IP control protocols: routing and first-hop redundancy whose
+// loss flaps a route or a gateway. Only with the TTL (hop limit) such a
+// packet is sent with: 1, or 255 (RFC 5082: a receiver knows it came from the
+// link), so traffic from further away never gets the top class by choosing a
+// protocol number.
+inline bool is_link_control_protocol(uint8_t proto, uint8_t ttl) {
+  if (ttl != 1 && ttl != 255) return false;
+  return proto == 2 || proto == 89 || proto == 103 || proto == 112;  // IGMP, OSPF, PIM, VRRP
+}
+
 inline bool is_vlan_tpid(uint16_t type) {
   // 802.1Q, 802.1ad (S-tag), and the pre-standard QinQ TPID some switches use.
   return type == 0x8100 || type == 0x88a8 || type == 0x9100;
@@ -71,14 +103,25 @@ inline bool parse_l4(const uint8_t* data, uint32_t off, uint32_t end, ParsedPack
     case kProtoSctp:
       if (avail < 4) return false;
       break;
-    case kProtoIcmpv6:
-      // Type, code, checksum. Neighbour discovery must never queue behind
-      // jobs: a delayed NS/NA makes the host believe its peer is gone.
+    case kProtoIcmpv6: {
+      // Type, code, checksum. Neighbour discovery (133-137, hop limit 255 as
+      // RFC 4861 requires of it) and multicast listener discovery (130-132,
+      // 143, hop limit 1) must never queue behind jobs: a delayed NS/NA
+      // makes the host believe its peer is gone.
       if (avail < 4) return false;
-      out.network_control = l4[0] >= 133 && l4[0] <= 137;
+      const uint8_t hop_limit = out.l3 == L3Kind::kIpv6 ? data[out.l3_offset + 7] : 0;
+      const uint8_t type = l4[0];
+      const bool nd = type >= 133 && type <= 137 && hop_limit == 255;
+      const bool mld = ((type >= 130 && type <= 132) || type == 143) && hop_limit == 1;
+      out.network_control = nd || mld;
       return true;
-    default:
-      return true;  // ICMP, GRE, ...: classified on addresses and proto only.
+    }
+    default: {
+      // ICMP, GRE, ...: classified on addresses and proto only.
+      const uint8_t ttl = data[out.l3_offset + (out.l3 == L3Kind::kIpv6 ? 7 : 8)];
+      out.network_control = is_link_control_protocol(out.proto, ttl);
+      return true;
+    }
   }
   out.sport = load_be16(l4);
   out.dport = load_be16(l4 + 2);
@@ -217,10 +260,8 @@ void parse_packet(const uint8_t* data, uint32_t len, uint32_t frame_len, ParsedP
   } else if (type == kEtherTypeIpv6) {
     parse_ipv6(data, off, len, frame_len, out);
   } else {
-    // ARP, LLDP, LACP, STP (802.3 length field), ...: the wire's own control
-    // traffic. It is tiny and must never wait behind a training job.
     out.malformed = false;
-    out.network_control = true;
+    out.network_control = is_link_control_ethertype(type);
   }
 }
 

@@ -55,7 +55,6 @@ void check(const ParsedPacket& p, const uint8_t* data, size_t len) {
 
   if (p.l3 == L3Kind::kNonIp) {
     if (p.has_ports || p.non_first_fragment) fail("non-IP with L4 facts", p, len);
-    if (p.network_control != !p.malformed) fail("non-IP frame not network control", p, len);
     if (!all_zero(p.src.data(), 16) || !all_zero(p.dst.data(), 16)) {
       fail("non-IP frame with addresses", p, len);
     }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "packet_builder.h"
@@ -60,7 +61,6 @@ void check_invariants(const ParsedPacket& p, size_t len, const std::string& what
   if (p.l3 == L3Kind::kNonIp) {
     EXPECT_FALSE(p.has_ports);
     EXPECT_FALSE(p.non_first_fragment);
-    EXPECT_EQ(p.network_control, !p.malformed);
   }
   // header_rewrite relies on this: a good IP packet has its full fixed header.
   if (!p.malformed && p.l3 == L3Kind::kIpv4) {
@@ -375,9 +375,55 @@ std::vector<Case> good_cases() {
                  s.ext = {{.type = 0}};
                  s.proto = pk::kIcmpv6;
                  s.icmp_type = 135;
+                 s.ttl = 255;
                }),
                {.l3 = k6, .network_control = true, .proto = 58, .l3_offset = 18}});
-  // --- non-IP: always network control ---
+  // ND sent from further than the link (hop limit not 255: RFC 4861 has
+  // receivers discard it) is ordinary ICMPv6, not the top class.
+  c.push_back({"ndp_ns_hop_limit_64",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = pk::kIcmpv6;
+                 s.icmp_type = 135;
+                 s.ttl = 64;
+                 s.payload_len = 24;
+               }),
+               {.l3 = k6, .proto = 58}});
+  for (uint8_t type : {130, 131, 132, 143}) {  // MLD query, reports, done
+    c.push_back({"mld_type_" + std::to_string(type),
+                 build([type](auto& s) {
+                   s.l3 = pk::L3::kIpv6;
+                   s.ext = {{.type = 0}};  // router alert's hop-by-hop header
+                   s.proto = pk::kIcmpv6;
+                   s.icmp_type = type;
+                   s.ttl = 1;
+                 }),
+                 {.l3 = k6, .network_control = true, .proto = 58}});
+  }
+  // Link-scoped routing and redundancy protocols: with TTL 1 or 255 only.
+  for (auto [proto, ttl, control] : {std::tuple{89, 1, true},
+                                     {89, 255, true},
+                                     {112, 255, true},
+                                     {2, 1, true},
+                                     {103, 1, true},
+                                     {89, 64, false},
+                                     {112, 254, false},
+                                     {47, 255, false}}) {
+    c.push_back({"ipv4_proto_" + std::to_string(proto) + "_ttl_" + std::to_string(ttl),
+                 build([proto, ttl](auto& s) {
+                   s.proto = static_cast<uint8_t>(proto);
+                   s.ttl = static_cast<uint8_t>(ttl);
+                 }),
+                 {.network_control = control, .proto = static_cast<uint8_t>(proto)}});
+  }
+  c.push_back({"ipv6_ospf_hop_limit_1",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.proto = 89;
+                 s.ttl = 1;
+               }),
+               {.l3 = k6, .network_control = true, .proto = 89}});
+  // --- non-IP: network control when the ethertype is the link's own ---
   c.push_back({"arp_request",
                build([](auto& s) {
                  s.l3 = pk::L3::kArp;
@@ -404,13 +450,34 @@ std::vector<Case> good_cases() {
                  s.payload_len = 38;
                }),
                {.l3 = kNon, .network_control = true}});
+  for (uint16_t type : {0x8035, 0x8808, 0x8809, 0x888e, 0x88f7, 0x8902}) {
+    c.push_back({"link_control_ethertype_" + std::to_string(type),
+                 build([type](auto& s) {
+                   s.l3 = pk::L3::kNone;
+                   s.ethertype = type;
+                   s.payload_len = 46;
+                 }),
+                 {.l3 = kNon, .network_control = true}});
+  }
+  // Non-IP payload that can be bulk (MPLS, PPPoE session, FCoE, RoCEv1,
+  // MACsec, a local experimental type): forwarded, unclassified, never the
+  // uncapped top class.
+  for (uint16_t type : {0x8847, 0x8848, 0x8864, 0x8906, 0x8915, 0x88e5, 0x88b5}) {
+    c.push_back({"bulk_ethertype_" + std::to_string(type),
+                 build([type](auto& s) {
+                   s.l3 = pk::L3::kNone;
+                   s.ethertype = type;
+                   s.payload_len = 1400;
+                 }),
+                 {.l3 = kNon}});
+  }
   c.push_back({"unknown_ethertype_bare_14B",
                build([](auto& s) {
                  s.l3 = pk::L3::kNone;
                  s.ethertype = 0x88b5;
                  s.min_frame_size = 0;
                }),
-               {.l3 = kNon, .network_control = true}});
+               {.l3 = kNon}});
   return c;
 }
 
