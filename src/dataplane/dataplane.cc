@@ -79,7 +79,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   // that runs dry under overload and the NIC drops (counted as nic rx_nombuf).
   uint64_t queued = 0;
   for (const ClassSpec& cls : config.classes) queued += cls.depth;
-  const uint64_t needed = kPortCount * (queued + uint64_t{n_rx} * config.wire.rx_desc + config.wire.tx_desc);
+  uint64_t needed = 0;
+  for (const PortSpec* spec : specs) needed += queued + uint64_t{n_rx} * spec->rx_desc + spec->tx_desc;
   if (config.mbufs < needed) {
     spdlog::warn(
         "dataplane.mbufs = {} is below what full queues and descriptor rings can hold ({}): "
