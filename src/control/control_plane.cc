@@ -121,6 +121,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
+  // What is on disk: start() then rewrites the file only if its rendering
+  // differs (an older format), not at every start.
+  cp->persisted_text_ = std::move(s.text);
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
                had_live ? ", class and shaper settings" : "");
@@ -142,7 +145,9 @@ void ControlPlane::follow_cluster(ClusterLink* link, const ClusterSpec& spec) {
 // file), so it forwards on it while the store is away; the store's view
 // replaces it as soon as one has been read.
 Result<bool> ControlPlane::start() {
-  auto started = commit(state_, monotonic_ns());
+  // A state file that cannot be written now (disk full at boot) leaves the
+  // gateway forwarding on what it read, degraded, retrying every second.
+  auto started = commit(state_, monotonic_ns(), IfUnsaved::kPublishAtStart);
   if (started && cluster_) follow_step(monotonic_ns());
   // Rules files a crash left behind (written, never named by a state file).
   if (started && !config_.control.state.empty())
@@ -258,7 +263,9 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   Result<bool> persisted = true;
   if (!path.empty()) {
     persisted = persist(next, text, rules_serial);
-    if (!persisted && !(cluster_ && if_unsaved == IfUnsaved::kPublishWhatTheStoreHolds)) return persisted;
+    const bool recorded_elsewhere =
+        (cluster_ && if_unsaved == IfUnsaved::kPublishWhatTheStoreHolds) || if_unsaved == IfUnsaved::kPublishAtStart;
+    if (!persisted && !recorded_elsewhere) return persisted;
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
   if (snap) {
@@ -302,8 +309,8 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
       spdlog::info("state file {}: written again", path);
       state_unsaved_.clear();
     } else {
-      spdlog::error("state file {} not written, following the cluster without it (retried every second): {}", path,
-                    persisted.error());
+      spdlog::error("state file {} not written, {} without it (retried every second): {}", path,
+                    cluster_ ? "following the cluster" : "forwarding on the state in force", persisted.error());
     }
   }
   if (!persisted) {
@@ -334,12 +341,14 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
       merger_.maybe_start(current->partitions, state_.jobs, current->merged, rules_changed_ns_, now_ns);
     }
   }
+  // The state file that could not be written (commit()), again. Without the
+  // cluster only the start's state can be unsaved: every later change that
+  // cannot be written is refused.
+  if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
+    (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishAtStart);
   if (cluster_) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);
-    // The state file that could not be written (commit()), again.
-    if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
-      (void)commit(state_, now_ns, IfUnsaved::kPublishWhatTheStoreHolds);
     report_to_cluster(now_ns);
     return;
   }
@@ -475,7 +484,8 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
               {"jobs", state_.jobs.size()},
               {"policy", policy_name(state_.policy.kind)},
               {"policy_errors", policy_errors_},
-              {"rules", rules_json()}};
+              {"rules", rules_json()},
+              {"state_file_error", state_unsaved_}};
   if (cluster_) health["cluster"] = cluster_status();
   return Outcome{std::move(health)};
 }
@@ -900,6 +910,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
   json applied = json::array(), not_applied = json::array();
   ControlState next = state_;
   next.config_file = now;
+  std::string refused;  // the class settings that do not fit what runs
   if (!plan.classes.empty() || !plan.shapers.empty()) {
     const auto compiled = compile_ports(*now);
     for (const auto& [port, cls] : plan.classes) {
@@ -909,9 +920,13 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
                                                 port_classes(*now, port)[cls], compiled[port].classes[cls]);
       // Checked against the depth that runs (a new depth waits for a
       // restart), as the `class` command checks: an ECN threshold the file
-      // sets for its new depth may not fit the running one.
-      if (auto problem = check_class(class_spec(want, port_classes(config_, port)[cls].depth))) {
-        not_applied.push_back({{"key", key}, {"why", problem_text(*problem) + " (with the running depth)"}});
+      // sets for its new depth may not fit the running one. Then the whole
+      // reload is refused: applying the rest would record the file as read,
+      // and a later reload would never try this class again.
+      const uint32_t running_depth = port_classes(config_, port)[cls].depth;
+      if (auto problem = check_class(class_spec(want, running_depth))) {
+        refused += (refused.empty() ? "" : "; ") + key + ": " + problem_text(*problem) + " (with the running depth " +
+                   std::to_string(running_depth) + ")";
         continue;
       }
       next.live[port].classes[cls] = want;
@@ -922,6 +937,12 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
                           port == 0 ? now->wire.shaper : now->host.shaper, compiled[port]);
       applied.push_back(std::string("shaper.") + kPortNames[port]);
     }
+  }
+  if (!refused.empty()) {
+    return Result<Outcome>::failure(
+        refused +
+        ". Nothing reloaded: a new depth takes effect at a restart, and class settings that need it can be set "
+        "then with `psgatectl class`");
   }
   if (plan.policy) {
     if (cluster_) {

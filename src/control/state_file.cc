@@ -248,6 +248,14 @@ Result<bool> check_state_path(const std::string& path) {
   using R = Result<bool>;
   if (path.empty()) return true;
   struct stat st {};
+  // A symbolic link is refused, dangling or not: the file is replaced by a
+  // rename beside it, which would replace the link and leave its target
+  // behind; a dangling one (a disk not mounted yet) would look like a first
+  // start and hide the real state.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return R::failure("state file " + path +
+                      ": is a symbolic link; name the file itself in [control] state (it is replaced through a "
+                      "temporary beside it)");
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return R::failure("state file " + path + ": " + (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file") +
                       "; [control] state must name a file");
@@ -270,13 +278,22 @@ namespace {
 Result<std::optional<SavedState>> read_state_file_checked(const std::string& path, uint32_t max_jobs,
                                                           unsigned class_count) {
   using R = Result<std::optional<SavedState>>;
+  if (path.empty()) return std::optional<SavedState>{};
+  // No file is a first start (the config's jobs); a path that cannot be
+  // looked at (permissions, I/O) is not: starting from the config would
+  // hide the real state.
   std::error_code ec;
-  if (path.empty() || !std::filesystem::exists(path, ec)) return std::optional<SavedState>{};
-  if (!std::filesystem::is_regular_file(path, ec))
+  const auto st = std::filesystem::symlink_status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return R::failure("state file " + path + ": cannot look at it: " + ec.message());
+  if (!std::filesystem::exists(st)) return std::optional<SavedState>{};
+  if (!std::filesystem::is_regular_file(st))
     return R::failure("state file " + path + ": not a regular file; [control] state must name a file");
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return R::failure("state file " + path + ": cannot read: " + std::strerror(errno));
-  json state = json::parse(in, nullptr, false);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return R::failure("state file " + path + ": cannot read");
+  json state = json::parse(text, nullptr, false);
   if (state.is_discarded())
     return R::failure("state file " + path + ": not valid JSON (move it away to start from the config's jobs)");
   // Read as 64 bits: a larger number must not wrap into a known version.
@@ -289,7 +306,7 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     return R::failure("state file " + path + ": \"rules_serial\" missing (nothing was loaded)");
   auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path));
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
-  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt};
+  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}};
   if (version >= 2) {
     auto live = ports_from_json(state.contains("ports") ? state["ports"] : json(), class_count);
     if (!live) return R::failure("state file " + path + ": " + live.error() + " (nothing was loaded)");
@@ -301,6 +318,7 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     saved.policy = *policy;
   }
   if (version >= 3) saved.rules_serial = state["rules_serial"].get<uint64_t>();
+  saved.text = std::move(text);
   return std::optional<SavedState>(std::move(saved));
 }
 

@@ -53,6 +53,7 @@ struct SavedState {
   PolicyParams policy;
   std::optional<std::array<PortLive, kPortCount>> live;  // absent in a version 1 file
   uint64_t rules_serial = 0;                             // the next rules file's number
+  std::string text;                                      // the file as read
 };
 
 // The directory of the rules files of the state file at `state_path`.

@@ -220,18 +220,26 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   EXPECT_NE(text.out.find("needs a restart: lcores.data, classes.4.depth"), std::string::npos) << text.out;
 
   // An ECN threshold written for a new depth does not fit the running one:
-  // that class is not applied (as `class` would refuse it), the depth waits
-  // for a restart. A socket setting the file does not touch (DSCP) stays.
+  // the whole reload is refused (exit 1, as `class` would refuse it), with
+  // the class named, and nothing else the file changed
+  // (classes.4's cap) is applied: a partial reload would record the file as
+  // read, and the next reload would never try classes.5 again.
   ASSERT_EQ(ctl({"class", "wire", "4", "--dscp", "12"}).status, 0);
-  fx.write_file("psgate.toml", edited + "[classes.5]\ndepth = 4096\necn_threshold = 2048\n");
-  r = ctl_json({"reload"});
-  // (The jobs match the file as last read: no longer reported.)
-  ASSERT_EQ(r["not_applied"].size(), 2u) << r.dump();  // classes.5.wire, classes.5.host
-  EXPECT_EQ(r["not_applied"][0]["key"], "classes.5.wire") << r.dump();
-  EXPECT_NE(r["not_applied"][0]["why"].get<std::string>().find("running depth"), std::string::npos) << r.dump();
-  EXPECT_EQ(r["restart_needed"], json({"classes.4.depth", "classes.5.depth"})) << r.dump();
+  std::string deeper = edited + "[classes.5]\ndepth = 4096\necn_threshold = 2048\n";
+  deeper.replace(deeper.find("200Mbit/s"), 9, "250Mbit/s");
+  fx.write_file("psgate.toml", deeper);
+  const CtlResult deep = ctl({"reload"});
+  EXPECT_EQ(deep.status, 1) << deep.out << deep.err;
+  EXPECT_NE(deep.err.find("classes.5.wire"), std::string::npos) << deep.err;
+  EXPECT_NE(deep.err.find("running depth 1024"), std::string::npos) << deep.err;
+  EXPECT_NE(deep.err.find("Nothing reloaded"), std::string::npos) << deep.err;
   EXPECT_NE(ctl_json({"config"})["classes"]["5"]["ecn_threshold"], 2048);  // not in force
+  EXPECT_EQ(ctl_json({"config"})["classes"]["4"]["cap"], "200Mbit/s");
   EXPECT_EQ(ctl_json({"config"})["classes"]["4"]["wire"]["dscp"], 12);
+  // The same file without the threshold: applied, and the depth reported.
+  fx.write_file("psgate.toml", edited + "[classes.5]\ndepth = 4096\n");
+  r = ctl_json({"reload"});
+  EXPECT_EQ(r["restart_needed"], json({"classes.4.depth", "classes.5.depth"})) << r.dump();
 
   // A file that does not load: refused with the reason, nothing changed.
   fx.write_file("psgate.toml", base + "[classes.4]\ncap = \"fast\"\n");

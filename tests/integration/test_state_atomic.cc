@@ -191,6 +191,59 @@ TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
   EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 7, 8}));
 }
 
+// A disk that is full when the gateway starts (at boot, say) must not keep
+// the wire down: the state it read (state file or config) is published, and
+// the file is written once there is room. An unchanged state file is not
+// rewritten at a start at all.
+TEST_F(TmpfsStateTest, AFullFilesystemAtStartStillForwardsAndTheFileIsWrittenOnceThereIsRoom) {
+  auto fill = [this] {
+    std::ofstream out(mnt_ + "/filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 64 && out; ++i) out.write(block.data(), block.size()), out.flush();
+  };
+  // A first start (the config's jobs, no file yet) on a full disk.
+  fill();
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2}));
+  json health = ctl_json({"health"});
+  EXPECT_EQ(health["status"], "degraded") << health.dump();
+  EXPECT_NE(health.value("state_file_error", std::string()), "") << health.dump();
+  struct stat st {};
+  EXPECT_NE(::stat(state_file().c_str(), &st), 0) << "a state file was written on a full disk?";
+  // Changes are still refused while nothing can be written.
+  EXPECT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.7/32,dport=7,proto=tcp"}).status, 1);
+  // Room again: the retry writes the file within a few seconds.
+  ASSERT_EQ(::unlink((mnt_ + "/filler").c_str()), 0);
+  for (int i = 0; i < 50 && ctl_json({"health"})["status"] != "ok"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  health = ctl_json({"health"});
+  EXPECT_EQ(health["status"], "ok") << health.dump();
+  ASSERT_EQ(::stat(state_file().c_str(), &st), 0);
+  EXPECT_NE(slurp(state_file()).find("\"id\":2"), std::string::npos) << slurp(state_file());
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+
+  // A restart on a full disk with the state file in place: nothing to
+  // write, a healthy start on the state the file holds.
+  const std::string file_before = slurp(state_file());
+  fill();
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(ctl_json({"health"})["status"], "ok");
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2}));
+  EXPECT_EQ(slurp(state_file()), file_before);
+}
+
+// A state path that is a symbolic link: refused at start, dangling or not (a
+// dangling one, a disk not mounted yet, would have looked like a first start).
+TEST_F(StateTest, AStatePathThatIsASymbolicLinkIsRefused) {
+  write_setup("state.json");
+  ASSERT_EQ(::symlink("elsewhere/state.json", fx.path("state.json").c_str()), 0);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--check"}, {"--duration", "1"}}) {
+    const DaemonRun run = fx.run("psgate.toml", args, 30);
+    EXPECT_EQ(run.exit_status, 2) << args[0] << ": " << run.output;
+    EXPECT_NE(run.output.find("symbolic link"), std::string::npos) << run.output;
+  }
+}
+
 TEST_F(StateTest, AStatePathThatIsADirectoryIsAClearErrorWithExitTwo) {
   write_setup("statedir");
   ASSERT_EQ(::mkdir(fx.path("statedir").c_str(), 0755), 0);
