@@ -3,10 +3,12 @@
 // Exit status as in docs/control-protocol.md: 0 ok, 1 refused, 2 usage, 3 unreachable.
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <optional>
@@ -176,7 +178,7 @@ int load_jobs(Client& client, const Invocation& inv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_command(int argc, char** argv) {
   ParseOutcome parsed = parse_command_line(argc, argv, std::getenv("PSGATE_SOCKET"));
   if (!parsed.invocation) {
     std::cout << parsed.out << std::flush;
@@ -209,4 +211,18 @@ int main(int argc, char** argv) {
   }
   std::cout << std::flush;
   return kExitOk;
+}
+
+int main(int argc, char** argv) {
+  const int status = run_command(argc, argv);
+  // What was printed must have reached its file: `psgatectl config --toml >
+  // now.toml` on a full disk would otherwise leave a cut file and exit 0.
+  errno = 0;
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "psgatectl: cannot write the output" << (errno ? std::string(": ") + std::strerror(errno) : "")
+              << "\n";
+    return status == kExitOk ? kExitRefused : status;
+  }
+  return status;
 }

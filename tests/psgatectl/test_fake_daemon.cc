@@ -198,6 +198,7 @@ struct RunOptions {
   const char* env_socket = nullptr;   // $PSGATE_SOCKET for the child; unset when null
   bool as_nobody = false;             // drop to uid/gid 65534 before exec
   std::atomic<pid_t>* pid = nullptr;  // set to the child's pid once it runs (to signal it)
+  const char* stdout_path = nullptr;  // the child's stdout is this file (e.g. /dev/full), not the pipe
 };
 
 // Runs psgatectl with `args`; collects stdout, stderr and the exit status.
@@ -221,15 +222,18 @@ CtlRun run_ctl(const std::vector<std::string>& args, RunOptions opt = {}) {
 
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) std::abort();
+  const int out_file = opt.stdout_path ? open(opt.stdout_path, O_WRONLY | O_CLOEXEC) : -1;
+  if (opt.stdout_path && out_file < 0) std::abort();
   const pid_t pid = fork();
   if (pid == 0) {
-    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(out_file >= 0 ? out_file : out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     if (opt.as_nobody && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
     execve(bin, argv.data(), envp.data());
     _exit(127);
   }
   if (opt.pid != nullptr) opt.pid->store(pid);
+  if (out_file >= 0) close(out_file);
   close(out_pipe[1]);
   close(err_pipe[1]);
   CtlRun r;
@@ -278,6 +282,23 @@ TEST(PsgatectlFakeDaemon, ReadCommandPrintsTableAndSendsOneLine) {
   ASSERT_EQ(d.requests().size(), 1u);
   EXPECT_EQ(d.requests()[0], json::parse(R"({"cmd": "health"})"));
   EXPECT_EQ(d.connections(), 1);
+}
+
+// Output that cannot be written (`psgatectl config --toml > now.toml` on a
+// full disk) must not look like success: exit 1 and why, on stderr.
+TEST(PsgatectlFakeDaemon, OutputThatCannotBeWrittenExitsOne) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("health", {{"ok", true}, {"result", ojson::parse(kHealthResult)}});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-s", dir.socket(), "health"}, {"-s", dir.socket(), "health", "--json"}}) {
+    CtlRun r = run_ctl(args, {.stdout_path = "/dev/full"});
+    EXPECT_EQ(r.status, 1) << args.back() << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "cannot write the output")) << r.err;
+  }
+  // --help's text too.
+  CtlRun help = run_ctl({"--help"}, {.stdout_path = "/dev/full"});
+  EXPECT_NE(help.status, 0) << help.err;
 }
 
 TEST(PsgatectlFakeDaemon, JsonPrintsTheDaemonsResultInItsOrder) {
