@@ -179,12 +179,12 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
         spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
-        psgate::service::notify_stopping("draining queues");
+        psgate::service::notify_stopping("draining queues", config.drain_timeout_ns);
         break;
       }
       if (bounded && Clock::now() >= end) {
         spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
-        psgate::service::notify_stopping("draining queues");
+        psgate::service::notify_stopping("draining queues", config.drain_timeout_ns);
         break;
       }
     }

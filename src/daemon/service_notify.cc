@@ -26,7 +26,11 @@ void notify(const std::string& message) {
 }  // namespace
 
 void notify_ready(const std::string& status) { notify("READY=1\nSTATUS=" + status); }
-void notify_stopping(const std::string& status) { notify("STOPPING=1\nSTATUS=" + status); }
+void notify_stopping(const std::string& status, uint64_t drain_ns) {
+  // The margin: the final counters, the ports' stop and the process's exit.
+  constexpr uint64_t kExitMarginUs = 10'000'000;
+  notify("STOPPING=1\nSTATUS=" + status + "\nEXTEND_TIMEOUT_USEC=" + std::to_string(drain_ns / 1000 + kExitMarginUs));
+}
 
 bool notify_supported() {
 #ifdef PSGATE_HAVE_SYSTEMD

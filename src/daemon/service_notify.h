@@ -7,12 +7,17 @@
 // without libsystemd (meson -Dsystemd=disabled), every call does nothing.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace psgate::service {
 
 void notify_ready(const std::string& status);
-void notify_stopping(const std::string& status);
+// `drain_ns`: how long the drain may take (dataplane.drain_timeout). The unit's
+// stop timeout is extended to that plus a margin for the rest of the exit,
+// so that a drain_timeout above TimeoutStopSec is not cut by SIGKILL
+// (EXTEND_TIMEOUT_USEC only ever lengthens it).
+void notify_stopping(const std::string& status, uint64_t drain_ns);
 // True when this build speaks the protocol (for --version's feature list).
 bool notify_supported();
 
