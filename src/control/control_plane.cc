@@ -28,15 +28,10 @@ namespace {
 
 Reply fail(std::string message) { return Reply::failure(std::move(message)); }
 
-std::string rate_text(uint64_t bytes_per_second) {
-  const double bps = static_cast<double>(bits_per_sec(bytes_per_second));
-  char buf[64];
-  if (bps >= 1e9) std::snprintf(buf, sizeof buf, "%.6gGbit/s", bps / 1e9);
-  else if (bps >= 1e6) std::snprintf(buf, sizeof buf, "%.6gMbit/s", bps / 1e6);
-  else if (bps >= 1e3) std::snprintf(buf, sizeof buf, "%.6gkbit/s", bps / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.6gbit/s", bps);
-  return buf;
-}
+// Exact (config_json.h): a reply shows what is in force, and
+// parse_rate_bps reads it back to the same rate (never a rounded
+// "123.457Mbit/s").
+std::string rate_text(uint64_t bytes_per_second) { return rate_text_exact(bits_per_sec(bytes_per_second)); }
 
 json rate_json(uint64_t bytes_per_second) {
   return bytes_per_second ? json(rate_text(bytes_per_second)) : json(nullptr);

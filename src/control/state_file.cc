@@ -189,6 +189,10 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
     out = obj[key].get<uint64_t>();
     return true;
   };
+  // A rate in bytes/s whose bit rate does not fit 64 bits would wrap in
+  // the loader's checks (2^61 + 1 bytes/s passing as 8 bit/s) while the
+  // buckets ran on the huge value.
+  auto rate_fits = [](uint64_t bytes_per_second) { return bytes_per_second <= UINT64_MAX / 8; };
   for (unsigned p = 0; p < kPortCount; ++p) {
     const std::string where = std::string("ports.") + kPortNames[p];
     if (!ports.contains(kPortNames[p]) || !ports[kPortNames[p]].is_object()) return R::failure(where + ": missing");
@@ -196,6 +200,7 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
     if (!u64(port, "shaper_bytes_per_sec", live[p].shaper_bytes_per_sec) ||
         !u64(port, "shaper_burst_bytes", live[p].shaper_burst_bytes))
       return R::failure(where + ": shaper_bytes_per_sec and shaper_burst_bytes must be non-negative integers");
+    if (!rate_fits(live[p].shaper_bytes_per_sec)) return R::failure(where + ": shaper_bytes_per_sec out of range");
     if (!port.contains("classes") || !port["classes"].is_array() || port["classes"].size() != class_count)
       return R::failure(where + ".classes: expected " + std::to_string(class_count) +
                         " classes (classes.count); the file was written for another configuration");
@@ -207,6 +212,8 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
           !u64(c, "floor_burst_bytes", cl.floor_burst_bytes) || !u64(c, "ecn_threshold", ecn) || ecn > UINT32_MAX ||
           !c.contains("dscp") || !c["dscp"].is_number_integer())
         return R::failure(where + ".classes: each class needs its rates, bursts, ecn_threshold and dscp");
+      if (!rate_fits(cl.cap_bytes_per_sec) || !rate_fits(cl.floor_bytes_per_sec))
+        return R::failure(where + ".classes: cap_bytes_per_sec or floor_bytes_per_sec out of range");
       cl.actions.ecn_threshold = static_cast<uint32_t>(ecn);
       const int64_t dscp = c["dscp"].get<int64_t>();
       if (dscp != kNoDscp && (dscp < 0 || dscp > 63)) return R::failure(where + ".classes: dscp out of range");

@@ -123,6 +123,10 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
   EXPECT_EQ(config["classes"]["3"]["host"]["ecn_threshold"], 0);
   EXPECT_EQ(config["shaper"]["wire"]["rate"], "500Mbit/s");
   EXPECT_EQ(config["shaper"]["wire"]["burst"], "64KiB");
+  // Replies show the rate in force exactly (not "123.457Mbit/s"), in a form
+  // the socket takes back.
+  EXPECT_EQ(ctl_json({"shaper", "wire", "123456784bit/s"})["rate"], "123456784bit/s");
+  EXPECT_EQ(ctl_json({"class", "wire", "3", "--cap", "2000000000008bit/s"})["cap"], "2000000000008bit/s");
   EXPECT_EQ(ctl({"shaper", "wire", "none"}).status, 0);
   EXPECT_FALSE(ctl_json({"config"})["shaper"]["wire"].contains("rate"));
 

@@ -220,6 +220,8 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
       {"\"interval_ns\":20000000000", "\"interval_ns\":\"20s\"", "interval_ns"},
       {"\"version\": 3", "\"version\": 4294967299", "unknown format"},
       {"\"rank\":0", "\"rank\":0,\"progress_fraction\":7.5", "progress_fraction"},
+      // 2^61 + 1 bytes/s is 8 bit/s once multiplied by 8 in 64 bits.
+      {"\"shaper_bytes_per_sec\":125000000", "\"shaper_bytes_per_sec\":2305843009213693953", "shaper_bytes_per_sec"},
   };
   for (const auto& e : edits) {
     std::string text = good;
