@@ -181,6 +181,11 @@ std::optional<ValueProblem> check_rate_spec(const RateSpec& r, const std::string
 std::optional<ValueProblem> check_class(const ClassSpec& c);
 // A port's shaper (rate, burst).
 std::optional<ValueProblem> check_shaper(const RateSpec& r);
+// A port's floors against its shaper (bytes per second, 0: unshaped). Floors
+// are served ahead of strict priority: when together they reach the shaper's
+// rate, a class without one (class 0, network control, among them) gets
+// nothing. The problem, or nothing when they fit or the port is unshaped.
+std::optional<std::string> check_floors_fit(uint64_t shaper_bytes_per_sec, const std::vector<uint64_t>& floors);
 // A job as the loader and `jobs.add` take it: id >= 1, a printable name, at
 // least one rule, the policer.
 std::optional<ValueProblem> check_job(const JobSpec& j);

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "psgate/config.h"  // kNoDscp, ClassSpec
@@ -47,6 +49,13 @@ inline ClassSpec class_spec(const ClassLive& c, uint32_t depth) {
   s.ecn_threshold = c.actions.ecn_threshold;
   s.dscp = c.actions.dscp;
   return s;
+}
+
+// check_floors_fit for a port in force.
+inline std::optional<std::string> floors_problem(const PortLive& p) {
+  std::vector<uint64_t> floors;
+  for (const ClassLive& c : p.classes) floors.push_back(c.floor_bytes_per_sec);
+  return check_floors_fit(p.shaper_bytes_per_sec, floors);
 }
 
 }  // namespace psgate

@@ -101,7 +101,20 @@ class Parser : TomlReader {
     parse_eal(root, c) && parse_ports(root, c) && parse_lcores(root, c) && parse_shaper(root, c) &&
         parse_classes(root, c) && parse_jobs(root, c) && parse_dataplane(root, c) && parse_stats(root, c) &&
         parse_log(root, c) && parse_control(root, c) && parse_metrics(root, c) && parse_policy(root, c) &&
-        parse_cluster(root, c);
+        parse_cluster(root, c) && floors_fit(c);
+  }
+
+  // The floors of each port against its shaper (check_floors_fit).
+  bool floors_fit(const ConfigSpec& c) {
+    const PortSpec* ports[] = {&c.wire, &c.host};
+    for (unsigned p = 0; p < 2; ++p) {
+      if (!ports[p]->shaper) continue;
+      std::vector<uint64_t> floors;
+      for (const ClassSpec& cs : port_classes(c, p)) floors.push_back(cs.floor ? bytes_per_sec(cs.floor->rate_bps) : 0);
+      if (auto problem = check_floors_fit(bytes_per_sec(ports[p]->shaper->rate_bps), floors))
+        return fail(key_path("shaper", p == 0 ? "wire" : "host") + ".rate", *problem);
+    }
+    return true;
   }
 
   bool parse_eal(const toml::table& root, ConfigSpec& c) {
@@ -683,6 +696,19 @@ std::optional<ValueProblem> check_class(const ClassSpec& c) {
 }
 
 std::optional<ValueProblem> check_shaper(const RateSpec& r) { return check_rate_spec(r, "rate", "burst"); }
+
+std::optional<std::string> check_floors_fit(uint64_t shaper_bytes_per_sec, const std::vector<uint64_t>& floors) {
+  if (shaper_bytes_per_sec == 0) return std::nullopt;
+  // Each floor is below 2^61 bytes/s (a rate's bit/s fits 64 bits), so the
+  // sum of at most 64 of them cannot wrap.
+  unsigned __int128 sum = 0;
+  for (uint64_t f : floors) sum += f;
+  if (sum < shaper_bytes_per_sec) return std::nullopt;
+  return "the class floors add up to " + std::to_string(bits_per_sec(static_cast<uint64_t>(sum))) +
+         " bit/s, at or above the shaper's " + std::to_string(bits_per_sec(shaper_bytes_per_sec)) +
+         " bit/s: floors are served first, so a class without one (class 0, network control, among them) would get "
+         "nothing";
+}
 
 std::optional<ValueProblem> check_job(const JobSpec& j) {
   if (j.id == 0) return ValueProblem{"id", "must be at least 1"};

@@ -223,6 +223,13 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
 }
 
 Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved if_unsaved) {
+  // 0. What no single setting's check sees: a port's floors together
+  // against its shaper (class.set, shaper.set and reload all end here).
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    if (next.live[p] == state_.live[p] && published_) continue;
+    if (auto problem = floors_problem(next.live[p]))
+      return Result<bool>::failure(std::string(kPortNames[p]) + ": " + *problem);
+  }
   // 1. Compile (nothing visible changes; this may fail).
   auto ranks = effective_ranks(next, next.policy_state, now_ns);
   std::unique_ptr<Snapshot> snap;

@@ -244,6 +244,8 @@ Result<bool> check_saved_state(const SavedState& s, const ConfigSpec& config) {
       for (size_t c = 0; c < live.classes.size() && c < config.classes.size(); ++c)
         if (auto problem = check_class(class_spec(live.classes[c], config.classes[c].depth)))
           return refuse("class " + std::to_string(c) + " on " + kPortNames[p], *problem);
+      if (auto problem = floors_problem(live))
+        return refuse(std::string("port ") + kPortNames[p], ValueProblem{"floor", *problem});
     }
   }
   for (const JobRecord* j : s.jobs.in_rank_order())

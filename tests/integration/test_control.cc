@@ -123,6 +123,17 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
   EXPECT_EQ(config["classes"]["3"]["host"]["ecn_threshold"], 0);
   EXPECT_EQ(config["shaper"]["wire"]["rate"], "500Mbit/s");
   EXPECT_EQ(config["shaper"]["wire"]["burst"], "64KiB");
+  // Floors together at or above the shaper: refused, whichever command
+  // would make them so (class 3 has a 10Mbit/s floor, the shaper 500Mbit/s).
+  CtlResult starving = ctl({"class", "wire", "4", "--floor", "490Mbit/s"});
+  EXPECT_EQ(starving.status, 1) << starving.out;
+  EXPECT_NE(starving.err.find("class floors add up to 500000000 bit/s"), std::string::npos) << starving.err;
+  starving = ctl({"shaper", "wire", "10Mbit/s"});
+  EXPECT_EQ(starving.status, 1) << starving.out;
+  EXPECT_NE(starving.err.find("class floors add up"), std::string::npos) << starving.err;
+  EXPECT_EQ(ctl_json({"config"})["shaper"]["wire"]["rate"], "500Mbit/s");
+  EXPECT_EQ(ctl({"class", "wire", "4", "--floor", "480Mbit/s"}).status, 0);
+  EXPECT_EQ(ctl({"class", "wire", "4", "--floor", "none"}).status, 0);
   // Replies show the rate in force exactly (not "123.457Mbit/s"), in a form
   // the socket takes back.
   EXPECT_EQ(ctl_json({"shaper", "wire", "123456784bit/s"})["rate"], "123456784bit/s");

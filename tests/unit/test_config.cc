@@ -449,6 +449,12 @@ std::vector<BadCase> bad_cases() {
       {lcores("data = [1]\nworkers = 2"), "lcores.workers", "unknown key"},
       // [shaper]
       {d("[shaper.wire]\nburst = \"64KiB\""), "shaper.wire.burst", "given without rate"},
+      // Floors (served first) that reach the shaper's rate starve class 0.
+      {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\n[classes.6]\nfloor = \"600Mbit/s\"\n"
+         "[classes.7]\nfloor = \"400Mbit/s\""),
+       "shaper.wire.rate", "class floors add up to 1000000000 bit/s"},
+      {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\n[classes.7.host]\nfloor = \"2Gbit/s\""),
+       "shaper.host.rate", "class 0, network control"},
       {d("[shaper.wire]\nrate = \"1Gbit/s\""), "shaper.wire.burst", "missing"},
       {d("[shaper.wire]\nrate = \"1Gbps/s\"\nburst = \"64KiB\""), "shaper.wire.rate",
        "\"1Gbps/s\" is not a rate (expected e.g. \"9.5Gbit/s\")"},
