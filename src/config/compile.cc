@@ -112,6 +112,7 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
     if (job.spec.police) {
       slot.police_bytes_per_sec = bytes_per_sec(job.spec.police->rate_bps);
       slot.police_burst_bytes = job.spec.police->burst_bytes;
+      slot.police_owner = job.sequence + 1;
     }
     snap->jobs.push_back(JobEntry{job.slot, job.spec.id, job.spec.name, job.spec.rank});
   }

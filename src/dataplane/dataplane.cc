@@ -168,6 +168,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     rx->rx_queue = k;
     rx->counters = counters;
     rx->police.resize(config.max_jobs);
+    rx->police_owner.resize(config.max_jobs);
     rx->max_jobs = config.max_jobs;
     if (config.flow_cache_entries) {
       auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(k), socket);

@@ -130,6 +130,7 @@ struct RxContext {
   std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
   // Ingress policers by job slot, resynchronised when the snapshot changes.
   std::vector<TokenBucket> police;
+  std::vector<uint64_t> police_owner;  // SlotInfo::police_owner each bucket was made for
   uint32_t police_generation = UINT32_MAX;
   // Hand-off: exactly one of these is used.
   std::array<EgressPort*, kPortCount> direct{};  // run-to-completion

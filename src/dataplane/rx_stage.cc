@@ -45,12 +45,14 @@ enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed };
 void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
   const uint64_t now = rte_rdtsc();
   const uint64_t hz = shared.tsc_hz;
-  for (size_t slot = 0; slot < snap.slots.size() && slot < rx.police.size(); ++slot) {
+  for (size_t slot = 0; slot < snap.slots.size() && slot < rx.police.size() && slot < rx.police_owner.size(); ++slot) {
     const SlotInfo& info = snap.slots[slot];
     TokenBucket& tb = rx.police[slot];
     if (info.police_bytes_per_sec == 0) continue;
-    if (tb.rate_bytes_per_sec() != info.police_bytes_per_sec || tb.burst_bytes() != info.police_burst_bytes) {
+    if (tb.rate_bytes_per_sec() != info.police_bytes_per_sec || tb.burst_bytes() != info.police_burst_bytes ||
+        rx.police_owner[slot] != info.police_owner) {
       tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
+      rx.police_owner[slot] = info.police_owner;
     }
   }
   rx.police_generation = snap.generation;

@@ -570,5 +570,35 @@ INSTANTIATE_TEST_SUITE_P(Lcores, CutThroughTest, ::testing::Values("[1]", "[1, 2
                            return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
                          });
 
+// --- Policers: a slot's next job -------------------------------------------
+
+// A job that takes the slot a removed job left starts with a full policer
+// bucket of its own, not the removed job's debt (nor its credit), even with
+// the same rate and burst.
+TEST(Policer, AJobInAReusedSlotStartsWithAFullBucket) {
+  const std::string body =
+      "[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 64\n"
+      "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
+      "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
+      "police = \"8bit/s\"\npolice_burst = \"2000B\"\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  // 254-byte frames: 7 fit the 2000-byte bucket, which refills 1 byte/s.
+  std::vector<std::vector<uint8_t>> frames;
+  for (unsigned i = 0; i < 20; ++i) frames.push_back(pull_frame(2222, static_cast<uint16_t>(i), 0));
+  g.feed(frames);
+  ASSERT_EQ(g.sent().size(), 7u);
+  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  reply = g.control({{"cmd", "jobs.add"},
+                     {"job", 2},
+                     {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}},
+                     {"police", "8bit/s"},
+                     {"police_burst", "2000B"}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed(frames);
+  EXPECT_EQ(g.sent().size(), 7u) << "job 2 inherited job 1's empty bucket";
+}
+
 }  // namespace
 }  // namespace psgate::testing
