@@ -80,15 +80,19 @@ class Parser : TomlReader {
     return true;
   }
 
-  // `<rate_key>` plus an optional `<burst_key>` (default 64KiB) -> RateSpec.
+  // `<rate_key>` plus an optional `<burst_key>` -> RateSpec. `out` may hold
+  // what the table inherits ([classes.N.<port>] over [classes.N]): a rate
+  // alone keeps the inherited burst, a burst alone changes the inherited
+  // rate's. Otherwise the burst defaults to 64KiB, and a burst needs a rate.
   bool rate_pair(const toml::table& t, std::string_view rate_key, std::string_view burst_key, const std::string& path,
                  std::optional<RateSpec>& out) {
     std::optional<uint64_t> r, b;
     if (!rate(t, rate_key, path, r) || !burst(t, burst_key, path, b)) return false;
-    if (b && !r) {
+    if (b && !r && !out) {
       return fail(key_path(path, burst_key), "given without " + std::string(rate_key) + " (set both or neither)");
     }
-    if (r) out = RateSpec{*r, b.value_or(kDefaultBurstBytes)};
+    if (r) out = RateSpec{*r, b.value_or(out ? out->burst_bytes : kDefaultBurstBytes)};
+    else if (b) out->burst_bytes = *b;
     return true;
   }
 

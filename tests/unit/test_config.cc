@@ -265,6 +265,26 @@ TEST(ConfigParse, PerPortClassSettings) {
   EXPECT_EQ(&port_classes(built, 1), &built.classes);
 }
 
+// A per-port table inherits [classes.N]'s bursts as configuration.md says: a
+// cap alone keeps the class's cap_burst, a cap_burst alone changes the
+// inherited cap's (before, the first fell back to 64KiB and the second was
+// refused as "given without cap").
+TEST(ConfigParse, PerPortClassSettingsInheritTheClassBurst) {
+  const auto r = parse_config(doc("[classes.3]\ncap = \"100Mbit/s\"\ncap_burst = \"1MiB\"\nfloor = \"10Mbit/s\"\n"
+                                  "floor_burst = \"256KiB\"\n[classes.3.wire]\ncap = \"50Mbit/s\"\n"
+                                  "[classes.3.host]\ncap_burst = \"2MiB\"\nfloor = \"20Mbit/s\"\n"),
+                              "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(port_classes(*r, 0)[3].cap, (RateSpec{50'000'000, 1 << 20}));
+  EXPECT_EQ(port_classes(*r, 1)[3].cap, (RateSpec{100'000'000, 2 << 20}));
+  EXPECT_EQ(port_classes(*r, 1)[3].floor, (RateSpec{20'000'000, 256 << 10}));
+  EXPECT_EQ(port_classes(*r, 0)[3].floor, (RateSpec{10'000'000, 256 << 10}));
+  // With nothing to inherit, a burst alone is still an error.
+  const auto alone = parse_config(doc("[classes.4.wire]\ncap_burst = \"2MiB\"\n"), "t.toml");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_NE(alone.error().find("classes.4.wire.cap_burst"), std::string::npos) << alone.error();
+}
+
 // A shaper table without a rate: unshaped, but its overhead and headroom
 // are what a rate set later over the socket uses.
 TEST(ConfigParse, ShaperWithoutRateKeepsOverheadAndHeadroom) {
