@@ -73,6 +73,11 @@ struct ScheduledItem {
 class PortSchedulerBase {
  public:
   uint32_t depth(unsigned cls) const { return cls < classes_.size() ? classes_[cls].tail - classes_[cls].head : 0; }
+  // Free-running positions of class `cls`'s queue: how many items ever left
+  // its head, and where its tail is (both wrap; a migration out of the class
+  // moves its tail back).
+  uint32_t head_position(unsigned cls) const { return classes_[cls].head; }
+  uint32_t tail_position(unsigned cls) const { return classes_[cls].tail; }
   uint64_t backlog_bytes(unsigned cls) const { return cls < classes_.size() ? classes_[cls].backlog_bytes : 0; }
   uint64_t backlog_mask() const { return backlog_; }  // bit c set when class c holds packets
   bool empty() const { return backlog_ == 0; }

@@ -146,6 +146,9 @@ struct ConfigSpec {
   uint32_t flow_cache_entries = 65536;  // per RX lcore, 0 disables
   uint32_t max_jobs = 4096;             // job slots (counters are sized by it)
   uint64_t drain_timeout_ns = 500'000'000;
+  // The longest a job new to its slot waits in the default class behind the
+  // packets there before it (flows it takes over); 0: no wait.
+  uint64_t takeover_hold_ns = 20'000'000;
   uint64_t stats_interval_ns = 1'000'000'000;  // 0 disables periodic summaries
   std::string log_level = "info";
   ControlSpec control;

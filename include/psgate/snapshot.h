@@ -42,9 +42,11 @@ struct SlotInfo {
   uint8_t active = 0;
   uint64_t police_bytes_per_sec = 0;  // 0: not policed
   uint64_t police_burst_bytes = 0;
-  // Which job the policer is for (its sequence + 1): a job that takes a slot
-  // another one left starts with a full bucket, not the other one's debt.
-  uint64_t police_owner = 0;
+  // Which job holds the slot (its sequence + 1; 0: none). A job new to its
+  // slot starts with a full policer bucket, not the previous one's debt,
+  // and is kept behind the default class's packets of before it
+  // (sched_stage.cc, settle_job_class: a flow it takes over was there).
+  uint64_t owner = 0;
 };
 
 // Compiled by config/compile.h; never changed once published.

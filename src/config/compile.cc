@@ -107,12 +107,12 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
       return R::failure("job " + std::to_string(job.spec.id) + ": no free job slot (max_jobs)");
     SlotInfo& slot = snap->slots[job.slot];
     slot.active = 1;
+    slot.owner = job.sequence + 1;
     slot.cls[kPush] = static_cast<uint8_t>(class_for_rank(config, ranked.ranks.push_rank));
     slot.cls[kPull] = static_cast<uint8_t>(class_for_rank(config, ranked.ranks.pull_rank));
     if (job.spec.police) {
       slot.police_bytes_per_sec = bytes_per_sec(job.spec.police->rate_bps);
       slot.police_burst_bytes = job.spec.police->burst_bytes;
-      slot.police_owner = job.sequence + 1;
     }
     snap->jobs.push_back(JobEntry{job.slot, job.spec.id, job.spec.name, job.spec.rank});
   }

@@ -405,7 +405,8 @@ class Parser : TomlReader {
     const toml::table* t = table(root, "dataplane", "", false);
     if (t == nullptr) return !failed() && check_max_jobs(c, "dataplane.max_jobs");
     const std::string p = "dataplane";
-    if (!check_keys(*t, p, {"burst", "ring_size", "mbufs", "flow_cache", "max_jobs", "drain_timeout"})) {
+    if (!check_keys(*t, p,
+                    {"burst", "ring_size", "mbufs", "flow_cache", "max_jobs", "drain_timeout", "takeover_hold"})) {
       return false;
     }
     const int64_t u32max = std::numeric_limits<uint32_t>::max();
@@ -426,7 +427,7 @@ class Parser : TomlReader {
     }
     if (!integer(*t, "max_jobs", p, 1, 1048576, c.max_jobs)) return false;
     if (!check_max_jobs(c, "dataplane.max_jobs")) return false;
-    return duration(*t, "drain_timeout", p, c.drain_timeout_ns);
+    return duration(*t, "drain_timeout", p, c.drain_timeout_ns) && duration(*t, "takeover_hold", p, c.takeover_hold_ns);
   }
 
   bool check_max_jobs(const ConfigSpec& c, const std::string& path) {

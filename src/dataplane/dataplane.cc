@@ -149,6 +149,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     for (unsigned c = 0; c < live.classes.size(); ++c) e->set_actions(c, live.classes[c].actions);
     e->applied = live;
     e->job_queue.resize(config.max_jobs);
+    e->slot_owner.resize(config.max_jobs);
+    e->default_class = config.default_class;
+    e->pin_hold_ticks = ticks_from_ns(config.takeover_hold_ns, shared.tsc_hz);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
       e->telemetry = std::vector<JobBurstState>(config.max_jobs);
       e->burst_gap_ticks = ticks_from_ns(kBurstGapNs, shared.tsc_hz);
@@ -168,7 +171,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     rx->rx_queue = k;
     rx->counters = counters;
     rx->police.resize(config.max_jobs);
-    rx->police_owner.resize(config.max_jobs);
+    rx->slot_owner.resize(config.max_jobs);
     rx->max_jobs = config.max_jobs;
     if (config.flow_cache_entries) {
       auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(k), socket);

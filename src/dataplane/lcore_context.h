@@ -75,7 +75,20 @@ struct EgressPort {
   struct JobQueue {
     uint32_t queued = 0;
     uint8_t cls = 0;
+    // A job new to its slot may take over flows whose earlier packets wait
+    // in the default class (unclassified until it came): it stays in the
+    // default class until they have left (settle_job_class). kPinArmed: new,
+    // no packet seen yet; kPinMarked: until the default queue's head passes
+    // pin_mark.
+    uint8_t pin = 0;
+    uint32_t pin_mark = 0;
+    uint64_t pin_until_tsc = 0;  // and at most until then
   };
+  static constexpr uint8_t kPinArmed = 1, kPinMarked = 2;
+  std::vector<uint64_t> slot_owner;  // SlotInfo::owner as this port's scheduler last synced it
+  bool slots_synced = false;         // the first snapshot's jobs are not new: nothing came before them
+  uint64_t pin_hold_ticks = 0;       // dataplane.takeover_hold: the longest a new job waits in the default class
+  unsigned default_class = 0;
   std::vector<JobQueue> job_queue;
   // Pull-burst telemetry by job slot; only the wire egress (pull direction) has it.
   std::vector<JobBurstState> telemetry;
@@ -130,7 +143,7 @@ struct RxContext {
   std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
   // Ingress policers by job slot, resynchronised when the snapshot changes.
   std::vector<TokenBucket> police;
-  std::vector<uint64_t> police_owner;  // SlotInfo::police_owner each bucket was made for
+  std::vector<uint64_t> slot_owner;  // SlotInfo::owner as this lcore last synced it
   uint32_t police_generation = UINT32_MAX;
   // Hand-off: exactly one of these is used.
   std::array<EgressPort*, kPortCount> direct{};  // run-to-completion

@@ -117,7 +117,7 @@ class SnapshotReader {
 // what rx_burst reads (memif unmaps the peer's memory on disconnect).
 // `now`: the iteration's one TSC read (rx_poll).
 void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up, uint64_t now) {
-  if (snap.generation != rx.police_generation) rx_sync_policers(shared, rx, snap);
+  if (snap.generation != rx.police_generation) rx_sync_slots(shared, rx, snap);
   if (up & 1u) rx_poll(shared, rx, snap, 0, now);
   if (up & 2u) rx_poll(shared, rx, snap, 1, now);
 }
@@ -125,7 +125,10 @@ void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, 
 void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
   if (snap.generation == ctx.applied_generation) return;
   const uint64_t now = rte_rdtsc();
-  for (EgressPort* e : ctx.egress) sched_apply_params(*e, snap.ports[e->index], now);
+  for (EgressPort* e : ctx.egress) {
+    sched_apply_params(*e, snap.ports[e->index], now);
+    sched_sync_slots(*e, snap);
+  }
   ctx.applied_generation = snap.generation;
 }
 

@@ -5,6 +5,7 @@
 
 #include <rte_ethdev.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -42,17 +43,34 @@ enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed };
 
 }  // namespace
 
-void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
+void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap) {
   const uint64_t now = rte_rdtsc();
   const uint64_t hz = shared.tsc_hz;
-  for (size_t slot = 0; slot < snap.slots.size() && slot < rx.police.size() && slot < rx.police_owner.size(); ++slot) {
+  const size_t slots = std::min({snap.slots.size(), rx.police.size(), rx.slot_owner.size()});
+  const bool first = rx.police_generation == UINT32_MAX;  // the first snapshot's jobs: nothing came before them
+  for (size_t slot = 0; slot < slots; ++slot) {
     const SlotInfo& info = snap.slots[slot];
-    TokenBucket& tb = rx.police[slot];
+    const bool new_owner = rx.slot_owner[slot] != info.owner;
+    rx.slot_owner[slot] = info.owner;
+    // A job new to its slot: pipelined, its packets start on the default
+    // class's ring, behind everything this lcore put there before (the
+    // earlier packets of flows it takes over, unclassified until now), and
+    // move to their class's ring as a re-rank would (stick_to_rings).
+    if (new_owner && info.owner != 0 && !first && !rx.rings.empty()) {
+      for (unsigned port = 0; port < kPortCount; ++port) {
+        const rte_ring* ring = rx.rings[port * shared.class_count + shared.default_class];
+        RxContext::RingStick& st = rx.ring_stick[port * rx.max_jobs + slot];
+        st.cls = static_cast<uint8_t>(shared.default_class);
+        st.ticket = ring->prod.tail;  // this lcore is the ring's only producer
+        st.burst = rx.burst_seq;      // none of the next bursts
+        st.valid = 1;
+      }
+    }
     if (info.police_bytes_per_sec == 0) continue;
-    if (tb.rate_bytes_per_sec() != info.police_bytes_per_sec || tb.burst_bytes() != info.police_burst_bytes ||
-        rx.police_owner[slot] != info.police_owner) {
+    TokenBucket& tb = rx.police[slot];
+    if (new_owner || tb.rate_bytes_per_sec() != info.police_bytes_per_sec ||
+        tb.burst_bytes() != info.police_burst_bytes) {
       tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
-      rx.police_owner[slot] = info.police_owner;
     }
   }
   rx.police_generation = snap.generation;

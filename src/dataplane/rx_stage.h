@@ -13,7 +13,8 @@ namespace psgate {
 // about 44 cycles on the development VM, more than a packet's admission): the
 // burst's arrival time for sojourn and its policers' clock.
 unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port, uint64_t now);
-// Brings the lcore's policers in line with a new snapshot (control changes only).
-void rx_sync_policers(DataplaneShared& shared, RxContext& rx, const Snapshot& snap);
+// Brings the lcore's per-slot state in line with a new snapshot (control
+// changes only): the policers, and the ring a job new to its slot starts on.
+void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap);
 
 }  // namespace psgate

@@ -95,8 +95,46 @@ inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const
 // it, in order, so the new packet queues behind them: no reordering, no drop.
 // If the new class has no room for them, the job stays where it is until its
 // old queue drains.
+//
+// A job new to its slot (jobs.add, or a removal that hands its flows to a
+// later job) may take over flows that were unclassified until now, whose
+// earlier packets wait in the default class: its packets join them there
+// until those have left (the default queue's head passes where its tail was
+// at the job's first packet), and then move on as a re-rank does. Without
+// it a flow's first classified packets would overtake its last unclassified
+// ones. The wait is bounded by the default queue at that moment (everything
+// after joins behind the job), an empty default queue ends it at once, and
+// it lasts at most dataplane.takeover_hold: a default class starved by
+// higher ones must not hold a new job with it (its flows' earlier packets
+// wait there anyway; a new flow of the job would wait for nothing).
+[[gnu::noinline]] static bool held_in_default(EgressPort& egress, EgressPort::JobQueue& jq) {
+  const unsigned d = egress.default_class;
+  const uint64_t now = rte_rdtsc();
+  if (jq.pin == EgressPort::kPinArmed) {
+    jq.pin_mark = egress.sched.tail_position(d);
+    jq.pin_until_tsc = now + egress.pin_hold_ticks;
+    jq.pin = EgressPort::kPinMarked;
+  }
+  // Still ahead: the head has not reached the mark (a migration out of the
+  // class moves the tail back, so the mark may lie past it: the empty queue
+  // then ends the wait).
+  const uint32_t ahead = jq.pin_mark - egress.sched.head_position(d);
+  if (egress.sched.depth(d) != 0 && ahead != 0 && ahead <= egress.sched.capacity(d) && now < jq.pin_until_tsc)
+    return true;
+  jq.pin = 0;
+  return false;
+}
+
 inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, uint32_t slot, unsigned cls) {
   EgressPort::JobQueue& jq = egress.job_queue[slot];
+  if (jq.pin != 0) [[unlikely]] {
+    if (held_in_default(egress, jq)) {
+      // Its packets queued elsewhere (the slot's previous job's) stay where
+      // they are; the count covers both, as for any job.
+      jq.cls = static_cast<uint8_t>(egress.default_class);
+      return egress.default_class;
+    }
+  }
   if (jq.queued == 0 || jq.cls == cls) {
     jq.cls = static_cast<uint8_t>(cls);
     return cls;
@@ -496,6 +534,18 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
   }
   keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n, now, CountAdmitted::kYes), now);
   return true;
+}
+
+void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
+  const size_t slots = std::min(snap.slots.size(), egress.slot_owner.size());
+  for (size_t slot = 0; slot < slots; ++slot) {
+    const uint64_t owner = snap.slots[slot].owner;
+    if (egress.slot_owner[slot] == owner) continue;
+    egress.slot_owner[slot] = owner;
+    if (owner != 0 && egress.slots_synced && egress.pin_hold_ticks != 0)
+      egress.job_queue[slot].pin = EgressPort::kPinArmed;
+  }
+  egress.slots_synced = true;
 }
 
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now) {

@@ -48,5 +48,8 @@ void sched_flush(EgressPort& egress, LcoreCounters& counters, DropReason pending
 bool sched_idle(const EgressPort& egress);
 // Applies changed shaper/class parameters of a new snapshot (control changes only).
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now);
+// Marks the jobs new to their slot in a new snapshot (settle_job_class keeps
+// them behind the default class's earlier packets).
+void sched_sync_slots(EgressPort& egress, const Snapshot& snap);
 
 }  // namespace psgate

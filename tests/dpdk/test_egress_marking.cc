@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "packet_builder.h"
@@ -599,6 +601,83 @@ TEST(Policer, AJobInAReusedSlotStartsWithAFullBucket) {
   g.feed(frames);
   EXPECT_EQ(g.sent().size(), 7u) << "job 2 inherited job 1's empty bucket";
 }
+
+// --- A job that takes over flows -------------------------------------------
+
+class NewJobTest : public ::testing::TestWithParam<const char*> {};
+
+// A flow runs unclassified (default class) and queues behind the closed
+// shaper; then a job that matches it is added, in a higher class. The flow's
+// next packets must not overtake its earlier, unclassified ones: they join
+// them in the default class until those have left, and the flow leaves in
+// the order it came. (Before, they went straight to the job's class and left
+// first.)
+TEST_P(NewJobTest, AFlowAJobTakesOverKeepsItsOrder) {
+  std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
+                     "[classes]\ncount = 8\ndepth = 256\n[dataplane]\nburst = 16\nmbufs = 8191\nmax_jobs = 16\n"
+                     "takeover_hold = \"60s\"\n"
+                     "[stats]\ninterval = \"0s\"\n"
+                     "[[jobs]]\nid = 9\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=7777,proto=tcp\"]\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  std::vector<std::vector<uint8_t>> before, after;
+  for (uint16_t i = 0; i < 40; ++i) before.push_back(pull_frame(2222, i, 0));
+  for (uint16_t i = 40; i < 80; ++i) after.push_back(pull_frame(2222, i, 0));
+  g.feed(before);
+  ASSERT_TRUE(g.sent().empty());
+  ASSERT_EQ(g.totals().cls(kWire, 7).depth(), 40u) << "the flow is not queued unclassified";
+  const auto reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 1}, {"rank", 0}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed(after);
+  g.open_shaper();
+  std::vector<uint16_t> order;
+  for (int pass = 0; pass < 40 && order.size() < 80; ++pass) {
+    g.pass();
+    for (const Seen& s : g.sent())
+      if (s.sport == 2222) order.push_back(s.ip_id);
+  }
+  ASSERT_EQ(order.size(), 80u);
+  for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], i) << "the flow left out of order at " << i;
+  // Later packets of the job leave in its own class, ahead of the default.
+  g.set_shaper_closed_again();
+  g.feed({pull_frame(kUnclassifiedPort, 100, 0), pull_frame(2222, 80, 0)});
+  g.open_shaper();
+  std::vector<uint16_t> ports;
+  for (int pass = 0; pass < 4 && ports.size() < 2; ++pass) {
+    g.pass();
+    for (const Seen& s : g.sent()) ports.push_back(s.sport);
+  }
+  EXPECT_EQ(ports, (std::vector<uint16_t>{2222, kUnclassifiedPort})) << "the job stayed in the default class";
+}
+
+// The wait is bounded (dataplane.takeover_hold): behind a default class that
+// does not move, the new job goes to its own class once the hold is over.
+TEST_P(NewJobTest, TheWaitInTheDefaultClassEndsAfterTheHold) {
+  std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
+                     "[classes]\ncount = 8\ndepth = 256\n[dataplane]\nburst = 16\nmbufs = 8191\nmax_jobs = 16\n"
+                     "takeover_hold = \"1ms\"\n[stats]\ninterval = \"0s\"\n"
+                     "[[jobs]]\nid = 9\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=7777,proto=tcp\"]\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  g.feed({pull_frame(2222, 0, 0), pull_frame(2222, 1, 0)});
+  const auto reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 1}, {"rank", 0}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed({pull_frame(2222, 2, 0)});
+  EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 3u) << "held in the default class";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  g.feed({pull_frame(2222, 3, 0)});
+  EXPECT_EQ(g.totals().cls(kWire, 1).depth(), 2u) << "the held packet and the next in the job's class";
+  EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
+                         });
 
 }  // namespace
 }  // namespace psgate::testing

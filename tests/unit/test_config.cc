@@ -89,6 +89,7 @@ mbufs = 32767
 flow_cache = 0
 max_jobs = 2
 drain_timeout = "1.5s"
+takeover_hold = "5ms"
 
 [stats]
 interval = "0s"
@@ -176,6 +177,7 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.flow_cache_entries, 0u);
   EXPECT_EQ(c.max_jobs, 2u);
   EXPECT_EQ(c.drain_timeout_ns, 1'500'000'000u);
+  EXPECT_EQ(c.takeover_hold_ns, 5'000'000u);
   EXPECT_EQ(c.stats_interval_ns, 0u);
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_EQ(c.control.socket, "/tmp/psgate.sock");
