@@ -160,7 +160,20 @@ inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
     out.malformed = false;
     return;
   }
-  out.malformed = !parse_l4(data, off + hlen, min_u32(off + total, len), out);
+  uint32_t l4 = off + hlen;
+  const uint32_t end = min_u32(off + total, len);
+  if (out.proto == kProtoAh) {
+    // AH in transport mode (RFC 4302), as the IPv6 walk skips it: the ports
+    // are those of the header after it, so a port rule matches the flow
+    // whether or not it is authenticated.
+    if (end - l4 < 2) return;
+    const uint32_t ah_len = (data[l4 + 1] + 2u) * 4;  // 4-octet units, minus 2
+    if (ah_len > off + total - l4) return;            // past the datagram
+    out.proto = data[l4];
+    l4 += ah_len;
+    if (l4 > end) return;  // the next header is out of view
+  }
+  out.malformed = !parse_l4(data, l4, end, out);
 }
 
 // `off` is the IPv6 header; bytes in view end at `len`, the frame at `frame_len`.

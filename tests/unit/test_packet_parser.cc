@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -400,6 +402,18 @@ std::vector<Case> good_cases() {
                  }),
                  {.l3 = k6, .network_control = true, .proto = 58}});
   }
+  // IPv4 AH in transport mode: the ports are the next header's, as in IPv6.
+  {
+    Bytes f = build([](auto& s) {
+      s.proto = 51;
+      s.payload_len = 12 + 20;
+    });
+    const uint8_t ah[12] = {6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7};  // next TCP, length (1 + 2) * 4
+    std::copy(std::begin(ah), std::end(ah), f.begin() + 34);
+    const uint8_t tcp[20] = {0x12, 0x34, 0x08, 0xae, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10};
+    std::copy(std::begin(tcp), std::end(tcp), f.begin() + 46);
+    c.push_back({"ipv4_ah_then_tcp", f, {.has_ports = true, .proto = 6, .sport = 0x1234, .dport = 2222}});
+  }
   // Link-scoped routing and redundancy protocols: with TTL 1 or 255 only.
   for (auto [proto, ttl, control] : {std::tuple{89, 1, true},
                                      {89, 255, true},
@@ -485,6 +499,15 @@ std::vector<Case> malformed_cases() {
   std::vector<Case> c;
   const Expect bad4{.l3 = k4, .malformed = true};
   const Expect bad6{.l3 = k6, .malformed = true};
+  {
+    Bytes f = build([](auto& s) {
+      s.proto = 51;
+      s.payload_len = 12 + 20;
+    });
+    const uint8_t ah[12] = {6, 40, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7};  // (40 + 2) * 4 bytes: past the datagram
+    std::copy(std::begin(ah), std::end(ah), f.begin() + 34);
+    c.push_back({"ipv4_ah_past_the_datagram", f, bad4});
+  }
   const Expect bad_non{.l3 = kNon, .malformed = true};
   c.push_back({"empty", {}, bad_non});
   c.push_back({"runt_13B", Bytes(13, 0), bad_non});
@@ -899,7 +922,7 @@ TEST(PacketParser, CommonFlowKeyAgreesWithFullParser) {
     SCOPED_TRACE(what);
     const bool plain = full.l3 == L3Kind::kIpv4 && !full.malformed && full.has_ports && !full.non_first_fragment &&
                        full.l3_offset == kCommonL3Offset && buf[kCommonL3Offset] == 0x45 &&
-                       (full.proto == 6 || full.proto == 17);
+                       (full.proto == 6 || full.proto == 17) && buf[kCommonL3Offset + 9] == full.proto;
     if (!parse_ipv4_flow_key(buf.get(), static_cast<uint32_t>(n), key)) {
       EXPECT_FALSE(plain) << "a plain IPv4 TCP/UDP frame missed the fast path";
       EXPECT_EQ(key, untouched) << "a declined frame wrote the key";
