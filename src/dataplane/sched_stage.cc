@@ -25,10 +25,13 @@ inline JobCounters* job_counters(LcoreCounters& counters, uint32_t slot) {
 }
 
 inline uint64_t ticks_to_ns(const DataplaneShared& shared, uint64_t ticks) {
-  // Q32 fixed point; beyond ~1 s of sojourn the exact value no longer matters
-  // to a histogram whose buckets are 6% wide, so saturate instead of overflowing.
-  if (ticks >= (uint64_t{1} << 32)) return ticks / shared.tsc_hz * 1'000'000'000ull;
-  return (ticks * shared.ns_per_tick_q32) >> 32;
+  // Q32 fixed point, the product in 128 bits (one multiply on x86-64): a
+  // timer below 1 GHz (an Arm generic timer runs at 25 MHz to 1 GHz) makes
+  // ns_per_tick_q32 exceed 2^32. Sojourns of more than 2^32 ticks (seconds)
+  // are rare: exact, with a division.
+  if (ticks >= (uint64_t{1} << 32)) [[unlikely]]
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(ticks) * 1'000'000'000u / shared.tsc_hz);
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * shared.ns_per_tick_q32) >> 32);
 }
 
 // Counts the packets the NIC has not taken under `reason` and frees them.
