@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -217,6 +218,9 @@ class ControlPlane {
   // when the tick writes it again.
   std::string state_unsaved_;
   uint64_t state_retry_ns_ = 0;
+  // Rules files of removed jobs, and when to remove them (oldest first).
+  static constexpr uint64_t kUnnamedRulesFileLifeNs = 60'000'000'000;
+  std::deque<std::pair<std::string, uint64_t>> unnamed_rules_files_;
   uint64_t reported_ns_ = 0;
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;

@@ -296,13 +296,16 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   }
   rules_serial_ = rules_serial;  // names once used are not used again, written or not
   if (!path.empty() && persisted) {
-    // Rules files of removed jobs: no state file names them any more. (After
-    // a failed write the old file may still name them: those stay, and the
-    // next start removes them as unnamed.)
+    // Rules files of removed jobs: no state file names them any more. They
+    // are removed a while later (tick), not now: a backup that copies the
+    // state file and then the rules directory (operations.md) must find
+    // every file the copied state names, even when a job was removed in
+    // between. (After a failed write the old file may still name them:
+    // those stay, and the next start removes them as unnamed.)
     for (const JobRecord* j : state_.jobs.in_age_order()) {
       const JobRecord* still = next.jobs.find(j->spec.id);
       if (!j->rules_file.empty() && (!still || still->rules_file != j->rules_file))
-        ::unlink((rules_dir_path(path) + "/" + j->rules_file).c_str());
+        unnamed_rules_files_.push_back({j->rules_file, now_ns + kUnnamedRulesFileLifeNs});
     }
     persisted_text_ = std::move(text);
   }
@@ -342,6 +345,11 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
     } else if (const Snapshot* current = dataplane_.publisher().current()) {
       merger_.maybe_start(current->partitions, state_.jobs, current->merged, rules_changed_ns_, now_ns);
     }
+  }
+  // Rules files no state file names since a while (commit()).
+  while (!unnamed_rules_files_.empty() && unnamed_rules_files_.front().second <= now_ns) {
+    ::unlink((rules_dir_path(config_.control.state) + "/" + unnamed_rules_files_.front().first).c_str());
+    unnamed_rules_files_.pop_front();
   }
   // The state file that could not be written (commit()), again. Without the
   // cluster only the start's state can be unsaved: every later change that
