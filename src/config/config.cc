@@ -427,7 +427,12 @@ class Parser : TomlReader {
     }
     if (!integer(*t, "max_jobs", p, 1, 1048576, c.max_jobs)) return false;
     if (!check_max_jobs(c, "dataplane.max_jobs")) return false;
-    return duration(*t, "drain_timeout", p, c.drain_timeout_ns) && duration(*t, "takeover_hold", p, c.takeover_hold_ns);
+    if (!duration(*t, "drain_timeout", p, c.drain_timeout_ns) || !duration(*t, "takeover_hold", p, c.takeover_hold_ns))
+      return false;
+    // A hold is a priority inversion for the new job while it lasts.
+    if (c.takeover_hold_ns > 1'000'000'000)
+      return fail("dataplane.takeover_hold", "must be at most 1s (it holds a new job in the default class)");
+    return true;
   }
 
   bool check_max_jobs(const ConfigSpec& c, const std::string& path) {

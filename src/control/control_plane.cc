@@ -143,10 +143,13 @@ Result<bool> ControlPlane::start() {
   // A state file that cannot be written now (disk full at boot) leaves the
   // gateway forwarding on what it read, degraded, retrying every second.
   auto started = commit(state_, monotonic_ns(), IfUnsaved::kPublishAtStart);
-  if (started && cluster_) follow_step(monotonic_ns());
-  // Rules files a crash left behind (written, never named by a state file).
-  if (started && !config_.control.state.empty())
+  // Rules files a crash left behind (written, never named by a state file),
+  // before the store's view changes the jobs: only while the file on disk
+  // is the one this state was read from or written as (one that could not
+  // be written still names its jobs' files).
+  if (started && !config_.control.state.empty() && state_unsaved_.empty())
     remove_unnamed_rules_files(rules_dir_path(config_.control.state), state_.jobs);
+  if (started && cluster_) follow_step(monotonic_ns());
   return started;
 }
 

@@ -150,6 +150,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     e->applied = live;
     e->job_queue.resize(config.max_jobs);
     e->slot_owner.resize(config.max_jobs);
+    e->pins.resize(config.max_jobs);
     e->default_class = config.default_class;
     e->pin_hold_ticks = ticks_from_ns(config.takeover_hold_ns, shared.tsc_hz);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
@@ -172,6 +173,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     rx->counters = counters;
     rx->police.resize(config.max_jobs);
     rx->slot_owner.resize(config.max_jobs);
+    rx->hold_new_jobs = config.takeover_hold_ns != 0;
     rx->max_jobs = config.max_jobs;
     if (config.flow_cache_entries) {
       auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(k), socket);

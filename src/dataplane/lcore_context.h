@@ -51,6 +51,11 @@ inline constexpr unsigned kMaxBurst = 64;
 // 16 classes, written only by the RX lcore.
 struct alignas(RTE_CACHE_LINE_SIZE) RingPosts {
   std::array<std::atomic<uint32_t>, kMaxClasses> tail{};
+  // The snapshot generation the RX lcore last synced (high half) and its
+  // default class ring's prod.tail then (low half), stored (release) at each
+  // sync: every packet it classified with an older snapshot lies before
+  // that position (sched_release_holds).
+  alignas(RTE_CACHE_LINE_SIZE) std::atomic<uint64_t> synced{0};
 };
 
 // One egress port as its scheduler lcore sees it.
@@ -81,10 +86,18 @@ struct EgressPort {
     // no packet seen yet; kPinMarked: until the default queue's head passes
     // pin_mark.
     uint8_t pin = 0;
-    uint32_t pin_mark = 0;
-    uint64_t pin_until_tsc = 0;  // and at most until then
   };
   static constexpr uint8_t kPinArmed = 1, kPinMarked = 2;
+  // The rest of a pin, read only while `pin` is set (apart from JobQueue,
+  // which every packet touches).
+  struct Pin {
+    uint32_t mark = 0;        // kPinMarked: the default queue's tail once everything before the job was in it
+    uint32_t generation = 0;  // the snapshot the job arrived in
+    uint8_t target = 0;       // the job's own class, as its last held packet asked
+    uint64_t until_tsc = 0;   // the hold ends then at the latest (armed + takeover_hold)
+  };
+  std::vector<Pin> pins;             // by job slot
+  std::vector<uint32_t> held_slots;  // slots with a pin set: released by sched_release_holds
   std::vector<uint64_t> slot_owner;  // SlotInfo::owner as this port's scheduler last synced it
   bool slots_synced = false;         // the first snapshot's jobs are not new: nothing came before them
   uint64_t pin_hold_ticks = 0;       // dataplane.takeover_hold: the longest a new job waits in the default class
@@ -144,6 +157,7 @@ struct RxContext {
   // Ingress policers by job slot, resynchronised when the snapshot changes.
   std::vector<TokenBucket> police;
   std::vector<uint64_t> slot_owner;  // SlotInfo::owner as this lcore last synced it
+  bool hold_new_jobs = true;         // dataplane.takeover_hold is not 0
   uint32_t police_generation = UINT32_MAX;
   // Hand-off: exactly one of these is used.
   std::array<EgressPort*, kPortCount> direct{};  // run-to-completion

@@ -34,7 +34,11 @@ inline void apply_links(SchedContext& ctx, unsigned up) {
 }
 
 void transmit_all(DataplaneShared& shared, SchedContext& ctx, uint64_t now) {
-  for (EgressPort* e : ctx.egress) sched_transmit(shared, *e, *ctx.counters, now);
+  for (EgressPort* e : ctx.egress) {
+    if (!e->held_slots.empty()) [[unlikely]]
+      sched_release_holds(shared, ctx, *e, *ctx.counters);
+    sched_transmit(shared, *e, *ctx.counters, now);
+  }
 }
 void transmit_all(DataplaneShared& shared, SchedContext& ctx) { transmit_all(shared, ctx, rte_rdtsc()); }
 
@@ -176,8 +180,14 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
 // transmitting keeps what the single lcore does: a high-priority packet taken
 // now leaves ahead of a lower class's backlog, and its CE mark is decided on
 // the depth it found before anything left.
-void scheduler_iteration(DataplaneShared& shared, SchedContext& ctx) {
+// The snapshot is synced between the pull and the accept: a packet an RX
+// lcore classified with a newer snapshot is then never accepted under an
+// older one (the ring's release/acquire orders the RX lcore's snapshot read
+// before this lcore's), so a job new in it is known, and held, from its
+// first packet on.
+void scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, const Snapshot& snap) {
   sched_pull_rings(shared, ctx);
+  sched_sync_params(ctx, snap);
   const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
   sched_accept_pulled(shared, ctx, now, true);
   transmit_all(shared, ctx, now);
@@ -190,9 +200,8 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
-      sched_sync_params(ctx, reader.current());
+      scheduler_iteration(shared, ctx, reader.current());
       reader.quiescent();
-      scheduler_iteration(shared, ctx);
     }
   }
   drain(shared, ctx, plan.rcu_thread_id);
@@ -222,8 +231,7 @@ bool Dataplane::run_once() {
     for (LcorePlan& p : d.plans) {
       if (p.role != LcoreRole::kScheduler) continue;
       apply_links(*p.sched, link_check(d.shared, p.rcu_thread_id));
-      sched_sync_params(*p.sched, snap);
-      scheduler_iteration(d.shared, *p.sched);
+      scheduler_iteration(d.shared, *p.sched, snap);
       d.shared.link->go_offline(p.rcu_thread_id);
     }
     return true;

@@ -56,7 +56,7 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
     // class's ring, behind everything this lcore put there before (the
     // earlier packets of flows it takes over, unclassified until now), and
     // move to their class's ring as a re-rank would (stick_to_rings).
-    if (new_owner && info.owner != 0 && !first && !rx.rings.empty()) {
+    if (new_owner && info.owner != 0 && !first && rx.hold_new_jobs && !rx.rings.empty()) {
       for (unsigned port = 0; port < kPortCount; ++port) {
         const rte_ring* ring = rx.rings[port * shared.class_count + shared.default_class];
         RxContext::RingStick& st = rx.ring_stick[port * rx.max_jobs + slot];
@@ -71,6 +71,14 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
     if (new_owner || tb.rate_bytes_per_sec() != info.police_bytes_per_sec ||
         tb.burst_bytes() != info.police_burst_bytes) {
       tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
+    }
+  }
+  // Pipelined: where this lcore's default rings stood when it took this
+  // snapshot, for the scheduler's hold of a new job (sched_release_holds).
+  if (!rx.rings.empty()) {
+    for (unsigned port = 0; port < kPortCount; ++port) {
+      const rte_ring* ring = rx.rings[port * shared.class_count + shared.default_class];
+      rx.posts[port].synced.store(uint64_t{snap.generation} << 32 | ring->prod.tail, std::memory_order_release);
     }
   }
   rx.police_generation = snap.generation;

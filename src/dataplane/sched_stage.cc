@@ -110,20 +110,27 @@ inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const
 // it lasts at most dataplane.takeover_hold: a default class starved by
 // higher ones must not hold a new job with it (its flows' earlier packets
 // wait there anyway; a new flow of the job would wait for nothing).
-[[gnu::noinline]] static bool held_in_default(EgressPort& egress, EgressPort::JobQueue& jq) {
+// The hold counts from the job's arrival in the snapshot (sched_sync_slots).
+// The mark is taken by sched_release_holds, once everything the RX lcores
+// classified before the job arrived is in the default queue; until then the
+// job is held. sched_release_holds also ends the hold when the job sends
+// nothing more.
+[[gnu::noinline]] static bool held_in_default(EgressPort& egress, uint32_t slot, unsigned cls) {
+  EgressPort::JobQueue& jq = egress.job_queue[slot];
+  EgressPort::Pin& pin = egress.pins[slot];
   const unsigned d = egress.default_class;
   const uint64_t now = rte_rdtsc();
-  if (jq.pin == EgressPort::kPinArmed) {
-    jq.pin_mark = egress.sched.tail_position(d);
-    jq.pin_until_tsc = now + egress.pin_hold_ticks;
-    jq.pin = EgressPort::kPinMarked;
+  if (cls != d) pin.target = static_cast<uint8_t>(cls);
+  if (now >= pin.until_tsc) {
+    jq.pin = 0;
+    return false;
   }
+  if (jq.pin == EgressPort::kPinArmed) return true;
   // Still ahead: the head has not reached the mark (a migration out of the
   // class moves the tail back, so the mark may lie past it: the empty queue
   // then ends the wait).
-  const uint32_t ahead = jq.pin_mark - egress.sched.head_position(d);
-  if (egress.sched.depth(d) != 0 && ahead != 0 && ahead <= egress.sched.capacity(d) && now < jq.pin_until_tsc)
-    return true;
+  const uint32_t ahead = pin.mark - egress.sched.head_position(d);
+  if (egress.sched.depth(d) != 0 && ahead != 0 && ahead <= egress.sched.capacity(d)) return true;
   jq.pin = 0;
   return false;
 }
@@ -131,7 +138,7 @@ inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const
 inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, uint32_t slot, unsigned cls) {
   EgressPort::JobQueue& jq = egress.job_queue[slot];
   if (jq.pin != 0) [[unlikely]] {
-    if (held_in_default(egress, jq)) {
+    if (held_in_default(egress, slot, cls)) {
       // Its packets queued elsewhere (the slot's previous job's) stay where
       // they are; the count covers both, as for any job.
       jq.cls = static_cast<uint8_t>(egress.default_class);
@@ -541,14 +548,59 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
 
 void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
   const size_t slots = std::min(snap.slots.size(), egress.slot_owner.size());
+  const uint64_t until = rte_rdtsc() + egress.pin_hold_ticks;
   for (size_t slot = 0; slot < slots; ++slot) {
     const uint64_t owner = snap.slots[slot].owner;
     if (egress.slot_owner[slot] == owner) continue;
     egress.slot_owner[slot] = owner;
-    if (owner != 0 && egress.slots_synced && egress.pin_hold_ticks != 0)
-      egress.job_queue[slot].pin = EgressPort::kPinArmed;
+    if (owner == 0 || !egress.slots_synced || egress.pin_hold_ticks == 0) continue;
+    EgressPort::JobQueue& jq = egress.job_queue[slot];
+    if (jq.pin == 0) egress.held_slots.push_back(static_cast<uint32_t>(slot));
+    jq.pin = EgressPort::kPinArmed;
+    egress.pins[slot] = EgressPort::Pin{
+        0, snap.generation, static_cast<uint8_t>(snap.slots[slot].cls[direction_of_egress(egress.index)]), until};
   }
   egress.slots_synced = true;
+}
+
+namespace {
+
+// Whether every RX lcore has taken the snapshot `generation` (or a later
+// one) and this lcore has read its default ring for `egress` past where it
+// stood then: every packet classified before the job arrived has been
+// pulled, and (called after the iteration's accept) is in the default queue
+// or gone. Run-to-completion has no rings: always.
+bool rings_caught_up(const DataplaneShared& shared, const SchedContext& ctx, const EgressPort& egress,
+                     uint32_t generation) {
+  for (size_t r = 0; r < ctx.rx_posts.size(); ++r) {
+    const uint64_t synced = (*ctx.rx_posts[r])[egress.index].synced.load(std::memory_order_acquire);
+    if (static_cast<int32_t>(static_cast<uint32_t>(synced >> 32) - generation) < 0) return false;
+    const uint32_t consumed = ctx.consumed[(r * kPortCount + egress.index) * shared.class_count + shared.default_class];
+    if (static_cast<int32_t>(consumed - static_cast<uint32_t>(synced)) < 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void sched_release_holds(const DataplaneShared& shared, const SchedContext& ctx, EgressPort& egress,
+                         LcoreCounters& counters) {
+  const unsigned d = egress.default_class;
+  size_t kept = 0;
+  for (const uint32_t slot : egress.held_slots) {
+    EgressPort::JobQueue& jq = egress.job_queue[slot];
+    EgressPort::Pin& pin = egress.pins[slot];
+    if (jq.pin == EgressPort::kPinArmed && rings_caught_up(shared, ctx, egress, pin.generation)) {
+      pin.mark = egress.sched.tail_position(d);
+      jq.pin = EgressPort::kPinMarked;
+    }
+    // A held job's packets move to its class when the hold ends, whether or
+    // not another of them arrives (settle_job_class does the move).
+    if (jq.pin != 0 && jq.queued != 0) settle_job_class(egress, counters, slot, pin.target);
+    else if (jq.pin != 0) held_in_default(egress, slot, d);  // ends the pin when over
+    if (jq.pin != 0) egress.held_slots[kept++] = slot;
+  }
+  egress.held_slots.resize(kept);
 }
 
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now) {

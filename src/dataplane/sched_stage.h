@@ -51,5 +51,9 @@ void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now
 // Marks the jobs new to their slot in a new snapshot (settle_job_class keeps
 // them behind the default class's earlier packets).
 void sched_sync_slots(EgressPort& egress, const Snapshot& snap);
+// Ends the holds of sched_sync_slots that are over, moving the held jobs'
+// packets to their classes (once per loop iteration while any is held).
+void sched_release_holds(const DataplaneShared& shared, const SchedContext& ctx, EgressPort& egress,
+                         LcoreCounters& counters);
 
 }  // namespace psgate

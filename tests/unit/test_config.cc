@@ -591,6 +591,7 @@ std::vector<BadCase> bad_cases() {
        "expected a string with a unit like \"500ms\""},
       {d("[dataplane]\ndrain_timeout = \"5 s\""), "dataplane.drain_timeout", "unknown unit"},
       {d("[dataplane]\ndrain_timeout = \"-1s\""), "dataplane.drain_timeout", "negative"},
+      {d("[dataplane]\ntakeover_hold = \"2s\""), "dataplane.takeover_hold", "at most 1s"},
       {d("[dataplane]\nflowcache = 0"), "dataplane.flowcache", "did you mean \"flow_cache\"?"},
       // [stats], [log], [control]
       {d("[stats]\ninterval = \"1\""), "stats.interval", "missing unit"},
