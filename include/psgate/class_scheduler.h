@@ -56,6 +56,12 @@ struct PortSchedConfig {
   uint32_t overhead_bytes = 0;              // added to every packet's length for accounting
   uint32_t priority_headroom_bytes = 0;     // per class step, fixed; 0: see permille
   uint32_t priority_headroom_permille = 0;  // per class step, of the shaper burst, unless bytes is set; both 0: off
+  // The largest frame the port sends (bytes, without overhead); 0: unknown.
+  // A class's headroom always leaves two of them (with overhead) of the
+  // burst: a class that may spend only the last charge of a full bucket
+  // sends one frame per refill to full, and loses whatever refills while
+  // the bucket is full (update_reserves).
+  uint32_t max_frame_bytes = 0;
   uint64_t tick_hz = 1;
 };
 
@@ -132,6 +138,7 @@ class PortSchedulerBase {
   uint32_t overhead_ = 0;
   uint32_t headroom_bytes_ = 0;
   uint32_t headroom_permille_ = 0;
+  uint32_t max_frame_ = 0;
   // reserve_[c]: shaper credit class c leaves for higher classes (see above);
   // recomputed when the burst changes.
   std::vector<uint32_t> reserve_;

@@ -10,6 +10,8 @@
 #include <new>
 #include <string>
 
+#include "psgate/packet_parser.h"  // kMaxVlanTags
+
 namespace psgate {
 
 namespace {
@@ -83,6 +85,7 @@ PortSchedConfig compile_scheduler(const ConfigSpec& config, unsigned port, const
   sc.overhead_bytes = spec.overhead_bytes;
   sc.priority_headroom_bytes = spec.headroom_bytes;
   sc.priority_headroom_permille = spec.headroom_permille;
+  sc.max_frame_bytes = max_frame_bytes(spec.mtu, kMaxVlanTags);
   sc.shaper_bytes_per_sec = live.shaper_bytes_per_sec;
   sc.shaper_burst_bytes = live.shaper_burst_bytes;
   for (size_t c = 0; c < config.classes.size(); ++c) {

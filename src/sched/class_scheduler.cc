@@ -21,6 +21,7 @@ PortSchedulerBase::PortSchedulerBase(const PortSchedConfig& config, uint64_t now
     : overhead_(config.overhead_bytes),
       headroom_bytes_(config.priority_headroom_bytes),
       headroom_permille_(config.priority_headroom_permille),
+      max_frame_(config.max_frame_bytes),
       shaper_burst_(config.shaper_burst_bytes),
       tick_hz_(config.tick_hz ? config.tick_hz : 1) {
   const size_t n = std::min<size_t>(config.classes.size(), kMaxClasses);
@@ -57,7 +58,14 @@ void PortSchedulerBase::set_shaper_rate(uint64_t bytes_per_sec, uint64_t now) {
 
 void PortSchedulerBase::update_reserves() {
   const uint64_t step = headroom_bytes_ ? headroom_bytes_ : shaper_burst_ * headroom_permille_ / 1000;
-  const uint64_t cap = shaper_burst_ - shaper_burst_ / 4;
+  // At most 3/4 of the burst, and never so much that a class has less than
+  // two of the largest charge to spend: with less, each of its frames waits
+  // for a full bucket, and credit that refills meanwhile is lost, so the
+  // port falls below its rate whenever the loop comes back late (a 4 KiB
+  // burst at MTU 1500 left the lower classes nothing else).
+  const uint64_t two_frames = 2 * (uint64_t{max_frame_} + overhead_);
+  const uint64_t cap = std::min(shaper_burst_ - shaper_burst_ / 4,
+                                shaper_burst_ > two_frames ? shaper_burst_ - two_frames : uint64_t{0});
   for (size_t c = 0; c < reserve_.size(); ++c) reserve_[c] = static_cast<uint32_t>(std::min(c * step, cap));
 }
 

@@ -609,6 +609,17 @@ class NewJobTest : public ::testing::TestWithParam<const char*> {};
 // 4 data lcores: 2 RX lcores (one RX queue each) and 2 schedulers.
 unsigned rx_queues_for(const std::string& lcores) { return lcores == "[1, 2, 3, 4]" ? 2 : 1; }
 
+// The closed shaper, one job that none of the test's flows match, and the
+// takeover hold under test.
+std::string new_job_body(const std::string& lcores, const std::string& hold) {
+  return "[lcores]\nmain = 0\ndata = " + lcores + "\n" + kShaper +
+         "[classes]\ncount = 8\ndepth = 256\n[dataplane]\nburst = 16\nmbufs = 8191\nmax_jobs = 16\n"
+         "takeover_hold = \"" +
+         hold +
+         "\"\n[stats]\ninterval = \"0s\"\n"
+         "[[jobs]]\nid = 9\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=7777,proto=tcp\"]\n";
+}
+
 // A flow runs unclassified (default class) and queues behind the closed
 // shaper; then a job that matches it is added, in a higher class. The flow's
 // next packets must not overtake its earlier, unclassified ones: they join
@@ -616,12 +627,7 @@ unsigned rx_queues_for(const std::string& lcores) { return lcores == "[1, 2, 3, 
 // the order it came. (Before, they went straight to the job's class and left
 // first.)
 TEST_P(NewJobTest, AFlowAJobTakesOverKeepsItsOrder) {
-  std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
-                     "[classes]\ncount = 8\ndepth = 256\n[dataplane]\nburst = 16\nmbufs = 8191\nmax_jobs = 16\n"
-                     "takeover_hold = \"1s\"\n"
-                     "[stats]\ninterval = \"0s\"\n"
-                     "[[jobs]]\nid = 9\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=7777,proto=tcp\"]\n";
-  Gate g(body, rx_queues_for(GetParam()));
+  Gate g(new_job_body(GetParam(), "1s"), rx_queues_for(GetParam()));
   ASSERT_TRUE(g.ok()) << g.error();
   g.close_shaper();
   std::vector<std::vector<uint8_t>> before, after;
@@ -658,11 +664,7 @@ TEST_P(NewJobTest, AFlowAJobTakesOverKeepsItsOrder) {
 // The wait is bounded (dataplane.takeover_hold): behind a default class that
 // does not move, the new job goes to its own class once the hold is over.
 TEST_P(NewJobTest, TheWaitInTheDefaultClassEndsAfterTheHold) {
-  std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
-                     "[classes]\ncount = 8\ndepth = 256\n[dataplane]\nburst = 16\nmbufs = 8191\nmax_jobs = 16\n"
-                     "takeover_hold = \"1ms\"\n[stats]\ninterval = \"0s\"\n"
-                     "[[jobs]]\nid = 9\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=7777,proto=tcp\"]\n";
-  Gate g(body, rx_queues_for(GetParam()));
+  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()));
   ASSERT_TRUE(g.ok()) << g.error();
   g.close_shaper();
   g.feed({pull_frame(2222, 0, 0), pull_frame(2222, 1, 0)});

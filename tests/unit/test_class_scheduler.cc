@@ -413,6 +413,29 @@ INSTANTIATE_TEST_SUITE_P(
         FloorCase{"cap_below_floor", 100 * kMbit, {0, 40 * kMbit}, {0, 15 * kMbit}, {1500, 1500}}),
     [](const ::testing::TestParamInfo<FloorCase>& i) { return std::string(i.param.name); });
 
+// A small burst under headroom: with a 4 KiB burst and 1500-byte frames a
+// lone lowest class was left only the last charge of a full bucket (its
+// reserve, 3/4 of the burst, plus a frame filled it), so each frame waited
+// for a full bucket and what refilled while it was full was lost: the port
+// ran below its rate whenever the loop came back late. Knowing the largest
+// frame, the reserve leaves two of them.
+TEST(ClassScheduler, HeadroomLeavesTheLowerClassesTheRateWithASmallBurst) {
+  constexpr uint64_t kRate = 1000 * kMbit;
+  for (const uint64_t burst : {4096u, 65536u}) {
+    SCOPED_TRACE("burst " + std::to_string(burst));
+    PortSchedConfig cfg = config(8, 256, kRate, burst, 24);
+    cfg.priority_headroom_permille = 250;
+    cfg.max_frame_bytes = 1514;
+    Sched s(cfg, 0);
+    Sim sim{s, std::vector<uint32_t>(8, 0), 24};
+    sim.lens[7] = 1500;
+    // Polls 1 to 8 us apart: 1 to 8 frame times at 1 Gbit/s.
+    const std::vector<uint64_t> bytes = sim.run(200'000'000, 8'000);
+    const double rate = static_cast<double>(bytes[7]) / 0.2;
+    EXPECT_NEAR(rate, static_cast<double>(kRate), kRate * 0.03 + burst / 0.2) << "the lone class 7 fell below the rate";
+  }
+}
+
 // Class 3 keeps the 1 Gbit/s shaper saturated with 1500-byte packets; a single
 // class-1 packet arrives right after a class-3 packet left. Without headroom
 // it waits for the bucket to refill (a packet time, 12 us); with 1600 B of
