@@ -156,9 +156,9 @@ struct RxContext {
   std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
   // Ingress policers by job slot, resynchronised when the snapshot changes.
   std::vector<TokenBucket> police;
-  std::vector<uint64_t> slot_owner;  // SlotInfo::owner as this lcore last synced it
-  bool hold_new_jobs = true;         // dataplane.takeover_hold is not 0
-  uint32_t police_generation = UINT32_MAX;
+  std::vector<uint64_t> slot_owner;         // SlotInfo::owner as this lcore last synced it
+  bool hold_new_jobs = true;                // dataplane.takeover_hold is not 0
+  uint32_t synced_generation = UINT32_MAX;  // the snapshot rx_sync_slots last brought this lcore to
   // Hand-off: exactly one of these is used.
   std::array<EgressPort*, kPortCount> direct{};  // run-to-completion
   std::vector<rte_ring*> rings;                  // [egress][class], pipelined

@@ -121,7 +121,7 @@ class SnapshotReader {
 // what rx_burst reads (memif unmaps the peer's memory on disconnect).
 // `now`: the iteration's one TSC read (rx_poll).
 void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up, uint64_t now) {
-  if (snap.generation != rx.police_generation) rx_sync_slots(shared, rx, snap);
+  if (snap.generation != rx.synced_generation) rx_sync_slots(shared, rx, snap);
   if (up & 1u) rx_poll(shared, rx, snap, 0, now);
   if (up & 2u) rx_poll(shared, rx, snap, 1, now);
 }

@@ -47,7 +47,16 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
   const uint64_t now = rte_rdtsc();
   const uint64_t hz = shared.tsc_hz;
   const size_t slots = std::min({snap.slots.size(), rx.police.size(), rx.slot_owner.size()});
-  const bool first = rx.police_generation == UINT32_MAX;  // the first snapshot's jobs: nothing came before them
+  const bool first = rx.synced_generation == UINT32_MAX;  // the first snapshot's jobs: nothing came before them
+  // Pipelined: where this lcore's default rings stand as it takes this
+  // snapshot (it is their only producer): every packet it classified with
+  // an older one lies before. A new job's packets start behind it, and the
+  // scheduler reads it to hold the job (sched_release_holds).
+  std::array<uint32_t, kPortCount> default_tail{};
+  if (!rx.rings.empty()) {
+    for (unsigned port = 0; port < kPortCount; ++port)
+      default_tail[port] = rx.rings[port * shared.class_count + shared.default_class]->prod.tail;
+  }
   for (size_t slot = 0; slot < slots; ++slot) {
     const SlotInfo& info = snap.slots[slot];
     const bool new_owner = rx.slot_owner[slot] != info.owner;
@@ -58,11 +67,10 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
     // move to their class's ring as a re-rank would (stick_to_rings).
     if (new_owner && info.owner != 0 && !first && rx.hold_new_jobs && !rx.rings.empty()) {
       for (unsigned port = 0; port < kPortCount; ++port) {
-        const rte_ring* ring = rx.rings[port * shared.class_count + shared.default_class];
         RxContext::RingStick& st = rx.ring_stick[port * rx.max_jobs + slot];
         st.cls = static_cast<uint8_t>(shared.default_class);
-        st.ticket = ring->prod.tail;  // this lcore is the ring's only producer
-        st.burst = rx.burst_seq;      // none of the next bursts
+        st.ticket = default_tail[port];
+        st.burst = rx.burst_seq;  // none of the next bursts
         st.valid = 1;
       }
     }
@@ -73,15 +81,11 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
       tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
     }
   }
-  // Pipelined: where this lcore's default rings stood when it took this
-  // snapshot, for the scheduler's hold of a new job (sched_release_holds).
   if (!rx.rings.empty()) {
-    for (unsigned port = 0; port < kPortCount; ++port) {
-      const rte_ring* ring = rx.rings[port * shared.class_count + shared.default_class];
-      rx.posts[port].synced.store(uint64_t{snap.generation} << 32 | ring->prod.tail, std::memory_order_release);
-    }
+    for (unsigned port = 0; port < kPortCount; ++port)
+      rx.posts[port].synced.store(uint64_t{snap.generation} << 32 | default_tail[port], std::memory_order_release);
   }
-  rx.police_generation = snap.generation;
+  rx.synced_generation = snap.generation;
 }
 
 namespace {

@@ -99,22 +99,19 @@ inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const
 // If the new class has no room for them, the job stays where it is until its
 // old queue drains.
 //
-// A job new to its slot (jobs.add, or a removal that hands its flows to a
-// later job) may take over flows that were unclassified until now, whose
-// earlier packets wait in the default class: its packets join them there
-// until those have left (the default queue's head passes where its tail was
-// at the job's first packet), and then move on as a re-rank does. Without
-// it a flow's first classified packets would overtake its last unclassified
-// ones. The wait is bounded by the default queue at that moment (everything
-// after joins behind the job), an empty default queue ends it at once, and
-// it lasts at most dataplane.takeover_hold: a default class starved by
-// higher ones must not hold a new job with it (its flows' earlier packets
-// wait there anyway; a new flow of the job would wait for nothing).
-// The hold counts from the job's arrival in the snapshot (sched_sync_slots).
-// The mark is taken by sched_release_holds, once everything the RX lcores
-// classified before the job arrived is in the default queue; until then the
-// job is held. sched_release_holds also ends the hold when the job sends
-// nothing more.
+// A job new to its slot (jobs.add) may take over flows that were
+// unclassified until now, whose earlier packets wait in the default class:
+// its packets join them there until those have left, and then move on as a
+// re-rank does. Without it a flow's first classified packets would overtake
+// its last unclassified ones. sched_release_holds takes the mark (the
+// default queue's tail) once everything the RX lcores classified before the
+// job arrived is in that queue; until then the job is held. The wait ends
+// when the head passes the mark or the queue is empty (everything after the
+// mark joined behind the job), and lasts at most dataplane.takeover_hold
+// from the job's arrival in the snapshot (sched_sync_slots): a default class
+// starved by higher ones must not hold a new job with it (its flows' earlier
+// packets wait there anyway; a new flow of the job would wait for nothing).
+// sched_release_holds also ends the hold when the job sends nothing more.
 [[gnu::noinline]] static bool held_in_default(EgressPort& egress, uint32_t slot, unsigned cls) {
   EgressPort::JobQueue& jq = egress.job_queue[slot];
   EgressPort::Pin& pin = egress.pins[slot];
