@@ -253,7 +253,7 @@ Result<bool> check_saved_state(const SavedState& s, const ConfigSpec& config) {
   return true;
 }
 
-Result<bool> check_state_path(const std::string& path) {
+Result<bool> check_state_file_kind(const std::string& path) {
   using R = Result<bool>;
   if (path.empty()) return true;
   struct stat st {};
@@ -268,6 +268,12 @@ Result<bool> check_state_path(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return R::failure("state file " + path + ": " + (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file") +
                       "; [control] state must name a file");
+  return true;
+}
+
+Result<bool> check_state_dir_writable(const std::string& path) {
+  using R = Result<bool>;
+  if (path.empty()) return true;
   // The file is replaced through a temporary beside it: its directory must be
   // writable. One that does not exist yet is created at the first write, so
   // then the nearest existing ancestor must be.
@@ -280,6 +286,11 @@ Result<bool> check_state_path(const std::string& path) {
     return R::failure("state file " + path + ": its directory " + dir.string() +
                       " is not writable: " + std::strerror(errno));
   return true;
+}
+
+Result<bool> check_state_path(const std::string& path) {
+  if (auto kind = check_state_file_kind(path); !kind) return kind;
+  return check_state_dir_writable(path);
 }
 
 namespace {

@@ -76,8 +76,13 @@ Result<bool> check_saved_state(const SavedState& saved, const ConfigSpec& config
 
 // Whether `path` can serve as the state file: empty (no persistence), or a
 // regular file or nothing in a directory this process can write. A directory,
-// or a read-only directory, is an error naming the path.
+// or a read-only directory, is an error naming the path. The two halves:
+// what is at the path (check_state_file_kind: a directory, a symbolic link,
+// anything but a regular file is refused) and whether this process may
+// write its directory (check_state_dir_writable).
 Result<bool> check_state_path(const std::string& path);
+Result<bool> check_state_file_kind(const std::string& path);
+Result<bool> check_state_dir_writable(const std::string& path);
 
 // The state file's text for this state (version 3). Every job must have its
 // rules file (JobRecord::rules_file).

@@ -283,17 +283,19 @@ int main(int argc, char** argv) {
   // The state file's path: a directory, or a directory this process cannot
   // write, is refused before DPDK starts, by --check too, which also reads
   // the file as a start would (a start reads it in ControlPlane::create).
-  if (auto usable = psgate::check_state_path(config->control.state); !usable) {
+  if (auto kind = psgate::check_state_file_kind(config->control.state); !kind) {
+    std::fprintf(stderr, "psgate: %s\n", kind.error().c_str());
+    return 2;
+  }
+  if (auto writable = psgate::check_state_dir_writable(config->control.state); !writable) {
     // An operator of group psgate checking an edit (operations.md) is not
     // the root the service runs as: what root may write is not theirs to see.
-    const bool not_root_checking =
-        check_only && ::geteuid() != 0 && usable.error().find("is not writable") != std::string::npos;
-    if (!not_root_checking) {
-      std::fprintf(stderr, "psgate: %s\n", usable.error().c_str());
+    if (!check_only || ::geteuid() == 0) {
+      std::fprintf(stderr, "psgate: %s\n", writable.error().c_str());
       return 2;
     }
     std::fprintf(stderr, "psgate: warning: %s (checked as uid %u, not as the root the service runs as)\n",
-                 usable.error().c_str(), static_cast<unsigned>(::geteuid()));
+                 writable.error().c_str(), static_cast<unsigned>(::geteuid()));
   }
   // Cluster TLS files: unreadable is a config error, found by --check too, not
   // a store that silently never answers.
