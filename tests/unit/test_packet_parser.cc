@@ -342,34 +342,22 @@ std::vector<Case> good_cases() {
                  s.proto = pk::kNoNextHeader;
                }),
                {.l3 = k6, .proto = 59}});
-  c.push_back({"icmpv6_echo",
-               build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6;
-                 s.proto = pk::kIcmpv6;
-                 s.icmp_type = 128;
-                 s.payload_len = 56;
-               }),
-               {.l3 = k6, .proto = 58}});
-  for (uint8_t type : {132, 138, 1, 143}) {  // MLD done, redirect+1, dest unreachable, MLDv2 report
-    c.push_back({"icmpv6_type_" + std::to_string(type),
-                 build([type](auto& s) {
-                   s.l3 = pk::L3::kIpv6;
-                   s.proto = pk::kIcmpv6;
-                   s.icmp_type = type;
-                 }),
-                 {.l3 = k6, .proto = 58}});
-  }
-  for (uint8_t type = 133; type <= 137; ++type) {  // RS, RA, NS, NA, redirect
-    c.push_back({"ndp_type_" + std::to_string(type),
-                 build([type](auto& s) {
-                   s.l3 = pk::L3::kIpv6;
-                   s.proto = pk::kIcmpv6;
-                   s.icmp_type = type;
-                   s.ttl = 255;
-                   s.payload_len = 24;
-                 }),
-                 {.l3 = k6, .network_control = true, .proto = 58}});
-  }
+  // Plain ICMPv6 of a type, hop limit and payload length.
+  auto icmpv6 = [](uint8_t type, uint8_t hop_limit, size_t payload_len) {
+    return build([=](auto& s) {
+      s.l3 = pk::L3::kIpv6;
+      s.proto = pk::kIcmpv6;
+      s.icmp_type = type;
+      s.ttl = hop_limit;
+      s.payload_len = payload_len;
+    });
+  };
+  c.push_back({"icmpv6_echo", icmpv6(128, 64, 56), {.l3 = k6, .proto = 58}});
+  for (uint8_t type : {132, 138, 1, 143})  // MLD done, redirect+1, dest unreachable, MLDv2 report
+    c.push_back({"icmpv6_type_" + std::to_string(type), icmpv6(type, 64, 0), {.l3 = k6, .proto = 58}});
+  for (uint8_t type = 133; type <= 137; ++type)  // RS, RA, NS, NA, redirect
+    c.push_back(
+        {"ndp_type_" + std::to_string(type), icmpv6(type, 255, 24), {.l3 = k6, .network_control = true, .proto = 58}});
   c.push_back({"ndp_in_vlan_after_hbh",
                build([](auto& s) {
                  s.vlans = {{0x8100, 5}};
@@ -382,15 +370,7 @@ std::vector<Case> good_cases() {
                {.l3 = k6, .network_control = true, .proto = 58, .l3_offset = 18}});
   // ND sent from further than the link (hop limit not 255: RFC 4861 has
   // receivers discard it) is ordinary ICMPv6, not the top class.
-  c.push_back({"ndp_ns_hop_limit_64",
-               build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6;
-                 s.proto = pk::kIcmpv6;
-                 s.icmp_type = 135;
-                 s.ttl = 64;
-                 s.payload_len = 24;
-               }),
-               {.l3 = k6, .proto = 58}});
+  c.push_back({"ndp_ns_hop_limit_64", icmpv6(135, 64, 24), {.l3 = k6, .proto = 58}});
   for (uint8_t type : {130, 131, 132, 143}) {  // MLD query, reports, done
     c.push_back({"mld_type_" + std::to_string(type),
                  build([type](auto& s) {
