@@ -4,7 +4,7 @@
 //     understood: VLAN tags, IPv4 options, IPv6 extension headers, ...);
 //   - parse_ipv4_flow_key straight from the frame, for the common case the
 //     data path sees at line rate: untagged Ethernet, IPv4 without options,
-//     not a later fragment, a complete TCP or UDP header. That is two loads
+//     not a fragment, a complete TCP or UDP header. That is two loads
 //     from the header instead of a full parse, and a flow cache hit needs
 //     nothing else; only misses and uncommon frames pay for parse_packet.
 // Both give the same key for the same packet (tests and the parser fuzzer
@@ -81,7 +81,7 @@ inline constexpr uint16_t kCommonL3Offset = 14;
 
 // The common case straight from the frame: returns true and fills `key`
 // exactly when the frame is untagged Ethernet + IPv4 without options, whose
-// total length fits in `len`, that is not a later fragment and carries a
+// total length fits in `len`, that is not a fragment and carries a
 // complete UDP or TCP header. For such a frame parse_packet reports
 // l3 = kIpv4 at l3_offset 14, not malformed, with ports, and flow_key4 of its
 // result equals `key`. Anything else returns false and leaves `key` alone.
@@ -99,7 +99,9 @@ inline bool parse_ipv4_flow_key(const uint8_t* data, uint32_t len, FlowKey4& key
   const uint32_t total = __builtin_bswap16(static_cast<uint16_t>(head >> 32));
   const uint8_t proto = static_cast<uint8_t>(frag >> 24);
   const uint8_t* l4 = ip + 20;
-  if (total > len - kL3 || (frag & 0xff1f) != 0) return false;  // past the frame, or a later fragment
+  // Past the frame, or a fragment (MF or an offset: fragments go through the
+  // RX stage's fragment table, which a first fragment must reach).
+  if (total > len - kL3 || (frag & 0xff3f) != 0) return false;
   if (proto == 17) {
     if (total < 20 + 8) return false;
   } else if (proto == 6) {

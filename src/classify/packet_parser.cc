@@ -47,6 +47,7 @@ constexpr uint8_t kProtoSctp = 132;
 constexpr unsigned kMaxIpv6ExtHeaders = 8;
 
 inline uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+inline uint32_t load_be32(const uint8_t* p) { return uint32_t{load_be16(p)} << 16 | load_be16(p + 2); }
 
 // The link's own control frames: tiny, and a delayed one breaks the link or
 // its neighbours (a lost LACP frame takes a bond member down, an unanswered
@@ -155,7 +156,12 @@ inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
   if (hlen < kIpv4MinHeaderLen || hlen > len - off || total < hlen || total > frame_len - off) return;
   // Fragment offset (low 13 bits) != 0: no L4 header here. MF with offset 0 is
   // a first fragment and carries the L4 header like an unfragmented packet.
-  if ((load_be16(ip + 6) & 0x1fff) != 0) {
+  const uint16_t flags_offset = load_be16(ip + 6);
+  if ((flags_offset & 0x3fff) != 0) {  // MF or an offset
+    out.fragment = true;
+    out.fragment_id = load_be16(ip + 4);
+  }
+  if ((flags_offset & 0x1fff) != 0) {
     out.non_first_fragment = true;
     out.malformed = false;
     return;
@@ -217,6 +223,12 @@ inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
       case kProtoFragment:
         ext_len = 8;
         if (end - pos < ext_len) return;
+        // Offset 0 without M is an atomic fragment (RFC 6946): a whole
+        // datagram, classified as one.
+        if ((load_be16(data + pos + 2) & 0xfff9) != 0) {
+          out.fragment = true;
+          out.fragment_id = load_be32(data + pos + 4);
+        }
         if ((load_be16(data + pos + 2) >> 3) != 0) {
           // Later fragment: the L4 header is in the first one only.
           out.proto = data[pos];

@@ -180,6 +180,10 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
       if (!fc.ok()) return Result<RxContext*>::failure("flow cache: " + fc.error());
       rx->flow_cache = std::move(*fc);
     }
+    // A datagram's fragments cross one link within microseconds; a second
+    // covers any queueing, and bounds how long a recycled IPv4
+    // Identification can find an old datagram's entry.
+    rx->fragments = std::make_unique<FragmentTable>(shared.tsc_hz);
     if (pipelined) {
       rx->ring_stick.resize(kPortCount * config.max_jobs);
       for (unsigned p = 0; p < kPortCount; ++p) {

@@ -33,6 +33,7 @@
 #include "psgate/classifier.h"
 #include "psgate/counters.h"
 #include "psgate/flow_cache.h"
+#include "psgate/fragment_table.h"
 #include "psgate/job_telemetry.h"
 #include "psgate/snapshot.h"
 #include "psgate/token_bucket.h"
@@ -153,7 +154,8 @@ struct DataplaneShared {
 struct RxContext {
   unsigned rx_queue = 0;
   LcoreCounters* counters = nullptr;
-  std::unique_ptr<FlowCache> flow_cache;  // may be null (disabled)
+  std::unique_ptr<FlowCache> flow_cache;     // may be null (disabled)
+  std::unique_ptr<FragmentTable> fragments;  // later fragments follow their first's job
   // Ingress policers by job slot, resynchronised when the snapshot changes.
   std::vector<TokenBucket> police;
   std::vector<uint64_t> slot_owner;         // SlotInfo::owner as this lcore last synced it

@@ -13,6 +13,7 @@
 #include "dataplane/sched_stage.h"
 #include "dataplane/tx.h"
 #include "psgate/flow_key.h"
+#include "psgate/fragment_table.h"
 #include "psgate/mbuf_rewrite.h"
 #include "psgate/packet_meta.h"
 #include "psgate/packet_parser.h"
@@ -90,18 +91,44 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
 
 namespace {
 
+// A burst's fragments once every packet has its job: each first fragment's
+// job is remembered for its datagram, then the later fragments the table did
+// not know before the burst look again (their first may have come in this
+// burst, even after them), and what still has no first keeps the job its
+// addresses and protocol gave it.
+void settle_fragments(RxContext& rx, const Snapshot& snap, uint64_t now, uint64_t firsts, uint64_t orphans,
+                      uint32_t* job, PortCounters& in_counters) {
+  FragmentTable& table = *rx.fragments;
+  for (uint64_t t = firsts; t != 0; t &= t - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
+    table.remember(rx.parsed[i], snap.rules_generation, now, job[i]);
+  }
+  unsigned followed = 0;
+  for (uint64_t t = orphans; t != 0; t &= t - 1) {
+    const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
+    followed += table.recall(rx.parsed[i], snap.rules_generation, now, job[i]) ? 1u : 0u;
+  }
+  in_counters.rx_fragments_followed.add(followed);
+  in_counters.rx_fragments_orphaned.add(static_cast<unsigned>(__builtin_popcountll(orphans)) - followed);
+}
+
 // Classifies the packets of `todo` the slow way: the full parser, the flow
 // cache for what it can key (IPv6, tagged, options), the ACL for the rest, and
-// the results cached. `keyed` marks packets whose IPv4 wire key (keys[i],
+// the results cached; a later fragment takes its datagram's first fragment's
+// job (FragmentTable). `keyed` marks packets whose IPv4 wire key (keys[i],
 // hashes[i]) already missed the cache: they are inserted under that key.
 // Fills job[i], and l3_offset[i] / ip_version[i] (0: never rewrite) for
 // every packet of `todo`; kind[i] says what the class step must do with a
 // packet that has no job.
 void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, uint64_t todo, uint64_t keyed,
-                   uint32_t* job, uint16_t* l3_offset, uint8_t* ip_version, uint8_t* kind) {
+                   uint64_t now, PortCounters& in_counters, uint32_t* job, uint16_t* l3_offset, uint8_t* ip_version,
+                   uint8_t* kind) {
   ParsedPacket* parsed = rx.parsed.data();
   FlowCache* fc = rx.flow_cache.get();
   LcoreCounters& counters = *rx.counters;
+  uint64_t firsts = 0;   // first fragments: remembered once classified
+  uint64_t orphans = 0;  // later fragments the table did not know
+  unsigned followed = 0;
   const ParsedPacket* lookup[kMaxBurst];  // cacheable without a wire key
   unsigned lookup_idx[kMaxBurst];
   unsigned n_lookup = 0;
@@ -117,6 +144,16 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
     ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed) ? static_cast<uint8_t>(p.l3) : 0;
     kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
     if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
+    if (p.fragment) [[unlikely]] {
+      if (!p.non_first_fragment) {
+        firsts |= uint64_t{1} << i;
+      } else if (rx.fragments->recall(p, snap.rules_generation, now, job[i])) {
+        ++followed;
+        continue;
+      } else {
+        orphans |= uint64_t{1} << i;  // classified on addresses meanwhile
+      }
+    }
     if (fc && FlowCache::cacheable(p) && !(keyed >> i & 1)) {
       lookup[n_lookup] = &p;
       lookup_idx[n_lookup++] = i;
@@ -141,20 +178,24 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
       }
     }
   }
-  if (n_acl == 0) return;
-  uint32_t matched[kMaxBurst];
-  snap.matcher.classify(acl, n_acl, matched);
-  const uint64_t evictions_before = fc ? fc->evictions() : 0;
-  for (unsigned k = 0; k < n_acl; ++k) {
-    const unsigned i = acl_idx[k];
-    job[i] = matched[k];
-    if (keyed >> i & 1) {
-      fc->insert4(rx.keys[i], rx.hashes[i], snap.rules_generation, matched[k]);
-    } else if (insert_mask >> k & 1) {
-      fc->insert(*acl[k], snap.rules_generation, matched[k]);
+  if (n_acl != 0) {
+    uint32_t matched[kMaxBurst];
+    snap.matcher.classify(acl, n_acl, matched);
+    const uint64_t evictions_before = fc ? fc->evictions() : 0;
+    for (unsigned k = 0; k < n_acl; ++k) {
+      const unsigned i = acl_idx[k];
+      job[i] = matched[k];
+      if (keyed >> i & 1) {
+        fc->insert4(rx.keys[i], rx.hashes[i], snap.rules_generation, matched[k]);
+      } else if (insert_mask >> k & 1) {
+        fc->insert(*acl[k], snap.rules_generation, matched[k]);
+      }
     }
+    if (fc) counters.flow_cache.evictions.add(fc->evictions() - evictions_before);
   }
-  if (fc) counters.flow_cache.evictions.add(fc->evictions() - evictions_before);
+  if (followed) in_counters.rx_fragments_followed.add(followed);
+  if (firsts | orphans) [[unlikely]]
+    settle_fragments(rx, snap, now, firsts, orphans, job, in_counters);
 }
 
 // What classification found for each packet of a burst, by index.
@@ -176,9 +217,9 @@ struct BurstClasses {
   return rx_guard_burst(pkts, n, max_untagged_frame, drops, bytes);
 }
 
-// Classifies the `n` packets of `pkts` into `out`.
+// Classifies the `n` packets of `pkts`, which arrived on `in_port` at `now`, into `out`.
 [[gnu::noinline]] void classify_burst(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, unsigned n,
-                                      BurstClasses& out) {
+                                      unsigned in_port, uint64_t now, BurstClasses& out) {
   FlowCache* fc = rx.flow_cache.get();
   LcoreCounters& counters = *rx.counters;
 
@@ -210,7 +251,8 @@ struct BurstClasses {
   // 3. Everything else: the full parser, then cache or ACL.
   const uint64_t all = n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
   if (hits != all) {
-    classify_slow(rx, snap, pkts, all & ~hits, keyed & ~hits, out.job, out.l3_offset, out.ip_version, out.kind);
+    classify_slow(rx, snap, pkts, all & ~hits, keyed & ~hits, now, counters.ports[in_port], out.job, out.l3_offset,
+                  out.ip_version, out.kind);
   }
 }
 
@@ -448,7 +490,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   if (n == 0) return received;
 
   BurstClasses bc;
-  classify_burst(rx, snap, pkts, n, bc);
+  classify_burst(rx, snap, pkts, n, in_port, now, bc);
   Admitted admitted;
   admit_burst(shared, rx, snap, in_port, pkts, n, bc, now, admitted);
 

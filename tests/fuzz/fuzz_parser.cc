@@ -35,9 +35,9 @@ bool all_zero(const uint8_t* p, size_t n) {
 
 bool same(const ParsedPacket& a, const ParsedPacket& b) {
   return a.l3 == b.l3 && a.malformed == b.malformed && a.network_control == b.network_control &&
-         a.non_first_fragment == b.non_first_fragment && a.has_ports == b.has_ports && a.proto == b.proto &&
-         a.traffic_class == b.traffic_class && a.l3_offset == b.l3_offset && a.sport == b.sport && a.dport == b.dport &&
-         a.src == b.src && a.dst == b.dst;
+         a.non_first_fragment == b.non_first_fragment && a.fragment == b.fragment && a.fragment_id == b.fragment_id &&
+         a.has_ports == b.has_ports && a.proto == b.proto && a.traffic_class == b.traffic_class &&
+         a.l3_offset == b.l3_offset && a.sport == b.sport && a.dport == b.dport && a.src == b.src && a.dst == b.dst;
 }
 
 void check(const ParsedPacket& p, const uint8_t* data, size_t len) {
@@ -48,13 +48,15 @@ void check(const ParsedPacket& p, const uint8_t* data, size_t len) {
     fail("malformed packet claims ports or network control", p, len);
   }
   if (p.has_ports && p.non_first_fragment) fail("ports on a non-first fragment", p, len);
+  if (p.non_first_fragment && !p.fragment) fail("a later fragment not marked a fragment", p, len);
+  if (!p.fragment && p.fragment_id != 0) fail("a fragment id outside a fragment", p, len);
   if (p.has_ports && p.proto != 6 && p.proto != 17 && p.proto != 132) {
     fail("ports for a protocol without ports", p, len);
   }
   if (!p.has_ports && (p.sport != 0 || p.dport != 0)) fail("ports set without has_ports", p, len);
 
   if (p.l3 == L3Kind::kNonIp) {
-    if (p.has_ports || p.non_first_fragment) fail("non-IP with L4 facts", p, len);
+    if (p.has_ports || p.non_first_fragment || p.fragment) fail("non-IP with L4 facts", p, len);
     if (!all_zero(p.src.data(), 16) || !all_zero(p.dst.data(), 16)) {
       fail("non-IP frame with addresses", p, len);
     }
@@ -109,6 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dirty.malformed = true;
   dirty.network_control = true;
   dirty.non_first_fragment = true;
+  dirty.fragment = true;
   dirty.has_ports = true;
   psgate::parse_packet(data, len, dirty);
   if (!same(fresh, dirty)) fail("result depends on the previous contents of out", dirty, size);
@@ -117,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // full parser sees as plain IPv4 TCP/UDP at offset 14 and builds the same key.
   psgate::FlowKey4 key;
   if (psgate::parse_ipv4_flow_key(data, len, key)) {
-    if (fresh.l3 != L3Kind::kIpv4 || fresh.malformed || !fresh.has_ports || fresh.non_first_fragment ||
+    if (fresh.l3 != L3Kind::kIpv4 || fresh.malformed || !fresh.has_ports || fresh.fragment ||
         fresh.l3_offset != psgate::kCommonL3Offset)
       fail("parse_ipv4_flow_key took a frame the full parser does not see as plain IPv4", fresh, size);
     if (!(key == psgate::flow_key4(fresh))) fail("parse_ipv4_flow_key's key differs from flow_key4", fresh, size);

@@ -78,6 +78,8 @@ struct Expect {
   bool malformed = false;
   bool network_control = false;
   bool non_first_fragment = false;
+  bool fragment = false;
+  uint32_t fragment_id = 0;
   bool has_ports = false;
   uint8_t proto = 0;
   uint16_t sport = 0;
@@ -97,6 +99,8 @@ void expect_matches(const ParsedPacket& p, const Expect& w) {
   EXPECT_EQ(p.malformed, w.malformed);
   EXPECT_EQ(p.network_control, w.network_control);
   EXPECT_EQ(p.non_first_fragment, w.non_first_fragment);
+  EXPECT_EQ(p.fragment, w.fragment);
+  EXPECT_EQ(p.fragment_id, w.fragment_id);
   EXPECT_EQ(p.has_ports, w.has_ports);
   if (w.l3 != L3Kind::kNonIp && !w.malformed) {
     EXPECT_EQ(p.proto, w.proto);
@@ -169,29 +173,37 @@ std::vector<Case> good_cases() {
   c.push_back({"ipv4_first_fragment",
                build([](auto& s) {
                  s.more_fragments = true;
+                 s.ip_id = 0xbeef;
                  s.proto = pk::kTcp;
                  s.payload_len = 1000;
                }),
-               {.l3 = k4, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
+               {.l3 = k4,
+                .fragment = true,
+                .fragment_id = 0xbeef,
+                .has_ports = true,
+                .proto = 6,
+                .sport = 1024,
+                .dport = 2048}});
   c.push_back({"ipv4_middle_fragment",
                build([](auto& s) {
                  s.more_fragments = true;
                  s.frag_offset = 185;
+                 s.ip_id = 7;
                  s.payload_len = 1480;
                }),
-               {.l3 = k4, .non_first_fragment = true, .proto = 17}});
+               {.l3 = k4, .non_first_fragment = true, .fragment = true, .fragment_id = 7, .proto = 17}});
   c.push_back({"ipv4_last_fragment_tiny",
                build([](auto& s) {
                  s.frag_offset = 1;
                  s.payload_len = 1;
                }),
-               {.l3 = k4, .non_first_fragment = true, .proto = 17}});
+               {.l3 = k4, .non_first_fragment = true, .fragment = true, .proto = 17}});
   c.push_back({"ipv4_last_fragment_empty",
                build([](auto& s) {
                  s.frag_offset = 3;
                  s.proto = pk::kTcp;
                }),
-               {.l3 = k4, .non_first_fragment = true, .proto = 6}});
+               {.l3 = k4, .non_first_fragment = true, .fragment = true, .proto = 6}});
   {
     // Bytes after total_length (a left-over FCS, non-zero padding) are ignored.
     Bytes f = build([](auto& s) {
@@ -269,17 +281,18 @@ std::vector<Case> good_cases() {
                  s.proto = pk::kTcp;
                }),
                {.l3 = k6, .has_ports = true, .proto = 6, .sport = 1024, .dport = 2048}});
-  c.push_back({"ipv6_chain_all",
-               build([](auto& s) {
-                 s.l3 = pk::L3::kIpv6;
-                 s.ext = {{.type = 0, .len = 8},   {.type = 60, .len = 24},
-                          {.type = 43, .len = 16}, {.type = 44, .more_fragments = true, .ident = 77},
-                          {.type = 51, .len = 16}, {.type = 60, .len = 8}};
-                 s.proto = pk::kTcp;
-                 s.sport = 179;
-                 s.dport = 50000;
-               }),
-               {.l3 = k6, .has_ports = true, .proto = 6, .sport = 179, .dport = 50000}});
+  c.push_back(
+      {"ipv6_chain_all",
+       build([](auto& s) {
+         s.l3 = pk::L3::kIpv6;
+         s.ext = {{.type = 0, .len = 8},   {.type = 60, .len = 24},
+                  {.type = 43, .len = 16}, {.type = 44, .more_fragments = true, .ident = 77},
+                  {.type = 51, .len = 16}, {.type = 60, .len = 8}};
+         s.proto = pk::kTcp;
+         s.sport = 179;
+         s.dport = 50000;
+       }),
+       {.l3 = k6, .fragment = true, .fragment_id = 77, .has_ports = true, .proto = 6, .sport = 179, .dport = 50000}});
   c.push_back({"ipv6_8_ext_headers_ok",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
@@ -289,31 +302,37 @@ std::vector<Case> good_cases() {
   c.push_back({"ipv6_first_fragment",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
-                 s.ext = {{.type = 44, .more_fragments = true}};
+                 s.ext = {{.type = 44, .more_fragments = true, .ident = 0x89abcdef}};
                  s.payload_len = 1200;
                }),
-               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
+               {.l3 = k6,
+                .fragment = true,
+                .fragment_id = 0x89abcdef,
+                .has_ports = true,
+                .proto = 17,
+                .sport = 1024,
+                .dport = 2048}});
   c.push_back({"ipv6_atomic_fragment",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
-                 s.ext = {{.type = 44}};
+                 s.ext = {{.type = 44, .ident = 5}};
                }),
                {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
   c.push_back({"ipv6_non_first_fragment",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
-                 s.ext = {{.type = 44, .frag_offset = 150, .more_fragments = true}};
+                 s.ext = {{.type = 44, .frag_offset = 150, .more_fragments = true, .ident = 77}};
                  s.proto = pk::kTcp;
                  s.payload_len = 64;
                }),
-               {.l3 = k6, .non_first_fragment = true, .proto = 6}});
+               {.l3 = k6, .non_first_fragment = true, .fragment = true, .fragment_id = 77, .proto = 6}});
   c.push_back({"ipv6_hbh_then_non_first_fragment",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
                  s.ext = {{.type = 0}, {.type = 44, .frag_offset = 1}};
                  s.payload_len = 3;
                }),
-               {.l3 = k6, .non_first_fragment = true, .proto = 17}});
+               {.l3 = k6, .non_first_fragment = true, .fragment = true, .proto = 17}});
   c.push_back({"ipv6_esp",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
@@ -568,13 +587,14 @@ std::vector<Case> malformed_cases() {
                  s.payload_len = 3;
                }),
                bad4});
-  c.push_back({"ipv4_first_fragment_tiny_tcp", build([](auto& s) {
+  c.push_back({"ipv4_first_fragment_tiny_tcp",
+               build([](auto& s) {
                  s.proto = pk::kTcp;
                  s.more_fragments = true;
                  s.raw_l4 = true;
                  s.payload_len = 8;
                }),
-               bad4});
+               {.l3 = k4, .malformed = true, .fragment = true}});
   c.push_back({"ipv6_ethertype_version_4", build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
                  s.ip_version_override = 4;
@@ -650,14 +670,15 @@ std::vector<Case> malformed_cases() {
                  s.ipv6_payload_length_override = 32;
                }),
                bad6});
-  c.push_back({"ipv6_first_fragment_tiny_tcp", build([](auto& s) {
+  c.push_back({"ipv6_first_fragment_tiny_tcp",
+               build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
                  s.ext = {{.type = 44, .more_fragments = true}};
                  s.proto = pk::kTcp;
                  s.raw_l4 = true;
                  s.payload_len = 8;
                }),
-               bad6});
+               {.l3 = k6, .malformed = true, .fragment = true}});
   c.push_back({"ipv6_9_ext_headers", build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
                  s.ext = std::vector<pk::Ipv6Ext>(9, pk::Ipv6Ext{.type = 60});
@@ -900,7 +921,7 @@ TEST(PacketParser, CommonFlowKeyAgreesWithFullParser) {
     const FlowKey4 untouched = key;
     ++checked;
     SCOPED_TRACE(what);
-    const bool plain = full.l3 == L3Kind::kIpv4 && !full.malformed && full.has_ports && !full.non_first_fragment &&
+    const bool plain = full.l3 == L3Kind::kIpv4 && !full.malformed && full.has_ports && !full.fragment &&
                        full.l3_offset == kCommonL3Offset && buf[kCommonL3Offset] == 0x45 &&
                        (full.proto == 6 || full.proto == 17) && buf[kCommonL3Offset + 9] == full.proto;
     if (!parse_ipv4_flow_key(buf.get(), static_cast<uint32_t>(n), key)) {

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A fragmented datagram through the real RX stage: its later fragments carry
+// no ports, and must still go to the job its first fragment's ports chose,
+// not to the first rule their addresses and protocol match. One data lcore
+// driven by run_once on the test's thread, so each burst is classified
+// before the next is injected.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "packet_builder.h"
+#include "pipeline_harness.h"
+
+namespace psgate::testing {
+namespace {
+
+namespace pkt = psgate::pkt;
+constexpr unsigned kHost = 1;
+
+// Two jobs on one PS address, told apart by source port only. Job 1's rule
+// comes first, so a port-less later fragment of job 2's datagram matches it
+// on addresses and protocol alone.
+const std::string kTwoJobs =
+    "[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 256\n"
+    "[dataplane]\nmbufs = 8191\nmax_jobs = 8\n[stats]\ninterval = \"0s\"\n"
+    "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=5000,proto=udp\", "
+    "\"src=fd00::5/128,sport=5000,proto=udp\"]\n"
+    "[[jobs]]\nid = 2\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=6000,proto=udp\", "
+    "\"src=fd00::5/128,sport=6000,proto=udp\"]\n";
+
+// A UDP datagram of 2960 payload bytes from the PS's `sport`, cut as a
+// 1500-byte MTU cuts it: fragments at offsets 0, 1480 and 2960 bytes.
+std::vector<std::vector<uint8_t>> ipv4_datagram(uint16_t sport, uint16_t ident) {
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t k = 0; k < 3; ++k) {
+    pkt::PacketSpec s = pkt::from_ps(sport, ident, 1472);
+    s.proto = pkt::kUdp;
+    s.src4 = {10, 0, 0, 5};
+    s.ip_id = ident;
+    s.more_fragments = k < 2;
+    s.frag_offset = static_cast<uint16_t>(k * 185);
+    if (k > 0) s.payload_len = k == 1 ? 1480 : 16;
+    frames.push_back(pkt::build_packet(s));
+  }
+  return frames;
+}
+
+// The same over IPv6, with a destination options header after the Fragment
+// header (RFC 8200 puts it in the fragmentable part): a later fragment's
+// Fragment header names that, not UDP, as its next header.
+std::vector<std::vector<uint8_t>> ipv6_datagram(uint16_t sport, uint32_t ident) {
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t k = 0; k < 3; ++k) {
+    pkt::PacketSpec s = pkt::from_ps(sport, 0, 1400);
+    s.proto = pkt::kUdp;
+    s.l3 = pkt::L3::kIpv6;
+    s.src6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+    s.ext = {{.type = 44, .frag_offset = static_cast<uint16_t>(k * 176), .more_fragments = k < 2, .ident = ident},
+             {.type = 60}};
+    if (k > 0) {
+      s.ext.resize(1);  // the options travel in the first fragment only
+      s.ext[0].type = 44;
+      s.proto = 60;  // what a later fragment's Fragment header names
+      s.payload_len = k == 1 ? 1408 : 24;
+    }
+    frames.push_back(pkt::build_packet(s));
+  }
+  return frames;
+}
+
+class Gateway {
+ public:
+  Gateway() : h_(kTwoJobs, /*start_lcores=*/false) {}
+  bool ok() const { return h_.ok(); }
+  const std::string& error() const { return h_.error(); }
+
+  // Each frame its own burst, one pass each, in order.
+  void send(const std::vector<std::vector<uint8_t>>& frames) {
+    for (const auto& f : frames) {
+      rte_mbuf* m = h_.mbuf_of(f);
+      ASSERT_NE(m, nullptr);
+      ASSERT_EQ(h_.inject(kHost, &m, 1), 1u);
+      ASSERT_TRUE(h_.dataplane().run_once());
+    }
+  }
+  // All frames in one burst.
+  void send_burst(const std::vector<std::vector<uint8_t>>& frames) {
+    std::vector<rte_mbuf*> burst;
+    for (const auto& f : frames) {
+      burst.push_back(h_.mbuf_of(f));
+      ASSERT_NE(burst.back(), nullptr);
+    }
+    ASSERT_EQ(h_.inject(kHost, burst.data(), static_cast<unsigned>(burst.size())), burst.size());
+    ASSERT_TRUE(h_.dataplane().run_once());
+  }
+
+  // Pull packets admitted per job id, and the host port's fragment counters.
+  std::map<uint32_t, uint64_t> admitted() {
+    const nlohmann::json reply = h_.control().handle({{"cmd", "stats"}});
+    std::map<uint32_t, uint64_t> out;
+    for (const auto& j : reply.at("result").at("jobs"))
+      out[j.at("id").get<uint32_t>()] = j.at("pull").at("admitted_packets").get<uint64_t>();
+    return out;
+  }
+  nlohmann::json control(const nlohmann::json& request) { return h_.control().handle(request); }
+  uint64_t followed() { return h_.dataplane().read_totals(false).ports[kHost].rx_fragments_followed; }
+  uint64_t orphaned() { return h_.dataplane().read_totals(false).ports[kHost].rx_fragments_orphaned; }
+
+ private:
+  PipelineHarness h_;
+};
+
+using Admitted = std::map<uint32_t, uint64_t>;
+
+TEST(Fragments, LaterIpv4FragmentsFollowTheirFirstFragmentsJob) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.send(ipv4_datagram(6000, 0x1234));
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 3}})) << "a later fragment went by its addresses alone";
+  EXPECT_EQ(g.followed(), 2u);
+  EXPECT_EQ(g.orphaned(), 0u);
+  // The flow's next datagram: its first fragment is in the flow cache by
+  // now, and must still be remembered for the fragments after it.
+  g.send(ipv4_datagram(6000, 0x1235));
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 6}}));
+  EXPECT_EQ(g.followed(), 4u);
+}
+
+TEST(Fragments, LaterIpv6FragmentsFollowEvenWhenTheirNextHeaderIsNotUdp) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.send(ipv6_datagram(6000, 0xabcdef01));
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 3}}));
+  EXPECT_EQ(g.followed(), 2u);
+}
+
+// Within one burst, a later fragment that arrives ahead of its first still
+// follows it; two datagrams of the same hosts apart by Identification each
+// follow their own.
+TEST(Fragments, ReorderedFragmentsInOneBurstFollowTheirOwnDatagram) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  const auto a = ipv4_datagram(6000, 1);
+  const auto b = ipv4_datagram(5000, 2);
+  g.send_burst({a[2], b[1], a[0], a[1], b[0], b[2]});
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 3}, {2, 3}}));
+  EXPECT_EQ(g.followed(), 4u);
+}
+
+// A later fragment whose first was never seen is classified on addresses and
+// protocol, as before, and counted; so is one of another Identification.
+TEST(Fragments, AnOrphanIsClassifiedByAddressesAndCounted) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  const auto a = ipv4_datagram(6000, 7);
+  const auto other = ipv4_datagram(6000, 8);
+  g.send({a[0], other[1]});
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 1}, {2, 1}})) << "job 1's rule comes first on addresses";
+  EXPECT_EQ(g.followed(), 0u);
+  EXPECT_EQ(g.orphaned(), 1u);
+}
+
+// A rules change between a datagram's first and later fragments makes its
+// entry stale (the slot it names may hold another job by then): the later
+// fragments are classified afresh on their addresses.
+TEST(Fragments, ARulesChangeMakesAnEntryStale) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  const auto a = ipv4_datagram(6000, 9);
+  g.send({a[0]});
+  ASSERT_EQ(g.admitted()[2], 1u);
+  const nlohmann::json reply = g.control({{"cmd", "jobs.remove"}, {"job", 2}});
+  ASSERT_TRUE(reply.at("ok").get<bool>()) << reply.dump();
+  g.send({a[1], a[2]});
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 2}}));
+  EXPECT_EQ(g.orphaned(), 2u);
+}
+
+}  // namespace
+}  // namespace psgate::testing
