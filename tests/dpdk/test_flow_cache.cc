@@ -111,11 +111,31 @@ TEST(FlowCache, EveryKeyFieldMatters) {
   EXPECT_EQ(get(*fc, tos, 1), 1u);
 }
 
+// ICMP, GRE, ESP...: one entry per hosts and protocol, ports 0/0 as the
+// rule matcher sees them.
+TEST(FlowCache, PacketsWithoutPortsAreCachedPerHostsAndProtocol) {
+  auto fc = must_create(64);
+  ASSERT_NE(fc, nullptr);
+  ParsedPacket icmp = v4(1, 2, 0, 0, 1);
+  icmp.has_ports = false;
+  ASSERT_TRUE(FlowCache::cacheable(icmp));
+  fc->insert(icmp, 1, 9);
+  EXPECT_EQ(get(*fc, icmp, 1), 9u);
+  ParsedPacket esp = icmp;
+  esp.proto = 50;
+  EXPECT_EQ(get(*fc, esp, 1), std::nullopt) << "another protocol shares the entry";
+  ParsedPacket v6 = icmp;
+  v6.l3 = L3Kind::kIpv6;
+  v6.proto = 58;
+  fc->insert(v6, 1, 10);
+  EXPECT_EQ(get(*fc, v6, 1), 10u);
+}
+
 TEST(FlowCache, NonCacheablePacketsNeitherInsertNorHit) {
   auto fc = must_create(64);
   ASSERT_NE(fc, nullptr);
-  ParsedPacket no_ports = v4(1, 2, 0, 0, 1);
-  no_ports.has_ports = false;
+  ParsedPacket non_ip = v4(1, 2, 0, 0, 1);
+  non_ip.l3 = L3Kind::kNonIp;
   ParsedPacket frag = v4(1, 2, 0, 0, 17);
   frag.non_first_fragment = true;
   frag.has_ports = false;
@@ -123,7 +143,7 @@ TEST(FlowCache, NonCacheablePacketsNeitherInsertNorHit) {
   frag_with_ports.non_first_fragment = true;
   ParsedPacket malformed = v4(1, 2, 3, 4);
   malformed.malformed = true;
-  for (const ParsedPacket* p : {&no_ports, &frag, &frag_with_ports, &malformed}) {
+  for (const ParsedPacket* p : {&non_ip, &frag, &frag_with_ports, &malformed}) {
     EXPECT_FALSE(FlowCache::cacheable(*p));
     fc->insert(*p, 1, 9);
     EXPECT_EQ(get(*fc, *p, 1), std::nullopt);
@@ -325,7 +345,8 @@ TEST(FlowCache, BulkLookupMasks) {
   for (uint32_t i = 0; i < 512; ++i) {
     ParsedPacket p = i % 2 ? v6(0xfd000000 + i, 7, static_cast<uint16_t>(i), 80)
                            : v4(0x0a000000 + i, 7, static_cast<uint16_t>(i), 80);
-    if (i % 11 == 0) {
+    if (i % 11 == 0) {  // never cached
+      p.non_first_fragment = true;
       p.has_ports = false;
       p.sport = p.dport = 0;
     }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A fragmented datagram through the real RX stage: its later fragments carry
-// no ports, and must still go to the job its first fragment's ports chose,
-// not to the first rule their addresses and protocol match. One data lcore
-// driven by run_once on the test's thread, so each burst is classified
-// before the next is injected.
+// Classification through the real RX stage of what carries no ports. A
+// fragmented datagram's later fragments must still go to the job its first
+// fragment's ports chose, not to the first rule their addresses and protocol
+// match; ICMP, ESP and the like are classified once per hosts and protocol
+// and then found in the flow cache. One data lcore driven by run_once on the
+// test's thread, so each burst is classified before the next is injected.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -106,7 +107,9 @@ class Gateway {
     return out;
   }
   nlohmann::json control(const nlohmann::json& request) { return h_.control().handle(request); }
+  FlowCacheTotals flow_cache() { return h_.dataplane().read_totals(false).flow_cache; }
   uint64_t followed() { return h_.dataplane().read_totals(false).ports[kHost].rx_fragments_followed; }
+  uint64_t unclassified() { return h_.dataplane().read_totals(false).ports[kHost].rx_unclassified; }
   uint64_t orphaned() { return h_.dataplane().read_totals(false).ports[kHost].rx_fragments_orphaned; }
 
  private:
@@ -177,6 +180,33 @@ TEST(Fragments, ARulesChangeMakesAnEntryStale) {
   g.send({a[1], a[2]});
   EXPECT_EQ(g.admitted(), (Admitted{{1, 2}}));
   EXPECT_EQ(g.orphaned(), 2u);
+}
+
+// Packets of a protocol without ports take the flow cache after their first:
+// an IPsec or GRE tunnel between two hosts is one flow, not an ACL lookup per
+// packet, and still matches the rules the ACL would match.
+TEST(PortlessPackets, AreClassifiedOnceThenFoundInTheFlowCache) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  const nlohmann::json reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 3}, {"rank", 2}, {"match", {"src=10.0.0.5/32,proto=icmp"}}});
+  ASSERT_TRUE(reply.at("ok").get<bool>()) << reply.dump();
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t i = 0; i < 4; ++i) {
+    pkt::PacketSpec s = pkt::from_ps(0, i, 100);
+    s.src4 = {10, 0, 0, 5};
+    s.proto = pkt::kIcmp;
+    frames.push_back(pkt::build_packet(s));
+    s.proto = pkt::kEsp;
+    frames.push_back(pkt::build_packet(s));
+  }
+  g.send(frames);
+  const FlowCacheTotals fc = g.flow_cache();
+  EXPECT_EQ(fc.misses, 2u) << "one lookup per packet went to the ACL";
+  EXPECT_EQ(fc.hits, 6u);
+  // ICMP is job 3's whether the ACL or the cache answered; no rule takes ESP.
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 0}, {3, 4}}));
+  EXPECT_EQ(g.unclassified(), 4u);
 }
 
 }  // namespace
