@@ -54,6 +54,14 @@ struct Snapshot {
   uint32_t generation = 0;
   std::vector<JobEntry> jobs;   // in rank order (ties: control order)
   std::vector<SlotInfo> slots;  // max_jobs entries
+  // The slots whose owner or policer differ from those of the snapshot of
+  // generation `changed_since` (published just before this one), ascending.
+  // An lcore that took that snapshot brings its per-slot state up to date
+  // from these alone: a scan of every slot, 32 MB at max_jobs = 1M, takes it
+  // off the wire for milliseconds at every change. 0: no list (the first
+  // snapshot); an lcore that took neither scans every slot.
+  uint32_t changed_since = 0;
+  std::vector<uint32_t> changed_slots;
   // Compiled rules, by partition; a partition whose jobs did not change is
   // shared with the previous snapshot, so a re-rank costs no ACL build and a
   // job added or removed rebuilds one partition. The flow cache stores job

@@ -120,6 +120,17 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
     snap->jobs.push_back(JobEntry{job.slot, job.spec.id, job.spec.name, job.spec.rank});
   }
 
+  if (previous != nullptr && previous->slots.size() == snap->slots.size()) {
+    snap->changed_since = previous->generation;
+    for (size_t s = 0; s < snap->slots.size(); ++s) {
+      const SlotInfo& was = previous->slots[s];
+      const SlotInfo& now = snap->slots[s];
+      if (was.owner != now.owner || was.police_bytes_per_sec != now.police_bytes_per_sec ||
+          was.police_burst_bytes != now.police_burst_bytes)
+        snap->changed_slots.push_back(static_cast<uint32_t>(s));
+    }
+  }
+
   std::vector<PartitionPlan> plans = plan_partitions(jobs, previous);
   // Partitions whose jobs changed are built, in parallel (TBB, control path
   // only: the workers inherit the control thread's CPUs, never a data

@@ -100,8 +100,10 @@ struct EgressPort {
   std::vector<Pin> pins;             // by job slot
   std::vector<uint32_t> held_slots;  // slots with a pin set: released by sched_release_holds
   std::vector<uint64_t> slot_owner;  // SlotInfo::owner as this port's scheduler last synced it
-  bool slots_synced = false;         // the first snapshot's jobs are not new: nothing came before them
-  uint64_t pin_hold_ticks = 0;       // dataplane.takeover_hold: the longest a new job waits in the default class
+  // The snapshot sched_sync_slots last brought this port to; 0: none yet
+  // (the first snapshot's jobs are not new: nothing came before them).
+  uint32_t synced_generation = 0;
+  uint64_t pin_hold_ticks = 0;  // dataplane.takeover_hold: the longest a new job waits in the default class
   unsigned default_class = 0;
   std::vector<JobQueue> job_queue;
   // Pull-burst telemetry by job slot; only the wire egress (pull direction) has it.

@@ -58,7 +58,7 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
     for (unsigned port = 0; port < kPortCount; ++port)
       default_tail[port] = rx.rings[port * shared.class_count + shared.default_class]->prod.tail;
   }
-  for (size_t slot = 0; slot < slots; ++slot) {
+  auto sync = [&](size_t slot) {
     const SlotInfo& info = snap.slots[slot];
     const bool new_owner = rx.slot_owner[slot] != info.owner;
     rx.slot_owner[slot] = info.owner;
@@ -75,12 +75,20 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
         st.valid = 1;
       }
     }
-    if (info.police_bytes_per_sec == 0) continue;
+    if (info.police_bytes_per_sec == 0) return;
     TokenBucket& tb = rx.police[slot];
     if (new_owner || tb.rate_bytes_per_sec() != info.police_bytes_per_sec ||
         tb.burst_bytes() != info.police_burst_bytes) {
       tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
     }
+  };
+  // From the snapshot this lcore took last, only the slots listed as changed
+  // can differ (Snapshot::changed_slots); after any other, all of them.
+  if (!first && snap.changed_since == rx.synced_generation) {
+    for (uint32_t slot : snap.changed_slots)
+      if (slot < slots) sync(slot);
+  } else {
+    for (size_t slot = 0; slot < slots; ++slot) sync(slot);
   }
   if (!rx.rings.empty()) {
     for (unsigned port = 0; port < kPortCount; ++port)

@@ -546,18 +546,25 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
 void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
   const size_t slots = std::min(snap.slots.size(), egress.slot_owner.size());
   const uint64_t until = rte_rdtsc() + egress.pin_hold_ticks;
-  for (size_t slot = 0; slot < slots; ++slot) {
+  const bool first = egress.synced_generation == 0;
+  auto sync = [&](size_t slot) {
     const uint64_t owner = snap.slots[slot].owner;
-    if (egress.slot_owner[slot] == owner) continue;
+    if (egress.slot_owner[slot] == owner) return;
     egress.slot_owner[slot] = owner;
-    if (owner == 0 || !egress.slots_synced || egress.pin_hold_ticks == 0) continue;
+    if (owner == 0 || first || egress.pin_hold_ticks == 0) return;
     EgressPort::JobQueue& jq = egress.job_queue[slot];
     if (jq.pin == 0) egress.held_slots.push_back(static_cast<uint32_t>(slot));
     jq.pin = EgressPort::kPinArmed;
     egress.pins[slot] = EgressPort::Pin{
         0, snap.generation, static_cast<uint8_t>(snap.slots[slot].cls[direction_of_egress(egress.index)]), until};
+  };
+  if (!first && snap.changed_since == egress.synced_generation) {
+    for (uint32_t slot : snap.changed_slots)
+      if (slot < slots) sync(slot);
+  } else {
+    for (size_t slot = 0; slot < slots; ++slot) sync(slot);
   }
-  egress.slots_synced = true;
+  egress.synced_generation = snap.generation;
 }
 
 namespace {
