@@ -282,9 +282,11 @@ Result<bool> check_state_dir_writable(const std::string& path) {
   std::error_code ec;
   while (!std::filesystem::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
     dir = dir.parent_path();
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    if (errno == EROFS) return false;
     return R::failure("state file " + path + ": its directory " + dir.string() +
                       " is not writable: " + std::strerror(errno));
+  }
   return true;
 }
 

@@ -76,10 +76,14 @@ Result<bool> check_saved_state(const SavedState& saved, const ConfigSpec& config
 
 // Whether `path` can serve as the state file: empty (no persistence), or a
 // regular file or nothing in a directory this process can write. A directory,
-// or a read-only directory, is an error naming the path. The two halves:
-// what is at the path (check_state_file_kind: a directory, a symbolic link,
-// anything but a regular file is refused) and whether this process may
-// write its directory (check_state_dir_writable).
+// or a directory this process may not write, is an error naming the path.
+// The two halves: what is at the path (check_state_file_kind: a directory, a
+// symbolic link, anything but a regular file is refused) and whether this
+// process may write its directory (check_state_dir_writable). A directory on
+// a filesystem mounted read-only is no error but a value of false: a disk
+// condition, as a full one is, not a configuration's; the gateway forwards on
+// the state it reads, refuses changes and retries the write (health
+// degraded) until the filesystem is writable again.
 Result<bool> check_state_path(const std::string& path);
 Result<bool> check_state_file_kind(const std::string& path);
 Result<bool> check_state_dir_writable(const std::string& path);

@@ -287,7 +287,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psgate: %s\n", kind.error().c_str());
     return 2;
   }
-  if (auto writable = psgate::check_state_dir_writable(config->control.state); !writable) {
+  if (auto writable = psgate::check_state_dir_writable(config->control.state); writable && !*writable) {
+    std::fprintf(stderr,
+                 "psgate: warning: state file %s: its directory is on a read-only filesystem: psgate forwards on "
+                 "the state it reads and refuses changes until it can write there again\n",
+                 config->control.state.c_str());
+  } else if (!writable) {
     // An operator of group psgate checking an edit (operations.md) is not
     // the root the service runs as: what root may write is not theirs to see.
     if (!check_only || ::geteuid() == 0) {

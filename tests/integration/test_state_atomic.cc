@@ -152,17 +152,48 @@ TEST_F(TmpfsStateTest, AReadOnlyStateDirectoryRefusesEveryChangeAndChangesNothin
   EXPECT_TRUE(look(state_file()) == before);
   ASSERT_EQ(fx.stop_daemon().exit_status, 0);
 
-  // A start with the directory still read-only: refused up front, exit 2.
-  const DaemonRun refused = fx.run("psgate.toml", {"--duration", "1"}, 30);
-  EXPECT_EQ(refused.exit_status, 2) << refused.output;
-  EXPECT_NE(refused.output.find("not writable"), std::string::npos) << refused.output;
+  // A start with the directory still read-only (a filesystem remounted
+  // read-only after errors, at boot) forwards on what was acknowledged before
+  // the refusals, and still refuses changes: a disk condition, not a
+  // configuration error, must not keep the wire down.
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 7}));
+  EXPECT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32,dport=8,proto=tcp"}).status, 1);
+  const Seen read_only = look(state_file());
+  EXPECT_EQ(read_only.jobs, before.jobs);
+  EXPECT_EQ(read_only.file, before.file);
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
 
-  // After a restart: exactly what was acknowledged before the refusals.
+  // After a restart on a writable disk: exactly what was acknowledged before
+  // the refusals, and changes go through again.
   ASSERT_TRUE(remount(false)) << std::strerror(errno);
   ASSERT_TRUE(start());
   const Seen after = look(state_file());
   EXPECT_EQ(after.jobs, before.jobs);
   EXPECT_EQ(after.config, before.config);
+  EXPECT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32,dport=8,proto=tcp"}).status, 0);
+}
+
+// A first start (no state file yet) on a read-only filesystem forwards on
+// the config's jobs, reports health degraded while the file is unwritten,
+// and writes it once the filesystem is writable again. --check warns and
+// passes: the configuration is sound.
+TEST_F(TmpfsStateTest, AFirstStartOnAReadOnlyFilesystemForwardsAndWritesTheFileLater) {
+  ASSERT_TRUE(remount(true)) << std::strerror(errno);
+  const DaemonRun check = fx.run("psgate.toml", {"--check"}, 30);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_NE(check.output.find("read-only filesystem"), std::string::npos) << check.output;
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2}));
+  json health = ctl_json({"health"});
+  EXPECT_EQ(health["status"], "degraded") << health.dump();
+  EXPECT_NE(health.value("state_file_error", std::string()), "") << health.dump();
+  ASSERT_TRUE(remount(false)) << std::strerror(errno);
+  for (int i = 0; i < 50 && ctl_json({"health"})["status"] != "ok"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ctl_json({"health"})["status"], "ok");
+  struct stat st {};
+  EXPECT_EQ(::stat(state_file().c_str(), &st), 0);
 }
 
 TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
