@@ -8,9 +8,10 @@
 // A datagram is named as the receiver's reassembly names it: addresses, IP
 // Identification and, for IPv4, the protocol (RFC 791; RFC 8200 leaves the
 // protocol out for IPv6, whose later fragments may even name another next
-// header than the first's final one). The RX queues of one port keep a
-// datagram together: a NIC's RSS hashes every fragment, the first too, on
-// the addresses alone.
+// header than the first's final one). With several RX queues, this assumes
+// the NIC's RSS keeps a datagram's fragments on one queue, as NICs that hash
+// every fragment, the first too, on the addresses alone do; where one does
+// not, its later fragments are counted as orphaned.
 //
 // A cache, not a reassembler: nothing is held back or copied. A later
 // fragment whose first has not been seen (reordered ahead of it, lost, or its
@@ -54,7 +55,7 @@ class FragmentTable {
 
  private:
   struct Key {
-    // w[0]: family | protocol << 8 (IPv4 only) | Identification << 32;
+    // w[0]: family | fragment_id << 32 (IPv4: protocol and Identification);
     // w[1..2]: source address, w[3..4]: destination (IPv4: first 4 bytes).
     uint64_t w[5];
   };

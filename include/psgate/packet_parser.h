@@ -30,10 +30,12 @@ struct ParsedPacket {
   bool non_first_fragment = false;
   // Part of a fragmented datagram, first fragment or later (IPv4: MF set or
   // an offset; IPv6: a Fragment header other than an atomic one). With the
-  // addresses (and, IPv4, the protocol) fragment_id names the datagram, so
-  // its later fragments can follow its first (fragment_table.h).
+  // addresses, fragment_id names the datagram, so its later fragments can
+  // follow its first (fragment_table.h). IPv4: the IP header's protocol << 16
+  // | Identification (the protocol before any AH: a later fragment has no
+  // other); IPv6: the Fragment header's Identification. Host order.
   bool fragment = false;
-  uint32_t fragment_id = 0;  // IPv4 Identification / IPv6 Fragment header's, host order
+  uint32_t fragment_id = 0;
   // Ports were read (TCP, UDP or SCTP in an unfragmented or first fragment).
   bool has_ports = false;
   uint8_t proto = 0;              // final upper-layer protocol (IPv6: after ext headers)

@@ -17,9 +17,9 @@ FragmentTable::~FragmentTable() = default;
 
 FragmentTable::Key FragmentTable::key_of(const ParsedPacket& p) {
   Key k{};
-  const bool v4 = p.l3 == L3Kind::kIpv4;
-  k.w[0] =
-      uint64_t{static_cast<uint8_t>(p.l3)} | uint64_t{v4 ? p.proto : uint8_t{0}} << 8 | uint64_t{p.fragment_id} << 32;
+  // IPv4's fragment_id holds the protocol too; IPv6 names a datagram
+  // without it (RFC 8200).
+  k.w[0] = uint64_t{static_cast<uint8_t>(p.l3)} | uint64_t{p.fragment_id} << 32;
   // The parser zeroes an IPv4 address's last 12 bytes.
   std::memcpy(&k.w[1], p.src.data(), 16);
   std::memcpy(&k.w[3], p.dst.data(), 16);

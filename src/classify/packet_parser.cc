@@ -159,11 +159,17 @@ inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
   const uint16_t flags_offset = load_be16(ip + 6);
   if ((flags_offset & 0x3fff) != 0) {  // MF or an offset
     out.fragment = true;
-    out.fragment_id = load_be16(ip + 4);
+    // RFC 791 names a datagram by its Identification and protocol (with the
+    // addresses). The header's protocol, not the one after AH (below): that
+    // is all a later fragment has.
+    out.fragment_id = uint32_t{ip[9]} << 16 | load_be16(ip + 4);
   }
   if ((flags_offset & 0x1fff) != 0) {
     out.non_first_fragment = true;
     out.malformed = false;
+    // The rest of a fragmented OSPF or PIM message goes where its first
+    // fragment went: class 0, when sent link-local.
+    out.network_control = is_link_control_protocol(out.proto, ip[8]);
     return;
   }
   uint32_t l4 = off + hlen;
@@ -234,6 +240,7 @@ inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
           out.proto = data[pos];
           out.non_first_fragment = true;
           out.malformed = false;
+          out.network_control = is_link_control_protocol(out.proto, ip[7]);
           return;
         }
         break;

@@ -49,6 +49,44 @@ std::vector<std::vector<uint8_t>> ipv4_datagram(uint16_t sport, uint16_t ident) 
   return frames;
 }
 
+// The same authenticated (AH in transport mode, RFC 4302): the IP header
+// names AH, and only the first fragment shows the UDP header after it.
+std::vector<std::vector<uint8_t>> ipv4_ah_datagram(uint16_t sport, uint16_t ident) {
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t k = 0; k < 2; ++k) {
+    pkt::PacketSpec s = pkt::from_ps(sport, ident, 1000);
+    s.src4 = {10, 0, 0, 5};
+    s.proto = 51;
+    s.raw_l4 = true;
+    s.more_fragments = k == 0;
+    s.frag_offset = static_cast<uint16_t>(k * 125);
+    std::vector<uint8_t> f = pkt::build_packet(s);
+    if (k == 0) {
+      const uint8_t ah_udp[20] = {17,
+                                  1,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  1,
+                                  0,
+                                  0,
+                                  0,
+                                  7,  // next UDP, length (1 + 2) * 4
+                                  static_cast<uint8_t>(sport >> 8),
+                                  static_cast<uint8_t>(sport),
+                                  0x9c,
+                                  0x40,
+                                  0x03,
+                                  0xd0};
+      std::copy(std::begin(ah_udp), std::end(ah_udp), f.begin() + 34);
+    }
+    frames.push_back(f);
+  }
+  return frames;
+}
+
 // The same over IPv6, with a destination options header after the Fragment
 // header (RFC 8200 puts it in the fragmentable part): a later fragment's
 // Fragment header names that, not UDP, as its next header.
@@ -138,6 +176,18 @@ TEST(Fragments, LaterIpv6FragmentsFollowEvenWhenTheirNextHeaderIsNotUdp) {
   g.send(ipv6_datagram(6000, 0xabcdef01));
   EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 3}}));
   EXPECT_EQ(g.followed(), 2u);
+}
+
+// AH: the datagram is named by the IP header's protocol (51), not by the
+// UDP its first fragment carries after AH. (Before, the first fragment was
+// remembered under UDP and the rest never found it.)
+TEST(Fragments, LaterFragmentsOfAnAuthenticatedDatagramFollowTheirFirst) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.send(ipv4_ah_datagram(6000, 0x4242));
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 2}}));
+  EXPECT_EQ(g.followed(), 1u);
+  EXPECT_EQ(g.orphaned(), 0u);
 }
 
 // Within one burst, a later fragment that arrives ahead of its first still

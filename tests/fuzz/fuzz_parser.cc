@@ -112,6 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dirty.network_control = true;
   dirty.non_first_fragment = true;
   dirty.fragment = true;
+  dirty.fragment_id = 0xa5a5a5a5;
   dirty.has_ports = true;
   psgate::parse_packet(data, len, dirty);
   if (!same(fresh, dirty)) fail("result depends on the previous contents of out", dirty, size);

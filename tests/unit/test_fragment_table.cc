@@ -18,7 +18,7 @@ ParsedPacket fragment(L3Kind l3, uint32_t id, bool later, uint8_t proto = 17, ui
   p.l3 = l3;
   p.fragment = true;
   p.non_first_fragment = later;
-  p.fragment_id = id;
+  p.fragment_id = l3 == L3Kind::kIpv4 ? uint32_t{proto} << 16 | id : id;  // as the parser names them
   p.proto = proto;
   p.src[l3 == L3Kind::kIpv4 ? 3 : 15] = src_last;
   p.dst[l3 == L3Kind::kIpv4 ? 3 : 15] = 2;
@@ -70,23 +70,24 @@ TEST(FragmentTable, AFirstFragmentSeenAgainUpdatesItsOwnEntry) {
 // full set gives up its oldest), and stale entries are taken before live
 // ones, so a table full of old datagrams costs a new one nothing.
 TEST(FragmentTable, AFullSetGivesUpItsOldestAndStaleEntriesGoFirst) {
-  FragmentTable t(kLifetime);
   constexpr uint32_t kCapacity = FragmentTable::kSets * FragmentTable::kWays;
-  for (uint32_t id = 0; id < 16 * kCapacity; ++id) t.remember(fragment(L3Kind::kIpv4, id, false), kGen, id / 1024, id);
+  constexpr uint32_t kDatagrams = 16 * kCapacity;
+  FragmentTable t(2 * kDatagrams);  // none ages out here: each arrives a tick after the one before
+  for (uint32_t id = 0; id < kDatagrams; ++id) t.remember(fragment(L3Kind::kIpv4, id, false), kGen, id, id);
   unsigned oldest_kept = 0;
   for (uint32_t id = 0; id < kCapacity; ++id)
-    oldest_kept += recalled(t, fragment(L3Kind::kIpv4, id, true), kGen, 16) != UINT32_MAX;
+    oldest_kept += recalled(t, fragment(L3Kind::kIpv4, id, true), kGen, kDatagrams) != UINT32_MAX;
   EXPECT_EQ(oldest_kept, 0u) << "the oldest datagrams outlived newer ones";
   unsigned newest_kept = 0;
-  for (uint32_t id = 16 * kCapacity - 32; id < 16 * kCapacity; ++id)
-    newest_kept += recalled(t, fragment(L3Kind::kIpv4, id, true), kGen, 16) == id;
+  for (uint32_t id = kDatagrams - 32; id < kDatagrams; ++id)
+    newest_kept += recalled(t, fragment(L3Kind::kIpv4, id, true), kGen, kDatagrams) == id;
   EXPECT_EQ(newest_kept, 32u);
   // Everything above is stale for generation kGen + 1: 32 new datagrams
   // each take a stale way, and none pushes out another of them.
-  for (uint32_t id = 0; id < 32; ++id) t.remember(fragment(L3Kind::kIpv4, id, false, 6), kGen + 1, 100, id + 1);
+  for (uint32_t id = 0; id < 32; ++id) t.remember(fragment(L3Kind::kIpv4, id, false, 6), kGen + 1, kDatagrams, id + 1);
   unsigned kept = 0;
   for (uint32_t id = 0; id < 32; ++id)
-    kept += recalled(t, fragment(L3Kind::kIpv4, id, true, 6), kGen + 1, 100) == id + 1;
+    kept += recalled(t, fragment(L3Kind::kIpv4, id, true, 6), kGen + 1, kDatagrams) == id + 1;
   EXPECT_EQ(kept, 32u);
 }
 

@@ -179,7 +179,7 @@ std::vector<Case> good_cases() {
                }),
                {.l3 = k4,
                 .fragment = true,
-                .fragment_id = 0xbeef,
+                .fragment_id = 6 << 16 | 0xbeef,
                 .has_ports = true,
                 .proto = 6,
                 .sport = 1024,
@@ -191,19 +191,19 @@ std::vector<Case> good_cases() {
                  s.ip_id = 7;
                  s.payload_len = 1480;
                }),
-               {.l3 = k4, .non_first_fragment = true, .fragment = true, .fragment_id = 7, .proto = 17}});
+               {.l3 = k4, .non_first_fragment = true, .fragment = true, .fragment_id = 17 << 16 | 7, .proto = 17}});
   c.push_back({"ipv4_last_fragment_tiny",
                build([](auto& s) {
                  s.frag_offset = 1;
                  s.payload_len = 1;
                }),
-               {.l3 = k4, .non_first_fragment = true, .fragment = true, .proto = 17}});
+               {.l3 = k4, .non_first_fragment = true, .fragment = true, .fragment_id = 17 << 16, .proto = 17}});
   c.push_back({"ipv4_last_fragment_empty",
                build([](auto& s) {
                  s.frag_offset = 3;
                  s.proto = pk::kTcp;
                }),
-               {.l3 = k4, .non_first_fragment = true, .fragment = true, .proto = 6}});
+               {.l3 = k4, .non_first_fragment = true, .fragment = true, .fragment_id = 6 << 16, .proto = 6}});
   {
     // Bytes after total_length (a left-over FCS, non-zero padding) are ignored.
     Bytes f = build([](auto& s) {
@@ -412,7 +412,34 @@ std::vector<Case> good_cases() {
     const uint8_t tcp[20] = {0x12, 0x34, 0x08, 0xae, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10};
     std::copy(std::begin(tcp), std::end(tcp), f.begin() + 46);
     c.push_back({"ipv4_ah_then_tcp", f, {.has_ports = true, .proto = 6, .sport = 0x1234, .dport = 2222}});
+    // The same as a first fragment: the datagram is named by the header's
+    // protocol (AH), which is all its later fragments carry.
+    f[20] = 0x20;  // MF
+    f[18] = 0x12, f[19] = 0x34;
+    c.push_back({"ipv4_ah_first_fragment",
+                 f,
+                 {.fragment = true,
+                  .fragment_id = 51 << 16 | 0x1234,
+                  .has_ports = true,
+                  .proto = 6,
+                  .sport = 0x1234,
+                  .dport = 2222}});
   }
+  // The rest of a fragmented OSPF message sent link-local: class 0 like its
+  // first fragment.
+  c.push_back({"ipv4_ospf_later_fragment_ttl_1",
+               build([](auto& s) {
+                 s.proto = 89;
+                 s.ttl = 1;
+                 s.frag_offset = 185;
+                 s.payload_len = 100;
+               }),
+               {.l3 = k4,
+                .network_control = true,
+                .non_first_fragment = true,
+                .fragment = true,
+                .fragment_id = 89 << 16,
+                .proto = 89}});
   // Link-scoped routing and redundancy protocols: with TTL 1 or 255 only.
   for (auto [proto, ttl, control] : {std::tuple{89, 1, true},
                                      {89, 255, true},
@@ -594,7 +621,7 @@ std::vector<Case> malformed_cases() {
                  s.raw_l4 = true;
                  s.payload_len = 8;
                }),
-               {.l3 = k4, .malformed = true, .fragment = true}});
+               {.l3 = k4, .malformed = true, .fragment = true, .fragment_id = 6 << 16}});
   c.push_back({"ipv6_ethertype_version_4", build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
                  s.ip_version_override = 4;
