@@ -101,7 +101,8 @@ ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, Contr
 
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane, const ConfigSpec& config) {
   using R = Result<std::unique_ptr<ControlPlane>>;
-  if (auto usable = check_state_path(config.control.state); !usable) return R::failure(usable.error());
+  auto usable = check_state_path(config.control.state);
+  if (!usable) return R::failure(usable.error());
   auto saved = read_state_file(config.control.state, config.max_jobs, config.class_count);
   if (!saved) return R::failure(saved.error());
   if (!*saved) {
@@ -119,6 +120,10 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   // What is on disk: start() then rewrites the file only if its rendering
   // differs (an older format), not at every start.
   cp->persisted_text_ = std::move(s.text);
+  // On a filesystem mounted read-only, as if unwritten: start() tries the
+  // write, fails, and reports health degraded with the reason, retrying each
+  // second, rather than a healthy gateway that refuses every change.
+  if (!*usable) cp->persisted_text_.clear();
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
                had_live ? ", class and shaper settings" : "");

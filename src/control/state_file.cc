@@ -283,9 +283,17 @@ Result<bool> check_state_dir_writable(const std::string& path) {
   while (!std::filesystem::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
     dir = dir.parent_path();
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    if (errno == EROFS) return false;
+    const int err = errno;
+    // A filesystem remounted read-only (after errors, at boot) under a
+    // state file it holds is a disk condition: the file is read, and written
+    // again once it can be. With no file there yet, nothing was ever written
+    // there: a path in a read-only place (ProtectSystem= makes /etc and /usr
+    // read-only for the service), refused as any unwritable directory is.
+    struct stat st {};
+    if (err == EROFS && ::stat(path.c_str(), &st) == 0) return false;
     return R::failure("state file " + path + ": its directory " + dir.string() +
-                      " is not writable: " + std::strerror(errno));
+                      " is not writable: " + std::strerror(err) +
+                      (err == EROFS ? " (and holds no state file yet: name a writable directory)" : ""));
   }
   return true;
 }

@@ -79,11 +79,12 @@ Result<bool> check_saved_state(const SavedState& saved, const ConfigSpec& config
 // or a directory this process may not write, is an error naming the path.
 // The two halves: what is at the path (check_state_file_kind: a directory, a
 // symbolic link, anything but a regular file is refused) and whether this
-// process may write its directory (check_state_dir_writable). A directory on
-// a filesystem mounted read-only is no error but a value of false: a disk
+// process may write its directory (check_state_dir_writable). A state file
+// on a filesystem mounted read-only is no error but a value of false: a disk
 // condition, as a full one is, not a configuration's; the gateway forwards on
 // the state it reads, refuses changes and retries the write (health
-// degraded) until the filesystem is writable again.
+// degraded) until the filesystem is writable again. A read-only directory
+// without a state file is refused like any unwritable one.
 Result<bool> check_state_path(const std::string& path);
 Result<bool> check_state_file_kind(const std::string& path);
 Result<bool> check_state_dir_writable(const std::string& path);

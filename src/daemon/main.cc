@@ -282,15 +282,17 @@ int main(int argc, char** argv) {
   }
   // The state file's path: a directory, or a directory this process cannot
   // write, is refused before DPDK starts, by --check too, which also reads
-  // the file as a start would (a start reads it in ControlPlane::create).
+  // the file as a start would (a start reads it in ControlPlane::create). A
+  // state file on a filesystem mounted read-only only warns (a disk
+  // condition: check_state_dir_writable).
   if (auto kind = psgate::check_state_file_kind(config->control.state); !kind) {
     std::fprintf(stderr, "psgate: %s\n", kind.error().c_str());
     return 2;
   }
   if (auto writable = psgate::check_state_dir_writable(config->control.state); writable && !*writable) {
     std::fprintf(stderr,
-                 "psgate: warning: state file %s: its directory is on a read-only filesystem: psgate forwards on "
-                 "the state it reads and refuses changes until it can write there again\n",
+                 "psgate: warning: state file %s: on a read-only filesystem: psgate forwards on the state it "
+                 "reads and refuses changes until it can write there again (health degraded meanwhile)\n",
                  config->control.state.c_str());
   } else if (!writable) {
     // An operator of group psgate checking an edit (operations.md) is not
