@@ -14,12 +14,18 @@
 //   round-robin       the operator's order rotated left by r = rotation % n, so
 //                     job i gets rank (i - r) mod n and job r is on top.
 //                     * kTime: the first evaluation only starts the clock
-//                       (started, last_rotation_ns = now). Afterwards each
-//                       whole elapsed interval rotates once, and
-//                       last_rotation_ns advances by k * interval (not to now)
-//                       so irregular timer ticks do not make the period drift:
-//                       after any sequence of evaluations, rotation ==
-//                       floor((now - start) / interval). Time is tracked even
+//                       (started, last_rotation_ns = now). Afterwards an
+//                       evaluation at least one whole interval after the last
+//                       rotation rotates once, and last_rotation_ns advances
+//                       by the k whole intervals elapsed (not to now) so that
+//                       irregular timer ticks do not make the period drift:
+//                       evaluated at least once an interval, rotation ==
+//                       floor((now - start) / interval). Never more than once
+//                       per evaluation: with an interval shorter than the
+//                       evaluation period, k rotations at once would skip
+//                       jobs' turns (k a multiple of n: the same job on top
+//                       for ever), and after a stall every job in turn gets
+//                       the top rather than a jump. Time is tracked even
 //                       while there are no jobs. interval_ns == 0 disables
 //                       rotation (no division by zero; the config rejects 0
 //                       anyway), and a `now` before last_rotation_ns rotates
@@ -29,6 +35,10 @@
 //                       (its iterations_seen > top_iterations_seen), then
 //                       record the new top job's count. At most one rotation
 //                       per evaluation: bursts are what we count, not time.
+//                       The interval bounds a turn: a top job that completes
+//                       no burst for that long (it finished, stalled, or
+//                       pulls without the gaps that end a burst) gives up
+//                       the top, so it cannot starve the others for good.
 //                       The first evaluation with jobs only records the top
 //                       job's count. If the top job's count is below the
 //                       recorded one, a different job has reached the top
@@ -91,7 +101,8 @@ void advance_rotation(const PolicyParams& params, PolicyState& state, const std:
     }
     if (params.interval_ns == 0 || now_ns < state.last_rotation_ns) return;
     const uint64_t k = (now_ns - state.last_rotation_ns) / params.interval_ns;
-    state.rotation += k;
+    if (k == 0) return;
+    ++state.rotation;
     state.last_rotation_ns += k * params.interval_ns;  // <= now_ns, cannot overflow
     return;
   }
@@ -107,11 +118,14 @@ void advance_rotation(const PolicyParams& params, PolicyState& state, const std:
     return;
   }
   const uint64_t seen = top().iterations_seen;
-  if (seen < state.top_iterations_seen) {
-    state.top_iterations_seen = seen;  // a different job is on top now
+  const bool turn_over = params.interval_ns != 0 && now_ns >= state.last_rotation_ns &&
+                         now_ns - state.last_rotation_ns >= params.interval_ns;
+  if (seen < state.top_iterations_seen && !turn_over) {
+    state.top_iterations_seen = seen;  // a different job is on top now: its turn starts
+    state.last_rotation_ns = now_ns;
     return;
   }
-  if (seen == state.top_iterations_seen) return;
+  if (seen == state.top_iterations_seen && !turn_over) return;
   ++state.rotation;
   state.last_rotation_ns = now_ns;
   state.top_iterations_seen = top().iterations_seen;

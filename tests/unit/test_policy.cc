@@ -22,6 +22,7 @@ namespace psgate {
 namespace {
 
 constexpr uint64_t kSec = 1'000'000'000;  // ns
+constexpr uint64_t kMs = 1'000'000;       // ns
 
 constexpr PolicyKind kAllKinds[] = {
     PolicyKind::kStatic,   PolicyKind::kFifo,  PolicyKind::kTensorLightsOne, PolicyKind::kRoundRobin,
@@ -250,30 +251,33 @@ INSTANTIATE_TEST_SUITE_P(
                  {{t0, 0},
                   {t0 + 20 * kSec - 1, 0},
                   {t0 + 20 * kSec, 1},
-                  {t0 + 59 * kSec, 2},
-                  {t0 + 61 * kSec, 3},
-                  {t0 + 61 * kSec, 3},
-                  {t0 + 200 * kSec, 10}}},
-        // Ticks every 1.5 intervals: a drifting implementation (last = now)
-        // would read 1, 2, 3, 4; anchored to the start it is 1, 3, 4, 6.
-        TimeCase{"no_drift_at_1_5_intervals",
+                  {t0 + 39 * kSec, 1},
+                  {t0 + 41 * kSec, 2},
+                  {t0 + 41 * kSec, 2},
+                  {t0 + 60 * kSec, 3}}},
+        // Evaluated less often than the interval (every 1.5): one rotation
+        // per evaluation, never a jump over a job's turn.
+        TimeCase{"one_rotation_per_evaluation",
                  10 * kSec,
-                 {{t0, 0}, {t0 + 15 * kSec, 1}, {t0 + 30 * kSec, 3}, {t0 + 45 * kSec, 4}, {t0 + 60 * kSec, 6}}},
-        // A long gap rotates several times at once; 3 jobs, 7 rotations -> top is job 1.
-        TimeCase{"long_gap", kSec, {{0, 0}, {7 * kSec + 5, 7}}},
+                 {{t0, 0}, {t0 + 15 * kSec, 1}, {t0 + 30 * kSec, 2}, {t0 + 45 * kSec, 3}, {t0 + 60 * kSec, 4}}},
+        // After a long gap (a stalled control thread), the next job's turn,
+        // not a jump of 7; the period stays anchored (no drift): the next
+        // rotation is due at 8 s, not at 8 s + 5 ns.
+        TimeCase{"long_gap", kSec, {{0, 0}, {7 * kSec + 5, 1}, {8 * kSec - 1, 1}, {8 * kSec, 2}}},
         // Time going backwards (a test's or a caller's mistake) rotates nothing.
-        TimeCase{"clock_backwards", kSec, {{t0, 0}, {t0 + 2 * kSec, 2}, {t0 + kSec, 2}, {t0 + 3 * kSec, 3}}},
+        TimeCase{"clock_backwards", kSec, {{t0, 0}, {t0 + 2 * kSec, 1}, {t0 + kSec, 1}, {t0 + 3 * kSec, 2}}},
         // interval 0 means never (no division by zero).
         TimeCase{"zero_interval_never_rotates", 0, {{t0, 0}, {t0 + 100 * kSec, 0}}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(PolicyRoundRobin, IrregularEvaluationsMatchFloorOfElapsed) {
-  // Random gaps between evaluations, from far below to several intervals:
-  // rotation must always be floor((now - start) / interval).
+  // Random gaps between evaluations, from none to a whole interval (the
+  // control thread evaluates every 100 ms): rotation must always be
+  // floor((now - start) / interval), the period anchored to the start.
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     std::mt19937_64 rng(seed);
     const uint64_t interval = std::uniform_int_distribution<uint64_t>(1, 30 * kSec)(rng);
-    std::uniform_int_distribution<uint64_t> gap(0, 3 * interval);
+    std::uniform_int_distribution<uint64_t> gap(0, interval);
     const uint64_t start = std::uniform_int_distribution<uint64_t>(0, 1'000'000 * kSec)(rng);
     const size_t n = 1 + seed % 6;
     std::vector<PolicyJob> jobs;
@@ -293,6 +297,24 @@ TEST(PolicyRoundRobin, IrregularEvaluationsMatchFloorOfElapsed) {
       now += gap(rng);
     }
   }
+}
+
+// An interval shorter than the evaluation period: each evaluation passes the
+// top on to the next job. (Rotating by every whole interval elapsed, two jobs
+// with 50 ms turns evaluated every 100 ms rotated by 2: the same job on top
+// for ever.)
+TEST(PolicyRoundRobin, AnIntervalShorterThanTheEvaluationPeriodStillGivesEveryJobATurn) {
+  PolicyParams params;
+  params.kind = PolicyKind::kRoundRobin;
+  params.interval_ns = 50 * kMs;
+  PolicyState state;
+  const std::vector<PolicyJob> jobs{job(1), job(2)};
+  std::vector<uint32_t> tops;
+  for (uint64_t t = 0; t <= 500 * kMs; t += 100 * kMs) {
+    const auto got = evaluate_policy(params, state, jobs, t0 + t);
+    tops.push_back(got[0].pull_rank == 0 ? 1 : 2);
+  }
+  EXPECT_EQ(tops, (std::vector<uint32_t>{1, 2, 1, 2, 1, 2}));
 }
 
 TEST(PolicyRoundRobin, JobsAddedAndRemovedBetweenEvaluations) {
@@ -351,7 +373,7 @@ TEST_P(PolicyRoundRobinIteration, RotatesWhenTopJobFinishesABurst) {
   PolicyParams params;
   params.kind = PolicyKind::kRoundRobin;
   params.rotate_on = RotateOn::kIteration;
-  params.interval_ns = kSec;  // must be ignored in this mode
+  params.interval_ns = 1000 * kSec;  // a turn's bound, not reached here
   PolicyState state;
   uint64_t now = t0;
   int i = 0;
@@ -359,9 +381,30 @@ TEST_P(PolicyRoundRobinIteration, RotatesWhenTopJobFinishesABurst) {
     const auto got = evaluate_policy(params, state, s.jobs, now);
     EXPECT_EQ(state.rotation, s.rotation) << "step " << i;
     EXPECT_EQ(got, expect(s.jobs, same(s.ranks))) << "step " << i << ": " << describe(got);
-    now += 100 * kSec;  // many intervals: time must not rotate anything here
+    now += 100 * kSec;  // below the interval: time must not rotate anything here
     ++i;
   }
+}
+
+// A top job that completes no burst (it finished, stalled, or pulls without
+// the gaps that end one) keeps the top for one interval at most: the others
+// are not starved for good. Its turn starts when it reaches the top.
+TEST(PolicyRoundRobin, OnIterationATopJobThatFinishesNoBurstGivesUpTheTopAfterTheInterval) {
+  PolicyParams params;
+  params.kind = PolicyKind::kRoundRobin;
+  params.rotate_on = RotateOn::kIteration;
+  params.interval_ns = 10 * kSec;
+  PolicyState state;
+  const std::vector<PolicyJob> jobs{with_iters(1, 5), with_iters(2, 0)};
+  evaluate_policy(params, state, jobs, t0);
+  evaluate_policy(params, state, jobs, t0 + 10 * kSec - 1);
+  EXPECT_EQ(state.rotation, 0u) << "a turn ended before its interval";
+  evaluate_policy(params, state, jobs, t0 + 10 * kSec);
+  EXPECT_EQ(state.rotation, 1u) << "job 1 kept the top without finishing a burst";
+  evaluate_policy(params, state, jobs, t0 + 20 * kSec - 1);
+  EXPECT_EQ(state.rotation, 1u);
+  evaluate_policy(params, state, jobs, t0 + 20 * kSec);
+  EXPECT_EQ(state.rotation, 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
