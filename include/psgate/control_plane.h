@@ -170,11 +170,13 @@ class ControlPlane {
   // The one way a state becomes the state in force (see the top of this file).
   // Whether a state file that cannot be written refuses the change. Always,
   // but in cluster mode for what the store holds (its view, the retry, a
-  // rule merge): the store is the record of those; and at start, for the
-  // state read from the state file or the config, which are its record (a
-  // full disk at boot must not keep the wire down). Local settings
-  // (class.set, shaper.set, reload) have only the file, in either mode.
-  enum class IfUnsaved { kRefuse, kPublishWhatTheStoreHolds, kPublishAtStart };
+  // rule merge): the store is the record of those; and for the state in
+  // force while its file is unwritten: the start's, read from the state
+  // file or the config, which are its record (a full disk at boot must not
+  // keep the wire down), its retry, and the policy's re-ranks of it, which
+  // change nothing the file holds. Local settings (class.set, shaper.set,
+  // reload) have only the file, in either mode.
+  enum class IfUnsaved { kRefuse, kPublishWhatTheStoreHolds, kPublishStateInForce };
   Result<bool> commit(ControlState next, uint64_t now_ns, IfUnsaved if_unsaved = IfUnsaved::kRefuse);
   // commit()'s step 2: the rules files of `next`'s new jobs and the state
   // file (its `text`), numbering rules files from `rules_serial` on.

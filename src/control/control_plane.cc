@@ -147,7 +147,7 @@ void ControlPlane::follow_cluster(ClusterLink* link, const ClusterSpec& spec) {
 Result<bool> ControlPlane::start() {
   // A state file that cannot be written now (disk full at boot) leaves the
   // gateway forwarding on what it read, degraded, retrying every second.
-  auto started = commit(state_, monotonic_ns(), IfUnsaved::kPublishAtStart);
+  auto started = commit(state_, monotonic_ns(), IfUnsaved::kPublishStateInForce);
   // Rules files a crash left behind (written, never named by a state file),
   // before the store's view changes the jobs: only while the file on disk
   // is the one this state was read from or written as (one that could not
@@ -273,8 +273,8 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   Result<bool> persisted = true;
   if (!path.empty()) {
     persisted = persist(next, text, rules_serial);
-    const bool recorded_elsewhere =
-        (cluster_ && if_unsaved == IfUnsaved::kPublishWhatTheStoreHolds) || if_unsaved == IfUnsaved::kPublishAtStart;
+    const bool recorded_elsewhere = (cluster_ && if_unsaved == IfUnsaved::kPublishWhatTheStoreHolds) ||
+                                    if_unsaved == IfUnsaved::kPublishStateInForce;
     if (!persisted && !recorded_elsewhere) return persisted;
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
@@ -363,7 +363,7 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   // cluster only the start's state can be unsaved: every later change that
   // cannot be written is refused.
   if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
-    (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishAtStart);
+    (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishStateInForce);
   if (cluster_) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);
@@ -380,8 +380,13 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   }
   // The re-rank goes through commit like any change; evaluated again there on
   // the same inputs, it gives the same ranks. On a failure the previous order
-  // stays in force and the next tick tries again.
-  if (auto ok = commit(state_, now_ns); !ok) {
+  // stays in force and the next tick tries again. It changes nothing the
+  // state file records (the policy, not its momentary order): while the file
+  // of the state in force is still unwritten (a start on a full or read-only
+  // disk, retried each second), that write failing again must not hold the
+  // re-rank back.
+  const IfUnsaved if_unsaved = state_unsaved_.empty() ? IfUnsaved::kRefuse : IfUnsaved::kPublishStateInForce;
+  if (auto ok = commit(state_, now_ns, if_unsaved); !ok) {
     ++policy_errors_;
     spdlog::error("policy {}: re-rank not applied, the previous order stays: {}", policy_name(state_.policy.kind),
                   ok.error());

@@ -183,6 +183,29 @@ TEST_F(TmpfsStateTest, AReadOnlyStateDirectoryRefusesEveryChangeAndChangesNothin
   EXPECT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32,dport=8,proto=tcp"}).status, 0);
 }
 
+// A policy's re-ranks change nothing the state file holds: while the file
+// of the state in force cannot be written (here a read-only disk at start),
+// they are applied at the policy's pace, not refused and counted as errors
+// at every tick until the once-a-second retry publishes one.
+TEST_F(TmpfsStateTest, PolicyReranksGoOnWhileTheStateFileIsUnwritten) {
+  ASSERT_TRUE(start());
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "200ms"}).status, 0);
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+  ASSERT_TRUE(remount(true)) << std::strerror(errno);
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  ASSERT_EQ(ctl_json({"health"})["status"], "degraded");
+  std::set<std::string> orders;
+  for (int i = 0; i < 15; ++i) {
+    std::string order;
+    const json list = ctl_json({"jobs", "list"});  // named: a temporary would die before the loop runs
+    for (const json& j : list["jobs"]) order += std::to_string(j["class"].get<int>()) + ",";
+    orders.insert(order);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(orders.size(), 2u) << "round-robin never rotated";
+  EXPECT_EQ(ctl_json({"health"})["policy_errors"], 0) << ctl_json({"health"}).dump();
+}
+
 // A read-only directory that holds no state file yet never held one: a path
 // in a read-only place (the unit's ProtectSystem= makes /etc read-only), a
 // configuration error, refused at start and by --check, exit 2; --check
