@@ -165,12 +165,15 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
   // Cluster mode: the cluster's leader evaluates the policy once for every
   // gateway; a job its ranks do not cover yet (just added) goes below them.
   if (cluster_ && state.policy.kind != PolicyKind::kStatic && state.cluster_ranks) {
+    // Saturating: a ranks document written by hand may hold UINT32_MAX,
+    // which must not wrap a new job to the top.
+    auto after = [](uint32_t rank) { return rank == UINT32_MAX ? rank : rank + 1; };
     uint32_t below = 0;
-    for (const auto& [id, r] : *state.cluster_ranks) below = std::max({below, r.pull_rank + 1, r.push_rank + 1});
+    for (const auto& [id, r] : *state.cluster_ranks) below = std::max({below, after(r.pull_rank), after(r.push_rank)});
     for (const JobRecord* j : ordered) {
       auto it = state.cluster_ranks->find(j->spec.id);
       ranks[j->spec.id] = it != state.cluster_ranks->end() ? it->second : JobRanks{j->spec.id, below, below};
-      if (it == state.cluster_ranks->end()) ++below;
+      if (it == state.cluster_ranks->end()) below = after(below);
     }
     return ranks;
   }
@@ -463,7 +466,7 @@ json ControlPlane::job_json(uint32_t id) const {
 json ControlPlane::policy_json() const {
   const PolicyParams& policy = state_.policy;
   return {{"name", policy_name(policy.kind)},
-          {"interval", std::to_string(policy.interval_ns / 1'000'000) + "ms"},
+          {"interval", duration_text_exact(policy.interval_ns)},  // "1500us" reads back as set, not as "1ms"
           {"rotate_on", rotate_on_name(policy.rotate_on)}};
 }
 

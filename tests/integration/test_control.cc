@@ -159,6 +159,9 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
     EXPECT_EQ(ctl({"policy", name}).status, 0) << name;
   EXPECT_EQ(ctl({"policy", "round-robin", "--interval", "2s", "--rotate-on", "iteration"}).status, 0);
   EXPECT_EQ(ctl_json({"policy"})["policy"]["rotate_on"], "iteration");
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["interval"], "2s") << "read back as set";
+  EXPECT_EQ(ctl({"policy", "round-robin", "--interval", "1500us"}).status, 0);
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["interval"], "1500us") << "read back as set, not truncated to 1ms";
 
   const json stats = ctl_json({"stats"});
   EXPECT_TRUE(stats["totals"]["conserved"].is_boolean());
