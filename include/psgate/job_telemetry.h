@@ -76,6 +76,17 @@ inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint
   s.last_tx_tsc.add(now - last);
 }
 
+// Owner lcore only, when a slot changes hands: the next job starts with no
+// iterations, sizes or open burst of its own, not the previous job's (its
+// first packet would have closed that burst as its own first iteration).
+inline void telemetry_reset(JobBurstState& s) {
+  for (Counter* c : {&s.bursts, &s.last_burst_bytes, &s.last_burst_ticks, &s.last_period_ticks, &s.last_straggler_ticks,
+                     &s.current_bytes, &s.current_start_tsc, &s.last_tx_tsc})
+    c->add(0 - c->get());  // to zero, as readers see counters: one relaxed store each
+  s.workers = 0;
+  s.worker_index.fill(0);
+}
+
 inline void telemetry_saw_worker(JobBurstState& s, uint32_t worker_key, uint64_t now) {
   constexpr unsigned kMask = 16 * kTrackedWorkers - 1;
   unsigned h = (worker_key * 0x9e3779b1u) >> 24 & kMask;  // the multiply's top bits mix every key bit

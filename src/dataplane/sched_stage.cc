@@ -551,6 +551,8 @@ void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
     const uint64_t owner = snap.slots[slot].owner;
     if (egress.slot_owner[slot] == owner) return;
     egress.slot_owner[slot] = owner;
+    // This lcore writes the slot's telemetry: a new job's starts empty.
+    if (!egress.telemetry.empty()) telemetry_reset(egress.telemetry[slot]);
     if (owner == 0 || first || egress.pin_hold_ticks == 0) return;
     EgressPort::JobQueue& jq = egress.job_queue[slot];
     if (jq.pin == 0) egress.held_slots.push_back(static_cast<uint32_t>(slot));

@@ -609,6 +609,37 @@ void reused_slot_policer(bool take_each) {
 TEST(Policer, AJobInAReusedSlotStartsWithAFullBucket) { reused_slot_policer(false); }
 TEST(Policer, AJobInAReusedSlotStartsWithAFullBucketWhenEachChangeIsTaken) { reused_slot_policer(true); }
 
+// --- Telemetry: a slot's next job -----------------------------------------
+
+// A job that takes a removed job's slot starts with no iterations of its
+// own: shortest-first and round-robin on iterations rank it by its own
+// traffic, and its first packet does not close the old job's burst as its
+// own first iteration.
+TEST(Telemetry, AJobInAReusedSlotStartsWithNoIterations) {
+  const std::string body =
+      "[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 64\n"
+      "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
+      "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto burst = [&](uint16_t first_id) {
+    g.feed({pull_frame(2222, first_id, 0), pull_frame(2222, first_id + 1, 0)});
+    ASSERT_EQ(g.sent().size(), 2u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // > the 5 ms gap that ends a burst
+  };
+  burst(0);
+  burst(2);
+  ASSERT_EQ(g.harness().dataplane().job_telemetry(0).bursts, 2u);
+  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  reply = g.control({{"cmd", "jobs.add"}, {"job", 2}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.pass();
+  EXPECT_EQ(g.harness().dataplane().job_telemetry(0).bursts, 0u) << "job 2 inherited job 1's iterations";
+  burst(4);
+  EXPECT_EQ(g.harness().dataplane().job_telemetry(0).bursts, 1u);
+}
+
 // --- A job that takes over flows -------------------------------------------
 
 class NewJobTest : public ::testing::TestWithParam<const char*> {};
