@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "psgate/counters.h"
@@ -63,6 +64,9 @@ inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint
     const uint64_t straggler = s.workers > 1 ? final_finish - first : 0;
     s.last_straggler_ticks.add(straggler - s.last_straggler_ticks.get());
     s.bursts.inc();
+    // Readers see the count move before the next burst's fields do
+    // (read_telemetry reads again when it moved meanwhile). Free on x86.
+    std::atomic_thread_fence(std::memory_order_release);
     s.current_bytes.add(0 - s.current_bytes.get());  // back to zero (wraps exactly)
     s.workers = 0;
     s.worker_index.fill(0);
