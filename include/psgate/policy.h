@@ -101,6 +101,11 @@ struct PolicyState {
   uint64_t last_rotation_ns = 0;  // when
   bool started = false;
   uint64_t top_iterations_seen = 0;  // rotate-on-iteration: the top job's count at the last rotation
+  // The job round-robin put on top at the last evaluation, and its position
+  // then: jobs added or removed re-anchor the rotation on it (policy.cc).
+  bool top_known = false;
+  uint32_t top_id = 0;
+  uint32_t top_pos = 0;
 };
 
 // Returns one JobRanks per input job, in input order. Pure: the same inputs

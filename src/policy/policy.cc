@@ -44,8 +44,13 @@
 //                       recorded one, a different job has reached the top
 //                       (jobs were added or removed): re-record without
 //                       rotating rather than wait for it to catch up.
-//                     Jobs added or removed between evaluations simply change
-//                     n; `rotation % n` keeps the result well defined.
+//                     Jobs added or removed between evaluations change n, and
+//                     `rotation % n` with it: the job on top would change at
+//                     every job change, its turn cut short or another given
+//                     two. So the rotation is first re-anchored on the job
+//                     that was on top (rotation advanced until it is on top
+//                     again); if that job left, the one at its position (the
+//                     next in the order) takes the top, and its turn starts.
 //   progress          JPAS greedy: reported.fraction ascending, least
 //                     progressed first. A job that never reported counts as 0
 //                     (it is in its early stage, which JPAS shortens), as
@@ -88,6 +93,23 @@ std::vector<uint32_t> sorted_positions(const std::vector<PolicyJob>& jobs, Key k
   std::vector<uint32_t> pos(jobs.size());
   for (uint32_t p = 0; p < order.size(); ++p) pos[order[p]] = p;
   return pos;
+}
+
+// Re-anchors round-robin's rotation on the job on top at the last
+// evaluation; see the file comment.
+void keep_top(PolicyState& state, const std::vector<PolicyJob>& jobs, uint64_t now_ns) {
+  const size_t n = jobs.size();
+  if (!state.top_known || n == 0) return;
+  const size_t r = state.rotation % n;
+  size_t at = n;
+  for (size_t i = 0; i < n && at == n; ++i)
+    if (jobs[i].id == state.top_id) at = i;
+  if (at == n) {
+    at = state.top_pos % n;  // it left: the job that followed it
+    state.last_rotation_ns = now_ns;
+    state.top_iterations_seen = jobs[at].iterations_seen;
+  }
+  state.rotation += (at + n - r) % n;
 }
 
 // Advances round-robin's rotation count; see the file comment.
@@ -182,10 +204,14 @@ std::vector<JobRanks> evaluate_policy(const PolicyParams& params, PolicyState& s
       break;
 
     case PolicyKind::kRoundRobin: {
+      keep_top(state, jobs, now_ns);
       advance_rotation(params, state, jobs, now_ns);
       if (n == 0) break;
       const size_t r = state.rotation % n;
       for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, static_cast<uint32_t>((i + n - r) % n)));
+      state.top_known = true;
+      state.top_id = jobs[r].id;
+      state.top_pos = static_cast<uint32_t>(r);
       break;
     }
 

@@ -334,20 +334,25 @@ TEST(PolicyRoundRobin, JobsAddedAndRemovedBetweenEvaluations) {
     uint64_t rotation;
     std::vector<uint32_t> ranks;
   };
+  // A job added or removed does not move the top: the job on top keeps its
+  // turn (by rotation % n alone, removing job 2 below put job 4 on top in
+  // the middle of job 3's turn).
   const std::vector<Step> steps{
       {{1, 2, 3}, t0 + 15 * kSec, 1, {2, 0, 1}},        // 1 % 3 = 1: job 2 on top
-      {{1, 2, 3, 4}, t0 + 20 * kSec, 2, {2, 3, 0, 1}},  // job added: 2 % 4 = 2
-      {{1, 3, 4}, t0 + 25 * kSec, 2, {1, 2, 0}},        // job 2 removed: 2 % 3 = 2
-      {{4}, t0 + 30 * kSec, 3, {0}},                    // one job left
-      {{}, t0 + 40 * kSec, 4, {}},                      // none
-      {{5, 6}, t0 + 51 * kSec, 5, {1, 0}},              // new jobs: 5 % 2 = 1
+      {{1, 2, 3, 4}, t0 + 20 * kSec, 2, {2, 3, 0, 1}},  // job added; the turn passes to job 3
+      {{1, 3, 4}, t0 + 25 * kSec, 4, {2, 0, 1}},        // job 2 removed: job 3 keeps the top
+      {{4}, t0 + 30 * kSec, 4, {0}},                    // job 3 left: the next, job 4, from now
+      {{}, t0 + 40 * kSec, 5, {}},                      // none; the clock runs
+      {{5, 6}, t0 + 51 * kSec, 6, {0, 1}},              // job 4 left: job 5 at its position
+      {{5, 6}, t0 + 61 * kSec - 1, 6, {0, 1}},          // job 5's turn started at 51 s
+      {{5, 6}, t0 + 61 * kSec, 7, {1, 0}},
   };
   for (const Step& s : steps) {
     std::vector<PolicyJob> jobs;
     for (uint32_t id : s.ids) jobs.push_back(job(id));
     const auto got = evaluate_policy(params, state, jobs, s.now_ns);
-    EXPECT_EQ(state.rotation, s.rotation);
-    EXPECT_EQ(got, expect(jobs, same(s.ranks))) << describe(got);
+    EXPECT_EQ(state.rotation, s.rotation) << "at " << (s.now_ns - t0) / kSec << " s";
+    EXPECT_EQ(got, expect(jobs, same(s.ranks))) << "at " << (s.now_ns - t0) / kSec << " s: " << describe(got);
   }
 }
 
@@ -436,10 +441,10 @@ INSTANTIATE_TEST_SUITE_P(
                                {
                                    {{with_iters(1, 5), with_iters(2, 2), with_iters(3, 20)}, 0, {0, 1, 2}},
                                    {{with_iters(1, 6), with_iters(2, 2), with_iters(3, 20)}, 1, {2, 0, 1}},
-                                   // Job 2 (on top, count 2 recorded) is removed: rotation 1 % 2
-                                   // puts job 3 on top, whose 20 > 2 rotates once more; then
-                                   // job 1 is on top with its own count recorded.
-                                   {{with_iters(1, 6), with_iters(3, 20)}, 2, {0, 1}},
+                                   // Job 2 (on top) is removed: job 3, next in the order, takes
+                                   // the top with its count (20) recorded, and keeps it until it
+                                   // finishes a burst (by rotation % n alone it rotated at once).
+                                   {{with_iters(1, 6), with_iters(3, 20)}, 1, {1, 0}},
                                    {{with_iters(1, 6), with_iters(3, 21)}, 2, {0, 1}},
                                    {{with_iters(1, 7), with_iters(3, 21)}, 3, {1, 0}},
                                }},
