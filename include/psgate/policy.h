@@ -54,6 +54,7 @@ struct PolicyParams {
   PolicyKind kind = PolicyKind::kStatic;
   uint64_t interval_ns = 20'000'000'000;  // round-robin rotation period
   RotateOn rotate_on = RotateOn::kTime;
+  bool operator==(const PolicyParams&) const = default;
 };
 
 // The shortest rotation period any input may set (the socket, the config,

@@ -588,6 +588,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     // Go on from the ranks the last leader wrote (round-robin's rotation).
     leader_policy_state_ = PolicyState{};
     leader_policy_state_.rotation = view->ranks_rotation;
+    leader_policy_params_ = view->policy.value_or(config_policy_);
     leader_evaluated_ns_ = 0;
     spdlog::info("cluster: policy leader from revision {}", leader_created_);
     return;
@@ -597,6 +598,10 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   const uint64_t every = std::max(kMinEvaluationNs, std::min(policy.interval_ns, kMinEvaluationNs * 10));
   if (leader_evaluated_ns_ != 0 && elapsed(leader_evaluated_ns_, now) < every) return;
   leader_evaluated_ns_ = now;
+  if (!leader_policy_params_ || !(*leader_policy_params_ == policy)) {
+    leader_policy_state_ = PolicyState{};
+    leader_policy_params_ = policy;
+  }
   PolicyState trial = leader_policy_state_;
   const std::vector<JobRanks> ranks = cluster_ranks(*view, policy, trial, now);
   leader_policy_state_ = trial;

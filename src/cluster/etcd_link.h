@@ -115,6 +115,9 @@ class EtcdLink final : public ClusterLink {
   // Session-thread state.
   uint64_t lease_ok_ns_ = 0;  // last successful grant or keepalive
   PolicyState leader_policy_state_;
+  // The policy leader_policy_state_ was evaluated under: another one (or
+  // other settings) starts afresh, as a single gateway's policy command does.
+  std::optional<PolicyParams> leader_policy_params_;
   uint64_t leader_evaluated_ns_ = 0;
 
   int wake_fd_ = -1;  // eventfd: written on every new view

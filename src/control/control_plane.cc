@@ -669,7 +669,10 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const PolicyRequest& req) cons
   next.policy.kind = *req.kind;
   next.policy.interval_ns = req.interval_ns.value_or(default_policy_interval_ns(*req.kind));
   next.policy.rotate_on = req.rotate_on.value_or(RotateOn::kTime);
-  next.policy_state = PolicyState{};
+  // A new policy (or new settings) starts afresh; the one in force sent
+  // again keeps its place: a scheduler that repeats its policy more often
+  // than round-robin's interval must not keep the first job on top.
+  if (!(next.policy == state_.policy)) next.policy_state = PolicyState{};
   return Outcome{Candidate{std::move(next), [](const ControlPlane& cp) { return json{{"policy", cp.policy_json()}}; }}};
 }
 

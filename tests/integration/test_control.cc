@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "daemon_runner.h"
@@ -195,6 +196,22 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
 // read is applied where the running gateway can change it; a reload of an
 // unchanged file undoes no socket change; the rest is named as needing a
 // restart; a broken file changes nothing.
+// The policy in force sent again keeps round-robin's place; before, each
+// policy command restarted the rotation, so a scheduler that repeats its
+// policy more often than the interval kept the first job on top for good.
+TEST_F(ControlTest, RepeatingThePolicyInForceDoesNotRestartRoundRobin) {
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "300ms"}).status, 0);
+  std::set<int> tops;
+  for (int i = 0; i < 15; ++i) {
+    ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "300ms"}).status, 0);
+    const json list = ctl_json({"jobs", "list"});
+    const json one = job(list, 1), two = job(list, 2);
+    tops.insert(one["class"] < two["class"] ? 1 : 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(tops, (std::set<int>{1, 2})) << "one job kept the top while the policy was repeated";
+}
+
 TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) {
   const std::string base = control_config(fx);
   json r = ctl_json({"reload"});
