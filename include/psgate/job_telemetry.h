@@ -84,8 +84,12 @@ inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint
 // iterations, sizes or open burst of its own, not the previous job's (its
 // first packet would have closed that burst as its own first iteration).
 inline void telemetry_reset(JobBurstState& s) {
-  for (Counter* c : {&s.bursts, &s.last_burst_bytes, &s.last_burst_ticks, &s.last_period_ticks, &s.last_straggler_ticks,
-                     &s.current_bytes, &s.current_start_tsc, &s.last_tx_tsc})
+  // The open burst first: a reader between the stores must not count the
+  // old job's quiet burst on top of a count already back at zero.
+  for (Counter* c : {&s.current_bytes, &s.current_start_tsc, &s.last_tx_tsc}) c->add(0 - c->get());
+  std::atomic_thread_fence(std::memory_order_release);
+  for (Counter* c :
+       {&s.bursts, &s.last_burst_bytes, &s.last_burst_ticks, &s.last_period_ticks, &s.last_straggler_ticks})
     c->add(0 - c->get());  // to zero, as readers see counters: one relaxed store each
   s.workers = 0;
   s.worker_index.fill(0);

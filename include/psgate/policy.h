@@ -102,11 +102,12 @@ struct PolicyState {
   uint64_t last_rotation_ns = 0;  // when
   bool started = false;
   uint64_t top_iterations_seen = 0;  // rotate-on-iteration: the top job's count at the last rotation
-  // The job round-robin put on top at the last evaluation, and its position
-  // then: jobs added or removed re-anchor the rotation on it (policy.cc).
+  // The job round-robin put on top at the last evaluation, and the jobs'
+  // order then (ids): jobs added or removed re-anchor the rotation on it, or
+  // on the first job after it that is still there (policy.cc).
   bool top_known = false;
   uint32_t top_id = 0;
-  uint32_t top_pos = 0;
+  std::vector<uint32_t> order;
 };
 
 // Returns one JobRanks per input job, in input order. Pure: the same inputs

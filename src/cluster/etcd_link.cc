@@ -588,20 +588,32 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     // Go on from the ranks the last leader wrote (round-robin's rotation).
     leader_policy_state_ = PolicyState{};
     leader_policy_state_.rotation = view->ranks_rotation;
+    // ... and from the job the last leader put on top (round-robin keeps
+    // it there across job changes: the rotation alone is only an offset).
+    if (view->ranks) {
+      for (const JobRanks& r : *view->ranks)
+        if (r.pull_rank == 0) {
+          leader_policy_state_.top_known = true;
+          leader_policy_state_.top_id = r.id;
+          break;
+        }
+    }
     leader_policy_params_ = view->policy.value_or(config_policy_);
     leader_evaluated_ns_ = 0;
     spdlog::info("cluster: policy leader from revision {}", leader_created_);
     return;
   }
   const PolicyParams policy = view->policy.value_or(config_policy_);
-  if (policy.kind == PolicyKind::kStatic) return;  // every gateway follows the order itself
-  const uint64_t every = std::max(kMinEvaluationNs, std::min(policy.interval_ns, kMinEvaluationNs * 10));
-  if (leader_evaluated_ns_ != 0 && elapsed(leader_evaluated_ns_, now) < every) return;
-  leader_evaluated_ns_ = now;
+  // Before any return: a policy set and set back between two evaluations
+  // (static and round-robin again) starts afresh all the same.
   if (!leader_policy_params_ || !(*leader_policy_params_ == policy)) {
     leader_policy_state_ = PolicyState{};
     leader_policy_params_ = policy;
   }
+  if (policy.kind == PolicyKind::kStatic) return;  // every gateway follows the order itself
+  const uint64_t every = std::max(kMinEvaluationNs, std::min(policy.interval_ns, kMinEvaluationNs * 10));
+  if (leader_evaluated_ns_ != 0 && elapsed(leader_evaluated_ns_, now) < every) return;
+  leader_evaluated_ns_ = now;
   PolicyState trial = leader_policy_state_;
   const std::vector<JobRanks> ranks = cluster_ranks(*view, policy, trial, now);
   leader_policy_state_ = trial;

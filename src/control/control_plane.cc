@@ -182,11 +182,16 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
     return ranks;
   }
   std::vector<PolicyJob> input;
+  const Snapshot& running = dataplane_.snapshot();
   for (const JobRecord* j : ordered) {
     PolicyJob pj;
     pj.id = j->spec.id;
     pj.reported = j->progress;
-    const JobTelemetry t = dataplane_.job_telemetry(j->slot);
+    // A job not in the running snapshot yet (being added, maybe into a
+    // removed job's slot) has no traffic of its own: the slot's telemetry is
+    // the previous job's until the scheduler takes the snapshot and resets it.
+    const bool running_here = j->slot < running.slots.size() && running.slots[j->slot].owner == j->sequence + 1;
+    const JobTelemetry t = running_here ? dataplane_.job_telemetry(j->slot) : JobTelemetry{};
     pj.iterations_seen = t.bursts;
     pj.bytes_per_iteration = t.last_burst_bytes;
     pj.bytes_this_iteration = t.current_burst_bytes;
@@ -980,8 +985,8 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
                               "cluster mode: the policy is the cluster's; `psgatectl policy` writes it to the "
                               "store"}});
     } else {
+      if (!(now->policy == next.policy)) next.policy_state = PolicyState{};  // as the policy command
       next.policy = now->policy;
-      next.policy_state = PolicyState{};
       applied.push_back("policy");
     }
   }

@@ -74,6 +74,7 @@
 #include <cmath>
 #include <cstddef>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 namespace psgate {
@@ -105,7 +106,21 @@ void keep_top(PolicyState& state, const std::vector<PolicyJob>& jobs, uint64_t n
   for (size_t i = 0; i < n && at == n; ++i)
     if (jobs[i].id == state.top_id) at = i;
   if (at == n) {
-    at = state.top_pos % n;  // it left: the job that followed it
+    // It left: the first job after it in the last order that is still
+    // there (several may have changed at once), else the first.
+    std::unordered_map<uint32_t, size_t> index;
+    for (size_t i = 0; i < n; ++i) index.emplace(jobs[i].id, i);
+    const size_t m = state.order.size();
+    const size_t from =
+        static_cast<size_t>(std::find(state.order.begin(), state.order.end(), state.top_id) - state.order.begin());
+    at = 0;
+    for (size_t k = 1; k < m; ++k) {
+      auto it = index.find(state.order[(from + k) % m]);
+      if (it != index.end()) {
+        at = it->second;
+        break;
+      }
+    }
     state.last_rotation_ns = now_ns;
     state.top_iterations_seen = jobs[at].iterations_seen;
   }
@@ -211,7 +226,8 @@ std::vector<JobRanks> evaluate_policy(const PolicyParams& params, PolicyState& s
       for (size_t i = 0; i < n; ++i) out.push_back(both(jobs[i].id, static_cast<uint32_t>((i + n - r) % n)));
       state.top_known = true;
       state.top_id = jobs[r].id;
-      state.top_pos = static_cast<uint32_t>(r);
+      state.order.resize(n);
+      for (size_t i = 0; i < n; ++i) state.order[i] = jobs[i].id;
       break;
     }
 

@@ -356,6 +356,25 @@ TEST(PolicyRoundRobin, JobsAddedAndRemovedBetweenEvaluations) {
   }
 }
 
+// Several jobs change at once (a batch of adds and removes, or a cluster
+// leader that evaluates once a second): when the top job left, the top goes
+// to the first job after it in the order that is still there, not to
+// whichever job now sits at its old position.
+TEST(PolicyRoundRobin, WhenTheTopLeavesWithOthersTheNextRemainingJobTakesIt) {
+  PolicyParams params;
+  params.kind = PolicyKind::kRoundRobin;
+  params.interval_ns = 10 * kSec;
+  PolicyState state;
+  std::vector<PolicyJob> jobs{job(1), job(2), job(3), job(4), job(5)};
+  evaluate_policy(params, state, jobs, t0);
+  evaluate_policy(params, state, jobs, t0 + 10 * kSec);
+  const auto third = evaluate_policy(params, state, jobs, t0 + 20 * kSec);
+  ASSERT_EQ(third, expect(jobs, same({3, 4, 0, 1, 2}))) << describe(third);  // job 3 on top
+  jobs = {job(2), job(4), job(5)};                                           // jobs 1 and 3 removed
+  const auto got = evaluate_policy(params, state, jobs, t0 + 25 * kSec);
+  EXPECT_EQ(got, expect(jobs, same({2, 0, 1}))) << "job 5 skipped job 4's turn: " << describe(got);
+}
+
 // ---------------------------------------------------------------------------
 // Round-robin at iteration boundaries.
 
