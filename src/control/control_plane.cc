@@ -182,7 +182,8 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
     return ranks;
   }
   std::vector<PolicyJob> input;
-  const Snapshot& running = dataplane_.snapshot();
+  // (None before the first publish: nothing has run, no job has telemetry.)
+  const Snapshot* running = dataplane_.publisher().current();
   for (const JobRecord* j : ordered) {
     PolicyJob pj;
     pj.id = j->spec.id;
@@ -190,7 +191,8 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
     // A job not in the running snapshot yet (being added, maybe into a
     // removed job's slot) has no traffic of its own: the slot's telemetry is
     // the previous job's until the scheduler takes the snapshot and resets it.
-    const bool running_here = j->slot < running.slots.size() && running.slots[j->slot].owner == j->sequence + 1;
+    const bool running_here =
+        running && j->slot < running->slots.size() && running->slots[j->slot].owner == j->sequence + 1;
     const JobTelemetry t = running_here ? dataplane_.job_telemetry(j->slot) : JobTelemetry{};
     pj.iterations_seen = t.bursts;
     pj.bytes_per_iteration = t.last_burst_bytes;
