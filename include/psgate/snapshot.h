@@ -77,6 +77,21 @@ struct Snapshot {
   std::array<PortLive, kPortCount> ports;
 };
 
+// Calls fn(slot) for every slot below `slots` whose per-slot state may
+// differ from what an lcore synced from the snapshot of generation `synced`
+// (`first`: none yet): the changed slots alone when `synced` is the one
+// `snap` lists its changes against, else every slot. The rule the RX and
+// scheduler lcores share (rx_sync_slots, sched_sync_slots).
+template <typename Fn>
+void for_each_slot_to_sync(const Snapshot& snap, uint32_t synced, bool first, size_t slots, Fn&& fn) {
+  if (!first && snap.changed_since == synced) {
+    for (uint32_t slot : snap.changed_slots)
+      if (slot < slots) fn(slot);
+  } else {
+    for (size_t slot = 0; slot < slots; ++slot) fn(slot);
+  }
+}
+
 // Holds the current snapshot. Three kinds of reader, two protections:
 //   - data lcores load current() once per burst and report RCU quiescence
 //     after each loop iteration (lock-free);

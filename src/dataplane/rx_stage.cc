@@ -82,14 +82,7 @@ void rx_sync_slots(DataplaneShared& shared, RxContext& rx, const Snapshot& snap)
       tb = TokenBucket(info.police_bytes_per_sec, info.police_burst_bytes, hz, now);
     }
   };
-  // From the snapshot this lcore took last, only the slots listed as changed
-  // can differ (Snapshot::changed_slots); after any other, all of them.
-  if (!first && snap.changed_since == rx.synced_generation) {
-    for (uint32_t slot : snap.changed_slots)
-      if (slot < slots) sync(slot);
-  } else {
-    for (size_t slot = 0; slot < slots; ++slot) sync(slot);
-  }
+  for_each_slot_to_sync(snap, rx.synced_generation, first, slots, sync);
   if (!rx.rings.empty()) {
     for (unsigned port = 0; port < kPortCount; ++port)
       rx.posts[port].synced.store(uint64_t{snap.generation} << 32 | default_tail[port], std::memory_order_release);

@@ -560,12 +560,7 @@ void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
     egress.pins[slot] = EgressPort::Pin{
         0, snap.generation, static_cast<uint8_t>(snap.slots[slot].cls[direction_of_egress(egress.index)]), until};
   };
-  if (!first && snap.changed_since == egress.synced_generation) {
-    for (uint32_t slot : snap.changed_slots)
-      if (slot < slots) sync(slot);
-  } else {
-    for (size_t slot = 0; slot < slots; ++slot) sync(slot);
-  }
+  for_each_slot_to_sync(snap, egress.synced_generation, first, slots, sync);
   egress.synced_generation = snap.generation;
 }
 

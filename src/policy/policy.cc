@@ -49,8 +49,10 @@
 //                     every job change, its turn cut short or another given
 //                     two. So the rotation is first re-anchored on the job
 //                     that was on top (rotation advanced until it is on top
-//                     again); if that job left, the one at its position (the
-//                     next in the order) takes the top, and its turn starts.
+//                     again); if that job left, the first job after it in
+//                     the last evaluation's order that is still there takes
+//                     the top (several may have changed at once), and its
+//                     turn starts.
 //   progress          JPAS greedy: reported.fraction ascending, least
 //                     progressed first. A job that never reported counts as 0
 //                     (it is in its early stage, which JPAS shortens), as
