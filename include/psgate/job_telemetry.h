@@ -9,6 +9,13 @@
 // packet of a job's pull traffic passes one lcore. A burst ends when the job
 // sends nothing for `gap` ticks; the end is noticed lazily by the next packet,
 // and by readers, which treat a quiet current burst as ended.
+//
+// Not every burst is an iteration: a keepalive after a quiet spell, or the
+// PS's ACKs to the workers' pushes while the barrier waits, make a short
+// burst of their own between two pulls. A burst smaller than 1/16 of the
+// last iteration is not counted as one (kIterationFloorDivisor); each such
+// burst halves that floor, so a job whose iterations really shrank is
+// believed again after a few of them.
 #pragma once
 
 #include <array>
@@ -20,18 +27,22 @@
 namespace psgate {
 
 inline constexpr unsigned kTrackedWorkers = 16;
-inline constexpr uint64_t kBurstGapNs = 5'000'000;  // 5 ms of silence ends a burst
+inline constexpr uint64_t kBurstGapNs = 5'000'000;      // 5 ms of silence ends a burst
+inline constexpr uint64_t kIterationFloorDivisor = 16;  // an iteration is at least 1/16 of the one before
 
 struct alignas(64) JobBurstState {
   // Read by the control thread.
-  Counter bursts;  // completed bursts
+  Counter bursts;  // completed iterations (bursts at least iteration_floor_bytes long)
   Counter last_burst_bytes;
-  Counter last_burst_ticks;      // duration of the last completed burst
-  Counter last_period_ticks;     // start-to-start of the last two bursts
-  Counter last_straggler_ticks;  // last completed burst: last worker finish - first worker finish
+  Counter last_burst_ticks;       // duration of the last completed iteration
+  Counter last_period_ticks;      // start-to-start of the last two iterations
+  Counter last_straggler_ticks;   // last completed iteration: last worker finish - first worker finish
+  Counter iteration_floor_bytes;  // a smaller burst is not an iteration (0: any burst is)
   Counter current_bytes;
   Counter current_start_tsc;
   Counter last_tx_tsc;
+  // Owner-only: where the last completed iteration started (0: none yet).
+  uint64_t iteration_start_tsc = 0;
   // Owner-only: per-worker finish times of the current burst (by destination).
   std::array<uint32_t, kTrackedWorkers> worker_key{};
   std::array<uint64_t, kTrackedWorkers> worker_last_tsc{};
@@ -51,31 +62,42 @@ struct alignas(64) JobBurstState {
 // telemetry_saw_worker for each packet's destination.
 inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint64_t gap_ticks) {
   const uint64_t last = s.last_tx_tsc.get();
-  if (s.current_bytes.get() != 0 && now - last > gap_ticks) {
+  if (s.current_bytes.get() != 0 && now - last > gap_ticks) [[unlikely]] {
     // The previous burst ended at `last`.
     const uint64_t start = s.current_start_tsc.get();
-    s.last_burst_bytes.add(s.current_bytes.get() - s.last_burst_bytes.get());
-    s.last_burst_ticks.add((last - start) - s.last_burst_ticks.get());
-    uint64_t first = UINT64_MAX, final_finish = 0;
-    for (uint32_t i = 0; i < s.workers; ++i) {
-      first = s.worker_last_tsc[i] < first ? s.worker_last_tsc[i] : first;
-      final_finish = s.worker_last_tsc[i] > final_finish ? s.worker_last_tsc[i] : final_finish;
+    const uint64_t burst_bytes = s.current_bytes.get();
+    const uint64_t floor = s.iteration_floor_bytes.get();
+    if (burst_bytes >= floor) {
+      s.last_burst_bytes.add(burst_bytes - s.last_burst_bytes.get());
+      s.last_burst_ticks.add((last - start) - s.last_burst_ticks.get());
+      uint64_t first = UINT64_MAX, final_finish = 0;
+      for (uint32_t i = 0; i < s.workers; ++i) {
+        first = s.worker_last_tsc[i] < first ? s.worker_last_tsc[i] : first;
+        final_finish = s.worker_last_tsc[i] > final_finish ? s.worker_last_tsc[i] : final_finish;
+      }
+      const uint64_t straggler = s.workers > 1 ? final_finish - first : 0;
+      s.last_straggler_ticks.add(straggler - s.last_straggler_ticks.get());
+      if (s.iteration_start_tsc != 0)
+        s.last_period_ticks.add((start - s.iteration_start_tsc) - s.last_period_ticks.get());
+      s.iteration_start_tsc = start;
+      s.iteration_floor_bytes.add(burst_bytes / kIterationFloorDivisor - floor);
+      s.bursts.inc();
     }
-    const uint64_t straggler = s.workers > 1 ? final_finish - first : 0;
-    s.last_straggler_ticks.add(straggler - s.last_straggler_ticks.get());
-    s.bursts.inc();
     // Readers see the count move before the next burst's fields do
     // (read_telemetry reads again when it moved meanwhile). Free on x86.
     std::atomic_thread_fence(std::memory_order_release);
     s.current_bytes.add(0 - s.current_bytes.get());  // back to zero (wraps exactly)
     s.workers = 0;
     s.worker_index.fill(0);
+    if (burst_bytes < floor) {
+      // Not an iteration; smaller ones are believed sooner. Lowered only
+      // once the burst is gone: a reader that sees the lower floor (it
+      // reads it first) must not find the burst still there to count.
+      std::atomic_thread_fence(std::memory_order_release);
+      s.iteration_floor_bytes.add(floor / 2 - floor);
+    }
   }
-  if (s.current_bytes.get() == 0) {
-    const uint64_t prev_start = s.current_start_tsc.get();
-    if (prev_start != 0) s.last_period_ticks.add((now - prev_start) - s.last_period_ticks.get());
-    s.current_start_tsc.add(now - prev_start);
-  }
+  if (s.current_bytes.get() == 0) s.current_start_tsc.add(now - s.current_start_tsc.get());
   s.current_bytes.add(bytes);
   s.last_tx_tsc.add(now - last);
 }
@@ -88,9 +110,10 @@ inline void telemetry_reset(JobBurstState& s) {
   // old job's quiet burst on top of a count already back at zero.
   for (Counter* c : {&s.current_bytes, &s.current_start_tsc, &s.last_tx_tsc}) c->add(0 - c->get());
   std::atomic_thread_fence(std::memory_order_release);
-  for (Counter* c :
-       {&s.bursts, &s.last_burst_bytes, &s.last_burst_ticks, &s.last_period_ticks, &s.last_straggler_ticks})
+  for (Counter* c : {&s.bursts, &s.last_burst_bytes, &s.last_burst_ticks, &s.last_period_ticks, &s.last_straggler_ticks,
+                     &s.iteration_floor_bytes})
     c->add(0 - c->get());  // to zero, as readers see counters: one relaxed store each
+  s.iteration_start_tsc = 0;
   s.workers = 0;
   s.worker_index.fill(0);
 }

@@ -18,6 +18,10 @@ JobTelemetry read_once(const JobBurstState& s, uint64_t now, uint64_t gap_ticks,
   t.last_burst_ms = ms(s.last_burst_ticks.get());
   t.iteration_period_ms = ms(s.last_period_ticks.get());
   t.straggler_wait_ms = ms(s.last_straggler_ticks.get());
+  // The floor before the burst: the lcore lowers it only after the burst
+  // it refused is gone (telemetry_on_tx).
+  const uint64_t floor = s.iteration_floor_bytes.get();
+  std::atomic_thread_fence(std::memory_order_acquire);
   const uint64_t current = s.current_bytes.get();
   const uint64_t last_tx = s.last_tx_tsc.get();
   // Read after last_tx (the lcore writes them in the other order): a start
@@ -25,10 +29,14 @@ JobTelemetry read_once(const JobBurstState& s, uint64_t now, uint64_t gap_ticks,
   const uint64_t start = s.current_start_tsc.get();
   if (current != 0 && now > last_tx && now - last_tx > gap_ticks && start <= last_tx) {
     // Quiet for longer than the gap: the burst in progress has ended, though
-    // the lcore only records it when the job sends again.
-    ++t.bursts;
-    t.last_burst_bytes = current;
-    t.last_burst_ms = ms(last_tx - start);
+    // the lcore only records it when the job sends again. It is an iteration
+    // by the rule the lcore will apply (job_telemetry.h); a smaller one is
+    // neither an iteration nor in progress.
+    if (current >= floor) {
+      ++t.bursts;
+      t.last_burst_bytes = current;
+      t.last_burst_ms = ms(last_tx - start);
+    }
   } else {
     t.current_burst_bytes = current;
   }

@@ -5,6 +5,8 @@
 
 #include "psgate/job_telemetry.h"
 
+#include <vector>
+
 namespace psgate {
 namespace {
 
@@ -41,7 +43,7 @@ TEST(JobTelemetry, BurstEdgesBytesPeriodAndStraggler) {
   EXPECT_EQ(s.last_burst_bytes.get(), 5000u);
   EXPECT_EQ(s.last_burst_ticks.get(), 500u);
   EXPECT_EQ(s.last_straggler_ticks.get(), 400u) << "last worker finished 400 ticks after the first";
-  EXPECT_EQ(s.last_period_ticks.get(), 20'000u);
+  EXPECT_EQ(s.last_period_ticks.get(), 0u) << "one iteration has no period yet";
   // Burst 2 forgot burst 1's workers: one worker, no straggler.
   send(s, 30'050, 7, 400);
   send(s, 60'000, 7);
@@ -49,7 +51,52 @@ TEST(JobTelemetry, BurstEdgesBytesPeriodAndStraggler) {
   EXPECT_EQ(s.last_burst_bytes.get(), 800u);
   EXPECT_EQ(s.last_straggler_ticks.get(), 0u);
   t = read_telemetry(s, 60'000, kGap, kHz);
-  EXPECT_DOUBLE_EQ(t.iteration_period_ms, 30.0);
+  EXPECT_DOUBLE_EQ(t.iteration_period_ms, 20.0) << "start to start of the two completed iterations";
+}
+
+// A burst of 64 KB every 10'000 ticks, with a lone 100-byte packet (a
+// keepalive, or an ACK to a worker's push) in the quiet spell between: the
+// lone packets are bursts of their own but not iterations, and the period
+// runs from pull to pull.
+TEST(JobTelemetry, ALonePacketBetweenPullsIsNotAnIteration) {
+  JobBurstState s;
+  uint64_t now = 100'000;
+  for (unsigned it = 0; it < 5; ++it, now += 10'000) {
+    for (unsigned k = 0; k < 64; ++k) send(s, now + k, k % 4, 1000);
+    send(s, now + 5'000, 1, 100);  // past the gap after the pull, and before the next one
+  }
+  send(s, now, 1, 1000);  // closes the last lone packet's burst
+  EXPECT_EQ(s.bursts.get(), 5u) << "the lone packets were counted as iterations";
+  EXPECT_EQ(s.last_burst_bytes.get(), 64'000u);
+  EXPECT_EQ(s.last_period_ticks.get(), 10'000u);
+  EXPECT_EQ(s.last_burst_ticks.get(), 63u);
+  // A reader between a pull and the next one sees the quiet lone packet as
+  // neither an iteration nor one in progress.
+  JobBurstState r;
+  for (unsigned k = 0; k < 64; ++k) send(r, 10'000 + k, 1, 1000);
+  send(r, 15'000, 1, 100);
+  const JobTelemetry t = read_telemetry(r, 17'000, kGap, kHz);
+  EXPECT_EQ(t.bursts, 1u);
+  EXPECT_EQ(t.last_burst_bytes, 64'000u);
+  EXPECT_EQ(t.current_burst_bytes, 0u);
+}
+
+// A job whose iterations become 100 times smaller for good is believed after
+// a few: each refused burst halves the floor (64'000 / 16 = 4000, then 2000,
+// 1000, 500; 640 bytes pass at the fourth).
+TEST(JobTelemetry, IterationsThatShrankForGoodAreBelievedAgain) {
+  JobBurstState s;
+  send(s, 10'000, 1, 64'000);
+  uint64_t now = 20'000;
+  std::vector<uint64_t> counts;
+  for (unsigned it = 0; it < 6; ++it, now += 10'000) {
+    send(s, now, 1, 640);
+    counts.push_back(s.bursts.get());
+  }
+  // Each send closes the burst before it: the 64 KB one, then the small ones.
+  EXPECT_EQ(counts, (std::vector<uint64_t>{1, 1, 1, 1, 2, 3}));
+  EXPECT_EQ(s.last_burst_bytes.get(), 640u);
+  EXPECT_EQ(s.iteration_floor_bytes.get(), 40u);
 }
 
 // A reader that loads last_tx_tsc, then current_start_tsc, while the job
