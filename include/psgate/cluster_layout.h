@@ -107,8 +107,9 @@ struct ClusterView {
   std::string ranks_policy;                    // the policy those ranks were computed for
   uint64_t ranks_rotation = 0;                 // round-robin's rotation count, for a new leader to go on from
   std::map<std::string, GatewayInfo> gateways;
-  std::string leader;                 // "" with none
-  int64_t leader_created = 0;         // the leader key's create revision (the leadership's fence)
+  std::string leader;                 // "" with none, or a leader document this gateway cannot read
+  int64_t leader_created = 0;         // the leader key's create revision (the leadership's fence; 0: no key)
+  int64_t leader_lease = 0;           // the leader key's lease
   std::vector<std::string> problems;  // keys whose documents were refused (ignored, reported)
   // Changes when what a gateway applies changes (jobs, order, policy,
   // progress, ranks), not on registrations: the newest modification among

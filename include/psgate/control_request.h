@@ -151,6 +151,10 @@ struct JsonNotingDuplicates {
 };
 inline constexpr int kMaxJsonDepth = 64;
 JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text);
+// JSON from a file or a store, whoever wrote it: discarded (is_discarded())
+// when it is not JSON or is nested deeper than kMaxJsonDepth (copying it
+// would recurse once per level: a value of 100k '[' would end the process).
+nlohmann::json parse_json_bounded(std::string_view text);
 
 // One request object -> a typed request: the command table's parser for its
 // "cmd" (control_commands.h). `class_count` is the configured number of

@@ -48,7 +48,7 @@ Result<ControlRequest> parse_as_command(json doc, const char* cmd, unsigned clas
 }
 
 Result<ControlRequest> parse_text_as_command(std::string_view text, const char* cmd, unsigned class_count) {
-  return parse_as_command(json::parse(text, nullptr, false), cmd, class_count);
+  return parse_as_command(parse_json_bounded(text), cmd, class_count);
 }
 
 std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
@@ -145,7 +145,7 @@ json gateway_json(const GatewayInfo& g) {
 
 Result<GatewayInfo> parse_gateway(std::string_view text) {
   using R = Result<GatewayInfo>;
-  json doc = json::parse(text, nullptr, false);
+  json doc = parse_json_bounded(text);
   if (doc.is_discarded() || !doc.is_object()) return R::failure("not a JSON object");
   if (!schema_ok(doc)) return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   try {
@@ -243,7 +243,7 @@ ClusterView StoreMirror::view() const {
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
       // The job is the key's; the document holds the rest of progress's arguments.
-      json doc = json::parse(e.value, nullptr, false);
+      json doc = parse_json_bounded(e.value);
       if (doc.is_object()) doc["job"] = *pid;
       auto req = parse_as_command(std::move(doc), "progress", class_count);
       if (!req) {
@@ -254,7 +254,10 @@ ClusterView StoreMirror::view() const {
       v.progress[*pid] = JobProgress{p.fraction, p.iteration, p.batch};
     } else if (key == keys_.order()) {
       applied(e);
-      json doc = json::parse(e.value, nullptr, false);
+      // Even of a bad document: a new order is written fenced on it, and
+      // must replace it, not fail "changed meanwhile" for ever.
+      v.order_revision = e.mod_revision;
+      json doc = parse_json_bounded(e.value);
       if (!schema_ok(doc) || !doc.contains("order")) {
         problem(key, "not an order document ({\"schema\":1,\"order\":[ids]})");
         continue;
@@ -268,7 +271,6 @@ ClusterView StoreMirror::view() const {
         continue;
       }
       v.order = std::get<OrderRequest>(*parsed).ids;
-      v.order_revision = e.mod_revision;
     } else if (key == keys_.policy()) {
       applied(e);
       auto req = parse_text_as_command(e.value, "policy", class_count);
@@ -284,7 +286,7 @@ ClusterView StoreMirror::view() const {
       v.policy = params;
     } else if (key == keys_.ranks()) {
       applied(e);
-      json doc = json::parse(e.value, nullptr, false);
+      json doc = parse_json_bounded(e.value);
       try {
         if (!schema_ok(doc)) throw std::runtime_error("bad schema");
         std::vector<JobRanks> ranks;
@@ -303,13 +305,16 @@ ClusterView StoreMirror::view() const {
       if (g.gateway) v.gateways[g.gateway->name] = *g.gateway;
       else problem(key, g.problem);
     } else if (key == keys_.leader()) {
-      json doc = json::parse(e.value, nullptr, false);
+      // The key, whatever it holds, is a leadership: no gateway campaigns
+      // while it is there (a foreign or later schema's leader is still one).
+      v.leader_created = e.create_revision;
+      v.leader_lease = e.lease;
+      json doc = parse_json_bounded(e.value);
       if (!schema_ok(doc) || !doc.contains("name") || !doc["name"].is_string()) {
         problem(key, "not a leader document ({\"schema\":1,\"name\":gateway})");
         continue;
       }
       v.leader = doc["name"].get<std::string>();
-      v.leader_created = e.create_revision;
     } else {
       problem(key, "not a key of the cluster layout (ignored)");
     }

@@ -540,6 +540,27 @@ bool EtcdLink::put_registration(size_t ep) {
   return true;
 }
 
+void EtcdLink::begin_term(const ClusterView& view, int64_t leader_created) {
+  leader_ = true;
+  leader_created_ = leader_created;
+  ++leader_terms_;
+  // Go on from the ranks the last leader wrote (round-robin's rotation).
+  leader_policy_state_ = PolicyState{};
+  leader_policy_state_.rotation = view.ranks_rotation;
+  // ... and from the job the last leader put on top (round-robin keeps
+  // it there across job changes: the rotation alone is only an offset).
+  if (view.ranks) {
+    for (const JobRanks& r : *view.ranks)
+      if (r.pull_rank == 0) {
+        leader_policy_state_.top_known = true;
+        leader_policy_state_.top_id = r.id;
+        break;
+      }
+  }
+  leader_policy_params_ = view.policy.value_or(config_policy_);
+  leader_evaluated_ns_ = 0;
+}
+
 // One leadership step: campaign when there is no leader; while leader,
 // evaluate the cluster's policy and write its ranks, fenced on our
 // leadership so a deposed leader can never overwrite its successor.
@@ -569,8 +590,20 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   }
   if (!view || lease == 0) return;
   auto kv = pb::KV::NewStub(channel(ep));
+  if (!leader && view->leader_created != 0) {
+    // Our own key under our live lease: we stepped down for a keepalive
+    // that came late (an etcd election, a stalled disk), and the lease
+    // outlived it (a new raft leader extends every lease). Nobody else can
+    // campaign while the key is there, so lead again, or nobody would.
+    if (view->leader != spec_.name || view->leader_lease != lease) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (lease_id_ != lease || elapsed(lease_ok_ns_, now) > spec_.lease_ttl_ns - kLeaderMarginNs) return;
+    begin_term(*view, view->leader_created);
+    spdlog::info("cluster: policy leader again from revision {}: our key outlived a late lease keepalive",
+                 leader_created_);
+    return;
+  }
   if (!leader) {
-    if (!view->leader.empty()) return;
     pb::TxnRequest txn;
     compare_created(txn, keys_.leader(), 0);
     auto* put = txn.add_success()->mutable_request_put();
@@ -582,24 +615,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     pb::TxnResponse resp;
     if (!kv->Txn(&ctx, txn, &resp).ok() || !resp.succeeded()) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    leader_ = true;
-    leader_created_ = resp.header().revision();
-    ++leader_terms_;
-    // Go on from the ranks the last leader wrote (round-robin's rotation).
-    leader_policy_state_ = PolicyState{};
-    leader_policy_state_.rotation = view->ranks_rotation;
-    // ... and from the job the last leader put on top (round-robin keeps
-    // it there across job changes: the rotation alone is only an offset).
-    if (view->ranks) {
-      for (const JobRanks& r : *view->ranks)
-        if (r.pull_rank == 0) {
-          leader_policy_state_.top_known = true;
-          leader_policy_state_.top_id = r.id;
-          break;
-        }
-    }
-    leader_policy_params_ = view->policy.value_or(config_policy_);
-    leader_evaluated_ns_ = 0;
+    begin_term(*view, resp.header().revision());
     spdlog::info("cluster: policy leader from revision {}", leader_created_);
     return;
   }

@@ -71,6 +71,9 @@ class EtcdLink final : public ClusterLink {
   bool keep_alive(size_t endpoint);
   bool put_registration(size_t endpoint);
   void lead(size_t endpoint, uint64_t now_ns);
+  // Leads from `leader_created` (the key's create revision) on, going on
+  // from the ranks in `view`. Under mutex_.
+  void begin_term(const ClusterView& view, int64_t leader_created);
 
   const ClusterSpec spec_;
   const ClusterKeys keys_;

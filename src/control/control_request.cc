@@ -401,6 +401,18 @@ JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
   return out;
 }
 
+json parse_json_bounded(std::string_view text) {
+  bool too_deep = false;
+  json value = json::parse(
+      text.begin(), text.end(),
+      [&](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxJsonDepth) too_deep = true;
+        return depth <= kMaxJsonDepth;
+      },
+      /*allow_exceptions=*/false);
+  return too_deep ? json(json::value_t::discarded) : value;
+}
+
 Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count, std::optional<json>* echo_id,
                                           std::string* deprecation) {
   const JsonNotingDuplicates parsed = parse_json_noting_duplicates(line);

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "psgate/control_request.h"  // parse_json_bounded
+
 namespace psgate {
 
 using json = nlohmann::json;
@@ -88,9 +90,10 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
       return R::failure(where + ".rules: not a rules file name");
     *rules_file = entry["rules"].get<std::string>();
     const std::string path = rules_dir + "/" + *rules_file;
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(errno));
-    loaded = json::parse(in, nullptr, false);
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    loaded = parse_json_bounded(text);
     if (loaded.is_discarded() || !loaded.is_object() || loaded.value("job", json()) != entry["id"])
       return R::failure(where + ": rules file " + path + ": not the rules of job " + entry["id"].dump());
     match = loaded.contains("match") ? &loaded["match"] : nullptr;
@@ -323,9 +326,10 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   if (!in) return R::failure("state file " + path + ": cannot read: " + std::strerror(errno));
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) return R::failure("state file " + path + ": cannot read");
-  json state = json::parse(text, nullptr, false);
+  json state = parse_json_bounded(text);
   if (state.is_discarded())
-    return R::failure("state file " + path + ": not valid JSON (move it away to start from the config's jobs)");
+    return R::failure("state file " + path + ": not valid JSON, or nested deeper than " +
+                      std::to_string(kMaxJsonDepth) + " levels (move it away to start from the config's jobs)");
   // Read as 64 bits: a larger number must not wrap into a known version.
   const int64_t version = state.is_object() && state.contains("version") && state["version"].is_number_integer()
                               ? state["version"].get<int64_t>()

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "psgate/control_request.h"
 #include "psgate/job_registry.h"
 
 namespace psgate {
@@ -168,6 +169,56 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   ASSERT_EQ(v.progress.size(), 1u);
   EXPECT_EQ(v.progress.at(12).fraction, 0.5);
   EXPECT_EQ(v.problems.size(), 16u);
+}
+
+// A document nested 100k levels deep under any key (a script's bug, or
+// malice): refused like any bad document. Copying such a value recurses
+// once per level, which overflowed the follow thread's stack.
+TEST(StoreMirror, DeeplyNestedDocumentsAreProblemsNotACrash) {
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(R"({"schema":1,"job":1,"match":["dport=80"],"name":)" + deep + "}", 1));
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":)" + deep + "}", 2));
+  m.put(kKeys.policy(), entry(R"({"schema":1,"name":)" + deep + "}", 3));
+  m.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":)" + deep + "}", 4));
+  m.put(kKeys.ranks(), entry(R"({"schema":1,"ranks":)" + deep + "}", 5));
+  m.put(kKeys.gateway("gw"), entry(R"({"schema":1,"name":"gw","jobs":)" + deep + "}", 6));
+  m.put(kKeys.leader(), entry(R"({"schema":1,"name":)" + deep + "}", 7));
+  const ClusterView v = m.view();
+  for (const std::string& key : {kKeys.job(1), kKeys.order(), kKeys.policy(), kKeys.progress(1), kKeys.ranks(),
+                                 kKeys.gateway("gw"), kKeys.leader()})
+    EXPECT_TRUE(contains_problem(v, key)) << key;
+  EXPECT_TRUE(v.jobs.empty());
+  EXPECT_EQ(parse_json_bounded(deep).is_discarded(), true);
+  EXPECT_EQ(parse_json_bounded(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).is_array(), true);
+}
+
+// A bad order document is still the order key: a new order is fenced on
+// its revision and replaces it (fenced on 0, every write failed "changed
+// meanwhile" for as long as the bad document stayed).
+TEST(StoreMirror, ABadOrderDocumentIsStillFencedOn) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":"3,1"})", 4, 9));
+  const ClusterView v = m.view();
+  EXPECT_TRUE(contains_problem(v, kKeys.order()));
+  EXPECT_TRUE(v.order.empty());
+  EXPECT_EQ(v.order_revision, 9);
+}
+
+// A leader key psgate cannot read (by hand, or a later schema's) is a
+// leadership all the same: the key's create revision and lease are in the
+// view, so no gateway campaigns against it (each try is a raft proposal).
+TEST(StoreMirror, AnUnreadableLeaderKeyIsStillALeadership) {
+  StoreMirror m(kKeys, kClasses);
+  StoreEntry e = entry(R"({"schema":2,"name":"gw-x","term":4})", 8, 12);
+  e.lease = 77;
+  m.put(kKeys.leader(), e);
+  const ClusterView v = m.view();
+  EXPECT_TRUE(contains_problem(v, kKeys.leader()));
+  EXPECT_EQ(v.leader, "");
+  EXPECT_EQ(v.leader_created, 8);
+  EXPECT_EQ(v.leader_lease, 77);
+  EXPECT_EQ(StoreMirror(kKeys, kClasses).view().leader_created, 0) << "no key: no leadership";
 }
 
 TEST(StoreMirror, WronglyTypedSchemaIsAProblemNotAnException) {
