@@ -27,6 +27,7 @@
 #include "psgate/counters.h"  // kPortNames
 #include "psgate/match_rule.h"
 #include "psgate/policy.h"
+#include "psgate/text.h"  // name_problem
 #include "psgate/units.h"
 
 namespace psgatectl {
@@ -197,8 +198,9 @@ std::string check_text(const ArgSpec& a, const std::string& s) {
       auto r = psgate::parse_match_rule(s);
       return r ? "" : r.error();
     }
-    case ArgType::kText:
-    case ArgType::kJobs:  // the file is read and checked by value_of
+    case ArgType::kText:  // a job's name: checked here, as the daemon would (and JSON needs UTF-8)
+      return s.empty() ? "" : psgate::name_problem(s);  // empty: "must not be empty", as for every argument
+    case ArgType::kJobs:                                // the file is read and checked by value_of
       return "";
     case ArgType::kFraction: {
       auto r = parse_fraction(s);

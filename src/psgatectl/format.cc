@@ -487,6 +487,12 @@ std::string format_policy(const ojson& result) {
 }
 
 std::string format_confirmation(Kind kind, const nlohmann::json& request, const ojson& result) {
+  // Cluster mode: in the store, not yet in force here; the reply has no
+  // job or order to show.
+  if (get(result, "applied_here") == ojson(false)) {
+    return "written to the cluster store at revision " + value_text(get(result, "store_revision")) +
+           "; not yet applied on this gateway (see psgatectl cluster)\n";
+  }
   const ojson& job = get(result, "job");
   switch (kind) {
     case Kind::kJobsAdd:

@@ -335,6 +335,32 @@ TEST(PsgatectlFakeDaemon, WriteCommandPrintsOneLineConfirmation) {
       "match": ["dst=10.0.0.5/32,dport=2222,proto=tcp"], "name": "bert-c", "police": "300Mbit/s"})"));
 }
 
+// Cluster mode: the change is in the store, but the gateway asked has not
+// applied it within its wait. Said so, with the revision; not dashes for a
+// job or an order the reply does not carry.
+TEST(PsgatectlFakeDaemon, AClusterWriteNotYetAppliedHereSaysSo) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  const ojson pending = {
+      {"ok", true},
+      {"result",
+       {{"store_revision", 1042},
+        {"applied_here", false},
+        {"note", "written to the cluster store; not yet applied on this gateway (see psgatectl cluster)"}}}};
+  for (const char* cmd : {"jobs.add", "order", "rank", "policy"}) d.answer(cmd, pending);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"jobs", "add", "3", "--match", "proto=tcp"}, {"order", "3", "1"}, {"rank", "3", "0"}, {"policy", "fifo"}}) {
+    std::vector<std::string> argv = {"-s", dir.socket()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CtlRun r = run_ctl(argv);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out,
+              "written to the cluster store at revision 1042; not yet applied on this gateway (see psgatectl "
+              "cluster)\n")
+        << args[0];
+  }
+}
+
 TEST(PsgatectlFakeDaemon, RefusalExitsOneWithTheDaemonsError) {
   TempDir dir;
   FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
