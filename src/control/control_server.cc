@@ -286,6 +286,28 @@ void ControlServer::run() {
     return true;
   };
   uint64_t stalled_clients = 0;  // for the log: how many were disconnected since start
+  // The control plane's periodic work (policy re-ranks, state file retries,
+  // the cluster's views, reports) may throw as a request may: a thread that
+  // cannot be started, memory that cannot be had. It must cost that step,
+  // not the gateway: an exception leaving this thread would terminate the
+  // process and stop forwarding. Snapshots are published whole or not at
+  // all, so what ran before is still in force.
+  // Logged when first seen and then at most once a minute (a policy re-ranks
+  // every 100 ms), with the count since start.
+  uint64_t step_failures = 0, step_failure_logged_ns = 0;
+  auto guarded = [&](const char* what, auto&& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      ++step_failures;
+      const uint64_t now = monotonic_ns();
+      if (step_failure_logged_ns == 0 || now - step_failure_logged_ns > 60'000'000'000) {
+        step_failure_logged_ns = now;
+        spdlog::error("control: {} failed: {}; the gateway goes on with what was in force ({} failures since start)",
+                      what, e.what(), step_failures);
+      }
+    }
+  };
   // Handles one request; its reply is dropped when nobody can read it (a
   // hung-up client), so such a client's requests are all taken whatever
   // their replies' size.
@@ -338,11 +360,11 @@ void ControlServer::run() {
         running = false;
       } else if (fd == options_.wake_fd) {
         drain_fd(fd);
-        control_->wake(monotonic_ns());
+        guarded("applying the cluster's view", [&] { control_->wake(monotonic_ns()); });
       } else if (fd == tick_fd) {
         drain_fd(tick_fd);
         const uint64_t now = monotonic_ns();
-        control_->tick(now);
+        guarded("the periodic control step", [&] { control_->tick(now); });
         // Clients that stopped reading their replies.
         std::vector<int> stalled;
         std::vector<int> owing;  // over the budget: replies unsent, not yet waiting
@@ -369,7 +391,7 @@ void ControlServer::run() {
         }
       } else if (fd == report_fd) {
         drain_fd(report_fd);
-        if (options_.report) options_.report();
+        if (options_.report) guarded("the statistics report", [&] { options_.report(); });
       } else if (fd == listen_fd_) {
         // Accept until the queue is empty: one wake-up may stand for many
         // clients, and a backlog left full refuses new ones (EAGAIN).

@@ -7,12 +7,19 @@
 // snapshot is published, and a read (`class` with no option) writes nothing.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "config/compile.h"  // RankedJob
+#include "control/control_server.h"
 #include "control/state_file.h"
 #include "pipeline_harness.h"
 
@@ -182,6 +189,56 @@ TEST_F(ControlFaultsTest, ClassAndShaperChangesSurviveARestartAndAReadWritesNoth
   EXPECT_EQ(now["classes"], before.config["result"]["classes"]);
   EXPECT_EQ(now["shaper"], before.config["result"]["shaper"]);
   EXPECT_EQ(now["classes"]["1"]["wire"]["cap"], "1Gbit/s");
+}
+
+// An exception in the control thread's periodic work (here a snapshot
+// build that runs out of memory as a round-robin rotates) costs that step,
+// not the gateway: the thread goes on serving the socket. It used to leave
+// the thread, and std::terminate stopped forwarding.
+TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  const std::string socket = dir_ + "/control.sock";
+  ControlServer::Options options;
+  options.socket_path = socket;
+  options.tick_ns = 10'000'000;
+  auto server = ControlServer::start(h->control(), options);
+  ASSERT_TRUE(server) << server.error();
+  std::atomic<int> builds{0};
+  h->control().set_io_for_testing(
+      nullptr,
+      [&builds](const ConfigSpec&, const std::vector<RankedJob>&, const std::array<PortLive, kPortCount>&, uint32_t,
+                const Snapshot*) -> Result<std::unique_ptr<Snapshot>> {
+        ++builds;
+        throw std::bad_alloc();
+      });
+  // Set over the socket, as the control thread is the one that serves it now.
+  auto ask = [&](const std::string& line) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket.c_str());
+    std::string reply;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      const std::string out = line + "\n";
+      (void)!::write(fd, out.data(), out.size());
+      timeval tv{2, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      char buf[4096];
+      for (ssize_t n; reply.find('\n') == std::string::npos && (n = ::read(fd, buf, sizeof(buf))) > 0;)
+        reply.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return reply.empty() ? json() : json::parse(reply, nullptr, false);
+  };
+  ASSERT_EQ(ask(R"({"cmd":"policy","name":"round-robin","interval":"100ms"})").value("ok", false), true);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (builds.load() < 3 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(builds.load(), 3) << "the policy never tried to rotate";
+  const json health = ask(R"({"cmd":"health"})");
+  EXPECT_EQ(health.value("ok", false), true) << health.dump();
+  server->reset();
 }
 
 }  // namespace
