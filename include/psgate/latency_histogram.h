@@ -12,6 +12,21 @@
 
 namespace psgate {
 
+// A sojourn of `ticks` timer ticks in ns, for a timer of `hz` whose
+// ns_per_tick_q32 is (1e9 << 32) / hz: Q32 fixed point, the product in 128
+// bits (one multiply on x86-64; a timer below 1 GHz, such as an Arm generic
+// timer at 25 MHz to 1 GHz, makes ns_per_tick_q32 exceed 2^32). Sojourns of
+// more than 2^32 ticks (seconds) are rare: exact, with a division. A
+// "negative" one is an arrival stamped on a core whose TSC runs ahead of the
+// reader's (VMs, some multi-socket machines): no wait, not 2^64 ticks of one.
+inline uint64_t sojourn_ticks_to_ns(uint64_t ticks, uint64_t ns_per_tick_q32, uint64_t hz) {
+  if (ticks >= (uint64_t{1} << 32)) [[unlikely]] {
+    if (static_cast<int64_t>(ticks) < 0) return 0;
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(ticks) * 1'000'000'000u / hz);
+  }
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * ns_per_tick_q32) >> 32);
+}
+
 // Cache-line aligned: the data path keeps an array of these (one per class
 // and port), and unaligned, three in eight would split their totals and first
 // bucket (the private members below) over two lines.

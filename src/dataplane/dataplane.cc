@@ -151,6 +151,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     e->job_queue.resize(config.max_jobs);
     e->slot_owner.resize(config.max_jobs);
     e->pins.resize(config.max_jobs);
+    e->held_slots.reserve(config.max_jobs);  // a slot is held at most once: no allocation on the lcore
     e->default_class = config.default_class;
     e->pin_hold_ticks = ticks_from_ns(config.takeover_hold_ns, shared.tsc_hz);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured

@@ -40,7 +40,6 @@ void transmit_all(DataplaneShared& shared, SchedContext& ctx, uint64_t now) {
     sched_transmit(shared, *e, *ctx.counters, now);
   }
 }
-void transmit_all(DataplaneShared& shared, SchedContext& ctx) { transmit_all(shared, ctx, rte_rdtsc()); }
 
 // A scheduler lcore fed by n RX lcores takes up to n bursts a port from the
 // rings in one loop iteration; one burst out per iteration would let the
@@ -76,8 +75,13 @@ void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
     // Acquire pairs with the RX lcores' release on exit: their last ring
     // enqueues are visible once the count reads zero.
     const bool rx_done = shared.rx_lcores_running.load(std::memory_order_acquire) == 0;
+    const uint64_t now = rte_rdtsc();
     if (!ctx.rx_rings.empty()) sched_drain_rings(shared, ctx);
-    transmit_all(shared, ctx);
+    transmit_all(shared, ctx, now);
+    // As many bursts out as came in from the rings, as in the loop: one a
+    // pass would overflow the FIFOs (queue_full) with packets the port could
+    // still have sent before the deadline.
+    if (!ctx.rx_rings.empty()) transmit_pulled(shared, ctx, now);
     bool idle = rx_done && rings_empty(ctx);
     for (EgressPort* e : ctx.egress) idle = idle && sched_idle(*e);
     if (idle) return;

@@ -25,13 +25,7 @@ inline JobCounters* job_counters(LcoreCounters& counters, uint32_t slot) {
 }
 
 inline uint64_t ticks_to_ns(const DataplaneShared& shared, uint64_t ticks) {
-  // Q32 fixed point, the product in 128 bits (one multiply on x86-64): a
-  // timer below 1 GHz (an Arm generic timer runs at 25 MHz to 1 GHz) makes
-  // ns_per_tick_q32 exceed 2^32. Sojourns of more than 2^32 ticks (seconds)
-  // are rare: exact, with a division.
-  if (ticks >= (uint64_t{1} << 32)) [[unlikely]]
-    return static_cast<uint64_t>(static_cast<unsigned __int128>(ticks) * 1'000'000'000u / shared.tsc_hz);
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * shared.ns_per_tick_q32) >> 32);
+  return sojourn_ticks_to_ns(ticks, shared.ns_per_tick_q32, shared.tsc_hz);
 }
 
 // Counts the packets the NIC has not taken under `reason` and frees them.
@@ -151,7 +145,10 @@ inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, ui
   // All jq.queued of them are in jq.cls: whether the new class has room is
   // known without migrate's scan of the old queue, which would otherwise run
   // for every packet of the job until that queue drains (O(depth) each).
-  const bool room = egress.sched.depth(cls) + jq.queued <= egress.sched.capacity(cls);
+  // Room for them and for the packet that brought the re-rank, which is
+  // queued behind them: moved into exactly the room they need, that packet
+  // would be dropped as queue_full, where staying queues it in the old class.
+  const bool room = egress.sched.depth(cls) + jq.queued < egress.sched.capacity(cls);
   if (room && egress.sched.migrate(jq.cls, cls, slot, moved)) {
     counters.cls(egress.index, jq.cls).migrated_out.add(moved);
     counters.cls(egress.index, cls).migrated_in.add(moved);
@@ -561,6 +558,15 @@ void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
         0, snap.generation, static_cast<uint8_t>(snap.slots[slot].cls[direction_of_egress(egress.index)]), until};
   };
   for_each_slot_to_sync(snap, egress.synced_generation, first, slots, sync);
+  // A held job re-ranked meanwhile (a re-rank changes no owner, so the walk
+  // above skips it) leaves its hold for its new class: its packets held in
+  // the default class carry that class, not the one it was added with, and
+  // its next packet, which would say so, may never come.
+  const unsigned dir = direction_of_egress(egress.index);
+  for (const uint32_t slot : egress.held_slots) {
+    if (slot < slots && egress.slot_owner[slot] == snap.slots[slot].owner)
+      egress.pins[slot].target = static_cast<uint8_t>(snap.slots[slot].cls[dir]);
+  }
   egress.synced_generation = snap.generation;
 }
 

@@ -263,6 +263,32 @@ match = ["src=10.0.0.5/32,sport=2223,proto=tcp"]
 
 constexpr uint16_t kMoving = 2222, kFiller = 2223;
 
+// A re-rank whose migration would fill the new class exactly leaves no
+// room for the packet that brought it: the job stays where it is (deferred)
+// rather than move and drop that packet as queue_full.
+TEST(ClassActionsTest, AMigrationThatWouldFillTheNewClassExactlyIsDeferredNotADrop) {
+  std::string body = kMovingJobs;
+  body += kShaper;
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t i = 0; i < 3; ++i) frames.push_back(pull_frame(kMoving, i, 0));
+  for (uint16_t i = 0; i < 5; ++i) frames.push_back(pull_frame(kFiller, i, 0));
+  g.feed(frames);
+  ASSERT_EQ(g.totals().cls(kWire, 1).depth(), 5u);
+  ASSERT_EQ(g.totals().cls(kWire, 3).depth(), 3u);
+  // Class 1 (depth 8) holds 5: room for the 3 queued, none for a fourth.
+  auto reply = g.control({{"cmd", "rank"}, {"job", 1}, {"rank", 0}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed({pull_frame(kMoving, 3, 0)});
+  const Totals t = g.totals();
+  EXPECT_EQ(t.ports[kWire].drop_total(), 0u) << "the packet that brought the re-rank was dropped";
+  EXPECT_EQ(t.ports[kWire].rerank_deferred, 1u);
+  EXPECT_EQ(t.cls(kWire, 1).depth(), 5u);
+  EXPECT_EQ(t.cls(kWire, 3).depth(), 4u);
+}
+
 // Each transmitted packet carries the DSCP of the class it was dequeued from
 // and CE only if the class it was queued in on arrival had reached its
 // threshold, whichever class RX assigned it:
@@ -718,6 +744,28 @@ TEST_P(NewJobTest, TheWaitInTheDefaultClassEndsAfterTheHold) {
   EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 2u);
   g.feed({pull_frame(2222, 3, 0)});
   EXPECT_EQ(g.totals().cls(kWire, 1).depth(), 2u) << "the next packet is not in the job's class";
+}
+
+// A job re-ranked while it is held leaves the hold for its new class: the
+// held packet carries the class the job has when the hold ends, not the one
+// it was added with (no packet of the job came after the re-rank to say so).
+TEST_P(NewJobTest, AJobReRankedWhileHeldLeavesTheHoldForItsNewClass) {
+  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()));
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  g.feed({pull_frame(2222, 0, 0), pull_frame(2222, 1, 0)});
+  auto reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 1}, {"rank", 0}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed({pull_frame(2222, 2, 0)});
+  ASSERT_EQ(g.totals().cls(kWire, 7).depth(), 3u) << "held in the default class";
+  reply = g.control({{"cmd", "order"}, {"ids", {9, 1}}});  // job 1: class 1 -> 2
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  g.pass();
+  EXPECT_EQ(g.totals().cls(kWire, 2).depth(), 1u) << "the held packet did not go to the job's new class";
+  EXPECT_EQ(g.totals().cls(kWire, 1).depth(), 0u) << "the held packet went to the class the job was added with";
+  EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]", "[1, 2, 3, 4]"),

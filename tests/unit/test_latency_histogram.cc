@@ -234,4 +234,18 @@ TEST(LatencyHistogram, NonemptyBucketsEmptyAndExtremes) {
   EXPECT_EQ(b[1], (std::pair<uint64_t, uint64_t>{UINT64_MAX, 1}));
 }
 
+// Ticks to ns for a 2.6 GHz TSC and a 25 MHz timer, short and long sojourns
+// exact to the ns; an arrival stamped by a core whose clock runs ahead is
+// no wait, not 2^64 ticks of one (which made max and p99.9 read 6e18 ns).
+TEST(SojournTicksToNs, ShortLongAndBackwards) {
+  for (const uint64_t hz : {uint64_t{2'600'000'000}, uint64_t{25'000'000}}) {
+    const uint64_t q32 = (uint64_t{1'000'000'000} << 32) / hz;
+    EXPECT_EQ(sojourn_ticks_to_ns(0, q32, hz), 0u);
+    EXPECT_NEAR(static_cast<double>(sojourn_ticks_to_ns(hz / 1000, q32, hz)), 1e6, 1.0) << hz;  // 1 ms
+    EXPECT_EQ(sojourn_ticks_to_ns(hz * 10, q32, hz), 10'000'000'000u) << hz;                    // 10 s
+    EXPECT_EQ(sojourn_ticks_to_ns(0 - uint64_t{1}, q32, hz), 0u) << hz;
+    EXPECT_EQ(sojourn_ticks_to_ns(0 - hz / 1000, q32, hz), 0u) << hz;
+  }
+}
+
 }  // namespace psgate
