@@ -714,8 +714,12 @@ std::optional<std::string> check_floors_fit(uint64_t shaper_bytes_per_sec, const
   unsigned __int128 sum = 0;
   for (uint64_t f : floors) sum += f;
   if (sum < shaper_bytes_per_sec) return std::nullopt;
-  return "the class floors add up to " + std::to_string(bits_per_sec(static_cast<uint64_t>(sum))) +
-         " bit/s, at or above the shaper's " + std::to_string(bits_per_sec(shaper_bytes_per_sec)) +
+  // In bits, the sum may pass 64 bits (floors near the largest rate).
+  std::string sum_bits;
+  for (unsigned __int128 b = sum * 8; sum_bits.empty() || b != 0; b /= 10)
+    sum_bits.insert(sum_bits.begin(), static_cast<char>('0' + static_cast<unsigned>(b % 10)));
+  return "the class floors add up to " + sum_bits + " bit/s, at or above the shaper's " +
+         std::to_string(bits_per_sec(shaper_bytes_per_sec)) +
          " bit/s: floors are served first, so a class without one (class 0, network control, among them) would get "
          "nothing";
 }

@@ -69,10 +69,10 @@ constexpr ArgSpec kClassSetArgs[] = {
     required("port", kPort, "PORT", "Egress port: wire or host", "wire"),
     required("class", kUint, "CLASS", "Class number, 0 = highest, below classes.count", "1").range(0, kMaxClass),
     optional("cap", kRate, "--cap", "Rate cap; none removes it", "1Gbit/s").or_null(),
-    optional("cap_burst", kSize, "--cap-burst", "Cap bucket depth (0: the default 64KiB)", "64KiB"),
+    optional("cap_burst", kSize, "--cap-burst", "Cap bucket depth (0B: the default 64KiB)", "64KiB"),
     optional("floor", kRate, "--floor", "Minimum rate served ahead of strict priority; none removes it", "100Mbit/s")
         .or_null(),
-    optional("floor_burst", kSize, "--floor-burst", "Floor bucket depth (0: the default 64KiB)", "64KiB"),
+    optional("floor_burst", kSize, "--floor-burst", "Floor bucket depth (0B: the default 64KiB)", "64KiB"),
     optional("ecn_threshold", kUint, "--ecn-threshold", "Mark CE at this many queued packets; 0 = off", "20")
         .range(0, kControlMaxEcnThreshold),
     optional("dscp", kUint, "--dscp", "Remark DSCP to N; none keeps packets' DSCP", "46").range(0, 63).or_null(),

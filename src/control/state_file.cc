@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -442,7 +443,15 @@ Result<bool> replace_file(const std::string& path, const std::string& text) {
   };
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    // A directory made here is durable once its parent is synced: without
+    // it a power loss could take the directory, and every file acknowledged
+    // in it, with it. Best effort: the file's own directory sync follows.
+    std::vector<std::filesystem::path> made;
+    for (auto p = dir; !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) made.push_back(p);
+    std::filesystem::create_directories(dir, ec);
+    for (const auto& m : made) (void)sync_directory(m.parent_path().string());
+  }
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return Result<bool>::failure(io_error(path, "cannot create"));
   size_t done = 0;

@@ -475,6 +475,10 @@ std::vector<BadCase> bad_cases() {
       {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\n[classes.6]\nfloor = \"600Mbit/s\"\n"
          "[classes.7]\nfloor = \"400Mbit/s\""),
        "shaper.wire.rate", "class floors add up to 1000000000 bit/s"},
+      // ... past 64 bits in bit/s: said as it is, not wrapped.
+      {d("[shaper.wire]\nrate = \"1Tbit/s\"\nburst = \"64KiB\"\n[classes.6]\nfloor = \"10000000000000000000bit/s\"\n"
+         "[classes.7]\nfloor = \"10000000000000000000bit/s\""),
+       "shaper.wire.rate", "class floors add up to 20000000000000000000 bit/s"},
       {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\n[classes.7.host]\nfloor = \"2Gbit/s\""),
        "shaper.host.rate", "class 0, network control"},
       {d("[shaper.wire]\nrate = \"1Gbit/s\""), "shaper.wire.burst", "missing"},
