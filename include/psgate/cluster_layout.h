@@ -98,6 +98,11 @@ struct ClusterJob {
 };
 struct ClusterView {
   int64_t revision = 0;
+  // Bumped each time a full read finds the store's revision below the one
+  // before it: the store was replaced (restored from a snapshot, or a new
+  // cluster at the same endpoints) and its revisions start over. A view of
+  // another epoch is newer whatever its revision (view_is_newer).
+  uint64_t store_epoch = 0;
   std::vector<ClusterJob> jobs;        // oldest first; one revision's (jobs.load) by id
   std::vector<uint32_t> order;         // as stored: top first; jobs it leaves out follow, oldest first
   int64_t order_revision = 0;          // the order key's mod revision (0: absent), to fence a rewrite on
@@ -120,6 +125,12 @@ struct ClusterView {
   std::vector<uint32_t> full_order() const;
 };
 
+// Whether `v` is to be applied by a gateway that applied `revision` of
+// store epoch `epoch`: a later revision, or a store that started over.
+inline bool view_is_newer(const ClusterView& v, uint64_t epoch, int64_t revision) {
+  return v.store_epoch != epoch || v.revision > revision;
+}
+
 // The prefix's keys as last read or watched.
 class StoreMirror {
  public:
@@ -130,6 +141,7 @@ class StoreMirror {
   void erase(const std::string& key);
   void set_revision(int64_t revision) { revision_ = revision; }
   int64_t revision() const { return revision_; }
+  uint64_t epoch() const { return epoch_; }
   const std::map<std::string, StoreEntry>& entries() const { return entries_; }
   // Every document parsed; one that does not parse is left out and named in
   // view.problems (so a bad write by a script cannot stop the cluster). Job
@@ -157,6 +169,7 @@ class StoreMirror {
   std::map<std::string, ParsedJob> jobs_;          // by key: every P/jobs/... entry, parsed
   std::map<std::string, ParsedGateway> gateways_;  // by key: every P/gateways/... entry, parsed
   int64_t revision_ = 0;
+  uint64_t epoch_ = 0;
 };
 
 // One message of a watch on the prefix, as etcd's WatchResponse carries it

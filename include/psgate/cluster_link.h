@@ -18,9 +18,10 @@ namespace psgate {
 class ClusterLink {
  public:
   virtual ~ClusterLink() = default;
-  // The newest view read from the store if its revision is above `revision`,
-  // else null. Thread-safe; cheap (a shared pointer copy under a lock).
-  virtual std::shared_ptr<const ClusterView> newer_than(int64_t revision) = 0;
+  // The newest view read from the store if it is newer than `revision` of
+  // store epoch `epoch` (view_is_newer), else null. Thread-safe; cheap (a
+  // shared pointer copy under a lock).
+  virtual std::shared_ptr<const ClusterView> newer_than(uint64_t epoch, int64_t revision) = 0;
   // Applies `write` as one transaction. Returns the store revision it
   // created, or why nothing was written (a fence failed, the store is
   // unreachable within the write deadline). Control thread; blocks at most

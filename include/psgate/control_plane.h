@@ -212,6 +212,7 @@ class ControlPlane {
   std::optional<ClusterKeys> cluster_keys_;
   std::shared_ptr<const ClusterView> cluster_view_;  // the newest view taken
   int64_t applied_revision_ = 0;
+  uint64_t applied_epoch_ = 0;                      // the store epoch of applied_revision_ (ClusterView::store_epoch)
   std::pair<int64_t, size_t> applied_part_{-1, 0};  // the view part (cluster_layout.h) last applied
   uint64_t apply_retry_ns_ = 0;                     // after a failed apply: not before this
   uint64_t cluster_apply_errors_ = 0;

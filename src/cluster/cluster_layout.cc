@@ -181,6 +181,7 @@ void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revis
   jobs_.clear();
   gateways_.clear();
   for (auto& [key, e] : entries) put(key, std::move(e));
+  if (revision_ != 0 && revision < revision_) ++epoch_;  // the store started over
   revision_ = revision;
 }
 
@@ -229,6 +230,7 @@ ClusterView StoreMirror::view() const {
   const unsigned class_count = class_count_;
   ClusterView v;
   v.revision = revision_;
+  v.store_epoch = epoch_;
   auto problem = [&](const std::string& key, const std::string& why) { v.problems.push_back(key + ": " + why); };
   auto applied = [&](const StoreEntry& e) {
     v.applied_part.first = std::max(v.applied_part.first, e.mod_revision);

@@ -275,9 +275,9 @@ bool EtcdLink::wait_first_read(uint64_t timeout_ns) {
   return false;
 }
 
-std::shared_ptr<const ClusterView> EtcdLink::newer_than(int64_t revision) {
+std::shared_ptr<const ClusterView> EtcdLink::newer_than(uint64_t epoch, int64_t revision) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return view_ && view_->revision > revision ? view_ : nullptr;
+  return view_ && view_is_newer(*view_, epoch, revision) ? view_ : nullptr;
 }
 
 bool EtcdLink::connected() const {
@@ -346,7 +346,14 @@ void EtcdLink::follow_loop() {
       std::map<std::string, StoreEntry> entries;
       for (const auto& k : resp.kvs())
         entries[k.key()] = StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()};
+      const int64_t before = mirror.revision();
       mirror.reset(std::move(entries), resp.header().revision());
+      if (mirror.revision() < before) {
+        spdlog::warn(
+            "cluster: the store's revision went back from {} to {} (restored from a snapshot, or another "
+            "cluster at these endpoints?): following it from there",
+            before, mirror.revision());
+      }
       publish_view(mirror);
       set_connected(true, "");
       std::lock_guard<std::mutex> lock(mutex_);

@@ -49,7 +49,7 @@ class EtcdLink final : public ClusterLink {
   // Waits up to `timeout_ns` for the first full read; false if none came.
   bool wait_first_read(uint64_t timeout_ns);
 
-  std::shared_ptr<const ClusterView> newer_than(int64_t revision) override;
+  std::shared_ptr<const ClusterView> newer_than(uint64_t epoch, int64_t revision) override;
   Result<int64_t> write(const StoreWrite& write) override;
   void report(const GatewayInfo& info) override;
   bool connected() const override;

@@ -795,11 +795,13 @@ bool same_job(const JobSpec& a, const JobSpec& b) {
 
 bool ControlPlane::follow_step(uint64_t now_ns) {
   if (now_ns < apply_retry_ns_) return false;
-  auto view = cluster_->newer_than(applied_revision_);
+  auto view = cluster_->newer_than(applied_epoch_, applied_revision_);
   if (!view) return false;
   cluster_view_ = view;
   // A registration's heartbeat moves the revision but changes nothing to apply.
-  if (view->applied_part != applied_part_) {
+  // A store that started over is applied whole: its revisions (and so
+  // applied_part) say nothing against the old store's.
+  if (view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
     if (auto ok = apply_view(*view, now_ns); !ok) {
       ++cluster_apply_errors_;
       cluster_apply_error_ = ok.error();
@@ -810,6 +812,7 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
     applied_part_ = view->applied_part;
   }
   applied_revision_ = view->revision;
+  applied_epoch_ = view->store_epoch;
   return true;
 }
 

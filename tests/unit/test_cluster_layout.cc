@@ -221,6 +221,27 @@ TEST(StoreMirror, AnUnreadableLeaderKeyIsStillALeadership) {
   EXPECT_EQ(StoreMirror(kKeys, kClasses).view().leader_created, 0) << "no key: no leadership";
 }
 
+// A store restored from a snapshot (or another cluster at the same
+// endpoints) starts its revisions over: a full read below the last revision
+// seen starts a new epoch, and a view of a new epoch is newer than what a
+// gateway applied whatever its revision. Compared on revisions alone, every
+// change was ignored until the new store passed the old one's high-water
+// mark (hours of writes), and a write's reply claimed it in force.
+TEST(StoreMirror, AStoreThatStartedOverIsANewEpoch) {
+  StoreMirror m(kKeys, kClasses);
+  m.reset({{kKeys.order(), entry(order_document({1, 2}), 5, 100)}}, 100);
+  const ClusterView before = m.view();
+  m.reset({{kKeys.order(), entry(order_document({1, 2}), 5, 90)}}, 1000);  // a reconnect: the store moved on
+  EXPECT_EQ(m.view().store_epoch, before.store_epoch);
+  m.reset({{kKeys.order(), entry(order_document({2, 1}), 5, 30)}}, 40);  // restored
+  const ClusterView after = m.view();
+  EXPECT_NE(after.store_epoch, before.store_epoch);
+  EXPECT_EQ(after.order, (std::vector<uint32_t>{2, 1}));
+  EXPECT_TRUE(view_is_newer(after, before.store_epoch, 1000)) << "revision 40 of a new store is news";
+  EXPECT_FALSE(view_is_newer(after, after.store_epoch, 40));
+  EXPECT_TRUE(view_is_newer(after, after.store_epoch, 39));
+}
+
 TEST(StoreMirror, WronglyTypedSchemaIsAProblemNotAnException) {
   // "schema" of the wrong JSON type, in every document kind that checks it.
   StoreMirror m(kKeys, kClasses);
