@@ -186,8 +186,14 @@ void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revis
 }
 
 void StoreMirror::put(const std::string& key, StoreEntry entry) {
-  if (key.rfind(keys_.jobs(), 0) == 0) jobs_[key] = parse_job(key, entry);
-  if (key.rfind(keys_.gateways(), 0) == 0) gateways_[key] = parse_gateway_entry(key, entry);
+  const bool job = key.rfind(keys_.jobs(), 0) == 0, gateway = key.rfind(keys_.gateways(), 0) == 0;
+  if (job) jobs_[key] = parse_job(key, entry);
+  if (gateway) gateways_[key] = parse_gateway_entry(key, entry);
+  // A key outside the layout is only named as ignored: its value (however
+  // large, by whoever wrote it) is not kept.
+  if (!job && !gateway && !id_after(key, keys_.progresses()) && key != keys_.order() && key != keys_.policy() &&
+      key != keys_.ranks() && key != keys_.leader())
+    std::string().swap(entry.value);
   entries_[key] = std::move(entry);
 }
 

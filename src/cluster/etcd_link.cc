@@ -26,7 +26,13 @@ namespace {
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kMinBackoffNs = 50 * kMs;
 constexpr uint64_t kMaxBackoffNs = 5000 * kMs;
-constexpr uint64_t kReadDeadlineNs = 2000 * kMs;
+constexpr uint64_t kReadDeadlineNs = 2000 * kMs;  // per page of a full read
+// Keys per page of a full read: at etcd's largest value (1.5 MiB by
+// default) a page stays under the receive limit, and each page is a small
+// read for etcd to build in memory, under its own deadline, so a large
+// prefix or a slow link reads in many short calls rather than one that
+// never ends within the deadline.
+constexpr int64_t kReadPageKeys = 128;
 constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
 // The watch is asked for a progress report this often, and is given up as
 // dead (cancelled, then everything read again) when nothing at all arrived
@@ -139,7 +145,8 @@ std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
-  // A full read of 100k rules is a few MB.
+  // A page of a full read (kReadPageKeys keys of at most etcd's 1.5 MiB
+  // each) or a watch message.
   args.SetMaxReceiveMessageSize(256 << 20);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (endpoints_[endpoint].tls) {
@@ -326,28 +333,48 @@ void EtcdLink::follow_loop() {
   while (!stop_) {
     follow_endpoint_ = ep;
     auto ch = channel(ep);
-    // 1. Everything under the prefix, at one revision.
+    // 1. Everything under the prefix, at one revision: page by page, each
+    //    page at the first one's revision (what it read is the store then).
     {
       auto kv = pb::KV::NewStub(ch);
-      grpc::ClientContext ctx;
-      prepare_call(ctx, kReadDeadlineNs);
-      pb::RangeRequest req;
-      req.set_key(start);
-      req.set_range_end(end);
-      pb::RangeResponse resp;
-      const grpc::Status s = kv->Range(&ctx, req, &resp);
+      std::map<std::string, StoreEntry> entries;
+      int64_t at = 0;  // the revision read at: the first page's
+      std::string from = start;
+      grpc::Status s;
+      for (;;) {
+        grpc::ClientContext ctx;
+        prepare_call(ctx, kReadDeadlineNs);
+        pb::RangeRequest req;
+        req.set_key(from);
+        req.set_range_end(end);
+        req.set_limit(kReadPageKeys);
+        req.set_revision(at);  // 0: the newest
+        pb::RangeResponse resp;
+        s = kv->Range(&ctx, req, &resp);
+        if (!s.ok()) break;
+        if (at == 0) at = resp.header().revision();
+        for (const auto& k : resp.kvs())
+          entries[k.key()] = StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()};
+        if (!resp.more() || resp.kvs_size() == 0) break;
+        from = resp.kvs(resp.kvs_size() - 1).key() + '\0';  // the next key after the last read
+      }
       if (!s.ok()) {
+        // Compacted past the first page's revision while paging: start
+        // over at the newest, on this member (it answers).
+        const bool compacted = s.error_code() == grpc::StatusCode::OUT_OF_RANGE;
+        if (compacted) {
+          spdlog::warn("cluster: full read compacted at revision {} while paging: reading again", at);
+          sleep_backoff(backoff);
+          continue;
+        }
         set_connected(false, endpoints_[ep].target + ": " + status_text(s));
         drop_channel(ep);
         ep = (ep + 1) % endpoints_.size();
         sleep_backoff(backoff);
         continue;
       }
-      std::map<std::string, StoreEntry> entries;
-      for (const auto& k : resp.kvs())
-        entries[k.key()] = StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()};
       const int64_t before = mirror.revision();
-      mirror.reset(std::move(entries), resp.header().revision());
+      mirror.reset(std::move(entries), at);
       if (mirror.revision() < before) {
         spdlog::warn(
             "cluster: the store's revision went back from {} to {} (restored from a snapshot, or another "

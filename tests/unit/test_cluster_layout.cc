@@ -242,6 +242,22 @@ TEST(StoreMirror, AStoreThatStartedOverIsANewEpoch) {
   EXPECT_TRUE(view_is_newer(after, after.store_epoch, 39));
 }
 
+// A key outside the layout is named as ignored, and its value is not kept:
+// 280 MB of junk under the prefix must not be 280 MB in every gateway.
+TEST(StoreMirror, AKeyOutsideTheLayoutKeepsNoValue) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.all() + "junk/1", entry(std::string(1 << 20, 'x'), 1));
+  m.put(kKeys.progresses() + "x", entry(std::string(1000, 'y'), 2));
+  m.put(kKeys.order(), entry(order_document({1}), 3));
+  EXPECT_TRUE(m.entries().at(kKeys.all() + "junk/1").value.empty());
+  EXPECT_TRUE(m.entries().at(kKeys.progresses() + "x").value.empty());
+  EXPECT_FALSE(m.entries().at(kKeys.order()).value.empty());
+  const ClusterView v = m.view();
+  EXPECT_TRUE(contains_problem(v, kKeys.all() + "junk/1"));
+  EXPECT_TRUE(contains_problem(v, kKeys.progresses() + "x"));
+  EXPECT_EQ(v.order, (std::vector<uint32_t>{1}));
+}
+
 TEST(StoreMirror, WronglyTypedSchemaIsAProblemNotAnException) {
   // "schema" of the wrong JSON type, in every document kind that checks it.
   StoreMirror m(kKeys, kClasses);
