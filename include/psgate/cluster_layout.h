@@ -177,7 +177,7 @@ class StoreMirror {
 struct WatchEvent {
   bool put = true;  // false: a delete
   std::string key;
-  StoreEntry entry;  // for a put
+  StoreEntry entry;  // for a put; a delete's carries its revision in mod_revision, as etcd's do
 };
 struct WatchMessage {
   bool created = false;

@@ -337,14 +337,24 @@ ClusterView StoreMirror::view() const {
 
 WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& m) {
   if (m.canceled || m.compact_revision > 0) return WatchOutcome::kReadAgain;
+  // The revision the mirror is complete up to. Events: the newest of them.
+  // Not the header's: a watch catching up (etcd's syncWatchers) is sent
+  // its events in batches, each under the store's current revision, so a
+  // header ahead of the events would publish the rest at a revision already
+  // "applied" (skipped until the next heartbeat moved it), and a write
+  // would be reported in force before it was. A progress report (no
+  // events; etcd sends one only to a watch that has caught up) moves it on,
+  // so `lag` and the revision applied stay current on an idle cluster. The
+  // creation's header says nothing about what was delivered.
+  int64_t complete = m.created ? 0 : m.revision;
+  if (!m.events.empty()) complete = 0;
   for (const WatchEvent& e : m.events) {
+    complete = std::max(complete, e.entry.mod_revision);
     if (e.put) mirror.put(e.key, e.entry);
     else mirror.erase(e.key);
   }
-  // A progress report moves the revision on (nothing below it is pending),
-  // so `lag` and the revision applied stay current on an idle cluster.
-  const bool moved = m.revision > mirror.revision();
-  if (moved) mirror.set_revision(m.revision);
+  const bool moved = complete > mirror.revision();
+  if (moved) mirror.set_revision(complete);
   return !m.events.empty() || moved ? WatchOutcome::kChanged : WatchOutcome::kNothing;
 }
 

@@ -829,10 +829,34 @@ TEST(WatchMessages, EventsApplyAndMoveTheRevision) {
   WatchMessage msg;
   msg.revision = 7;
   msg.events.push_back(WatchEvent{true, kKeys.job(2), entry(job_document(spec(2)), 6)});
-  msg.events.push_back(WatchEvent{false, kKeys.job(1), {}});
+  msg.events.push_back(WatchEvent{false, kKeys.job(1), StoreEntry{"", 0, 7, 0}});
   EXPECT_EQ(apply_watch_message(m, msg), WatchOutcome::kChanged);
   EXPECT_EQ(m.revision(), 7);
   EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{2}));
+}
+
+// A watch catching up gets its events in batches, each under the store's
+// current revision (etcd's syncWatchers): the mirror is complete up to the
+// newest event it has, not the header's revision, or the next batch would be
+// published at a revision already applied (and skipped), and a write would
+// be reported in force before it was. The creation's header says nothing.
+TEST(WatchMessages, ACatchingUpWatchIsCompleteUpToItsNewestEvent) {
+  StoreMirror m(kKeys, kClasses);
+  m.reset({}, 10);
+  WatchMessage created;
+  created.created = true;
+  created.revision = 2000;
+  EXPECT_EQ(apply_watch_message(m, created), WatchOutcome::kNothing);
+  EXPECT_EQ(m.revision(), 10);
+  WatchMessage batch;
+  batch.revision = 2000;
+  batch.events.push_back(WatchEvent{true, kKeys.job(2), entry(job_document(spec(2)), 11)});
+  EXPECT_EQ(apply_watch_message(m, batch), WatchOutcome::kChanged);
+  EXPECT_EQ(m.revision(), 11);
+  batch.events = {WatchEvent{true, kKeys.job(3), entry(job_document(spec(3)), 1500)}};
+  EXPECT_EQ(apply_watch_message(m, batch), WatchOutcome::kChanged);
+  EXPECT_EQ(m.revision(), 1500) << "the second batch must be a newer view than the first";
+  EXPECT_EQ(ids(m.view()), (std::vector<uint32_t>{2, 3}));
 }
 
 TEST(WatchMessages, ProgressMovesTheRevisionOnlyForward) {
