@@ -676,7 +676,17 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
   pb::TxnResponse resp;
-  if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+  if (const grpc::Status s = kv->Txn(&ctx, txn, &resp); !s.ok()) {
+    // Tried again at the next evaluation (the store's ranks still differ).
+    // Said at most once a minute: a cause that lasts (a ranks document over
+    // etcd's request size, at tens of thousands of jobs) fails every time,
+    // and the gateways keep following the last ranks written meanwhile.
+    if (ranks_error_logged_ns_ == 0 || elapsed(ranks_error_logged_ns_, now) > 60'000 * kMs) {
+      ranks_error_logged_ns_ = now;
+      spdlog::warn("cluster: policy ranks not written ({}); the gateways keep the last ranks written", status_text(s));
+    }
+    return;
+  }
   if (!resp.succeeded()) {
     std::lock_guard<std::mutex> lock(mutex_);
     leader_ = false;

@@ -122,6 +122,7 @@ class EtcdLink final : public ClusterLink {
   // other settings) starts afresh, as a single gateway's policy command does.
   std::optional<PolicyParams> leader_policy_params_;
   uint64_t leader_evaluated_ns_ = 0;
+  uint64_t ranks_error_logged_ns_ = 0;  // a failed ranks write last said (0: never)
 
   int wake_fd_ = -1;  // eventfd: written on every new view
   std::thread follow_thread_;
