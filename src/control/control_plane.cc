@@ -285,7 +285,19 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     persisted = persist(next, text, rules_serial);
     const bool recorded_elsewhere = (cluster_ && if_unsaved == IfUnsaved::kPublishWhatTheStoreHolds) ||
                                     if_unsaved == IfUnsaved::kPublishStateInForce;
-    if (!persisted && !recorded_elsewhere) return persisted;
+    if (!persisted && !recorded_elsewhere) {
+      // Refused: the rules files this change wrote are named by no state
+      // file, now or ever (the old one is in force), so they go now; their
+      // names are not used again.
+      const std::string dir = rules_dir_path(path);
+      for (const JobRecord* j : next.jobs.in_age_order()) {
+        const JobRecord* had = state_.jobs.find(j->spec.id);
+        if (!j->rules_file.empty() && (!had || had->rules_file != j->rules_file))
+          ::unlink((dir + "/" + j->rules_file).c_str());
+      }
+      rules_serial_ = rules_serial;
+      return persisted;
+    }
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
   if (snap) {

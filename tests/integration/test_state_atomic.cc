@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -313,6 +314,32 @@ TEST_F(StateTest, AStatePathThatIsADirectoryIsAClearErrorWithExitTwo) {
     EXPECT_EQ(run.exit_status, 2) << args[0] << ": " << run.output;
     EXPECT_NE(run.output.find("is a directory"), std::string::npos) << run.output;
   }
+}
+
+// A job whose rules file was written but whose state file could not be (its
+// temporary cannot be made: here a directory stands in its place) is
+// refused, and its rules file goes with it: no state file will ever name
+// it. Such files used to pile up in STATE.rules/ until the next start.
+TEST_F(StateTest, ARefusedAddLeavesNoRulesFileBehind) {
+  write_setup("state.json");
+  ASSERT_TRUE(start());
+  const std::string tmp = fx.path("state.json.tmp");
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
+  for (const char* id : {"5", "6", "7"}) {
+    const CtlResult r = ctl({"jobs", "add", id, "--match", std::string("dst=10.0.0.") + id + "/32"});
+    EXPECT_NE(r.status, 0) << id << " was acknowledged without its state file";
+  }
+  ASSERT_EQ(::rmdir(tmp.c_str()), 0);
+  ASSERT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32"}).status, 0);
+  const std::string state = slurp(fx.path("state.json"));
+  unsigned files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(fx.path("state.json.rules"))) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("job-", 0) != 0) continue;
+    ++files;
+    EXPECT_NE(state.find(name), std::string::npos) << name << " is named by no state file";
+  }
+  EXPECT_GE(files, 1u) << "no rules file at all: the test looked in the wrong place";
 }
 
 // SIGKILL at a random moment in a stream of adds, removes and re-ranks
