@@ -287,15 +287,15 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
                                     if_unsaved == IfUnsaved::kPublishStateInForce;
     if (!persisted && !recorded_elsewhere) {
       // Refused: the rules files this change wrote are named by no state
-      // file, now or ever (the old one is in force), so they go now; their
-      // names are not used again.
+      // file, now or ever (the old one is in force), so they go now. Their
+      // names may be used again (the serial stays, as the state file in
+      // force has it): nothing is left under them.
       const std::string dir = rules_dir_path(path);
       for (const JobRecord* j : next.jobs.in_age_order()) {
         const JobRecord* had = state_.jobs.find(j->spec.id);
         if (!j->rules_file.empty() && (!had || had->rules_file != j->rules_file))
           ::unlink((dir + "/" + j->rules_file).c_str());
       }
-      rules_serial_ = rules_serial;
       return persisted;
     }
   }
