@@ -126,7 +126,10 @@ inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const
   return false;
 }
 
-inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, uint32_t slot, unsigned cls) {
+// `arriving`: whether a packet of the job is to be queued in `cls` behind
+// the moved ones (1), or none is (0: a hold ending on its own).
+inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, uint32_t slot, unsigned cls,
+                                 unsigned arriving = 1) {
   EgressPort::JobQueue& jq = egress.job_queue[slot];
   if (jq.pin != 0) [[unlikely]] {
     if (held_in_default(egress, slot, cls)) {
@@ -148,7 +151,7 @@ inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, ui
   // Room for them and for the packet that brought the re-rank, which is
   // queued behind them: moved into exactly the room they need, that packet
   // would be dropped as queue_full, where staying queues it in the old class.
-  const bool room = egress.sched.depth(cls) + jq.queued < egress.sched.capacity(cls);
+  const bool room = egress.sched.depth(cls) + jq.queued + arriving <= egress.sched.capacity(cls);
   if (room && egress.sched.migrate(jq.cls, cls, slot, moved)) {
     counters.cls(egress.index, jq.cls).migrated_out.add(moved);
     counters.cls(egress.index, cls).migrated_in.add(moved);
@@ -564,7 +567,9 @@ void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
   // its next packet, which would say so, may never come.
   const unsigned dir = direction_of_egress(egress.index);
   for (const uint32_t slot : egress.held_slots) {
-    if (slot < slots && egress.slot_owner[slot] == snap.slots[slot].owner)
+    // An emptied slot has class 0 (network control) in the snapshot: a
+    // removed job's held packets keep the class they were held for.
+    if (slot < slots && snap.slots[slot].owner != 0 && egress.slot_owner[slot] == snap.slots[slot].owner)
       egress.pins[slot].target = static_cast<uint8_t>(snap.slots[slot].cls[dir]);
   }
   egress.synced_generation = snap.generation;
@@ -603,7 +608,7 @@ void sched_release_holds(const DataplaneShared& shared, const SchedContext& ctx,
     }
     // A held job's packets move to its class when the hold ends, whether or
     // not another of them arrives (settle_job_class does the move).
-    if (jq.pin != 0 && jq.queued != 0) settle_job_class(egress, counters, slot, pin.target);
+    if (jq.pin != 0 && jq.queued != 0) settle_job_class(egress, counters, slot, pin.target, 0);
     else if (jq.pin != 0) held_in_default(egress, slot, d);  // ends the pin when over
     if (jq.pin != 0) egress.held_slots[kept++] = slot;
   }

@@ -198,12 +198,11 @@ TEST_F(ControlFaultsTest, ClassAndShaperChangesSurviveARestartAndAReadWritesNoth
 TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
   auto h = harness();
   ASSERT_TRUE(h->ok()) << h->error();
-  const std::string socket = dir_ + "/control.sock";
-  ControlServer::Options options;
-  options.socket_path = socket;
-  options.tick_ns = 10'000'000;
-  auto server = ControlServer::start(h->control(), options);
-  ASSERT_TRUE(server) << server.error();
+  // The policy and the failing builder are set before the control thread
+  // runs (set_io_for_testing is not for a running control thread); the
+  // policy's first rotation, on that thread, builds.
+  ASSERT_EQ(h->control().handle(json::parse(R"({"cmd":"policy","name":"round-robin","interval":"100ms"})"))["ok"],
+            true);
   std::atomic<int> builds{0};
   h->control().set_io_for_testing(
       nullptr,
@@ -212,7 +211,7 @@ TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
         ++builds;
         throw std::bad_alloc();
       });
-  // Set over the socket, as the control thread is the one that serves it now.
+  const std::string socket = dir_ + "/control.sock";
   auto ask = [&](const std::string& line) {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
@@ -231,7 +230,11 @@ TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
     ::close(fd);
     return reply.empty() ? json() : json::parse(reply, nullptr, false);
   };
-  ASSERT_EQ(ask(R"({"cmd":"policy","name":"round-robin","interval":"100ms"})").value("ok", false), true);
+  ControlServer::Options options;
+  options.socket_path = socket;
+  options.tick_ns = 10'000'000;
+  auto server = ControlServer::start(h->control(), options);
+  ASSERT_TRUE(server) << server.error();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (builds.load() < 3 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

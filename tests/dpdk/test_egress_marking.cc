@@ -768,6 +768,27 @@ TEST_P(NewJobTest, AJobReRankedWhileHeldLeavesTheHoldForItsNewClass) {
   EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 2u);
 }
 
+// A job removed while it is held: its held packet leaves by the class it
+// was held for, never by class 0 (network control), which is what an
+// emptied slot's class reads as in the snapshot.
+TEST_P(NewJobTest, AJobRemovedWhileHeldDoesNotSendItsPacketsToClassZero) {
+  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()));
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  g.feed({pull_frame(2222, 0, 0), pull_frame(2222, 1, 0)});
+  auto reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 1}, {"rank", 0}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed({pull_frame(2222, 2, 0)});
+  ASSERT_EQ(g.totals().cls(kWire, 7).depth(), 3u) << "held in the default class";
+  reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  g.pass();
+  EXPECT_EQ(g.totals().cls(kWire, 0).depth(), 0u) << "a removed job's held packet went to network control";
+  EXPECT_EQ(g.totals().cls(kWire, 1).depth() + g.totals().cls(kWire, 7).depth(), 3u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]", "[1, 2, 3, 4]"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            const std::string l = p.param;
