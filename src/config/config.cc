@@ -172,6 +172,11 @@ class Parser : TomlReader {
     if (t == nullptr) return false;
     if (!check_keys(*t, "ports", {"wire", "host"})) return false;
     if (!parse_port(*t, "wire", c.wire) || !parse_port(*t, "host", c.host)) return false;
+    // One device (its name, before any ",args") cannot be both sides.
+    auto name = [](const std::string& d) { return d.substr(0, d.find(',')); };
+    if (name(c.wire.device) == name(c.host.device))
+      return fail("ports.host.device",
+                  toml_quote(name(c.host.device)) + " is ports.wire.device too: a bump in the wire needs two devices");
     // A bump in the wire forwards every frame it receives on one port out of
     // the other: a larger MTU on one side would only make frames it cannot send.
     if (c.wire.mtu != c.host.mtu) {

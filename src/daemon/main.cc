@@ -66,6 +66,12 @@ void raise_open_file_limit() {
 
 int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path) {
   const sigset_t stop_signals = psgate::block_stop_signals();
+  // Output that nobody reads any more (`psgate | tee log` whose tee went, a
+  // closed journal pipe) is lost, not fatal: a write to it fails with EPIPE
+  // instead of SIGPIPE killing the gateway undrained, with no final counters.
+  // (Control clients are written with MSG_NOSIGNAL anyway.) Before EAL, so
+  // its threads inherit it.
+  ::signal(SIGPIPE, SIG_IGN);
   raise_open_file_limit();
 
   std::vector<std::string> args = psgate::eal_arguments(config, "psgate");
@@ -229,7 +235,8 @@ int main(int argc, char** argv) {
       "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
       "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
-      "carry) or state file, 1 DPDK/device/socket set-up failure (the control socket, or\n"
+      "carry or refuses, and lcores.data needing more queues than a device has) or state file,\n"
+      "1 DPDK/device/socket set-up failure (the control socket, or\n"
       "metrics.listen's address taken) or counters that do not add up.\n"
       "[metrics] listen = \"127.0.0.1:9467\" serves Prometheus metrics on GET /metrics (off by default)."};
   std::string config_path;

@@ -96,7 +96,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     if (!cap.ok()) return CreateResult::failure(cap.error());
     caps[p] = std::move(*cap);
   }
-  if (shared.port_ids[0] == shared.port_ids[1]) return CreateResult::failure("ports wire and host are the same device");
+  if (shared.port_ids[0] == shared.port_ids[1])
+    return CreateResult::failure(config.source + ": ports.host.device: the same device as ports.wire.device");
   auto frames = plan_frames(config, caps);
   if (!frames.ok()) return CreateResult::failure(config.source + ": " + frames.error());
   d->frames = *frames;
@@ -115,9 +116,12 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
                                  "; lower dataplane.mbufs or give DPDK more memory ([eal] args -m, hugepages)");
   }
   for (unsigned p = 0; p < kPortCount; ++p) {
-    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool);
+    bool config_error = false;
+    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool, &config_error);
     d->ports_started = true;
-    if (!started.ok()) return CreateResult::failure(started.error());
+    // "<config>: <key>: ..." is a configuration error (exit 2: a restart
+    // cannot mend it), as main() tells them apart.
+    if (!started.ok()) return CreateResult::failure((config_error ? config.source + ": " : "") + started.error());
   }
 
   d->n_rx = n_rx;

@@ -99,16 +99,18 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
 }
 
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
-                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool) {
+                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, bool* config_error) {
   auto fail = [&](const std::string& what, int rc) {
     return Result<bool>::failure("port " + role + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
   };
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id, &info); rc != 0) return fail("cannot read device info", rc);
   if (nb_rxq > info.max_rx_queues || nb_txq > info.max_tx_queues) {
-    return Result<bool>::failure("port " + role + ": needs " + std::to_string(nb_rxq) + " RX / " +
-                                 std::to_string(nb_txq) + " TX queues, device has " +
-                                 std::to_string(info.max_rx_queues) + " / " + std::to_string(info.max_tx_queues));
+    if (config_error) *config_error = true;
+    return Result<bool>::failure("lcores.data: port " + role + " needs " + std::to_string(nb_rxq) + " RX / " +
+                                 std::to_string(nb_txq) + " TX queues for these data lcores, its device has " +
+                                 std::to_string(info.max_rx_queues) + " / " + std::to_string(info.max_tx_queues) +
+                                 ": list fewer data lcores, or give the device more queues (af_packet: qpairs)");
   }
   rte_eth_conf conf{};
   const unsigned index = role == "wire" ? 0 : 1;
@@ -138,8 +140,11 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   if (device_takes_mtu) {
     // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);
     // the others read the configured rxmode.mtu when they start.
-    if (int rc = rte_eth_dev_set_mtu(port_id, static_cast<uint16_t>(spec.mtu)); rc != 0 && rc != -ENOTSUP)
-      return fail("cannot set MTU " + std::to_string(spec.mtu), rc);
+    if (int rc = rte_eth_dev_set_mtu(port_id, static_cast<uint16_t>(spec.mtu)); rc != 0 && rc != -ENOTSUP) {
+      if (config_error) *config_error = true;
+      return Result<bool>::failure("ports." + role + ".mtu: the device refuses MTU " + std::to_string(spec.mtu) + ": " +
+                                   std::strerror(-rc));
+    }
   } else {
     spdlog::info(
         "port {}: the device reports MTU {} at most but carries {}: psgate enforces mtu {} itself; "

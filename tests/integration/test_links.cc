@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "daemon_runner.h"
 #include "packet_builder.h"
 
@@ -351,6 +353,41 @@ TEST(Links, SighupDrainsCountsAndExitsZero) {
   expect_conservation(run);
   EXPECT_EQ(run.stats["ports"]["host"]["tx_packets"], 100);
   EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), 100u);
+}
+
+// psgate's stdout a pipe whose reader went (`psgate | tee log`, tee
+// killed): the periodic table and the final report are lost, the gateway
+// is not. SIGPIPE used to kill it undrained (status 141, no counters file).
+TEST(Links, AStdoutNobodyReadsIsNotFatal) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  std::string config = pcap_config(fx, "main = 0\ndata = [1]");
+  const std::string quiet = "[stats]\ninterval = \"0s\"\n";
+  ASSERT_NE(config.find(quiet), std::string::npos);
+  config.replace(config.find(quiet), quiet.size(), "[stats]\ninterval = \"200ms\"\n");
+  fx.write_file("psgate.toml", config);
+  const std::string fifo = fx.path("out.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A reader first, so the daemon's open for writing does not wait; it reads
+  // what comes until the gateway answers, then goes.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml"), "--stats-json", fx.path("stats.json")},
+                      ChildProcess::Options{fifo, "", fx.dir()});
+  char buf[65536];
+  const bool up = eventually(30, [&] {
+    while (::read(reader, buf, sizeof(buf)) > 0) {
+    }
+    return request(fx, "health").is_object();
+  });
+  ::close(reader);
+  ASSERT_TRUE(up) << "the daemon never answered";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // several tables into the closed pipe
+  ASSERT_TRUE(daemon.running()) << "killed by writing to a pipe nobody reads (exit " << daemon.wait(0) << ")";
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30), 0);
+  EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
 }
 
 TEST(Links, LcoresThatDoNotExistAreRefusedNamingTheKey) {

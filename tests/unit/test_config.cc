@@ -457,6 +457,8 @@ std::vector<BadCase> bad_cases() {
       {wire("device = \"w\"\nmtu = 65506"), "ports.wire.mtu", "out of range 68..65505"},
       {wire("device = \"w\"\nmtu = \"9000B\""), "ports.wire.mtu", "expected an integer"},
       {wire("device = \"w\"\nmtu = 9000"), "ports.host.mtu", "1500 differs from ports.wire.mtu 9000"},
+      // One device on both sides: refused by the loader (exit 2, and --check), not at start (exit 1, restarted).
+      {wire("device = \"h,size=64\""), "ports.host.device", "\"h\" is ports.wire.device too"},
       // [lcores]
       {kPorts, "lcores", "missing"},
       {lcores("main = 0"), "lcores.data", "missing"},
