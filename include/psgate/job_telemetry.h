@@ -13,11 +13,15 @@
 // Not every burst is an iteration: a keepalive after a quiet spell, or the
 // PS's ACKs to the workers' pushes while the barrier waits, make a short
 // burst of their own between two pulls. A burst smaller than 1/16 of the
-// last iteration is not counted as one (kIterationFloorDivisor); each such
-// burst halves that floor, so a job whose iterations really shrank is
-// believed again after a few of them.
+// last iteration is not counted as one (kIterationFloorDivisor). While
+// iterations keep coming, that floor stays, however many small bursts lie
+// between them (each worker's push ACKed apart); only once none has been
+// counted for kFloorPatiencePeriods of its period (at least
+// kFloorPatienceGaps gaps) does each smaller burst halve it, so a job whose
+// iterations really shrank is believed again after a few of them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -29,6 +33,8 @@ namespace psgate {
 inline constexpr unsigned kTrackedWorkers = 16;
 inline constexpr uint64_t kBurstGapNs = 5'000'000;      // 5 ms of silence ends a burst
 inline constexpr uint64_t kIterationFloorDivisor = 16;  // an iteration is at least 1/16 of the one before
+inline constexpr uint64_t kFloorPatiencePeriods = 4;
+inline constexpr uint64_t kFloorPatienceGaps = 200;  // 1 s at the 5 ms gap
 
 struct alignas(64) JobBurstState {
   // Read by the control thread.
@@ -38,6 +44,9 @@ struct alignas(64) JobBurstState {
   Counter last_period_ticks;      // start-to-start of the last two iterations
   Counter last_straggler_ticks;   // last completed iteration: last worker finish - first worker finish
   Counter iteration_floor_bytes;  // a smaller burst is not an iteration (0: any burst is)
+  // Odd while the lcore closes a burst or resets the slot: a reader retries
+  // a read that overlapped one (a sequence lock; read_telemetry).
+  Counter close_seq;
   Counter current_bytes;
   Counter current_start_tsc;
   Counter last_tx_tsc;
@@ -63,7 +72,11 @@ struct alignas(64) JobBurstState {
 inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint64_t gap_ticks) {
   const uint64_t last = s.last_tx_tsc.get();
   if (s.current_bytes.get() != 0 && now - last > gap_ticks) [[unlikely]] {
-    // The previous burst ended at `last`.
+    // The previous burst ended at `last`. Readers retry a read that
+    // overlaps what follows (the count, the last burst's fields and the
+    // open burst change together). Fences free on x86.
+    s.close_seq.inc();
+    std::atomic_thread_fence(std::memory_order_release);
     const uint64_t start = s.current_start_tsc.get();
     const uint64_t burst_bytes = s.current_bytes.get();
     const uint64_t floor = s.iteration_floor_bytes.get();
@@ -83,19 +96,17 @@ inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint
       s.iteration_floor_bytes.add(burst_bytes / kIterationFloorDivisor - floor);
       s.bursts.inc();
     }
-    // Readers see the count move before the next burst's fields do
-    // (read_telemetry reads again when it moved meanwhile). Free on x86.
-    std::atomic_thread_fence(std::memory_order_release);
     s.current_bytes.add(0 - s.current_bytes.get());  // back to zero (wraps exactly)
     s.workers = 0;
     s.worker_index.fill(0);
-    if (burst_bytes < floor) {
-      // Not an iteration; smaller ones are believed sooner. Lowered only
-      // once the burst is gone: a reader that sees the lower floor (it
-      // reads it first) must not find the burst still there to count.
-      std::atomic_thread_fence(std::memory_order_release);
+    const uint64_t patience =
+        std::max(kFloorPatiencePeriods * s.last_period_ticks.get(), kFloorPatienceGaps * gap_ticks);
+    if (burst_bytes < floor && start - s.iteration_start_tsc > patience) {
+      // Not an iteration, and none for long: smaller ones are believed sooner.
       s.iteration_floor_bytes.add(floor / 2 - floor);
     }
+    std::atomic_thread_fence(std::memory_order_release);
+    s.close_seq.inc();
   }
   if (s.current_bytes.get() == 0) s.current_start_tsc.add(now - s.current_start_tsc.get());
   s.current_bytes.add(bytes);
@@ -106,16 +117,17 @@ inline void telemetry_on_tx(JobBurstState& s, uint64_t now, uint64_t bytes, uint
 // iterations, sizes or open burst of its own, not the previous job's (its
 // first packet would have closed that burst as its own first iteration).
 inline void telemetry_reset(JobBurstState& s) {
-  // The open burst first: a reader between the stores must not count the
-  // old job's quiet burst on top of a count already back at zero.
-  for (Counter* c : {&s.current_bytes, &s.current_start_tsc, &s.last_tx_tsc}) c->add(0 - c->get());
+  s.close_seq.inc();  // readers retry a read that overlaps the reset
   std::atomic_thread_fence(std::memory_order_release);
+  for (Counter* c : {&s.current_bytes, &s.current_start_tsc, &s.last_tx_tsc}) c->add(0 - c->get());
   for (Counter* c : {&s.bursts, &s.last_burst_bytes, &s.last_burst_ticks, &s.last_period_ticks, &s.last_straggler_ticks,
                      &s.iteration_floor_bytes})
     c->add(0 - c->get());  // to zero, as readers see counters: one relaxed store each
   s.iteration_start_tsc = 0;
   s.workers = 0;
   s.worker_index.fill(0);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.close_seq.inc();
 }
 
 inline void telemetry_saw_worker(JobBurstState& s, uint32_t worker_key, uint64_t now) {

@@ -2,26 +2,22 @@
 #include "psgate/job_telemetry.h"
 
 #include <atomic>
+#include <thread>
 
 namespace psgate {
 
 namespace {
 
-// One pass over the state; `bursts_read` is the count it started from.
-JobTelemetry read_once(const JobBurstState& s, uint64_t now, uint64_t gap_ticks, uint64_t hz, uint64_t& bursts_read) {
+// One pass over the state.
+JobTelemetry read_once(const JobBurstState& s, uint64_t now, uint64_t gap_ticks, uint64_t hz) {
   auto ms = [hz](uint64_t ticks) { return hz ? static_cast<double>(ticks) * 1e3 / static_cast<double>(hz) : 0.0; };
   JobTelemetry t;
-  bursts_read = s.bursts.get();
-  std::atomic_thread_fence(std::memory_order_acquire);
-  t.bursts = bursts_read;
+  t.bursts = s.bursts.get();
   t.last_burst_bytes = s.last_burst_bytes.get();
   t.last_burst_ms = ms(s.last_burst_ticks.get());
   t.iteration_period_ms = ms(s.last_period_ticks.get());
   t.straggler_wait_ms = ms(s.last_straggler_ticks.get());
-  // The floor before the burst: the lcore lowers it only after the burst
-  // it refused is gone (telemetry_on_tx).
   const uint64_t floor = s.iteration_floor_bytes.get();
-  std::atomic_thread_fence(std::memory_order_acquire);
   const uint64_t current = s.current_bytes.get();
   const uint64_t last_tx = s.last_tx_tsc.get();
   // Read after last_tx (the lcore writes them in the other order): a start
@@ -46,20 +42,28 @@ JobTelemetry read_once(const JobBurstState& s, uint64_t now, uint64_t gap_ticks,
 }  // namespace
 
 JobTelemetry read_telemetry(const JobBurstState& s, uint64_t now, uint64_t gap_ticks, uint64_t hz) {
-  // The lcore may close a burst between the reads: `bursts` from before it
-  // with the next burst's fields would report one iteration fewer than a
-  // read a moment earlier that counted the quiet burst (N+1, N, N+1: a
+  // The lcore may close a burst (or reset the slot) during the read: the
+  // count from before it with the fields after it could report the quiet
+  // burst twice, or one iteration fewer than a read a moment earlier (a
   // Prometheus counter that goes back reads as a reset, and a rate spike).
-  // Read again until `bursts` held still around the read; a burst closes at
-  // most once per gap, so the second read nearly always does.
-  JobTelemetry t;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    uint64_t bursts_read = 0;
-    t = read_once(s, now, gap_ticks, hz, bursts_read);
+  // A sequence lock: read again until no close overlapped the read. A
+  // close takes a few instructions and comes at most once per gap, so the
+  // second read nearly always holds.
+  // An lcore preempted mid-close (a VM's vCPU descheduled) could keep the
+  // sequence odd for a while: after a bounded number of tries the last read
+  // stands, as before there was a lock.
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const uint64_t before = s.close_seq.get();
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.bursts.get() == bursts_read) break;
+    if (before & 1) {  // a close under way
+      std::this_thread::yield();
+      continue;
+    }
+    const JobTelemetry t = read_once(s, now, gap_ticks, hz);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.close_seq.get() == before) return t;
   }
-  return t;
+  return read_once(s, now, gap_ticks, hz);
 }
 
 }  // namespace psgate

@@ -81,22 +81,42 @@ TEST(JobTelemetry, ALonePacketBetweenPullsIsNotAnIteration) {
   EXPECT_EQ(t.current_burst_bytes, 0u);
 }
 
-// A job whose iterations become 100 times smaller for good is believed after
-// a few: each refused burst halves the floor (64'000 / 16 = 4000, then 2000,
-// 1000, 500; 640 bytes pass at the fourth).
+// A job whose iterations become 100 times smaller for good is believed again:
+// once no iteration has been counted for the patience (here 200 gaps, as no
+// period is known yet), each refused burst halves the floor (64'000 / 16 =
+// 4000, then 2000, 1000, 500; 640 bytes pass).
 TEST(JobTelemetry, IterationsThatShrankForGoodAreBelievedAgain) {
   JobBurstState s;
   send(s, 10'000, 1, 64'000);
-  uint64_t now = 20'000;
+  uint64_t now = 110'000;
   std::vector<uint64_t> counts;
-  for (unsigned it = 0; it < 6; ++it, now += 10'000) {
+  for (unsigned it = 0; it < 8; ++it, now += 100'000) {
     send(s, now, 1, 640);
     counts.push_back(s.bursts.get());
   }
-  // Each send closes the burst before it: the 64 KB one, then the small ones.
-  EXPECT_EQ(counts, (std::vector<uint64_t>{1, 1, 1, 1, 2, 3}));
+  // Each send closes the burst before it: the 64 KB one, then the small
+  // ones, started 100'000, 200'000 (not past the patience yet), 300'000, ...
+  // ticks after the 64 KB one.
+  EXPECT_EQ(counts, (std::vector<uint64_t>{1, 1, 1, 1, 1, 1, 2, 3}));
   EXPECT_EQ(s.last_burst_bytes.get(), 640u);
   EXPECT_EQ(s.iteration_floor_bytes.get(), 40u);
+}
+
+// Many small bursts between two pulls (each worker's push ACKed apart, more
+// than the gap from the next): while pulls keep coming, none of them is an
+// iteration, however many there are (halving the floor at each would have
+// let the seventh through, and every one after).
+TEST(JobTelemetry, ManySmallBurstsBetweenPullsAreNeverIterations) {
+  JobBurstState s;
+  uint64_t now = 1'000'000;
+  for (unsigned it = 0; it < 6; ++it, now += 100'000) {
+    for (unsigned k = 0; k < 64; ++k) send(s, now + k, k % 4, 1000);
+    for (unsigned a = 1; a <= 12; ++a) send(s, now + a * 5'000, a, 100);
+  }
+  send(s, now, 1, 1000);
+  EXPECT_EQ(s.bursts.get(), 6u);
+  EXPECT_EQ(s.last_burst_bytes.get(), 64'000u);
+  EXPECT_EQ(s.last_period_ticks.get(), 100'000u);
 }
 
 // A reader that loads last_tx_tsc, then current_start_tsc, while the job
