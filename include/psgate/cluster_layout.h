@@ -138,6 +138,9 @@ class StoreMirror {
   // A full read at `revision`: replaces everything (what vanished is gone).
   void reset(std::map<std::string, StoreEntry> entries, int64_t revision);
   void put(const std::string& key, StoreEntry entry);
+  // Whether `key` is one of the layout's, whose value is kept; another is
+  // only named as ignored, its value (however large) dropped.
+  bool keeps_value(const std::string& key) const;
   void erase(const std::string& key);
   void set_revision(int64_t revision) { revision_ = revision; }
   int64_t revision() const { return revision_; }

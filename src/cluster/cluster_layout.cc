@@ -185,15 +185,15 @@ void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revis
   revision_ = revision;
 }
 
+bool StoreMirror::keeps_value(const std::string& key) const {
+  return key.rfind(keys_.jobs(), 0) == 0 || key.rfind(keys_.gateways(), 0) == 0 || id_after(key, keys_.progresses()) ||
+         key == keys_.order() || key == keys_.policy() || key == keys_.ranks() || key == keys_.leader();
+}
+
 void StoreMirror::put(const std::string& key, StoreEntry entry) {
-  const bool job = key.rfind(keys_.jobs(), 0) == 0, gateway = key.rfind(keys_.gateways(), 0) == 0;
-  if (job) jobs_[key] = parse_job(key, entry);
-  if (gateway) gateways_[key] = parse_gateway_entry(key, entry);
-  // A key outside the layout is only named as ignored: its value (however
-  // large, by whoever wrote it) is not kept.
-  if (!job && !gateway && !id_after(key, keys_.progresses()) && key != keys_.order() && key != keys_.policy() &&
-      key != keys_.ranks() && key != keys_.leader())
-    std::string().swap(entry.value);
+  if (key.rfind(keys_.jobs(), 0) == 0) jobs_[key] = parse_job(key, entry);
+  if (key.rfind(keys_.gateways(), 0) == 0) gateways_[key] = parse_gateway_entry(key, entry);
+  if (!keeps_value(key)) std::string().swap(entry.value);
   entries_[key] = std::move(entry);
 }
 

@@ -342,6 +342,7 @@ void EtcdLink::follow_loop() {
       std::string from = start;
       grpc::Status s;
       for (;;) {
+        if (stop_) break;
         grpc::ClientContext ctx;
         prepare_call(ctx, kReadDeadlineNs);
         pb::RangeRequest req;
@@ -353,11 +354,15 @@ void EtcdLink::follow_loop() {
         s = kv->Range(&ctx, req, &resp);
         if (!s.ok()) break;
         if (at == 0) at = resp.header().revision();
-        for (const auto& k : resp.kvs())
-          entries[k.key()] = StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()};
+        for (const auto& k : resp.kvs()) {
+          // A key outside the layout is kept without its value (StoreMirror::put).
+          entries[k.key()] = StoreEntry{mirror.keeps_value(k.key()) ? k.value() : std::string(), k.create_revision(),
+                                        k.mod_revision(), k.lease()};
+        }
         if (!resp.more() || resp.kvs_size() == 0) break;
         from = resp.kvs(resp.kvs_size() - 1).key() + '\0';  // the next key after the last read
       }
+      if (stop_) break;  // a read cut short is no view to publish
       if (!s.ok()) {
         // Compacted past the first page's revision while paging: start
         // over at the newest, on this member (it answers).
@@ -577,6 +582,7 @@ bool EtcdLink::put_registration(size_t ep) {
 void EtcdLink::begin_term(const ClusterView& view, int64_t leader_created) {
   leader_ = true;
   leader_created_ = leader_created;
+  leader_epoch_ = view.store_epoch;
   ++leader_terms_;
   // Go on from the ranks the last leader wrote (round-robin's rotation).
   leader_policy_state_ = PolicyState{};
@@ -616,7 +622,8 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       return;
     }
     // Our key gone (expired, deleted) or someone else's: not leader.
-    if (leader && view && view->revision > fence && view->leader_created != fence) {
+    if (leader && view && (view->revision > fence || view->store_epoch != leader_epoch_) &&
+        view->leader_created != fence) {
       spdlog::info("cluster: no longer the policy leader (leader is now \"{}\")", view->leader);
       leader_ = false;
       return;

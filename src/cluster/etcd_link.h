@@ -98,6 +98,7 @@ class EtcdLink final : public ClusterLink {
   GatewayInfo report_;
   bool leader_ = false;
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
+  uint64_t leader_epoch_ = 0;   // the store epoch it is a revision of (ClusterView::store_epoch)
   int64_t lease_id_ = 0;
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent

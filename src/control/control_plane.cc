@@ -883,12 +883,20 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
   if (!revision) return fail(revision.error());
   // The change comes back through the watch like everyone else's; wait for it
   // (bounded) so that the reply shows it in force on this gateway.
+  // A revision below the one applied is a store that started over (restored
+  // from a snapshot) that this gateway has not followed yet: in force only
+  // once it has (a new store epoch) and reached that revision.
   const uint64_t until = monotonic_ns() + 2'000'000'000;
+  const uint64_t epoch_at_write = applied_epoch_;
+  const bool store_went_back = *revision < applied_revision_;
+  auto in_force = [&] {
+    return applied_revision_ >= *revision && !(store_went_back && applied_epoch_ == epoch_at_write);
+  };
   apply_retry_ns_ = 0;
-  while (applied_revision_ < *revision && monotonic_ns() < until) {
+  while (!in_force() && monotonic_ns() < until) {
     if (!follow_step(monotonic_ns())) ::usleep(1000);
   }
-  if (applied_revision_ < *revision) {
+  if (!in_force()) {
     return json{{"store_revision", *revision},
                 {"applied_here", false},
                 {"note", "written to the cluster store; not yet applied on this gateway (see psgatectl cluster)"}};
