@@ -13,6 +13,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -79,7 +81,12 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
   for (std::string& a : args) argv.push_back(a.data());
   spdlog::debug("EAL arguments: {}", fmt::join(args, " "));
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
-    spdlog::error("DPDK EAL initialisation failed: {}", rte_strerror(rte_errno));
+    // EAL's errno alone misleads: no hugepages reserved reads "Permission
+    // denied" for root. Its own log above says which step failed.
+    const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
+    spdlog::error(
+        "DPDK EAL initialisation failed: {} (see EAL's messages above{})", rte_strerror(rte_errno),
+        huge ? "; hugepages reserved and mounted? HugePages_Free in /proc/meminfo, dpdk-hugepages.py -s" : "");
     return 1;
   }
   int status = 0;

@@ -23,7 +23,9 @@ Result<uint16_t> find_port(const std::string& role, const std::string& device) {
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
     return Result<uint16_t>::failure(
         "port " + role + ": device '" + name +
-        "' not found (a PCI device needs EAL to probe it: check --no-pci / -a in eal.args)");
+        "' not found: a PCI device must be bound to a DPDK-capable driver (vfio-pci: dpdk-devbind.py --status; a "
+        "binding is lost at reboot unless made persistent), its PMD installed (librte-net-*), and not excluded by "
+        "--no-pci or another -a in eal.args; a virtual device needs its --vdev name");
   }
   return port_id;
 }
