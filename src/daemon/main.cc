@@ -288,11 +288,24 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
-  // Lcores must exist on this machine (the parser cannot know which do).
-  if (auto lcores = psgate::check_lcores_exist(*config, psgate::affinity_cpus(), config_path, psgate::online_cpus());
-      !lcores) {
+  // Lcores must exist on this machine (the parser cannot know which do),
+  // and be in this process's CPU affinity. --check is run from a shell whose
+  // affinity need not be the service's (isolcpus leaves the isolated CPUs
+  // out of a login shell's; CPUAffinity= sets the unit's): there an online
+  // CPU outside it is a warning, not a refusal.
+  const std::vector<unsigned> affinity = psgate::affinity_cpus(), online = psgate::online_cpus();
+  const std::vector<unsigned>& usable = check_only && !online.empty() ? online : affinity;
+  if (auto lcores = psgate::check_lcores_exist(*config, usable, config_path, online); !lcores) {
     std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());
     return 2;
+  }
+  if (check_only) {
+    if (auto here = psgate::check_lcores_exist(*config, affinity, config_path, online); !here) {
+      std::fprintf(stderr,
+                   "psgate: warning: %s: a start with this process's affinity would fail; the service's "
+                   "(CPUAffinity=) may differ\n",
+                   here.error().c_str());
+    }
   }
   // The state file's path: a directory, or a directory this process cannot
   // write, is refused before DPDK starts, by --check too, which also reads

@@ -390,6 +390,30 @@ TEST(Links, AStdoutNobodyReadsIsNotFatal) {
   EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
 }
 
+// --check from a shell whose CPU affinity leaves out the data lcore (isolcpus
+// keeps isolated CPUs out of a login shell's; the unit's CPUAffinity= is not
+// the shell's): the CPU exists, so it passes, warning; a start from there is
+// refused, naming the affinity.
+TEST(Links, CheckUnderAnAffinityWithoutTheLcoreWarnsAndAStartIsRefused) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs CPUs 0 and 1";
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("psgate.toml", pcap_config(fx, "main = 0\ndata = [1]"));
+  for (const bool check : {true, false}) {
+    std::vector<std::string> argv = {"/usr/bin/taskset", "-c",       "0",
+                                     psgate_binary(),    "--config", fx.path("psgate.toml")};
+    if (check) argv.push_back("--check");
+    else argv.insert(argv.end(), {"--duration", "1"});
+    ChildProcess run(argv, ChildProcess::Options{fx.path(check ? "check.out" : "start.out"), "", fx.dir()});
+    const int status = run.wait(60);
+    const std::string out = run.output();
+    EXPECT_EQ(status, check ? 0 : 2) << out;
+    EXPECT_NE(out.find("lcores.data[0]: lcore 1 is outside psgate's CPU affinity"), std::string::npos) << out;
+    if (check) EXPECT_NE(out.find("warning"), std::string::npos) << out;
+  }
+}
+
 TEST(Links, LcoresThatDoNotExistAreRefusedNamingTheKey) {
   DaemonFixture fx;
   fx.write_pcap("wire-in.pcap", {});
