@@ -106,12 +106,15 @@ inline void mark_ce_in_run(const EgressPort& egress, unsigned c, rte_mbuf* const
 // starved by higher ones must not hold a new job with it (its flows' earlier
 // packets wait there anyway; a new flow of the job would wait for nothing).
 // sched_release_holds also ends the hold when the job sends nothing more.
-[[gnu::noinline]] static bool held_in_default(EgressPort& egress, uint32_t slot, unsigned cls) {
+[[gnu::noinline]] static bool held_in_default(EgressPort& egress, uint32_t slot) {
   EgressPort::JobQueue& jq = egress.job_queue[slot];
   EgressPort::Pin& pin = egress.pins[slot];
   const unsigned d = egress.default_class;
   const uint64_t now = rte_rdtsc();
-  if (cls != d) pin.target = static_cast<uint8_t>(cls);
+  // The class the hold ends in (pin.target) is the one this lcore's
+  // snapshot gives the job (sched_sync_slots sets it at every snapshot), not
+  // an arriving packet's: one classified under an older snapshot would take
+  // the job back to the class it was re-ranked out of.
   if (now >= pin.until_tsc) {
     jq.pin = 0;
     return false;
@@ -132,7 +135,7 @@ inline unsigned settle_job_class(EgressPort& egress, LcoreCounters& counters, ui
                                  unsigned arriving = 1) {
   EgressPort::JobQueue& jq = egress.job_queue[slot];
   if (jq.pin != 0) [[unlikely]] {
-    if (held_in_default(egress, slot, cls)) {
+    if (held_in_default(egress, slot)) {
       // Its packets queued elsewhere (the slot's previous job's) stay where
       // they are; the count covers both, as for any job.
       jq.cls = static_cast<uint8_t>(egress.default_class);
@@ -609,7 +612,7 @@ void sched_release_holds(const DataplaneShared& shared, const SchedContext& ctx,
     // A held job's packets move to its class when the hold ends, whether or
     // not another of them arrives (settle_job_class does the move).
     if (jq.pin != 0 && jq.queued != 0) settle_job_class(egress, counters, slot, pin.target, 0);
-    else if (jq.pin != 0) held_in_default(egress, slot, d);  // ends the pin when over
+    else if (jq.pin != 0) held_in_default(egress, slot);  // ends the pin when over
     if (jq.pin != 0) egress.held_slots[kept++] = slot;
   }
   egress.held_slots.resize(kept);

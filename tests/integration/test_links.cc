@@ -410,7 +410,9 @@ TEST(Links, CheckUnderAnAffinityWithoutTheLcoreWarnsAndAStartIsRefused) {
     const std::string out = run.output();
     EXPECT_EQ(status, check ? 0 : 2) << out;
     EXPECT_NE(out.find("lcores.data[0]: lcore 1 is outside psgate's CPU affinity"), std::string::npos) << out;
-    if (check) EXPECT_NE(out.find("warning"), std::string::npos) << out;
+    if (check) {
+      EXPECT_NE(out.find("warning"), std::string::npos) << out;
+    }
   }
 }
 
