@@ -622,8 +622,13 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       return;
     }
     // Our key gone (expired, deleted) or someone else's: not leader.
-    if (leader && view && (view->revision > fence || view->store_epoch != leader_epoch_) &&
-        view->leader_created != fence) {
+    // Across a store epoch a create revision equal to our fence proves
+    // nothing (another gateway's key in the restored store may have it):
+    // the key must also be ours by name and lease.
+    const bool ours =
+        view && view->leader_created == fence &&
+        (view->store_epoch == leader_epoch_ || (view->leader == spec_.name && view->leader_lease == lease));
+    if (leader && view && (view->revision > fence || view->store_epoch != leader_epoch_) && !ours) {
       spdlog::info("cluster: no longer the policy leader (leader is now \"{}\")", view->leader);
       leader_ = false;
       return;

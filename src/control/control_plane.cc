@@ -888,7 +888,8 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
   // once it has (a new store epoch) and reached that revision.
   const uint64_t until = monotonic_ns() + 2'000'000'000;
   const uint64_t epoch_at_write = applied_epoch_;
-  const bool store_went_back = *revision < applied_revision_;
+  // (Equal too: within one store a write's revision is above every one applied.)
+  const bool store_went_back = *revision <= applied_revision_;
   auto in_force = [&] {
     return applied_revision_ >= *revision && !(store_went_back && applied_epoch_ == epoch_at_write);
   };

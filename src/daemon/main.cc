@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
       "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
       "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
-      "carry or refuses, and lcores.data needing more queues than a device has) or state file,\n"
+      "carry, and lcores.data needing more queues than a device has) or state file,\n"
       "1 DPDK/device/socket set-up failure (the control socket, or\n"
       "metrics.listen's address taken) or counters that do not add up.\n"
       "[metrics] listen = \"127.0.0.1:9467\" serves Prometheus metrics on GET /metrics (off by default)."};

@@ -143,7 +143,10 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);
     // the others read the configured rxmode.mtu when they start.
     if (int rc = rte_eth_dev_set_mtu(port_id, static_cast<uint16_t>(spec.mtu)); rc != 0 && rc != -ENOTSUP) {
-      if (config_error) *config_error = true;
+      // Not marked as the configuration's: the size was checked against the
+      // device's limit already (port_capacity), and a removed or resetting
+      // device, or a VF whose PF is not ready, fails here too (a restart
+      // mends those).
       return Result<bool>::failure("ports." + role + ".mtu: the device refuses MTU " + std::to_string(spec.mtu) + ": " +
                                    std::strerror(-rc));
     }

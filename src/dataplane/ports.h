@@ -27,8 +27,8 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
 // across them when the device supports it) and nb_txq TX queues,
 // promiscuous mode, and starts the port. `config_error`, if given, is set
 // when the failure is the configuration's (more queues than the device has
-// for lcores.data, an MTU it refuses): its message then names the key, and a
-// restart cannot mend it.
+// for lcores.data): its message then names the key, and a restart cannot
+// mend it.
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
                         unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, bool* config_error = nullptr);
 

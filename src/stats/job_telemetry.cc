@@ -23,7 +23,11 @@ JobTelemetry read_once(const JobBurstState& s, uint64_t now, uint64_t gap_ticks,
   // Read after last_tx (the lcore writes them in the other order): a start
   // past last_tx is a new burst begun between the two reads, in progress.
   const uint64_t start = s.current_start_tsc.get();
-  if (current != 0 && now > last_tx && now - last_tx > gap_ticks && start <= last_tx) {
+  // Quiet by a quarter gap more than the lcore's own test: the lcore's clock
+  // is read once per loop, so its next transmission may carry a time a
+  // little before this reader's `now`; a burst counted here as ended must
+  // not be found still open by the next read (a count that goes back).
+  if (current != 0 && now > last_tx && now - last_tx > gap_ticks + gap_ticks / 4 && start <= last_tx) {
     // Quiet for longer than the gap: the burst in progress has ended, though
     // the lcore only records it when the job sends again. It is an iteration
     // by the rule the lcore will apply (job_telemetry.h); a smaller one is
