@@ -216,6 +216,16 @@ bool same_jobs_for_snapshot(const JobRegistry& a, const JobRegistry& b) {
   return true;
 }
 
+// Calls `fn` with each rules file a job of `a` names that `b` does not (the
+// job gone from `b`, or its rules file another there).
+template <typename Fn>
+void for_each_rules_file_only_in(const JobRegistry& a, const JobRegistry& b, Fn&& fn) {
+  for (const JobRecord* j : a.in_age_order()) {
+    const JobRecord* other = b.find(j->spec.id);
+    if (!j->rules_file.empty() && (!other || other->rules_file != j->rules_file)) fn(j->rules_file);
+  }
+}
+
 }  // namespace
 
 Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64_t& rules_serial) {
@@ -291,11 +301,8 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
       // names may be used again (the serial stays, as the state file in
       // force has it): nothing is left under them.
       const std::string dir = rules_dir_path(path);
-      for (const JobRecord* j : next.jobs.in_age_order()) {
-        const JobRecord* had = state_.jobs.find(j->spec.id);
-        if (!j->rules_file.empty() && (!had || had->rules_file != j->rules_file))
-          ::unlink((dir + "/" + j->rules_file).c_str());
-      }
+      for_each_rules_file_only_in(next.jobs, state_.jobs,
+                                  [&](const std::string& name) { ::unlink((dir + "/" + name).c_str()); });
       return persisted;
     }
   }
@@ -332,11 +339,9 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     // every file the copied state names, even when a job was removed in
     // between. (After a failed write the old file may still name them:
     // those stay, and the next start removes them as unnamed.)
-    for (const JobRecord* j : state_.jobs.in_age_order()) {
-      const JobRecord* still = next.jobs.find(j->spec.id);
-      if (!j->rules_file.empty() && (!still || still->rules_file != j->rules_file))
-        unnamed_rules_files_.push_back({j->rules_file, now_ns + kUnnamedRulesFileLifeNs});
-    }
+    for_each_rules_file_only_in(state_.jobs, next.jobs, [&](const std::string& name) {
+      unnamed_rules_files_.push_back({name, now_ns + kUnnamedRulesFileLifeNs});
+    });
     persisted_text_ = std::move(text);
   }
   if (!path.empty() && persisted.ok() != state_unsaved_.empty()) {
