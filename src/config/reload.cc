@@ -120,6 +120,60 @@ void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was,
     in_force.shaper_burst_bytes = compiled.shaper_burst_bytes;
 }
 
+std::vector<std::string> apply_file_changes(std::array<PortLive, kPortCount>& live, PolicyParams& policy,
+                                            const FileSettings& was, const FileSettings& is, bool take_policy) {
+  std::vector<std::string> taken;
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    const PortLive& a = was.ports[p];
+    const PortLive& b = is.ports[p];
+    PortLive merged = live[p];
+    // As merge_shaper_change: rate and burst each where the file changed
+    // it; a shaper removed from the file leaves the port unshaped.
+    const bool rate_changed = a.shaper_bytes_per_sec != b.shaper_bytes_per_sec;
+    if (rate_changed || a.shaper_burst_bytes != b.shaper_burst_bytes) {
+      if (b.shaper_bytes_per_sec == 0) {
+        merged.shaper_bytes_per_sec = 0;
+        merged.shaper_burst_bytes = 0;
+      } else {
+        if (rate_changed) merged.shaper_bytes_per_sec = b.shaper_bytes_per_sec;
+        if (a.shaper_burst_bytes != b.shaper_burst_bytes || !merged.shaper_burst_bytes)
+          merged.shaper_burst_bytes = b.shaper_burst_bytes;
+      }
+      taken.push_back(std::string("shaper.") + kPortNames[p]);
+    }
+    // The class count is the same in all three (the state file is refused
+    // at read for another classes.count).
+    const size_t classes = std::min({merged.classes.size(), a.classes.size(), b.classes.size()});
+    for (size_t k = 0; k < classes; ++k) {
+      const ClassLive& x = a.classes[k];
+      const ClassLive& y = b.classes[k];
+      ClassLive& c = merged.classes[k];
+      if (x == y) continue;
+      if (x.cap_bytes_per_sec != y.cap_bytes_per_sec || x.cap_burst_bytes != y.cap_burst_bytes) {
+        c.cap_bytes_per_sec = y.cap_bytes_per_sec;
+        c.cap_burst_bytes = y.cap_burst_bytes;
+      }
+      if (x.floor_bytes_per_sec != y.floor_bytes_per_sec || x.floor_burst_bytes != y.floor_burst_bytes) {
+        c.floor_bytes_per_sec = y.floor_bytes_per_sec;
+        c.floor_burst_bytes = y.floor_burst_bytes;
+      }
+      if (x.actions.ecn_threshold != y.actions.ecn_threshold) c.actions.ecn_threshold = y.actions.ecn_threshold;
+      if (x.actions.dscp != y.actions.dscp) c.actions.dscp = y.actions.dscp;
+      taken.push_back("classes." + std::to_string(k) + "." + kPortNames[p]);
+    }
+    if (floors_problem(merged)) {  // saved floors against the file's shaper, or the other way round
+      merged = b;
+      taken.push_back(std::string("classes.*.") + kPortNames[p] + " (the whole port: the saved floors did not fit)");
+    }
+    live[p] = std::move(merged);
+  }
+  if (take_policy && !(was.policy == is.policy)) {
+    policy = is.policy;
+    taken.emplace_back("policy");
+  }
+  return taken;
+}
+
 Result<ConfigSpec> read_config_for_reload(const std::string& path) {
   using R = Result<ConfigSpec>;
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -8,11 +8,13 @@
 // restart and is named by its key.
 #pragma once
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "psgate/config.h"
+#include "psgate/counters.h"  // kPortCount
 #include "psgate/port_live.h"
 #include "psgate/result.h"
 
@@ -54,6 +56,27 @@ ClassLive merge_class_change(const ClassLive& in_force, const ClassSpec& was, co
 // The same for a port's shaper (rate, burst).
 void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was, const std::optional<RateSpec>& is,
                          const PortLive& compiled);
+
+// The settings `class`, `shaper` and `policy` change, as a configuration
+// file gives them (compile_ports, config/compile.h). The state file records the file's at each
+// write, so that a start can tell what the file changed since.
+struct FileSettings {
+  PolicyParams policy;
+  std::array<PortLive, kPortCount> ports;
+  bool operator==(const FileSettings&) const = default;
+};
+
+// A start with a state file: what the file changed since the state file was
+// written (`was`, recorded in it; `is`, the file now) replaces the saved
+// value in `live` and `policy`, setting by setting as a reload applies it;
+// everything else keeps the saved value (a socket change included). So an
+// edit followed by a restart, rather than a reload, is not lost. The policy
+// only when `take_policy` (cluster mode: the policy is the store's).
+// Returns the keys taken from the file ("shaper.wire", "classes.3.host",
+// "policy"). A port whose merged floors no longer fit its shaper is taken
+// from the file whole (the loader checked that combination).
+std::vector<std::string> apply_file_changes(std::array<PortLive, kPortCount>& live, PolicyParams& policy,
+                                            const FileSettings& was, const FileSettings& is, bool take_policy);
 
 // The config file for a reload, read on the control thread: only a regular
 // file of at most kMaxConfigFileBytes (as at start), opened without

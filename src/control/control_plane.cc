@@ -115,6 +115,15 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   const bool had_live = s.live.has_value();
   if (auto valid = check_saved_state(s, config); !valid) return R::failure(valid.error());
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
+  // What the file changed since the state file was written is the file's
+  // (an edit, then a restart rather than a reload); the rest is the saved
+  // state's, socket changes included. A state file without the record
+  // (written by an older psgate) keeps its own, as it always did.
+  std::vector<std::string> from_file;
+  if (s.file && had_live) {
+    const FileSettings now{config.policy, compile_ports(config)};
+    from_file = apply_file_changes(initial.live, initial.policy, *s.file, now, !config.cluster.has_value());
+  }
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
   // What is on disk: start() then rewrites the file only if its rendering
@@ -127,6 +136,12 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
                had_live ? ", class and shaper settings" : "");
+  if (!from_file.empty()) {
+    std::string keys;
+    for (const std::string& k : from_file) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::info("{} changed {} since the state file was written: the file's values are in force there", config.source,
+                 keys);
+  }
   return cp;
 }
 
@@ -243,7 +258,12 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
     if (auto synced = sync_directory(dir); !synced)
       return Result<bool>::failure("state file " + path + ": " + synced.error());
   }
-  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial);
+  // The file's own settings as this state's baseline: a start compares the
+  // file with them (apply_file_changes).
+  const std::optional<FileSettings> file =
+      next.config_file ? std::optional(FileSettings{next.config_file->policy, compile_ports(*next.config_file)})
+                       : std::nullopt;
+  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, file ? &*file : nullptr);
   if (text != persisted_text_) {
     if (auto written = write_state_(path, text); !written) return written;
   }

@@ -341,7 +341,7 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     return R::failure("state file " + path + ": \"rules_serial\" missing (nothing was loaded)");
   auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path));
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
-  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}};
+  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt};
   if (version >= 2) {
     auto live = ports_from_json(state.contains("ports") ? state["ports"] : json(), class_count);
     if (!live) return R::failure("state file " + path + ": " + live.error() + " (nothing was loaded)");
@@ -353,6 +353,16 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     saved.policy = *policy;
   }
   if (version >= 3) saved.rules_serial = state["rules_serial"].get<uint64_t>();
+  if (state.contains("file")) {
+    const json& f = state["file"];
+    if (!f.is_object() || !f.contains("policy"))
+      return R::failure("state file " + path + ": file: needs \"policy\" and \"ports\" (nothing was loaded)");
+    auto policy = policy_from_json(f["policy"]);
+    if (!policy) return R::failure("state file " + path + ": file." + policy.error() + " (nothing was loaded)");
+    auto ports = ports_from_json(f.contains("ports") ? f["ports"] : json(), class_count);
+    if (!ports) return R::failure("state file " + path + ": file." + ports.error() + " (nothing was loaded)");
+    saved.file = FileSettings{*policy, std::move(*ports)};
+  }
   saved.text = std::move(text);
   return std::optional<SavedState>(std::move(saved));
 }
@@ -391,16 +401,25 @@ bool StateTextRenderer::JobLine::renders(const JobRecord& j) const {
 }
 
 std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParams& policy,
-                                      const std::array<PortLive, kPortCount>& live, uint64_t rules_serial) {
+                                      const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
+                                      const FileSettings* file) {
   if (!ports_text_ || !(ports_ == live)) {
     ports_ = live;
     ports_text_ = ports_to_json(live).dump();
+  }
+  if (!file) {
+    file_.reset();
+    file_text_.clear();
+  } else if (!file_ || !(*file_ == *file)) {
+    file_ = *file;
+    file_text_ =
+        ",\n \"file\": " + json{{"policy", policy_to_json(file->policy)}, {"ports", ports_to_json(file->ports)}}.dump();
   }
   ++renders_;
   // One job per line: readable, and a fraction of the size of an indented dump.
   std::string text = "{\"version\": 3, \"rules_serial\": " + std::to_string(rules_serial) +
                      ",\n \"policy\": " + policy_to_json(policy).dump() + ",\n \"ports\": " + *ports_text_ +
-                     ",\n \"jobs\": [";
+                     file_text_ + ",\n \"jobs\": [";
   text.reserve(text.size() + jobs.size() * (lines_.empty() ? 128 : text_per_job_) + 8);
   bool first = true;
   for (const JobRecord* j : jobs.in_age_order()) {
@@ -426,8 +445,9 @@ std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParam
 }
 
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial) {
-  return StateTextRenderer().render(jobs, policy, live, rules_serial);
+                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
+                            const FileSettings* file) {
+  return StateTextRenderer().render(jobs, policy, live, rules_serial, file);
 }
 
 namespace {

@@ -26,7 +26,13 @@
 //    "policy": {"name", "interval_ns", "rotate_on": "time" | "iteration"},
 //    "ports": {"wire"|"host": {"shaper_bytes_per_sec", "shaper_burst_bytes",
 //              "classes": [{"cap_bytes_per_sec", "cap_burst_bytes", "floor_bytes_per_sec",
-//                           "floor_burst_bytes", "ecn_threshold", "dscp"}, ...]}}}
+//                           "floor_burst_bytes", "ecn_threshold", "dscp"}, ...]}},
+//    "file": {"policy": {...}, "ports": {...}}?}
+// "file" is what the configuration file itself said of those settings when
+// the state was written (as "policy" and "ports"; absent in files written
+// before psgate recorded it): a start takes what the file changed since
+// (apply_file_changes, config/reload.h), so an edit followed by a restart
+// is not silently overridden by the saved values.
 // (0 = none; dscp -1 = keep.) A rules file: {"job": id, "match": ["rule", ...]}.
 // "rules_serial" numbers the next rules file, so a name is never reused
 // while a state file may name it. Jobs are listed in the order they were
@@ -40,6 +46,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "config/reload.h"    // FileSettings
 #include "psgate/counters.h"  // kPortCount
 #include "psgate/job_registry.h"
 #include "psgate/policy.h"
@@ -54,6 +61,7 @@ struct SavedState {
   std::optional<std::array<PortLive, kPortCount>> live;  // absent in a version 1 file
   uint64_t rules_serial = 0;                             // the next rules file's number
   std::string text;                                      // the file as read
+  std::optional<FileSettings> file;                      // the config file's settings when written
 };
 
 // The directory of the rules files of the state file at `state_path`.
@@ -92,7 +100,8 @@ Result<bool> check_state_dir_writable(const std::string& path);
 // The state file's text for this state (version 3). Every job must have its
 // rules file (JobRecord::rules_file).
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
-                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial);
+                            const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
+                            const FileSettings* file = nullptr);
 
 // state_file_text's text, byte for byte, for one state after another: each
 // job's line is kept from the previous render and rendered again only when
@@ -104,7 +113,7 @@ std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
 class StateTextRenderer {
  public:
   std::string render(const JobRegistry& jobs, const PolicyParams& policy, const std::array<PortLive, kPortCount>& live,
-                     uint64_t rules_serial);
+                     uint64_t rules_serial, const FileSettings* file = nullptr);
 
  private:
   // The fields a job's line shows (its id is the key), and the line.
@@ -123,6 +132,8 @@ class StateTextRenderer {
   size_t text_per_job_ = 128;  // bytes, from the last render: the text's size is reserved up front
   std::array<PortLive, kPortCount> ports_;
   std::optional<std::string> ports_text_;  // ports_ rendered
+  std::optional<FileSettings> file_;
+  std::string file_text_;  // file_ rendered (with its key), empty for none
 };
 
 // Replaces the file at `path` with `text` atomically and durably: write a

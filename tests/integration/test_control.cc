@@ -674,22 +674,22 @@ TEST_F(ControlTest, CountersAreReadableThroughDpdkTelemetry) {
   close(fd);
 }
 
+// A daemon started from psgate.toml and answering health within 30 s.
+bool start_and_wait(DaemonFixture& fx) {
+  fx.start_daemon("psgate.toml");
+  for (int i = 0; i < 300 && psgatectl_at(fx.path("ctl.sock"), {"health"}).status != 0; ++i) {
+    if (!fx.daemon_running()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
+}
+
 TEST(ControlState, JobsOrderAndPolicySurviveARestartAndACorruptStateFileIsRefused) {
   DaemonFixture fx;
   write_captures(fx);
   fx.write_file("psgate.toml", control_config(fx, "state = \"state.json\"\n"));
-  auto ctl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"-s", fx.path("ctl.sock")});
-    return psgatectl(args);
-  };
-  auto wait_ready = [&] {
-    for (int i = 0; i < 300 && ctl({"health"}).status != 0; ++i) {
-      if (!fx.daemon_running()) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return ctl({"health"}).status == 0;
-  };
-  fx.start_daemon("psgate.toml");
+  auto ctl = [&](std::vector<std::string> args) { return psgatectl_at(fx.path("ctl.sock"), std::move(args)); };
+  auto wait_ready = [&] { return start_and_wait(fx); };
   ASSERT_TRUE(wait_ready());
   ASSERT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.5/32,dport=2400,proto=tcp", "--name", "seven"}).status, 0);
   ASSERT_EQ(ctl({"order", "7", "2", "1"}).status, 0);
@@ -698,7 +698,6 @@ TEST(ControlState, JobsOrderAndPolicySurviveARestartAndACorruptStateFileIsRefuse
   const std::string before = ctl({"jobs", "list", "--json"}).out;
   ASSERT_EQ(fx.stop_daemon().exit_status, 0);
 
-  fx.start_daemon("psgate.toml");
   ASSERT_TRUE(wait_ready());
   const json after = json::parse(ctl({"jobs", "list", "--json"}).out);
   const json was = json::parse(before);
@@ -720,6 +719,40 @@ TEST(ControlState, JobsOrderAndPolicySurviveARestartAndACorruptStateFileIsRefuse
   std::ifstream kept(fx.path("state.json"));
   std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"high\""), std::string::npos) << "the corrupt file must be left for the operator";
+}
+
+// psgate.toml edited while the gateway is down, then a start (not a
+// reload): what the file changed is in force, what the socket changed and
+// the file did not is kept; and the next start compares with the file as
+// read this time, so a policy set on the socket then survives.
+TEST(ControlState, AStartTakesTheFilesEditsAndKeepsTheSocketsChanges) {
+  DaemonFixture fx;
+  write_captures(fx);
+  const std::string state = "state = \"state.json\"\n";
+  fx.write_file("psgate.toml", control_config(fx, state));
+  auto ctl = [&](std::vector<std::string> args) { return psgatectl_at(fx.path("ctl.sock"), std::move(args)); };
+  auto ctl_json = [&](std::vector<std::string> args) { return psgatectl_json(fx.path("ctl.sock"), std::move(args)); };
+  ASSERT_TRUE(start_and_wait(fx));
+  ASSERT_EQ(ctl({"shaper", "host", "300Mbit/s"}).status, 0);
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+
+  fx.write_file("psgate.toml", control_config(fx, state + "[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n"
+                                                          "[policy]\nname = \"fifo\"\n"));
+  ASSERT_TRUE(start_and_wait(fx));
+  json config = ctl_json({"config"});
+  EXPECT_EQ(config["shaper"]["wire"]["rate"], "1Gbit/s") << config.dump();
+  EXPECT_EQ(config["shaper"]["wire"]["burst"], "1MiB");
+  EXPECT_EQ(config["shaper"]["host"]["rate"], "300Mbit/s") << "the socket's change, which the file did not touch";
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "fifo");
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "30s"}).status, 0);
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+
+  ASSERT_TRUE(start_and_wait(fx));  // the same file: nothing in it changed since
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "round-robin");
+  config = ctl_json({"config"});
+  EXPECT_EQ(config["shaper"]["wire"]["rate"], "1Gbit/s");
+  EXPECT_EQ(config["shaper"]["host"]["rate"], "300Mbit/s");
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
 }  // namespace

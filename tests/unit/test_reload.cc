@@ -133,6 +133,68 @@ TEST(Reload, MergesOnlyTheSettingsTheFileChanged) {
   EXPECT_EQ(port.shaper_bytes_per_sec, 0u);  // removed from the file: unshaped
 }
 
+// A start with a state file: what the file changed since the state was
+// written comes from the file, setting by setting; what it did not change
+// keeps the saved value (made on the socket), and the policy only outside
+// cluster mode.
+TEST(Reload, AStartTakesWhatTheFileChangedSinceTheStateWasWritten) {
+  auto settings = [](uint64_t shaper, uint64_t cap, int dscp, PolicyKind policy) {
+    FileSettings f;
+    f.policy.kind = policy;
+    for (PortLive& p : f.ports) {
+      p.shaper_bytes_per_sec = shaper;
+      p.shaper_burst_bytes = shaper ? 65536 : 0;
+      p.classes.resize(4);
+      p.classes[2].cap_bytes_per_sec = cap;
+      p.classes[2].cap_burst_bytes = cap ? 65536 : 0;
+      p.classes[2].actions.dscp = dscp;
+    }
+    return f;
+  };
+  const FileSettings was = settings(0, 125'000'000, kNoDscp, PolicyKind::kStatic);
+  const FileSettings is = settings(250'000'000, 125'000'000, kNoDscp, PolicyKind::kRoundRobin);
+  // Saved: the socket set class 2's DSCP and the host port's cap.
+  std::array<PortLive, kPortCount> live = was.ports;
+  live[0].classes[2].actions.dscp = 10;
+  live[1].classes[2].cap_bytes_per_sec = 1'000'000;
+  PolicyParams policy;
+  policy.kind = PolicyKind::kTensorLightsOne;
+  const auto taken = apply_file_changes(live, policy, was, is, true);
+  EXPECT_EQ(taken, (std::vector<std::string>{"shaper.wire", "shaper.host", "policy"}));
+  EXPECT_EQ(live[0].shaper_bytes_per_sec, 250'000'000u);
+  EXPECT_EQ(live[0].shaper_burst_bytes, 65536u);
+  EXPECT_EQ(live[0].classes[2].actions.dscp, 10);               // not changed in the file: kept
+  EXPECT_EQ(live[1].classes[2].cap_bytes_per_sec, 1'000'000u);  // likewise
+  EXPECT_EQ(policy.kind, PolicyKind::kRoundRobin);
+
+  // An unchanged file changes nothing; in cluster mode the policy stays.
+  std::array<PortLive, kPortCount> same = live;
+  PolicyParams kept;
+  kept.kind = PolicyKind::kTensorLightsOne;
+  EXPECT_TRUE(apply_file_changes(same, kept, is, is, true).empty());
+  EXPECT_EQ(same, live);
+  EXPECT_TRUE(apply_file_changes(same, kept, was, is, false) ==
+              (std::vector<std::string>{"shaper.wire", "shaper.host"}));
+  EXPECT_EQ(kept.kind, PolicyKind::kTensorLightsOne);
+
+  // A class setting changed in the file; a floor saved on the socket that
+  // no longer fits the file's new shaper takes the whole port from the file.
+  std::array<PortLive, kPortCount> floors = was.ports;
+  floors[0].classes[1].floor_bytes_per_sec = 200'000'000;
+  floors[0].classes[1].floor_burst_bytes = 65536;
+  floors[0].shaper_bytes_per_sec = 1'000'000'000;
+  floors[0].shaper_burst_bytes = 65536;
+  FileSettings capped = was;
+  for (PortLive& p : capped.ports) p.classes[2].cap_bytes_per_sec = 2'000'000;
+  capped.ports[0].shaper_bytes_per_sec = 100'000'000;
+  capped.ports[0].shaper_burst_bytes = 65536;
+  PolicyParams none;
+  const auto t = apply_file_changes(floors, none, was, capped, true);
+  EXPECT_EQ(floors[0], capped.ports[0]);
+  EXPECT_EQ(floors[1].classes[2].cap_bytes_per_sec, 2'000'000u);
+  EXPECT_EQ(t.back(), "classes.2.host");
+}
+
 // The control thread reads the file: a FIFO (no writer) or a device must be
 // refused at once, not block it.
 TEST(Reload, ReadsOnlyARegularFileAndNeverBlocks) {
