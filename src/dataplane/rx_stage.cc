@@ -144,7 +144,15 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
     l3_offset[i] = p.l3_offset;
     ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed) ? static_cast<uint8_t>(p.l3) : 0;
     kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
-    if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) continue;
+    if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) {
+      // A first fragment too short for its L4 header (RFC 1858's tiny
+      // fragment) has no job; remembered as such, so that its later
+      // fragments follow it rather than match on addresses alone, where a
+      // port-restricted job's rule would take them.
+      if (p.malformed && p.fragment && !p.non_first_fragment) [[unlikely]]
+        firsts |= uint64_t{1} << i;
+      continue;
+    }
     if (p.fragment) [[unlikely]] {
       if (!p.non_first_fragment) {
         firsts |= uint64_t{1} << i;

@@ -203,6 +203,26 @@ TEST(Fragments, ReorderedFragmentsInOneBurstFollowTheirOwnDatagram) {
   EXPECT_EQ(g.followed(), 4u);
 }
 
+// A first fragment too short to hold its UDP header (RFC 1858's tiny
+// fragment) is malformed: no job. Its later fragments must go where it went,
+// not to the job their addresses alone match first (before, they were
+// orphans and job 1 took them).
+TEST(Fragments, LaterFragmentsOfATinyFirstFragmentGetNoJob) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto frames = ipv4_datagram(6000, 0x77);
+  std::vector<uint8_t>& first = frames[0];
+  constexpr size_t kIp = 14;  // untagged
+  first[kIp + 2] = 0;
+  first[kIp + 3] = 24;  // total length: the IP header and 4 bytes of UDP
+  first.resize(60);     // Ethernet's minimum, padded past the datagram
+  g.send(frames);
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 0}})) << "a later fragment went by its addresses alone";
+  EXPECT_EQ(g.followed(), 2u);
+  EXPECT_EQ(g.orphaned(), 0u);
+  EXPECT_EQ(g.unclassified(), 2u);
+}
+
 // A later fragment whose first was never seen is classified on addresses and
 // protocol, as before, and counted; so is one of another Identification.
 TEST(Fragments, AnOrphanIsClassifiedByAddressesAndCounted) {
