@@ -66,8 +66,37 @@ inline bool is_link_control_ethertype(uint16_t type) {
     case 0x8902:  // CFM (802.1ag, Y.1731)
       return true;
     default:
-      return type < 0x0600;  // an 802.3 length: LLC frames (STP, CDP, ...)
+      return false;  // 802.3 lengths (< 0x0600) are for is_link_control_llc
   }
+}
+
+// An 802.3 frame: the type field is the LLC payload's length (at most 1500).
+// LLC carries the link's own control (STP, CDP, ...), small frames whose
+// length agrees with the frame: the payload holds `length` bytes and at most
+// Ethernet's minimum padding besides. Anything else with a small type field
+// (a jumbo frame with a length that contradicts it, or a bulk protocol
+// choosing a type below 0x0600) gets no top class; nor does SNAP with OUI
+// 00-00-00 (RFC 1042), which carries an ethertype, unless that ethertype is
+// itself link control. `llc`: the payload's offset; bytes in view end at
+// `len`, the frame at `frame_len`.
+enum class Llc { kControl, kOther, kOutOfView };
+inline Llc classify_llc(const uint8_t* data, uint32_t llc, uint16_t length, uint32_t len, uint32_t frame_len) {
+  constexpr uint32_t kMax8023Length = 1500;
+  constexpr uint32_t kMinPayload = 46;  // Ethernet's minimum frame, untagged, less header and FCS
+  constexpr uint32_t kSnapHeader = 8;   // DSAP, SSAP, control, OUI, type
+  const uint32_t payload = frame_len - llc;
+  if (length > kMax8023Length || length > payload || payload > (length > kMinPayload ? length : kMinPayload))
+    return Llc::kOther;
+  if (length < kSnapHeader) return Llc::kControl;
+  // Whether it is SNAP cannot be told from a view that ends before the
+  // header (an mbuf chain's tiny first segment): not trusted.
+  if (len - llc < kSnapHeader) return Llc::kOutOfView;
+  const uint8_t* p = data + llc;
+  if (p[0] == 0xaa && p[1] == 0xaa && p[2] == 0x03 && p[3] == 0 && p[4] == 0 && p[5] == 0) {
+    const uint16_t inner = load_be16(p + 6);
+    return inner >= 0x0600 && is_link_control_ethertype(inner) ? Llc::kControl : Llc::kOther;
+  }
+  return Llc::kControl;
 }
 
 // Link-scoped IP control protocols: routing and first-hop redundancy whose
@@ -291,6 +320,10 @@ void parse_packet(const uint8_t* data, uint32_t len, uint32_t frame_len, ParsedP
     parse_ipv4(data, off, len, frame_len, out);
   } else if (type == kEtherTypeIpv6) {
     parse_ipv6(data, off, len, frame_len, out);
+  } else if (type < 0x0600) {
+    const Llc llc = classify_llc(data, off, type, len, frame_len);
+    out.malformed = llc == Llc::kOutOfView;
+    out.network_control = llc == Llc::kControl;
   } else {
     out.malformed = false;
     out.network_control = is_link_control_ethertype(type);

@@ -490,6 +490,26 @@ std::vector<Case> good_cases() {
                  s.payload_len = 38;
                }),
                {.l3 = kNon, .network_control = true}});
+  // 802.3 frames whose length field does not describe a small LLC frame, or
+  // that carry IP in SNAP (RFC 1042): bulk that must not get class 0.
+  auto llc = [](uint16_t length, size_t payload, std::initializer_list<uint8_t> head) {
+    Bytes f = build([&](auto& s) {
+      s.l3 = pk::L3::kNone;
+      s.ethertype = length;
+      s.payload_len = payload;
+    });
+    std::copy(head.begin(), head.end(), f.begin() + 14);
+    return f;
+  };
+  c.push_back({"ieee8023_jumbo_with_small_length", llc(46, 9000, {}), {.l3 = kNon}});
+  c.push_back({"ieee8023_length_zero_bulk", llc(0, 1400, {}), {.l3 = kNon}});
+  c.push_back({"ieee8023_length_past_frame", llc(1500, 100, {}), {.l3 = kNon}});
+  c.push_back({"llc_snap_ipv4", llc(1000, 1000, {0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00}), {.l3 = kNon}});
+  c.push_back(
+      {"llc_snap_arp", llc(36, 36, {0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x06}), {.l3 = kNon, .network_control = true}});
+  c.push_back({"llc_snap_cdp",
+               llc(300, 300, {0xaa, 0xaa, 0x03, 0, 0, 0x0c, 0x20, 0x00}),
+               {.l3 = kNon, .network_control = true}});
   for (uint16_t type : {0x8035, 0x8808, 0x8809, 0x888e, 0x88f7, 0x8902}) {
     c.push_back({"link_control_ethertype_" + std::to_string(type),
                  build([type](auto& s) {
@@ -806,6 +826,11 @@ TEST(PacketParser, EveryTruncationOfGoodFrames) {
       }
       need = off + 2;
     }
+    // An 802.3 frame's class depends on its length agreeing with the frame's:
+    // cut short of the LLC payload its length states, it is no control frame
+    // (and a long frame cut to its stated length may become one).
+    const unsigned type = c.frame[need - 2] << 8 | c.frame[need - 1];
+    const bool llc = full.l3 == L3Kind::kNonIp && type < 0x0600;
     for (size_t n = 0; n <= c.frame.size(); ++n, ++cuts) {
       const std::string what = c.name + " cut at " + std::to_string(n);
       SCOPED_TRACE(what);
@@ -820,7 +845,11 @@ TEST(PacketParser, EveryTruncationOfGoodFrames) {
         ASSERT_EQ(p.sport, full.sport);
         ASSERT_EQ(p.dport, full.dport);
         ASSERT_EQ(p.proto, full.proto);
-        ASSERT_EQ(p.network_control, full.network_control);
+        if (!llc || n == c.frame.size()) {
+          ASSERT_EQ(p.network_control, full.network_control);
+        } else if (n < need + type) {
+          ASSERT_FALSE(p.network_control);
+        }
         ASSERT_EQ(p.non_first_fragment, full.non_first_fragment);
       }
     }
