@@ -88,7 +88,7 @@ constexpr const char* unit_name(CounterUnit u) {
   X(kDropBadMbuf, "bad_mbuf", "the driver handed over a broken buffer (lengths, chain, bounds): never read")        \
   X(kDropOversize, "oversize", "larger than the egress port's MTU plus L2 header and tags")                         \
   X(kDropLinkDown, "link_down", "the egress port's link was down: nowhere to send it")                              \
-  X(kDropRunt, "runt", "shorter than an Ethernet header (14 bytes): nothing to forward")
+  X(kDropRunt, "runt", "shorter than 17 bytes (an Ethernet header and 3): nothing a NIC can send")
 
 // X(field, unit, kind, column, width, help): a port's counters. Ingress
 // counters are charged to the port the packet came in on, egress counters

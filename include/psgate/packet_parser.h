@@ -17,6 +17,12 @@ enum class L3Kind : uint8_t { kNonIp = 0, kIpv4 = 4, kIpv6 = 6 };
 
 inline constexpr unsigned kMaxVlanTags = 4;
 
+// The shortest frame forwarded: an Ethernet header and 3 bytes. Nothing
+// shorter carries a protocol (a header and at most 2 bytes), and Intel's
+// 700/800-series NICs (i40e, iavf, ice: 17 bytes in their tx_prepare) treat
+// a shorter one as a malicious driver event and disable the queue or VF.
+inline constexpr uint32_t kMinForwardFrame = 17;
+
 struct ParsedPacket {
   L3Kind l3 = L3Kind::kNonIp;
   // Truncated or inconsistent headers. A malformed packet is still forwarded

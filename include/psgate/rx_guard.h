@@ -7,7 +7,8 @@
 //                    ▼
 //                full check (rte_mbuf_check's rules, the chain walked)
 //                    ├─ broken buffer  ──▶ freed as far as it can be trusted, bad_mbuf
-//                    ├─ < 14 bytes     ──▶ runt
+//                    ├─ < 17 bytes     ──▶ runt
+//                    ├─ empty segments ──▶ unlinked from the chain and freed
 //                    ├─ > MTU + L2 + its tags ──▶ oversize
 //                    └─ a sane chain   ──▶ forwarded like any packet
 //
@@ -25,6 +26,7 @@
 #include <cstring>
 
 #include "psgate/counters.h"
+#include "psgate/packet_parser.h"  // kMinForwardFrame
 
 namespace psgate {
 
@@ -44,12 +46,18 @@ bool mbuf_is_sane(const rte_mbuf* m);
 inline constexpr unsigned kMaxBrokenSegsFreed = 128;
 void free_broken_mbuf(rte_mbuf* m);
 
+// Unlinks and frees the segments after the head of a sane chain that hold no
+// data: some NICs treat a 0-byte TX descriptor as a malicious driver event.
+// The packet's bytes and their order are unchanged.
+void unlink_empty_segments(rte_mbuf* m);
+
 // The number of 802.1Q/802.1ad tags in front of the frame's ethertype (up to
 // kMaxVlanTags), read across segments if needed.
 unsigned vlan_tag_count(const rte_mbuf* m);
 
 // Zero exactly when `m` is one segment with one reference that holds pkt_len
-// bytes inside its buffer, 14 bytes up to 14 + `max_above_14` long. Terms
+// bytes inside its buffer, kMinForwardFrame bytes up to kMinForwardFrame +
+// `max_above_min` long. Terms
 // are OR-ed, not branched on; the two range checks are differences whose
 // sign bit is set when they fail (one shift for both). The reference count
 // and the segment count are adjacent 16-bit fields, checked by one load: a
@@ -59,12 +67,12 @@ unsigned vlan_tag_count(const rte_mbuf* m);
 // writes anyway. A single segment's pool and buffer pointers are trusted.
 static_assert(offsetof(rte_mbuf, nb_segs) == offsetof(rte_mbuf, refcnt) + sizeof(uint16_t) &&
               sizeof(rte_mbuf::refcnt) == sizeof(uint16_t) && sizeof(rte_mbuf::nb_segs) == sizeof(uint16_t));
-inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_14) {
+inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_min) {
   const uint32_t len = m->pkt_len;
   uint32_t refs_and_segs;  // refcnt | nb_segs << 16 (little-endian)
   std::memcpy(&refs_and_segs, reinterpret_cast<const char*>(m) + offsetof(rte_mbuf, refcnt), sizeof refs_and_segs);
   const int64_t room = int64_t{m->buf_len} - (int64_t{m->data_off} + m->data_len);  // < 0: data past the buffer
-  const int64_t size = int64_t{max_above_14} - uint32_t(len - 14u);                 // < 0: runt or over the MTU
+  const int64_t size = int64_t{max_above_min} - uint32_t(len - kMinForwardFrame);   // < 0: runt or over the MTU
   return (uint64_t{refs_and_segs} ^ 0x00010001u) | (uint64_t{m->data_len} ^ len) |
          reinterpret_cast<uintptr_t>(m->next) | (static_cast<uint64_t>(room | size) >> 63);
 }
@@ -81,12 +89,12 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
 // packets costs one pass of loads and ORs, no branch per packet.
 inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
                                std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
-  const uint32_t max_above_14 = max_untagged_frame - 14u;
+  const uint32_t max_above_min = max_untagged_frame - kMinForwardFrame;
   uint64_t odd = 0;
   uint64_t sum = 0;
   for (unsigned i = 0; i < n; ++i) {
     sum += pkts[i]->pkt_len;
-    odd |= mbuf_fast_odd(pkts[i], max_above_14);
+    odd |= mbuf_fast_odd(pkts[i], max_above_min);
   }
   if (__builtin_expect(odd == 0, 1)) {
     bytes = sum;

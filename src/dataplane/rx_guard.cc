@@ -57,6 +57,25 @@ void free_broken_mbuf(rte_mbuf* m) {
   }
 }
 
+void unlink_empty_segments(rte_mbuf* m) {
+  // The head stays (it carries the packet's fields); its length may be 0
+  // only when the data is all in later segments, which drivers accept.
+  rte_mbuf* prev = m;
+  for (rte_mbuf* seg = m->next; seg != nullptr;) {
+    rte_mbuf* next = seg->next;
+    if (seg->data_len == 0) {
+      prev->next = next;
+      --m->nb_segs;
+      seg->next = nullptr;
+      seg->nb_segs = 1;
+      rte_pktmbuf_free_seg(seg);
+    } else {
+      prev = seg;
+    }
+    seg = next;
+  }
+}
+
 unsigned vlan_tag_count(const rte_mbuf* m) {
   unsigned tags = 0;
   for (; tags < kMaxVlanTags; ++tags) {
@@ -78,7 +97,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
   unsigned n_dropped = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    if (mbuf_fast_odd(m, max_untagged_frame - 14u) == 0) {
+    if (mbuf_fast_odd(m, max_untagged_frame - kMinForwardFrame) == 0) {
       sum += m->pkt_len;
       pkts[kept++] = m;
       continue;
@@ -90,7 +109,8 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
     }
     const uint32_t len = m->pkt_len;
     sum += len;
-    if (len < RTE_ETHER_HDR_LEN) {
+    if (m->next != nullptr) unlink_empty_segments(m);  // a NIC may refuse a 0-byte TX descriptor
+    if (len < kMinForwardFrame) {
       ++runt;
       dropped[n_dropped++] = m;
       continue;

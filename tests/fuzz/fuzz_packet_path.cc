@@ -14,7 +14,7 @@
 // buffer). After the pass, every packet must be accounted for exactly as
 // psgate's contract says:
 //   broken buffer              -> bad_mbuf
-//   shorter than 14 bytes      -> runt
+//   shorter than 17 bytes      -> runt (kMinForwardFrame)
 //   longer than MTU + 14 + 4 x its VLAN tags (up to 4) -> oversize
 //   anything else              -> transmitted, as a sane mbuf, its IPv4 header
 //                                 checksum still valid after the rewrite
@@ -312,7 +312,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const unsigned tags_seen = count_tags(pk.frame);
     if (broken) {
       pk.fate = Fate::kBad;
-    } else if (flen < 14) {
+    } else if (flen < kMinForwardFrame) {
       pk.fate = Fate::kRunt;
     } else if (flen > max_frame_bytes(kMtu, tags_seen)) {
       pk.fate = Fate::kOversize;

@@ -20,6 +20,7 @@
 #include "daemon_runner.h"
 #include "packet_builder.h"
 #include "pcap_file.h"
+#include "psgate/packet_parser.h"  // kMinForwardFrame
 
 namespace psgate::testing {
 namespace {
@@ -93,7 +94,7 @@ struct BrokenCapture {
   uint64_t records = 0;
   std::map<Frame, uint64_t> carried;  // frames psgate must transmit unchanged, with multiplicity
   uint64_t carried_count = 0;
-  uint64_t runts = 0;         // shorter than 14 bytes
+  uint64_t runts = 0;         // shorter than 17 bytes (kMinForwardFrame)
   uint64_t oversize_min = 0;  // longer than the MTU allows (as the driver delivers them)
   uint64_t past_64k = 0;      // records of more than 65,535 bytes: bad_mbuf, oversize or runt
   uint64_t cut_short = 0;     // caplen < len
@@ -131,7 +132,7 @@ const BrokenCapture& broken_capture() {
     // Every length from 1 to 65,535 bytes.
     for (uint32_t len = 1; len <= 65535; ++len) {
       const Frame f = frame_of_length(len, static_cast<uint16_t>(len));
-      if (len < 14) {
+      if (len < kMinForwardFrame) {
         put(f, len);
         ++b.runts;
       } else if (len > kMaxUntagged) {
@@ -147,9 +148,13 @@ const BrokenCapture& broken_capture() {
         Frame f = frame_of_length(orig > 9014 ? 9014 : orig, 7);
         f.resize(cap);
         put(f, orig);
+        ++b.cut_short;
+        if (cap < kMinForwardFrame) {  // what arrives is the captured part
+          ++b.runts;
+          continue;
+        }
         ++b.carried[f];
         ++b.carried_count;
-        ++b.cut_short;
       }
     }
     // 64 KiB + 1 and more (up to libpcap's own limit of 256 KiB).
