@@ -64,7 +64,7 @@ struct Group {
   const char* hint;  // when the group is given alone
 };
 constexpr Group kGroups[] = {
-    {"jobs", "Add, remove or list training jobs", "jobs: give add, rm or list"},
+    {"jobs", "Add, remove or list training jobs", "jobs: give add, rm, list or load"},
 };
 
 // A usage error found after CLI11 accepted the syntax.

@@ -166,7 +166,7 @@ const UsageCase kUsageCases[] = {
     {{}, "give a command: health, jobs"},
     {{"frobnicate"}, "not expected: frobnicate"},
     {{"health", "stats"}, "not expected: stats"},
-    {{"jobs"}, "jobs: give add, rm or list"},
+    {{"jobs"}, "jobs: give add, rm, list or load"},
     {{"jobs", "purge"}, "not expected: purge"},
     {{"health", "extra"}, "extra"},
     {{"jobs", "add", "3"}, "--match is required"},
