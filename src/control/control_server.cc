@@ -94,12 +94,28 @@ json error_reply(const std::string& message) { return {{"ok", false}, {"error", 
 
 }  // namespace
 
+Result<bool> ControlServer::check_path(const std::string& path) {
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
+    return Result<bool>::failure("control socket path must be 1.." + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                                 " bytes");
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    return Result<bool>::failure("control socket " + path + ": " + dir.string() + " is not a directory");
+  struct stat st {};
+  // A path that names anything but a socket (a mistyped state file, say)
+  // is the operator's to fix, not to delete.
+  if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+    return Result<bool>::failure("control socket " + path +
+                                 ": exists and is not a socket; [control] socket must name a path psgate may create");
+  return true;
+}
+
 Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& control, Options options) {
   using R = Result<std::unique_ptr<ControlServer>>;
   const std::string path = options.socket_path;  // a copy: options is moved into the server below
   sockaddr_un addr{};
-  if (path.empty() || path.size() >= sizeof(addr.sun_path))
-    return R::failure("control socket path must be 1.." + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  if (auto usable = check_path(path); !usable) return R::failure(usable.error());
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
@@ -108,11 +124,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
   }
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0) {
-    // Only a socket is ever replaced: a path that names anything else (a
-    // mistyped state file, say) is the operator's to fix, not to delete.
-    if (!S_ISSOCK(st.st_mode))
-      return R::failure("control socket " + path + ": exists and is not a socket; [control] socket must name a path " +
-                        "psgate may create");
+    // check_path found a socket there, unless it changed since.
+    if (!S_ISSOCK(st.st_mode)) return R::failure("control socket " + path + ": exists and is not a socket");
     if (socket_in_use(path)) return R::failure("control socket " + path + " is in use by another process");
     unlink(path.c_str());  // stale, from a process that died
   }

@@ -67,6 +67,14 @@ class ControlServer {
   // Creates the socket (mode 0660; the parent directory if missing). Fails if
   // another live process serves the path; a stale socket file is replaced.
   static Result<std::unique_ptr<ControlServer>> start(ControlPlane& control, Options options);
+
+  // What the configuration alone decides about [control] socket, checked
+  // before DPDK starts (and by --check), so that it is a config error (exit 2,
+  // which the unit does not restart on), not a failed start retried for
+  // ever: a path of 1..107 bytes, whose parent, if it exists, is a
+  // directory, and that names nothing but a socket (only a socket is ever
+  // replaced: anything else is the operator's to fix).
+  static Result<bool> check_path(const std::string& path);
   ~ControlServer();  // stops the thread and removes the socket file
 
  private:

@@ -331,6 +331,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psgate: warning: %s (checked as uid %u, not as the root the service runs as)\n",
                  writable.error().c_str(), static_cast<unsigned>(::geteuid()));
   }
+  // The control socket's path: one that names a file, or lies under one, is
+  // a config error that a restart cannot mend (exit 2), found by --check too.
+  if (auto sock = psgate::ControlServer::check_path(config->control.socket); !sock) {
+    std::fprintf(stderr, "psgate: %s: %s\n", config_path.c_str(), sock.error().c_str());
+    return 2;
+  }
   // Cluster TLS files: unreadable is a config error, found by --check too, not
   // a store that silently never answers.
   if (config->cluster) {

@@ -2,6 +2,7 @@
 #include "stats/metrics_server.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -39,6 +40,11 @@ int listen_on(const MetricsSpec& spec, int& err) {
   }
   const int yes = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  // An address not (yet) on this host binds all the same, and is served
+  // once it is assigned: the unit starts before the network is configured
+  // (Before=network.target), and a start that failed on it would be retried
+  // every 2 s until then. (IP_FREEBIND is honoured by IPv6 sockets too.)
+  ::setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &yes, sizeof(yes));
   int rc;
   if (v6) {
     sockaddr_in6 a{};
@@ -84,6 +90,27 @@ size_t head_end(const std::string& in) {
 
 }  // namespace
 
+// Whether `host` (a numeric address) is one of this host's, or a wildcard.
+static bool address_on_this_host(const std::string& host) {
+  const bool v6 = host.find(':') != std::string::npos;
+  unsigned char want[sizeof(in6_addr)] = {};
+  if (::inet_pton(v6 ? AF_INET6 : AF_INET, host.c_str(), want) != 1) return true;  // not ours to judge
+  const size_t n = v6 ? sizeof(in6_addr) : sizeof(in_addr);
+  static const unsigned char kAny[sizeof(in6_addr)] = {};
+  if (std::memcmp(want, kAny, n) == 0) return true;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return true;
+  bool found = false;
+  for (const ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != (v6 ? AF_INET6 : AF_INET)) continue;
+    const void* have = v6 ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr);
+    found = std::memcmp(have, want, n) == 0;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& spec,
                                                             std::function<std::string()> render) {
   using R = Result<std::unique_ptr<MetricsServer>>;
@@ -92,6 +119,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsSpec& s
   int err = 0;
   s->listen_fd_ = listen_on(spec, err);
   if (s->listen_fd_ < 0) return R::failure(where + std::strerror(err));
+  if (!address_on_this_host(spec.host))
+    spdlog::warn(
+        "metrics.listen: {} is not an address of this host (yet): listening for it; /metrics answers once "
+        "it is assigned",
+        spec.host);
   s->stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->stop_fd_ < 0) return R::failure(where + "eventfd: " + std::strerror(errno));
   s->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);

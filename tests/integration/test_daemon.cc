@@ -411,9 +411,23 @@ TEST(DaemonConfig, ASocketPathNamingAFileIsRefusedAndTheFileKept) {
   fx.write_pcap("host-in.pcap", {});
   fx.write_file("ctl.sock", "precious\n");
   fx.write_file("psgate.toml", make_config({}));
+  // A config error, found by --check too: exit 2, which the unit does not
+  // restart on (exit 1 restarted it every 2 s for ever).
+  const DaemonRun check = fx.run("psgate.toml", {"--check"}, 30);
+  EXPECT_EQ(check.exit_status, 2) << check.output;
+  EXPECT_NE(check.output.find("is not a socket"), std::string::npos) << check.output;
   DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
-  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_EQ(run.exit_status, 2) << run.output;
   EXPECT_NE(run.output.find("is not a socket"), std::string::npos) << run.output;
+  // A path under that file: the same.
+  std::string under = make_config({});
+  const std::string sock_line = "socket = \"ctl.sock\"";
+  ASSERT_NE(under.find(sock_line), std::string::npos);
+  under.replace(under.find(sock_line), sock_line.size(), "socket = \"ctl.sock/inner.sock\"");
+  fx.write_file("under.toml", under);
+  const DaemonRun check_under = fx.run("under.toml", {"--check"}, 30);
+  EXPECT_EQ(check_under.exit_status, 2) << check_under.output;
+  EXPECT_NE(check_under.output.find("is not a directory"), std::string::npos) << check_under.output;
   std::ifstream kept(fx.path("ctl.sock"));
   std::string line;
   EXPECT_TRUE(std::getline(kept, line) && line == "precious") << "the file was removed or changed";

@@ -519,6 +519,18 @@ TEST_F(MetricsTest, OffByDefaultNothingListens) {
   EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
+// The unit starts before the network is up: an address not yet on the host
+// is listened for (IP_FREEBIND) with a warning, not a failed start retried
+// every 2 s. 192.0.2.0/24 is TEST-NET-1, on no interface here.
+TEST_F(MetricsTest, AnAddressNotYetOnTheHostIsListenedForWithAWarning) {
+  write_traffic(fx);
+  fx.write_file("psgate.toml", config_for(fx, "[metrics]\nlisten = \"192.0.2.77:19467\"\n"));
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 60);
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("metrics.listen: 192.0.2.77 is not an address of this host (yet)"), std::string::npos)
+      << run.output;
+}
+
 TEST_F(MetricsTest, PortTakenIsAClearError) {
   // Someone else holds the port.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
