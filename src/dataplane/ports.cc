@@ -84,10 +84,15 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
     cap.limit_source = "memif's descriptor chains";
   } else if (driver == "net_af_packet") {
     // A received frame is copied whole into ONE mbuf, unchecked: the mbufs
-    // must hold the largest frame the ring can deliver (framesz - 52).
+    // must hold the largest frame the ring can deliver (framesz - 52). The
+    // driver's queue set-up asks for more, framesz - 32 (its TPACKET2_HDRLEN
+    // less a sockaddr_ll), and refuses a smaller data room with ENOMEM: that
+    // is the room asked for (e.g. framesz 2096: 2064, not 2044 rounded to
+    // 2048).
     const uint32_t frame = devarg_u32(spec.device, "framesz", 2048);
     const uint32_t data = frame > TPACKET2_HDRLEN ? frame - static_cast<uint32_t>(TPACKET2_HDRLEN) : 0;
-    cap.min_data_room = data;
+    constexpr uint32_t kAfPacketSetupGap = TPACKET2_HDRLEN - sizeof(sockaddr_ll);
+    cap.min_data_room = frame > kAfPacketSetupGap ? frame - kAfPacketSetupGap : 0;
     cap.mtu_limit = data > tag_room ? data - tag_room : 0;
     cap.limit_source = "its framesz " + std::to_string(frame) + " (raise framesz and blocksz for larger frames)";
   } else if (driver == "net_pcap") {
