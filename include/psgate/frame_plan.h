@@ -37,7 +37,8 @@ struct PortCapacity {
   bool chains_by_itself = false;  // the driver chains a large frame without the offload (memif, pcap)
   bool multi_seg_tx = false;      // RTE_ETH_TX_OFFLOAD_MULTI_SEGS offered
   // A driver that copies a whole received frame into one mbuf without
-  // checking its size (af_packet in DPDK 22.11: up to framesz - 52 bytes).
+  // checking its size (af_packet in DPDK 22.11: up to framesz - 52 bytes,
+  // while its queue set-up asks for framesz - 32: that is what is asked).
   uint32_t min_data_room = 0;
 };
 

@@ -113,17 +113,16 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   }
   SavedState& s = **saved;
   const bool had_live = s.live.has_value();
-  if (auto valid = check_saved_state(s, config); !valid) return R::failure(valid.error());
-  ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   // What the file changed since the state file was written is the file's
   // (an edit, then a restart rather than a reload); the rest is the saved
   // state's, socket changes included. A state file without the record
-  // (written by an older psgate) keeps its own, as it always did.
-  std::vector<std::string> from_file;
-  if (s.file && had_live) {
-    const FileSettings now{config.policy, compile_ports(config)};
-    from_file = apply_file_changes(initial.live, initial.policy, *s.file, now, !config.cluster.has_value());
-  }
+  // (written by an older psgate) keeps its own, as it always did. Merged
+  // first, then checked: the file's edit may be what makes the saved values
+  // fit (a new depth with its new ECN threshold).
+  const std::vector<std::string> from_file =
+      take_file_changes(s, FileSettings{config.policy, compile_ports(config)}, config);
+  if (auto valid = check_saved_state(s, config); !valid) return R::failure(valid.error());
+  ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
   // What is on disk: start() then rewrites the file only if its rendering
@@ -260,9 +259,12 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   }
   // The file's own settings as this state's baseline: a start compares the
   // file with them (apply_file_changes).
+  // None while the file has another classes.count than what runs (a reload
+  // read it; a restart applies it): its classes cannot be compared.
   const std::optional<FileSettings> file =
-      next.config_file ? std::optional(FileSettings{next.config_file->policy, compile_ports(*next.config_file)})
-                       : std::nullopt;
+      next.config_file && next.config_file->class_count == config_.class_count
+          ? std::optional(FileSettings{next.config_file->policy, compile_ports(*next.config_file)})
+          : std::nullopt;
   text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, file ? &*file : nullptr);
   if (text != persisted_text_) {
     if (auto written = write_state_(path, text); !written) return written;

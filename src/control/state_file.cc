@@ -257,6 +257,30 @@ Result<bool> check_saved_state(const SavedState& s, const ConfigSpec& config) {
   return true;
 }
 
+std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings& now, const ConfigSpec& config) {
+  std::vector<std::string> taken;
+  if (!saved.live || !saved.file) return taken;
+  taken = apply_file_changes(*saved.live, saved.policy, *saved.file, now, !config.cluster.has_value());
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    PortLive& port = (*saved.live)[p];
+    const PortLive& file = now.ports[p];
+    const size_t n = std::min({port.classes.size(), file.classes.size(), config.classes.size()});
+    for (size_t c = 0; c < n; ++c) {
+      if (port.classes[c] == file.classes[c] || !check_class(class_spec(port.classes[c], config.classes[c].depth)))
+        continue;
+      port.classes[c] = file.classes[c];
+      taken.push_back("classes." + std::to_string(c) + "." + kPortNames[p] +
+                      " (the whole class: the saved settings did not fit with the file's)");
+    }
+    if (floors_problem(port) && !(port == file)) {
+      port = file;
+      taken.push_back(std::string("classes.*.") + kPortNames[p] +
+                      " and shaper (the whole port: the saved floors did not fit with the file's)");
+    }
+  }
+  return taken;
+}
+
 Result<bool> check_state_file_kind(const std::string& path) {
   using R = Result<bool>;
   if (path.empty()) return true;
@@ -353,15 +377,15 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     saved.policy = *policy;
   }
   if (version >= 3) saved.rules_serial = state["rules_serial"].get<uint64_t>();
-  if (state.contains("file")) {
+  // The config file's record is a baseline, not state: one that cannot be
+  // used (hand-edited, or of another classes.count, recorded after a reload
+  // of a file that changed it) is left out, and the saved values stand, as
+  // in a file written before psgate kept it.
+  if (state.contains("file") && state["file"].is_object() && state["file"].contains("policy")) {
     const json& f = state["file"];
-    if (!f.is_object() || !f.contains("policy"))
-      return R::failure("state file " + path + ": file: needs \"policy\" and \"ports\" (nothing was loaded)");
     auto policy = policy_from_json(f["policy"]);
-    if (!policy) return R::failure("state file " + path + ": file." + policy.error() + " (nothing was loaded)");
     auto ports = ports_from_json(f.contains("ports") ? f["ports"] : json(), class_count);
-    if (!ports) return R::failure("state file " + path + ": file." + ports.error() + " (nothing was loaded)");
-    saved.file = FileSettings{*policy, std::move(*ports)};
+    if (policy && ports) saved.file = FileSettings{*policy, std::move(*ports)};
   }
   saved.text = std::move(text);
   return std::optional<SavedState>(std::move(saved));

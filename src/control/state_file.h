@@ -76,6 +76,16 @@ std::string rules_file_text(const JobRecord& job);
 // and nothing of it is loaded.
 Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count);
 
+// A start's view of a saved state read with the config file's record
+// (saved.file): what the file changed since is the file's
+// (apply_file_changes); then a class the merge leaves failing the loader's
+// checks (a saved floor above the file's new cap, a saved ECN threshold at
+// or above the file's new depth) is taken from the file whole, and so is a
+// port whose floors no longer fit its shaper: the file alone passed them.
+// `now`: the config file's settings (compiled). Returns the keys taken from
+// the file; nothing without a record.
+std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings& now, const ConfigSpec& config);
+
 // What a state file restores must pass the loader's own checks (check_class,
 // check_shaper, check_job in config.h) against `config` (the class depths):
 // a hand-edited file is no way around them. The error names the file, the

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "config/compile.h"
 #include "control/control_server.h"
 #include "control/state_file.h"
 #include "daemon/service_notify.h"
@@ -352,6 +353,7 @@ int main(int argc, char** argv) {
   if (check_only) {
     auto saved = psgate::read_state_file(config->control.state, config->max_jobs, config->class_count);
     if (saved && *saved) {
+      psgate::take_file_changes(**saved, psgate::FileSettings{config->policy, psgate::compile_ports(*config)}, *config);
       if (auto valid = psgate::check_saved_state(**saved, *config); !valid)
         saved = decltype(saved)::failure(valid.error());
     }

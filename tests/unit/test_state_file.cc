@@ -197,6 +197,56 @@ TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
   EXPECT_NE(refused.error().find("ecn_threshold"), std::string::npos) << refused.error();
 }
 
+// A start with the config file's record: the file's edits are merged in
+// first, and what the merge leaves failing the loader's checks comes from
+// the file whole, so an edit followed by a restart never refuses the start.
+// Wire class 0: a floor set on the socket (500 Mbit/s) under the file's cap
+// of 1 Gbit/s, which the file then lowers to 200 Mbit/s. Host class 1: ECN
+// threshold 100 with the file's old depth; the file's new depth is 64 with
+// a threshold of 16.
+TEST(StateFile, AStartTakesTheFilesEditsFirstAndWhatTheyLeaveUnfitFromTheFile) {
+  TempDir t;
+  ConfigSpec config;
+  config.classes.resize(2);
+  for (ClassSpec& c : config.classes) c.depth = 64;
+  config.control.state = t.path("state.json");
+  FileSettings was;
+  for (PortLive& p : was.ports) p.classes.resize(2);
+  was.ports[0].classes[0].cap_bytes_per_sec = 125'000'000;
+  was.ports[0].classes[0].cap_burst_bytes = 65536;
+  was.ports[1].classes[1].actions.ecn_threshold = 100;
+  auto live = was.ports;
+  live[0].classes[0].floor_bytes_per_sec = 62'500'000;
+  live[0].classes[0].floor_burst_bytes = 65536;
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, live, 1, &was)));
+  FileSettings now = was;
+  now.ports[0].classes[0].cap_bytes_per_sec = 25'000'000;
+  now.ports[1].classes[1].actions.ecn_threshold = 16;
+
+  auto saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved);
+  ASSERT_TRUE((*saved)->file.has_value());
+  EXPECT_FALSE(check_saved_state(**saved, config)) << "unmerged, the saved ECN threshold does not fit depth 64";
+  const auto taken = take_file_changes(**saved, now, config);
+  EXPECT_TRUE(check_saved_state(**saved, config));
+  const auto& got = *(*saved)->live;
+  EXPECT_EQ(got[0].classes[0], now.ports[0].classes[0]) << "cap 200M with the saved floor 500M: the file's class";
+  EXPECT_EQ(got[1].classes[1].actions.ecn_threshold, 16u);
+  ASSERT_EQ(taken.size(), 3u);  // wire class 0 (cap, then the whole class), host class 1
+
+  // A record of another classes.count (written after a reload of a file
+  // that changed it) is left out: the saved values stand, the file loads.
+  FileSettings four = was;
+  for (PortLive& p : four.ports) p.classes.resize(4);
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, live, 1, &four)));
+  saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  EXPECT_FALSE((*saved)->file.has_value());
+  EXPECT_TRUE(take_file_changes(**saved, now, config).empty());
+}
+
 // A hand-edited file: each wrong value is refused with its field named, never
 // thrown (an exception out of read_state_file aborted psgate at start-up
 // instead of exiting 2), and never read as something else (a version of
