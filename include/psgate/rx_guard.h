@@ -46,9 +46,12 @@ bool mbuf_is_sane(const rte_mbuf* m);
 inline constexpr unsigned kMaxBrokenSegsFreed = 128;
 void free_broken_mbuf(rte_mbuf* m);
 
-// Unlinks and frees the segments after the head of a sane chain that hold no
-// data: some NICs treat a 0-byte TX descriptor as a malicious driver event.
-// The packet's bytes and their order are unchanged.
+// Unlinks and frees the segments of a sane chain that hold no data: some
+// NICs treat a 0-byte TX descriptor as a malicious driver event. An empty
+// head (it carries the packet's fields) takes the next segment's bytes into
+// its own buffer instead, where they fit. A chain with a segment shared
+// (reference count above 1) is left alone. The packet's bytes and their
+// order are unchanged.
 void unlink_empty_segments(rte_mbuf* m);
 
 // The number of 802.1Q/802.1ad tags in front of the frame's ethertype (up to

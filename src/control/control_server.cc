@@ -98,11 +98,19 @@ Result<bool> ControlServer::check_path(const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
     return Result<bool>::failure("control socket path must be 1.." + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
                                  " bytes");
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty() && std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
-    return Result<bool>::failure("control socket " + path + ": " + dir.string() + " is not a directory");
   struct stat st {};
+  // The nearest ancestor that exists must be a directory (the rest is
+  // created at start): one that is a file makes every path under it fail,
+  // however deep (stat says ENOTDIR, not "missing", below it).
+  for (std::filesystem::path dir = std::filesystem::path(path).parent_path(); !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path()) {
+    if (::stat(dir.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return Result<bool>::failure("control socket " + path + ": " + dir.string() + " is not a directory");
+      break;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) break;  // not ours to judge here (EACCES: checked as another user)
+  }
   // A path that names anything but a socket (a mistyped state file, say)
   // is the operator's to fix, not to delete.
   if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))

@@ -57,23 +57,46 @@ void free_broken_mbuf(rte_mbuf* m) {
   }
 }
 
+namespace {
+
+// Takes `seg`, which follows `prev` in m's chain, out of the chain and frees it.
+void unlink_after(rte_mbuf* m, rte_mbuf* prev, rte_mbuf* seg) {
+  prev->next = seg->next;
+  --m->nb_segs;
+  seg->next = nullptr;
+  seg->nb_segs = 1;
+  rte_pktmbuf_free_seg(seg);
+}
+
+}  // namespace
+
 void unlink_empty_segments(rte_mbuf* m) {
-  // The head stays (it carries the packet's fields); its length may be 0
-  // only when the data is all in later segments, which drivers accept.
+  // Only a chain nobody else holds: another holder of a shared chain would
+  // lose the segments taken out of it (and they would never return to
+  // their pool).
+  for (const rte_mbuf* seg = m; seg != nullptr; seg = seg->next)
+    if (rte_mbuf_refcnt_read(seg) != 1) return;
   rte_mbuf* prev = m;
   for (rte_mbuf* seg = m->next; seg != nullptr;) {
     rte_mbuf* next = seg->next;
     if (seg->data_len == 0) {
-      prev->next = next;
-      --m->nb_segs;
-      seg->next = nullptr;
-      seg->nb_segs = 1;
-      rte_pktmbuf_free_seg(seg);
+      unlink_after(m, prev, seg);
     } else {
       prev = seg;
     }
     seg = next;
   }
+  // The head carries the packet's fields, so it stays: an empty one takes
+  // the next segment's bytes into its own buffer (a direct one, where they
+  // fit), and that segment goes. Otherwise it is left as it came.
+  rte_mbuf* next = m->next;
+  if (m->data_len != 0 || next == nullptr || !RTE_MBUF_DIRECT(m)) return;
+  const uint16_t headroom = static_cast<uint16_t>(RTE_MIN(m->buf_len, RTE_PKTMBUF_HEADROOM));
+  if (uint32_t{headroom} + next->data_len > m->buf_len) return;
+  m->data_off = headroom;
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_mtod(next, const uint8_t*), next->data_len);
+  m->data_len = next->data_len;
+  unlink_after(m, m, next);
 }
 
 unsigned vlan_tag_count(const rte_mbuf* m) {

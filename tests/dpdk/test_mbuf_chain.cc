@@ -316,6 +316,26 @@ TEST_F(MbufChain, GuardUnlinksEmptySegments) {
   EXPECT_TRUE(mbuf_is_sane(burst[0]));
   EXPECT_EQ(drops[kDropBadMbuf].get() + drops[kDropRunt].get() + drops[kDropOversize].get(), 0u);
   rte_pktmbuf_free(burst[0]);
+
+  // An empty head: it takes the next segment's bytes, and that one goes.
+  burst[0] = chain(frame, {0, 30});
+  ASSERT_EQ(burst[0]->data_len, 0u);
+  ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+  EXPECT_EQ(burst[0]->nb_segs, 2u);
+  EXPECT_EQ(burst[0]->data_len, 30u);
+  EXPECT_EQ(flatten(burst[0]), frame);
+  EXPECT_TRUE(mbuf_is_sane(burst[0]));
+  rte_pktmbuf_free(burst[0]);
+
+  // A chain another holder shares is left as it is: taking a segment out of
+  // it would lose that segment for the other holder.
+  rte_mbuf* shared = chain(frame, {30, 30});
+  for (rte_mbuf* seg = shared; seg != nullptr; seg = seg->next) rte_mbuf_refcnt_update(seg, 1);
+  burst[0] = shared;
+  ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+  EXPECT_EQ(shared->nb_segs, 3u);
+  rte_pktmbuf_free(shared);
+  rte_pktmbuf_free(shared);
 }
 
 }  // namespace

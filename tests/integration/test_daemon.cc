@@ -428,6 +428,11 @@ TEST(DaemonConfig, ASocketPathNamingAFileIsRefusedAndTheFileKept) {
   const DaemonRun check_under = fx.run("under.toml", {"--check"}, 30);
   EXPECT_EQ(check_under.exit_status, 2) << check_under.output;
   EXPECT_NE(check_under.output.find("is not a directory"), std::string::npos) << check_under.output;
+  under.replace(under.find("ctl.sock/inner.sock"), 19, "ctl.sock/a/b/inner.sock");  // deeper: the same
+  fx.write_file("under.toml", under);
+  const DaemonRun deeper = fx.run("under.toml", {"--check"}, 30);
+  EXPECT_EQ(deeper.exit_status, 2) << deeper.output;
+  EXPECT_NE(deeper.output.find("ctl.sock is not a directory"), std::string::npos) << deeper.output;
   std::ifstream kept(fx.path("ctl.sock"));
   std::string line;
   EXPECT_TRUE(std::getline(kept, line) && line == "precious") << "the file was removed or changed";
