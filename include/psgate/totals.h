@@ -55,7 +55,13 @@ struct PortTotals {
 struct ClassTotals {
   PSGATE_CLASS_COUNTERS(PSGATE_TOTAL_MEMBER)
   LatencyHistogram sojourn;
-  uint64_t depth() const { return enqueued_packets + migrated_in - dequeued_packets - migrated_out; }
+  // Never below 0: the four are read one after another while the lcore
+  // counts on, so a read may see a cut-through burst's dequeue without its
+  // enqueue (or a migration's out without its in) and would wrap to ~1.8e19.
+  uint64_t depth() const {
+    const uint64_t in = enqueued_packets + migrated_in, out = dequeued_packets + migrated_out;
+    return in > out ? in - out : 0;
+  }
 };
 
 struct JobTotals {

@@ -70,12 +70,18 @@ std::string format_job_rates(const Totals& prev, const Totals& cur, double s, co
   for (const JobEntry& job : snap.jobs) {
     const JobTotals& a = prev.jobs[job.slot];
     const JobTotals& b = cur.jobs[job.slot];
-    out += fmt::format(
-        "{:>7}  {:<22} {:>5} {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>10.0f} {:>10.0f}\n", "",
-        job_label(job), snap.slots[job.slot].cls[kPull], mbit(b.admitted_bytes[kPull] - a.admitted_bytes[kPull], s),
-        mbit(b.sent_bytes[kPull] - a.sent_bytes[kPull], s), mbit(b.admitted_bytes[kPush] - a.admitted_bytes[kPush], s),
-        mbit(b.sent_bytes[kPush] - a.sent_bytes[kPush], s), per_sec(b.policed - a.policed, s),
-        per_sec(b.drops - a.drops, s));
+    // A slot that changed owner since `prev` restarted from 0 (its baseline
+    // was reset): what it holds now is all this interval's, not a wrapped
+    // difference with the previous owner's counts.
+    auto since = [](uint64_t now, uint64_t then) { return now >= then ? now - then : now; };
+    out +=
+        fmt::format("{:>7}  {:<22} {:>5} {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>10.0f} {:>10.0f}\n",
+                    "", job_label(job), snap.slots[job.slot].cls[kPull],
+                    mbit(since(b.admitted_bytes[kPull], a.admitted_bytes[kPull]), s),
+                    mbit(since(b.sent_bytes[kPull], a.sent_bytes[kPull]), s),
+                    mbit(since(b.admitted_bytes[kPush], a.admitted_bytes[kPush]), s),
+                    mbit(since(b.sent_bytes[kPush], a.sent_bytes[kPush]), s), per_sec(since(b.policed, a.policed), s),
+                    per_sec(since(b.drops, a.drops), s));
   }
   return out;
 }

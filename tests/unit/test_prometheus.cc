@@ -120,6 +120,16 @@ TEST(Prometheus, ValuesAndLabels) {
   EXPECT_EQ(s.count("psgate_cluster_connected"), 0u);  // single-host: no cluster families
 }
 
+// Counters read one after another while the lcore counts on: a read may see
+// a cut-through burst's dequeue but not its enqueue. The depth is 0 then, not
+// 2^64 - 1.
+TEST(Prometheus, ADepthReadMidBurstIsNeverNegative) {
+  MetricsView v = sample_view();
+  v.totals.classes[1].enqueued_packets = 5;
+  v.totals.classes[1].dequeued_packets = 6;
+  EXPECT_EQ(prometheus_samples(render_prometheus(v)).at("psgate_class_depth_packets{port=\"wire\",class=\"1\"}"), "0");
+}
+
 TEST(Prometheus, LabelValuesAreEscaped) {
   EXPECT_EQ(prometheus_escape("plain"), "plain");
   EXPECT_EQ(prometheus_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
