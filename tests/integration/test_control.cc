@@ -671,6 +671,17 @@ TEST_F(ControlTest, CountersAreReadableThroughDpdkTelemetry) {
   EXPECT_EQ(one["/psgate/job"]["name"], "one") << one.dump();
   const json wire = query("/psgate/port,wire");
   EXPECT_TRUE(wire["/psgate/port"].contains("rx_packets")) << wire.dump();
+  // A class's sojourn record is the one `stats` shows (it read 0 for every
+  // class before). The fixture's packet left through some wire class.
+  const json stats = ctl_json({"stats"});
+  uint64_t seen = 0;
+  for (const json& c : stats["classes"]) {
+    if (c["port"] != "wire") continue;
+    const json t = query("/psgate/class,wire," + std::to_string(c["class"].get<unsigned>()));
+    EXPECT_EQ(t["/psgate/class"]["sojourn_count"], c["sojourn"]["count"]) << t.dump();
+    seen += c["sojourn"]["count"].get<uint64_t>();
+  }
+  EXPECT_GT(seen, 0u) << stats.dump();
   close(fd);
 }
 
