@@ -45,6 +45,10 @@ struct PortWatch {
   uint64_t changes = 0;
   std::string detail;   // why it is down ("no memif peer", "interface gwps gone")
   bool warned = false;  // a failed re-probe was logged once
+  // kAfPacket: the driver counters of the devices detached before the one
+  // now probed (each probe starts from 0): reported with the live ones, so
+  // they never go backwards across an interface replaced.
+  NicTotals nic_detached;
 };
 
 struct Dataplane::Impl {

@@ -102,6 +102,12 @@ bool publish(Dataplane::Impl& d, unsigned p, bool up, const std::string& detail)
 void detach(Dataplane::Impl& d, unsigned p) {
   PortWatch& w = d.links[p];
   const uint16_t port = d.shared.port_ids[p];
+  // What this device counted goes with it: kept, for the totals.
+  if (rte_eth_stats st{}; rte_eth_stats_get(port, &st) == 0) {
+#define PSGATE_NIC_KEEP(field, ...) w.nic_detached.field += st.field;
+    PSGATE_NIC_COUNTERS(PSGATE_NIC_KEEP)
+#undef PSGATE_NIC_KEEP
+  }
   rte_eth_dev_stop(port);
   rte_eth_dev_close(port);
   const std::string name = device_name(port_spec(d, p).device);

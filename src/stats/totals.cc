@@ -30,9 +30,11 @@ Totals Dataplane::read_totals(bool with_histograms) const {
   for (unsigned p = 0; p < kPortCount; ++p) {
     const PortWatch& w = d.links[p];
     t.ports[p].link = PortLink{w.up, w.since_unix_ns, w.changes, w.detail};
+    // Devices detached before (af_packet's interface replaced) and the live one.
+    t.ports[p].nic = w.nic_detached;
     rte_eth_stats st{};
     if (!w.detached && rte_eth_stats_get(d.shared.port_ids[p], &st) == 0) {
-#define PSGATE_NIC_FROM_ETH_STATS(field, ...) t.ports[p].nic.field = st.field;
+#define PSGATE_NIC_FROM_ETH_STATS(field, ...) t.ports[p].nic.field += st.field;
       PSGATE_NIC_COUNTERS(PSGATE_NIC_FROM_ETH_STATS)
 #undef PSGATE_NIC_FROM_ETH_STATS
     }
