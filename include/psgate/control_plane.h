@@ -117,6 +117,14 @@ class ControlPlane {
 
   // Counters with per-job baselines applied (a reused job slot starts from zero).
   Totals totals_locked(bool with_histograms);
+  // The counters and fn(snapshot) from one side of any commit that gave a
+  // slot to a new job: read from threads other than the control thread, the
+  // two could otherwise straddle it, and a new job in a reused slot would be
+  // shown its predecessor's counts (and go backwards at the next read). fn
+  // (counters, snapshot) may be called more than once: the last call is of
+  // the pair that match (after a few tries, of the last read as it is).
+  // fn must not take other locks, as with_snapshot's. Returns the counters.
+  Totals totals_and_snapshot(bool with_histograms, const std::function<void(const Totals&, const Snapshot&)>& fn);
   // Calls fn(snapshot) with the snapshot pinned. fn must not call
   // with_snapshot again (SnapshotPublisher::read is not recursive).
   void with_snapshot(const std::function<void(const Snapshot&)>& fn);
@@ -230,6 +238,11 @@ class ControlPlane {
   // baselines_ is written on the control thread and read by totals_locked()
   // from the others; held only while copying, never across a publish.
   std::mutex baselines_mutex_;
+  // Under baselines_mutex_: raised when slots' baselines are reset for new
+  // jobs (odd) and again once the snapshot naming those jobs is published
+  // (even), so that a reader on another thread can tell its counters and its
+  // snapshot apart by a commit (totals_and_snapshot).
+  uint64_t baseline_epoch_ = 0;
   // What metrics_view() needs of the control thread's state, copied by
   // publish_status() after each commit and tick. status_mutex_ is held only
   // to copy it, in or out.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <variant>
 
 #include <spdlog/spdlog.h>
@@ -330,24 +331,27 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   }
   // 3. Nothing can fail from here: publish, then make `next` the state in force.
   if (snap) {
-    {
-      // A reused slot carries its previous job's counts: a new job starts
-      // from them. Summing every lcore's counters costs ~0.15 ms with 4,096
-      // slots, so only when some job is new to its slot (not for a re-rank).
-      std::vector<uint32_t> fresh_slots;
-      for (const JobRecord* j : next.jobs.in_age_order()) {
-        const JobRecord* had = state_.jobs.find(j->spec.id);
-        if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) fresh_slots.push_back(j->slot);
-      }
-      if (!fresh_slots.empty()) {
-        std::lock_guard<std::mutex> lock(baselines_mutex_);
-        const Totals now = dataplane_.read_totals(false);
-        for (uint32_t slot : fresh_slots) baselines_[slot] = now.jobs[slot];
-      }
+    // A reused slot carries its previous job's counts: a new job starts
+    // from them. Summing every lcore's counters costs ~0.15 ms with 4,096
+    // slots, so only when some job is new to its slot (not for a re-rank).
+    std::vector<uint32_t> fresh_slots;
+    for (const JobRecord* j : next.jobs.in_age_order()) {
+      const JobRecord* had = state_.jobs.find(j->spec.id);
+      if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) fresh_slots.push_back(j->slot);
+    }
+    if (!fresh_slots.empty()) {
+      std::lock_guard<std::mutex> lock(baselines_mutex_);
+      const Totals now = dataplane_.read_totals(false);
+      for (uint32_t slot : fresh_slots) baselines_[slot] = now.jobs[slot];
+      ++baseline_epoch_;  // odd: new baselines, their snapshot not yet published
     }
     const Snapshot* before = dataplane_.publisher().current();
     if (!before || before->rules_generation != snap->rules_generation) rules_changed_ns_ = now_ns;
     dataplane_.publisher().publish(std::move(snap));
+    if (!fresh_slots.empty()) {
+      std::lock_guard<std::mutex> lock(baselines_mutex_);
+      ++baseline_epoch_;  // even: the snapshot that goes with them is in force
+    }
     fresh_merge_.reset();
     ++generation_;
     applied_ranks_ = std::move(ranks);
@@ -758,6 +762,26 @@ Totals ControlPlane::totals_locked(bool with_histograms) {
 
 void ControlPlane::with_snapshot(const std::function<void(const Snapshot&)>& fn) { dataplane_.publisher().read(fn); }
 
+Totals ControlPlane::totals_and_snapshot(bool with_histograms,
+                                         const std::function<void(const Totals&, const Snapshot&)>& fn) {
+  Totals t;
+  for (int tries = 0; tries < 8; ++tries) {
+    uint64_t epoch = 0;
+    {
+      std::lock_guard<std::mutex> lock(baselines_mutex_);
+      epoch = baseline_epoch_;
+      t = adjusted(dataplane_.read_totals(with_histograms));
+    }
+    // The snapshot outside the lock: its callback takes none, and a commit
+    // is never held up by a reader beyond one copy of the counters.
+    with_snapshot([&](const Snapshot& snap) { fn(t, snap); });
+    std::lock_guard<std::mutex> lock(baselines_mutex_);
+    if (epoch == baseline_epoch_ && epoch % 2 == 0) break;
+    std::this_thread::yield();  // a commit gave slots to new jobs meanwhile: read both again
+  }
+  return t;
+}
+
 void ControlPlane::publish_status() {
   Status s;
   s.policy = policy_name(state_.policy.kind);
@@ -782,13 +806,13 @@ void ControlPlane::publish_status() {
 
 MetricsView ControlPlane::metrics_view() {
   MetricsView v;
-  // As telemetry.cc reads: the counters first (baselines_mutex_, held for the
-  // copy), then the snapshot, whose callback takes no other lock.
-  v.totals = totals_locked(true);
+  // The counters and the jobs on one side of any commit that gave a slot to
+  // a new job (totals_and_snapshot).
   std::vector<JobEntry> jobs;
   std::vector<SlotInfo> slots;
-  with_snapshot([&](const Snapshot& snap) {
+  v.totals = totals_and_snapshot(true, [&](const Totals&, const Snapshot& snap) {
     jobs = snap.jobs;
+    slots.clear();
     for (const JobEntry& j : snap.jobs) slots.push_back(snap.slots[j.slot]);
   });
   Status status;

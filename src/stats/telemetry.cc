@@ -34,13 +34,13 @@ void add_numbers(rte_tel_data* d, const nlohmann::json& obj, const std::string& 
 }
 
 nlohmann::json stats() {
-  // The counters are read outside with_snapshot: its callback must not take
-  // other locks (SnapshotPublisher::read holds the snapshot's for its length).
-  // With the sojourn histograms: /psgate/class shows them as `stats` does
-  // (without, every class read a count of 0 beside its packets).
-  const Totals totals = g_control->totals_locked(true);
+  // The counters and the jobs on one side of any commit that gave a slot to
+  // a new job (ControlPlane::totals_and_snapshot). With the sojourn
+  // histograms: /psgate/class shows them as `stats` does (without, every
+  // class read a count of 0 beside its packets).
   nlohmann::json out;
-  g_control->with_snapshot([&](const Snapshot& snap) { out = totals_to_json(totals, snap); });
+  g_control->totals_and_snapshot(
+      true, [&](const Totals& totals, const Snapshot& snap) { out = totals_to_json(totals, snap); });
   return out;
 }
 

@@ -2,8 +2,12 @@
 // The daemon's periodic per-job rate table (stats_report.h).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
+#include "packet_builder.h"
+#include "pipeline_harness.h"
 #include "stats/stats_report.h"
 
 namespace psgate {
@@ -27,6 +31,50 @@ TEST(StatsReport, AJobInAReusedSlotShowsItsOwnRateNotAWrappedDifference) {
   EXPECT_NE(out.find("     1.0 Mb/s"), std::string::npos) << out;
   EXPECT_EQ(out.find("1475739"), std::string::npos) << out;
   EXPECT_EQ(out.find("18446744"), std::string::npos) << out;
+}
+
+// GET /metrics reads from its own thread while the control thread gives a
+// job's slot to another: job k (each added into the one slot, then removed)
+// is sent k % 7 + 1 packets, so any count a view shows for job k is 0 or
+// that. Read across a commit, a new job showed its predecessor's count (and
+// went back to 0 at the next scrape).
+TEST(StatsRead, AMetricsViewNeverShowsANewJobItsPredecessorsCounts) {
+  testing::PipelineHarness h(
+      "[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 256\n"
+      "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n",
+      /*start_lcores=*/false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  const std::vector<uint8_t> frame = pkt::build_packet(pkt::from_ps(5000, 1, 100));
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> views{0};
+  std::string wrong;
+  std::thread reader([&] {
+    while (!done.load(std::memory_order_relaxed)) {
+      const MetricsView v = h.control().metrics_view();
+      for (const MetricsJob& j : v.jobs) {
+        const uint64_t got = j.counters.admitted_packets[kPull];
+        if (got != 0 && got != j.id % 7 + 1 && wrong.empty())
+          wrong = "job " + std::to_string(j.id) + " showed " + std::to_string(got);
+      }
+      views.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (uint32_t k = 1; k <= 1500 && wrong.empty(); ++k) {
+    ASSERT_EQ(h.control().handle({{"cmd", "jobs.add"}, {"job", k}, {"match", {"src=10.0.0.5/32,sport=5000"}}})["ok"],
+              true);
+    for (uint32_t n = 0; n < k % 7 + 1; ++n) {
+      rte_mbuf* m = h.mbuf_of(frame);
+      ASSERT_EQ(h.inject(1, &m, 1), 1u);
+    }
+    ASSERT_TRUE(h.dataplane().run_once());
+    rte_mbuf* out[16];
+    for (unsigned c; (c = h.collect(0, out, 16)) != 0;) rte_pktmbuf_free_bulk(out, c);
+    ASSERT_EQ(h.control().handle({{"cmd", "jobs.remove"}, {"job", k}})["ok"], true);
+  }
+  done = true;
+  reader.join();
+  EXPECT_GT(views.load(), 100u);
+  EXPECT_TRUE(wrong.empty()) << wrong;
 }
 
 }  // namespace
