@@ -29,8 +29,17 @@ uint64_t LatencyHistogram::bucket_upper_bound(unsigned bucket) {
 }
 
 void LatencyHistogram::merge(const LatencyHistogram& other) {
-  for (unsigned b = 0; b < kBuckets; ++b) counts_[b] += other.counts_[b];
-  count_ += other.count_;
+  // The count is the sum of the buckets read, not other.count_: a reader
+  // merging an lcore's histogram while it records may see the one updated
+  // and not the other, and a count ahead of its buckets made percentile()
+  // run past them and report max() for every quantile near 1.
+  uint64_t n = 0;
+  for (unsigned b = 0; b < kBuckets; ++b) {
+    const uint64_t c = other.counts_[b];
+    counts_[b] += c;
+    n += c;
+  }
+  count_ += n;
   min_ = std::min(min_, other.min_);
   max_ = std::max(max_, other.max_);
 }
