@@ -28,7 +28,9 @@ bool nap_or_signal(const sigset_t& stop) {
 
 Result<uint16_t> resolve_port(const std::string& spec) {
   if (!spec.empty() && spec.find_first_not_of("0123456789") == std::string::npos) {
-    const unsigned long id = std::stoul(spec);
+    // Digits only, of any length: more than 5 is no port id (std::stoul
+    // threw on 20 and more, aborting the run).
+    const unsigned long id = spec.size() <= 5 ? std::stoul(spec) : RTE_MAX_ETHPORTS;
     if (id >= RTE_MAX_ETHPORTS || !rte_eth_dev_is_valid_port(static_cast<uint16_t>(id))) {
       return Result<uint16_t>::failure("port " + spec + " does not exist (" +
                                        std::to_string(rte_eth_dev_count_avail()) +

@@ -283,18 +283,18 @@ int main(int argc, char** argv) {
   };
   app.add_option("-d,--duration", opt.duration_s,
                  "Send for this many seconds; 0: until SIGINT/SIGTERM" + dflt("duration", "0"))
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e8));
   app.add_option(
          "--drain", opt.drain_s,
          "After TX stops, wait at most this many seconds for in-flight frames" + dflt("drain", secs(defaults.drain_ns)))
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e8));
   app.add_option(
          "--interval", opt.interval_s,
          "Progress line on stderr every this many seconds; 0: none" + dflt("interval", secs(defaults.interval_ns)))
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e8));
   app.add_option("--link-timeout", opt.link_timeout_s,
                  "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e8));
   app.add_option("--json", opt.json_path,
                  "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
   app.add_option("--flows-csv", opt.flows_csv_path,
@@ -369,7 +369,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   Profile& p = *profile;
-  auto ns = [](double s) { return static_cast<uint64_t>(s * 1e9 + 0.5); };
+  // A positive time never rounds to 0, which means "until SIGINT" for
+  // --duration (the options' range, 0..1e8 s, keeps the rest in 64 bits).
+  auto ns = [](double s) { return s > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(s * 1e9 + 0.5)) : 0; };
   if (opt.duration_s >= 0) p.duration_ns = ns(opt.duration_s);
   if (opt.drain_s >= 0) p.drain_ns = ns(opt.drain_s);
   if (opt.interval_s >= 0) p.interval_ns = ns(opt.interval_s);

@@ -104,6 +104,12 @@ class Parser : TomlReader {
     if (!quantity(t, "drain", path, parse_duration_ns, "500ms", p.drain_ns)) return false;
     if (!quantity(t, "interval", path, parse_duration_ns, "500ms", p.interval_ns)) return false;
     if (!quantity(t, "link_timeout", path, parse_duration_ns, "500ms", p.link_timeout_ns)) return false;
+    // Times become std::chrono::nanoseconds (signed 64 bits): far past that
+    // (292 years) one would wrap negative and end the run at once.
+    for (auto [key, value] : {std::pair{"duration", p.duration_ns}, std::pair{"drain", p.drain_ns},
+                              std::pair{"interval", p.interval_ns}, std::pair{"link_timeout", p.link_timeout_ns}}) {
+      if (value > kMaxTimeNs) return set_error(path + "." + key, "at most 100000000s (about 3 years)");
+    }
     uint64_t v = p.tx_burst;
     if (!integer(t, "burst", path, 1, 64, v)) return false;
     p.tx_burst = static_cast<uint32_t>(v);
@@ -181,6 +187,9 @@ class Parser : TomlReader {
       return false;
     }
     const uint32_t min_size = min_frame_size(j.ps_addr.v6, j.proto);
+    // The default (64 B) below what TCP or IPv6 needs: the smallest such
+    // frame, as sent and as reported (the report said 64B for 74 B frames).
+    if (j.size_model == SizeModel::kFixed && j.size < min_size) j.size = min_size;
     if (const toml::node* n = t.get("size")) {
       const std::string s = n->is_string() ? n->as_string()->get() : "";
       if (s == "imix") {

@@ -92,6 +92,9 @@ inline constexpr size_t kMaxJobs = 32768;                // stamp stream field: 
 // and at least Ethernet's 64 bytes.
 uint32_t min_frame_size(bool v6, Proto proto);
 
+// The longest time any [generator] setting or option takes, in ns: 1e8 s.
+inline constexpr uint64_t kMaxTimeNs = 100'000'000ull * 1'000'000'000ull;
+
 // `root` is the profile; `job_overrides` (may be empty) is merged into every
 // [[jobs]] entry before it is read (command-line --set). A root without
 // [[jobs]] gets one job made of the overrides alone. `source` prefixes errors.

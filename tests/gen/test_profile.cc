@@ -209,6 +209,7 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[generator]\nburst = 65\n", "generator.burst: 65 is out of range"},
       {"[generator]\nduration = \"5\"\n", "generator.duration"},
       {"[generator]\nduration = 5\n", "generator.duration: 5 is not a string"},
+      {"[generator]\nduration = \"10000000000s\"\n", "generator.duration: at most 100000000s"},
       {"[generator]\nhost_port = -1\n", "generator.host_port"},
       {"jobs = 3\n", "jobs: must be an array"},
       {"[[jobs]]\nrat = \"1kpps\"\n", "jobs[0].rat: unknown key"},
@@ -251,6 +252,21 @@ TEST(Profile, MinFrameSizes) {
   EXPECT_EQ(min_frame_size(false, Proto::kTcp), 74u);
   EXPECT_EQ(min_frame_size(true, Proto::kUdp), 82u);
   EXPECT_EQ(min_frame_size(true, Proto::kTcp), 94u);
+}
+
+// Without a size, a TCP or IPv6 job's frames are the smallest its headers
+// allow, and the profile (so the report) says so: it said 64 B while 74 B
+// frames went out.
+TEST(Profile, TheDefaultSizeIsTheSmallestFrameTheJobsHeadersAllow) {
+  auto tcp = parse("[[jobs]]\nproto = \"tcp\"\n");
+  ASSERT_TRUE(tcp.ok()) << tcp.error();
+  EXPECT_EQ(tcp->jobs[0].size, 74u);
+  auto v6 = parse("[[jobs]]\nps = \"[fd00::1]:2222\"\nproto = \"tcp\"\n");
+  ASSERT_TRUE(v6.ok()) << v6.error();
+  EXPECT_EQ(v6->jobs[0].size, 94u);
+  auto udp = parse("[[jobs]]\n");
+  ASSERT_TRUE(udp.ok()) << udp.error();
+  EXPECT_EQ(udp->jobs[0].size, 64u);
 }
 
 }  // namespace
