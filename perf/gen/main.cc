@@ -45,10 +45,11 @@ constexpr const char* kDescription =
     "the generator itself fell behind, and with --flows-csv the same per flow.\n"
     "EAL arguments follow '--' (e.g. -- --no-huge -m 512 --file-prefix=gen --vdev=net_memif0,role=client,...).\n"
     "Lcores: with two worker lcores TX and RX run on separate lcores, with one in one loop; the main lcore\n"
-    "sleeps. SIGINT/SIGTERM stop TX, wait the drain, report and exit 0 (a second signal cuts the drain short);\n"
+    "sleeps. SIGINT/SIGTERM/SIGHUP stop TX, wait the drain, report and exit 0 (a second cuts the drain short);\n"
     "while the links are awaited they stop the wait instead: report (nothing sent, no --hold) and exit 0.\n"
     "Exit status: 0 after a run, also one stopped by a signal (loss is reported, not an error), 2 for a bad\n"
-    "command line or profile, 1 when DPDK, a port or its link cannot be set up or a report cannot be written.\n"
+    "command line or profile or a report path that cannot be written (checked before the run), 1 when DPDK,\n"
+    "a port or its link cannot be set up, or a report cannot be written after the run.\n"
     "Profile format: perf/gen/README.md. Without --profile, one [[jobs]] entry is built from the job flags.";
 
 struct Options {

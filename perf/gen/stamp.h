@@ -67,14 +67,18 @@ inline void write_stamp(uint8_t* p, const Stamp& s) {
 //            which it would drag past this run's frames and make them "late".
 enum class StampAge { kValid, kSkewed, kStale };
 
+//   A stamp at most `max_skew` ahead is skewed even in a run older than
+//   2^40 cycles, where it would also read as a delay of nearly 2^40 cycles
+//   (minutes: no frame of a run waits that long; a skewed core is common).
 inline StampAge stamp_age(uint64_t now, uint64_t tx_tsc40, uint64_t epoch, uint64_t max_skew, uint64_t* cycles) {
+  const uint64_t ahead = (tx_tsc40 - now) & kStampTscMask;
+  if (ahead != 0 && ahead <= max_skew) return StampAge::kSkewed;
   const uint64_t d = (now - tx_tsc40) & kStampTscMask;
   if (d <= now - epoch) {
     *cycles = d;
     return StampAge::kValid;
   }
-  const uint64_t ahead = (tx_tsc40 - now) & kStampTscMask;
-  return ahead <= max_skew ? StampAge::kSkewed : StampAge::kStale;
+  return StampAge::kStale;
 }
 
 // Parses Ethernet (one optional VLAN tag), IPv4 or IPv6 (no extension

@@ -164,7 +164,11 @@ TEST(Frame, StampAgeFromFortyBits) {
       {"across a wrap of the 40 bits", k40 - 100, k40 - 10, k40 + 5, A::kValid, 15},
       {"high TSC bits above the 40", 7 * k40 + 5, 7 * k40 + 123, 7 * k40 + 1123, A::kValid, 1000},
       {"over 2^32 cycles: aliased to 7 cycles with the old 32-bit stamp", 10, 100, 100 + k33 + 7, A::kValid, k33 + 7},
-      {"a run over 2^40 cycles old, delay just below 2^40", 0, 5 * k40 + 1, 6 * k40, A::kValid, k40 - 1},
+      {"a run over 2^40 cycles old, delay 2^40 - 2 * skew", 0, 5 * k40 + 2 * kSkew, 6 * k40, A::kValid,
+       k40 - 2 * kSkew},
+      // Beyond the skew bound below 2^40 it is a core ahead, not a 7-minute
+      // delay (it read as one in runs over 2^40 cycles, and set max_ns).
+      {"a run over 2^40 cycles old, TX TSC 10 cycles ahead", 0, 2 * k40 + 10, 2 * k40, A::kSkewed, 0},
       {"frame of an earlier run: TX before the epoch", 3 * k40 + 1000, 3 * k40 + 10, 3 * k40 + 2000, A::kStale, 0},
       {"frame of a run 2^39 cycles earlier", 4 * k40, 4 * k40 - k40 / 2, 4 * k40 + 50, A::kStale, 0},
       {"TX TSC ahead of now (cores' TSCs skewed)", 1000, 5000, 4000, A::kSkewed, 0},
