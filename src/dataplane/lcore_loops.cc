@@ -184,13 +184,18 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
 // transmitting keeps what the single lcore does: a high-priority packet taken
 // now leaves ahead of a lower class's backlog, and its CE mark is decided on
 // the depth it found before anything left.
-// The snapshot is synced between the pull and the accept: a packet an RX
-// lcore classified with a newer snapshot is then never accepted under an
-// older one (the ring's release/acquire orders the RX lcore's snapshot read
-// before this lcore's), so a job new in it is known, and held, from its
-// first packet on.
-void scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, const Snapshot& snap) {
+// The snapshot is loaded and synced between the pull and the accept: a
+// packet an RX lcore classified with a newer snapshot is then never accepted
+// under an older one (the ring's release/acquire orders the RX lcore's
+// snapshot read before this lcore's), so a job new in it is known, and held,
+// from its first packet on. `current` returns the snapshot in force; called
+// after the pull (one loaded before it could be older than a packet pulled,
+// and that packet's job, new in the newer one, would overtake its flow's
+// unclassified packets queued in the default class).
+template <typename CurrentSnapshot>
+void scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnapshot&& current) {
   sched_pull_rings(shared, ctx);
+  const Snapshot& snap = current();
   sched_sync_params(ctx, snap);
   const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
   sched_accept_pulled(shared, ctx, now, true);
@@ -204,7 +209,7 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
-      scheduler_iteration(shared, ctx, reader.current());
+      scheduler_iteration(shared, ctx, [&reader]() -> const Snapshot& { return reader.current(); });
       reader.quiescent();
     }
   }
@@ -235,7 +240,7 @@ bool Dataplane::run_once() {
     for (LcorePlan& p : d.plans) {
       if (p.role != LcoreRole::kScheduler) continue;
       apply_links(*p.sched, link_check(d.shared, p.rcu_thread_id));
-      scheduler_iteration(d.shared, *p.sched, snap);
+      scheduler_iteration(d.shared, *p.sched, [&snap]() -> const Snapshot& { return snap; });
       d.shared.link->go_offline(p.rcu_thread_id);
     }
     return true;
