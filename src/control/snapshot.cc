@@ -2,6 +2,8 @@
 // Publishes snapshots (control path only); config/compile.cc builds them.
 #include "psgate/snapshot.h"
 
+#include <spdlog/spdlog.h>
+
 #include <ctime>
 
 namespace psgate {
@@ -36,10 +38,18 @@ void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
   reclaim();
   // Poll with sleeps rather than rte_rcu_qsbr_synchronize's spin: the control
   // thread may share a CPU with the threads the lcores are waiting for.
-  while (retired_.size() > kMaxRetired) {
+  // A data lcore that passes no quiescent state (stuck in a driver call)
+  // holds the control thread here: said once a second, so that a control
+  // socket that stopped answering has a reason in the log.
+  for (unsigned waits = 0; retired_.size() > kMaxRetired; ++waits) {
     timespec pause{0, 20'000};
     nanosleep(&pause, nullptr);
     reclaim();
+    if (waits != 0 && waits % 50'000 == 0)  // ~1 s of 20 us pauses (more with scheduling)
+      spdlog::error(
+          "a data lcore has passed no quiescent state for {} s: {} snapshots wait to be freed, and the "
+          "control thread with them (is an lcore stuck in a driver call?)",
+          waits / 50'000, retired_.size());
   }
 }
 
