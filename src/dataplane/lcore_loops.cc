@@ -135,7 +135,7 @@ void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
   const uint64_t now = rte_rdtsc();
   for (EgressPort* e : ctx.egress) {
     sched_apply_params(*e, snap.ports[e->index], now);
-    sched_sync_slots(*e, snap);
+    sched_sync_slots(*e, snap, ctx.rx_posts.empty());
   }
   ctx.applied_generation = snap.generation;
 }

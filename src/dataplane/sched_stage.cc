@@ -546,7 +546,7 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
   return true;
 }
 
-void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
+void sched_sync_slots(EgressPort& egress, const Snapshot& snap, bool no_rings) {
   const size_t slots = std::min(snap.slots.size(), egress.slot_owner.size());
   const uint64_t until = rte_rdtsc() + egress.pin_hold_ticks;
   const bool first = egress.synced_generation == 0;
@@ -562,6 +562,15 @@ void sched_sync_slots(EgressPort& egress, const Snapshot& snap) {
     jq.pin = EgressPort::kPinArmed;
     egress.pins[slot] = EgressPort::Pin{
         0, snap.generation, static_cast<uint8_t>(snap.slots[slot].cls[direction_of_egress(egress.index)]), until};
+    // Run-to-completion: marked before this iteration's packets are
+    // accepted, so the job's own first packets are not behind its mark (the
+    // hold would last until they themselves left the default class, or the
+    // whole takeover_hold behind busier classes). Pipelined: the RX lcores'
+    // rings must be caught up first (sched_release_holds).
+    if (no_rings) {
+      egress.pins[slot].mark = egress.sched.tail_position(egress.default_class);
+      jq.pin = EgressPort::kPinMarked;
+    }
   };
   for_each_slot_to_sync(snap, egress.synced_generation, first, slots, sync);
   // A held job re-ranked meanwhile (a re-rank changes no owner, so the walk

@@ -49,8 +49,10 @@ bool sched_idle(const EgressPort& egress);
 // Applies changed shaper/class parameters of a new snapshot (control changes only).
 void sched_apply_params(EgressPort& egress, const PortLive& params, uint64_t now);
 // Marks the jobs new to their slot in a new snapshot (settle_job_class keeps
-// them behind the default class's earlier packets).
-void sched_sync_slots(EgressPort& egress, const Snapshot& snap);
+// them behind the default class's earlier packets). `no_rings`: this lcore
+// also receives (run-to-completion), so the default queue holds exactly the
+// packets classified before the snapshot: the hold's mark is its tail now.
+void sched_sync_slots(EgressPort& egress, const Snapshot& snap, bool no_rings);
 // Ends the holds of sched_sync_slots that are over, moving the held jobs'
 // packets to their classes (once per loop iteration while any is held).
 void sched_release_holds(const DataplaneShared& shared, const SchedContext& ctx, EgressPort& egress,

@@ -784,6 +784,24 @@ TEST_P(NewJobTest, AJobRemovedWhileHeldDoesNotSendItsPacketsToClassZero) {
   EXPECT_EQ(g.totals().cls(kWire, 1).depth() + g.totals().cls(kWire, 7).depth(), 3u);
 }
 
+// Run-to-completion: a new job with nothing of its flows queued before it
+// goes to its class at once. Its own first packets were behind its hold's
+// mark (taken after the iteration's accept), so behind the closed shaper
+// they waited in the default class for the whole takeover_hold.
+TEST(NewJobRunToCompletion, NothingQueuedBeforeItNothingHoldsIt) {
+  Gate g(new_job_body("[1]", "1s"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  ASSERT_EQ(g.totals().cls(kWire, 7).depth(), 0u);
+  const auto reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 1}, {"rank", 0}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed({pull_frame(2222, 0, 0), pull_frame(2222, 1, 0)});
+  g.pass();
+  EXPECT_EQ(g.totals().cls(kWire, 1).depth(), 2u) << "the new job's packets are not in its class";
+  EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]", "[1, 2, 3, 4]"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            const std::string l = p.param;
