@@ -245,7 +245,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     // Nothing polls the ports any more, but they stay started: stopping a
     // memif port disconnects it, which is what --hold exists to delay (a
     // DPDK 22.11 memif peer can crash when its partner disconnects).
-    std::fprintf(stderr, "psgate-gen: report written; holding the ports open until SIGINT/SIGTERM\n");
+    std::fprintf(stderr, "psgate-gen: report written; holding the ports open until SIGINT/SIGTERM/SIGHUP\n");
     while (sigwaitinfo(&stop, nullptr) < 0) {
     }
   }
@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
     return " (default: the profile's [generator] " + std::string(key) + ", else " + value + ")";
   };
   app.add_option("-d,--duration", opt.duration_s,
-                 "Send for this many seconds; 0: until SIGINT/SIGTERM" + dflt("duration", "0"))
+                 "Send for this many seconds; 0: until SIGINT/SIGTERM/SIGHUP" + dflt("duration", "0"))
       ->check(CLI::Range(0.0, 1e8));
   app.add_option(
          "--drain", opt.drain_s,
@@ -311,9 +311,10 @@ int main(int argc, char** argv) {
       "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port));
   app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64" + dflt("burst", std::to_string(defaults.tx_burst)))
       ->check(CLI::Range(1, 64));
-  app.add_flag("--hold", opt.hold,
-               "After the report, keep the ports open until SIGINT/SIGTERM, so that a memif server peer can stop "
-               "before its client disconnects");
+  app.add_flag(
+      "--hold", opt.hold,
+      "After the report, keep the ports open until SIGINT/SIGTERM/SIGHUP, so that a memif server peer can stop "
+      "before its client disconnects");
   app.add_flag("--single-lcore", opt.single_lcore, "Run TX and RX in one loop even when two worker lcores exist");
   app.add_option("--set", opt.sets,
                  "KEY=VALUE: set a [[jobs]] key in every [[jobs]] entry of the profile (repeatable), e.g. "

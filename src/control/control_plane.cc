@@ -810,10 +810,16 @@ MetricsView ControlPlane::metrics_view() {
   // a new job (totals_and_snapshot).
   std::vector<JobEntry> jobs;
   std::vector<SlotInfo> slots;
+  std::vector<JobTelemetry> telemetry;  // read with the jobs: a slot reused in between must not mix them
   v.totals = totals_and_snapshot(true, [&](const Totals&, const Snapshot& snap) {
     jobs = snap.jobs;
     slots.clear();
-    for (const JobEntry& j : snap.jobs) slots.push_back(snap.slots[j.slot]);
+    telemetry.clear();
+    for (const JobEntry& j : snap.jobs) {
+      slots.push_back(snap.slots[j.slot]);
+      // The lcore's telemetry counters are relaxed atomics: readable from here.
+      telemetry.push_back(dataplane_.job_telemetry(j.slot));
+    }
   });
   Status status;
   {
@@ -832,8 +838,7 @@ MetricsView ControlPlane::metrics_view() {
     if (auto it = status.ranks.find(e.id); it != status.ranks.end())
       j.eff_rank = {it->second.push_rank, it->second.pull_rank};
     if (e.slot < v.totals.jobs.size()) j.counters = v.totals.jobs[e.slot];
-    // The lcore's telemetry counters are relaxed atomics: readable from here.
-    j.telemetry = dataplane_.job_telemetry(e.slot);
+    j.telemetry = telemetry[i];
     v.jobs.push_back(std::move(j));
   }
   v.version = PSGATE_VERSION;

@@ -41,15 +41,24 @@ void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
   // A data lcore that passes no quiescent state (stuck in a driver call)
   // holds the control thread here: said once a second, so that a control
   // socket that stopped answering has a reason in the log.
-  for (unsigned waits = 0; retired_.size() > kMaxRetired; ++waits) {
+  auto seconds = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+  };
+  const time_t began = seconds();
+  time_t said = began;
+  while (retired_.size() > kMaxRetired) {
     timespec pause{0, 20'000};
     nanosleep(&pause, nullptr);
     reclaim();
-    if (waits != 0 && waits % 50'000 == 0)  // ~1 s of 20 us pauses (more with scheduling)
+    if (const time_t now = seconds(); now != said) {
+      said = now;
       spdlog::error(
-          "a data lcore has passed no quiescent state for {} s: {} snapshots wait to be freed, and the "
-          "control thread with them (is an lcore stuck in a driver call?)",
-          waits / 50'000, retired_.size());
+          "publishing a snapshot has waited {} s for a data lcore to pass a quiescent state: {} snapshots "
+          "wait to be freed, and the control thread with them (is an lcore stuck in a driver call?)",
+          now - began, retired_.size());
+    }
   }
 }
 

@@ -142,6 +142,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // Periodic report on the control thread: a summary line and the per-job table.
     const auto started = Clock::now();
     psgate::Totals prev = cp.totals_locked(false);
+    std::vector<uint32_t> prev_job_of_slot;  // at `prev`: which job each slot counted for
     auto prev_time = started;
     psgate::ControlServer::Options options;
     options.socket_path = config.control.socket;
@@ -155,11 +156,15 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       const double secs = std::chrono::duration<double>(now - prev_time).count();
       spdlog::info("{}", psgate::format_summary_line(prev, cur, secs));
       cp.with_snapshot([&](const psgate::Snapshot& snap) {
-        if (snap.jobs.empty()) return;
-        std::fputs(psgate::format_job_rates(prev, cur, secs, snap, std::chrono::duration<double>(now - started).count())
-                       .c_str(),
-                   stdout);
-        std::fflush(stdout);
+        if (!snap.jobs.empty()) {
+          std::fputs(psgate::format_job_rates(prev, cur, secs, snap,
+                                              std::chrono::duration<double>(now - started).count(), prev_job_of_slot)
+                         .c_str(),
+                     stdout);
+          std::fflush(stdout);
+        }
+        prev_job_of_slot.assign(snap.slots.size(), 0);
+        for (const psgate::JobEntry& j : snap.jobs) prev_job_of_slot[j.slot] = j.id;
       });
       prev = std::move(cur);
       prev_time = now;

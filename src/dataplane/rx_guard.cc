@@ -86,17 +86,18 @@ void unlink_empty_segments(rte_mbuf* m) {
     }
     seg = next;
   }
-  // The head carries the packet's fields, so it stays: an empty one takes
-  // the next segment's bytes into its own buffer (a direct one, where they
-  // fit), and that segment goes. Otherwise it is left as it came.
+  // The head carries the packet's fields, so it stays: an empty one (a
+  // direct one: its buffer is its own) takes the next segment's first bytes
+  // into its buffer, as many as fit, and that segment goes if they were all.
   rte_mbuf* next = m->next;
-  if (m->data_len != 0 || next == nullptr || !RTE_MBUF_DIRECT(m)) return;
-  const uint16_t headroom = static_cast<uint16_t>(RTE_MIN(m->buf_len, RTE_PKTMBUF_HEADROOM));
-  if (uint32_t{headroom} + next->data_len > m->buf_len) return;
-  m->data_off = headroom;
-  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_mtod(next, const uint8_t*), next->data_len);
-  m->data_len = next->data_len;
-  unlink_after(m, m, next);
+  if (m->data_len != 0 || next == nullptr || !RTE_MBUF_DIRECT(m) || m->buf_len == 0) return;
+  const uint16_t take = RTE_MIN(next->data_len, m->buf_len);
+  m->data_off = static_cast<uint16_t>(RTE_MIN(RTE_PKTMBUF_HEADROOM, m->buf_len - take));  // headroom where it fits
+  std::memcpy(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_mtod(next, const uint8_t*), take);
+  m->data_len = take;
+  next->data_off = static_cast<uint16_t>(next->data_off + take);
+  next->data_len = static_cast<uint16_t>(next->data_len - take);
+  if (next->data_len == 0) unlink_after(m, m, next);
 }
 
 unsigned vlan_tag_count(const rte_mbuf* m) {

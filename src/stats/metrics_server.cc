@@ -101,7 +101,12 @@ static bool address_on_this_host(const std::string& host) {
   // Served at once though no interface lists them: all of 127/8 (lo has
   // 127.0.0.1 only), and IPv4-mapped IPv6 addresses.
   if (!v6 && want[0] == 127) return true;
-  if (v6 && IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(want))) return true;
+  if (v6 && IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(want))) {
+    // ::ffff:a.b.c.d is served where a.b.c.d is: look for that instead.
+    char v4[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, want + 12, v4, sizeof(v4));
+    return address_on_this_host(v4);
+  }
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) return true;
   bool found = false;

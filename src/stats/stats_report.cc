@@ -61,7 +61,8 @@ std::string format_summary_line(const Totals& prev, const Totals& cur, double s)
                      mbit(cur.ports[1].tx_bytes - prev.ports[1].tx_bytes, s), drops.empty() ? " none" : drops);
 }
 
-std::string format_job_rates(const Totals& prev, const Totals& cur, double s, const Snapshot& snap, double uptime) {
+std::string format_job_rates(const Totals& prev, const Totals& cur, double s, const Snapshot& snap, double uptime,
+                             const std::vector<uint32_t>& prev_job_of_slot) {
   // "demand" is what the job offered after its ingress policer; "sent" what
   // left psgate. Pull (PS -> workers) is the direction that contends at the PS host.
   std::string out =
@@ -71,9 +72,10 @@ std::string format_job_rates(const Totals& prev, const Totals& cur, double s, co
     const JobTotals& a = prev.jobs[job.slot];
     const JobTotals& b = cur.jobs[job.slot];
     // A slot that changed owner since `prev` restarted from 0 (its baseline
-    // was reset): what it holds now is all this interval's, not a wrapped
-    // difference with the previous owner's counts.
-    auto since = [](uint64_t now, uint64_t then) { return now >= then ? now - then : now; };
+    // was reset): what it holds now is all this interval's, not a difference
+    // with the previous owner's counts (which wrapped when they were larger).
+    const bool same_owner = job.slot >= prev_job_of_slot.size() || prev_job_of_slot[job.slot] == job.id;
+    auto since = [same_owner](uint64_t now, uint64_t then) { return same_owner && now >= then ? now - then : now; };
     out +=
         fmt::format("{:>7}  {:<22} {:>5} {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>8.1f} Mb/s {:>10.0f} {:>10.0f}\n",
                     "", job_label(job), snap.slots[job.slot].cls[kPull],

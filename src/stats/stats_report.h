@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "psgate/dataplane.h"
 #include "psgate/snapshot.h"
@@ -13,8 +14,11 @@ namespace psgate {
 // Rates between two reads `seconds` apart: one summary line.
 std::string format_summary_line(const Totals& prev, const Totals& cur, double seconds);
 // Per-job offered/sent rates between two reads, as an aligned table.
+// `prev_job_of_slot`: the job id each slot had at `prev` (0: none; empty:
+// unknown): a slot that changed owner since restarted from 0 (its baseline
+// was reset), so what it holds now is all its new job's.
 std::string format_job_rates(const Totals& prev, const Totals& cur, double seconds, const Snapshot& snap,
-                             double uptime_seconds);
+                             double uptime_seconds, const std::vector<uint32_t>& prev_job_of_slot = {});
 // Everything: ports, drops by reason, classes with sojourn percentiles, jobs,
 // and the conservation check (received = transmitted + dropped).
 std::string format_final_report(const Totals& totals, const Snapshot& snap, const ConfigSpec& config);

@@ -327,6 +327,27 @@ TEST_F(MbufChain, GuardUnlinksEmptySegments) {
   EXPECT_TRUE(mbuf_is_sane(burst[0]));
   rte_pktmbuf_free(burst[0]);
 
+  // An empty head too small for the next segment's bytes takes as many as
+  // fit; the rest stay in that segment.
+  rte_mempool* small = rte_pktmbuf_pool_create("chain_small", 63, 0, 0, 256, SOCKET_ID_ANY);
+  ASSERT_NE(small, nullptr);
+  const Bytes big(1100, 0x5a);
+  rte_mbuf* head = rte_pktmbuf_alloc(small);
+  rte_mbuf* tail = rte_pktmbuf_alloc(pool_);
+  std::memcpy(rte_pktmbuf_append(tail, 1100), big.data(), 1100);
+  head->next = tail;
+  head->nb_segs = 2;
+  head->pkt_len = 1100;
+  burst[0] = head;
+  ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+  EXPECT_EQ(head->nb_segs, 2u);
+  EXPECT_EQ(head->data_len, 256u);
+  EXPECT_EQ(flatten(head), big);
+  EXPECT_TRUE(mbuf_is_sane(head));
+  rte_pktmbuf_free(head);
+  EXPECT_EQ(rte_mempool_avail_count(small), 63u);
+  rte_mempool_free(small);
+
   // A chain another holder shares is left as it is: taking a segment out of
   // it would lose that segment for the other holder.
   rte_mbuf* shared = chain(frame, {30, 30});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -27,10 +28,17 @@ TEST(StatsReport, AJobInAReusedSlotShowsItsOwnRateNotAWrappedDifference) {
   Snapshot snap;
   snap.slots.resize(1);
   snap.jobs.push_back(JobEntry{0, 3, "three", 0});
-  const std::string out = format_job_rates(prev, cur, 1.0, snap, 10.0);
+  const std::string out = format_job_rates(prev, cur, 1.0, snap, 10.0, {7});  // job 7 had the slot
   EXPECT_NE(out.find("     1.0 Mb/s"), std::string::npos) << out;
   EXPECT_EQ(out.find("1475739"), std::string::npos) << out;
   EXPECT_EQ(out.find("18446744"), std::string::npos) << out;
+  // The new job counted more than the old one had: all of it is the new
+  // job's (2 Mbit), not the difference (1 Mbit).
+  prev.jobs[0].sent_bytes[kPull] = 125'000;
+  cur.jobs[0].sent_bytes[kPull] = 250'000;
+  EXPECT_NE(format_job_rates(prev, cur, 1.0, snap, 10.0, {7}).find("     2.0 Mb/s"), std::string::npos);
+  // The same job in its slot: the difference.
+  EXPECT_NE(format_job_rates(prev, cur, 1.0, snap, 10.0, {3}).find("     1.0 Mb/s"), std::string::npos);
 }
 
 // GET /metrics reads from its own thread while the control thread gives a
@@ -47,34 +55,43 @@ TEST(StatsRead, AMetricsViewNeverShowsANewJobItsPredecessorsCounts) {
   const std::vector<uint8_t> frame = pkt::build_packet(pkt::from_ps(5000, 1, 100));
   std::atomic<bool> done{false};
   std::atomic<uint64_t> views{0};
-  std::string wrong;
+  std::mutex wrong_mutex;
+  std::string wrong;  // the first wrong count seen, under wrong_mutex
+  auto found_wrong = [&] {
+    std::lock_guard<std::mutex> lock(wrong_mutex);
+    return !wrong.empty();
+  };
   std::thread reader([&] {
     while (!done.load(std::memory_order_relaxed)) {
       const MetricsView v = h.control().metrics_view();
       for (const MetricsJob& j : v.jobs) {
         const uint64_t got = j.counters.admitted_packets[kPull];
+        std::lock_guard<std::mutex> lock(wrong_mutex);
         if (got != 0 && got != j.id % 7 + 1 && wrong.empty())
           wrong = "job " + std::to_string(j.id) + " showed " + std::to_string(got);
       }
       views.fetch_add(1, std::memory_order_relaxed);
     }
   });
-  for (uint32_t k = 1; k <= 1500 && wrong.empty(); ++k) {
-    ASSERT_EQ(h.control().handle({{"cmd", "jobs.add"}, {"job", k}, {"match", {"src=10.0.0.5/32,sport=5000"}}})["ok"],
-              true);
-    for (uint32_t n = 0; n < k % 7 + 1; ++n) {
+  // No ASSERT in the loop: returning with the reader running would end the
+  // process rather than report the failure.
+  bool ok = true;
+  for (uint32_t k = 1; k <= 1500 && ok && !found_wrong(); ++k) {
+    ok = h.control().handle({{"cmd", "jobs.add"}, {"job", k}, {"match", {"src=10.0.0.5/32,sport=5000"}}})["ok"] == true;
+    for (uint32_t n = 0; ok && n < k % 7 + 1; ++n) {
       rte_mbuf* m = h.mbuf_of(frame);
-      ASSERT_EQ(h.inject(1, &m, 1), 1u);
+      ok = m != nullptr && h.inject(1, &m, 1) == 1;
     }
-    ASSERT_TRUE(h.dataplane().run_once());
+    ok = ok && h.dataplane().run_once();
     rte_mbuf* out[16];
     for (unsigned c; (c = h.collect(0, out, 16)) != 0;) rte_pktmbuf_free_bulk(out, c);
-    ASSERT_EQ(h.control().handle({{"cmd", "jobs.remove"}, {"job", k}})["ok"], true);
+    ok = ok && h.control().handle({{"cmd", "jobs.remove"}, {"job", k}})["ok"] == true;
   }
   done = true;
   reader.join();
+  ASSERT_TRUE(ok) << "a jobs.add, inject or jobs.remove failed";
   EXPECT_GT(views.load(), 100u);
-  EXPECT_TRUE(wrong.empty()) << wrong;
+  EXPECT_FALSE(found_wrong()) << wrong;
 }
 
 }  // namespace
