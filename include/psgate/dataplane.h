@@ -40,8 +40,13 @@ class Dataplane {
   // data plane was started.
   bool run_once();
   // Stop receiving; lcores drain their queues until empty or until the drain
-  // timeout, then exit. Blocks until every data lcore returned.
-  void stop_and_drain();
+  // timeout, then exit. Waits for every data lcore to return, for at most
+  // the drain timeout and kStuckLcoreGraceNs more: false (logged, naming
+  // the lcores) when one did not, e.g. stuck inside a driver's TX call that
+  // never returns. The data plane must then not be torn down (the lcore may
+  // still be in a port's memory): the caller reports and exits.
+  bool stop_and_drain();
+  static constexpr uint64_t kStuckLcoreGraceNs = 2'000'000'000;
 
   // Sums every lcore's counters (safe while running; histograms only when stopped
   // are exact, while running they may be mid-update by a few samples).

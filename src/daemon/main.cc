@@ -212,7 +212,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // while the lcores drain, or after they are gone.
     if (metrics) metrics->stop();
     server->reset();  // no control change after this point
-    dp.stop_and_drain();
+    const bool stopped = dp.stop_and_drain();
     const psgate::Totals totals = cp.totals_locked(true);
     std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
     std::fflush(stdout);
@@ -223,6 +223,13 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         spdlog::error("cannot write {}", stats_json_path);
         status = 1;
       }
+    }
+    if (!stopped) {
+      // An lcore is still inside a driver call: tearing down the ports or
+      // EAL under it could crash or hang. The report is out: leave now.
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(1);
     }
     if (!psgate::conservation_holds(totals)) {
       spdlog::error("counter conservation violated: received != transmitted + dropped");

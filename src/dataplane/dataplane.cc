@@ -273,15 +273,40 @@ void Dataplane::start() {
   impl_->started = true;
 }
 
-void Dataplane::stop_and_drain() {
-  if (!impl_->started) return;
+bool Dataplane::stop_and_drain() {
+  if (!impl_->started) return true;
   DataplaneShared& shared = impl_->shared;
   const uint64_t timeout_ticks = ticks_from_ns(impl_->config.drain_timeout_ns, shared.tsc_hz);
-  shared.drain_deadline_tsc.store(rte_rdtsc() + timeout_ticks, std::memory_order_relaxed);
+  const uint64_t now = rte_rdtsc();
+  shared.drain_deadline_tsc.store(now + timeout_ticks, std::memory_order_relaxed);
   shared.rx_enabled.store(false, std::memory_order_release);
-  for (LcorePlan& plan : impl_->plans) rte_eal_wait_lcore(plan.lcore_id);
+  // rte_eal_wait_lcore has no timeout: an lcore blocked in a driver call
+  // (af_packet's TX polls with none once its ring is full) would hold the
+  // process for ever, past any stop timeout. Polled instead, up to the
+  // drain timeout and a grace.
+  const uint64_t give_up = now + timeout_ticks + ticks_from_ns(kStuckLcoreGraceNs, shared.tsc_hz);
+  std::string stuck;
+  for (LcorePlan& plan : impl_->plans) {
+    while (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING && rte_rdtsc() < give_up) {
+      timespec pause{0, 1'000'000};
+      nanosleep(&pause, nullptr);
+    }
+    if (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING) {
+      stuck += (stuck.empty() ? "" : ", ") + std::to_string(plan.lcore_id);
+      continue;
+    }
+    rte_eal_wait_lcore(plan.lcore_id);  // returns at once: collects its return value
+  }
+  if (!stuck.empty()) {
+    spdlog::error(
+        "data lcore(s) {} did not stop within the drain timeout and {} s more: stuck in a driver call "
+        "(a port whose TX never drains?); the counters below may miss their last packets",
+        stuck, kStuckLcoreGraceNs / 1'000'000'000);
+    return false;
+  }
   impl_->started = false;
   g_teardown_guard.store(nullptr, std::memory_order_release);
+  return true;
 }
 
 const Snapshot& Dataplane::snapshot() const { return *impl_->publisher->current(); }

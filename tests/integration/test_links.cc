@@ -328,6 +328,49 @@ TEST(Links, AfPacketVethDeletedAndRecreated) {
   EXPECT_GE(run.stats["ports"]["host"]["drops"]["link_down"].get<uint64_t>(), 50u);
 }
 
+// A port whose TX never drains: af_packet without qdisc bypass, behind a
+// queueing discipline that holds everything (tbf at 8 bit/s). DPDK 22.11's
+// af_packet TX then blocks in poll(2) with no timeout once its ring is full,
+// inside rte_eth_tx_burst, and the data lcore never comes back. SIGTERM must
+// still end psgate within its drain timeout and a grace, with the final
+// report and an error naming the lcore (it waited for ever before).
+TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  const std::string ns = "psgs" + std::to_string(getpid());
+  NetnsScope scope(ns);
+  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+  ASSERT_TRUE(make_veth("sw0", "sw1") && make_veth("sh0", "sh1"));
+  ASSERT_EQ(run_cmd("tc qdisc replace dev sh0 root tbf rate 8bit burst 2k limit 100m"), 0);
+  DaemonFixture fx;
+  fx.write_file(
+      "psgate.toml", eal_line(fx, "stuck") +
+                         "[ports.wire]\ndevice = \"net_af_packet0,iface=sw0\"\n"
+                         "[ports.host]\ndevice = \"net_af_packet1,iface=sh0,qdisc_bypass=0\"\n"
+                         "[lcores]\nmain = 0\ndata = [1]\n" +
+                         [] {
+                           std::string tail = common_tail();
+                           tail.replace(tail.find("[dataplane]\n"), 12, "[dataplane]\ndrain_timeout = \"200ms\"\n");
+                           return tail;
+                         }());
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  {
+    // Enough to fill the af_packet TX ring many times over.
+    RawPort wire_peer("sw1");
+    ASSERT_TRUE(wire_peer.ok());
+    const std::vector<uint8_t> frame = udp_frame(2222);
+    for (int i = 0; i < 20000; ++i) wire_peer.send(frame);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
+  const DaemonRun run = fx.stop_daemon(20);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 10.0) << run.output;
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_NE(run.output.find("did not stop"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("== ports =="), std::string::npos) << "no final report: " << run.output;
+}
+
 // ---------------------------------------------------------------- signals, lcores
 
 std::string pcap_config(const DaemonFixture& fx, const std::string& lcores) {
