@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <cerrno>
 #include <ctime>
 
 #include "dataplane/dataplane_impl.h"
@@ -213,7 +214,17 @@ void links_init(Dataplane::Impl& d) {
 
 void links_shutdown(Dataplane::Impl& d) {
   for (unsigned p = 0; p < kPortCount; ++p) {
-    if (d.links[p].lsc) rte_eth_dev_callback_unregister(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d);
+    if (d.links[p].lsc) {
+      // -EAGAIN while the callback runs (on the interrupt thread): it would
+      // go on using `d`, which the caller frees next. Retried until it is
+      // out (a callback takes the link mutex briefly; bounded at 1 s).
+      for (int tries = 0; tries < 1000; ++tries) {
+        if (rte_eth_dev_callback_unregister(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d) != -EAGAIN)
+          break;
+        timespec pause{0, 1'000'000};
+        nanosleep(&pause, nullptr);
+      }
+    }
     d.links[p].lsc = false;
   }
 }
