@@ -32,20 +32,21 @@ struct LcorePlan {
 // What the control path knows about one port's link (link_watch.cc).
 struct PortWatch {
   // kEthdev: the driver's link status (LSC events where the driver raises
-  // them, else polled). kAfPacket: net_af_packet always reports "up", so the
-  // kernel interface itself is watched, and a deleted one is detached from
-  // DPDK and probed again when an interface of that name is back.
-  enum Kind { kEthdev, kAfPacket } kind = kEthdev;
-  std::string iface;      // kAfPacket: the kernel interface (iface=)
-  unsigned ifindex = 0;   // kAfPacket: the interface the driver's socket is bound to
-  bool detached = false;  // kAfPacket: device removed, waiting for the interface
+  // them, else polled). kKernelIface: net_af_packet and net_af_xdp always
+  // report "up", so the kernel interface itself is watched, and a deleted
+  // one is detached from DPDK and probed again when an interface of that
+  // name is back.
+  enum Kind { kEthdev, kKernelIface } kind = kEthdev;
+  std::string iface;      // kKernelIface: the kernel interface (iface=)
+  unsigned ifindex = 0;   // kKernelIface: the interface the driver's socket is bound to
+  bool detached = false;  // kKernelIface: device removed, waiting for the interface
   bool lsc = false;       // an LSC callback is registered
   bool up = true;
   uint64_t since_unix_ns = 0;  // CLOCK_REALTIME of the last change (or start)
   uint64_t changes = 0;
   std::string detail;   // why it is down ("no memif peer", "interface gwps gone")
   bool warned = false;  // a failed re-probe was logged once
-  // kAfPacket: the driver counters of the devices detached before the one
+  // kKernelIface: the driver counters of the devices detached before the one
   // now probed (each probe starts from 0): reported with the live ones, so
   // they never go backwards across an interface replaced.
   NicTotals nic_detached;

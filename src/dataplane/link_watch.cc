@@ -5,7 +5,8 @@
 //  - the driver's link status, from an LSC event where the device raises them
 //    (RTE_ETH_DEV_INTR_LSC: start_port enables the interrupt) and polled every
 //    100 ms by the control thread in any case (memif, pcap, ring: no events);
-//  - net_af_packet reports "up" whatever happens to its interface, so psgate
+//  - net_af_packet and net_af_xdp report "up" whatever happens to their
+//    interface, so psgate
 //    watches the kernel interface instead: present, the one the driver's
 //    socket is bound to (same ifindex), IFF_UP and IFF_RUNNING. An interface
 //    that was deleted (or deleted and created again) leaves the driver's
@@ -26,8 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 
 #include "dataplane/dataplane_impl.h"
@@ -191,8 +192,11 @@ void links_init(Dataplane::Impl& d) {
     PortWatch& w = d.links[p];
     w.since_unix_ns = now;
     const std::string& device = port_spec(d, p).device;
-    if (device.rfind("net_af_packet", 0) == 0) {
-      w.kind = PortWatch::kAfPacket;
+    // af_xdp as af_packet: DPDK 22.11's reports "up" from its start on
+    // whatever its interface does, and its socket stays bound to a deleted
+    // interface's index.
+    if (device.rfind("net_af_packet", 0) == 0 || device.rfind("net_af_xdp", 0) == 0) {
+      w.kind = PortWatch::kKernelIface;
       w.iface = device_arg(device, "iface");
       w.ifindex = iface_state(w.iface).ifindex;
     }
