@@ -43,6 +43,18 @@ uint32_t reported_mtu_limit(const rte_eth_dev_info& info) {
   return std::min<uint32_t>(info.max_mtu, by_len);
 }
 
+// One devarg of a vdev string as text, or "" when absent.
+std::string devarg_text(const std::string& device, const char* key) {
+  const size_t comma = device.find(',');
+  if (comma == std::string::npos) return "";
+  rte_kvargs* kv = rte_kvargs_parse(device.c_str() + comma + 1, nullptr);
+  if (kv == nullptr) return "";
+  const char* v = rte_kvargs_get(kv, key);
+  std::string value = v ? v : "";
+  rte_kvargs_free(kv);
+  return value;
+}
+
 // One devarg of a vdev string ("net_af_packet0,iface=v0,framesz=4096"), or
 // `fallback` when absent or not a number.
 uint32_t devarg_u32(const std::string& device, const char* key, uint32_t fallback) {
@@ -78,6 +90,15 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
   // they carry more; their real limits are stated here.
   const uint32_t tag_room = RTE_ETHER_HDR_LEN + 4 * kMaxVlanTags;
   if (driver == "net_memif") {
+    // DPDK 22.11's memif client connects when the port starts and never
+    // again: after its server goes away and comes back, the port stays down
+    // until psgate restarts. A server (the default role) takes its client
+    // back by itself.
+    if (devarg_text(spec.device, "role") == "client")
+      spdlog::warn(
+          "port {} ({}): memif role=client does not reconnect after its server restarts (DPDK 22.11): the "
+          "port would stay down until psgate restarts; prefer role=server on psgate's side",
+          role, cap.name);
     // memif links descriptors into an mbuf chain for any frame size.
     cap.chains_by_itself = true;
     cap.mtu_limit = UINT16_MAX - tag_room;

@@ -341,6 +341,27 @@ INSTANTIATE_TEST_SUITE_P(Drivers, KernelIfaceLinks, ::testing::Values("net_af_pa
                            return std::string(p.param) == "net_af_packet" ? "AfPacket" : "AfXdp";
                          });
 
+// psgate as a memif client: DPDK 22.11's client connects only when its port
+// starts (no server there: the start fails) and never again after its server
+// restarts, so the start says so.
+TEST(Links, AMemifClientPortIsWarnedAbout) {
+  DaemonFixture fx;
+  fx.write_file("psgate.toml", eal_line(fx, "mcl") +
+                                   "[ports.wire]\ndevice = \"net_memif0,role=client,socket=" + fx.path("w.sock") +
+                                   "\"\n"
+                                   "[ports.host]\ndevice = \"net_memif1,role=server,socket=" +
+                                   fx.path("h.sock") +
+                                   "\"\n"
+                                   "[lcores]\nmain = 0\ndata = [1]\n" +
+                                   common_tail());
+  // With no server there the client's start fails too (exit 1); the warning
+  // comes first, when the port is looked at.
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_NE(run.output.find("port wire (net_memif0): memif role=client does not reconnect"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("port host (net_memif1): memif role=client"), std::string::npos) << run.output;
+}
+
 // A port whose TX never drains: af_packet without qdisc bypass, behind a
 // queueing discipline that holds everything (tbf at 8 bit/s). DPDK 22.11's
 // af_packet TX then blocks in poll(2) with no timeout once its ring is full,
