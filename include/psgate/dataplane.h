@@ -66,6 +66,10 @@ class Dataplane {
   // again when the interface is back.
   void poll_links();
   std::array<PortLink, kPortCount> links() const;
+  // Per egress port: whether its device has refused every packet for the
+  // stall timeout and not taken one since (a peer that stopped reading, a
+  // NIC that refuses all): its traffic is counted as tx_failed meanwhile.
+  std::array<bool, kPortCount> ports_stalled() const;
 
   struct Impl;
 

@@ -536,12 +536,17 @@ json class_json(unsigned port, unsigned cls, const ClassLive& c) {
 Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // Degraded while a port's link is down: psgate runs, but that direction
   // carries nothing (its traffic is dropped as link_down).
+  // Also while a port's device refuses everything (stalled): its link may
+  // say up, but that direction carries nothing (tx_failed).
   const auto links = dataplane_.links();
+  const auto stalled = dataplane_.ports_stalled();
   json ports = json::object();
   json down = json::array();
+  json stuck = json::array();
   for (unsigned p = 0; p < kPortCount; ++p) {
     ports[kPortNames[p]] = link_json(links[p]);
     if (!links[p].up) down.push_back(kPortNames[p]);
+    if (stalled[p] && links[p].up) stuck.push_back(kPortNames[p]);
   }
   // In cluster mode, also while the store is unreachable: forwarding goes on,
   // on the last order applied (fail static), but changes are refused. And
@@ -549,8 +554,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // come up on an older state.
   const bool store_lost = cluster_ && !cluster_->connected();
   const bool unsaved = !state_unsaved_.empty();
-  json health{{"status", down.empty() && !store_lost && !unsaved ? "ok" : "degraded"},
+  json health{{"status", down.empty() && stuck.empty() && !store_lost && !unsaved ? "ok" : "degraded"},
               {"ports_down", down},
+              {"ports_stalled", stuck},
               {"links", ports},
               {"version", PSGATE_VERSION},
               {"protocol", kControlProtocolVersion},

@@ -121,7 +121,10 @@ struct EgressPort {
   // the scheduler's pace rather than freezing them; the first packet the
   // port takes again ends the stall.
   uint64_t pending_since_tsc = 0;
-  bool stalled = false;
+  bool stalled = false;  // set_stalled() only: stalled_since follows it
+  // For health (read on the control thread): when the current stall began
+  // (TSC), 0 while not stalled. Written only when `stalled` changes.
+  std::atomic<uint64_t> stalled_since_tsc{0};
   // The egress link as this port's scheduler lcore last read it (top of its
   // loop iteration). Down: nothing is sent, everything meant for the port is
   // dropped as link_down.

@@ -238,6 +238,14 @@ void Dataplane::poll_links() {
   for (unsigned p = 0; p < kPortCount; ++p) poll_port(*impl_, p);
 }
 
+std::array<bool, kPortCount> Dataplane::ports_stalled() const {
+  std::array<bool, kPortCount> out{};
+  for (unsigned p = 0; p < kPortCount; ++p)
+    out[p] = p < impl_->egress.size() && impl_->egress[p] &&
+             impl_->egress[p]->stalled_since_tsc.load(std::memory_order_relaxed) != 0;
+  return out;
+}
+
 std::array<PortLink, kPortCount> Dataplane::links() const {
   std::lock_guard lock(impl_->link_mutex);
   std::array<PortLink, kPortCount> out;

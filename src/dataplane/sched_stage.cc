@@ -55,12 +55,19 @@ inline void rewrite_leaving(EgressPort& egress, LcoreCounters& counters, rte_mbu
   if (changed & kMarkedCe) cc.ecn_marked.inc();
 }
 
+// The only writer of egress.stalled: health reads when the stall began.
+inline void set_stalled(EgressPort& egress, bool stalled, uint64_t now) {
+  if (egress.stalled == stalled) return;
+  egress.stalled = stalled;
+  egress.stalled_since_tsc.store(stalled ? (now | 1) : 0, std::memory_order_relaxed);
+}
+
 // After a tx_burst of the `n` packets at the front of egress.pending: what the
 // port did not take stays pending, retried before anything new is dequeued.
 void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsigned sent, uint64_t now) {
   egress.pending_head = sent;
   egress.pending_count = n - sent;
-  if (sent) egress.stalled = false;
+  if (sent) set_stalled(egress, false, now);
   if (egress.pending_count == 0) return;
   egress.pending_since_tsc = now;
   if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
@@ -356,7 +363,7 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
       keep_unsent(egress, counters, n, took, now);
       break;
     }
-    egress.stalled = false;
+    set_stalled(egress, false, now);
   }
   // The bursts not tried wait in their class FIFOs, behind the pending rest
   // and ahead of anything later of their class, for the FIFO path
@@ -405,7 +412,7 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
     // that may never return; the mbufs go back to the pool for the port that
     // still works.
     if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
-    egress.stalled = false;  // a stall of the link that went; the next one starts afresh
+    set_stalled(egress, false, now);  // a stall of the link that went; the next one starts afresh
     return 0;
   }
   if (egress.pending_count) {
@@ -415,7 +422,7 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
     egress.pending_count -= sent;
     if (sent) {
       egress.pending_since_tsc = now;
-      egress.stalled = false;
+      set_stalled(egress, false, now);
     }
     if (egress.pending_count) {
       // Port still busy: keep the queue inside psgate, for a while.
@@ -423,7 +430,7 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
       // It took nothing for tx_stall_ticks: give these up and keep going
       // with one try per burst until it takes something again.
       drop_pending(egress, counters, kDropTxFailed);
-      egress.stalled = true;
+      set_stalled(egress, true, now);
     }
     egress.pending_head = 0;
   }

@@ -92,10 +92,25 @@ TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
   EXPECT_EQ(wire_out, to_wire);
   const Totals live = h.dataplane().read_totals(false);
   EXPECT_GT(live.ports[kHost].drops[kDropTxFailed], 0u) << "refused bursts were never given up";
+  // Health says so: the host link is up, yet that direction carries nothing.
+  // (It said ok.)
+  nlohmann::json health = h.control().handle({{"cmd", "health"}})["result"];
+  EXPECT_EQ(health["status"], "degraded") << health.dump();
+  EXPECT_EQ(health["ports_stalled"], nlohmann::json::array({"host"})) << health.dump();
+  EXPECT_EQ(health["ports_down"], nlohmann::json::array()) << health.dump();
+  // The ring drained, the port takes packets again: the stall is over.
+  const unsigned freed = drain_tx(h, kHost);
+  to_host += inject(h, kWire, frame, 10);
+  for (int i = 0; i < 200 && h.control().handle({{"cmd", "health"}})["result"]["status"] != "ok"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  health = h.control().handle({{"cmd", "health"}})["result"];
+  EXPECT_EQ(health["status"], "ok") << health.dump();
+  EXPECT_EQ(health["ports_stalled"], nlohmann::json::array()) << health.dump();
   h.stop();
   const Totals t = h.dataplane().read_totals(false);
   EXPECT_EQ(t.ports[kWire].tx_packets, to_wire);
-  EXPECT_EQ(t.ports[kHost].tx_packets, 4095u);  // what the ring took
+  EXPECT_EQ(freed, 4095u);                                           // what the ring took while stuck
+  EXPECT_EQ(t.ports[kHost].tx_packets - drain_tx(h, kHost), freed);  // and the 10 after
   EXPECT_EQ(t.rx_total(), to_host + to_wire);
   EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
   EXPECT_GT(t.ports[kHost].drops[kDropTxFailed], 0u);
