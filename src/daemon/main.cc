@@ -252,12 +252,13 @@ int main(int argc, char** argv) {
       "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
       "SIGINT, SIGTERM and SIGHUP stop receiving, drain the queues (bounded by\n"
       "dataplane.drain_timeout), print the final counters and exit 0. A port whose link goes\n"
-      "down (memif peer gone, af_packet interface deleted) is no longer polled and its traffic is\n"
+      "down (memif peer gone, af_packet or af_xdp interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
       "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
       "carry, and lcores.data needing more queues than a device has) or state file,\n"
       "1 DPDK/device/socket set-up failure (the control socket, or\n"
-      "metrics.listen's address taken) or counters that do not add up.\n"
+      "metrics.listen's address taken), counters that do not add up, or a data lcore stuck in a\n"
+      "driver call at stop (named in the log, after the final counters).\n"
       "[metrics] listen = \"127.0.0.1:9467\" serves Prometheus metrics on GET /metrics (off by default)."};
   std::string config_path;
   double duration_s = 0;

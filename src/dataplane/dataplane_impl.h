@@ -33,13 +33,14 @@ struct LcorePlan {
 struct PortWatch {
   // kEthdev: the driver's link status (LSC events where the driver raises
   // them, else polled). kKernelIface: net_af_packet and net_af_xdp always
-  // report "up", so the kernel interface itself is watched, and a deleted
-  // one is detached from DPDK and probed again when an interface of that
-  // name is back.
+  // report "up", so the kernel interface itself is watched; for af_packet a
+  // deleted one is detached from DPDK and probed again when an interface of
+  // that name is back (af_xdp stays down: see poll_port).
   enum Kind { kEthdev, kKernelIface } kind = kEthdev;
   std::string iface;      // kKernelIface: the kernel interface (iface=)
   unsigned ifindex = 0;   // kKernelIface: the interface the driver's socket is bound to
   bool detached = false;  // kKernelIface: device removed, waiting for the interface
+  bool reprobe = false;   // kKernelIface: detached and probed again (af_packet; af_xdp stays down)
   bool lsc = false;       // an LSC callback is registered
   bool up = true;
   uint64_t since_unix_ns = 0;  // CLOCK_REALTIME of the last change (or start)

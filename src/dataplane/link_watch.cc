@@ -167,8 +167,12 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
     return;
   }
   if (st.ifindex != w.ifindex) {
-    const std::string why = st.ifindex == 0 ? "interface " + w.iface + " gone" : "interface " + w.iface + " replaced";
-    if (publish(d, p, false, why)) detach(d, p);
+    std::string why = st.ifindex == 0 ? "interface " + w.iface + " gone" : "interface " + w.iface + " replaced";
+    // af_xdp is not detached and probed again: DPDK 22.11's close leaves the
+    // mbufs of its fill ring out of the pool (about 2,048 a time), so a few
+    // cycles would starve both ports. It stays down, saying so.
+    if (!w.reprobe) why += " (af_xdp ports are not probed again: restart psgate to use it)";
+    if (publish(d, p, false, why) && w.reprobe) detach(d, p);
     return;
   }
   publish(d, p, st.running, "interface " + w.iface + " down");
@@ -197,6 +201,7 @@ void links_init(Dataplane::Impl& d) {
     // interface's index.
     if (device.rfind("net_af_packet", 0) == 0 || device.rfind("net_af_xdp", 0) == 0) {
       w.kind = PortWatch::kKernelIface;
+      w.reprobe = device.rfind("net_af_packet", 0) == 0;
       w.iface = device_arg(device, "iface");
       w.ifindex = iface_state(w.iface).ifindex;
     }

@@ -94,7 +94,8 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
     // again: after its server goes away and comes back, the port stays down
     // until psgate restarts. A server (the default role) takes its client
     // back by itself.
-    if (devarg_text(spec.device, "role") == "client")
+    // "slave" is 22.11's deprecated name for the client role.
+    if (const std::string r = devarg_text(spec.device, "role"); r == "client" || r == "slave")
       spdlog::warn(
           "port {} ({}): memif role=client does not reconnect after its server restarts (DPDK 22.11): the "
           "port would stay down until psgate restarts; prefer role=server on psgate's side",

@@ -258,9 +258,9 @@ bool make_veth(const std::string& a, const std::string& b) {
 
 // psgate on net_af_packet, or net_af_xdp, over two veth pairs in a namespace
 // of the test's own; the host-side veth is deleted under psgate, then created
-// again. (af_xdp was never watched: its driver says "up" whatever its
-// interface does, so health stayed ok, drops were tx_failed, and a recreated
-// interface was never used again.)
+// again. af_packet comes back by itself; af_xdp stays down and says so. (af_xdp
+// was never watched: its driver says "up" whatever its interface does, so
+// health stayed ok and its drops were tx_failed.)
 class KernelIfaceLinks : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
@@ -305,7 +305,7 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   })) << health.dump();
   ASSERT_TRUE(fx.daemon_running()) << fx.stop_daemon().output;
   EXPECT_EQ(health["ports_down"], json::array({"host"}));
-  EXPECT_EQ(health["links"]["host"]["detail"], "interface ph0 gone");
+  EXPECT_EQ(health["links"]["host"]["detail"].get<std::string>().rfind("interface ph0 gone", 0), 0u) << health.dump();
   EXPECT_EQ(health["links"]["wire"]["state"], "up");
   {
     // Traffic towards the missing port is counted, not lost.
@@ -319,6 +319,19 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   }
   // Back again: a new interface of the same name.
   ASSERT_TRUE(make_veth("ph0", "ph1"));
+  if (driver == "net_af_xdp") {
+    // Not probed again (DPDK 22.11's af_xdp close leaks its fill ring's
+    // mbufs): it stays down and says why, and the other way keeps working.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    health = request(fx, "health");
+    EXPECT_EQ(health["status"], "degraded") << health.dump();
+    EXPECT_NE(health["links"]["host"]["detail"].get<std::string>().find("restart psgate"), std::string::npos)
+        << health.dump();
+    const DaemonRun run = fx.stop_daemon(30);
+    ASSERT_EQ(run.exit_status, 0) << run.output;
+    expect_conservation(run);
+    return;
+  }
   EXPECT_TRUE(eventually(10, [&] {
     health = request(fx, "health");
     return health.is_object() && health["status"] == "ok";
