@@ -227,12 +227,16 @@ void links_shutdown(Dataplane::Impl& d) {
       // -EAGAIN while the callback runs (on the interrupt thread): it would
       // go on using `d`, which the caller frees next. Retried until it is
       // out (a callback takes the link mutex briefly; bounded at 1 s).
-      for (int tries = 0; tries < 1000; ++tries) {
-        if (rte_eth_dev_callback_unregister(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d) != -EAGAIN)
-          break;
-        timespec pause{0, 1'000'000};
-        nanosleep(&pause, nullptr);
+      int rc = -EAGAIN;
+      for (int tries = 0; tries < 1000 && rc == -EAGAIN; ++tries) {
+        rc = rte_eth_dev_callback_unregister(d.shared.port_ids[p], RTE_ETH_EVENT_INTR_LSC, on_lsc_event, &d);
+        if (rc == -EAGAIN) {
+          timespec pause{0, 1'000'000};
+          nanosleep(&pause, nullptr);
+        }
       }
+      if (rc == -EAGAIN)
+        spdlog::error("port {}: its link-change callback was still running after 1 s at shutdown", kPortNames[p]);
     }
     d.links[p].lsc = false;
   }

@@ -279,7 +279,13 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
                                    "[lcores]\nmain = 0\ndata = [1]\n" +
                                    common_tail());
   fx.start_daemon("psgate.toml");
-  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  if (!eventually(30, [&] { return request(fx, "health").is_object(); })) {
+    const std::string out = fx.stop_daemon().output;
+    // AF_XDP needs the kernel's XDP sockets: where it has none, that port
+    // cannot start, which is the machine's, not psgate's.
+    if (driver == "net_af_xdp" && out.find("af_xdp") != std::string::npos) GTEST_SKIP() << out;
+    FAIL() << out;
+  }
   EXPECT_EQ(request(fx, "health")["status"], "ok");
 
   constexpr uint16_t kPort = 2222;
@@ -387,7 +393,8 @@ TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
   NetnsScope scope(ns);
   if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
   ASSERT_TRUE(make_veth("sw0", "sw1") && make_veth("sh0", "sh1"));
-  ASSERT_EQ(run_cmd("tc qdisc replace dev sh0 root tbf rate 8bit burst 2k limit 100m"), 0);
+  if (run_cmd("tc qdisc replace dev sh0 root tbf rate 8bit burst 2k limit 100m") != 0)
+    GTEST_SKIP() << "no tbf queueing discipline (iproute2's tc, the kernel's sch_tbf) on this machine";
   DaemonFixture fx;
   fx.write_file(
       "psgate.toml", eal_line(fx, "stuck") +
