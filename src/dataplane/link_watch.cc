@@ -44,19 +44,6 @@ uint64_t realtime_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// The value of `key=` in a device string ("net_af_packet0,iface=gwps,qpairs=1").
-std::string device_arg(const std::string& device, const std::string& key) {
-  size_t pos = device.find(',');
-  while (pos != std::string::npos) {
-    const size_t start = pos + 1;
-    const size_t end = device.find(',', start);
-    const std::string item = device.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
-    pos = end;
-  }
-  return "";
-}
-
 struct IfaceState {
   unsigned ifindex = 0;  // 0: no such interface
   bool running = false;  // IFF_UP and IFF_RUNNING (a veth is running while its peer is up)
@@ -202,7 +189,7 @@ void links_init(Dataplane::Impl& d) {
     if (device.rfind("net_af_packet", 0) == 0 || device.rfind("net_af_xdp", 0) == 0) {
       w.kind = PortWatch::kKernelIface;
       w.reprobe = device.rfind("net_af_packet", 0) == 0;
-      w.iface = device_arg(device, "iface");
+      w.iface = devarg_text(device, "iface");
       w.ifindex = iface_state(w.iface).ifindex;
     }
     rte_eth_dev_info info{};

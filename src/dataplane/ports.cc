@@ -43,7 +43,8 @@ uint32_t reported_mtu_limit(const rte_eth_dev_info& info) {
   return std::min<uint32_t>(info.max_mtu, by_len);
 }
 
-// One devarg of a vdev string as text, or "" when absent.
+}  // namespace
+
 std::string devarg_text(const std::string& device, const char* key) {
   const size_t comma = device.find(',');
   if (comma == std::string::npos) return "";
@@ -55,21 +56,16 @@ std::string devarg_text(const std::string& device, const char* key) {
   return value;
 }
 
+namespace {
+
 // One devarg of a vdev string ("net_af_packet0,iface=v0,framesz=4096"), or
 // `fallback` when absent or not a number.
 uint32_t devarg_u32(const std::string& device, const char* key, uint32_t fallback) {
-  const size_t comma = device.find(',');
-  if (comma == std::string::npos) return fallback;
-  rte_kvargs* kv = rte_kvargs_parse(device.c_str() + comma + 1, nullptr);
-  if (kv == nullptr) return fallback;
-  uint32_t value = fallback;
-  if (const char* v = rte_kvargs_get(kv, key)) {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 0);
-    if (end != v && *end == '\0' && n > 0 && n <= UINT32_MAX) value = static_cast<uint32_t>(n);
-  }
-  rte_kvargs_free(kv);
-  return value;
+  const std::string v = devarg_text(device, key);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v.c_str(), &end, 0);
+  return end != v.c_str() && *end == '\0' && n > 0 && n <= UINT32_MAX ? static_cast<uint32_t>(n) : fallback;
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ namespace psgate {
 
 // The ethdev name of a configured device: "net_pcap0,rx_pcap=a" -> "net_pcap0".
 std::string device_name(const std::string& device);
+// The value of `key=` in a vdev string ("net_af_packet0,iface=gwps,qpairs=1"),
+// read with DPDK's own devargs parser; "" when absent.
+std::string devarg_text(const std::string& device, const char* key);
 
 // Finds the port EAL created for `device` (probed through --vdev or -a).
 Result<uint16_t> find_port(const std::string& role, const std::string& device);
