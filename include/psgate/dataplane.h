@@ -71,6 +71,13 @@ class Dataplane {
   // NIC that refuses all): its traffic is counted as tx_failed meanwhile.
   std::array<bool, kPortCount> ports_stalled() const;
 
+  // Control thread, every tick: which data lcores have not finished a loop
+  // iteration for kLcoreStuckNs (stuck in a driver call); logged when the
+  // set changes. stuck_lcores(): their lcore ids, as of the last watch.
+  void watch_lcores(uint64_t now_ns);
+  std::vector<unsigned> stuck_lcores() const;
+  static constexpr uint64_t kLcoreStuckNs = 1'000'000'000;
+
   struct Impl;
 
  private:

@@ -395,6 +395,7 @@ void ControlPlane::tick(uint64_t now_ns) {
 
 void ControlPlane::tick_policy(uint64_t now_ns) {
   dataplane_.poll_links();
+  dataplane_.watch_lcores(now_ns);
   dataplane_.publisher().reclaim();  // snapshots retired by the last changes (snapshot.h)
   // Background merges of old rule partitions (rule_merger.h): publish a
   // finished one, or start one when enough partitions have settled.
@@ -554,20 +555,25 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // come up on an older state.
   const bool store_lost = cluster_ && !cluster_->connected();
   const bool unsaved = !state_unsaved_.empty();
-  json health{{"status", down.empty() && stuck.empty() && !store_lost && !unsaved ? "ok" : "degraded"},
-              {"ports_down", down},
-              {"ports_stalled", stuck},
-              {"links", ports},
-              {"version", PSGATE_VERSION},
-              {"protocol", kControlProtocolVersion},
-              {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
-              {"generation", generation_},
-              {"lcores", dataplane_.describe_lcores()},
-              {"jobs", state_.jobs.size()},
-              {"policy", policy_name(state_.policy.kind)},
-              {"policy_errors", policy_errors_},
-              {"rules", rules_json()},
-              {"state_file_error", state_unsaved_}};
+  // And while a data lcore is stuck (in a driver call): the ports it serves
+  // forward nothing, whatever their links say.
+  const std::vector<unsigned> lcores_stuck = dataplane_.stuck_lcores();
+  json health{
+      {"status", down.empty() && stuck.empty() && lcores_stuck.empty() && !store_lost && !unsaved ? "ok" : "degraded"},
+      {"ports_down", down},
+      {"ports_stalled", stuck},
+      {"lcores_stuck", lcores_stuck},
+      {"links", ports},
+      {"version", PSGATE_VERSION},
+      {"protocol", kControlProtocolVersion},
+      {"uptime_s", static_cast<double>(monotonic_ns() - started_ns_) / 1e9},
+      {"generation", generation_},
+      {"lcores", dataplane_.describe_lcores()},
+      {"jobs", state_.jobs.size()},
+      {"policy", policy_name(state_.policy.kind)},
+      {"policy_errors", policy_errors_},
+      {"rules", rules_json()},
+      {"state_file_error", state_unsaved_}};
   if (cluster_) health["cluster"] = cluster_status();
   return Outcome{std::move(health)};
 }

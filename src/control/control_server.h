@@ -55,9 +55,10 @@ class ControlServer {
  public:
   struct Options {
     std::string socket_path;
-    uint64_t tick_ns = 100'000'000;  // policy evaluation period
-    uint64_t report_ns = 0;          // 0: no periodic report
-    std::function<void()> report;    // called every report_ns on the control thread
+    uint64_t tick_ns = 100'000'000;    // policy evaluation period
+    uint64_t report_ns = 0;            // 0: no periodic report
+    std::function<void()> report;      // called every report_ns on the control thread
+    std::function<void()> after_tick;  // called after every tick's control step (the service watchdog)
     // Readable when there is news for the control plane (cluster mode: the
     // store changed); the server drains it and calls ControlPlane::wake().
     // -1: none. Owned by the caller.

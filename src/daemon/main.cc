@@ -169,6 +169,11 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       prev = std::move(cur);
       prev_time = now;
     };
+    // systemd's watchdog (WatchdogSec= in the unit): alive while the control
+    // thread ticks and every data lcore loops.
+    options.after_tick = [&dp] {
+      if (dp.stuck_lcores().empty()) psgate::service::notify_watchdog();
+    };
     auto server = psgate::ControlServer::start(cp, options);
     if (!server.ok()) return give_up(server.error(), 1);
     // GET /metrics ([metrics] listen). A port it cannot have is a set-up

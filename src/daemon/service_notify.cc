@@ -32,6 +32,14 @@ void notify_stopping(const std::string& status, uint64_t drain_ns) {
   notify("STOPPING=1\nSTATUS=" + status + "\nEXTEND_TIMEOUT_USEC=" + std::to_string(drain_ns / 1000 + kExitMarginUs));
 }
 
+void notify_watchdog() {
+#ifdef PSGATE_HAVE_SYSTEMD
+  // Asked once: the unit's setting does not change while the process runs.
+  static const bool enabled = sd_watchdog_enabled(0, nullptr) > 0;
+  if (enabled) notify("WATCHDOG=1");
+#endif
+}
+
 bool notify_supported() {
 #ifdef PSGATE_HAVE_SYSTEMD
   return true;

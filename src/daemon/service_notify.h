@@ -18,6 +18,11 @@ void notify_ready(const std::string& status);
 // so that a drain_timeout above TimeoutStopSec is not cut by SIGKILL
 // (EXTEND_TIMEOUT_USEC only ever lengthens it).
 void notify_stopping(const std::string& status, uint64_t drain_ns);
+// WATCHDOG=1, for a unit with WatchdogSec=: the control thread sends it
+// every tick while no data lcore is stuck, so that systemd restarts a
+// gateway whose lcore or control thread stopped (a driver call that never
+// returns). Nothing without WatchdogSec= (no WATCHDOG_USEC).
+void notify_watchdog();
 // True when this build speaks the protocol (for --version's feature list).
 bool notify_supported();
 

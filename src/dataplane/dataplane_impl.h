@@ -53,6 +53,13 @@ struct PortWatch {
   NicTotals nic_detached;
 };
 
+// The data lcores' heartbeat (lcore_watch.cc; control thread only).
+struct LcoreWatch {
+  uint64_t token = 0;                 // the QSBR token the last tick started
+  std::vector<uint64_t> progress_ns;  // per plan: the last tick it had passed the token before
+  std::vector<unsigned> stuck;        // lcore ids, as last logged
+};
+
 struct Dataplane::Impl {
   ConfigSpec config;
   DataplaneShared shared;
@@ -70,6 +77,7 @@ struct Dataplane::Impl {
   bool ports_started = false;
   unsigned n_rx = 1;  // RX queues per port (re-probing sets the same up)
   std::array<PortWatch, kPortCount> links;
+  LcoreWatch watch;
   std::mutex link_mutex;  // control thread and the interrupt thread (LSC); never a data lcore
   // Publishes the config's own snapshot unless one was published (by the
   // control plane): lcores need one to run.

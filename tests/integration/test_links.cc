@@ -415,13 +415,21 @@ TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
     const std::vector<uint8_t> frame = udp_frame(2222);
     for (int i = 0; i < 20000; ++i) wire_peer.send(frame);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Health names the stuck lcore while it is stuck (nothing said so before
+  // the stop timed out on it).
+  json health;
+  EXPECT_TRUE(eventually(10, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health.value("lcores_stuck", json::array()) == json::array({1});
+  })) << health.dump();
+  EXPECT_EQ(health.value("status", ""), "degraded") << health.dump();
   const auto t0 = std::chrono::steady_clock::now();
   const DaemonRun run = fx.stop_daemon(20);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 10.0) << run.output;
   EXPECT_EQ(run.exit_status, 1) << run.output;
   EXPECT_NE(run.output.find("did not stop"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("data lcore(s) 1 have not finished a loop iteration"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("== ports =="), std::string::npos) << "no final report: " << run.output;
 }
 

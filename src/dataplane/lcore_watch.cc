@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Which data lcores stopped looping (control thread, every tick).
+//
+// Every data lcore passes an RCU quiescent state once per loop iteration
+// (lcore_loops.cc), so the QSBR variable it already writes is its heartbeat:
+// each tick starts a new token, and an lcore that has not reached the token
+// of the tick before has not finished an iteration since. One that stays
+// behind for kLcoreStuckNs is stuck, typically inside a driver call that
+// never returns (DPDK 22.11's af_packet TX waits in poll(2) without a
+// timeout behind an interface that never drains): its ports forward nothing,
+// and until now nothing said so before the stop timed out on it.
+#include <spdlog/spdlog.h>
+
+#include "dataplane/dataplane_impl.h"
+
+namespace psgate {
+
+void Dataplane::watch_lcores(uint64_t now_ns) {
+  Impl& d = *impl_;
+  if (!d.started || d.qsbr == nullptr) return;
+  LcoreWatch& w = d.watch;
+  w.progress_ns.resize(d.plans.size(), now_ns);
+  std::vector<unsigned> stuck;
+  for (size_t i = 0; i < d.plans.size(); ++i) {
+    const uint64_t seen = __atomic_load_n(&d.qsbr->qsbr_cnt[d.plans[i].rcu_thread_id].cnt, __ATOMIC_ACQUIRE);
+    // Offline (0): the lcore stopped reading snapshots (it is draining or
+    // gone), which the stop watches on its own.
+    if (seen == 0 || seen >= w.token) w.progress_ns[i] = now_ns;
+    if (now_ns - w.progress_ns[i] >= kLcoreStuckNs) stuck.push_back(d.plans[i].lcore_id);
+  }
+  // Starting a token is what a publish does too: lcores store it at their
+  // next quiescent state, and retired snapshots are judged by their own.
+  w.token = rte_rcu_qsbr_start(d.qsbr);
+  if (stuck == w.stuck) return;
+  if (stuck.empty()) {
+    spdlog::info("data lcores loop again (none has been stuck for {} s)", kLcoreStuckNs / 1'000'000'000);
+  } else {
+    spdlog::error(
+        "data lcore(s) {} have not finished a loop iteration for {} s or more: stuck in a driver call? Their "
+        "ports forward nothing meanwhile; health is degraded (lcores_stuck)",
+        fmt::join(stuck, ", "), kLcoreStuckNs / 1'000'000'000);
+  }
+  w.stuck = std::move(stuck);
+}
+
+std::vector<unsigned> Dataplane::stuck_lcores() const { return impl_->watch.stuck; }
+
+}  // namespace psgate
