@@ -30,7 +30,9 @@ class Dataplane {
   static Result<std::unique_ptr<Dataplane>> create(const ConfigSpec& config);
   ~Dataplane();
 
-  void start();
+  // Launches the data lcores; fails (nothing or part of them launched: stop
+  // with stop_and_drain) when one is no lcore EAL can launch work on.
+  Result<bool> start();
   // Instead of start(): one pass of the run-to-completion loop on the calling
   // thread (receive a burst on each port, schedule, transmit), for in-process
   // tests and the packet-path fuzzer, which need every packet's fate

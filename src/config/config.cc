@@ -121,6 +121,27 @@ class Parser : TomlReader {
     return true;
   }
 
+  // Whether `arg` is, or starts, one of EAL's lcore options as EAL's getopt
+  // reads it: short options bundled behind one dash ("-vl0" is -v -l 0) up
+  // to the first that takes a value, long ones also by an abbreviation
+  // ("--lcor=..." is --lcores).
+  static bool eal_core_option(const std::string& arg) {
+    if (arg.size() < 2 || arg[0] != '-') return false;
+    if (arg[1] != '-') {
+      for (size_t k = 1; k < arg.size(); ++k) {
+        const char o = arg[k];
+        if (o == 'l' || o == 'c' || o == 's' || o == 'S') return true;
+        if (o != 'h' && o != 'v') return false;  // every other short option takes a value: the rest is it
+      }
+      return false;
+    }
+    const std::string name = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    if (name.empty()) return false;
+    for (std::string_view core : {"lcores", "main-lcore", "master-lcore"})
+      if (core.starts_with(name)) return true;
+    return false;
+  }
+
   bool parse_eal(const toml::table& root, ConfigSpec& c) {
     const toml::table* t = table(root, "eal", "", false);
     if (t == nullptr) return !failed();
@@ -135,12 +156,12 @@ class Parser : TomlReader {
       if (s == nullptr) return fail(p, "expected a string, got " + describe_typed((*a)[i]));
       const std::string& arg = s->get();
       // psgate pins its threads itself from [lcores]; EAL core options would
-      // silently disagree with it.
-      const bool short_core = arg.size() >= 2 && arg[0] == '-' && (arg[1] == 'l' || arg[1] == 'c');
-      const bool long_core =
-          arg.rfind("--lcores", 0) == 0 || arg.rfind("--main-lcore", 0) == 0 || arg.rfind("--master-lcore", 0) == 0;
-      if (short_core || long_core) {
-        return fail(p, toml_quote(arg) + " is not allowed here: set lcores in [lcores]");
+      // silently disagree with it, and a service core (-s, -S) is an lcore
+      // EAL keeps for its services: psgate's data loop never runs there.
+      if (eal_core_option(arg)) {
+        return fail(p, toml_quote(arg) +
+                           " is not allowed here: set lcores in [lcores] (EAL's core and service-core "
+                           "options -l, -c, -s, -S, --lcores, --main-lcore would disagree with them)");
       }
       c.eal_args.push_back(arg);
     }
@@ -155,6 +176,14 @@ class Parser : TomlReader {
     const std::string* dev = string(*t, "device", path, true);
     if (dev == nullptr) return false;
     if (dev->empty()) return fail(key_path(path, "device"), "must not be empty");
+    // "<name>[,<key>=<value>...]": EAL reads the name up to the first comma,
+    // spaces included (" net_null0" is no device it knows).
+    const std::string dev_name = dev->substr(0, dev->find(','));
+    if (dev_name.empty())
+      return fail(key_path(path, "device"), toml_quote(*dev) + " names no device before its first ','");
+    if (dev_name.find_first_of(" \t") != std::string::npos || dev->back() == ' ' || dev->back() == '\t')
+      return fail(key_path(path, "device"),
+                  toml_quote(*dev) + ": a device name holds no spaces (and nothing ends in one)");
     port.device = *dev;
     for (auto [key, field] : {std::pair{"rx_desc", &port.rx_desc}, {"tx_desc", &port.tx_desc}}) {
       if (!integer(*t, key, path, 64, 16384, *field)) return false;
@@ -242,6 +271,13 @@ class Parser : TomlReader {
       if (const auto* hs = s->get("headroom"); hs && hs->is_string() && hs->as_string()->get().ends_with('%')) {
         if (!quantity(*s, "headroom", path, parse_share_permille, "25%", h_share)) return false;
         if (*h_share > 1000) return fail(key_path(path, "headroom"), "a share of the burst is at most 100%");
+        // Shares are kept in per mille: one that rounds to 0 would turn the
+        // headroom off, which only "0%" (or "0B") should.
+        const std::string& text = hs->as_string()->get();
+        if (*h_share == 0 && text.find_first_of("123456789") < text.find('%'))
+          return fail(key_path(path, "headroom"), toml_quote(text) +
+                                                      " rounds to 0 (shares are kept in steps of 0.1%), "
+                                                      "which turns the headroom off: write \"0%\" for that");
       } else if (!quantity(*s, "headroom", path, parse_size_bytes, "25%\" or \"3200B", h)) {
         return false;
       }
@@ -434,6 +470,11 @@ class Parser : TomlReader {
     if (!check_max_jobs(c, "dataplane.max_jobs")) return false;
     if (!duration(*t, "drain_timeout", p, c.drain_timeout_ns) || !duration(*t, "takeover_hold", p, c.takeover_hold_ns))
       return false;
+    // A stop waits this long for the queues (and systemd's stop timeout is
+    // extended by it): beyond an hour it is a typo, and in TSC ticks it
+    // would wrap.
+    if (c.drain_timeout_ns > 3'600'000'000'000)
+      return fail("dataplane.drain_timeout", "must be at most 3600s (a stop waits this long for the queues)");
     // A hold is a priority inversion for the new job while it lasts.
     if (c.takeover_hold_ns > 1'000'000'000)
       return fail("dataplane.takeover_hold", "must be at most 1s (it holds a new job in the default class)");

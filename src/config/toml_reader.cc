@@ -20,11 +20,43 @@ bool is_bare_key(std::string_view k) {
   });
 }
 
+// A control character other than tab (TOML writes them as escapes such as
+// \u0000): no setting means one, and a NUL silently cuts a path, device or
+// EAL argument short where C APIs read it, so that psgate would use another
+// file than the one --check passed.
+bool has_control_char(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && u != '\t') || u == 0x7f;
+  });
+}
+
+// The path of the first key or string in `node` that holds one, or "".
+std::string control_char_path(const toml::node& node, const std::string& path) {
+  if (const auto* t = node.as_table()) {
+    for (const auto& [key, value] : *t) {
+      const std::string here = key_path(path, key.str());
+      if (has_control_char(key.str())) return here;
+      if (std::string found = control_char_path(value, here); !found.empty()) return found;
+    }
+  } else if (const auto* a = node.as_array()) {
+    for (size_t i = 0; i < a->size(); ++i)
+      if (std::string found = control_char_path((*a)[i], index_path(path, i)); !found.empty()) return found;
+  } else if (const auto* s = node.as_string()) {
+    if (has_control_char(s->get())) return path;
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<toml::table> parse_toml(std::string_view text, std::string_view source) {
   try {
-    return toml::parse(text, source);
+    toml::table root = toml::parse(text, source);
+    if (const std::string bad = control_char_path(root, ""); !bad.empty())
+      return Result<toml::table>::failure(std::string(source) + ": " + bad +
+                                          ": holds a control character (only tab is allowed in keys and strings)");
+    return root;
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
     return Result<toml::table>::failure(std::string(source) + ":" + std::to_string(begin.line) + ":" +

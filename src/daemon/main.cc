@@ -84,6 +84,14 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
     // EAL's errno alone misleads: no hugepages reserved reads "Permission
     // denied" for root. Its own log above says which step failed.
+    // EINVAL: EAL refused its arguments (an option of eal.args it does not
+    // know, or one it cannot combine with the rest): the file's to mend, a
+    // config error that a restart repeats.
+    if (rte_errno == EINVAL) {
+      spdlog::error("DPDK EAL refused its arguments ({}; see EAL's messages above): check eal.args in {}",
+                    fmt::join(args, " "), config.source);
+      return 2;
+    }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
     spdlog::error(
         "DPDK EAL initialisation failed: {} (see EAL's messages above{})", rte_strerror(rte_errno),
@@ -188,11 +196,20 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       }
       metrics = std::move(*started_metrics);
     }
+    if (config.class_count == 2)
+      spdlog::warn(
+          "classes.count = 2 leaves jobs no class of their own (class 0 is network control's, class 1 the "
+          "default): every job shares the default class, in no order; 3 or more give jobs priorities");
     spdlog::info("psgate {}: {} jobs, {} classes, control socket {}, metrics {}, {}", PSGATE_VERSION, cp.job_count(),
                  config.class_count, config.control.socket,
                  config.metrics.on() ? "http://" + config.metrics.listen + "/metrics" : std::string("off"),
                  dp.describe_lcores());
-    dp.start();
+    if (auto launched = dp.start(); !launched) {
+      if (metrics) metrics->stop();
+      server->reset();
+      if (!dp.stop_and_drain()) std::_Exit(1);  // an lcore launched and stuck already: nothing may be freed
+      return give_up(launched.error(), 1);
+    }
     // Ports forward and the control socket listens: a Type=notify unit's
     // `systemctl start` returns now, and psgatectl can connect.
     psgate::service::notify_ready(

@@ -195,7 +195,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
         for (unsigned c = 0; c < config.class_count; ++c) {
           const std::string name =
               "psg" + tag + "_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
-          rte_ring* r = rte_ring_create(name.c_str(), config.ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+          rte_ring* r =
+              rte_ring_create(name.c_str(), config.ring_size, socket,
+                              RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);  // ring_size packets, not one less
           if (!r) return Result<RxContext*>::failure("cannot create ring " + name + ": " + rte_strerror(rte_errno));
           d->rings.push_back(r);
           rx->rings.push_back(r);
@@ -260,17 +262,25 @@ Result<bool> Dataplane::Impl::ensure_snapshot() {
   return true;
 }
 
-void Dataplane::start() {
-  if (auto ok = impl_->ensure_snapshot(); !ok) {
-    spdlog::critical("no snapshot to run with: {}", ok.error());
-    return;
+Result<bool> Dataplane::start() {
+  if (auto ok = impl_->ensure_snapshot(); !ok) return Result<bool>::failure("no snapshot to run with: " + ok.error());
+  // Every data lcore must be one EAL launches work on: a service core (an
+  // -s/-S that came past the config's check) or an lcore EAL does not run
+  // would leave its part of the data path unserved, silently.
+  for (const LcorePlan& plan : impl_->plans) {
+    if (rte_eal_lcore_role(plan.lcore_id) != ROLE_RTE || rte_eal_get_lcore_state(plan.lcore_id) != WAIT)
+      return Result<bool>::failure("data lcore " + std::to_string(plan.lcore_id) +
+                                   " is not an lcore EAL can launch work on (a service core, or busy)");
   }
   set_lcore_dataplane(impl_.get());
   g_teardown_guard.store(impl_->shared.link.get(), std::memory_order_release);
+  impl_->started = true;  // from the first launch on, stop_and_drain() waits for what runs
   for (LcorePlan& plan : impl_->plans) {
-    rte_eal_remote_launch(lcore_main, &plan, plan.lcore_id);
+    if (const int rc = rte_eal_remote_launch(lcore_main, &plan, plan.lcore_id); rc != 0)
+      return Result<bool>::failure("cannot launch data lcore " + std::to_string(plan.lcore_id) + ": " +
+                                   rte_strerror(-rc));
   }
-  impl_->started = true;
+  return true;
 }
 
 bool Dataplane::stop_and_drain() {

@@ -72,7 +72,9 @@ PipelineHarness::PipelineHarness(const std::string& body, bool start_lcores, con
     error_ = started.error();
     return;
   }
-  if (start_lcores) dataplane_->start();
+  if (start_lcores) {
+    if (auto launched = dataplane_->start(); !launched) error_ = launched.error();
+  }
 }
 
 PipelineHarness::~PipelineHarness() {

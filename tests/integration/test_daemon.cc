@@ -447,5 +447,25 @@ TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {
   EXPECT_EQ(run.exit_status, 1) << run.output;
 }
 
+// An EAL option EAL does not know passes the config's own checks (eal.args
+// is EAL's to read) but is refused by EAL at start: that is the file's to
+// mend, so exit 2 (the unit does not restart on it), naming eal.args, not
+// exit 1 with a hint about hugepages.
+TEST(DaemonConfig, AnEalOptionEalRefusesIsAConfigError) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  std::string config = make_config({});
+  const std::string log_arg = "\"--log-level=3\"";
+  ASSERT_NE(config.find(log_arg), std::string::npos);
+  config.replace(config.find(log_arg), log_arg.size(), log_arg + ", \"--no-such-eal-option\"");
+  fx.write_file("psgate.toml", config);
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("DPDK EAL refused its arguments"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("check eal.args in"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("hugepages reserved"), std::string::npos) << run.output;
+}
+
 }  // namespace
 }  // namespace psgate::testing
