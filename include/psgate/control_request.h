@@ -143,7 +143,7 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
 struct JsonNotingDuplicates {
   nlohmann::json value;
   std::optional<std::string> duplicate;  // the first repeated key ("" is a key too)
-  bool duplicate_at_top = false;         // ... in the outermost object
+  bool id_repeated = false;              // "id" repeated in the outermost object (whichever key came first)
   // Nested deeper than kMaxJsonDepth: the deep part is not built (copying
   // and dumping a JSON value recurse once per level; no request needs more
   // than a few), and the text is to be refused.

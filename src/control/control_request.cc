@@ -11,6 +11,7 @@
 #include "psgate/text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -39,6 +40,11 @@ Result<uint64_t> arg_uint(const json& req, const char* key, uint64_t max) {
   auto it = req.find(key);
   if (it == req.end()) return fail<uint64_t>("missing argument " + quoted(key));
   const json& v = *it;
+  // An integer past 2^64-1 reaches here as a float: it is too large, not
+  // "not a non-negative integer".
+  if (v.is_number_float() && v.get<double>() > static_cast<double>(max) &&
+      v.get<double>() == std::floor(v.get<double>()))
+    return fail<uint64_t>(quoted(key) + " must be at most " + std::to_string(max));
   if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
     return fail<uint64_t>(quoted(key) + " must be a non-negative integer");
   const uint64_t n = v.get<uint64_t>();
@@ -70,7 +76,8 @@ Result<Change<uint64_t>> arg_quantity(const json& req, const char* key, Quantity
 
 Result<unsigned> arg_port(const json& req) {
   auto it = req.find("port");
-  if (it == req.end() || !it->is_string()) return fail<unsigned>("missing argument \"port\" (\"wire\" or \"host\")");
+  if (it == req.end()) return fail<unsigned>("missing argument \"port\" (\"wire\" or \"host\")");
+  if (!it->is_string()) return fail<unsigned>("\"port\" must be a string (\"wire\" or \"host\")");
   const std::string& p = it->get_ref<const std::string&>();
   for (unsigned i = 0; i < kPortCount; ++i)
     if (p == kPortNames[i]) return i;
@@ -291,7 +298,13 @@ Parsed progress(const json& req, unsigned) {
 Parsed policy(const json& req, unsigned) {
   PolicyRequest out;
   auto name = req.find("name");
-  if (name == req.end()) return ControlRequest{out};  // show the current policy
+  if (name == req.end()) {
+    // Without a name the request shows the policy; settings given with it
+    // would be dropped silently.
+    if (req.contains("interval") || req.contains("rotate_on"))
+      return fail<ControlRequest>("\"interval\" and \"rotate_on\" need \"name\" (the policy they set)");
+    return ControlRequest{out};  // show the current policy
+  }
   if (!name->is_string()) return fail<ControlRequest>("\"name\" must be a string");
   const std::string& text = name->get_ref<const std::string&>();
   out.kind = policy_from_name(text);
@@ -391,9 +404,9 @@ JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
         } else if (event == json::parse_event_t::object_end) {
           if (!open.empty()) open.pop_back();
         } else if (event == json::parse_event_t::key && !open.empty() &&
-                   !open.back().insert(parsed.get<std::string>()).second && !out.duplicate) {
-          out.duplicate = parsed.get<std::string>();
-          out.duplicate_at_top = depth == 1;
+                   !open.back().insert(parsed.get<std::string>()).second) {
+          if (depth == 1 && parsed.get<std::string>() == "id") out.id_repeated = true;
+          if (!out.duplicate) out.duplicate = parsed.get<std::string>();
         }
         return true;
       },
@@ -419,8 +432,7 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
   const json& request = parsed.value;
   if (request.is_discarded()) return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)");
   // Echo the id unless the id itself is what is ambiguous.
-  const bool id_ambiguous = parsed.duplicate_at_top && parsed.duplicate == std::optional<std::string>("id");
-  if (echo_id != nullptr && request.is_object() && !id_ambiguous) {
+  if (echo_id != nullptr && request.is_object() && !parsed.id_repeated) {
     if (auto id = request.find("id"); id != request.end()) *echo_id = *id;
   }
   if (parsed.too_deep)

@@ -87,7 +87,7 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
   const json* match = nullptr;
   if (entry.contains("rules")) {
     if (!entry["rules"].is_string() || entry["rules"].get<std::string>().find('/') != std::string::npos ||
-        entry["rules"].get<std::string>().empty())
+        entry["rules"].get<std::string>().empty() || entry["rules"] == "." || entry["rules"] == "..")
       return R::failure(where + ".rules: not a rules file name");
     *rules_file = entry["rules"].get<std::string>();
     const std::string path = rules_dir + "/" + *rules_file;
@@ -377,6 +377,13 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     saved.policy = *policy;
   }
   if (version >= 3) saved.rules_serial = state["rules_serial"].get<uint64_t>();
+  // The next name must be new: one the file names already (a rules_serial
+  // hand-edited down, or a version 1 or 2 file's 0) would be written over a
+  // live job's rules, and the removed job's file deleted a minute later
+  // under the job that reuses its name.
+  for (const JobRecord* j : saved.jobs.in_age_order())
+    if (const auto serial = rules_file_serial(j->rules_file); serial && *serial >= saved.rules_serial)
+      saved.rules_serial = *serial + 1;
   // The config file's record is a baseline, not state: one that cannot be
   // used (hand-edited, or of another classes.count, recorded after a reload
   // of a file that changed it) is left out, and the saved values stand, as
@@ -408,6 +415,16 @@ std::string rules_dir_path(const std::string& state_path) { return state_path + 
 
 std::string rules_file_name(uint32_t job_id, uint64_t serial) {
   return "job-" + std::to_string(job_id) + "." + std::to_string(serial) + ".json";
+}
+
+std::optional<uint64_t> rules_file_serial(const std::string& name) {
+  // job-<id>.<serial>.json
+  const size_t dot = name.find('.');
+  if (name.rfind("job-", 0) != 0 || dot == std::string::npos || !name.ends_with(".json")) return std::nullopt;
+  const std::string digits = name.substr(dot + 1, name.size() - 5 - (dot + 1));
+  if (digits.empty() || digits.size() > 19 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoull(digits);
 }
 
 std::string rules_file_text(const JobRecord& job) {

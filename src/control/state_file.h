@@ -68,6 +68,8 @@ struct SavedState {
 std::string rules_dir_path(const std::string& state_path);
 // A job's rules file: its name (job-<id>.<serial>.json) and its text.
 std::string rules_file_name(uint32_t job_id, uint64_t serial);
+// The serial of a name rules_file_name wrote; none for any other name.
+std::optional<uint64_t> rules_file_serial(const std::string& name);
 std::string rules_file_text(const JobRecord& job);
 
 // std::nullopt when no file exists at `path` (start from the config's jobs).

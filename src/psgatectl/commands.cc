@@ -195,6 +195,12 @@ std::string check_text(const ArgSpec& a, const std::string& s) {
       return "'" + s + "' is not a port (" + one_of(names) + ")";
     }
     case ArgType::kRules: {
+      // The protocol reads an empty rule as "every IP packet"; on a command
+      // line it is far more often a variable that was not set, and a job
+      // that takes every packet it outranks is no small mistake.
+      if (s.find_first_not_of(" \t") == std::string::npos)
+        return "an empty rule would match every IP packet (an unset variable?); name what the job sends, "
+               "e.g. proto=tcp,dport=2222 (a jobs file may hold \"\" to mean every packet)";
       auto r = psgate::parse_match_rule(s);
       return r ? "" : r.error();
     }

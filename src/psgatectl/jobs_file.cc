@@ -2,32 +2,66 @@
 // The jobs file of `psgatectl jobs load` (see jobs_file.h).
 #include "jobs_file.h"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <unordered_set>
 
 #include "psgate/control_request.h"
+#include "psgate/text.h"
 
 namespace psgatectl {
 
 using nlohmann::json;
 using psgate::Result;
 
+namespace {
+
+// The file's text, at most kMaxJobsFileBytes of it. Opened without waiting
+// (a FIFO nobody writes to reads as empty instead of hanging past
+// --timeout); a pipe with a writer (`jobs load <(gen)`) is read to its end.
+Result<std::string> read_bounded(const std::string& path) {
+  using R = Result<std::string>;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return R::failure(path + ": cannot read: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return R::failure(path + ": is a directory, not a jobs file");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string text;
+  const int err = psgate::read_text_fd(fd, text, kMaxJobsFileBytes);
+  ::close(fd);
+  if (err == EFBIG)
+    return R::failure(path + ": larger than " + std::to_string(kMaxJobsFileBytes >> 20) + " MiB; split it");
+  if (err != 0) return R::failure(path + ": cannot read: " + std::strerror(err));
+  return text;
+}
+
+}  // namespace
+
 Result<json> read_jobs_file(const std::string& path) {
   using R = Result<json>;
-  std::ifstream in(path);
-  if (!in) return R::failure(path + ": cannot read");
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = read_bounded(path);
+  if (!text) return R::failure(text.error());
   // The daemon refuses a request with a repeated key, so the file is refused
   // for one, not read with the last value.
-  psgate::JsonNotingDuplicates parsed = psgate::parse_json_noting_duplicates(text.str());
+  psgate::JsonNotingDuplicates parsed = psgate::parse_json_noting_duplicates(*text);
   json doc = std::move(parsed.value);
   if (doc.is_discarded()) return R::failure(path + ": not valid JSON");
   if (parsed.too_deep)
     return R::failure(path + ": nested deeper than " + std::to_string(psgate::kMaxJsonDepth) + " levels");
   if (parsed.duplicate) return R::failure(path + ": duplicate key " + json(*parsed.duplicate).dump());
-  if (doc.is_object() && doc.contains("jobs")) doc = doc["jobs"];
+  if (doc.is_object()) {
+    // As strict as a request: a misspelt key is an error, not ignored.
+    for (const auto& [key, value] : doc.items())
+      if (key != "jobs") return R::failure(path + ": unknown key " + json(key).dump() + " (the object holds \"jobs\")");
+    if (doc.contains("jobs")) doc = doc["jobs"];
+  }
   if (!doc.is_array() || doc.empty())
     return R::failure(path + ": expected a non-empty list of jobs (or an object with one under \"jobs\")");
   std::unordered_set<uint64_t> ids;

@@ -20,6 +20,10 @@ namespace psgatectl {
 // Every job is checked as the daemon checks a jobs.add (unknown arguments,
 // rules, rates, names); ids repeated in the file are refused. The error names
 // the file and the job's position.
+// At most kMaxJobsFileBytes are read (/dev/zero is refused, not read until
+// memory runs out); a directory is refused, a FIFO without a writer reads
+// as empty.
+inline constexpr size_t kMaxJobsFileBytes = 64u << 20;
 psgate::Result<nlohmann::json> read_jobs_file(const std::string& path);
 
 // Jobs per jobs.load request. In cluster mode a request is one etcd

@@ -2,6 +2,7 @@
 // (a) psgatectl's argv -> request mapping, one table row per form of every
 // subcommand, and usage errors -> exit 2 before anything is sent.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -173,6 +174,9 @@ const UsageCase kUsageCases[] = {
     {{"jobs", "add", "--match", "proto=tcp"}, "ID is required"},
     {{"jobs", "add", "3", "--match", "dst=10.0.0.999"}, "--match: "},
     {{"jobs", "add", "3", "--match", "colour=red"}, "--match"},
+    // An unset variable ($RULE) is no rule: empty would match every packet.
+    {{"jobs", "add", "3", "-m", ""}, "an empty rule would match every IP packet"},
+    {{"jobs", "add", "3", "-m", "proto=tcp", "-m", "  "}, "an empty rule would match every IP packet"},
     {{"jobs", "add", "3", "--match", "proto=tcp", "proto=udp"}, "proto=udp"},  // one rule per --match
     {{"jobs", "add", "0", "--match", "proto=tcp"}, "ID: must be a whole number from 1"},
     {{"jobs", "add", "x", "--match", "proto=tcp"}, "ID: must be a whole number"},
@@ -424,7 +428,32 @@ TEST(JobsLoadFile, ARepeatedKeyIsRefusedNotReadLastWins) {
   auto refused = read_jobs_file(path);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().find("duplicate key \"rank\""), std::string::npos) << refused.error();
+  // A misspelt key beside "jobs" is refused too, as a request's would be.
+  write(R"({"jobs": [{"job": 7, "match": ["proto=tcp"]}], "policy": "fifo"})");
+  auto extra = read_jobs_file(path);
+  ASSERT_FALSE(extra);
+  EXPECT_NE(extra.error().find("unknown key \"policy\""), std::string::npos) << extra.error();
   ::unlink(path.c_str());
+}
+
+// Files that are no jobs file end in an error, not in an abort (/dev/zero
+// was read until memory ran out) or a hang past --timeout (a FIFO nobody
+// writes to).
+TEST(JobsLoadFile, EndlessOrOddFilesAreErrors) {
+  auto endless = read_jobs_file("/dev/zero");
+  ASSERT_FALSE(endless);
+  EXPECT_NE(endless.error().find("larger than 64 MiB"), std::string::npos) << endless.error();
+  auto dir = read_jobs_file("/tmp");
+  ASSERT_FALSE(dir);
+  EXPECT_NE(dir.error().find("is a directory"), std::string::npos) << dir.error();
+  char tmpl[] = "/tmp/psgatectl-fifo-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string fifo = std::string(tmpl) + "/jobs";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto unwritten = read_jobs_file(fifo);  // returns: no writer is an empty file
+  EXPECT_FALSE(unwritten);
+  ::unlink(fifo.c_str());
+  ::rmdir(tmpl);
 }
 
 }  // namespace

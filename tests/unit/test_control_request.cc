@@ -208,9 +208,6 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_FALSE(q.interval_ns);
          EXPECT_FALSE(q.rotate_on);
        }},
-      // Without a name the command only shows the policy: other arguments are not read.
-      {R"({"cmd":"policy","interval":"soon","rotate_on":5})", kClasses,
-       [](auto& r, auto& l) { EXPECT_FALSE(as<PolicyRequest>(r, l).kind); }},
       {R"({"cmd":"policy","name":"round-robin","interval":"5s","rotate_on":"iteration"})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<PolicyRequest>(r, l);
@@ -304,6 +301,8 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"jobs.add","job":-1,"match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
       {R"({"cmd":"jobs.add","job":1.5,"match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
       {R"({"cmd":"jobs.add","job":null,"match":["proto=tcp"]})", "\"job\" must be a non-negative integer"},
+      // Past 2^64-1 (a float to the JSON parser): too large, not "not an integer".
+      {R"({"cmd":"jobs.add","job":18446744073709551616,"match":["proto=tcp"]})", "\"job\" must be at most 4294967295"},
       {R"({"cmd":"jobs.add","job":4294967296,"match":["proto=tcp"]})", "\"job\" must be at most 4294967295"},
       {R"({"cmd":"jobs.add","job":0,"match":["proto=tcp"]})", "job id must be at least 1"},
       {R"({"cmd":"jobs.add","job":7})", "\"match\" must be a non-empty list of rule strings"},
@@ -359,7 +358,7 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"order","ids":[2,1,2]})", "job 2 is listed twice"},
       // class.set
       {R"({"cmd":"class.set","class":1})", "missing argument \"port\" (\"wire\" or \"host\")"},
-      {R"({"cmd":"class.set","port":0,"class":1})", "missing argument \"port\" (\"wire\" or \"host\")"},
+      {R"({"cmd":"class.set","port":0,"class":1})", "\"port\" must be a string (\"wire\" or \"host\")"},
       {R"({"cmd":"class.set","port":"lan","class":1})", "unknown port \"lan\" (expected \"wire\" or \"host\")"},
       {R"({"cmd":"class.set","port":"wire"})", "missing argument \"class\""},
       {R"({"cmd":"class.set","port":"wire","class":-1})", "\"class\" must be a non-negative integer"},
@@ -418,6 +417,10 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       // policy
       {R"({"cmd":"policy","name":5})", "\"name\" must be a string"},
       {R"({"cmd":"policy","name":null})", "\"name\" must be a string"},
+      // Without a name the command shows the policy: settings given with it
+      // would be dropped, so they are refused (they were acknowledged).
+      {R"({"cmd":"policy","interval":"5s"})", "\"interval\" and \"rotate_on\" need \"name\" (the policy they set)"},
+      {R"({"cmd":"policy","rotate_on":"bogus"})", "\"interval\" and \"rotate_on\" need \"name\" (the policy they set)"},
       {R"({"cmd":"policy","name":"lifo"})",
        "unknown policy \"lifo\" (static, fifo, tensorlights-one, round-robin, progress, batch, shortest-first)"},
       {R"({"cmd":"policy","name":"round-robin","interval":20})", "\"interval\" must be a duration such as \"20s\""},
@@ -619,6 +622,10 @@ TEST(ControlRequest, DuplicateKeysAreRefused) {
   EXPECT_EQ(echo, std::optional<json>(7));
   echo.reset();
   EXPECT_FALSE(parse_control_line(R"({"cmd":"health","id":7,"id":8})", kClasses, &echo).ok());
+  EXPECT_FALSE(echo);
+  // Nor when another key was repeated first: a pipelining client would
+  // match the reply to the wrong request.
+  EXPECT_FALSE(parse_control_line(R"({"id":1,"cmd":"health","cmd":"x","id":3})", kClasses, &echo).ok());
   EXPECT_FALSE(echo);
 }
 

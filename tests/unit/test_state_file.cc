@@ -154,6 +154,15 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   // Jobs come back in the order they were added (rule precedence).
   EXPECT_LT(s.jobs.find(3)->sequence, s.jobs.find(4)->sequence);
 
+  // A rules_serial at or below a name the file uses (hand-edited down):
+  // the next name still comes after every name in use, else a new job's
+  // rules would be written over job 3's, and deleted with a removed job's.
+  ASSERT_TRUE(write_state_text(path, state_file_text(jobs, policy, two_classes(), 0)));
+  auto low = read_state_file(path, 8, 2);
+  ASSERT_TRUE(low && low->has_value()) << (low ? "" : low.error());
+  EXPECT_EQ((*low)->rules_serial, 7u);
+  ASSERT_TRUE(write_state_text(path, text));
+
   // A rules file no state file names (a crash after writing it) is removed.
   ASSERT_TRUE(write_rules_file(dir, rules_file_name(9, 7), "{}"));
   remove_unnamed_rules_files(dir, s.jobs);
@@ -272,6 +281,9 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
       {"\"rank\":0", "\"rank\":0,\"progress_fraction\":7.5", "progress_fraction"},
       // 2^61 + 1 bytes/s is 8 bit/s once multiplied by 8 in 64 bits.
       {"\"shaper_bytes_per_sec\":125000000", "\"shaper_bytes_per_sec\":2305843009213693953", "shaper_bytes_per_sec"},
+      // The rules directory itself, or its parent: not a file of rules.
+      {"\"job-3.0.json\"", "\".\"", "not a rules file name"},
+      {"\"job-3.0.json\"", "\"..\"", "not a rules file name"},
   };
   for (const auto& e : edits) {
     std::string text = good;
