@@ -537,7 +537,12 @@ void ControlServer::run() {
                 // Consumes the bytes just peeked (only this thread reads the socket).
                 const ssize_t got = recv(fd, buf + at, take, MSG_DONTWAIT);
                 if (got <= 0) break;
-                c.active_ns = monotonic_ns();
+                // Active when a request is complete, not at every byte: a
+                // client trickling one byte every few seconds (or only
+                // blank lines) is idle, and its place can go to another
+                // when all are taken (evict_idle).
+                const bool blank = got == 1 && nl != nullptr && c.in.buffered() == 0;
+                if (nl != nullptr && !blank) c.active_ns = monotonic_ns();
                 c.in.feed(std::string_view(buf + at, static_cast<size_t>(got)), on_line, on_oversized);
                 at += static_cast<size_t>(got);
                 ++pieces;
