@@ -93,31 +93,35 @@ const ConfigSpec& reload_base(const ConfigSpec& running, const ConfigSpec& last_
   return last_read.class_count == now.class_count ? last_read : running;
 }
 
-ClassLive merge_class_change(const ClassLive& in_force, const ClassSpec& was, const ClassSpec& is,
-                             const ClassLive& compiled) {
+ClassLive merge_class_change(const ClassLive& in_force, const ClassLive& was, const ClassLive& is) {
   ClassLive out = in_force;
-  if (was.cap != is.cap) {
-    out.cap_bytes_per_sec = compiled.cap_bytes_per_sec;
-    out.cap_burst_bytes = compiled.cap_burst_bytes;
+  if (was.cap_bytes_per_sec != is.cap_bytes_per_sec || was.cap_burst_bytes != is.cap_burst_bytes) {
+    out.cap_bytes_per_sec = is.cap_bytes_per_sec;
+    out.cap_burst_bytes = is.cap_burst_bytes;
   }
-  if (was.floor != is.floor) {
-    out.floor_bytes_per_sec = compiled.floor_bytes_per_sec;
-    out.floor_burst_bytes = compiled.floor_burst_bytes;
+  if (was.floor_bytes_per_sec != is.floor_bytes_per_sec || was.floor_burst_bytes != is.floor_burst_bytes) {
+    out.floor_bytes_per_sec = is.floor_bytes_per_sec;
+    out.floor_burst_bytes = is.floor_burst_bytes;
   }
-  if (was.ecn_threshold != is.ecn_threshold) out.actions.ecn_threshold = compiled.actions.ecn_threshold;
-  if (was.dscp != is.dscp) out.actions.dscp = compiled.actions.dscp;
+  if (was.actions.ecn_threshold != is.actions.ecn_threshold) out.actions.ecn_threshold = is.actions.ecn_threshold;
+  if (was.actions.dscp != is.actions.dscp) out.actions.dscp = is.actions.dscp;
   return out;
 }
 
-void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was, const std::optional<RateSpec>& is,
-                         const PortLive& compiled) {
-  if (!is) {  // removed from the file: unshaped
+bool merge_shaper_change(PortLive& in_force, const PortLive& was, const PortLive& is) {
+  const bool rate_changed = was.shaper_bytes_per_sec != is.shaper_bytes_per_sec;
+  const bool burst_changed = was.shaper_burst_bytes != is.shaper_burst_bytes;
+  if (!rate_changed && !burst_changed) return false;
+  if (is.shaper_bytes_per_sec == 0) {  // removed from the file: unshaped (the burst stays for a later rate)
     in_force.shaper_bytes_per_sec = 0;
-    return;
+    return true;
   }
-  if (!was || was->rate_bps != is->rate_bps) in_force.shaper_bytes_per_sec = compiled.shaper_bytes_per_sec;
-  if (!was || was->burst_bytes != is->burst_bytes || !in_force.shaper_burst_bytes)
-    in_force.shaper_burst_bytes = compiled.shaper_burst_bytes;
+  if (rate_changed) in_force.shaper_bytes_per_sec = is.shaper_bytes_per_sec;
+  // A shaper new in the file brings its burst, as does one whose burst it
+  // changed, or a port that never had one.
+  if (was.shaper_bytes_per_sec == 0 || burst_changed || !in_force.shaper_burst_bytes)
+    in_force.shaper_burst_bytes = is.shaper_burst_bytes;
+  return true;
 }
 
 std::vector<std::string> apply_file_changes(std::array<PortLive, kPortCount>& live, PolicyParams& policy,
@@ -126,46 +130,15 @@ std::vector<std::string> apply_file_changes(std::array<PortLive, kPortCount>& li
   for (unsigned p = 0; p < kPortCount; ++p) {
     const PortLive& a = was.ports[p];
     const PortLive& b = is.ports[p];
-    PortLive merged = live[p];
-    // As merge_shaper_change: rate and burst each where the file changed
-    // it; a shaper removed from the file leaves the port unshaped.
-    const bool rate_changed = a.shaper_bytes_per_sec != b.shaper_bytes_per_sec;
-    if (rate_changed || a.shaper_burst_bytes != b.shaper_burst_bytes) {
-      if (b.shaper_bytes_per_sec == 0) {
-        merged.shaper_bytes_per_sec = 0;
-        merged.shaper_burst_bytes = 0;
-      } else {
-        if (rate_changed) merged.shaper_bytes_per_sec = b.shaper_bytes_per_sec;
-        if (a.shaper_burst_bytes != b.shaper_burst_bytes || !merged.shaper_burst_bytes)
-          merged.shaper_burst_bytes = b.shaper_burst_bytes;
-      }
-      taken.push_back(std::string("shaper.") + kPortNames[p]);
-    }
-    // The class count is the same in all three (the state file is refused
-    // at read for another classes.count).
-    const size_t classes = std::min({merged.classes.size(), a.classes.size(), b.classes.size()});
+    if (merge_shaper_change(live[p], a, b)) taken.push_back(std::string("shaper.") + kPortNames[p]);
+    // The class count is the same in all three (a record of another
+    // classes.count is not used: read_state_file).
+    const size_t classes = std::min({live[p].classes.size(), a.classes.size(), b.classes.size()});
     for (size_t k = 0; k < classes; ++k) {
-      const ClassLive& x = a.classes[k];
-      const ClassLive& y = b.classes[k];
-      ClassLive& c = merged.classes[k];
-      if (x == y) continue;
-      if (x.cap_bytes_per_sec != y.cap_bytes_per_sec || x.cap_burst_bytes != y.cap_burst_bytes) {
-        c.cap_bytes_per_sec = y.cap_bytes_per_sec;
-        c.cap_burst_bytes = y.cap_burst_bytes;
-      }
-      if (x.floor_bytes_per_sec != y.floor_bytes_per_sec || x.floor_burst_bytes != y.floor_burst_bytes) {
-        c.floor_bytes_per_sec = y.floor_bytes_per_sec;
-        c.floor_burst_bytes = y.floor_burst_bytes;
-      }
-      if (x.actions.ecn_threshold != y.actions.ecn_threshold) c.actions.ecn_threshold = y.actions.ecn_threshold;
-      if (x.actions.dscp != y.actions.dscp) c.actions.dscp = y.actions.dscp;
+      if (a.classes[k] == b.classes[k]) continue;
+      live[p].classes[k] = merge_class_change(live[p].classes[k], a.classes[k], b.classes[k]);
       taken.push_back("classes." + std::to_string(k) + "." + kPortNames[p]);
     }
-    if (floors_problem(merged)) {  // saved floors against the file's shaper, or the other way round
-      merged = b;
-      taken.push_back(std::string("classes.*.") + kPortNames[p] + " (the whole port: the saved floors did not fit)");
-    }
-    live[p] = std::move(merged);
   }
   if (take_policy && !(was.policy == is.policy)) {
     policy = is.policy;

@@ -49,13 +49,13 @@ const ConfigSpec& reload_base(const ConfigSpec& running, const ConfigSpec& last_
 
 // The class in force with the file's changes to it: each setting (cap with
 // its burst, floor with its burst, ECN threshold, DSCP) the file changed
-// from `was` to `is` comes from `compiled` (the file's class compiled);
-// every other one stays as it is in force, socket changes included.
-ClassLive merge_class_change(const ClassLive& in_force, const ClassSpec& was, const ClassSpec& is,
-                             const ClassLive& compiled);
-// The same for a port's shaper (rate, burst).
-void merge_shaper_change(PortLive& in_force, const std::optional<RateSpec>& was, const std::optional<RateSpec>& is,
-                         const PortLive& compiled);
+// from `was` to `is` (the file's class compiled, before and now) comes
+// from `is`; every other one stays as it is in force, socket changes
+// included.
+ClassLive merge_class_change(const ClassLive& in_force, const ClassLive& was, const ClassLive& is);
+// The same for a port's shaper (rate, burst; a shaper removed from the file
+// leaves the port unshaped). False when the file did not change it.
+bool merge_shaper_change(PortLive& in_force, const PortLive& was, const PortLive& is);
 
 // The settings `class`, `shaper` and `policy` change, as a configuration
 // file gives them (compile_ports, config/compile.h). The state file records the file's at each
@@ -73,8 +73,8 @@ struct FileSettings {
 // edit followed by a restart, rather than a reload, is not lost. The policy
 // only when `take_policy` (cluster mode: the policy is the store's).
 // Returns the keys taken from the file ("shaper.wire", "classes.3.host",
-// "policy"). A port whose merged floors no longer fit its shaper is taken
-// from the file whole (the loader checked that combination).
+// "policy"). Whether the merged values still fit together is the caller's
+// to check (take_file_changes, control/state_file.h).
 std::vector<std::string> apply_file_changes(std::array<PortLive, kPortCount>& live, PolicyParams& policy,
                                             const FileSettings& was, const FileSettings& is, bool take_policy);
 

@@ -1041,11 +1041,12 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
   std::string refused;  // the class settings that do not fit what runs
   if (!plan.classes.empty() || !plan.shapers.empty()) {
     const auto compiled = compile_ports(*now);
+    const auto compiled_base = compile_ports(base);
     for (const auto& [port, cls] : plan.classes) {
       const std::string key = "classes." + std::to_string(cls) + "." + kPortNames[port];
       // Only the settings the file changed; socket changes to the others stay.
-      const ClassLive want = merge_class_change(state_.live[port].classes[cls], port_classes(base, port)[cls],
-                                                port_classes(*now, port)[cls], compiled[port].classes[cls]);
+      const ClassLive want = merge_class_change(state_.live[port].classes[cls], compiled_base[port].classes[cls],
+                                                compiled[port].classes[cls]);
       // Checked against the depth that runs (a new depth waits for a
       // restart), as the `class` command checks: an ECN threshold the file
       // sets for its new depth may not fit the running one. Then the whole
@@ -1061,8 +1062,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       applied.push_back(key);
     }
     for (unsigned port : plan.shapers) {
-      merge_shaper_change(next.live[port], port == 0 ? base.wire.shaper : base.host.shaper,
-                          port == 0 ? now->wire.shaper : now->host.shaper, compiled[port]);
+      (void)merge_shaper_change(next.live[port], compiled_base[port], compiled[port]);
       applied.push_back(std::string("shaper.") + kPortNames[port]);
     }
   }

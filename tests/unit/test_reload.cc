@@ -107,30 +107,39 @@ TEST(Reload, AfterAnotherClassCountClassesAreComparedWithWhatRuns) {
 // Only what the file changed is taken from it; a setting made on the socket
 // (here DSCP, and the shaper's burst) stays.
 TEST(Reload, MergesOnlyTheSettingsTheFileChanged) {
-  const ConfigSpec was = parse("[classes.2]\ncap = \"1Gbit/s\"\n[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n");
-  const ConfigSpec now = parse("[classes.2]\ncap = \"2Gbit/s\"\n[shaper.wire]\nrate = \"3Gbit/s\"\nburst = \"1MiB\"\n");
-  ClassLive in_force;
-  in_force.cap_bytes_per_sec = 125'000'000;
-  in_force.cap_burst_bytes = 65536;
+  // The file's wire port compiled: class 2 capped at 1 Gbit/s then 2, the
+  // shaper at 1 Gbit/s then 3 (1 MiB burst), then no shaper.
+  auto port_of = [](uint64_t cap, uint64_t shaper) {
+    PortLive p;
+    p.classes.resize(4);
+    p.classes[2].cap_bytes_per_sec = cap;
+    p.classes[2].cap_burst_bytes = 65536;
+    p.shaper_bytes_per_sec = shaper;
+    p.shaper_burst_bytes = shaper ? 1 << 20 : 0;
+    return p;
+  };
+  const PortLive was = port_of(125'000'000, 125'000'000);
+  const PortLive now = port_of(250'000'000, 375'000'000);
+  const PortLive unshaped = port_of(250'000'000, 0);
+  ClassLive in_force = was.classes[2];
   in_force.actions.dscp = 10;  // set on the socket
-  ClassLive compiled;
-  compiled.cap_bytes_per_sec = 250'000'000;
-  compiled.cap_burst_bytes = 65536;
-  const ClassLive got = merge_class_change(in_force, port_classes(was, 0)[2], port_classes(now, 0)[2], compiled);
+  const ClassLive got = merge_class_change(in_force, was.classes[2], now.classes[2]);
   EXPECT_EQ(got.cap_bytes_per_sec, 250'000'000u);
   EXPECT_EQ(got.actions.dscp, 10);
+  EXPECT_EQ(merge_class_change(in_force, now.classes[2], now.classes[2]), in_force) << "unchanged: kept";
 
-  PortLive port;
-  port.shaper_bytes_per_sec = 125'000'000;
+  PortLive port = was;
   port.shaper_burst_bytes = 4 << 20;  // set on the socket
-  PortLive file;
-  file.shaper_bytes_per_sec = 375'000'000;
-  file.shaper_burst_bytes = 1 << 20;
-  merge_shaper_change(port, was.wire.shaper, now.wire.shaper, file);
+  EXPECT_TRUE(merge_shaper_change(port, was, now));
   EXPECT_EQ(port.shaper_bytes_per_sec, 375'000'000u);
   EXPECT_EQ(port.shaper_burst_bytes, 4u << 20);
-  merge_shaper_change(port, now.wire.shaper, std::nullopt, file);
+  EXPECT_FALSE(merge_shaper_change(port, now, now));
+  EXPECT_TRUE(merge_shaper_change(port, now, unshaped));
   EXPECT_EQ(port.shaper_bytes_per_sec, 0u);  // removed from the file: unshaped
+  // Back in the file: its rate, and its burst (the file had none meanwhile).
+  EXPECT_TRUE(merge_shaper_change(port, unshaped, was));
+  EXPECT_EQ(port.shaper_bytes_per_sec, 125'000'000u);
+  EXPECT_EQ(port.shaper_burst_bytes, 1u << 20);
 }
 
 // A start with a state file: what the file changed since the state was
@@ -177,22 +186,14 @@ TEST(Reload, AStartTakesWhatTheFileChangedSinceTheStateWasWritten) {
               (std::vector<std::string>{"shaper.wire", "shaper.host"}));
   EXPECT_EQ(kept.kind, PolicyKind::kTensorLightsOne);
 
-  // A class setting changed in the file; a floor saved on the socket that
-  // no longer fits the file's new shaper takes the whole port from the file.
-  std::array<PortLive, kPortCount> floors = was.ports;
-  floors[0].classes[1].floor_bytes_per_sec = 200'000'000;
-  floors[0].classes[1].floor_burst_bytes = 65536;
-  floors[0].shaper_bytes_per_sec = 1'000'000'000;
-  floors[0].shaper_burst_bytes = 65536;
+  // A class setting changed in the file reaches every port.
+  std::array<PortLive, kPortCount> capped_live = was.ports;
   FileSettings capped = was;
   for (PortLive& p : capped.ports) p.classes[2].cap_bytes_per_sec = 2'000'000;
-  capped.ports[0].shaper_bytes_per_sec = 100'000'000;
-  capped.ports[0].shaper_burst_bytes = 65536;
   PolicyParams none;
-  const auto t = apply_file_changes(floors, none, was, capped, true);
-  EXPECT_EQ(floors[0], capped.ports[0]);
-  EXPECT_EQ(floors[1].classes[2].cap_bytes_per_sec, 2'000'000u);
-  EXPECT_EQ(t.back(), "classes.2.host");
+  const auto t = apply_file_changes(capped_live, none, was, capped, true);
+  EXPECT_EQ(capped_live[1].classes[2].cap_bytes_per_sec, 2'000'000u);
+  EXPECT_EQ(t, (std::vector<std::string>{"classes.2.wire", "classes.2.host"}));
 }
 
 // The control thread reads the file: a FIFO (no writer) or a device must be

@@ -206,6 +206,22 @@ TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
   EXPECT_NE(refused.error().find("ecn_threshold"), std::string::npos) << refused.error();
 }
 
+// A config of two classes of depth 64 whose state file is in `t`, and the
+// record of a file with those classes (nothing set).
+ConfigSpec two_class_config(const TempDir& t) {
+  ConfigSpec config;
+  config.classes.resize(2);
+  for (ClassSpec& c : config.classes) c.depth = 64;
+  config.control.state = t.path("state.json");
+  return config;
+}
+
+FileSettings two_class_file() {
+  FileSettings file;
+  for (PortLive& p : file.ports) p.classes.resize(2);
+  return file;
+}
+
 // A start with the config file's record: the file's edits are merged in
 // first, and what the merge leaves failing the loader's checks comes from
 // the file whole, so an edit followed by a restart never refuses the start.
@@ -215,12 +231,8 @@ TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
 // a threshold of 16.
 TEST(StateFile, AStartTakesTheFilesEditsFirstAndWhatTheyLeaveUnfitFromTheFile) {
   TempDir t;
-  ConfigSpec config;
-  config.classes.resize(2);
-  for (ClassSpec& c : config.classes) c.depth = 64;
-  config.control.state = t.path("state.json");
-  FileSettings was;
-  for (PortLive& p : was.ports) p.classes.resize(2);
+  const ConfigSpec config = two_class_config(t);
+  FileSettings was = two_class_file();
   was.ports[0].classes[0].cap_bytes_per_sec = 125'000'000;
   was.ports[0].classes[0].cap_burst_bytes = 65536;
   was.ports[1].classes[1].actions.ecn_threshold = 100;
@@ -254,6 +266,36 @@ TEST(StateFile, AStartTakesTheFilesEditsFirstAndWhatTheyLeaveUnfitFromTheFile) {
   ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
   EXPECT_FALSE((*saved)->file.has_value());
   EXPECT_TRUE(take_file_changes(**saved, now, config).empty());
+}
+
+// A floor saved on the socket that no longer fits the shaper the file now
+// sets (lower than it) takes the whole port from the file; the other port
+// keeps its saved values.
+TEST(StateFile, SavedFloorsThatNoLongerFitTheFilesShaperTakeThePortFromTheFile) {
+  TempDir t;
+  const ConfigSpec config = two_class_config(t);
+  FileSettings was = two_class_file();
+  auto live = was.ports;
+  live[0].classes[1].floor_bytes_per_sec = 25'000'000;  // 200 Mbit/s, set on the socket
+  live[0].classes[1].floor_burst_bytes = 65536;
+  live[1].classes[1].actions.dscp = 10;  // likewise
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, live, 1, &was)));
+  FileSettings now = was;
+  for (PortLive& p : now.ports) {
+    p.shaper_bytes_per_sec = 12'500'000;  // 100 Mbit/s, below the saved floor
+    p.shaper_burst_bytes = 65536;
+  }
+  auto saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  const auto taken = take_file_changes(**saved, now, config);
+  const auto& got = *(*saved)->live;
+  EXPECT_EQ(got[0], now.ports[0]) << "the saved floor does not fit under the file's shaper";
+  EXPECT_EQ(got[1].shaper_bytes_per_sec, 12'500'000u);
+  EXPECT_EQ(got[1].classes[1].actions.dscp, 10) << "the other port's socket change stays";
+  ASSERT_FALSE(taken.empty());
+  EXPECT_NE(taken.back().find("the whole port"), std::string::npos) << taken.back();
+  EXPECT_TRUE(check_saved_state(**saved, config));
 }
 
 // A hand-edited file: each wrong value is refused with its field named, never
