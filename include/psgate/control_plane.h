@@ -203,8 +203,12 @@ class ControlPlane {
   ConfigSpec config_;   // as loaded; live class and shaper changes are in state_.live
   ControlState state_;  // in force: changed by commit() only (and tick()'s policy clock)
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
-  bool published_ = false;        // start() has published this control plane's first snapshot
-  std::string persisted_text_;    // the state file's content as last written ("" before the first write)
+  bool published_ = false;      // start() has published this control plane's first snapshot
+  std::string persisted_text_;  // the state file's content as last written ("" before the first write)
+  // The state file's record of the config file's settings, compiled once
+  // per file read (persist() renders it at every commit, re-ranks included).
+  std::shared_ptr<const ConfigSpec> file_settings_of_;
+  FileSettings file_settings_;
   StateTextRenderer state_text_;  // renders it, re-rendering only the jobs that changed
   uint64_t rules_serial_ = 0;     // the next job rules file's number (state_file.h)
   uint64_t policy_errors_ = 0;

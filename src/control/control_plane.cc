@@ -262,11 +262,12 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   // file with them (apply_file_changes).
   // None while the file has another classes.count than what runs (a reload
   // read it; a restart applies it): its classes cannot be compared.
-  const std::optional<FileSettings> file =
-      next.config_file && next.config_file->class_count == config_.class_count
-          ? std::optional(FileSettings{next.config_file->policy, compile_ports(*next.config_file)})
-          : std::nullopt;
-  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, file ? &*file : nullptr);
+  const bool comparable = next.config_file && next.config_file->class_count == config_.class_count;
+  if (comparable && file_settings_of_ != next.config_file) {
+    file_settings_ = FileSettings{next.config_file->policy, compile_ports(*next.config_file)};
+    file_settings_of_ = next.config_file;  // held: a later file cannot take its address
+  }
+  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, comparable ? &file_settings_ : nullptr);
   if (text != persisted_text_) {
     if (auto written = write_state_(path, text); !written) return written;
   }
