@@ -116,6 +116,10 @@ struct ClusterView {
   int64_t leader_created = 0;         // the leader key's create revision (the leadership's fence; 0: no key)
   int64_t leader_lease = 0;           // the leader key's lease
   std::vector<std::string> problems;  // keys whose documents were refused (ignored, reported)
+  // Of those, the layout's documents refused where a good one was in force,
+  // which stays (fail static): this gateway does not follow what the store
+  // now holds for them (health degraded).
+  std::vector<std::string> held;
   // Changes when what a gateway applies changes (jobs, order, policy,
   // progress, ranks), not on registrations: the newest modification among
   // those keys and how many there are (so a deletion counts too).
@@ -147,7 +151,8 @@ class StoreMirror {
   uint64_t epoch() const { return epoch_; }
   const std::map<std::string, StoreEntry>& entries() const { return entries_; }
   // Every document parsed; one that does not parse is left out and named in
-  // view.problems (so a bad write by a script cannot stop the cluster). Job
+  // view.problems (so a bad write by a script cannot stop the cluster), and
+  // where it replaced a good one, that one stays (view.held). Job
   // documents are parsed once, when they arrive: a registration's heartbeat
   // does not parse 100k rules again.
   ClusterView view() const;
@@ -165,12 +170,16 @@ class StoreMirror {
     std::string problem;
   };
   ParsedGateway parse_gateway_entry(const std::string& key, const StoreEntry& e) const;
+  // Why `text` is no document for `key` (order, policy, ranks, progress),
+  // or none; any other key: none.
+  std::optional<std::string> applied_document_problem(const std::string& key, std::string_view text) const;
 
   ClusterKeys keys_;
   unsigned class_count_;
   std::map<std::string, StoreEntry> entries_;
   std::map<std::string, ParsedJob> jobs_;          // by key: every P/jobs/... entry, parsed
   std::map<std::string, ParsedGateway> gateways_;  // by key: every P/gateways/... entry, parsed
+  std::map<std::string, std::string> held_;        // by key: why its newer document was refused (put)
   int64_t revision_ = 0;
   uint64_t epoch_ = 0;
 };

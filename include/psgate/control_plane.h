@@ -174,6 +174,10 @@ class ControlPlane {
   void report_to_cluster(uint64_t now_ns);
   void tick_policy(uint64_t now_ns);
   nlohmann::json cluster_status() const;
+  // Why this gateway does not follow the store as it should, or "": the
+  // store unreachable, its view not applied, a document held, no
+  // registration. Health is degraded meanwhile.
+  std::string cluster_trouble() const;
 
   // The one way a state becomes the state in force (see the top of this file).
   // Whether a state file that cannot be written refuses the change. Always,

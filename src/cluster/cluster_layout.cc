@@ -54,6 +54,9 @@ Result<ControlRequest> parse_text_as_command(std::string_view text, const char* 
 std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
   if (key.size() <= dir.size() || key.substr(0, dir.size()) != dir) return std::nullopt;
   const std::string_view digits = key.substr(dir.size());
+  // Canonical only: "jobs/02" would be a second key for job 2, and removing
+  // job 2 (jobs/2) would leave the other to bring it back.
+  if (digits.empty() || digits.front() == '0') return std::nullopt;
   uint32_t id = 0;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
   if (ec != std::errc() || end != digits.data() + digits.size() || id == 0) return std::nullopt;
@@ -174,12 +177,76 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
   }
 }
 
+// ---- the applied documents ---------------------------------------------------
+// One parser per document: the view is built with them, and a put checks
+// with them whether a new document may replace the one in force.
+
+Result<std::vector<uint32_t>> parse_order_document(std::string_view text, unsigned class_count) {
+  using R = Result<std::vector<uint32_t>>;
+  json doc = parse_json_bounded(text);
+  if (!schema_ok(doc) || !doc.contains("order"))
+    return R::failure("not an order document ({\"schema\":1,\"order\":[ids]})");
+  doc.erase("schema");
+  if (doc.size() != 1) return R::failure("unknown keys besides \"order\"");
+  auto parsed = parse_control_request(json{{"cmd", "order"}, {"ids", doc["order"]}}, class_count);
+  if (!parsed) return R::failure(parsed.error());
+  return std::get<OrderRequest>(*parsed).ids;
+}
+
+Result<PolicyParams> parse_policy_document(std::string_view text, unsigned class_count) {
+  auto req = parse_text_as_command(text, "policy", class_count);
+  const PolicyRequest* p = req ? std::get_if<PolicyRequest>(&*req) : nullptr;
+  if (!p || !p->kind) return Result<PolicyParams>::failure(req ? "no policy \"name\"" : req.error());
+  PolicyParams params;
+  params.kind = *p->kind;
+  params.interval_ns = p->interval_ns.value_or(default_policy_interval_ns(*p->kind));
+  params.rotate_on = p->rotate_on.value_or(RotateOn::kTime);
+  return params;
+}
+
+Result<JobProgress> parse_progress_document(uint32_t job, std::string_view text, unsigned class_count) {
+  // The job is the key's; the document holds the rest of progress's arguments.
+  json doc = parse_json_bounded(text);
+  if (doc.is_object()) doc["job"] = job;
+  auto req = parse_as_command(std::move(doc), "progress", class_count);
+  if (!req) return Result<JobProgress>::failure(req.error());
+  const auto& p = std::get<ProgressRequest>(*req);
+  return JobProgress{p.fraction, p.iteration, p.batch};
+}
+
+struct RanksDocument {
+  std::vector<JobRanks> ranks;
+  std::string policy;
+  uint64_t rotation = 0;
+};
+
+Result<RanksDocument> parse_ranks_document(std::string_view text) {
+  json doc = parse_json_bounded(text);
+  try {
+    if (!schema_ok(doc)) throw std::runtime_error("bad schema");
+    RanksDocument out;
+    for (const json& r : doc.at("ranks"))
+      out.ranks.push_back(JobRanks{static_cast<uint32_t>(unsigned_at(r, 0, UINT32_MAX)),
+                                   static_cast<uint32_t>(unsigned_at(r, 1, UINT32_MAX)),
+                                   static_cast<uint32_t>(unsigned_at(r, 2, UINT32_MAX))});
+    out.policy = doc.value("policy", "");
+    out.rotation = doc.value("rotation", uint64_t{0});
+    return out;
+  } catch (const std::exception& ex) {
+    return Result<RanksDocument>::failure(std::string("not a ranks document: ") + ex.what());
+  }
+}
+
 // ---- the mirror ----------------------------------------------------------------
 
 void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revision) {
-  entries_.clear();
-  jobs_.clear();
-  gateways_.clear();
+  // What vanished goes; what is there is put over what was, so that a
+  // document refused after a reconnect still leaves the last good one in
+  // force (put).
+  std::vector<std::string> gone;
+  for (const auto& [key, e] : entries_)
+    if (!entries.count(key)) gone.push_back(key);
+  for (const std::string& key : gone) erase(key);
   for (auto& [key, e] : entries) put(key, std::move(e));
   if (revision_ != 0 && revision < revision_) ++epoch_;  // the store started over
   revision_ = revision;
@@ -190,8 +257,36 @@ bool StoreMirror::keeps_value(const std::string& key) const {
          key == keys_.order() || key == keys_.policy() || key == keys_.ranks() || key == keys_.leader();
 }
 
+std::optional<std::string> StoreMirror::applied_document_problem(const std::string& key, std::string_view text) const {
+  auto why = [](const auto& parsed) { return parsed ? std::nullopt : std::optional<std::string>(parsed.error()); };
+  if (key == keys_.order()) return why(parse_order_document(text, class_count_));
+  if (key == keys_.policy()) return why(parse_policy_document(text, class_count_));
+  if (key == keys_.ranks()) return why(parse_ranks_document(text));
+  if (auto pid = id_after(key, keys_.progresses())) return why(parse_progress_document(*pid, text, class_count_));
+  return std::nullopt;
+}
+
 void StoreMirror::put(const std::string& key, StoreEntry entry) {
-  if (key.rfind(keys_.jobs(), 0) == 0) jobs_[key] = parse_job(key, entry);
+  // Fail static: a document that does not parse does not replace a good
+  // one. Read as a deletion, one bad write by a script would re-rank every
+  // gateway at once (a bad order: oldest first), or take a job off all of
+  // them; the last good one stays in force, and the refusal is reported
+  // (view().held, health degraded) until a good document or a delete.
+  held_.erase(key);
+  if (key.rfind(keys_.jobs(), 0) == 0) {
+    ParsedJob parsed = parse_job(key, entry);
+    if (auto was = jobs_.find(key); !parsed.job && was != jobs_.end() && was->second.job) {
+      held_[key] = parsed.problem;
+      parsed.job = was->second.job;
+    }
+    jobs_[key] = std::move(parsed);
+  } else if (auto was = entries_.find(key); was != entries_.end()) {
+    if (auto problem = applied_document_problem(key, entry.value);
+        problem && !applied_document_problem(key, was->second.value)) {
+      held_[key] = *problem;
+      entry.value = was->second.value;  // its revisions are the new document's (a write is fenced on them)
+    }
+  }
   if (key.rfind(keys_.gateways(), 0) == 0) gateways_[key] = parse_gateway_entry(key, entry);
   if (!keeps_value(key)) std::string().swap(entry.value);
   entries_[key] = std::move(entry);
@@ -201,6 +296,7 @@ void StoreMirror::erase(const std::string& key) {
   entries_.erase(key);
   jobs_.erase(key);
   gateways_.erase(key);
+  held_.erase(key);
 }
 
 StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& key, const StoreEntry& e) const {
@@ -243,6 +339,10 @@ ClusterView StoreMirror::view() const {
     ++v.applied_part.second;
   };
   for (const auto& [key, e] : entries_) {
+    if (auto held = held_.find(key); held != held_.end()) {
+      v.held.push_back(key + ": " + held->second + " (the last good document stays in force)");
+      v.problems.push_back(v.held.back());
+    }
     if (key.rfind(keys_.jobs(), 0) == 0) {
       applied(e);
       const ParsedJob& parsed = jobs_.at(key);
@@ -250,63 +350,31 @@ ClusterView StoreMirror::view() const {
       else problem(key, parsed.problem);
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
-      // The job is the key's; the document holds the rest of progress's arguments.
-      json doc = parse_json_bounded(e.value);
-      if (doc.is_object()) doc["job"] = *pid;
-      auto req = parse_as_command(std::move(doc), "progress", class_count);
-      if (!req) {
-        problem(key, req.error());
-        continue;
-      }
-      const auto& p = std::get<ProgressRequest>(*req);
-      v.progress[*pid] = JobProgress{p.fraction, p.iteration, p.batch};
+      auto progress = parse_progress_document(*pid, e.value, class_count);
+      if (progress) v.progress[*pid] = *progress;
+      else problem(key, progress.error());
     } else if (key == keys_.order()) {
       applied(e);
       // Even of a bad document: a new order is written fenced on it, and
       // must replace it, not fail "changed meanwhile" for ever.
       v.order_revision = e.mod_revision;
-      json doc = parse_json_bounded(e.value);
-      if (!schema_ok(doc) || !doc.contains("order")) {
-        problem(key, "not an order document ({\"schema\":1,\"order\":[ids]})");
-        continue;
-      }
-      doc.erase("schema");
-      json req = {{"cmd", "order"}, {"ids", doc["order"]}};
-      auto parsed = doc.size() == 1 ? parse_control_request(req, class_count)
-                                    : Result<ControlRequest>::failure("unknown keys besides \"order\"");
-      if (!parsed) {
-        problem(key, parsed.error());
-        continue;
-      }
-      v.order = std::get<OrderRequest>(*parsed).ids;
+      auto order = parse_order_document(e.value, class_count);
+      if (order) v.order = std::move(*order);
+      else problem(key, order.error());
     } else if (key == keys_.policy()) {
       applied(e);
-      auto req = parse_text_as_command(e.value, "policy", class_count);
-      const PolicyRequest* p = req ? std::get_if<PolicyRequest>(&*req) : nullptr;
-      if (!p || !p->kind) {
-        problem(key, req ? "no policy \"name\"" : req.error());
-        continue;
-      }
-      PolicyParams params;
-      params.kind = *p->kind;
-      params.interval_ns = p->interval_ns.value_or(default_policy_interval_ns(*p->kind));
-      params.rotate_on = p->rotate_on.value_or(RotateOn::kTime);
-      v.policy = params;
+      auto policy = parse_policy_document(e.value, class_count);
+      if (policy) v.policy = *policy;
+      else problem(key, policy.error());
     } else if (key == keys_.ranks()) {
       applied(e);
-      json doc = parse_json_bounded(e.value);
-      try {
-        if (!schema_ok(doc)) throw std::runtime_error("bad schema");
-        std::vector<JobRanks> ranks;
-        for (const json& r : doc.at("ranks"))
-          ranks.push_back(JobRanks{static_cast<uint32_t>(unsigned_at(r, 0, UINT32_MAX)),
-                                   static_cast<uint32_t>(unsigned_at(r, 1, UINT32_MAX)),
-                                   static_cast<uint32_t>(unsigned_at(r, 2, UINT32_MAX))});
-        v.ranks = std::move(ranks);
-        v.ranks_policy = doc.value("policy", "");
-        v.ranks_rotation = doc.value("rotation", uint64_t{0});
-      } catch (const std::exception& ex) {
-        problem(key, std::string("not a ranks document: ") + ex.what());
+      auto ranks = parse_ranks_document(e.value);
+      if (ranks) {
+        v.ranks = std::move(ranks->ranks);
+        v.ranks_policy = std::move(ranks->policy);
+        v.ranks_rotation = ranks->rotation;
+      } else {
+        problem(key, ranks.error());
       }
     } else if (key.rfind(keys_.gateways(), 0) == 0) {
       const ParsedGateway& g = gateways_.at(key);

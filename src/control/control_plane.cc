@@ -554,7 +554,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // on the last order applied (fail static), but changes are refused. And
   // while the state file cannot be written: a start without the store would
   // come up on an older state.
-  const bool store_lost = cluster_ && !cluster_->connected();
+  // Or out of step with it: its view not applied, a document refused
+  // while the last good one stays, or not registered (a name in use).
+  const bool store_lost = cluster_ && !cluster_trouble().empty();
   const bool unsaved = !state_unsaved_.empty();
   // And while a data lcore is stuck (in a driver call): the ports it serves
   // forward nothing, whatever their links say.
@@ -980,7 +982,7 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   if (now_ns - reported_ns_ < 500'000'000) return;
   reported_ns_ = now_ns;
   GatewayInfo info;
-  info.health = cluster_->connected() && cluster_apply_error_.empty() && state_unsaved_.empty() ? "ok" : "degraded";
+  info.health = cluster_trouble().empty() && state_unsaved_.empty() ? "ok" : "degraded";
   info.applied_revision = applied_revision_;
   const Totals totals = dataplane_.read_totals(false);
   info.rx_packets = totals.rx_total();
@@ -999,8 +1001,22 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   cluster_->report(info);
 }
 
+std::string ControlPlane::cluster_trouble() const {
+  if (!cluster_->connected()) return "store unreachable";
+  if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
+  if (cluster_view_ && !cluster_view_->held.empty())
+    return std::to_string(cluster_view_->held.size()) + " store document(s) refused, the last good kept";
+  const json s = cluster_->status();
+  if (const auto it = s.find("registration_error");
+      it != s.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+    return "not registered: " + it->get<std::string>();
+  return "";
+}
+
 json ControlPlane::cluster_status() const {
   json s = cluster_->status();
+  s["trouble"] = cluster_trouble();
+  s["documents_held"] = cluster_view_ ? json(cluster_view_->held) : json::array();
   s["applied_revision"] = applied_revision_;
   s["apply_errors"] = cluster_apply_errors_;
   s["last_apply_error"] = cluster_apply_error_;

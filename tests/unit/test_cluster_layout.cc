@@ -193,6 +193,75 @@ TEST(StoreMirror, DeeplyNestedDocumentsAreProblemsNotACrash) {
   EXPECT_EQ(parse_json_bounded(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).is_array(), true);
 }
 
+// A bad document written over a good one (a script's bug) does not act as
+// a delete on every gateway at once: the last good order, policy, job,
+// progress and ranks stay in force, named in view.held, until a good
+// document or a delete; a full read (a reconnect) keeps them too.
+TEST(StoreMirror, ABadDocumentOverAGoodOneLeavesTheGoodOneInForce) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(job_document(spec(1)), 1));
+  m.put(kKeys.job(2), entry(job_document(spec(2)), 2));
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":[2,1]})", 3));
+  m.put(kKeys.policy(), entry(R"({"schema":1,"name":"fifo"})", 4));
+  m.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":0.5})", 5));
+  m.put(kKeys.ranks(), entry(R"({"schema":1,"ranks":[[1,0,0]]})", 6));
+  ASSERT_TRUE(m.view().held.empty());
+  const std::map<std::string, StoreEntry> bad = {
+      {kKeys.order(), entry(R"({"schema":1,"order":[1,2],"by":"scheduler"})", 3, 7)},
+      {kKeys.policy(), entry("not json", 4, 8)},
+      {kKeys.job(2), entry(R"({"schema":1,"job":2,"match":["dport=80"],"colour":"red"})", 2, 9)},
+      {kKeys.progress(1), entry(R"({"schema":1,"fraction":7})", 5, 10)},
+      {kKeys.ranks(), entry(R"({"schema":1,"ranks":"none"})", 6, 11)}};
+  for (const auto& [key, e] : bad) m.put(key, e);
+  auto check = [&](const ClusterView& v) {
+    EXPECT_EQ(v.order, (std::vector<uint32_t>{2, 1}));
+    EXPECT_EQ(v.order_revision, 7) << "a new order is fenced on the newest revision";
+    ASSERT_TRUE(v.policy);
+    EXPECT_EQ(v.policy->kind, PolicyKind::kFifo);
+    EXPECT_EQ(ids(v), (std::vector<uint32_t>{1, 2}));
+    EXPECT_EQ(v.jobs[1].spec.match, spec(2).match);
+    ASSERT_EQ(v.progress.count(1), 1u);
+    EXPECT_EQ(v.progress.at(1).fraction, 0.5);
+    ASSERT_TRUE(v.ranks);
+    EXPECT_EQ(v.ranks->size(), 1u);
+    EXPECT_EQ(v.held.size(), 5u);
+    for (const std::string& key : {kKeys.order(), kKeys.policy(), kKeys.job(2), kKeys.progress(1), kKeys.ranks()})
+      EXPECT_TRUE(contains_problem(v, key)) << key;
+  };
+  check(m.view());
+  // A reconnect's full read finds the same bad documents.
+  std::map<std::string, StoreEntry> read_again = m.entries();
+  for (const auto& [key, e] : bad) read_again[key] = e;
+  m.reset(read_again, 11);
+  check(m.view());
+  // A good document replaces the held one; a delete removes it.
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":[1]})", 3, 12));
+  m.erase(kKeys.job(2));
+  const ClusterView v = m.view();
+  EXPECT_EQ(v.order, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{1}));
+  EXPECT_EQ(v.held.size(), 3u);
+  // A bad document with no good one before it is no more than a problem.
+  StoreMirror fresh(kKeys, kClasses);
+  fresh.put(kKeys.order(), entry(R"({"schema":1,"order":"2"})", 1));
+  EXPECT_TRUE(fresh.view().held.empty());
+  EXPECT_TRUE(contains_problem(fresh.view(), kKeys.order()));
+}
+
+// Only the canonical spelling of a job id is a job key: "jobs/02" beside
+// "jobs/2" was a second document for job 2, which a removal (of jobs/2)
+// left to bring the job back.
+TEST(StoreMirror, OnlyCanonicalJobIdsAreJobKeys) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(2), entry(job_document(spec(2)), 1));
+  m.put(kKeys.jobs() + "02", entry(job_document(spec(2)), 2));
+  m.put(kKeys.progresses() + "01", entry(R"({"schema":1,"fraction":0.5})", 3));
+  const ClusterView v = m.view();
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{2}));
+  EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "02"));
+  EXPECT_TRUE(v.progress.empty());
+}
+
 // A bad order document is still the order key: a new order is fenced on
 // its revision and replaces it (fenced on 0, every write failed "changed
 // meanwhile" for as long as the bad document stayed).
