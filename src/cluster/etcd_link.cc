@@ -98,6 +98,29 @@ bool write_surely_not_applied(const grpc::Status& s) {
   return false;
 }
 
+// Whether the store (or gRPC on its way) answered and refused the request
+// itself, which sending it again, or to another member, would not change:
+// etcd's "request is too large" (InvalidArgument), its space quota's alarm
+// and gRPC's message size limit (ResourceExhausted, unlike "too many
+// requests", which is load), auth. Not a lost connection.
+bool store_refused(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return true;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: {
+      const std::string& m = s.error_message();
+      return m.find("space exceeded") != std::string::npos || m.find("larger than max") != std::string::npos ||
+             m.find("too large") != std::string::npos;
+    }
+    default:
+      return false;
+  }
+}
+
 std::string status_text(const grpc::Status& s) {
   return s.error_message().empty() ? "gRPC code " + std::to_string(static_cast<int>(s.error_code()))
                                    : s.error_message();
@@ -560,9 +583,17 @@ bool EtcdLink::put_registration(size_t ep) {
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
   pb::TxnResponse resp;
-  if (!kv->Txn(&ctx, txn, &resp).ok()) return false;
   std::string conflict;
-  if (!resp.succeeded() && resp.responses_size() > 0 && !resp.responses(0).response_txn().succeeded()) {
+  if (const grpc::Status st = kv->Txn(&ctx, txn, &resp); !st.ok()) {
+    // The store answered and refused this write (too large for its
+    // --max-request-bytes, its space quota's alarm, no permission): the
+    // connection is fine, and treating it as lost would back the session
+    // off past the lease's TTL, so the lease (and any leadership) would
+    // expire every few seconds. Said as the registration's error instead.
+    if (!store_refused(st)) return false;
+    conflict = "the store refused this gateway's registration: " + status_text(st) +
+               " (its document grows with the jobs that have traffic here)";
+  } else if (!resp.succeeded() && resp.responses_size() > 0 && !resp.responses(0).response_txn().succeeded()) {
     const auto& inner = resp.responses(0).response_txn();
     const int64_t other = inner.responses_size() > 0 && inner.responses(0).response_range().kvs_size() > 0
                               ? inner.responses(0).response_range().kvs(0).lease()
