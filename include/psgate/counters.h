@@ -102,9 +102,10 @@ constexpr const char* unit_name(CounterUnit u) {
   X(rx_network_control, packets, count, "net-ctrl", 10,                                                               \
     "link control (ARP, LLDP, LACP, ND, OSPF...), sent in class 0")                                                   \
   X(rx_unclassified, packets, count, "unclassified", 12, "matched no job (and non-IP payload): default class")        \
-  X(rx_fragments_followed, packets, count, nullptr, 0, "later IP fragments given their first fragment's job")         \
+  X(rx_fragments_followed, packets, count, nullptr, 0,                                                                \
+    "later IP fragments given their first fragment's job (none for a malformed first, class 0 for link control)")     \
   X(rx_fragments_orphaned, packets, count, nullptr, 0,                                                                \
-    "later IP fragments whose first was not seen (or was malformed): classified on addresses and protocol")           \
+    "later IP fragments whose first was not seen: classified on addresses and protocol")                              \
   X(rerank_migrations, packets, count, nullptr, 0, "re-ranking: a job's queued packets followed it to its new class") \
   X(rerank_deferred, packets, count, nullptr, 0, "re-ranking waited: the new class was full, the job kept its old")
 

@@ -97,17 +97,35 @@ namespace {
 // not know before the burst look again (their first may have come in this
 // burst, even after them), and what still has no first keeps the job its
 // addresses and protocol gave it.
+// What the fragment table remembers for a datagram whose first fragment was
+// network control (class 0): its later fragments may not look like it (the
+// protocol is behind AH, or in IPv6 behind the fragment header), and must
+// not be taken by a job's rule or the default class.
+inline constexpr uint32_t kNetworkControlDatagram = kNoJob - 1;
+
+// A value recalled from the fragment table into job[i] and kind[i].
+inline void take_recalled(unsigned i, uint32_t* job, uint8_t* kind) {
+  if (job[i] == kNetworkControlDatagram) [[unlikely]] {
+    job[i] = kNoJob;
+    kind[i] = kKindNetworkControl;
+  }
+}
+
 void settle_fragments(RxContext& rx, const Snapshot& snap, uint64_t now, uint64_t firsts, uint64_t orphans,
-                      uint32_t* job, PortCounters& in_counters) {
+                      uint32_t* job, uint8_t* kind, PortCounters& in_counters) {
   FragmentTable& table = *rx.fragments;
   for (uint64_t t = firsts; t != 0; t &= t - 1) {
     const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
-    table.remember(rx.parsed[i], snap.rules_generation, now, job[i]);
+    table.remember(rx.parsed[i], snap.rules_generation, now,
+                   kind[i] == kKindNetworkControl ? kNetworkControlDatagram : job[i]);
   }
   unsigned followed = 0;
   for (uint64_t t = orphans; t != 0; t &= t - 1) {
     const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
-    followed += table.recall(rx.parsed[i], snap.rules_generation, now, job[i]) ? 1u : 0u;
+    if (table.recall(rx.parsed[i], snap.rules_generation, now, job[i])) {
+      take_recalled(i, job, kind);
+      ++followed;
+    }
   }
   in_counters.rx_fragments_followed.add(followed);
   in_counters.rx_fragments_orphaned.add(static_cast<unsigned>(__builtin_popcountll(orphans)) - followed);
@@ -148,8 +166,9 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
       // A first fragment too short for its L4 header (RFC 1858's tiny
       // fragment) has no job; remembered as such, so that its later
       // fragments follow it rather than match on addresses alone, where a
-      // port-restricted job's rule would take them.
-      if (p.malformed && p.fragment && !p.non_first_fragment) [[unlikely]]
+      // port-restricted job's rule would take them. A network control one
+      // is remembered as such: its later fragments go to class 0 with it.
+      if ((p.malformed || p.network_control) && p.fragment && !p.non_first_fragment) [[unlikely]]
         firsts |= uint64_t{1} << i;
       continue;
     }
@@ -157,6 +176,7 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
       if (!p.non_first_fragment) {
         firsts |= uint64_t{1} << i;
       } else if (rx.fragments->recall(p, snap.rules_generation, now, job[i])) {
+        take_recalled(i, job, kind);
         ++followed;
         continue;
       } else {
@@ -204,7 +224,7 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
   }
   if (followed) in_counters.rx_fragments_followed.add(followed);
   if (firsts | orphans) [[unlikely]]
-    settle_fragments(rx, snap, now, firsts, orphans, job, in_counters);
+    settle_fragments(rx, snap, now, firsts, orphans, job, kind, in_counters);
 }
 
 // What classification found for each packet of a burst, by index.

@@ -190,6 +190,25 @@ TEST(Fragments, LaterFragmentsOfAnAuthenticatedDatagramFollowTheirFirst) {
   EXPECT_EQ(g.orphaned(), 0u);
 }
 
+// Link control behind AH (OSPF authenticated, TTL 1): the first fragment is
+// network control (class 0), and its later fragment, whose own header says
+// only AH, must go with it, not to the job its addresses match (before, it
+// was an orphan and job 2 took it).
+TEST(Fragments, LaterFragmentsOfANetworkControlDatagramStayNetworkControl) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto frames = ipv4_ah_datagram(6000, 0x4343);
+  constexpr size_t kIp = 14;              // untagged
+  for (auto& f : frames) f[kIp + 8] = 1;  // TTL 1: link-local
+  frames[0][34] = 89;                     // AH's next header: OSPF
+  g.send(frames);
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 0}})) << "the later fragment went to a job by its addresses";
+  EXPECT_EQ(g.followed(), 1u);
+  EXPECT_EQ(g.orphaned(), 0u);
+  const nlohmann::json stats = g.control({{"cmd", "stats"}});
+  EXPECT_EQ(stats.at("result").at("ports").at("host").at("rx_network_control"), 2) << stats.dump();
+}
+
 // Within one burst, a later fragment that arrives ahead of its first still
 // follows it; two datagrams of the same hosts apart by Identification each
 // follow their own.
