@@ -10,6 +10,7 @@
 #include "config/config_json.h"
 #include "psgate/control_request.h"
 #include "psgate/job_registry.h"
+#include "psgate/text.h"
 #include "psgate/units.h"
 
 namespace psgate {
@@ -25,6 +26,18 @@ bool schema_ok(const json& doc) {
   if (!doc.is_object()) return false;
   auto schema = doc.find("schema");
   return schema != doc.end() && schema->is_number_integer() && schema->get<int64_t>() == kClusterSchema;
+}
+
+// A document's JSON, read as strictly as a control request: nested deeper
+// than kMaxJsonDepth, or with a key repeated (the socket refuses that; read
+// with its last value, a document would mean what the socket never
+// accepts), is refused with `problem` set.
+json store_json(std::string_view text, std::string& problem) {
+  JsonNotingDuplicates parsed = parse_json_noting_duplicates(text);
+  if (parsed.too_deep) problem = "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+  else if (parsed.value.is_discarded()) problem = "not JSON";
+  else if (parsed.duplicate) problem = escape_control_chars("duplicate key \"" + *parsed.duplicate + "\"");
+  return problem.empty() ? std::move(parsed.value) : json(json::value_t::discarded);
 }
 
 // An unsigned integer of a document, checked: json's get<uint32_t>() turns
@@ -48,7 +61,10 @@ Result<ControlRequest> parse_as_command(json doc, const char* cmd, unsigned clas
 }
 
 Result<ControlRequest> parse_text_as_command(std::string_view text, const char* cmd, unsigned class_count) {
-  return parse_as_command(parse_json_bounded(text), cmd, class_count);
+  std::string problem;
+  json doc = store_json(text, problem);
+  if (!problem.empty()) return Result<ControlRequest>::failure(problem);
+  return parse_as_command(std::move(doc), cmd, class_count);
 }
 
 std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
@@ -148,8 +164,10 @@ json gateway_json(const GatewayInfo& g) {
 
 Result<GatewayInfo> parse_gateway(std::string_view text) {
   using R = Result<GatewayInfo>;
-  json doc = parse_json_bounded(text);
-  if (doc.is_discarded() || !doc.is_object()) return R::failure("not a JSON object");
+  std::string problem;
+  json doc = store_json(text, problem);
+  if (!problem.empty()) return R::failure(problem);
+  if (!doc.is_object()) return R::failure("not a JSON object");
   if (!schema_ok(doc)) return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   try {
     GatewayInfo g;
@@ -183,7 +201,9 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
 
 Result<std::vector<uint32_t>> parse_order_document(std::string_view text, unsigned class_count) {
   using R = Result<std::vector<uint32_t>>;
-  json doc = parse_json_bounded(text);
+  std::string problem;
+  json doc = store_json(text, problem);
+  if (!problem.empty()) return R::failure(problem);
   if (!schema_ok(doc) || !doc.contains("order"))
     return R::failure("not an order document ({\"schema\":1,\"order\":[ids]})");
   doc.erase("schema");
@@ -206,7 +226,9 @@ Result<PolicyParams> parse_policy_document(std::string_view text, unsigned class
 
 Result<JobProgress> parse_progress_document(uint32_t job, std::string_view text, unsigned class_count) {
   // The job is the key's; the document holds the rest of progress's arguments.
-  json doc = parse_json_bounded(text);
+  std::string problem;
+  json doc = store_json(text, problem);
+  if (!problem.empty()) return Result<JobProgress>::failure(problem);
   if (doc.is_object()) doc["job"] = job;
   auto req = parse_as_command(std::move(doc), "progress", class_count);
   if (!req) return Result<JobProgress>::failure(req.error());
@@ -221,7 +243,9 @@ struct RanksDocument {
 };
 
 Result<RanksDocument> parse_ranks_document(std::string_view text) {
-  json doc = parse_json_bounded(text);
+  std::string problem;
+  json doc = store_json(text, problem);
+  if (!problem.empty()) return Result<RanksDocument>::failure("not a ranks document: " + problem);
   try {
     if (!schema_ok(doc)) throw std::runtime_error("bad schema");
     RanksDocument out;

@@ -248,6 +248,28 @@ TEST(StoreMirror, ABadDocumentOverAGoodOneLeavesTheGoodOneInForce) {
   EXPECT_TRUE(contains_problem(fresh.view(), kKeys.order()));
 }
 
+// A document with a repeated key is refused, as the socket refuses such a
+// request (read with its last value, the store would accept what the
+// socket never does).
+TEST(StoreMirror, ADocumentWithARepeatedKeyIsRefused) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(R"({"schema":1,"job":1,"match":["dport=80"],"match":["dport=81"]})", 1));
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":[1],"order":[2]})", 2));
+  m.put(kKeys.policy(), entry(R"({"schema":1,"name":"fifo","name":"static"})", 3));
+  m.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":0.1,"fraction":0.9})", 4));
+  m.put(kKeys.ranks(), entry(R"({"schema":1,"ranks":[],"ranks":[[1,0,0]]})", 5));
+  const ClusterView v = m.view();
+  for (const std::string& key : {kKeys.job(1), kKeys.order(), kKeys.policy(), kKeys.progress(1), kKeys.ranks()}) {
+    EXPECT_TRUE(contains_problem(v, key)) << key;
+    const auto p = std::find_if(v.problems.begin(), v.problems.end(),
+                                [&](const std::string& x) { return x.rfind(key + ": ", 0) == 0; });
+    if (p != v.problems.end()) EXPECT_NE(p->find("duplicate key"), std::string::npos) << *p;
+  }
+  EXPECT_TRUE(v.jobs.empty());
+  EXPECT_TRUE(v.order.empty());
+  EXPECT_FALSE(v.policy);
+}
+
 // Only the canonical spelling of a job id is a job key: "jobs/02" beside
 // "jobs/2" was a second document for job 2, which a removal (of jobs/2)
 // left to bring the job back.
