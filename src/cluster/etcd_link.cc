@@ -681,6 +681,10 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     return;
   }
   if (!leader) {
+    // A campaign lost to a key the view does not show yet (it lags the
+    // store) is not tried again until the view has caught up with it: each
+    // try is a raft proposal, and the session ticks every 20 ms.
+    if (view->store_epoch == campaign_lost_epoch_ && view->revision < campaign_lost_at_) return;
     pb::TxnRequest txn;
     compare_created(txn, keys_.leader(), 0);
     auto* put = txn.add_success()->mutable_request_put();
@@ -690,7 +694,12 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
     pb::TxnResponse resp;
-    if (!kv->Txn(&ctx, txn, &resp).ok() || !resp.succeeded()) return;
+    if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+    if (!resp.succeeded()) {
+      campaign_lost_at_ = resp.header().revision();
+      campaign_lost_epoch_ = view->store_epoch;
+      return;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     begin_term(*view, resp.header().revision());
     spdlog::info("cluster: policy leader from revision {}", leader_created_);

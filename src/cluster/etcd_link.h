@@ -122,6 +122,10 @@ class EtcdLink final : public ClusterLink {
   // The policy leader_policy_state_ was evaluated under: another one (or
   // other settings) starts afresh, as a single gateway's policy command does.
   std::optional<PolicyParams> leader_policy_params_;
+  // The store revision at which the last campaign found the leader key
+  // taken (session thread only): no new campaign before the view reaches it.
+  int64_t campaign_lost_at_ = 0;
+  uint64_t campaign_lost_epoch_ = 0;
   uint64_t leader_evaluated_ns_ = 0;
   uint64_t ranks_error_logged_ns_ = 0;  // a failed ranks write last said (0: never)
 
