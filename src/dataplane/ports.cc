@@ -137,6 +137,17 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
                                  std::to_string(info.max_rx_queues) + " / " + std::to_string(info.max_tx_queues) +
                                  ": list fewer data lcores, or give the device more queues (af_packet: qpairs)");
   }
+  // DPDK 22.11's af_xdp refuses a configuration with fewer TX than RX
+  // queues (one socket per queue pair), which every pipelined plan with
+  // two RX lcores or more asks for: a plain "configure failed" said nothing
+  // of the lcores that cause it.
+  if (std::string_view(info.driver_name) == "net_af_xdp" && nb_rxq != nb_txq) {
+    if (config_error) *config_error = true;
+    return Result<bool>::failure("lcores.data: port " + role + " is af_xdp, which needs as many TX as RX queues, and " +
+                                 "these data lcores give it " + std::to_string(nb_rxq) + " RX / " +
+                                 std::to_string(nb_txq) +
+                                 " TX queues: list at most 3 data lcores (one RX lcore) with af_xdp ports");
+  }
   rte_eth_conf conf{};
   const unsigned index = role == "wire" ? 0 : 1;
   // ethdev validates rxmode.mtu against the reported limit; a driver whose
