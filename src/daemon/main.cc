@@ -249,6 +249,10 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     if (!stopped) {
       // An lcore is still inside a driver call: tearing down the ports or
       // EAL under it could crash or hang. The report is out: leave now.
+      // The store link touches no port: it goes first, revoking its lease,
+      // so the registration (and any policy leadership) goes now rather
+      // than one lease TTL later.
+      cluster.reset();
       std::fflush(stdout);
       std::fflush(stderr);
       std::_Exit(1);
