@@ -84,7 +84,18 @@ bool publish(Dataplane::Impl& d, unsigned p, bool up, const std::string& detail)
   } else if (!up) {
     w.detail = detail;
   }
-  if (!up) quiet = d.shared.link->quiesce();
+  if (up) {
+    w.quiesced = false;
+  } else if (!w.quiesced) {
+    // Once per going down (again each tick until it succeeds): a port that
+    // stays down is quiet already. A stuck lcore (lcore_watch.cc) answers
+    // no handshake: waiting the full 5 s for it at every tick held
+    // link_mutex, and the control thread spinning, for 5 s of every 5.1.
+    using namespace std::chrono_literals;
+    w.quiesced = d.shared.link->quiesce(d.watch.stuck.empty() ? std::chrono::steady_clock::duration(5s)
+                                                              : std::chrono::steady_clock::duration(10ms));
+  }
+  quiet = up || w.quiesced;
   return quiet;
 }
 

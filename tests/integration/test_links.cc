@@ -423,6 +423,22 @@ TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
     return health.is_object() && health.value("lcores_stuck", json::array()) == json::array({1});
   })) << health.dump();
   EXPECT_EQ(health.value("status", ""), "degraded") << health.dump();
+  // The other port's interface goes away meanwhile: its going down waits for
+  // every lcore's handshake, which the stuck one never gives. That wait
+  // (5 s, at every 100 ms tick) held the control thread: the socket must
+  // still answer promptly.
+  ASSERT_EQ(run_cmd("ip link del sw0"), 0);
+  EXPECT_TRUE(eventually(10, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health.value("ports_down", json::array()) == json::array({"wire"});
+  })) << health.dump();
+  for (int i = 0; i < 5; ++i) {
+    const auto asked = std::chrono::steady_clock::now();
+    EXPECT_TRUE(request(fx, "health").is_object());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    EXPECT_LT(took, 1.0) << "health took " << took << " s while an lcore is stuck and a port is down";
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const DaemonRun run = fx.stop_daemon(20);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
