@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -370,6 +371,19 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "psgate: warning: %s (checked as uid %u, not as the root the service runs as)\n",
                  writable.error().c_str(), static_cast<unsigned>(::geteuid()));
+  }
+  // Relative paths are taken from the working directory, which is / under
+  // systemd and wherever a shell is for --check: the two then look at
+  // different files.
+  std::error_code cwd_error;
+  const std::string cwd = std::filesystem::current_path(cwd_error).string();
+  for (auto [key, path] :
+       {std::pair{"control.socket", &config->control.socket}, {"control.state", &config->control.state}}) {
+    if (!path->empty() && path->front() != '/')
+      std::fprintf(stderr,
+                   "psgate: warning: %s: %s \"%s\" is relative: taken from the working directory (%s), which is / "
+                   "under systemd; write an absolute path\n",
+                   config_path.c_str(), key, path->c_str(), cwd_error ? "unknown" : cwd.c_str());
   }
   // The control socket's path: one that names a file, or lies under one, is
   // a config error that a restart cannot mend (exit 2), found by --check too.

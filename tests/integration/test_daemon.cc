@@ -447,6 +447,19 @@ TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {
   EXPECT_EQ(run.exit_status, 1) << run.output;
 }
 
+// A relative control path is the working directory's: / under systemd, a
+// shell's own for --check, so the two look at different files. Said, not
+// refused (tests and demos run from their own directory on purpose).
+TEST(DaemonConfig, RelativeControlPathsAreWarnedAbout) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("psgate.toml", make_config({}));
+  const DaemonRun check = fx.run("psgate.toml", {"--check"}, 30);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_NE(check.output.find("control.socket \"ctl.sock\" is relative"), std::string::npos) << check.output;
+}
+
 // An EAL option EAL does not know passes the config's own checks (eal.args
 // is EAL's to read) but is refused by EAL at start: that is the file's to
 // mend, so exit 2 (the unit does not restart on it), naming eal.args, not
