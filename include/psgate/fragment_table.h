@@ -49,8 +49,12 @@ class FragmentTable {
   // the datagram's entry if it has one, else an empty or stale way, else the
   // set's oldest.
   void remember(const ParsedPacket& first, uint32_t generation, uint64_t now, uint32_t value);
+  // A `generation` for what no rules change makes stale (a datagram that is
+  // network control is so whatever the rules say).
+  static constexpr uint32_t kAnyGeneration = UINT32_MAX;
   // The value remembered for the datagram of `later` (a non-first fragment)
-  // under `generation`, no older than the lifetime. false: none.
+  // under `generation` (or kAnyGeneration), no older than the lifetime.
+  // false: none.
   bool recall(const ParsedPacket& later, uint32_t generation, uint64_t now, uint32_t& value) const;
 
  private:

@@ -38,7 +38,8 @@ unsigned FragmentTable::set_of(const Key& k) {
 }
 
 bool FragmentTable::live(const Entry& e, uint32_t generation, uint64_t now) const {
-  return e.key.w[0] != 0 && e.generation == generation && now - e.stamp <= lifetime_;
+  return e.key.w[0] != 0 && (e.generation == generation || e.generation == kAnyGeneration) &&
+         now - e.stamp <= lifetime_;
 }
 
 void FragmentTable::remember(const ParsedPacket& first, uint32_t generation, uint64_t now, uint32_t value) {

@@ -86,11 +86,14 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // EAL's errno alone misleads: no hugepages reserved reads "Permission
     // denied" for root. Its own log above says which step failed.
     // EINVAL: EAL refused its arguments (an option of eal.args it does not
-    // know, or one it cannot combine with the rest): the file's to mend, a
-    // config error that a restart repeats.
+    // know, or one it cannot combine with the rest), or what they ask of
+    // this machine (IOVA as PA without physical addresses, a driver plugin
+    // that does not load): a restart repeats it, so a config error.
     if (rte_errno == EINVAL) {
-      spdlog::error("DPDK EAL refused its arguments ({}; see EAL's messages above): check eal.args in {}",
-                    fmt::join(args, " "), config.source);
+      spdlog::error(
+          "DPDK EAL refused its arguments ({}), or what they ask of this machine: see EAL's messages above; "
+          "check eal.args in {}",
+          fmt::join(args, " "), config.source);
       return 2;
     }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
@@ -208,7 +211,12 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     if (auto launched = dp.start(); !launched) {
       if (metrics) metrics->stop();
       server->reset();
-      if (!dp.stop_and_drain()) std::_Exit(1);  // an lcore launched and stuck already: nothing may be freed
+      if (!dp.stop_and_drain()) {  // an lcore launched and stuck already: nothing may be freed
+        cluster.reset();
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
       return give_up(launched.error(), 1);
     }
     // Ports forward and the control socket listens: a Type=notify unit's

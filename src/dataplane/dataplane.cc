@@ -195,9 +195,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
         for (unsigned c = 0; c < config.class_count; ++c) {
           const std::string name =
               "psg" + tag + "_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
-          rte_ring* r =
-              rte_ring_create(name.c_str(), config.ring_size, socket,
-                              RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);  // ring_size packets, not one less
+          rte_ring* r = rte_ring_create(name.c_str(), config.ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
           if (!r) return Result<RxContext*>::failure("cannot create ring " + name + ": " + rte_strerror(rte_errno));
           d->rings.push_back(r);
           rx->rings.push_back(r);
@@ -280,12 +278,14 @@ Result<bool> Dataplane::start() {
       return Result<bool>::failure("cannot launch data lcore " + std::to_string(plan.lcore_id) + ": " +
                                    rte_strerror(-rc));
   }
+  impl_->watch.running.store(true, std::memory_order_release);
   return true;
 }
 
 bool Dataplane::stop_and_drain() {
   if (!impl_->started) return true;
   DataplaneShared& shared = impl_->shared;
+  impl_->watch.running.store(false, std::memory_order_release);  // lcores going offline are no stall
   const uint64_t timeout_ticks = ticks_from_ns(impl_->config.drain_timeout_ns, shared.tsc_hz);
   const uint64_t now = rte_rdtsc();
   shared.drain_deadline_tsc.store(now + timeout_ticks, std::memory_order_relaxed);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,8 +58,13 @@ struct PortWatch {
 // The data lcores' heartbeat (lcore_watch.cc; control thread only).
 struct LcoreWatch {
   uint64_t token = 0;                 // the QSBR token the last tick started
+  uint64_t last_tick_ns = 0;          // when the last watch ran
   std::vector<uint64_t> progress_ns;  // per plan: the last tick it had passed the token before
   std::vector<unsigned> stuck;        // lcore ids, as last logged
+  // Read by the LSC interrupt thread too (link_watch.cc publish): whether
+  // `stuck` is not empty. `running`: set by start(), cleared by the stop.
+  std::atomic<bool> any_stuck{false};
+  std::atomic<bool> running{false};
 };
 
 struct Dataplane::Impl {

@@ -17,8 +17,18 @@ namespace psgate {
 
 void Dataplane::watch_lcores(uint64_t now_ns) {
   Impl& d = *impl_;
-  if (!d.started || d.qsbr == nullptr) return;
   LcoreWatch& w = d.watch;
+  if (!w.running.load(std::memory_order_acquire) || d.qsbr == nullptr) {
+    // Not started yet, or stopping: the stop watches its lcores itself.
+    w.progress_ns.clear();
+    w.stuck.clear();
+    w.any_stuck.store(false, std::memory_order_relaxed);
+    return;
+  }
+  // A tick that comes late (the whole process stopped: a VM paused, SIGSTOP)
+  // judges nobody: the lcores were stopped too, and may not have run since.
+  if (w.last_tick_ns != 0 && now_ns - w.last_tick_ns >= kLcoreStuckNs) w.progress_ns.clear();
+  w.last_tick_ns = now_ns;
   w.progress_ns.resize(d.plans.size(), now_ns);
   std::vector<unsigned> stuck;
   for (size_t i = 0; i < d.plans.size(); ++i) {
@@ -41,6 +51,7 @@ void Dataplane::watch_lcores(uint64_t now_ns) {
         fmt::join(stuck, ", "), kLcoreStuckNs / 1'000'000'000);
   }
   w.stuck = std::move(stuck);
+  w.any_stuck.store(!w.stuck.empty(), std::memory_order_relaxed);
 }
 
 std::vector<unsigned> Dataplane::stuck_lcores() const { return impl_->watch.stuck; }

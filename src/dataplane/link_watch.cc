@@ -92,8 +92,9 @@ bool publish(Dataplane::Impl& d, unsigned p, bool up, const std::string& detail)
     // no handshake: waiting the full 5 s for it at every tick held
     // link_mutex, and the control thread spinning, for 5 s of every 5.1.
     using namespace std::chrono_literals;
-    w.quiesced = d.shared.link->quiesce(d.watch.stuck.empty() ? std::chrono::steady_clock::duration(5s)
-                                                              : std::chrono::steady_clock::duration(10ms));
+    const bool stuck = d.watch.any_stuck.load(std::memory_order_relaxed);
+    w.quiesced = d.shared.link->quiesce(stuck ? std::chrono::steady_clock::duration(10ms)
+                                              : std::chrono::steady_clock::duration(5s));
   }
   quiet = up || w.quiesced;
   return quiet;

@@ -116,8 +116,11 @@ void settle_fragments(RxContext& rx, const Snapshot& snap, uint64_t now, uint64_
   FragmentTable& table = *rx.fragments;
   for (uint64_t t = firsts; t != 0; t &= t - 1) {
     const unsigned i = static_cast<unsigned>(__builtin_ctzll(t));
-    table.remember(rx.parsed[i], snap.rules_generation, now,
-                   kind[i] == kKindNetworkControl ? kNetworkControlDatagram : job[i]);
+    if (kind[i] == kKindNetworkControl) {  // whatever the rules: a rules change leaves it current
+      table.remember(rx.parsed[i], FragmentTable::kAnyGeneration, now, kNetworkControlDatagram);
+    } else {
+      table.remember(rx.parsed[i], snap.rules_generation, now, job[i]);
+    }
   }
   unsigned followed = 0;
   for (uint64_t t = orphans; t != 0; t &= t - 1) {

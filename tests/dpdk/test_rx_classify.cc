@@ -207,6 +207,18 @@ TEST(Fragments, LaterFragmentsOfANetworkControlDatagramStayNetworkControl) {
   EXPECT_EQ(g.orphaned(), 0u);
   const nlohmann::json stats = g.control({{"cmd", "stats"}});
   EXPECT_EQ(stats.at("result").at("ports").at("host").at("rx_network_control"), 2) << stats.dump();
+  // Network control whatever the rules: a rules change between the
+  // fragments leaves the datagram's entry current.
+  auto next = ipv4_ah_datagram(6000, 0x4344);
+  for (auto& f : next) f[kIp + 8] = 1;
+  next[0][34] = 89;
+  g.send({next[0]});
+  const nlohmann::json removed = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(removed.at("ok").get<bool>()) << removed.dump();
+  g.send({next[1]});
+  EXPECT_EQ(g.followed(), 2u);
+  EXPECT_EQ(g.orphaned(), 0u);
+  EXPECT_EQ(g.control({{"cmd", "stats"}}).at("result").at("ports").at("host").at("rx_network_control"), 4);
 }
 
 // Within one burst, a later fragment that arrives ahead of its first still
