@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -120,6 +121,7 @@ struct ClusterView {
   // which stays (fail static): this gateway does not follow what the store
   // now holds for them (health degraded).
   std::vector<std::string> held;
+  std::set<std::string> held_keys;  // their keys
   // Changes when what a gateway applies changes (jobs, order, policy,
   // progress, ranks), not on registrations: the newest modification among
   // those keys and how many there are (so a deletion counts too).

@@ -267,12 +267,22 @@ void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revis
   // What vanished goes; what is there is put over what was, so that a
   // document refused after a reconnect still leaves the last good one in
   // force (put).
+  // A store that started over (its revision went back: restored, or a new
+  // cluster at the same endpoints) has no history with this mirror's: read
+  // afresh, nothing held from before.
+  const bool started_over = revision_ != 0 && revision < revision_;
+  if (started_over) {
+    ++epoch_;
+    entries_.clear();
+    jobs_.clear();
+    gateways_.clear();
+    held_.clear();
+  }
   std::vector<std::string> gone;
   for (const auto& [key, e] : entries_)
     if (!entries.count(key)) gone.push_back(key);
   for (const std::string& key : gone) erase(key);
   for (auto& [key, e] : entries) put(key, std::move(e));
-  if (revision_ != 0 && revision < revision_) ++epoch_;  // the store started over
   revision_ = revision;
 }
 
@@ -296,15 +306,19 @@ void StoreMirror::put(const std::string& key, StoreEntry entry) {
   // gateway at once (a bad order: oldest first), or take a job off all of
   // them; the last good one stays in force, and the refusal is reported
   // (view().held, health degraded) until a good document or a delete.
+  // Only over the same key's earlier version: one deleted and put again (a
+  // delete this mirror missed while it read the store again) is a new key.
   held_.erase(key);
   if (key.rfind(keys_.jobs(), 0) == 0) {
     ParsedJob parsed = parse_job(key, entry);
-    if (auto was = jobs_.find(key); !parsed.job && was != jobs_.end() && was->second.job) {
+    if (auto was = jobs_.find(key);
+        !parsed.job && was != jobs_.end() && was->second.job && was->second.job->created == entry.create_revision) {
       held_[key] = parsed.problem;
       parsed.job = was->second.job;
     }
     jobs_[key] = std::move(parsed);
-  } else if (auto was = entries_.find(key); was != entries_.end()) {
+  } else if (auto was = entries_.find(key);
+             was != entries_.end() && was->second.create_revision == entry.create_revision) {
     if (auto problem = applied_document_problem(key, entry.value);
         problem && !applied_document_problem(key, was->second.value)) {
       held_[key] = *problem;
@@ -365,6 +379,7 @@ ClusterView StoreMirror::view() const {
   for (const auto& [key, e] : entries_) {
     if (auto held = held_.find(key); held != held_.end()) {
       v.held.push_back(key + ": " + held->second + " (the last good document stays in force)");
+      v.held_keys.insert(key);
       v.problems.push_back(v.held.back());
     }
     if (key.rfind(keys_.jobs(), 0) == 0) {

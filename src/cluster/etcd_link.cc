@@ -104,18 +104,19 @@ bool write_surely_not_applied(const grpc::Status& s) {
 // and gRPC's message size limit (ResourceExhausted, unlike "too many
 // requests", which is load), auth. Not a lost connection.
 bool store_refused(const grpc::Status& s) {
+  // Not FAILED_PRECONDITION ("not leader", a learner) nor other
+  // INVALID_ARGUMENTs ("auth store revision is old"): those are one
+  // member's, or passing, and the session moves on to another member.
+  const std::string& m = s.error_message();
   switch (s.error_code()) {
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::OUT_OF_RANGE:
       return true;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: {
-      const std::string& m = s.error_message();
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return m.find("too large") != std::string::npos;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
       return m.find("space exceeded") != std::string::npos || m.find("larger than max") != std::string::npos ||
              m.find("too large") != std::string::npos;
-    }
     default:
       return false;
   }
@@ -719,7 +720,11 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   PolicyState trial = leader_policy_state_;
   const std::vector<JobRanks> ranks = cluster_ranks(*view, policy, trial, now);
   leader_policy_state_ = trial;
-  if (view->ranks && *view->ranks == ranks && view->ranks_policy == policy_name(policy.kind)) return;
+  // Unless the store holds a bad ranks document over these (held): the
+  // leader writes them again, or every gateway would stay degraded.
+  if (view->ranks && *view->ranks == ranks && view->ranks_policy == policy_name(policy.kind) &&
+      !view->held_keys.count(keys_.ranks()))
+    return;
   pb::TxnRequest txn;
   compare_created(txn, keys_.leader(), fence);
   auto* put = txn.add_success()->mutable_request_put();

@@ -1078,8 +1078,12 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       next.live[port].classes[cls] = want;
       applied.push_back(key);
     }
+    // Shapers against the file as last read, as the plan found them changed
+    // (the base is what runs when the last read had another class count,
+    // and a shaper that read set would then look unchanged).
+    const auto compiled_last = compile_ports(*state_.config_file);
     for (unsigned port : plan.shapers) {
-      (void)merge_shaper_change(next.live[port], compiled_base[port], compiled[port]);
+      (void)merge_shaper_change(next.live[port], compiled_last[port], compiled[port]);
       applied.push_back(std::string("shaper.") + kPortNames[port]);
     }
   }

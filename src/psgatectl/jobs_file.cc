@@ -3,6 +3,7 @@
 #include "jobs_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,8 @@ using psgate::Result;
 
 namespace {
 
+constexpr int kFifoWriterWaitMs = 10'000;
+
 // The file's text, at most kMaxJobsFileBytes of it. Opened without waiting
 // (a FIFO nobody writes to reads as empty instead of hanging past
 // --timeout); a pipe with a writer (`jobs load <(gen)`) is read to its end.
@@ -31,6 +34,16 @@ Result<std::string> read_bounded(const std::string& path) {
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     ::close(fd);
     return R::failure(path + ": is a directory, not a jobs file");
+  }
+  // A FIFO: its writer may come a little after (`gen > p & psgatectl jobs
+  // load p`); a reader that never sees one is told so instead of waiting for
+  // ever. (Linux reports nothing on a FIFO that never had a writer.)
+  if (S_ISFIFO(st.st_mode)) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, kFifoWriterWaitMs) == 0) {
+      ::close(fd);
+      return R::failure(path + ": a FIFO nobody wrote to within " + std::to_string(kFifoWriterWaitMs / 1000) + " s");
+    }
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string text;

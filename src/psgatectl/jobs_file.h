@@ -21,8 +21,8 @@ namespace psgatectl {
 // rules, rates, names); ids repeated in the file are refused. The error names
 // the file and the job's position.
 // At most kMaxJobsFileBytes are read (/dev/zero is refused, not read until
-// memory runs out); a directory is refused, a FIFO without a writer reads
-// as empty.
+// memory runs out); a directory is refused; a FIFO is read once a writer
+// comes, and refused when none comes within 10 s.
 inline constexpr size_t kMaxJobsFileBytes = 64u << 20;
 psgate::Result<nlohmann::json> read_jobs_file(const std::string& path);
 

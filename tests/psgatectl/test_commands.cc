@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -450,8 +452,15 @@ TEST(JobsLoadFile, EndlessOrOddFilesAreErrors) {
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string fifo = std::string(tmpl) + "/jobs";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  auto unwritten = read_jobs_file(fifo);  // returns: no writer is an empty file
-  EXPECT_FALSE(unwritten);
+  // A writer that comes a little after the reader (gen > fifo & jobs load
+  // fifo) is waited for.
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::ofstream(fifo) << R"([{"job": 7, "match": ["proto=tcp"]}])";
+  });
+  auto late = read_jobs_file(fifo);
+  writer.join();
+  EXPECT_TRUE(late) << late.error();
   ::unlink(fifo.c_str());
   ::rmdir(tmpl);
 }

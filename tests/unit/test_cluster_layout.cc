@@ -241,6 +241,19 @@ TEST(StoreMirror, ABadDocumentOverAGoodOneLeavesTheGoodOneInForce) {
   EXPECT_EQ(v.order, (std::vector<uint32_t>{1}));
   EXPECT_EQ(ids(v), (std::vector<uint32_t>{1}));
   EXPECT_EQ(v.held.size(), 3u);
+  // A key deleted and put again (a delete missed while reading the store
+  // again) is a new key: a bad document there holds nothing.
+  std::map<std::string, StoreEntry> recreated = m.entries();
+  recreated[kKeys.order()] = entry(R"({"schema":1,"order":"1"})", 20, 20);
+  m.reset(recreated, 20);
+  EXPECT_TRUE(m.view().order.empty());
+  EXPECT_TRUE(contains_problem(m.view(), kKeys.order()));
+  EXPECT_FALSE(m.view().held_keys.count(kKeys.order()));
+  // A store that started over (its revision went back) has no history with
+  // this mirror's: nothing held from before.
+  std::map<std::string, StoreEntry> restored = read_again;
+  m.reset(restored, 5);
+  EXPECT_TRUE(m.view().held.empty());
   // A bad document with no good one before it is no more than a problem.
   StoreMirror fresh(kKeys, kClasses);
   fresh.put(kKeys.order(), entry(R"({"schema":1,"order":"2"})", 1));
