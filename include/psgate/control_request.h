@@ -151,6 +151,10 @@ struct JsonNotingDuplicates {
 };
 inline constexpr int kMaxJsonDepth = 64;
 JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text);
+// Why a document read with it is to be refused as a request would be (too
+// deep, not JSON, a repeated key), or none: for the files and store
+// documents that are as strict as requests (jobs files, cluster documents).
+std::optional<std::string> strict_json_problem(const JsonNotingDuplicates& parsed);
 // JSON from a file or a store, whoever wrote it: discarded (is_discarded())
 // when it is not JSON or is nested deeper than kMaxJsonDepth (copying it
 // would recurse once per level: a value of 100k '[' would end the process).

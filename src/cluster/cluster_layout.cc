@@ -10,7 +10,6 @@
 #include "config/config_json.h"
 #include "psgate/control_request.h"
 #include "psgate/job_registry.h"
-#include "psgate/text.h"
 #include "psgate/units.h"
 
 namespace psgate {
@@ -34,10 +33,11 @@ bool schema_ok(const json& doc) {
 // accepts), is refused with `problem` set.
 json store_json(std::string_view text, std::string& problem) {
   JsonNotingDuplicates parsed = parse_json_noting_duplicates(text);
-  if (parsed.too_deep) problem = "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
-  else if (parsed.value.is_discarded()) problem = "not JSON";
-  else if (parsed.duplicate) problem = escape_control_chars("duplicate key \"" + *parsed.duplicate + "\"");
-  return problem.empty() ? std::move(parsed.value) : json(json::value_t::discarded);
+  if (auto why = strict_json_problem(parsed)) {
+    problem = std::move(*why);
+    return json(json::value_t::discarded);
+  }
+  return std::move(parsed.value);
 }
 
 // An unsigned integer of a document, checked: json's get<uint32_t>() turns

@@ -426,6 +426,13 @@ json parse_json_bounded(std::string_view text) {
   return too_deep ? json(json::value_t::discarded) : value;
 }
 
+std::optional<std::string> strict_json_problem(const JsonNotingDuplicates& parsed) {
+  if (parsed.too_deep) return "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+  if (parsed.value.is_discarded()) return std::string("not valid JSON");
+  if (parsed.duplicate) return escape_control_chars("duplicate key \"" + *parsed.duplicate + "\"");
+  return std::nullopt;
+}
+
 Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count, std::optional<json>* echo_id,
                                           std::string* deprecation) {
   const JsonNotingDuplicates parsed = parse_json_noting_duplicates(line);

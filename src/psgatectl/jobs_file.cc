@@ -64,11 +64,8 @@ Result<json> read_jobs_file(const std::string& path) {
   // The daemon refuses a request with a repeated key, so the file is refused
   // for one, not read with the last value.
   psgate::JsonNotingDuplicates parsed = psgate::parse_json_noting_duplicates(*text);
+  if (auto why = psgate::strict_json_problem(parsed)) return R::failure(path + ": " + *why);
   json doc = std::move(parsed.value);
-  if (doc.is_discarded()) return R::failure(path + ": not valid JSON");
-  if (parsed.too_deep)
-    return R::failure(path + ": nested deeper than " + std::to_string(psgate::kMaxJsonDepth) + " levels");
-  if (parsed.duplicate) return R::failure(path + ": duplicate key " + json(*parsed.duplicate).dump());
   if (doc.is_object()) {
     // As strict as a request: a misspelt key is an error, not ignored.
     for (const auto& [key, value] : doc.items())
