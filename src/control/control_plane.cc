@@ -1058,7 +1058,11 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
   std::string refused;  // the class settings that do not fit what runs
   if (!plan.classes.empty() || !plan.shapers.empty()) {
     const auto compiled = compile_ports(*now);
-    const auto compiled_base = compile_ports(base);
+    // Shapers against the file as last read, as the plan found them changed;
+    // classes against the base (the same file, unless the last read had
+    // another class count: then what runs), compiled once when they agree.
+    const auto compiled_last = compile_ports(*state_.config_file);
+    const auto compiled_base = &base == state_.config_file.get() ? compiled_last : compile_ports(base);
     for (const auto& [port, cls] : plan.classes) {
       const std::string key = "classes." + std::to_string(cls) + "." + kPortNames[port];
       // Only the settings the file changed; socket changes to the others stay.
@@ -1078,10 +1082,6 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       next.live[port].classes[cls] = want;
       applied.push_back(key);
     }
-    // Shapers against the file as last read, as the plan found them changed
-    // (the base is what runs when the last read had another class count,
-    // and a shaper that read set would then look unchanged).
-    const auto compiled_last = compile_ports(*state_.config_file);
     for (unsigned port : plan.shapers) {
       (void)merge_shaper_change(next.live[port], compiled_last[port], compiled[port]);
       applied.push_back(std::string("shaper.") + kPortNames[port]);
