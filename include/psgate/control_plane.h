@@ -178,6 +178,8 @@ class ControlPlane {
   // store unreachable, its view not applied, a document held, no
   // registration. Health is degraded meanwhile.
   std::string cluster_trouble() const;
+  // The same, given cluster_->status() (which the caller read already).
+  std::string cluster_trouble(const nlohmann::json& store_status) const;
 
   // The one way a state becomes the state in force (see the top of this file).
   // Whether a state file that cannot be written refuses the change. Always,

@@ -75,9 +75,11 @@ class Dataplane {
 
   // Control thread, every tick: which data lcores have not finished a loop
   // iteration for kLcoreStuckNs (stuck in a driver call); logged when the
-  // set changes. stuck_lcores(): their lcore ids, as of the last watch.
+  // set changes. stuck_lcores(): their lcore ids, as of the last watch;
+  // any_lcore_stuck(): whether there are any (no copy: every tick asks).
   void watch_lcores(uint64_t now_ns);
   std::vector<unsigned> stuck_lcores() const;
+  bool any_lcore_stuck() const;
   static constexpr uint64_t kLcoreStuckNs = 1'000'000'000;
 
   struct Impl;

@@ -556,7 +556,8 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // come up on an older state.
   // Or out of step with it: its view not applied, a document refused
   // while the last good one stays, or not registered (a name in use).
-  const bool store_lost = cluster_ && !cluster_trouble().empty();
+  const json cluster = cluster_ ? cluster_status() : json();
+  const bool store_lost = cluster_ && !cluster.at("trouble").get_ref<const std::string&>().empty();
   const bool unsaved = !state_unsaved_.empty();
   // And while a data lcore is stuck (in a driver call): the ports it serves
   // forward nothing, whatever their links say.
@@ -577,7 +578,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
       {"policy_errors", policy_errors_},
       {"rules", rules_json()},
       {"state_file_error", state_unsaved_}};
-  if (cluster_) health["cluster"] = cluster_status();
+  if (cluster_) health["cluster"] = cluster;
   return Outcome{std::move(health)};
 }
 
@@ -1001,21 +1002,22 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   cluster_->report(info);
 }
 
-std::string ControlPlane::cluster_trouble() const {
+std::string ControlPlane::cluster_trouble() const { return cluster_trouble(cluster_->status()); }
+
+std::string ControlPlane::cluster_trouble(const json& store_status) const {
   if (!cluster_->connected()) return "store unreachable";
   if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
   if (cluster_view_ && !cluster_view_->held.empty())
     return std::to_string(cluster_view_->held.size()) + " store document(s) refused, the last good kept";
-  const json s = cluster_->status();
-  if (const auto it = s.find("registration_error");
-      it != s.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+  if (const auto it = store_status.find("registration_error");
+      it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
     return "not registered: " + it->get<std::string>();
   return "";
 }
 
 json ControlPlane::cluster_status() const {
   json s = cluster_->status();
-  s["trouble"] = cluster_trouble();
+  s["trouble"] = cluster_trouble(s);
   s["documents_held"] = cluster_view_ ? json(cluster_view_->held) : json::array();
   s["applied_revision"] = applied_revision_;
   s["apply_errors"] = cluster_apply_errors_;

@@ -184,7 +184,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // systemd's watchdog (WatchdogSec= in the unit): alive while the control
     // thread ticks and every data lcore loops.
     options.after_tick = [&dp] {
-      if (dp.stuck_lcores().empty()) psgate::service::notify_watchdog();
+      if (!dp.any_lcore_stuck()) psgate::service::notify_watchdog();
     };
     auto server = psgate::ControlServer::start(cp, options);
     if (!server.ok()) return give_up(server.error(), 1);

@@ -56,4 +56,6 @@ void Dataplane::watch_lcores(uint64_t now_ns) {
 
 std::vector<unsigned> Dataplane::stuck_lcores() const { return impl_->watch.stuck; }
 
+bool Dataplane::any_lcore_stuck() const { return impl_->watch.any_stuck.load(std::memory_order_relaxed); }
+
 }  // namespace psgate
