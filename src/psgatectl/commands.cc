@@ -378,7 +378,11 @@ class UsageFormatter : public CLI::Formatter {
 // psgatectl's additions to one command: --json everywhere, and stats' live view.
 void add_client_options(Leaf& leaf, Globals& g) {
   CLI::App* sub = leaf.app;
-  CLI::Option* json_opt = sub->add_flag("--json", g.json_output, "Print the result exactly as the daemon sent it");
+  const bool load = leaf.spec->name == std::string_view("jobs.load");
+  CLI::Option* json_opt = sub->add_flag("--json", g.json_output,
+                                        load ? "Print the daemon's replies as one JSON object: {\"added\": [job ids], "
+                                               "\"requests\": N}"
+                                             : "Print the result exactly as the daemon sent it");
   if (leaf.spec->name == std::string_view("config")) {
     sub->add_flag("--toml", g.toml,
                   "Print it as a TOML config file: psgate --config FILE starts a gateway that runs the same")

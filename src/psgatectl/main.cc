@@ -154,6 +154,9 @@ int load_jobs(Client& client, const Invocation& inv) {
     return kExitUsage;
   }
   size_t done = 0;
+  // --json: the replies as one, in the daemon's shape ({"added": [ids]}, and
+  // the last store_revision in cluster mode), with the number of requests.
+  nlohmann::ordered_json merged{{"added", nlohmann::ordered_json::array()}};
   for (size_t g = 0; g < groups->size(); ++g) {
     const size_t n = (*groups)[g].size();
     auto reply = client.call(nlohmann::json{{"cmd", "jobs.load"}, {"jobs", std::move((*groups)[g])}});
@@ -168,8 +171,16 @@ int load_jobs(Client& client, const Invocation& inv) {
       return status;
     }
     done += n;
+    for (const auto& [key, value] : reply->result.items()) {
+      if (key == "added" && value.is_array()) {
+        for (const auto& id : value) merged["added"].push_back(id);
+      } else {
+        merged[key] = value;
+      }
+    }
   }
-  if (inv.json_output) std::cout << nlohmann::json{{"added", done}, {"requests", groups->size()}}.dump(2) << "\n";
+  merged["requests"] = groups->size();
+  if (inv.json_output) std::cout << merged.dump(2) << "\n";
   else
     std::cout << "added " << done << " job" << (done == 1 ? "" : "s") << " in " << groups->size() << " request"
               << (groups->size() == 1 ? "" : "s") << "\n";

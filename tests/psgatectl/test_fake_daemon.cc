@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -318,6 +319,28 @@ TEST(PsgatectlFakeDaemon, JsonPrintsTheDaemonsResultInItsOrder) {
   EXPECT_EQ(c.status, 0) << c.err;
   EXPECT_EQ(json::parse(c.out), json::parse(R"({"ports": {"wire": {"device": "net_null0"}}, "lcores": {"data": 1}})"));
   EXPECT_LT(c.out.find("\"ports\""), c.out.find("\"lcores\""));
+}
+
+// jobs load sends a large file as several requests; --json prints their
+// replies as one, in the daemon's shape ({"added": [ids]}), not a count.
+TEST(PsgatectlFakeDaemon, JobsLoadJsonMergesTheRepliesAddedIds) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("jobs.load", ojson::parse(R"({"ok": true, "result": {"added": [7, 9]}})"));
+  const std::string file = dir.path() + "/jobs.json";
+  {
+    json jobs = json::array();
+    for (int id = 1; id <= 150; ++id) jobs.push_back({{"job", id}, {"match", {"dport=" + std::to_string(id)}}});
+    FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(jobs.dump().c_str(), f);
+    std::fclose(f);
+  }
+  CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "load", file, "--json"});
+  unlink(file.c_str());
+  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(d.requests().size(), 2u);  // 100 jobs a request at most
+  EXPECT_EQ(json::parse(r.out), json::parse(R"({"added": [7, 9, 7, 9], "requests": 2})")) << r.out;
 }
 
 TEST(PsgatectlFakeDaemon, WriteCommandPrintsOneLineConfirmation) {
