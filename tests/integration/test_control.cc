@@ -247,6 +247,7 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   EXPECT_EQ(config["classes"]["2"]["wire"]["cap"], "300Mbit/s");
   EXPECT_EQ(config["shaper"]["host"]["rate"], "1Gbit/s");
   EXPECT_EQ(config["shaper"]["host"]["burst"], "128KiB");
+  EXPECT_EQ(config["log"]["level"], "warn") << config.dump();  // the level in force, not the start's
   EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "fifo");
   EXPECT_EQ(ctl_json({"jobs", "list"})["jobs"].size(), 2u);
   // The text form says the same.
