@@ -80,7 +80,7 @@ inline constexpr size_t kMaxNameBytes = 64;
 // a name display as another ("Trojan Source"). The config loader and the
 // control protocol share this rule.
 inline std::string name_problem(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes) return "must be 1..64 characters";
+  if (name.empty() || name.size() > kMaxNameBytes) return "must be 1..64 bytes";
   size_t i = 0;
   while (i < name.size()) {
     const auto b0 = static_cast<unsigned char>(name[i]);

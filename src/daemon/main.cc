@@ -288,7 +288,8 @@ int main(int argc, char** argv) {
       "SIGINT, SIGTERM and SIGHUP stop receiving, drain the queues (bounded by\n"
       "dataplane.drain_timeout), print the final counters and exit 0. A port whose link goes\n"
       "down (memif peer gone, af_packet or af_xdp interface deleted) is no longer polled and its traffic is\n"
-      "dropped as link_down until it is back; `psgatectl health` names it. Exit status: 0 clean\n"
+      "dropped as link_down until it is back (af_xdp, tap and memif role=client ports only after a\n"
+      "restart); `psgatectl health` names it. Exit status: 0 clean\n"
       "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
       "carry, and lcores.data needing more queues than a device has) or state file,\n"
       "1 DPDK/device/socket set-up failure (the control socket, or\n"
@@ -392,6 +393,18 @@ int main(int argc, char** argv) {
                    "psgate: warning: %s: %s \"%s\" is relative: taken from the working directory (%s), which is / "
                    "under systemd; write an absolute path\n",
                    config_path.c_str(), key, path->c_str(), cwd_error ? "unknown" : cwd.c_str());
+  }
+  // An empty rule is the protocol's "every IP packet"; in a file made from a
+  // template it is more often a variable that was not set (psgatectl refuses
+  // it on a command line). Said, not refused: it may be meant.
+  for (const psgate::JobSpec& job : config->jobs) {
+    for (size_t k = 0; k < job.match.size(); ++k) {
+      if (job.match[k] == psgate::MatchRule{})
+        std::fprintf(stderr,
+                     "psgate: warning: %s: job %u: match[%zu] is empty, so the job takes every IP packet that no "
+                     "earlier job's rule takes (an unset variable?)\n",
+                     config_path.c_str(), job.id, k);
+    }
   }
   // The control socket's path: one that names a file, or lies under one, is
   // a config error that a restart cannot mend (exit 2), found by --check too.

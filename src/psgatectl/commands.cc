@@ -64,7 +64,7 @@ struct Group {
   const char* hint;  // when the group is given alone
 };
 constexpr Group kGroups[] = {
-    {"jobs", "Add, remove or list training jobs", "jobs: give add, rm, list or load"},
+    {"jobs", "Add, remove, list or load (from a file) training jobs", "jobs: give add, rm, list or load"},
 };
 
 // A usage error found after CLI11 accepted the syntax.
@@ -439,7 +439,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
       "stats --watch sends one a second.",
       "psgatectl"};
   app.footer(
-      "Exit status: 0 success, 1 the daemon refused the request (its error on stderr),\n"
+      "Exit status: 0 success, 1 the daemon refused the request (its error on stderr) or the\n"
+      "output could not be written,\n"
       "2 usage error (nothing sent), 3 the daemon cannot be reached.\n"
       "Run 'psgatectl COMMAND --help' for a command's arguments.");
   // At most one command; a missing one is reported below, so that an unknown

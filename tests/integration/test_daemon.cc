@@ -458,6 +458,19 @@ TEST(DaemonConfig, RelativeControlPathsAreWarnedAbout) {
   const DaemonRun check = fx.run("psgate.toml", {"--check"}, 30);
   EXPECT_EQ(check.exit_status, 0) << check.output;
   EXPECT_NE(check.output.find("control.socket \"ctl.sock\" is relative"), std::string::npos) << check.output;
+  EXPECT_EQ(check.output.find("is empty"), std::string::npos) << check.output;
+}
+
+// An empty rule matches every IP packet, as in the protocol; from a template
+// it is more often an unset variable: said, not refused.
+TEST(DaemonConfig, AnEmptyRuleIsWarnedAbout) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("psgate.toml", make_config({.jobs = "[[jobs]]\nid = 4\nmatch = [\"proto=udp\", \" \"]\n"}));
+  const DaemonRun check = fx.run("psgate.toml", {"--check"}, 30);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_NE(check.output.find("job 4: match[1] is empty"), std::string::npos) << check.output;
 }
 
 // An EAL option EAL does not know passes the config's own checks (eal.args

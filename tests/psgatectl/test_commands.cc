@@ -193,7 +193,7 @@ const UsageCase kUsageCases[] = {
     {{"jobs", "add", "3", "-m", "proto=tcp", "--name", ""}, "--name: must not be empty"},
     // Latin-1 from a script: JSON cannot carry it (the request's dump threw: SIGABRT).
     {{"jobs", "add", "3", "-m", "proto=tcp", "--name", "caf\xe9"}, "--name: must be valid UTF-8"},
-    {{"jobs", "add", "3", "-m", "proto=tcp", "--name", std::string(65, 'n')}, "--name: must be 1..64 characters"},
+    {{"jobs", "add", "3", "-m", "proto=tcp", "--name", std::string(65, 'n')}, "--name: must be 1..64 bytes"},
     {{"jobs", "rm"}, "ID is required"},
     {{"jobs", "rm", "three"}, "ID: must be a whole number"},
     {{"order"}, "ID is required"},

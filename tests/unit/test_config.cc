@@ -568,7 +568,7 @@ std::vector<BadCase> bad_cases() {
       {d("[[jobs]]\nid = 4294967296\nmatch = [\"proto=tcp\"]"), "jobs[0].id", "out of range"},
       {d("[[jobs]]\nid = \"1\"\nmatch = [\"proto=tcp\"]"), "jobs[0].id", "expected an integer"},
       {d(job + job), "jobs[1].id", "id 1 is already used by jobs[0]"},
-      {d(job + "name = \"\""), "jobs[0].name", "must be 1..64 characters"},
+      {d(job + "name = \"\""), "jobs[0].name", "must be 1..64 bytes"},
       {d(job + "name = \"" + std::string(65, 'x') + "\""), "jobs[0].name", "1..64"},
       {d(job + "name = 7"), "jobs[0].name", "expected a string"},
       {d(job + "name = \"a\\u0007b\""), "jobs[0].name", "control character"},

@@ -315,7 +315,7 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"jobs.add","job":7,"match":["src=10.0.0.1,dst=fd00::1"]})", "match[0]: ", Match::kPrefix},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":5})", "\"name\" must be a string"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":")" + std::string(65, 'n') + "\"}",
-       "job 7: name must be 1..64 characters"},
+       "job 7: name must be 1..64 bytes"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":"a\u0001b"})",
        "job 7: name must not contain control characters"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"rank":-1})", "\"rank\" must be a non-negative integer"},
@@ -560,8 +560,8 @@ TEST(NameRule, PrintableUtf8WithoutBidiControls) {
   EXPECT_EQ(name_problem("bert-large"), "");
   EXPECT_EQ(name_problem("训练-α"), "");
   EXPECT_EQ(name_problem("\xf0\x9f\x98\x80"), "");  // U+1F600
-  EXPECT_EQ(name_problem(""), "must be 1..64 characters");
-  EXPECT_EQ(name_problem(std::string(65, 'x')), "must be 1..64 characters");
+  EXPECT_EQ(name_problem(""), "must be 1..64 bytes");
+  EXPECT_EQ(name_problem(std::string(65, 'x')), "must be 1..64 bytes");
   for (const char* bad : {"\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "a\xe2\x80"})
     EXPECT_EQ(name_problem(bad), "must be valid UTF-8") << bad;
   for (const char* ctl : {"a\tb", "\x7f", "\xc2\x85"})
