@@ -94,6 +94,8 @@ json error_reply(const std::string& message) { return {{"ok", false}, {"error", 
 
 }  // namespace
 
+bool ControlServer::in_use(const std::string& path) { return socket_in_use(path); }
+
 Result<bool> ControlServer::check_path(const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
     return Result<bool>::failure("control socket path must be 1.." + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +

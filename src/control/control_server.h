@@ -76,6 +76,10 @@ class ControlServer {
   // directory, and that names nothing but a socket (only a socket is ever
   // replaced: anything else is the operator's to fix).
   static Result<bool> check_path(const std::string& path);
+  // Whether a live server answers on `path` (a psgate already running with
+  // this socket): asked before DPDK starts, so that a second one stops
+  // before it opens devices or touches the state.
+  static bool in_use(const std::string& path);
   ~ControlServer();  // stops the thread and removes the socket file
 
  private:

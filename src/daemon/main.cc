@@ -25,6 +25,7 @@
 #include "config/compile.h"
 #include "control/control_server.h"
 #include "control/state_file.h"
+#include "control/state_lock.h"
 #include "daemon/service_notify.h"
 #include "dataplane/eal_args.h"
 #include "psgate/config.h"
@@ -437,6 +438,23 @@ int main(int argc, char** argv) {
     }
     std::printf("%s: configuration is valid\n", config_path.c_str());
     return 0;
+  }
+  // One gateway per control socket and per state file, found before DPDK
+  // starts: a second one (another --file-prefix, devices that open twice)
+  // would otherwise open the live one's devices, and write its own view over
+  // the live one's state file, before its socket was found taken. Exit 1:
+  // the running one may stop, and a restart then succeeds.
+  if (psgate::ControlServer::in_use(config->control.socket)) {
+    std::fprintf(stderr,
+                 "psgate: control socket %s is in use by another process (a psgate already running with this "
+                 "configuration?); nothing was started\n",
+                 config->control.socket.c_str());
+    return 1;
+  }
+  auto state_lock = psgate::StateLock::acquire(config->control.state);
+  if (!state_lock) {
+    std::fprintf(stderr, "psgate: %s; nothing was started\n", state_lock.error().c_str());
+    return 1;
   }
   auto logger = spdlog::stderr_color_mt("psgate");
   spdlog::set_default_logger(logger);

@@ -316,6 +316,43 @@ TEST_F(StateTest, AStatePathThatIsADirectoryIsAClearErrorWithExitTwo) {
   }
 }
 
+// A second psgate on a live one's state file (another --file-prefix, and
+// devices that open twice) or control socket stops before it starts DPDK:
+// it used to write its own view over the live one's state file, and delete
+// rules files only the live one names, before it found the socket taken.
+TEST_F(StateTest, ASecondGatewayOnTheSameStateOrSocketChangesNothing) {
+  write_setup("state.json");
+  ASSERT_TRUE(start());
+  ASSERT_EQ(ctl({"policy", "fifo"}).status, 0);
+  ASSERT_EQ(ctl({"jobs", "add", "9", "--match", "dst=10.0.0.9/32,dport=9,proto=tcp"}).status, 0);
+  const Seen before = look(fx.path("state.json"));
+  const std::string config = slurp(fx.path("psgate.toml"));
+  auto variant = [&](const std::string& name, const std::string& socket, const std::string& state) {
+    std::string c = config;
+    c.replace(c.find("--file-prefix=psgate-st-"), 24, "--file-prefix=psgate-s2-");
+    c.replace(c.find("\"ctl.sock\""), 10, "\"" + socket + "\"");
+    c.replace(c.find("\"state.json\""), 12, "\"" + state + "\"");
+    // Its own policy: the merge a start makes would write it into the file.
+    fx.write_file(name, c + "[policy]\nname = \"round-robin\"\n");
+  };
+  variant("same-state.toml", "ctl2.sock", "state.json");
+  const DaemonRun same_state = fx.run("same-state.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(same_state.exit_status, 1) << same_state.output;
+  EXPECT_NE(same_state.output.find("is in use by another psgate (pid"), std::string::npos) << same_state.output;
+  variant("same-socket.toml", "ctl.sock", "other.json");
+  const DaemonRun same_socket = fx.run("same-socket.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(same_socket.exit_status, 1) << same_socket.output;
+  EXPECT_NE(same_socket.output.find("control socket ctl.sock is in use"), std::string::npos) << same_socket.output;
+  EXPECT_FALSE(std::filesystem::exists(fx.path("other.json")));
+  // The live one: the same state in force and on disk, and its rules files.
+  EXPECT_EQ(look(fx.path("state.json")), before);
+  EXPECT_EQ(ctl_json({"policy"})["policy"]["name"], "fifo");
+  // Once it is gone, the same state file is free again.
+  fx.stop_daemon();
+  const DaemonRun after = fx.run("same-state.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(after.exit_status, 0) << after.output;
+}
+
 // A job whose rules file was written but whose state file could not be (its
 // temporary cannot be made: here a directory stands in its place) is
 // refused, and its rules file goes with it: no state file will ever name
