@@ -86,7 +86,8 @@ constexpr const char* unit_name(CounterUnit u) {
   X(kDropTxFailed, "tx_failed", "the egress port refused it for 100 ms, or while stalled, or at the drain timeout") \
   X(kDropShutdown, "shutdown_flush", "still queued when the drain timeout expired")                                 \
   X(kDropBadMbuf, "bad_mbuf", "the driver handed over a broken buffer (lengths, chain, bounds): never read")        \
-  X(kDropOversize, "oversize", "larger than the egress port's MTU plus L2 header and tags")                         \
+  X(kDropOversize, "oversize",                                                                                      \
+    "larger than the egress port's MTU (or its kernel interface's, set lower) plus L2 header and tags")             \
   X(kDropLinkDown, "link_down", "the egress port's link was down: nowhere to send it")                              \
   X(kDropRunt, "runt", "shorter than 17 bytes (an Ethernet header and 3): nothing a NIC can send")
 

@@ -31,6 +31,7 @@ struct PortLink {
   uint64_t since_unix_ns = 0;  // when it last changed (or psgate started)
   uint64_t changes = 0;        // up/down transitions since start
   std::string detail;          // why it is down; empty when up
+  uint32_t short_mtu = 0;      // a kernel interface's MTU while below ports.<p>.mtu, else 0
 };
 
 #define PSGATE_TOTAL_MEMBER(field, ...) uint64_t field = 0;

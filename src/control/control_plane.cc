@@ -571,10 +571,14 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   json ports = json::object();
   json down = json::array();
   json stuck = json::array();
+  // And while a kernel interface's MTU is below the port's: its larger
+  // frames are dropped (oversize) that the configuration says it carries.
+  json short_mtu = json::array();
   for (unsigned p = 0; p < kPortCount; ++p) {
     ports[kPortNames[p]] = link_json(links[p]);
     if (!links[p].up) down.push_back(kPortNames[p]);
     if (stalled[p] && links[p].up) stuck.push_back(kPortNames[p]);
+    if (links[p].short_mtu) short_mtu.push_back(kPortNames[p]);
   }
   // In cluster mode, also while the store is unreachable: forwarding goes on,
   // on the last order applied (fail static), but changes are refused. And
@@ -589,9 +593,12 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // forward nothing, whatever their links say.
   const std::vector<unsigned> lcores_stuck = dataplane_.stuck_lcores();
   json health{
-      {"status", down.empty() && stuck.empty() && lcores_stuck.empty() && !store_lost && !unsaved ? "ok" : "degraded"},
+      {"status", down.empty() && stuck.empty() && short_mtu.empty() && lcores_stuck.empty() && !store_lost && !unsaved
+                     ? "ok"
+                     : "degraded"},
       {"ports_down", down},
       {"ports_stalled", stuck},
+      {"ports_short_mtu", short_mtu},
       {"lcores_stuck", lcores_stuck},
       {"links", ports},
       {"version", PSGATE_VERSION},

@@ -104,7 +104,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   // The RX stage drops what the egress port could not carry: frames over the
   // MTU plus the Ethernet header (untagged, the common case, checked first)
   // or plus the tags the frame actually has.
-  shared.max_untagged_frame = max_frame_bytes(config.wire.mtu, 0);
+  for (auto& max : shared.max_untagged_frame) max.store(max_frame_bytes(config.wire.mtu, 0), std::memory_order_relaxed);
   d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
                                     static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
   if (!d->pool) {

@@ -46,9 +46,10 @@ struct PortWatch {
   bool up = true;
   uint64_t since_unix_ns = 0;  // CLOCK_REALTIME of the last change (or start)
   uint64_t changes = 0;
-  std::string detail;     // why it is down ("no memif peer", "interface gwps gone")
-  bool warned = false;    // a failed re-probe was logged once
-  bool quiesced = false;  // down, and every lcore has seen it since (publish): nothing polls it
+  std::string detail;      // why it is down ("no memif peer", "interface gwps gone")
+  bool warned = false;     // a failed re-probe was logged once
+  bool quiesced = false;   // down, and every lcore has seen it since (publish): nothing polls it
+  uint32_t short_mtu = 0;  // kKernelIface: the interface's MTU while below ports.<p>.mtu, else 0
   // kKernelIface: the driver counters of the devices detached before the one
   // now probed (each probe starts from 0): reported with the live ones, so
   // they never go backwards across an interface replaced.

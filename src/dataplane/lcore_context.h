@@ -139,10 +139,12 @@ struct DataplaneShared {
   unsigned default_class = 7;
   uint64_t tsc_hz = 0;
   uint64_t ns_per_tick_q32 = 0;  // (1e9 << 32) / tsc_hz: ticks -> ns without division
-  // Both ports carry the same MTU (config): the largest untagged frame either
-  // may send. A frame above it is oversize unless its VLAN tags account for
-  // the difference (rx_stage.cc).
-  uint32_t max_untagged_frame = 1514;
+  // Per egress port: the largest untagged frame it may send. A frame above
+  // it is oversize unless its VLAN tags account for the difference
+  // (rx_stage.cc). Both ports carry the configured MTU, except a kernel
+  // interface (af_packet, af_xdp) whose MTU was set below it under psgate:
+  // the kernel would drop the larger frames unseen (link_watch.cc).
+  std::array<std::atomic<uint32_t>, kPortCount> max_untagged_frame{1514, 1514};
   const SnapshotPublisher* snapshots = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;
   // Shutdown handshake: main stores the deadline, then clears rx_enabled

@@ -47,6 +47,7 @@ uint64_t realtime_ns() {
 struct IfaceState {
   unsigned ifindex = 0;  // 0: no such interface
   bool running = false;  // IFF_UP and IFF_RUNNING (a veth is running while its peer is up)
+  uint32_t mtu = 0;      // 0: not known
 };
 
 IfaceState iface_state(const std::string& name) {
@@ -58,11 +59,36 @@ IfaceState iface_state(const std::string& name) {
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
   if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) st.running = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+  if (ioctl(s, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) st.mtu = static_cast<uint32_t>(ifr.ifr_mtu);
   close(s);
   return st;
 }
 
 const PortSpec& port_spec(const Dataplane::Impl& d, unsigned p) { return p == 0 ? d.config.wire : d.config.host; }
+
+// A kernel interface's MTU set below ports.<p>.mtu under psgate (psgate sets
+// it at start): the kernel would drop the larger frames psgate hands it,
+// unseen and uncounted (af_packet logs each to the console, which slowed the
+// lcore to a crawl). They are dropped as oversize at RX instead, counted,
+// and health says so, until the MTU is back.
+void note_iface_mtu(Dataplane::Impl& d, unsigned p, uint32_t iface_mtu) {
+  PortWatch& w = d.links[p];
+  const uint32_t configured = port_spec(d, p).mtu;
+  const uint32_t short_mtu = iface_mtu != 0 && iface_mtu < configured ? iface_mtu : 0;
+  if (short_mtu == w.short_mtu) return;
+  w.short_mtu = short_mtu;
+  d.shared.max_untagged_frame[p].store(max_frame_bytes(short_mtu ? short_mtu : configured, 0),
+                                       std::memory_order_relaxed);
+  if (short_mtu) {
+    spdlog::warn(
+        "port {}: interface {} has MTU {}, below ports.{}.mtu = {}: larger frames for it are dropped as "
+        "oversize until its MTU is raised again",
+        kPortNames[p], w.iface, short_mtu, kPortNames[p], configured);
+  } else {
+    spdlog::info("port {}: interface {} carries ports.{}.mtu = {} again", kPortNames[p], w.iface, kPortNames[p],
+                 configured);
+  }
+}
 
 // Publishes a change; a port going down is quiesced before this returns.
 // Returns false when the lcores did not all report in time (the port may
@@ -144,7 +170,9 @@ bool reattach(Dataplane::Impl& d, unsigned p) {
   // release store of "up" orders them before any lcore's next use.
   d.shared.port_ids[p] = *port;
   d.egress[p]->port_id = *port;
-  w.ifindex = iface_state(w.iface).ifindex;
+  const IfaceState st = iface_state(w.iface);
+  w.ifindex = st.ifindex;
+  note_iface_mtu(d, p, st.mtu);  // start_port set it; a failed set leaves it short
   w.detached = false;
   spdlog::info("port {}: device {} probed again (port id {})", kPortNames[p], name, *port);
   return true;
@@ -174,6 +202,7 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
     if (publish(d, p, false, why) && w.reprobe) detach(d, p);
     return;
   }
+  note_iface_mtu(d, p, st.mtu);
   publish(d, p, st.running, "interface " + w.iface + " down");
 }
 
@@ -259,7 +288,7 @@ std::array<PortLink, kPortCount> Dataplane::links() const {
   std::array<PortLink, kPortCount> out;
   for (unsigned p = 0; p < kPortCount; ++p) {
     const PortWatch& w = impl_->links[p];
-    out[p] = PortLink{w.up, w.since_unix_ns, w.changes, w.detail};
+    out[p] = PortLink{w.up, w.since_unix_ns, w.changes, w.detail, w.short_mtu};
   }
   return out;
 }

@@ -516,7 +516,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   // Nothing reads a packet before its buffer is known to be sound and its
   // frame to fit the egress port (rx_guard.h).
   uint64_t bytes = 0;
-  const unsigned n = guard_burst(pkts, received, shared.max_untagged_frame, counters.ports[out_port].drops, bytes);
+  const unsigned n = guard_burst(pkts, received, shared.max_untagged_frame[out_port].load(std::memory_order_relaxed),
+                                 counters.ports[out_port].drops, bytes);
   in_counters.rx_packets.add(received);
   in_counters.rx_bytes.add(bytes);
   if (n == 0) return received;

@@ -53,7 +53,8 @@ nlohmann::json link_json(const PortLink& link) {
                       {"since", utc_text(link.since_unix_ns)},
                       {"for_s", seconds_since(link.since_unix_ns)},
                       {"changes", link.changes},
-                      {"detail", link.detail}};  // always present: psgatectl's port table takes its keys from one port
+                      {"detail", link.detail},  // always present: psgatectl's port table takes its keys from one port
+                      {"short_mtu", link.short_mtu ? nlohmann::json(link.short_mtu) : nlohmann::json()}};
   return j;
 }
 

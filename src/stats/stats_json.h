@@ -17,7 +17,8 @@ namespace psgate {
 nlohmann::json totals_to_json(const Totals& totals, const Snapshot& snap);
 nlohmann::json telemetry_json(const JobTelemetry& t);
 // {"state": "up"|"down", "since": "2026-01-02T03:04:05.678Z", "for_s": 12.3,
-//  "changes": 4, "detail": "no memif peer"} (detail empty when up)
+//  "changes": 4, "detail": "no memif peer", "short_mtu": null} (detail empty when
+// up; short_mtu: a kernel interface's MTU while below ports.<p>.mtu)
 nlohmann::json link_json(const PortLink& link);
 // "up since 2026-01-02T03:04:05.678Z (12.3 s, 4 changes)" for the text reports.
 std::string link_text(const PortLink& link);

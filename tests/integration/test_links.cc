@@ -355,6 +355,78 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   EXPECT_GE(run.stats["ports"]["host"]["drops"]["link_down"].get<uint64_t>(), 50u);
 }
 
+// An af_packet port's interface MTU lowered under psgate (psgate set it at
+// start): the kernel dropped the larger frames psgate handed it, unseen,
+// while psgate counted them sent and health said ok (and af_packet's
+// console message per frame slowed the lcore to a crawl). They are dropped
+// as oversize, counted, and health names the port, until the MTU is back.
+TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  const std::string ns = "psgm" + std::to_string(getpid());
+  NetnsScope scope(ns);
+  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+  ASSERT_TRUE(make_veth("mw0", "mw1") && make_veth("mh0", "mh1"));
+  DaemonFixture fx;
+  fx.write_file("psgate.toml", eal_line(fx, "mtu") +
+                                   "[ports.wire]\ndevice = \"net_af_packet0,iface=mw0\"\n"
+                                   "[ports.host]\ndevice = \"net_af_packet1,iface=mh0\"\n"
+                                   "[lcores]\nmain = 0\ndata = [1]\n" +
+                                   common_tail());
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  constexpr uint16_t kPort = 2222;
+  auto frame_of = [](size_t payload) {
+    pkt::PacketSpec s;
+    s.src4 = {10, 0, 0, 1};
+    s.dst4 = {10, 0, 0, 5};
+    s.proto = pkt::kUdp;
+    s.sport = 40000;
+    s.dport = kPort;
+    s.payload_len = payload;
+    return pkt::build_packet(s);
+  };
+  const std::vector<uint8_t> large = frame_of(1400), small = frame_of(100);
+  RawPort wire_peer("mw1"), host_peer("mh1");
+  ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
+  auto carries = [&](const std::vector<uint8_t>& frame) {
+    const unsigned before = host_peer.count(kPort);
+    return eventually(5, [&] {
+      for (int i = 0; i < 20; ++i) wire_peer.send(frame);
+      return host_peer.count(kPort) >= before + 20;
+    });
+  };
+  EXPECT_TRUE(carries(large)) << "1400-byte payloads before the MTU change";
+  EXPECT_EQ(request(fx, "health")["status"], "ok");
+
+  ASSERT_EQ(run_cmd("ip link set mh0 mtu 1000"), 0);
+  json health;
+  EXPECT_TRUE(eventually(5, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health["status"] == "degraded";
+  })) << health.dump();
+  EXPECT_EQ(health["ports_short_mtu"], json::array({"host"})) << health.dump();
+  EXPECT_EQ(health["links"]["host"]["short_mtu"], 1000) << health.dump();
+  EXPECT_TRUE(health["links"]["wire"]["short_mtu"].is_null()) << health.dump();
+  const uint64_t oversize_before = request(fx, "stats")["ports"]["host"]["drops"]["oversize"].get<uint64_t>();
+  for (int i = 0; i < 50; ++i) wire_peer.send(large);
+  json stats;
+  EXPECT_TRUE(eventually(5, [&] {
+    stats = request(fx, "stats");
+    return stats.is_object() && stats["ports"]["host"]["drops"]["oversize"].get<uint64_t>() >= oversize_before + 50;
+  })) << stats.dump();
+  EXPECT_TRUE(carries(small)) << "frames that fit the lowered MTU still pass";
+
+  ASSERT_EQ(run_cmd("ip link set mh0 mtu 1500"), 0);
+  EXPECT_TRUE(eventually(5, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health["status"] == "ok";
+  })) << health.dump();
+  EXPECT_TRUE(carries(large)) << "1400-byte payloads once the MTU is back";
+  const DaemonRun run = fx.stop_daemon(30);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  expect_conservation(run);
+}
+
 INSTANTIATE_TEST_SUITE_P(Drivers, KernelIfaceLinks, ::testing::Values("net_af_packet", "net_af_xdp"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            return std::string(p.param) == "net_af_packet" ? "AfPacket" : "AfXdp";
