@@ -3,6 +3,7 @@
 #include "dataplane/ports.h"
 
 #include <linux/if_packet.h>
+#include <net/if.h>
 #include <rte_ethdev.h>
 #include <rte_kvargs.h>
 #include <spdlog/spdlog.h>
@@ -21,6 +22,19 @@ Result<uint16_t> find_port(const std::string& role, const std::string& device) {
   uint16_t port_id = 0;
   const std::string name = device_name(device);
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+    // A virtual device that was not created: its driver said why in EAL's
+    // log; the commonest reason, a kernel interface that is not there, is
+    // named here (a PCI hint would send the operator the wrong way).
+    if (name.rfind("net_", 0) == 0) {
+      const std::string iface = devarg_text(device, "iface");
+      if (!iface.empty() && if_nametoindex(iface.c_str()) == 0)
+        return Result<uint16_t>::failure("port " + role + ": device '" + name + "' was not created: interface '" +
+                                         iface + "' does not exist (in this network namespace)");
+      return Result<uint16_t>::failure("port " + role + ": virtual device '" + name +
+                                       "' was not created: see the driver's messages above for why (its arguments "
+                                       "in ports." +
+                                       role + ".device)");
+    }
     return Result<uint16_t>::failure(
         "port " + role + ": device '" + name +
         "' not found: a PCI device must be bound to a DPDK-capable driver (vfio-pci: dpdk-devbind.py --status; a "

@@ -445,6 +445,17 @@ TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {
   fx.write_file("psgate.toml", config);
   DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 20);
   EXPECT_EQ(run.exit_status, 1) << run.output;
+  // A virtual device's failure is not sent to PCI binding.
+  EXPECT_NE(run.output.find("virtual device 'net_pcap0' was not created"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("vfio-pci"), std::string::npos) << run.output;
+  // Its commonest cause named: a kernel interface that is not there.
+  std::string afp = config;
+  const std::string pcap = "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap";
+  afp.replace(afp.find(pcap), pcap.size(), "net_af_packet0,iface=psgnosuch0");
+  fx.write_file("psgate.toml", afp);
+  run = fx.run("psgate.toml", {"--duration", "1"}, 20);
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_NE(run.output.find("interface 'psgnosuch0' does not exist"), std::string::npos) << run.output;
 }
 
 // A relative control path is the working directory's: / under systemd, a
