@@ -354,7 +354,11 @@ std::string format_stats(const ojson& result) {
   const ojson& totals = get(result, "totals");
   out += "\nTotals: received " + value_text(get(totals, "received")) + ", transmitted " +
          value_text(get(totals, "transmitted")) + ", dropped " + value_text(get(totals, "dropped")) + ", conserved " +
-         value_text(get(totals, "conserved")) + "\n";
+         value_text(get(totals, "conserved"));
+  // A live read: what is queued inside psgate is neither sent nor dropped yet.
+  if (totals.contains("in_flight") && get(totals, "in_flight") != 0)
+    out += " (in flight " + value_text(get(totals, "in_flight")) + ")";
+  out += "\n";
   return out;
 }
 

@@ -117,7 +117,12 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
   out["totals"] = {{"received", t.rx_total()},
                    {"transmitted", t.tx_total()},
                    {"dropped", t.drop_total()},
-                   {"conserved", t.rx_total() == t.tx_total() + t.drop_total()}};
+                   {"conserved", t.rx_total() == t.tx_total() + t.drop_total()},
+                   // What is inside psgate at a live read (class queues, rings,
+                   // pending bursts): conserved is false meanwhile. The
+                   // counters are read one by one, so on a busy gateway it is
+                   // approximate, by a burst or so, either way.
+                   {"in_flight", static_cast<int64_t>(t.rx_total() - t.tx_total() - t.drop_total())}};
   return out;
 }
 

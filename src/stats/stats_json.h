@@ -13,7 +13,7 @@
 namespace psgate {
 
 // {"ports": {"wire": {...}, "host": {...}}, "classes": [...], "jobs": [...],
-//  "totals": {"received", "transmitted", "dropped", "conserved"}}
+//  "totals": {"received", "transmitted", "dropped", "conserved", "in_flight"}}
 nlohmann::json totals_to_json(const Totals& totals, const Snapshot& snap);
 nlohmann::json telemetry_json(const JobTelemetry& t);
 // {"state": "up"|"down", "since": "2026-01-02T03:04:05.678Z", "for_s": 12.3,

@@ -125,6 +125,7 @@ class MetricsTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_EQ(stats["totals"]["received"], 150);
+    EXPECT_EQ(stats["totals"]["in_flight"], 0) << stats["totals"].dump();  // idle: nothing inside psgate
     return stats;
   }
   httplib::Result get(const std::string& path) {

@@ -112,7 +112,7 @@ const char* kStatsReply = R"({
      "telemetry": {"iterations": 0, "bytes_per_iteration": null, "iteration_period_ms": null,
                    "last_burst_ms": null, "straggler_wait_ms": null}}
   ],
-  "totals": {"received": 123457789, "transmitted": 1824, "dropped": 85, "conserved": false}
+  "totals": {"received": 123457789, "transmitted": 1824, "dropped": 85, "conserved": false, "in_flight": 123455880}
 })";
 
 TEST(PsgatectlFormat, StatsTablesHoldEverySection) {
@@ -155,7 +155,9 @@ TEST(PsgatectlFormat, StatsTablesHoldEverySection) {
   const std::string j22 = line_with(out, "bert-c");
   EXPECT_EQ(col(j22, "bert-c"), col(jh, "NAME"));
   EXPECT_EQ(j22.back(), '-');  // no straggler estimate yet
-  EXPECT_NE(out.find("Totals: received 123457789, transmitted 1824, dropped 85, conserved no"), std::string::npos);
+  EXPECT_NE(out.find("Totals: received 123457789, transmitted 1824, dropped 85, conserved no (in flight 123455880)\n"),
+            std::string::npos)
+      << out;
 }
 
 TEST(PsgatectlFormat, StatsWithoutTrafficOrJobs) {
