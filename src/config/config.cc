@@ -26,6 +26,7 @@
 #include <map>
 #include <set>
 
+#include "config/config_json.h"
 #include "psgate/packet_parser.h"
 #include "psgate/toml_reader.h"
 #include "psgate/units.h"
@@ -742,8 +743,8 @@ std::optional<ValueProblem> check_class(const ClassSpec& c) {
     if (auto p = check_rate_spec(*c.floor, "floor", "floor_burst")) return p;
   // Compared in bytes per second, the unit the classes run in.
   if (c.cap && c.floor && bytes_per_sec(c.floor->rate_bps) > bytes_per_sec(c.cap->rate_bps)) {
-    return ValueProblem{"floor", "floor " + std::to_string(c.floor->rate_bps) + " bit/s is above cap " +
-                                     std::to_string(c.cap->rate_bps) + " bit/s"};
+    return ValueProblem{
+        "floor", "floor " + rate_text_exact(c.floor->rate_bps) + " is above cap " + rate_text_exact(c.cap->rate_bps)};
   }
   if (c.dscp != kNoDscp && (c.dscp < 0 || c.dscp > 63)) {
     return ValueProblem{"dscp", std::to_string(c.dscp) + " is out of range 0..63"};
@@ -760,13 +761,19 @@ std::optional<std::string> check_floors_fit(uint64_t shaper_bytes_per_sec, const
   unsigned __int128 sum = 0;
   for (uint64_t f : floors) sum += f;
   if (sum < shaper_bytes_per_sec) return std::nullopt;
-  // In bits, the sum may pass 64 bits (floors near the largest rate).
+  // In bits, the sum may pass 64 bits (floors near the largest rate): then
+  // in digits, else in the units the file and psgatectl write.
   std::string sum_bits;
-  for (unsigned __int128 b = sum * 8; sum_bits.empty() || b != 0; b /= 10)
-    sum_bits.insert(sum_bits.begin(), static_cast<char>('0' + static_cast<unsigned>(b % 10)));
-  return "the class floors add up to " + sum_bits + " bit/s, at or above the shaper's " +
-         std::to_string(bits_per_sec(shaper_bytes_per_sec)) +
-         " bit/s: floors are served first, so a class without one (class 0, network control, among them) would get "
+  if (sum * 8 <= std::numeric_limits<uint64_t>::max()) {
+    sum_bits = rate_text_exact(static_cast<uint64_t>(sum * 8));
+  } else {
+    for (unsigned __int128 b = sum * 8; sum_bits.empty() || b != 0; b /= 10)
+      sum_bits.insert(sum_bits.begin(), static_cast<char>('0' + static_cast<unsigned>(b % 10)));
+    sum_bits += " bit/s";
+  }
+  return "the class floors add up to " + sum_bits + ", at or above the shaper's " +
+         rate_text_exact(bits_per_sec(shaper_bytes_per_sec)) +
+         ": floors are served first, so a class without one (class 0, network control, among them) would get "
          "nothing";
 }
 

@@ -229,8 +229,9 @@ Parsed class_set(const json& req, unsigned class_count) {
   out.floor_burst_bytes = *floor_burst;
   if (burst_out_of_range(cap_burst->value) || burst_out_of_range(floor_burst->value))
     return fail<ControlRequest>("bursts must be between 64B and 512MiB");
-  if ((cap->value && *cap->value < kControlMinRateBps) || (floor->value && *floor->value < kControlMinRateBps))
-    return fail<ControlRequest>("rates must be at least 8bit/s");
+  if (cap->value && *cap->value < kControlMinRateBps) return fail<ControlRequest>("\"cap\" must be at least 8bit/s");
+  if (floor->value && *floor->value < kControlMinRateBps)
+    return fail<ControlRequest>("\"floor\" must be at least 8bit/s");
   // Compared in bytes per second, the unit the classes run in (as the
   // operation compares them against the cap in force).
   if (cap->value && floor->value && bytes_per_sec(*floor->value) > bytes_per_sec(*cap->value))
@@ -261,7 +262,7 @@ Parsed shaper_set(const json& req, unsigned) {
   if (!rate->present) return fail<ControlRequest>("missing argument \"rate\" (a rate, or null for unshaped)");
   auto burst = arg_quantity(req, "burst", parse_size_bytes);
   if (!burst) return fail<ControlRequest>(burst.error());
-  if (rate->value && *rate->value < kControlMinRateBps) return fail<ControlRequest>("rates must be at least 8bit/s");
+  if (rate->value && *rate->value < kControlMinRateBps) return fail<ControlRequest>("\"rate\" must be at least 8bit/s");
   if (burst_out_of_range(burst->value)) return fail<ControlRequest>("bursts must be between 64B and 512MiB");
   out.rate_bps = rate->value;
   out.burst_bytes = burst->value;

@@ -98,6 +98,18 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return 2;
     }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
+    // No error number: EAL's "Cannot init config", which is another primary
+    // DPDK process on the same runtime directory (file prefix).
+    if (rte_errno == 0) {
+      std::string prefix = "rte (the default)";
+      for (const std::string& a : args)
+        if (a.rfind("--file-prefix=", 0) == 0) prefix = a.substr(14);
+      spdlog::error(
+          "DPDK EAL initialisation failed (see EAL's messages above); \"Cannot init config\" there means that "
+          "another DPDK process runs with the file prefix {}: each psgate needs its own --file-prefix in eal.args",
+          prefix);
+      return 1;
+    }
     spdlog::error(
         "DPDK EAL initialisation failed: {} (see EAL's messages above{})", rte_strerror(rte_errno),
         huge ? "; hugepages reserved and mounted? HugePages_Free in /proc/meminfo, dpdk-hugepages.py -s" : "");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -160,6 +161,16 @@ int load_jobs(Client& client, const Invocation& inv) {
   for (size_t g = 0; g < groups->size(); ++g) {
     const size_t n = (*groups)[g].size();
     auto reply = client.call(nlohmann::json{{"cmd", "jobs.load"}, {"jobs", std::move((*groups)[g])}});
+    // The daemon names a job by its place in the request ("jobs[48]: ..."):
+    // said by its place in the file, which is what the operator has open.
+    if (reply && !reply->ok && reply->error.rfind("jobs[", 0) == 0) {
+      const size_t close = reply->error.find(']');
+      size_t index = 0;
+      const char* first = reply->error.data() + 5;
+      const char* last = reply->error.data() + (close == std::string::npos ? 5 : close);
+      if (auto [end, ec] = std::from_chars(first, last, index); ec == std::errc() && end == last && end != first)
+        reply->error.replace(5, close - 5, std::to_string(index + done));
+    }
     if (const int status = failure_status(reply); status != kExitOk) {
       // Refused: not applied. No reply: perhaps applied, perhaps not.
       std::cerr << "psgatectl: request " << g + 1 << " of " << groups->size() << " (the file's jobs[" << done << ".."

@@ -128,7 +128,7 @@ TEST_F(ControlTest, EveryCommandWorksThroughPsgatectl) {
   // would make them so (class 3 has a 10Mbit/s floor, the shaper 500Mbit/s).
   CtlResult starving = ctl({"class", "wire", "4", "--floor", "490Mbit/s"});
   EXPECT_EQ(starving.status, 1) << starving.out;
-  EXPECT_NE(starving.err.find("class floors add up to 500000000 bit/s"), std::string::npos) << starving.err;
+  EXPECT_NE(starving.err.find("class floors add up to 500Mbit/s"), std::string::npos) << starving.err;
   starving = ctl({"shaper", "wire", "10Mbit/s"});
   EXPECT_EQ(starving.status, 1) << starving.out;
   EXPECT_NE(starving.err.find("class floors add up"), std::string::npos) << starving.err;
@@ -531,7 +531,7 @@ TEST_F(ControlStrictTest, TheSocketRefusesWhatTheLoaderRefuses) {
       {{"class", "wire", "3", "--ecn-threshold", "5000"}, "ecn_threshold 5000 must be below depth 1024"},
       {{"class", "host", "5", "--ecn-threshold", "16"}, "ecn_threshold 16 must be below depth 16"},
       // A floor above the cap in force (set by an earlier request).
-      {{"class", "wire", "2", "--floor", "20Mbit/s"}, "floor 20000000 bit/s is above cap 10000000 bit/s"},
+      {{"class", "wire", "2", "--floor", "20Mbit/s"}, "floor 20Mbit/s is above cap 10Mbit/s"},
   };
   ASSERT_EQ(ctl({"class", "wire", "2", "--cap", "10Mbit/s"}).status, 0);
   const json capped = ctl_json({"config"});

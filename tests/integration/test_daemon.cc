@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
-
+#include <thread>
 #include "daemon_runner.h"
 #include "packet_builder.h"
 #include "psgate/header_rewrite.h"
@@ -456,6 +457,34 @@ TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {
   run = fx.run("psgate.toml", {"--duration", "1"}, 20);
   EXPECT_EQ(run.exit_status, 1) << run.output;
   EXPECT_NE(run.output.find("interface 'psgnosuch0' does not exist"), std::string::npos) << run.output;
+}
+
+// A second psgate with a live one's --file-prefix (its own socket and state)
+// is stopped by EAL; the error names the prefix, not an errno of 0
+// ("failed: Success").
+TEST(DaemonConfig, ASecondGatewayOnTheSameFilePrefixIsNamed) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  const std::string config = make_config({});
+  fx.write_file("psgate.toml", config);
+  std::string second = config;
+  second.replace(second.find("\"ctl.sock\""), 10, "\"ctl2.sock\"");
+  fx.write_file("second.toml", second);
+  fx.start_daemon("psgate.toml");
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    up = psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(up) << fx.stop_daemon().output;
+  const DaemonRun run = fx.run("second.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  const size_t at = config.find("--file-prefix=") + 14;
+  const std::string prefix = config.substr(at, config.find('"', at) - at);
+  EXPECT_NE(run.output.find("another DPDK process runs with the file prefix " + prefix), std::string::npos)
+      << run.output;
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
 // A relative control path is the working directory's: / under systemd, a

@@ -97,6 +97,12 @@ class FakeDaemon {
     std::lock_guard lock(mu_);
     replies_[cmd] = line;
   }
+  // The reply to the `nth` request of this "cmd" (counted from 1), in place
+  // of answer()'s for that one.
+  void answer_nth(const std::string& cmd, int nth, const ojson& reply) {
+    std::lock_guard lock(mu_);
+    nth_replies_[{cmd, nth}] = reply.dump();
+  }
   std::vector<json> requests() {
     std::lock_guard lock(mu_);
     return requests_;
@@ -145,9 +151,10 @@ class FakeDaemon {
       {
         std::lock_guard lock(mu_);
         requests_.push_back(req);
-        auto it =
-            req.is_object() && req["cmd"].is_string() ? replies_.find(req["cmd"].get<std::string>()) : replies_.end();
+        const std::string cmd = req.is_object() && req["cmd"].is_string() ? req["cmd"].get<std::string>() : "";
+        auto it = replies_.find(cmd);
         reply = it != replies_.end() ? it->second : R"({"ok": false, "error": "unknown command"})";
+        if (auto nth = nth_replies_.find({cmd, ++seen_[cmd]}); nth != nth_replies_.end()) reply = nth->second;
       }
       Mode mode = mode_;
       if (stall_.load() > 0) {
@@ -185,6 +192,8 @@ class FakeDaemon {
   std::thread thread_;
   std::mutex mu_;
   std::map<std::string, std::string> replies_;
+  std::map<std::pair<std::string, int>, std::string> nth_replies_;
+  std::map<std::string, int> seen_;  // requests per cmd so far
   std::vector<json> requests_;
   std::atomic<int> connections_{0};
   std::atomic<int> stall_{0};
@@ -337,10 +346,18 @@ TEST(PsgatectlFakeDaemon, JobsLoadJsonMergesTheRepliesAddedIds) {
     std::fclose(f);
   }
   CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "load", file, "--json"});
-  unlink(file.c_str());
   EXPECT_EQ(r.status, 0) << r.err;
   ASSERT_EQ(d.requests().size(), 2u);  // 100 jobs a request at most
   EXPECT_EQ(json::parse(r.out), json::parse(R"({"added": [7, 9, 7, 9], "requests": 2})")) << r.out;
+
+  // A refusal of the second request names the job by its place in the
+  // file (100 + 48), not in the request.
+  d.answer_nth("jobs.load", 4, ojson::parse(R"({"ok": false, "error": "jobs[48]: job 149: no free job slot"})"));
+  CtlRun refused = run_ctl({"-s", dir.socket(), "jobs", "load", file});
+  EXPECT_EQ(refused.status, 1) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "psgatectl: jobs[148]: job 149: no free job slot\n")) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "request 2 of 2 (the file's jobs[100..149]) was not applied")) << refused.err;
+  unlink(file.c_str());
 }
 
 TEST(PsgatectlFakeDaemon, WriteCommandPrintsOneLineConfirmation) {

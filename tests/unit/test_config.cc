@@ -486,7 +486,7 @@ std::vector<BadCase> bad_cases() {
       // Floors (served first) that reach the shaper's rate starve class 0.
       {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\n[classes.6]\nfloor = \"600Mbit/s\"\n"
          "[classes.7]\nfloor = \"400Mbit/s\""),
-       "shaper.wire.rate", "class floors add up to 1000000000 bit/s"},
+       "shaper.wire.rate", "class floors add up to 1Gbit/s"},
       // ... past 64 bits in bit/s: said as it is, not wrapped.
       {d("[shaper.wire]\nrate = \"1Tbit/s\"\nburst = \"64KiB\"\n[classes.6]\nfloor = \"10000000000000000000bit/s\"\n"
          "[classes.7]\nfloor = \"10000000000000000000bit/s\""),
@@ -540,7 +540,7 @@ std::vector<BadCase> bad_cases() {
       {d("[classes.3]\nfloor_burst = \"64KiB\""), "classes.3.floor_burst", "given without floor"},
       {d("[classes.3]\ncap = \"1GB\""), "classes.3.cap", "is not a rate"},
       {d("[classes.3]\ncap = \"10Mbit/s\"\nfloor = \"20Mbit/s\""), "classes.3.floor",
-       "floor 20000000 bit/s is above cap 10000000 bit/s"},
+       "floor 20Mbit/s is above cap 10Mbit/s"},
       {d("[classes.3]\nfloor = \"20Mbit/s\"\nfloor_burst = \"8B\""), "classes.3.floor_burst", "out of range"},
       {d("[classes.3]\ndscp = 64"), "classes.3.dscp", "64 is out of range 0..63"},
       {d("[classes.3]\ndscp = -1"), "classes.3.dscp", "out of range 0..63"},
@@ -555,9 +555,9 @@ std::vector<BadCase> bad_cases() {
       {d("[classes.3.wire]\necn_threshold = 2000"), "classes.3.wire.ecn_threshold",
        "ecn_threshold 2000 must be below depth 1024"},
       {d("[classes.3]\ncap = \"10Mbit/s\"\n[classes.3.host]\nfloor = \"20Mbit/s\""), "classes.3.host.floor",
-       "floor 20000000 bit/s is above cap 10000000 bit/s"},
+       "floor 20Mbit/s is above cap 10Mbit/s"},
       {d("[classes.3]\nfloor = \"20Mbit/s\"\n[classes.3.wire]\ncap = \"10Mbit/s\""), "classes.3.wire.cap",
-       "floor 20000000 bit/s is above cap 10000000 bit/s"},
+       "floor 20Mbit/s is above cap 10Mbit/s"},
       {d("[classes.3.wire]\ncap_burst = \"64KiB\""), "classes.3.wire.cap_burst", "given without cap"},
       {d("[classes.3.host]\ndscp = 64"), "classes.3.host.dscp", "out of range 0..63"},
       // [[jobs]]

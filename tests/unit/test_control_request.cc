@@ -275,7 +275,6 @@ struct Bad {
 };
 
 constexpr const char* kBurstRange = "bursts must be between 64B and 512MiB";
-constexpr const char* kRateMin = "rates must be at least 8bit/s";
 
 TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
   const std::vector<Bad> cases = {
@@ -377,8 +376,8 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
        "\"floor_burst\" must be a string with a unit, or null"},
       {R"({"cmd":"class.set","port":"wire","class":1,"cap_burst":"63B"})", kBurstRange},
       {R"({"cmd":"class.set","port":"wire","class":1,"floor_burst":"513MiB"})", kBurstRange},
-      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"7bit/s"})", kRateMin},
-      {R"({"cmd":"class.set","port":"wire","class":1,"floor":"0bit/s"})", kRateMin},
+      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"7bit/s"})", "\"cap\" must be at least 8bit/s"},
+      {R"({"cmd":"class.set","port":"wire","class":1,"floor":"0bit/s"})", "\"floor\" must be at least 8bit/s"},
       {R"({"cmd":"class.set","port":"wire","class":1,"cap":"10Mbit/s","floor":"20Mbit/s"})",
        "the floor cannot exceed the cap"},
       {R"({"cmd":"class.set","port":"wire","class":1,"ecn_threshold":65536})",
@@ -399,7 +398,7 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit"})", "\"rate\": \"1Gbit\" is not a rate", Match::kPrefix},
       {R"({"cmd":"shaper.set","port":"wire","rate":"-5Mbit/s"})", "\"rate\": \"-5Mbit/s\" is not a rate",
        Match::kPrefix},
-      {R"({"cmd":"shaper.set","port":"wire","rate":"1bit/s"})", kRateMin},
+      {R"({"cmd":"shaper.set","port":"wire","rate":"1bit/s"})", "\"rate\" must be at least 8bit/s"},
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit/s","burst":"10B"})", kBurstRange},
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit/s","burst":5})",
        "\"burst\" must be a string with a unit, or null"},
