@@ -19,11 +19,13 @@ namespace psgate {
 // X(field, column, width, help): driver-level counts (rte_eth_stats, whose
 // fields have these names): frames lost before psgate saw them, or that the
 // driver failed to send. Not per lcore; JSON: ports.<port>.nic.<field>.
-#define PSGATE_NIC_COUNTERS(X)                                                  \
-  X(imissed, "nic-missed", 10, "frames the NIC dropped: its RX queue was full") \
-  X(ierrors, nullptr, 0, "erroneous frames the NIC received")                   \
-  X(rx_nombuf, "nic-nombuf", 10, "frames dropped for want of an mbuf")          \
-  X(oerrors, nullptr, 0, "frames the driver failed to transmit")
+#define PSGATE_NIC_COUNTERS(X)                                                                                        \
+  X(imissed, "nic-missed", 10, "frames the NIC dropped: its RX queue was full")                                       \
+  X(ierrors, nullptr, 0, "erroneous frames the NIC received")                                                         \
+  X(rx_nombuf, "nic-nombuf", 10, "frames dropped for want of an mbuf")                                                \
+  X(oerrors, nullptr, 0,                                                                                              \
+    "transmit failures the driver counted: some drivers (tap, af_packet) count each refused try, and psgate retries " \
+    "a refused burst, so one lost frame may count many times")
 
 // A port's link as the control path last saw it.
 struct PortLink {
