@@ -28,6 +28,12 @@ struct ParsedPacket {
   // Truncated or inconsistent headers. A malformed packet is still forwarded
   // (transparent wire), unclassified, in the default class, and counted.
   bool malformed = false;
+  // The IP header itself is whole and consistent (IPv4: IHL, options and
+  // total length; IPv6: the payload length), whatever follows it: its
+  // DSCP and ECN bits may be rewritten even when `malformed` says the rest
+  // (extension headers, the L4 header) is not, so that a broken TCP header
+  // is no way around a class's DSCP remark.
+  bool ip_header_sound = false;
   // Frames the gateway must never delay behind job traffic: the link's own
   // control (ARP, LLDP, LACP, STP, ...; IPv6 ND and MLD; IGMP, OSPF, PIM and
   // VRRP sent link-local), the list in packet_parser.cc.

@@ -183,6 +183,7 @@ inline void parse_ipv4(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
   // IHL >= 5; options in view; total_length covers the header and no more
   // than the frame (anything past total_length is Ethernet padding).
   if (hlen < kIpv4MinHeaderLen || hlen > len - off || total < hlen || total > frame_len - off) return;
+  out.ip_header_sound = true;
   // Fragment offset (low 13 bits) != 0: no L4 header here. MF with offset 0 is
   // a first fragment and carries the L4 header like an unfragmented packet.
   const uint16_t flags_offset = load_be16(ip + 6);
@@ -236,6 +237,7 @@ inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
   // Payload length 0 with a jumbo option (RFC 2675) cannot occur on Ethernet;
   // it fails the walk below as malformed.
   if (payload > frame_len - off - kIpv6HeaderLen) return;
+  out.ip_header_sound = true;
   // The datagram ends at `dgram_end`; what can be read of it, at `end`.
   const uint32_t dgram_end = off + kIpv6HeaderLen + payload;
   const uint32_t end = min_u32(dgram_end, len);

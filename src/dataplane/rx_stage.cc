@@ -163,7 +163,9 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
     const ParsedPacket& p = parsed[i];
     job[i] = kNoJob;
     l3_offset[i] = p.l3_offset;
-    ip_version[i] = (p.l3 != L3Kind::kNonIp && !p.malformed) ? static_cast<uint8_t>(p.l3) : 0;
+    // A malformed packet whose IP header is sound is rewritten too (its
+    // class's DSCP remark, ECN): only the header's own bytes are touched.
+    ip_version[i] = (p.l3 != L3Kind::kNonIp && (!p.malformed || p.ip_header_sound)) ? static_cast<uint8_t>(p.l3) : 0;
     kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
     if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) {
       // A first fragment too short for its L4 header (RFC 1858's tiny

@@ -267,6 +267,37 @@ TEST_P(DaemonTest, DscpRemarkAndEcnMarkingKeepChecksumsValid) {
   EXPECT_EQ(stat(run.stats, "/classes/1/dscp_remarked"), out.size());
 }
 
+// A broken TCP header behind a sound IPv4 header (malformed: the default
+// class, no job) is remarked like its class's other packets: it used to
+// keep its DSCP, a way around a class's DSCP scrub.
+TEST_P(DaemonTest, AMalformedL4HeaderIsNoWayAroundTheDscpRemark) {
+  Frames host_in;
+  for (int i = 0; i < 20; ++i) {
+    pkt::PacketSpec s = from_ps(4444, static_cast<uint16_t>(i));
+    s.tos = 0xb8;  // DSCP 46 (EF)
+    if (i % 2 == 0) s.tcp_data_offset_override = 3;
+    host_in.push_back(pkt::build_packet(s));
+  }
+  fx.write_pcap("host-in.pcap", host_in);
+  fx.write_pcap("wire-in.pcap", {});
+  ConfigOptions o = options();
+  o.classes_extra = "[classes.7]\ndscp = 0\n";  // the default class scrubs DSCP
+  fx.write_file("psgate.toml", make_config(o));
+  DaemonRun run = fx.run("psgate.toml", {"--duration", "1"});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  const Frames out = fx.read_pcap("wire-out.pcap");
+  ASSERT_EQ(out.size(), host_in.size()) << run.output;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint8_t* ip = out[i].data() + 14;
+    EXPECT_EQ(ip[1] >> 2, 0) << "DSCP kept at " << i;
+    std::vector<uint8_t> header(ip, ip + 20);
+    const uint16_t stored = static_cast<uint16_t>(header[10] << 8 | header[11]);
+    header[10] = header[11] = 0;
+    EXPECT_EQ(ipv4_header_checksum(header.data(), 20), stored) << "bad IPv4 checksum at " << i;
+  }
+  EXPECT_EQ(stat(run.stats, "/ports/host/rx_malformed"), 10u);
+}
+
 // A full class queue drops and counts; transmitted + dropped = received.
 TEST_P(DaemonTest, QueueOverflowIsCountedAndConserved) {
   Frames host_in;

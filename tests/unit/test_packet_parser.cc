@@ -71,6 +71,15 @@ void check_invariants(const ParsedPacket& p, size_t len, const std::string& what
   if (!p.malformed && p.l3 == L3Kind::kIpv6) {
     EXPECT_LE(p.l3_offset + 40u, len);
   }
+  // The rewrite also takes malformed packets whose IP header is sound: the
+  // same guarantee, and every good IP packet has one.
+  if (p.ip_header_sound) {
+    EXPECT_NE(p.l3, L3Kind::kNonIp);
+    EXPECT_LE(p.l3_offset + (p.l3 == L3Kind::kIpv4 ? 20u : 40u), len);
+  }
+  if (!p.malformed && p.l3 != L3Kind::kNonIp) {
+    EXPECT_TRUE(p.ip_header_sound);
+  }
 }
 
 struct Expect {
@@ -750,6 +759,37 @@ TEST(PacketParser, MalformedFrames) {
     expect_matches(p, c.want);
     check_invariants(p, c.frame.size(), c.name);
   }
+}
+
+// A broken L4 header behind a sound IP header: malformed (no job), but the
+// IP header may be rewritten (DSCP remark, ECN), so a bad TCP header is no
+// way around a class's DSCP scrub. An IP header that is itself broken is not.
+TEST(PacketParser, TheIpHeaderIsSoundBehindABrokenL4Header) {
+  const ParsedPacket tcp = parse_exact(build([](auto& s) {
+    s.proto = pk::kTcp;
+    s.tcp_data_offset_override = 4;
+  }));
+  EXPECT_TRUE(tcp.malformed);
+  EXPECT_TRUE(tcp.ip_header_sound);
+  const ParsedPacket udp6 = parse_exact(build([](auto& s) {
+    s.l3 = pk::L3::kIpv6;
+    s.raw_l4 = true;
+    s.payload_len = 3;
+  }));
+  EXPECT_TRUE(udp6.malformed);
+  EXPECT_TRUE(udp6.ip_header_sound);
+  const ParsedPacket long4 = parse_exact(build([](auto& s) { s.ipv4_total_length_override = 1400; }));
+  EXPECT_TRUE(long4.malformed);
+  EXPECT_FALSE(long4.ip_header_sound);
+  const ParsedPacket ihl4 = parse_exact(build([](auto& s) { s.ipv4_ihl_override = 4; }));
+  EXPECT_TRUE(ihl4.malformed);
+  EXPECT_FALSE(ihl4.ip_header_sound);
+  const ParsedPacket long6 = parse_exact(build([](auto& s) {
+    s.l3 = pk::L3::kIpv6;
+    s.ipv6_payload_length_override = 1400;
+  }));
+  EXPECT_TRUE(long6.malformed);
+  EXPECT_FALSE(long6.ip_header_sound);
 }
 
 TEST(PacketParser, Addresses) {
