@@ -18,12 +18,17 @@
 #include <nlohmann/json.hpp>
 
 #include "psgate/control_request.h"  // parse_json_bounded
+#include "psgate/text.h"             // read_text_fd
 
 namespace psgate {
 
 using json = nlohmann::json;
 
 namespace {
+
+// A job's rules file: 100,000 rules are a few MiB; far more is no file
+// psgate wrote.
+constexpr size_t kMaxRulesFileBytes = 256u << 20;
 
 void put_rank_and_progress(const JobRecord& j, json& entry) {
   entry["rank"] = j.spec.rank;
@@ -91,11 +96,24 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
       return R::failure(where + ".rules: not a rules file name");
     *rules_file = entry["rules"].get<std::string>();
     const std::string path = rules_dir + "/" + *rules_file;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(errno));
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // A regular file only: a FIFO put there would block the start (and
+    // --check) for ever, a directory fail with a stream's riddle.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return R::failure(where + ": rules file " + path + ": not a regular file");
+    }
+    std::string text;
+    const int err = read_text_fd(fd, text, kMaxRulesFileBytes);
+    ::close(fd);
+    if (err) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
     loaded = parse_json_bounded(text);
-    if (loaded.is_discarded() || !loaded.is_object() || loaded.value("job", json()) != entry["id"])
+    if (loaded.is_discarded())
+      return R::failure(where + ": rules file " + path + ": " + (text.empty() ? "empty" : "not valid JSON") +
+                        " (cut short?)");
+    if (!loaded.is_object() || loaded.value("job", json()) != entry["id"])
       return R::failure(where + ": rules file " + path + ": not the rules of job " + entry["id"].dump());
     match = loaded.contains("match") ? &loaded["match"] : nullptr;
   } else {
@@ -208,19 +226,26 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
     if (!port.contains("classes") || !port["classes"].is_array() || port["classes"].size() != class_count)
       return R::failure(where + ".classes: expected " + std::to_string(class_count) +
                         " classes (classes.count); the file was written for another configuration");
-    for (const json& c : port["classes"]) {
+    for (size_t k = 0; k < port["classes"].size(); ++k) {
+      const json& c = port["classes"][k];
+      const std::string at = where + ".classes[" + std::to_string(k) + "]";
       ClassLive cl;
       uint64_t ecn = 0;
       if (!c.is_object() || !u64(c, "cap_bytes_per_sec", cl.cap_bytes_per_sec) ||
           !u64(c, "cap_burst_bytes", cl.cap_burst_bytes) || !u64(c, "floor_bytes_per_sec", cl.floor_bytes_per_sec) ||
-          !u64(c, "floor_burst_bytes", cl.floor_burst_bytes) || !u64(c, "ecn_threshold", ecn) || ecn > UINT32_MAX ||
-          !c.contains("dscp") || !c["dscp"].is_number_integer())
-        return R::failure(where + ".classes: each class needs its rates, bursts, ecn_threshold and dscp");
+          !u64(c, "floor_burst_bytes", cl.floor_burst_bytes) || !u64(c, "ecn_threshold", ecn) || !c.contains("dscp") ||
+          !c["dscp"].is_number_integer())
+        return R::failure(at + ": needs its rates, bursts, ecn_threshold and dscp as integers");
+      if (ecn > UINT32_MAX) return R::failure(at + ".ecn_threshold: out of range");
       if (!rate_fits(cl.cap_bytes_per_sec) || !rate_fits(cl.floor_bytes_per_sec))
-        return R::failure(where + ".classes: cap_bytes_per_sec or floor_bytes_per_sec out of range");
+        return R::failure(at + ": cap_bytes_per_sec or floor_bytes_per_sec out of range");
       cl.actions.ecn_threshold = static_cast<uint32_t>(ecn);
+      // Signed: a number past 2^63 (unsigned in JSON) must not wrap to -1, "keep".
+      if (c["dscp"].is_number_unsigned() && c["dscp"].get<uint64_t>() > 63)
+        return R::failure(at + ".dscp: out of range (0..63, or -1 to keep)");
       const int64_t dscp = c["dscp"].get<int64_t>();
-      if (dscp != kNoDscp && (dscp < 0 || dscp > 63)) return R::failure(where + ".classes: dscp out of range");
+      if (dscp != kNoDscp && (dscp < 0 || dscp > 63))
+        return R::failure(at + ".dscp: out of range (0..63, or -1 to keep)");
       cl.actions.dscp = static_cast<int>(dscp);
       live[p].classes.push_back(cl);
     }
@@ -264,15 +289,28 @@ std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings
   for (unsigned p = 0; p < kPortCount; ++p) {
     PortLive& port = (*saved.live)[p];
     const PortLive& file = now.ports[p];
+    const PortLive& was = saved.file->ports[p];  // the file's, when the state was written
     const size_t n = std::min({port.classes.size(), file.classes.size(), config.classes.size()});
     for (size_t c = 0; c < n; ++c) {
-      if (port.classes[c] == file.classes[c] || !check_class(class_spec(port.classes[c], config.classes[c].depth)))
-        continue;
+      const unsigned depth = config.classes[c].depth;
+      if (port.classes[c] == file.classes[c] || !check_class(class_spec(port.classes[c], depth))) continue;
+      // Only where the file is why it fails: it changed this class since the
+      // state was written (a new cap below a saved floor), or the depth (not
+      // recorded: an ECN threshold that fits no more). A saved class that is
+      // wrong by itself (a hand edit) is left to check_saved_state, which
+      // refuses the start naming it: taking the file's would silently drop
+      // an acknowledged change.
+      ClassLive without_ecn = port.classes[c];
+      without_ecn.actions.ecn_threshold = 0;
+      const bool file_changed = c >= was.classes.size() || !(was.classes[c] == file.classes[c]);
+      if (!file_changed && check_class(class_spec(without_ecn, depth))) continue;
       port.classes[c] = file.classes[c];
       taken.push_back("classes." + std::to_string(c) + "." + kPortNames[p] +
                       " (the whole class: the saved settings did not fit with the file's)");
     }
-    if (floors_problem(port) && !(port == file)) {
+    // Likewise a port's floors: taken from the file only when it changed the
+    // port (its shaper, a class) since the state was written.
+    if (floors_problem(port) && !(port == file) && !(was == file)) {
       port = file;
       taken.push_back(std::string("classes.*.") + kPortNames[p] +
                       " and shaper (the whole port: the saved floors did not fit with the file's)");
@@ -310,6 +348,9 @@ Result<bool> check_state_dir_writable(const std::string& path) {
   std::error_code ec;
   while (!std::filesystem::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
     dir = dir.parent_path();
+  // A relative path's first part that does not exist yet ("fresh" of
+  // "fresh/state.json") is made in the working directory.
+  if (!std::filesystem::exists(dir, ec) && !dir.has_parent_path()) dir = ".";
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     const int err = errno;
     // A filesystem remounted read-only (after errors, at boot) under a
@@ -362,7 +403,8 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   if (version < 1 || version > 3)
     return R::failure("state file " + path + ": unknown format (expected \"version\": 1, 2 or 3)");
   if (version >= 3 && (!state.contains("rules_serial") || !state["rules_serial"].is_number_unsigned()))
-    return R::failure("state file " + path + ": \"rules_serial\" missing (nothing was loaded)");
+    return R::failure("state file " + path +
+                      ": \"rules_serial\" missing or not a non-negative integer (nothing was loaded)");
   auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path));
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
   SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt};

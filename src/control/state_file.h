@@ -81,9 +81,12 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
 // A start's view of a saved state read with the config file's record
 // (saved.file): what the file changed since is the file's
 // (apply_file_changes); then a class the merge leaves failing the loader's
-// checks (a saved floor above the file's new cap, a saved ECN threshold at
-// or above the file's new depth) is taken from the file whole, and so is a
-// port whose floors no longer fit its shaper: the file alone passed them.
+// checks because of the file (a saved floor above the file's new cap, a
+// saved ECN threshold at or above the file's new depth) is taken from the
+// file whole, and so is a port whose floors no longer fit the shaper the
+// file changed: the file alone passed them. A saved class or port that
+// fails by itself (a hand edit) is left as it is, for check_saved_state to
+// refuse.
 // `now`: the config file's settings (compiled). Returns the keys taken from
 // the file; nothing without a record.
 std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings& now, const ConfigSpec& config);

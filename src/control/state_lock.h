@@ -16,25 +16,31 @@ namespace psgate {
 
 class StateLock {
  public:
-  // Takes the lock for `state_path` (empty: none needed). Fails, naming the
-  // holder's pid where it wrote one, when another process holds it. A lock
-  // file that cannot be created (a read-only or missing directory) is not
-  // this check's to judge: the state file's own checks report those, and
-  // the lock is then skipped.
+  // Takes the lock for `state_path` (empty: none needed), making the
+  // state's directory if it is missing. Fails, naming the holder's pid where
+  // it wrote one, when another process holds it, and when something other
+  // than a regular file stands at <state>.lock. A lock file that cannot be
+  // created (a read-only filesystem, a directory this user may not write)
+  // leaves it unlocked, with warning() saying so: the state file's own
+  // checks refuse what they must. Removing <state>.lock while psgate runs
+  // undoes the lock (the next one makes a new file): never do that.
   static Result<StateLock> acquire(const std::string& state_path);
 
   StateLock() = default;
-  StateLock(StateLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  StateLock(StateLock&& other) noexcept : fd_(other.fd_), warning_(std::move(other.warning_)) { other.fd_ = -1; }
   StateLock& operator=(StateLock&& other) noexcept;
   StateLock(const StateLock&) = delete;
   StateLock& operator=(const StateLock&) = delete;
   ~StateLock();
 
   bool held() const { return fd_ >= 0; }
+  // Why it is not held although a state file is configured; "" otherwise.
+  const std::string& warning() const { return warning_; }
 
  private:
   explicit StateLock(int fd) : fd_(fd) {}
   int fd_ = -1;
+  std::string warning_;
 };
 
 }  // namespace psgate

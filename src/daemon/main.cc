@@ -468,6 +468,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psgate: %s; nothing was started\n", state_lock.error().c_str());
     return 1;
   }
+  if (!state_lock->warning().empty()) std::fprintf(stderr, "psgate: warning: %s\n", state_lock->warning().c_str());
   auto logger = spdlog::stderr_color_mt("psgate");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(config->log_level));

@@ -353,6 +353,27 @@ TEST_F(StateTest, ASecondGatewayOnTheSameStateOrSocketChangesNothing) {
   EXPECT_EQ(after.exit_status, 0) << after.output;
 }
 
+// The same where the state's directory did not exist yet (it is made at the
+// first write): the lock was skipped there, so two gateways ran on one
+// state file. And a lock path that is no regular file is refused.
+TEST_F(StateTest, TheLockHoldsInAStateDirectoryNotMadeYet) {
+  write_setup("fresh/state.json");
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  std::string c = slurp(fx.path("psgate.toml"));
+  c.replace(c.find("--file-prefix=psgate-st-"), 24, "--file-prefix=psgate-s3-");
+  c.replace(c.find("\"ctl.sock\""), 10, "\"ctl3.sock\"");
+  fx.write_file("second.toml", c);
+  const DaemonRun second = fx.run("second.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(second.exit_status, 1) << second.output;
+  EXPECT_NE(second.output.find("is in use by another psgate"), std::string::npos) << second.output;
+  fx.stop_daemon();
+  ASSERT_EQ(::unlink(fx.path("fresh/state.json.lock").c_str()), 0);
+  ASSERT_EQ(::mkdir(fx.path("fresh/state.json.lock").c_str(), 0700), 0);
+  const DaemonRun blocked = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(blocked.exit_status, 1) << blocked.output;
+  EXPECT_NE(blocked.output.find("state.json.lock"), std::string::npos) << blocked.output;
+}
+
 // A job whose rules file was written but whose state file could not be (its
 // temporary cannot be made: here a directory stands in its place) is
 // refused, and its rules file goes with it: no state file will ever name

@@ -179,6 +179,26 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   auto missing = read_state_file(path, 8, 2);
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().find("cannot read"), std::string::npos) << missing.error();
+
+  // Not a regular file: a FIFO blocked the read (start and --check) for
+  // ever; a directory said only "basic_filebuf::underflow". An empty or cut
+  // file says so.
+  const std::string rules = dir + "/job-4.6.json";
+  ASSERT_EQ(::mkfifo(rules.c_str(), 0600), 0);
+  auto fifo = read_state_file(path, 8, 2);
+  ASSERT_FALSE(fifo);
+  EXPECT_NE(fifo.error().find("job-4.6.json: not a regular file"), std::string::npos) << fifo.error();
+  ASSERT_EQ(::unlink(rules.c_str()), 0);
+  ASSERT_EQ(::mkdir(rules.c_str(), 0700), 0);
+  auto directory = read_state_file(path, 8, 2);
+  ASSERT_FALSE(directory);
+  EXPECT_NE(directory.error().find("job-4.6.json: not a regular file"), std::string::npos) << directory.error();
+  ASSERT_EQ(::rmdir(rules.c_str()), 0);
+  std::ofstream(rules) << R"({"job": 4, "match": ["proto=u)";
+  auto cut = read_state_file(path, 8, 2);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.error().find("job-4.6.json: not valid JSON"), std::string::npos) << cut.error();
+  ASSERT_EQ(::unlink(rules.c_str()), 0);
 }
 
 // A hand-edited state file is no way around the loader's checks: an ECN
@@ -298,6 +318,48 @@ TEST(StateFile, SavedFloorsThatNoLongerFitTheFilesShaperTakeThePortFromTheFile) 
   EXPECT_TRUE(check_saved_state(**saved, config));
 }
 
+// A saved class or port wrong by itself (a hand edit), where the file did
+// not change it since: left as saved, so that the start is refused naming
+// it (exit 2), not silently replaced by the file's, which dropped the
+// acknowledged settings beside the bad one.
+TEST(StateFile, AHandEditedClassTheFileDidNotChangeIsRefusedNotReplaced) {
+  TempDir t;
+  const ConfigSpec config = two_class_config(t);
+  const FileSettings was = two_class_file();
+  auto live = was.ports;
+  live[0].classes[1].cap_bytes_per_sec = 12'500'000;  // set on the socket: cap 100 Mbit/s
+  live[0].classes[1].cap_burst_bytes = 65536;
+  live[0].classes[1].floor_bytes_per_sec = 25'000'000;  // then edited by hand: a floor above it
+  live[0].classes[1].floor_burst_bytes = 65536;
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, live, 1, &was)));
+  auto saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  EXPECT_TRUE(take_file_changes(**saved, was, config).empty());
+  EXPECT_EQ((*(*saved)->live)[0].classes[1].cap_bytes_per_sec, 12'500'000u);
+  const auto checked = check_saved_state(**saved, config);
+  ASSERT_FALSE(checked);
+  EXPECT_NE(checked.error().find("class 1 on wire"), std::string::npos) << checked.error();
+
+  // Floors edited above a shaper the file did not change: refused too.
+  FileSettings shaped = two_class_file();
+  for (PortLive& p : shaped.ports) {
+    p.shaper_bytes_per_sec = 12'500'000;
+    p.shaper_burst_bytes = 65536;
+  }
+  auto over = shaped.ports;
+  over[1].classes[1].floor_bytes_per_sec = 25'000'000;
+  over[1].classes[1].floor_burst_bytes = 65536;
+  ASSERT_TRUE(write_state_text(
+      config.control.state, state_file_text(one_job_stored(config.control.state), PolicyParams{}, over, 1, &shaped)));
+  saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  EXPECT_TRUE(take_file_changes(**saved, shaped, config).empty());
+  const auto floors = check_saved_state(**saved, config);
+  ASSERT_FALSE(floors);
+  EXPECT_NE(floors.error().find("port host"), std::string::npos) << floors.error();
+}
+
 // A hand-edited file: each wrong value is refused with its field named, never
 // thrown (an exception out of read_state_file aborted psgate at start-up
 // instead of exiting 2), and never read as something else (a version of
@@ -326,6 +388,10 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
       // The rules directory itself, or its parent: not a file of rules.
       {"\"job-3.0.json\"", "\".\"", "not a rules file name"},
       {"\"job-3.0.json\"", "\"..\"", "not a rules file name"},
+      // Past 2^63 (unsigned in JSON): not wrapped to -1, "keep".
+      {"\"dscp\":-1", "\"dscp\":18446744073709551615", "classes[0].dscp: out of range"},
+      {"\"ecn_threshold\":0", "\"ecn_threshold\":4294967296", "classes[0].ecn_threshold: out of range"},
+      {"\"rules_serial\": 1", "\"rules_serial\": -5", "\"rules_serial\" missing or not a non-negative integer"},
   };
   for (const auto& e : edits) {
     std::string text = good;
