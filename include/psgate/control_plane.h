@@ -85,8 +85,12 @@ class ControlPlane {
   Result<bool> start();
 
   // One request line -> one reply object ({"ok": ...}): the control
-  // server's entry point.
-  nlohmann::json handle_line(std::string_view line);
+  // server's entry point. `reply_wanted` false: nobody can read the reply (a
+  // client that hung up): a change is still made, but a request that only
+  // reads (health, jobs.list, stats, config, cluster) is not run at all, and
+  // null is returned: a script that floods such requests and closes would
+  // otherwise hold the control thread for each of them, for nobody.
+  nlohmann::json handle_line(std::string_view line, bool reply_wanted = true);
   // The same for a request built in-process (tests): serialised and handled
   // as the line a client would send.
   nlohmann::json handle(const nlohmann::json& request);

@@ -478,10 +478,15 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
 // path the fuzzer exercises) picks the request type, std::visit picks the
 // handler, apply() for that type; a command without one does not compile.
 // A handler's candidate state takes effect through commit() only.
-json ControlPlane::handle_line(std::string_view line) {
+json ControlPlane::handle_line(std::string_view line, bool reply_wanted) {
   std::optional<json> echo_id;
   std::string deprecation;
   auto parsed = parse_control_line(line, config_.class_count, &echo_id, &deprecation);
+  if (!reply_wanted && parsed &&
+      (std::holds_alternative<HealthRequest>(*parsed) || std::holds_alternative<JobsListRequest>(*parsed) ||
+       std::holds_alternative<StatsRequest>(*parsed) || std::holds_alternative<ConfigRequest>(*parsed) ||
+       std::holds_alternative<ClusterRequest>(*parsed)))
+    return json();
   Reply r = fail("");
   if (!parsed) {
     r = fail(parsed.error());

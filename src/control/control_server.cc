@@ -337,7 +337,7 @@ void ControlServer::run() {
   auto answer = [&](Connection& c, const std::string& line, bool keep_reply) {
     json reply;
     try {
-      reply = control_->handle_line(line);
+      reply = control_->handle_line(line, keep_reply);
     } catch (const std::exception& e) {
       // A handler bug must cost one request, not the gateway.
       reply = error_reply(std::string("internal error: ") + e.what());
@@ -522,9 +522,16 @@ void ControlServer::run() {
           // wake-up: epoll is level-triggered, so the rest waits for the next
           // round, after the other clients and the tick, not behind a client
           // that never stops sending (even blank lines, which get no reply).
+          // Also at most kMaxTurnNs: 64 requests that each take long (a
+          // stats of thousands of jobs) from each of many clients made one
+          // round last minutes, past the tick, a stop and the watchdog.
           unsigned pieces = 0;
+          const uint64_t turn_ends = monotonic_ns() + kMaxTurnNs;
+          auto turn_over = [&] {
+            return pieces == kMaxPiecesPerWakeup || (pieces != 0 && monotonic_ns() >= turn_ends);
+          };
           for (;;) {
-            if (pieces == kMaxPiecesPerWakeup) {
+            if (turn_over()) {
               capped = true;
               break;
             }
@@ -532,7 +539,7 @@ void ControlServer::run() {
             const ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
             if (r > 0) {
               for (size_t at = 0; at < static_cast<size_t>(r);) {
-                if (pieces == kMaxPiecesPerWakeup || full()) break;
+                if (turn_over() || full()) break;
                 const size_t left = static_cast<size_t>(r) - at;
                 const char* nl = static_cast<const char*>(std::memchr(buf + at, '\n', left));
                 const size_t take = nl != nullptr ? static_cast<size_t>(nl - (buf + at)) + 1 : left;

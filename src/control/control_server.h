@@ -40,6 +40,8 @@ inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
 // Request pieces (a line, or up to 16 KiB of a longer one) the control thread
 // takes from one connection before it turns to the others and its tick.
 inline constexpr unsigned kMaxPiecesPerWakeup = 64;
+// ... and for at most this long (at least one piece is taken).
+inline constexpr uint64_t kMaxTurnNs = 20'000'000;
 inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
 // ... unless a client has sent nothing for this long and is owed nothing: with
 // every place taken (or no descriptor left), the one idle longest gives its

@@ -701,6 +701,34 @@ TEST_F(ManyClientsTest, AClientThatNeverStopsSendingDoesNotHoldTheControlThread)
   EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true);
 }
 
+// Clients that send many read requests and close (a script killed mid-way,
+// a flood): nobody can read the replies, so the reads are not run at all.
+// Each stats of thousands of jobs was built and thrown away, 64 per client a
+// round, and the control thread answered nobody else (nor its tick, nor
+// systemd's watchdog) for over a minute.
+TEST_F(ManyClientsTest, ReadsNobodyCanReceiveDoNotHoldTheControlThread) {
+  for (uint32_t first = 1000; first < 1126; first += 63) {  // 126 jobs with the 2 configured: max_jobs
+    json jobs = json::array();
+    for (uint32_t id = first; id < first + 63; ++id)
+      jobs.push_back(
+          {{"job", id}, {"match", {"dst=10.9." + std::to_string(id / 250) + "." + std::to_string(id % 250) + "/32"}}});
+    ASSERT_EQ(call(json{{"cmd", "jobs.load"}, {"jobs", jobs}}.dump())["ok"], true);
+  }
+  std::string batch;
+  for (int i = 0; i < 64; ++i) batch += "{\"cmd\": \"stats\"}\n";
+  for (int k = 0; k < 200; ++k) {
+    Conn c(sock());
+    ASSERT_TRUE(c.ok());
+    ASSERT_EQ(send(c.fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
+  }  // each closed without reading
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    const json health = call(R"({"cmd": "health"})");
+    EXPECT_TRUE(health.is_object() && health["ok"] == true) << "request " << i << ": no answer";
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << "request " << i;
+  }
+}
+
 // A client that sends many requests and closes at once (a script piping into
 // socat) has every one applied, though the control thread takes at most 64
 // a round from one connection and sees the hang-up in the first round.
