@@ -180,13 +180,18 @@ void MetricsServer::run() {
     uint32_t serial = 0;
     Phase phase = Phase::kReading;
     std::string in;
-    std::string out;
+    // The reply; a page is shared by the scrapes that come within
+    // kPageReuse of its rendering, so that many slow scrapers hold one copy
+    // (a page of thousands of jobs is megabytes), not one each.
+    std::shared_ptr<const std::string> out;
     size_t sent = 0;
     size_t drained = 0;
     SteadyClock::time_point deadline;
   };
   std::unordered_map<int, Conn> conns;
   uint32_t next_serial = 0;
+  std::shared_ptr<const std::string> page;  // the last 200 reply to a GET
+  SteadyClock::time_point page_at{};
 
   auto close_conn = [&](int fd) {
     ::epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
@@ -201,8 +206,8 @@ void MetricsServer::run() {
   // unread bytes does not reset the connection before the client read the
   // reply. False: close it now.
   auto send_rest = [&](int fd, Conn& c) -> bool {
-    while (c.sent < c.out.size()) {
-      const ssize_t n = ::send(fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (c.sent < c.out->size()) {
+      const ssize_t n = ::send(fd, c.out->data() + c.sent, c.out->size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         c.sent += static_cast<size_t>(n);
         continue;
@@ -211,32 +216,41 @@ void MetricsServer::run() {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return watch(EPOLL_CTL_MOD, fd, EPOLLOUT, c.serial);
       return false;
     }
-    std::string().swap(c.out);
+    c.out.reset();
     ::shutdown(fd, SHUT_WR);
     c.phase = Phase::kDraining;
     c.deadline = SteadyClock::now() + std::chrono::seconds(1);
     return watch(EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, c.serial);
   };
   // The reply to a complete request head.
-  auto answer = [&](const std::string& head) -> std::string {
+  auto answer = [&](const std::string& head) -> std::shared_ptr<const std::string> {
     const size_t eol = head.find('\n');
     std::string_view line(head.data(), eol);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const size_t sp1 = line.find(' ');
     const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    auto shared = [](std::string text) { return std::make_shared<const std::string>(std::move(text)); };
     if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/", 0) != 0)
-      return error_reply(400, "Bad Request", true);
+      return shared(error_reply(400, "Bad Request", true));
     const std::string_view method = line.substr(0, sp1);
     std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
     path = path.substr(0, path.find('?'));
     const bool head_only = method == "HEAD";
-    if (path != "/metrics") return error_reply(404, "Not Found", !head_only);
-    if (method != "GET" && !head_only) return error_reply(405, "Method Not Allowed", true, "Allow: GET, HEAD\r\n");
+    if (path != "/metrics") return shared(error_reply(404, "Not Found", !head_only));
+    if (method != "GET" && !head_only)
+      return shared(error_reply(405, "Method Not Allowed", true, "Allow: GET, HEAD\r\n"));
     try {
-      return reply_text(200, "OK", kPrometheusContentType, render_(), !head_only);
+      const auto now = SteadyClock::now();
+      if (!page || now - page_at >= kPageReuse) {
+        page.reset();  // the old one lives on only in the connections still sending it
+        page = shared(reply_text(200, "OK", kPrometheusContentType, render_(), true));
+        page_at = now;
+      }
+      if (!head_only) return page;
+      return shared(page->substr(0, page->find("\r\n\r\n") + 4));  // the same head, no body
     } catch (const std::exception& e) {
       spdlog::error("metrics: rendering failed: {}", e.what());
-      return error_reply(500, "Internal Server Error", !head_only);
+      return shared(error_reply(500, "Internal Server Error", !head_only));
     }
   };
   auto on_readable = [&](int fd, Conn& c) -> bool {
@@ -255,8 +269,9 @@ void MetricsServer::run() {
       c.in.append(buf, static_cast<size_t>(n));
       const size_t end = head_end(c.in);
       if (end == std::string::npos && c.in.size() <= kMaxRequestBytes) continue;
-      c.out = end == std::string::npos ? error_reply(431, "Request Header Fields Too Large", true)
-                                       : answer(c.in.substr(0, end));
+      c.out = end == std::string::npos
+                  ? std::make_shared<const std::string>(error_reply(431, "Request Header Fields Too Large", true))
+                  : answer(c.in.substr(0, end));
       std::string().swap(c.in);
       c.phase = Phase::kWriting;
       c.deadline = SteadyClock::now() + kReplyDeadline;

@@ -42,6 +42,10 @@ class MetricsServer {
   static constexpr size_t kMaxRequestBytes = 8192;
   static constexpr std::chrono::seconds kRequestDeadline{5};
   static constexpr std::chrono::seconds kReplyDeadline{10};
+  // A page is rendered at most once in this long; the scrapes within it get
+  // that one (shared, not copied: memory is about one page per kPageReuse
+  // of kReplyDeadline, whatever the number of slow scrapers).
+  static constexpr std::chrono::milliseconds kPageReuse{1000};
 
   // Binds spec's address and starts answering. The error names metrics.listen
   // and says why the address cannot be used (e.g. already in use).

@@ -283,6 +283,29 @@ TEST_F(MetricsTest, DashboardQueriesOnlyExistingMetrics) {
 // The connections a scrape leaves behind (TIME_WAIT, the server closed
 // them) must not keep a restarted psgate from its port: cpp-httplib's
 // default SO_REUSEPORT without SO_REUSEADDR did, for 60 s.
+// Scrapes within a second of each other get one rendered page, shared: many
+// slow scrapers of a page of thousands of jobs (megabytes) held a copy each,
+// hundreds of MiB. A scrape after that second gets a fresh page.
+TEST_F(MetricsTest, ScrapesWithinASecondShareOnePage) {
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  auto uptime = [](const std::string& page) -> double {
+    for (const auto& [series, value] : prometheus_samples(page))
+      if (series == "psgate_uptime_seconds") return std::stod(value);
+    return -1.0;
+  };
+  // Two at once: the second is asked for while the first may still be read.
+  const std::string first = scrape();
+  const std::string second = scrape();
+  ASSERT_GE(uptime(first), 0.0) << first.substr(0, 300);
+  if (first != second) {
+    // The second second began between them: the pair after it shares.
+    const std::string third = scrape();
+    EXPECT_EQ(uptime(third), uptime(scrape()));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_GT(uptime(scrape()), uptime(first)) << "a page older than a second was served again";
+}
+
 TEST_F(MetricsTest, RestartsOnThePortItServed) {
   const std::string metrics = "[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n";
   start(metrics);
