@@ -80,12 +80,27 @@ std::string error_reply(int status, std::string_view reason, bool with_body, std
   return reply_text(status, reason, "text/plain; charset=utf-8", std::string(reason) + "\n", with_body, extra_headers);
 }
 
-// Where the request head ends (the byte after its blank line), or npos.
+// Empty lines a client may send before the request line (RFC 9112 2.2:
+// ignored): how many bytes of them `in` starts with.
+size_t leading_blank_lines(const std::string& in) { return std::min(in.find_first_not_of("\r\n"), in.size()); }
+
+// Where the request head ends (the byte after its blank line), or npos. A
+// line ends at LF, with or without CR, in any mix ("\r\n\r\n", "\n\n",
+// "\n\r\n").
 size_t head_end(const std::string& in) {
-  const size_t crlf = in.find("\r\n\r\n");
-  const size_t lf = in.find("\n\n");
-  if (crlf == std::string::npos && lf == std::string::npos) return std::string::npos;
-  return crlf == std::string::npos ? lf + 2 : lf == std::string::npos ? crlf + 4 : std::min(crlf + 4, lf + 2);
+  for (size_t nl = in.find('\n', leading_blank_lines(in)); nl != std::string::npos; nl = in.find('\n', nl + 1)) {
+    if (nl + 1 < in.size() && in[nl + 1] == '\n') return nl + 2;
+    if (nl + 2 < in.size() && in[nl + 1] == '\r' && in[nl + 2] == '\n') return nl + 3;
+  }
+  return std::string::npos;
+}
+
+// Whether `in` cannot become an HTTP request: its first byte after blank
+// lines is not a method's (a TLS ClientHello from a scraper set to https,
+// binary junk). Answered 400 at once, not after the request deadline.
+bool not_http(const std::string& in) {
+  const size_t at = leading_blank_lines(in);
+  return at < in.size() && (in[at] < 'A' || in[at] > 'Z');
 }
 
 }  // namespace
@@ -223,9 +238,10 @@ void MetricsServer::run() {
     return watch(EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, c.serial);
   };
   // The reply to a complete request head.
-  auto answer = [&](const std::string& head) -> std::shared_ptr<const std::string> {
+  auto answer = [&](const std::string& whole) -> std::shared_ptr<const std::string> {
+    const std::string_view head = std::string_view(whole).substr(leading_blank_lines(whole));
     const size_t eol = head.find('\n');
-    std::string_view line(head.data(), eol);
+    std::string_view line = head.substr(0, eol);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const size_t sp1 = line.find(' ');
     const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -234,6 +250,14 @@ void MetricsServer::run() {
       return shared(error_reply(400, "Bad Request", true));
     const std::string_view method = line.substr(0, sp1);
     std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    // The absolute form (RFC 9112 3.2.2: "http://host:port/metrics"), which
+    // a server must accept: its path.
+    for (std::string_view scheme : {"http://", "https://"}) {
+      if (path.rfind(scheme, 0) == 0) {
+        const size_t slash = path.find('/', scheme.size());
+        path = slash == std::string_view::npos ? std::string_view("/") : path.substr(slash);
+      }
+    }
     path = path.substr(0, path.find('?'));
     const bool head_only = method == "HEAD";
     if (path != "/metrics") return shared(error_reply(404, "Not Found", !head_only));
@@ -268,8 +292,9 @@ void MetricsServer::run() {
       }
       c.in.append(buf, static_cast<size_t>(n));
       const size_t end = head_end(c.in);
-      if (end == std::string::npos && c.in.size() <= kMaxRequestBytes) continue;
-      c.out = end == std::string::npos
+      if (end == std::string::npos && c.in.size() <= kMaxRequestBytes && !not_http(c.in)) continue;
+      c.out = not_http(c.in) ? std::make_shared<const std::string>(error_reply(400, "Bad Request", true))
+              : end == std::string::npos
                   ? std::make_shared<const std::string>(error_reply(431, "Request Header Fields Too Large", true))
                   : answer(c.in.substr(0, end));
       std::string().swap(c.in);

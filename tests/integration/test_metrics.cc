@@ -422,6 +422,24 @@ TEST_F(MetricsTest, WhatAClientSendsIsBounded) {
   EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage.substr(0, 200);
   (void)took3;
 
+  // A TLS ClientHello without a line end (a scraper set to https): 400 at
+  // once, not silence until the request deadline.
+  const auto hello_at = std::chrono::steady_clock::now();
+  auto [hello, unused_hello] = send_and_read(port, std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11), 0);
+  EXPECT_EQ(hello.rfind("HTTP/1.1 400", 0), 0u) << hello.substr(0, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - hello_at, std::chrono::seconds(2));
+  (void)unused_hello;
+  // Line ends in any mix, blank lines before the request line (RFC 9112
+  // 2.2), the absolute form of the target (3.2.2): all answered.
+  for (const std::string request :
+       {std::string("GET /metrics HTTP/1.1\nHost: x\n\r\n"),
+        std::string("\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+        "GET http://127.0.0.1:" + std::to_string(port) + "/metrics HTTP/1.1\r\nHost: x\r\n\r\n"}) {
+    auto [reply, unused_reply] = send_and_read(port, request, 0);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << request << ": " << reply.substr(0, 200);
+    (void)unused_reply;
+  }
+
   auto [head, unused] = send_and_read(port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 0);
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head.substr(0, 200);
   EXPECT_EQ(head.find("psgate_build_info"), std::string::npos) << "HEAD has no body";
