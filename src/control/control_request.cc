@@ -434,11 +434,48 @@ std::optional<std::string> strict_json_problem(const JsonNotingDuplicates& parse
   return std::nullopt;
 }
 
+namespace {
+// Why a line is not JSON, in the parser's words ("syntax error while parsing
+// value - invalid literal; last read: 'NaN'"), found by a second pass that
+// builds nothing (the first pass's value was discarded, and with it the
+// reason).
+std::string json_syntax_problem(std::string_view line) {
+  struct Sax : nlohmann::json_sax<json> {
+    std::string problem;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+      problem = e.what();
+      // "[json.exception.parse_error.101] parse error at line 1, column 5: ..."
+      if (const size_t at = problem.find("] "); problem.rfind("[json.exception", 0) == 0 && at != std::string::npos)
+        problem.erase(0, at + 2);
+      return false;
+    }
+  } sax;
+  json::sax_parse(line.begin(), line.end(), &sax);
+  return escape_control_chars(sax.problem);
+}
+}  // namespace
+
 Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_count, std::optional<json>* echo_id,
                                           std::string* deprecation) {
   const JsonNotingDuplicates parsed = parse_json_noting_duplicates(line);
   const json& request = parsed.value;
-  if (request.is_discarded()) return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)");
+  if (request.is_discarded()) {
+    const std::string why = json_syntax_problem(line);
+    return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)" +
+                                (why.empty() ? std::string() : ": " + why));
+  }
   // Echo the id unless the id itself is what is ambiguous.
   if (echo_id != nullptr && request.is_object() && !parsed.id_repeated) {
     if (auto id = request.find("id"); id != request.end()) *echo_id = *id;

@@ -279,10 +279,30 @@ constexpr const char* kBurstRange = "bursts must be between 64B and 512MiB";
 TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
   const std::vector<Bad> cases = {
       // The request itself.
-      {"", "malformed JSON request (one JSON object per line expected)"},
-      {"{", "malformed JSON request (one JSON object per line expected)"},
-      {R"({"cmd":"health"} {"cmd":"health"})", "malformed JSON request (one JSON object per line expected)"},
-      {R"({"cmd":"health",})", "malformed JSON request (one JSON object per line expected)"},
+      // The parser's reason follows, so that NaN, a number too large or
+      // bytes that are not UTF-8 are told apart from a missing brace.
+      {"",
+       "malformed JSON request (one JSON object per line expected): parse error at line 1, column 1: syntax error "
+       "while parsing value - unexpected end of input; expected '[', '{', or a literal"},
+      {"{",
+       "malformed JSON request (one JSON object per line expected): parse error at line 1, column 2: syntax error "
+       "while parsing object key - unexpected end of input; expected string literal"},
+      {R"({"cmd":"health"} {"cmd":"health"})",
+       "malformed JSON request (one JSON object per line expected): parse error at line 1, column 18: syntax error "
+       "while parsing value - unexpected '{'; expected end of input"},
+      {R"({"cmd":"health",})",
+       "malformed JSON request (one JSON object per line expected): parse error at line 1, column 17: syntax error "
+       "while parsing object key - unexpected '}'; expected string literal"},
+      {R"({"cmd":"progress","job":1,"fraction":NaN})",
+       "malformed JSON request (one JSON object per line expected): parse error at line 1, column 38: syntax error "
+       "while parsing value - invalid literal",
+       Match::kPrefix},
+      {R"({"cmd":"progress","job":1,"fraction":1e400})",
+       "malformed JSON request (one JSON object per line expected): number overflow parsing '1e400'"},
+      {"{\"cmd\":\"jobs.add\",\"job\":1,\"name\":\"\xff\"}",
+       "malformed JSON request (one JSON object per line expected): parse error at line 1, column 35: syntax error "
+       "while parsing value - invalid string: ill-formed UTF-8 byte",
+       Match::kPrefix},
       {"[1]", "a request must be a JSON object"},
       {"3", "a request must be a JSON object"},
       {"null", "a request must be a JSON object"},
