@@ -291,26 +291,37 @@ std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings
     const PortLive& file = now.ports[p];
     const PortLive& was = saved.file->ports[p];  // the file's, when the state was written
     const size_t n = std::min({port.classes.size(), file.classes.size(), config.classes.size()});
+    bool took_class = false;
     for (size_t c = 0; c < n; ++c) {
       const unsigned depth = config.classes[c].depth;
       if (port.classes[c] == file.classes[c] || !check_class(class_spec(port.classes[c], depth))) continue;
-      // Only where the file is why it fails: it changed this class since the
-      // state was written (a new cap below a saved floor), or the depth (not
-      // recorded: an ECN threshold that fits no more). A saved class that is
-      // wrong by itself (a hand edit) is left to check_saved_state, which
+      const std::string key = "classes." + std::to_string(c) + "." + kPortNames[p];
+      // Only where the file is why it fails. It changed this class since
+      // the state was written (a new cap below a saved floor): the class is
+      // the file's. Or only the ECN threshold fails, which a new depth does
+      // (the file's record has no depth): only the threshold is the file's,
+      // the acknowledged cap, floor and DSCP stay. A saved class wrong by
+      // itself otherwise (a hand edit) is left to check_saved_state, which
       // refuses the start naming it: taking the file's would silently drop
-      // an acknowledged change.
+      // the acknowledged settings beside the bad one.
       ClassLive without_ecn = port.classes[c];
       without_ecn.actions.ecn_threshold = 0;
       const bool file_changed = c >= was.classes.size() || !(was.classes[c] == file.classes[c]);
-      if (!file_changed && check_class(class_spec(without_ecn, depth))) continue;
+      if (!file_changed && !check_class(class_spec(without_ecn, depth))) {
+        port.classes[c].actions.ecn_threshold = file.classes[c].actions.ecn_threshold;
+        taken.push_back(key + ".ecn_threshold (the saved one does not fit the class's depth)");
+        took_class = true;
+        continue;
+      }
+      if (!file_changed) continue;
       port.classes[c] = file.classes[c];
-      taken.push_back("classes." + std::to_string(c) + "." + kPortNames[p] +
-                      " (the whole class: the saved settings did not fit with the file's)");
+      took_class = true;
+      taken.push_back(key + " (the whole class: the saved settings did not fit with the file's)");
     }
     // Likewise a port's floors: taken from the file only when it changed the
-    // port (its shaper, a class) since the state was written.
-    if (floors_problem(port) && !(port == file) && !(was == file)) {
+    // port (its shaper, a class) since the state was written, or a class was
+    // just taken from it.
+    if (floors_problem(port) && !(port == file) && (!(was == file) || took_class)) {
       port = file;
       taken.push_back(std::string("classes.*.") + kPortNames[p] +
                       " and shaper (the whole port: the saved floors did not fit with the file's)");
@@ -544,17 +555,7 @@ Result<bool> replace_file(const std::string& path, const std::string& text) {
     ::unlink(tmp.c_str());  // never leave a partial temporary behind (it may fill a small disk)
     return r;
   };
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
-    // A directory made here is durable once its parent is synced: without
-    // it a power loss could take the directory, and every file acknowledged
-    // in it, with it. Best effort: the file's own directory sync follows.
-    std::vector<std::filesystem::path> made;
-    for (auto p = dir; !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) made.push_back(p);
-    std::filesystem::create_directories(dir, ec);
-    for (const auto& m : made) (void)sync_directory(m.parent_path().string());
-  }
+  make_directories_durably(std::filesystem::path(path).parent_path().string());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return Result<bool>::failure(io_error(path, "cannot create"));
   size_t done = 0;
@@ -577,6 +578,19 @@ Result<bool> replace_file(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
+
+void make_directories_durably(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || std::filesystem::exists(dir, ec)) return;
+  // A directory made here is durable once its parent is synced: without it
+  // a power loss could take the directory, and every file acknowledged in
+  // it, with it. Best effort: the files' own directory syncs follow.
+  std::vector<std::filesystem::path> made;
+  for (auto p = std::filesystem::path(dir); !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path())
+    made.push_back(p);
+  std::filesystem::create_directories(dir, ec);
+  for (const auto& m : made) (void)sync_directory(m.parent_path().string());
+}
 
 Result<bool> sync_directory(const std::string& dir) {
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

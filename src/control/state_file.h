@@ -164,6 +164,9 @@ Result<bool> write_state_text(const std::string& path, const std::string& text, 
 // once after a batch of them, before the state file that names them.
 Result<bool> write_rules_file(const std::string& dir, const std::string& name, const std::string& text);
 Result<bool> sync_directory(const std::string& dir);
+// Makes `dir` and its missing parents, each synced into its parent (best
+// effort: errors are left to the write that follows). Nothing if it exists.
+void make_directories_durably(const std::string& dir);
 
 // Removes the files in `dir` that no job of `jobs` names (best effort: a
 // file left over is never read).

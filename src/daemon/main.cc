@@ -98,16 +98,23 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return 2;
     }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
-    // No error number: EAL's "Cannot init config", which is another primary
-    // DPDK process on the same runtime directory (file prefix).
-    if (rte_errno == 0) {
-      std::string prefix = "rte (the default)";
-      for (const std::string& a : args)
-        if (a.rfind("--file-prefix=", 0) == 0) prefix = a.substr(14);
+    // Another primary DPDK process on the same runtime directory (file
+    // prefix) holds its config file's lock: EAL says only "Cannot init
+    // config", with no error number. Asked of the lock itself, since other
+    // failures leave rte_errno at 0 too.
+    std::string prefix = "rte";
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].rfind("--file-prefix=", 0) == 0) prefix = args[i].substr(14);
+      else if (args[i] == "--file-prefix" && i + 1 < args.size()) prefix = args[i + 1];
+    }
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    const std::string runtime = ::geteuid() == 0 ? "/var/run" : (xdg != nullptr ? xdg : "/tmp");
+    const std::string eal_config = runtime + "/dpdk/" + prefix + "/config";
+    if (rte_errno == 0 && rte_eal_primary_proc_alive(eal_config.c_str()) == 1) {
       spdlog::error(
-          "DPDK EAL initialisation failed (see EAL's messages above); \"Cannot init config\" there means that "
-          "another DPDK process runs with the file prefix {}: each psgate needs its own --file-prefix in eal.args",
-          prefix);
+          "DPDK EAL initialisation failed: another DPDK process runs with the file prefix {} (it holds {}): each "
+          "psgate needs its own --file-prefix in eal.args",
+          prefix, eal_config);
       return 1;
     }
     spdlog::error(
@@ -305,7 +312,8 @@ int main(int argc, char** argv) {
       "restart); `psgatectl health` names it. Exit status: 0 clean\n"
       "run, 2 bad command line, configuration (including a ports.<p>.mtu the device cannot\n"
       "carry, and lcores.data needing more queues than a device has) or state file,\n"
-      "1 DPDK/device/socket set-up failure (the control socket, or\n"
+      "1 another psgate on the same control socket or state file, DPDK/device/socket set-up\n"
+      "failure (the control socket, or\n"
       "metrics.listen's address taken), counters that do not add up, or a data lcore stuck in a\n"
       "driver call at stop (named in the log, after the final counters).\n"
       "[metrics] listen = \"127.0.0.1:9467\" serves Prometheus metrics on GET /metrics (off by default)."};

@@ -194,6 +194,12 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
     return;
   }
   if (st.ifindex != w.ifindex) {
+    // Not this interface's MTU any more: the port is down, its frames are
+    // link_down, not oversize (a new interface is judged when probed).
+    if (w.short_mtu) {
+      w.short_mtu = 0;
+      d.shared.max_untagged_frame[p].store(max_frame_bytes(port_spec(d, p).mtu, 0), std::memory_order_relaxed);
+    }
     std::string why = st.ifindex == 0 ? "interface " + w.iface + " gone" : "interface " + w.iface + " replaced";
     // af_xdp is not detached and probed again: DPDK 22.11's close leaves the
     // mbufs of its fill ring out of the pool (about 2,048 a time), so a few

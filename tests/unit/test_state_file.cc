@@ -341,6 +341,24 @@ TEST(StateFile, AHandEditedClassTheFileDidNotChangeIsRefusedNotReplaced) {
   ASSERT_FALSE(checked);
   EXPECT_NE(checked.error().find("class 1 on wire"), std::string::npos) << checked.error();
 
+  // Only an ECN threshold the depth does not fit (the depth is the config's,
+  // and the file's record has none: it may have changed): the file's
+  // threshold, and the acknowledged cap beside it stays.
+  auto deep = was.ports;
+  deep[0].classes[1].cap_bytes_per_sec = 12'500'000;
+  deep[0].classes[1].cap_burst_bytes = 65536;
+  deep[0].classes[1].actions.ecn_threshold = 100;  // the depth is 64
+  ASSERT_TRUE(write_state_text(config.control.state,
+                               state_file_text(one_job_stored(config.control.state), PolicyParams{}, deep, 1, &was)));
+  saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  const auto ecn_taken = take_file_changes(**saved, was, config);
+  ASSERT_EQ(ecn_taken.size(), 1u);
+  EXPECT_EQ(ecn_taken[0].rfind("classes.1.wire.ecn_threshold", 0), 0u) << ecn_taken[0];
+  EXPECT_EQ((*(*saved)->live)[0].classes[1].cap_bytes_per_sec, 12'500'000u) << "the acknowledged cap was dropped";
+  EXPECT_EQ((*(*saved)->live)[0].classes[1].actions.ecn_threshold, was.ports[0].classes[1].actions.ecn_threshold);
+  EXPECT_TRUE(check_saved_state(**saved, config));
+
   // Floors edited above a shaper the file did not change: refused too.
   FileSettings shaped = two_class_file();
   for (PortLive& p : shaped.ports) {
