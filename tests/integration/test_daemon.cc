@@ -513,7 +513,8 @@ TEST(DaemonConfig, ASecondGatewayOnTheSameFilePrefixIsNamed) {
   EXPECT_EQ(run.exit_status, 1) << run.output;
   const size_t at = config.find("--file-prefix=") + 14;
   const std::string prefix = config.substr(at, config.find('"', at) - at);
-  EXPECT_NE(run.output.find("another DPDK process runs with the file prefix " + prefix + " (it holds"), std::string::npos)
+  EXPECT_NE(run.output.find("another DPDK process runs with the file prefix " + prefix + " (it holds"),
+            std::string::npos)
       << run.output;
   EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
