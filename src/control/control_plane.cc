@@ -68,31 +68,9 @@ ConfigSpec config_in_force(const ConfigSpec& loaded, const ControlState& state) 
   for (const JobRecord* j : state.jobs.in_age_order()) c.jobs.push_back(j->spec);
   c.policy = state.policy;
   // The process's level (a reload may have changed it), in the config's words.
-  switch (spdlog::get_level()) {
-    case spdlog::level::trace:
-      c.log_level = "trace";
-      break;
-    case spdlog::level::debug:
-      c.log_level = "debug";
-      break;
-    case spdlog::level::info:
-      c.log_level = "info";
-      break;
-    case spdlog::level::warn:
-      c.log_level = "warn";
-      break;
-    case spdlog::level::err:
-      c.log_level = "error";
-      break;
-    case spdlog::level::critical:
-      c.log_level = "critical";
-      break;
-    case spdlog::level::off:
-      c.log_level = "off";
-      break;
-    default:
-      break;
-  }
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  c.log_level.assign(level.data(), level.size());
+  if (c.log_level == "warning") c.log_level = "warn";  // spdlog's name; the config says "warn"
   return c;
 }
 
