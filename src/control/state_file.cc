@@ -375,6 +375,17 @@ Result<bool> check_state_dir_writable(const std::string& path) {
                       " is not writable: " + std::strerror(err) +
                       (err == EROFS ? " (and holds no state file yet: name a writable directory)" : ""));
   }
+  // Each added job's rules go to STATE.rules/: one this user may not write
+  // (made by root, psgate now run as another user) refused every add while
+  // --check and health said nothing. A read-only filesystem is the disk
+  // condition above, not this.
+  const std::string rules = rules_dir_path(path);
+  if (std::filesystem::is_directory(rules, ec) && ::access(rules.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    if (err != EROFS)
+      return R::failure("state file " + path + ": its rules directory " + rules +
+                        " is not writable: " + std::strerror(err));
+  }
   return true;
 }
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -423,6 +424,30 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
     ASSERT_FALSE(*read) << e.to;
     EXPECT_NE(read->error().find(e.named), std::string::npos) << e.to << ": " << read->error();
   }
+}
+
+// A rules directory this user may not write (made by a psgate run as root,
+// psgate now run as another user): every add was refused while --check and
+// the start said nothing. Now refused up front, like an unwritable state
+// directory. Needs root (to be another user, whose rights differ).
+TEST(StateFile, ARulesDirectoryThisUserMayNotWriteIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to check as another user";
+  TempDir t;
+  ASSERT_EQ(::chmod(t.dir.c_str(), 0777), 0);
+  const std::string state = t.path("state.json");
+  ASSERT_EQ(::mkdir(rules_dir_path(state).c_str(), 0755), 0);  // root's
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(3);
+    const auto checked = check_state_dir_writable(state);
+    ::_exit(!checked && checked.error().find("rules directory") != std::string::npos ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "cannot become nobody here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "an unwritable rules directory passed the check";
+  EXPECT_TRUE(check_state_dir_writable(state)) << "root may write it";
 }
 
 TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
