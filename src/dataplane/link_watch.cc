@@ -66,6 +66,14 @@ IfaceState iface_state(const std::string& name) {
 
 const PortSpec& port_spec(const Dataplane::Impl& d, unsigned p) { return p == 0 ? d.config.wire : d.config.host; }
 
+// The largest frame port p may send: its interface's MTU while that is
+// below the configured one (`short_mtu`), else the configured one.
+void set_short_mtu(Dataplane::Impl& d, unsigned p, uint32_t short_mtu) {
+  d.links[p].short_mtu = short_mtu;
+  d.shared.max_untagged_frame[p].store(max_frame_bytes(short_mtu ? short_mtu : port_spec(d, p).mtu, 0),
+                                       std::memory_order_relaxed);
+}
+
 // A kernel interface's MTU set below ports.<p>.mtu under psgate (psgate sets
 // it at start): the kernel would drop the larger frames psgate hands it,
 // unseen and uncounted (af_packet logs each to the console, which slowed the
@@ -76,9 +84,7 @@ void note_iface_mtu(Dataplane::Impl& d, unsigned p, uint32_t iface_mtu) {
   const uint32_t configured = port_spec(d, p).mtu;
   const uint32_t short_mtu = iface_mtu != 0 && iface_mtu < configured ? iface_mtu : 0;
   if (short_mtu == w.short_mtu) return;
-  w.short_mtu = short_mtu;
-  d.shared.max_untagged_frame[p].store(max_frame_bytes(short_mtu ? short_mtu : configured, 0),
-                                       std::memory_order_relaxed);
+  set_short_mtu(d, p, short_mtu);
   if (short_mtu) {
     spdlog::warn(
         "port {}: interface {} has MTU {}, below ports.{}.mtu = {}: larger frames for it are dropped as "
@@ -196,10 +202,7 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
   if (st.ifindex != w.ifindex) {
     // Not this interface's MTU any more: the port is down, its frames are
     // link_down, not oversize (a new interface is judged when probed).
-    if (w.short_mtu) {
-      w.short_mtu = 0;
-      d.shared.max_untagged_frame[p].store(max_frame_bytes(port_spec(d, p).mtu, 0), std::memory_order_relaxed);
-    }
+    if (w.short_mtu) set_short_mtu(d, p, 0);
     std::string why = st.ifindex == 0 ? "interface " + w.iface + " gone" : "interface " + w.iface + " replaced";
     // af_xdp is not detached and probed again: DPDK 22.11's close leaves the
     // mbufs of its fill ring out of the pool (about 2,048 a time), so a few
