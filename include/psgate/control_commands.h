@@ -74,6 +74,9 @@ struct CommandSpec {
   // Checks the request's arguments; the variant alternative it returns picks
   // the daemon's handler. Reached only through parse_control_request.
   ControlParser parse = nullptr;
+  // Changes nothing, whatever its arguments: a reply nobody can read (the
+  // client hung up) is not worth running it for (ControlPlane::handle_line).
+  bool reads_only = false;
 };
 
 // Every command, in the protocol document's order; the i-th command's parser

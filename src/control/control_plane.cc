@@ -17,6 +17,7 @@
 #include "config/compile.h"
 #include "config/reload.h"
 #include "control/state_file.h"
+#include "psgate/control_commands.h"
 #include "psgate/snapshot.h"
 #include "stats/stats_json.h"
 
@@ -460,11 +461,8 @@ json ControlPlane::handle_line(std::string_view line, bool reply_wanted) {
   std::optional<json> echo_id;
   std::string deprecation;
   auto parsed = parse_control_line(line, config_.class_count, &echo_id, &deprecation);
-  if (!reply_wanted && parsed &&
-      (std::holds_alternative<HealthRequest>(*parsed) || std::holds_alternative<JobsListRequest>(*parsed) ||
-       std::holds_alternative<StatsRequest>(*parsed) || std::holds_alternative<ConfigRequest>(*parsed) ||
-       std::holds_alternative<ClusterRequest>(*parsed)))
-    return json();
+  // The command table's i-th command parses to ControlRequest's i-th alternative.
+  if (!reply_wanted && parsed && control_commands()[parsed->index()].reads_only) return json();
   Reply r = fail("");
   if (!parsed) {
     r = fail(parsed.error());

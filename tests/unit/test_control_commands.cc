@@ -71,6 +71,22 @@ TEST(ControlCommands, EveryEntryIsComplete) {
   EXPECT_EQ(find_control_command("jobs"), nullptr);
 }
 
+// A command marked as only reading is skipped for a client that hung up
+// (ControlPlane::handle_line), so it must change nothing whatever it is
+// given: none takes arguments (class.set and policy read when given none,
+// and change when given some: not marked), and the changes are not marked.
+TEST(ControlCommands, OnlyArgumentlessCommandsAreMarkedAsReadingOnly) {
+  unsigned reading = 0;
+  for (const CommandSpec& c : control_commands()) {
+    SCOPED_TRACE(c.name);
+    if (!c.reads_only) continue;
+    ++reading;
+    EXPECT_TRUE(c.args.empty());
+    EXPECT_NE(std::string(c.name), "reload");
+  }
+  EXPECT_GE(reading, 5u) << "health, jobs.list, stats, config and cluster";
+}
+
 // The i-th command yields the i-th alternative, so std::visit in ControlPlane
 // reaches the handler written for it.
 TEST(ControlCommands, ExamplesParseToTheCommandsOwnRequest) {
