@@ -100,7 +100,9 @@ class ControlPlane {
   // Cluster mode: the store has news (ClusterLink::wake_fd() was readable):
   // apply it now rather than on the next tick.
   void wake(uint64_t now_ns) {
-    if (cluster_) follow_step(now_ns);
+    if (!cluster_) return;
+    release_drained_slots();
+    follow_step(now_ns);
   }
   // Cluster mode: the store revision whose jobs, order and policy are in force.
   int64_t applied_revision() const { return applied_revision_; }
@@ -177,6 +179,9 @@ class ControlPlane {
   Result<bool> apply_view(const ClusterView& view, uint64_t now_ns);
   void report_to_cluster(uint64_t now_ns);
   void tick_policy(uint64_t now_ns);
+  // Frees the slots of removed jobs (JobRegistry::draining_slots) whose
+  // grace period is over and whose packets have all left or been dropped.
+  void release_drained_slots();
   nlohmann::json cluster_status() const;
   // Why this gateway does not follow the store as it should, or "": the
   // store unreachable, its view not applied, a document held, no
@@ -237,6 +242,9 @@ class ControlPlane {
   uint64_t applied_epoch_ = 0;                      // the store epoch of applied_revision_ (ClusterView::store_epoch)
   std::pair<int64_t, size_t> applied_part_{-1, 0};  // the view part (cluster_layout.h) last applied
   uint64_t apply_retry_ns_ = 0;                     // after a failed apply: not before this
+  // The view in force left jobs out for want of a slot while some drain: it
+  // is applied again at each step until they are in or none drains.
+  bool refused_while_draining_ = false;
   uint64_t cluster_apply_errors_ = 0;
   std::string cluster_apply_error_;
   // Cluster mode: why the state file could not be written ("": it was), and
@@ -247,6 +255,9 @@ class ControlPlane {
   static constexpr uint64_t kUnnamedRulesFileLifeNs = 60'000'000'000;
   std::deque<std::pair<std::string, uint64_t>> unnamed_rules_files_;
   uint64_t reported_ns_ = 0;
+  // Draining slots (state_.jobs.draining_slots()) -> the grace period begun
+  // when the snapshot without their job was published (begin_grace).
+  std::unordered_map<uint32_t, uint64_t> slot_grace_;
   uint32_t generation_ = 1;
   uint64_t started_ns_ = 0;
   // baselines_ is written on the control thread and read by totals_locked()

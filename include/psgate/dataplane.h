@@ -53,6 +53,10 @@ class Dataplane {
   // Sums every lcore's counters (safe while running; histograms only when stopped
   // are exact, while running they may be mid-update by a few samples).
   Totals read_totals(bool with_histograms) const;
+  // A job slot's packets admitted and not yet sent or dropped (queued, in a
+  // ring, pending at a port), summed over every lcore (any thread; while
+  // lcores still admit to the slot the figure is already stale).
+  int64_t job_in_flight(uint32_t slot) const;
   const Snapshot& snapshot() const;
   // Pull-burst telemetry of a job slot (any thread).
   JobTelemetry job_telemetry(uint32_t slot) const;

@@ -48,9 +48,19 @@ class JobRegistry {
   static Result<JobRegistry> from_config(const ConfigSpec& config);
 
   // `rank` absent: after every existing job (job.spec.rank is ignored).
-  // Errors: duplicate id, no free slot, no rules, bad name.
+  // Errors: duplicate id, no free slot (one a removed job is draining does
+  // not count), no rules, bad name.
   Result<const JobRecord*> add(JobRecord job, std::optional<uint32_t> rank);
+  // The job's slot is not free at once: it drains (draining_slots) until
+  // release_slot, so a new job is neither charged with the removed one's
+  // still-queued packets nor given them (a slot's packets follow its job's
+  // class). The control plane releases it once no lcore can still admit to
+  // it and every packet it admitted has left or been dropped.
   Result<bool> remove(uint32_t id);
+  // Slots of removed jobs not released yet, in removal order.
+  const std::vector<uint32_t>& draining_slots() const { return draining_; }
+  // Makes a draining slot free (anything else: nothing happens).
+  void release_slot(uint32_t slot);
   // Listed jobs take ranks 0..n-1 in that order; the others follow (n, n+1, ...)
   // in their current order. Errors: unknown or repeated id.
   Result<bool> set_order(const std::vector<uint32_t>& ids);
@@ -82,8 +92,10 @@ class JobRegistry {
   uint32_t max_jobs_;
   std::vector<JobRecord> jobs_;
   std::unordered_map<uint32_t, size_t> index_;  // job id -> position in jobs_
-  std::vector<bool> slot_used_;
-  uint32_t next_slot_ = 0;  // slots are handed out round-robin so a freed slot is reused last
+  enum class SlotUse : uint8_t { kFree, kUsed, kDraining };
+  std::vector<SlotUse> slot_use_;
+  std::vector<uint32_t> draining_;  // the kDraining slots, in removal order
+  uint32_t next_slot_ = 0;          // slots are handed out round-robin so a freed slot is reused last
   uint64_t next_sequence_ = 0;
   std::map<uint32_t, size_t> partition_rules_;  // partition -> rules in it (no empty ones)
   uint32_t next_partition_ = 0;

@@ -129,6 +129,12 @@ class SnapshotPublisher {
   // Control thread only: frees the retired snapshots no lcore can still hold
   // (the control thread's tick calls it, so none lingers after the changes stop).
   void reclaim();
+  // A grace period for what the current snapshot took away (a removed job's
+  // slot): begun now, over once every data lcore has passed a quiescent
+  // state since, after which none still classifies with an older snapshot.
+  // Control thread only; grace_over never waits.
+  uint64_t begin_grace() { return rte_rcu_qsbr_start(qsbr_); }
+  bool grace_over(uint64_t token) const { return rte_rcu_qsbr_check(qsbr_, token, false) == 1; }
 
   // Retired snapshots share their rule partitions with the current one unless
   // the rules changed; each holds its slot table and job list (~150 KB with

@@ -360,6 +360,10 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     }
     fresh_merge_.reset();
     ++generation_;
+    // A removed job's slot: once every lcore has taken this snapshot (or a
+    // later one), nothing more is admitted to it (release_drained_slots).
+    for (uint32_t slot : next.jobs.draining_slots())
+      if (!slot_grace_.contains(slot)) slot_grace_[slot] = dataplane_.publisher().begin_grace();
     applied_ranks_ = std::move(ranks);
     published_ = true;
   }
@@ -394,7 +398,22 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   return true;
 }
 
+void ControlPlane::release_drained_slots() {
+  // Admissions to the slot stop with the grace period; after it, what was
+  // admitted only falls (sent, dropped) and reaching 0 means no packet of
+  // the removed job is left to charge to, or move with, the slot's next job.
+  for (auto it = slot_grace_.begin(); it != slot_grace_.end();) {
+    if (dataplane_.publisher().grace_over(it->second) && dataplane_.job_in_flight(it->first) <= 0) {
+      state_.jobs.release_slot(it->first);
+      it = slot_grace_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void ControlPlane::tick(uint64_t now_ns) {
+  release_drained_slots();
   tick_policy(now_ns);
   publish_status();  // after every tick: the policy's errors and the cluster link move without a commit
 }
@@ -461,6 +480,7 @@ json ControlPlane::handle_line(std::string_view line, bool reply_wanted) {
   std::optional<json> echo_id;
   std::string deprecation;
   auto parsed = parse_control_line(line, config_.class_count, &echo_id, &deprecation);
+  release_drained_slots();  // a jobs.add must not find a drained slot still held
   // The command table's i-th command parses to ControlRequest's i-th alternative.
   if (!reply_wanted && parsed && control_commands()[parsed->index()].reads_only) return json();
   Reply r = fail("");
@@ -588,6 +608,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
       {"generation", generation_},
       {"lcores", dataplane_.describe_lcores()},
       {"jobs", state_.jobs.size()},
+      {"job_slots_draining", state_.jobs.draining_slots().size()},
       {"policy", policy_name(state_.policy.kind)},
       {"policy_errors", policy_errors_},
       {"rules", rules_json()},
@@ -893,13 +914,17 @@ bool same_job(const JobSpec& a, const JobSpec& b) {
 
 bool ControlPlane::follow_step(uint64_t now_ns) {
   if (now_ns < apply_retry_ns_) return false;
+  // Jobs a slot still draining kept out (a removed job's packets queued,
+  // max_jobs reached) are a wait, not a refusal: the same view again.
+  const bool again = refused_while_draining_ && cluster_view_ != nullptr;
   auto view = cluster_->newer_than(applied_epoch_, applied_revision_);
+  if (!view && again) view = cluster_view_;
   if (!view) return false;
   cluster_view_ = view;
   // A registration's heartbeat moves the revision but changes nothing to apply.
   // A store that started over is applied whole: its revisions (and so
   // applied_part) say nothing against the old store's.
-  if (view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
+  if (again || view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
     if (auto ok = apply_view(*view, now_ns); !ok) {
       ++cluster_apply_errors_;
       cluster_apply_error_ = ok.error();
@@ -948,6 +973,13 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
   if (auto ok = commit(std::move(next), now_ns, IfUnsaved::kPublishWhatTheStoreHolds); !ok) return ok;
   // Jobs this gateway could not take (no free slot): the rest is in force.
   cluster_apply_error_ = refused;
+  const bool was_waiting = refused_while_draining_;
+  refused_while_draining_ = !refused.empty() && !state_.jobs.draining_slots().empty();
+  if (refused_while_draining_) {
+    if (!was_waiting)
+      spdlog::warn("cluster: revision {}: jobs wait for a removed job's slot to drain: {}", view.revision, refused);
+    return true;
+  }
   if (!refused.empty()) {
     ++cluster_apply_errors_;
     spdlog::error("cluster: revision {}: jobs not applied here: {}", view.revision, refused);

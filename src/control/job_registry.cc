@@ -26,18 +26,29 @@ Result<bool> validate_name(const std::string& name) {
 
 }  // namespace
 
-JobRegistry::JobRegistry(uint32_t max_jobs) : max_jobs_(max_jobs), slot_used_(max_jobs, false) {}
+JobRegistry::JobRegistry(uint32_t max_jobs) : max_jobs_(max_jobs), slot_use_(max_jobs, SlotUse::kFree) {}
 
 Result<uint32_t> JobRegistry::allocate_slot() {
   for (uint32_t i = 0; i < max_jobs_; ++i) {
     const uint32_t slot = (next_slot_ + i) % max_jobs_;
-    if (!slot_used_[slot]) {
-      slot_used_[slot] = true;
+    if (slot_use_[slot] == SlotUse::kFree) {
+      slot_use_[slot] = SlotUse::kUsed;
       next_slot_ = (slot + 1) % max_jobs_;
       return slot;
     }
   }
-  return fail<uint32_t>("no free job slot (dataplane.max_jobs = " + std::to_string(max_jobs_) + ")");
+  std::string why = "no free job slot (dataplane.max_jobs = " + std::to_string(max_jobs_) + ")";
+  if (!draining_.empty())
+    why += ": " + std::to_string(draining_.size()) +
+           " of them wait for a removed job's queued packets to leave; try again shortly";
+  return fail<uint32_t>(why);
+}
+
+void JobRegistry::release_slot(uint32_t slot) {
+  auto it = std::find(draining_.begin(), draining_.end(), slot);
+  if (it == draining_.end()) return;
+  draining_.erase(it);
+  slot_use_[slot] = SlotUse::kFree;
 }
 
 Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t> rank) {
@@ -75,7 +86,8 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
 Result<bool> JobRegistry::remove(uint32_t id) {
   auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const JobRecord& j) { return j.spec.id == id; });
   if (it == jobs_.end()) return fail<bool>("no " + job_label(id));
-  slot_used_[it->slot] = false;
+  slot_use_[it->slot] = SlotUse::kDraining;
+  draining_.push_back(it->slot);
   const uint32_t partition = it->partition;
   auto part = partition_rules_.find(partition);
   if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)

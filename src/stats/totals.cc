@@ -42,4 +42,13 @@ Totals Dataplane::read_totals(bool with_histograms) const {
   return t;
 }
 
+int64_t Dataplane::job_in_flight(uint32_t slot) const {
+  JobTotals t;
+  for (const auto& lc : impl_->counters)
+    if (slot < lc->jobs.size()) add_counters(t, lc->jobs[slot]);
+  const uint64_t admitted = t.admitted_packets[kPush] + t.admitted_packets[kPull];
+  const uint64_t left = t.sent_packets[kPush] + t.sent_packets[kPull] + t.drops;
+  return static_cast<int64_t>(admitted - left);
+}
+
 }  // namespace psgate

@@ -635,6 +635,62 @@ void reused_slot_policer(bool take_each) {
 TEST(Policer, AJobInAReusedSlotStartsWithAFullBucket) { reused_slot_policer(false); }
 TEST(Policer, AJobInAReusedSlotStartsWithAFullBucketWhenEachChangeIsTaken) { reused_slot_policer(true); }
 
+// --- A slot's next job waits for the removed job's queued packets ------------
+
+class ReusedSlotTest : public ::testing::TestWithParam<const char*> {};
+
+// A removed job's packets still queued (behind the closed shaper) keep its
+// slot from the next job: in the slot, the new job would be charged with
+// their sending and take them into its own class (a job's queued packets
+// follow its class). With max_jobs = 1 the next job is refused until they
+// have left, then it takes the slot with nothing of the old job's.
+TEST_P(ReusedSlotTest, ARemovedJobsQueuedPacketsAreNeverTheNextJobs) {
+  const std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
+                           "[classes]\ncount = 8\ndepth = 64\n"
+                           "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
+                           "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t i = 0; i < 10; ++i) frames.push_back(pull_frame(2222, i, 0));
+  g.feed(frames);
+  ASSERT_TRUE(g.sent().empty());
+  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.pass();  // every lcore has taken the removal
+  const nlohmann::json add2{{"cmd", "jobs.add"}, {"job", 2}, {"match", {"src=10.0.0.5/32,sport=3333,proto=tcp"}}};
+  reply = g.control(add2);
+  ASSERT_FALSE(reply["ok"].get<bool>()) << "job 2 took the slot of job 1's 10 queued packets: " << reply.dump();
+  EXPECT_NE(reply["error"].get<std::string>().find("try again shortly"), std::string::npos) << reply.dump();
+  EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 1) << "while they are queued";
+  g.open_shaper();
+  g.pass();
+  g.pass();
+  const auto left = g.sent();
+  ASSERT_EQ(left.size(), 10u);
+  reply = g.control(add2);
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 0);
+  const Totals t = g.totals();
+  const uint32_t slot = 0;  // max_jobs = 1
+  EXPECT_EQ(t.jobs[slot].sent_packets[kPull], 10u) << "the slot's counts, all of them job 1's";
+  const auto stats = g.control({{"cmd", "stats"}});
+  ASSERT_TRUE(stats["ok"].get<bool>()) << stats.dump();
+  bool seen = false;
+  for (const auto& job : stats["result"]["jobs"]) {
+    if (job["id"] != 2) continue;
+    seen = true;
+    EXPECT_EQ(job["pull"]["sent_packets"], 0) << "job 2 was charged with job 1's packets: " << job.dump();
+  }
+  EXPECT_TRUE(seen) << stats.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
+                         });
+
 // --- Telemetry: a slot's next job -----------------------------------------
 
 // A job that takes a removed job's slot starts with no iterations of its

@@ -103,5 +103,46 @@ TEST(JobRegistry, AJobAddedWithoutARankGoesLastEvenAfterTheLargestRank) {
   EXPECT_EQ(order[2]->spec.id, 3u);
 }
 
+// A removed job's slot drains: it is handed to no new job, even in a full
+// table, until released (the control plane releases it once the removed
+// job's queued packets have left); then it is free like any other.
+TEST(JobRegistrySlots, ARemovedJobsSlotIsGivenToNoJobUntilReleased) {
+  JobRegistry reg(2);
+  ASSERT_TRUE(reg.add(job(1, 1), std::nullopt));
+  ASSERT_TRUE(reg.add(job(2, 1), std::nullopt));
+  const uint32_t slot1 = reg.find(1)->slot;
+  ASSERT_TRUE(reg.remove(1));
+  EXPECT_EQ(reg.draining_slots(), std::vector<uint32_t>{slot1});
+  auto refused = reg.add(job(3, 1), std::nullopt);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("1 of them wait for a removed job's queued packets"), std::string::npos)
+      << refused.error();
+  reg.release_slot(slot1 ^ 1);  // a slot in use: not released
+  EXPECT_FALSE(reg.add(job(3, 1), std::nullopt));
+  reg.release_slot(slot1);
+  EXPECT_TRUE(reg.draining_slots().empty());
+  auto added = reg.add(job(3, 1), std::nullopt);
+  ASSERT_TRUE(added) << added.error();
+  EXPECT_EQ((*added)->slot, slot1);
+}
+
+// With free slots elsewhere, a draining slot is passed over where
+// round-robin would otherwise have reached it.
+TEST(JobRegistrySlots, RoundRobinPassesOverADrainingSlot) {
+  JobRegistry reg(3);
+  ASSERT_TRUE(reg.add(job(1, 1), std::nullopt));  // slot 0
+  ASSERT_TRUE(reg.add(job(2, 1), std::nullopt));  // slot 1
+  ASSERT_TRUE(reg.remove(1));
+  ASSERT_TRUE(reg.add(job(3, 1), std::nullopt));  // slot 2
+  ASSERT_TRUE(reg.remove(2));
+  auto added = reg.add(job(4, 1), std::nullopt);  // round-robin wraps to 0: draining, as is 1
+  EXPECT_FALSE(added) << "slot " << (*added)->slot;
+  reg.release_slot(1);
+  added = reg.add(job(4, 1), std::nullopt);
+  ASSERT_TRUE(added) << added.error();
+  EXPECT_EQ((*added)->slot, 1u);
+  EXPECT_EQ(reg.draining_slots(), std::vector<uint32_t>{0});
+}
+
 }  // namespace
 }  // namespace psgate
