@@ -226,6 +226,7 @@ class ControlPlane {
   FileSettings file_settings_;
   StateTextRenderer state_text_;  // renders it, re-rendering only the jobs that changed
   uint64_t rules_serial_ = 0;     // the next job rules file's number (state_file.h)
+  bool state_was_read_ = false;   // the start's state came from the state file (else the config's)
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <thread>
 #include <variant>
 
@@ -131,6 +132,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
+  cp->state_was_read_ = true;
   // What is on disk: start() then rewrites the file only if its rendering
   // differs (an older format), not at every start.
   cp->persisted_text_ = std::move(s.text);
@@ -165,6 +167,22 @@ void ControlPlane::follow_cluster(ClusterLink* link, const ClusterSpec& spec) {
 // file), so it forwards on it while the store is away; the store's view
 // replaces it as soon as one has been read.
 Result<bool> ControlPlane::start() {
+  // No state file, yet rules files: a state file deleted or lost, or a
+  // backup restored rules directory first. They are the only record of
+  // those jobs' rules, so they are moved aside, not removed, and before
+  // this start writes its own (whose names could be theirs).
+  if (!state_was_read_ && !config_.control.state.empty()) {
+    char stamp[32] = "";
+    const time_t now = time(nullptr);
+    tm utc{};
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
+    const std::string dir = rules_dir_path(config_.control.state), aside = std::string("unnamed-") + stamp;
+    if (const size_t moved = set_aside_unnamed_rules_files(dir, state_.jobs, aside))
+      spdlog::warn(
+          "state file {} does not exist, but {} rules files are in {}/: moved to {}/{}/ (no state names them; was "
+          "the state file deleted, or a backup restored without it?)",
+          config_.control.state, moved, dir, dir, aside);
+  }
   // A state file that cannot be written now (disk full at boot) leaves the
   // gateway forwarding on what it read, degraded, retrying every second.
   auto started = commit(state_, monotonic_ns(), IfUnsaved::kPublishStateInForce);
@@ -172,7 +190,7 @@ Result<bool> ControlPlane::start() {
   // before the store's view changes the jobs: only while the file on disk
   // is the one this state was read from or written as (one that could not
   // be written still names its jobs' files).
-  if (started && !config_.control.state.empty() && state_unsaved_.empty())
+  if (started && state_was_read_ && !config_.control.state.empty() && state_unsaved_.empty())
     remove_unnamed_rules_files(rules_dir_path(config_.control.state), state_.jobs);
   if (started && cluster_) follow_step(monotonic_ns());
   return started;

@@ -625,14 +625,41 @@ Result<bool> write_rules_file(const std::string& dir, const std::string& name, c
   return replace_file(dir + "/" + name, text);
 }
 
-void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs) {
+namespace {
+
+// The rules files directly in `dir` that no job of `jobs` names.
+std::vector<std::filesystem::path> unnamed_rules_files(const std::string& dir, const JobRegistry& jobs) {
   std::set<std::string> named;
   for (const JobRecord* j : jobs.in_age_order()) named.insert(j->rules_file);
+  std::vector<std::filesystem::path> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("job-", 0) == 0 && !named.count(name)) std::filesystem::remove(entry.path(), ec);
+    if (name.rfind("job-", 0) == 0 && !named.count(name) && entry.is_regular_file(ec)) out.push_back(entry.path());
   }
+  return out;
+}
+
+}  // namespace
+
+void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs) {
+  std::error_code ec;
+  for (const auto& path : unnamed_rules_files(dir, jobs)) std::filesystem::remove(path, ec);
+}
+
+size_t set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside) {
+  const auto files = unnamed_rules_files(dir, jobs);
+  if (files.empty()) return 0;
+  const std::filesystem::path to = std::filesystem::path(dir) / aside;
+  std::error_code ec;
+  std::filesystem::create_directory(to, ec);
+  size_t moved = 0;
+  for (const auto& path : files) {
+    std::filesystem::rename(path, to / path.filename(), ec);
+    if (!ec) ++moved;
+  }
+  (void)sync_directory(dir);
+  return moved;
 }
 
 }  // namespace psgate

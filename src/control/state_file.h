@@ -171,5 +171,11 @@ void make_directories_durably(const std::string& dir);
 // Removes the files in `dir` that no job of `jobs` names (best effort: a
 // file left over is never read).
 void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs);
+// For a start without a state file: the rules files in `dir` no job of
+// `jobs` names may be all that is left of a state file lost or restored
+// out of order, so they are moved into a new directory `dir`/`aside`
+// rather than removed. Returns how many were moved (the next start removes
+// none of them: it removes only files directly in `dir`).
+size_t set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside);
 
 }  // namespace psgate

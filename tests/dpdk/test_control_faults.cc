@@ -244,5 +244,35 @@ TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
   server->reset();
 }
 
+// A start without a state file that finds rules files (the state file
+// deleted or lost, or a backup restored rules directory first) moves them
+// aside, whole, before it writes its own: they were all that was left of
+// those jobs' rules, and the start used to delete them, or write its own
+// jobs' rules over the ones of the same name.
+TEST_F(ControlFaultsTest, AStartWithoutAStateFileSetsTheRulesFilesItFindsAside) {
+  const std::string rules = state_ + ".rules";
+  ASSERT_TRUE(std::filesystem::create_directory(rules));
+  const std::string kept = R"({"job": 1, "match": ["dst=10.9.9.9/32,dport=1,proto=udp"]})";
+  std::ofstream(rules + "/" + rules_file_name(1, 0)) << kept;  // the name this start gives job 1's
+  std::ofstream(rules + "/" + rules_file_name(7, 3)) << "{}";
+  {
+    auto h = harness();
+    ASSERT_TRUE(h->ok()) << h->error();
+  }
+  std::vector<std::filesystem::path> aside;
+  for (const auto& e : std::filesystem::directory_iterator(rules))
+    if (e.is_directory()) aside.push_back(e.path());
+  ASSERT_EQ(aside.size(), 1u) << "one directory of the files no state named";
+  EXPECT_EQ(aside[0].filename().string().rfind("unnamed-", 0), 0u) << aside[0];
+  EXPECT_EQ(slurp((aside[0] / rules_file_name(1, 0)).string()), kept);
+  EXPECT_EQ(slurp((aside[0] / rules_file_name(7, 3)).string()), "{}");
+  EXPECT_FALSE(std::filesystem::exists(rules + "/" + rules_file_name(7, 3)));
+  // A start from the state file now written leaves that directory alone.
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  EXPECT_EQ(h->control().job_count(), 2u);
+  EXPECT_EQ(slurp((aside[0] / rules_file_name(1, 0)).string()), kept);
+}
+
 }  // namespace
 }  // namespace psgate::testing
