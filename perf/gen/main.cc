@@ -58,6 +58,7 @@ struct Options {
   double drain_s = -1;
   double interval_s = -1;
   double link_timeout_s = -1;
+  double settle_s = -1;
   std::string json_path;
   std::string flows_csv_path;
   std::vector<std::string> sets;
@@ -156,18 +157,23 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     }
     rte_eal_cleanup();
   };
-  for (uint16_t p : ports) {
-    auto r = start_and_wait_link(p, profile.link_timeout_ns, stop);
+  for (size_t i = 0; i <= ports.size(); ++i) {
+    // Every port's link, then the settle time (i == ports.size()).
+    psgate::Result<bool> r = true;
+    if (i < ports.size()) r = start_and_wait_link(ports[i], profile.link_timeout_ns, stop);
+    else r = psgate::wait_for_stop_signal(stop, std::chrono::nanoseconds(profile.settle_ns)) == 0;
     if (!r.ok()) return fail(r.error());
     if (!*r) {
       // Stopped before anything was sent: still a run (of nothing), so the
       // report is written and the exit status is 0, as for any stop signal.
       // No --hold: the stop it waits for has come.
-      std::fprintf(stderr, "psgate-gen: stop signal while waiting for the links; nothing sent\n");
+      const bool links_up = i == ports.size();
+      std::fprintf(stderr, "psgate-gen: stop signal while waiting for the links%s; nothing sent\n",
+                   links_up ? " to settle" : "");
       RunResult result = e.result();
       result.lcore_mode = split ? "tx+rx" : "single";
       result.interrupted = true;
-      result.links_up = false;
+      result.links_up = links_up;
       const int status = write_reports(e, result, opt);
       close_ports();
       return status;
@@ -296,6 +302,11 @@ int main(int argc, char** argv) {
   app.add_option("--link-timeout", opt.link_timeout_s,
                  "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
       ->check(CLI::Range(0.0, 1e8));
+  app.add_option("--settle", opt.settle_s,
+                 "Seconds to wait once the links are up, before sending: psgate polls memif, pcap and ring links "
+                 "every 100 ms and drops what comes before it sees them up" +
+                     dflt("settle", secs(defaults.settle_ns)))
+      ->check(CLI::Range(0.0, 1e8));
   app.add_option("--json", opt.json_path,
                  "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
   app.add_option("--flows-csv", opt.flows_csv_path,
@@ -378,6 +389,7 @@ int main(int argc, char** argv) {
   if (opt.drain_s >= 0) p.drain_ns = ns(opt.drain_s);
   if (opt.interval_s >= 0) p.interval_ns = ns(opt.interval_s);
   if (opt.link_timeout_s >= 0) p.link_timeout_ns = ns(opt.link_timeout_s);
+  if (opt.settle_s >= 0) p.settle_ns = ns(opt.settle_s);
   if (!opt.host_port.empty()) p.host_port = opt.host_port;
   if (!opt.wire_port.empty()) p.wire_port = opt.wire_port;
   if (opt.burst) p.tx_burst = static_cast<uint32_t>(opt.burst);

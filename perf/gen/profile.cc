@@ -24,8 +24,8 @@ namespace psgate::gen {
 namespace {
 
 constexpr std::string_view kTopKeys[] = {"generator", "jobs"};
-constexpr std::string_view kGeneratorKeys[] = {"duration",   "drain", "interval",  "link_timeout", "burst",
-                                               "tx_retries", "mbufs", "host_port", "wire_port"};
+constexpr std::string_view kGeneratorKeys[] = {"duration", "drain",      "interval", "link_timeout", "settle",
+                                               "burst",    "tx_retries", "mbufs",    "host_port",    "wire_port"};
 constexpr std::string_view kJobKeys[] = {"id",          "name",    "count", "ps",   "workers",   "worker_addr",
                                          "worker_port", "flows",   "proto", "size", "direction", "rate",
                                          "pacer_depth", "pattern", "push",  "pull", "gap"};
@@ -104,10 +104,12 @@ class Parser : TomlReader {
     if (!quantity(t, "drain", path, parse_duration_ns, "500ms", p.drain_ns)) return false;
     if (!quantity(t, "interval", path, parse_duration_ns, "500ms", p.interval_ns)) return false;
     if (!quantity(t, "link_timeout", path, parse_duration_ns, "500ms", p.link_timeout_ns)) return false;
+    if (!quantity(t, "settle", path, parse_duration_ns, "200ms", p.settle_ns)) return false;
     // Times become std::chrono::nanoseconds (signed 64 bits): far past that
     // (292 years) one would wrap negative and end the run at once.
-    for (auto [key, value] : {std::pair{"duration", p.duration_ns}, std::pair{"drain", p.drain_ns},
-                              std::pair{"interval", p.interval_ns}, std::pair{"link_timeout", p.link_timeout_ns}}) {
+    for (auto [key, value] :
+         {std::pair{"duration", p.duration_ns}, std::pair{"drain", p.drain_ns}, std::pair{"interval", p.interval_ns},
+          std::pair{"link_timeout", p.link_timeout_ns}, std::pair{"settle", p.settle_ns}}) {
       if (value > kMaxTimeNs) return set_error(path + "." + key, "at most 100000000s (about 3 years)");
     }
     uint64_t v = p.tx_burst;

@@ -75,6 +75,10 @@ struct Profile {
   uint64_t drain_ns = 500'000'000;       // RX keeps counting this long after TX stops
   uint64_t interval_ns = 1'000'000'000;  // progress lines on stderr; 0: none
   uint64_t link_timeout_ns = 10'000'000'000;
+  // After the links are up, before the first frame: a peer that polls its
+  // links (psgate polls memif, pcap and ring ports every 100 ms) sees them up
+  // up to a poll later, and drops what comes before as link_down.
+  uint64_t settle_ns = 200'000'000;
   uint32_t tx_burst = 32;   // packets per rte_eth_tx_burst, 1..64
   uint32_t tx_retries = 8;  // tries of a full TX ring before counting tx_dropped
   uint32_t mbufs = 16383;
