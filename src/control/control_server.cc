@@ -69,6 +69,27 @@ int make_timer(uint64_t period_ns) {
   return fd;
 }
 
+// A reload's reply in the log, as psgatectl would show it (SIGHUP has no
+// client to show it to).
+void log_reload(const nlohmann::json& reply) {
+  if (!reply.value("ok", false)) {
+    spdlog::error("reload (SIGHUP): refused, nothing changed: {}", reply.value("error", std::string("?")));
+    return;
+  }
+  const nlohmann::json& r = reply["result"];
+  auto keys = [](const nlohmann::json& list) {
+    std::string out;
+    for (const auto& k : list) {
+      const std::string key = k.is_string() ? k.get<std::string>() : k.value("key", std::string("?"));
+      out += (out.empty() ? "" : ", ") + key + (k.is_object() ? " (" + k.value("why", std::string()) + ")" : "");
+    }
+    return out.empty() ? std::string("none") : out;
+  };
+  spdlog::info("reload (SIGHUP) of {}: applied: {}; needs a restart: {}; not applied: {}",
+               r.value("file", std::string("?")), keys(r["applied"]), keys(r["restart_needed"]),
+               keys(r["not_applied"]));
+}
+
 void drain_fd(int fd) {
   uint64_t v;
   while (read(fd, &v, sizeof v) > 0) {
@@ -201,6 +222,7 @@ void ControlServer::run() {
   watch(tick_fd, EPOLLIN);
   if (report_fd >= 0) watch(report_fd, EPOLLIN);
   if (options_.wake_fd >= 0) watch(options_.wake_fd, EPOLLIN);
+  if (options_.reload_fd >= 0) watch(options_.reload_fd, EPOLLIN);
   std::unordered_map<int, Connection> conns;
   // A spare descriptor, given up for a moment to refuse a client when the
   // process has no other (see the accept loop).
@@ -386,6 +408,9 @@ void ControlServer::run() {
       } else if (fd == options_.wake_fd) {
         drain_fd(fd);
         guarded("applying the cluster's view", [&] { control_->wake(monotonic_ns()); });
+      } else if (fd == options_.reload_fd) {
+        drain_fd(fd);
+        guarded("the reload SIGHUP asked for", [&] { log_reload(control_->handle_line(R"({"cmd":"reload"})")); });
       } else if (fd == tick_fd) {
         drain_fd(tick_fd);
         const uint64_t now = monotonic_ns();

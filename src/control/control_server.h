@@ -65,6 +65,10 @@ class ControlServer {
     // store changed); the server drains it and calls ControlPlane::wake().
     // -1: none. Owned by the caller.
     int wake_fd = -1;
+    // Readable when the config file is to be read again (SIGHUP): the server
+    // drains it, runs `reload` as a client's request would, and logs the
+    // outcome. -1: none. Owned by the caller.
+    int reload_fd = -1;
   };
 
   // Creates the socket (mode 0660; the parent directory if missing). Fails if

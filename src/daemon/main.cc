@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -182,6 +183,15 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // Cluster mode: the store's changes are applied as soon as they are read
     // (the link's wake descriptor); the tick reports this gateway to the store.
     if (cluster) options.wake_fd = cluster->wake_fd();
+    // SIGHUP reads the config file again (`reload`), on the control thread:
+    // this thread only takes signals, and says so through the descriptor.
+    const int reload_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (reload_fd < 0) return give_up(std::string("eventfd: ") + std::strerror(errno), 1);
+    struct CloseReloadFd {
+      int fd;
+      ~CloseReloadFd() { close(fd); }
+    } close_reload_fd{reload_fd};
+    options.reload_fd = reload_fd;
     options.report = [&] {
       const auto now = Clock::now();
       psgate::Totals cur = cp.totals_locked(false);
@@ -249,6 +259,13 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     for (;;) {
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
+        if (sig == SIGHUP) {
+          spdlog::info("SIGHUP received: reading {} again (reload)", config.source);
+          const uint64_t one = 1;
+          if (write(reload_fd, &one, sizeof(one)) != sizeof(one))
+            spdlog::error("SIGHUP: cannot ask the control thread to reload: {}", std::strerror(errno));
+          continue;
+        }
         spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         psgate::service::notify_stopping("draining queues", config.drain_timeout_ns);
         break;
@@ -305,8 +322,9 @@ int main(int argc, char** argv) {
       "jobs and scheduling each egress port with strict-priority classes and token buckets.\n"
       "Jobs, their order and the policy change at run time through the control socket\n"
       "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
-      "SIGINT, SIGTERM and SIGHUP stop receiving, drain the queues (bounded by\n"
-      "dataplane.drain_timeout), print the final counters and exit 0. A port whose link goes\n"
+      "SIGINT and SIGTERM stop receiving, drain the queues (bounded by\n"
+      "dataplane.drain_timeout), print the final counters and exit 0; SIGHUP reads the config\n"
+      "file again, as `psgatectl reload` does (the outcome goes to the log). A port whose link goes\n"
       "down (memif peer gone, af_packet or af_xdp interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back (af_xdp, tap and memif role=client ports only after a\n"
       "restart); `psgatectl health` names it. Exit status: 0 clean\n"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Dying peers and links, through the real daemon (issue 10): a memif peer
 // SIGKILLed and restarted twenty times at full rate, an af_packet veth
-// deleted under psgate and created again, SIGHUP, and lcores that do not
+// deleted under psgate and created again, SIGHUP (a reload), and lcores that do not
 // exist. psgate must survive each, say in `health` which port is down, carry
 // traffic again once the peer is back, and account for every packet at exit.
 #include <arpa/inet.h>
@@ -531,18 +531,40 @@ std::string pcap_config(const DaemonFixture& fx, const std::string& lcores) {
          lcores + "\n" + common_tail();
 }
 
-TEST(Links, SighupDrainsCountsAndExitsZero) {
+// SIGHUP is a reload (as `psgatectl reload`), not a stop: it used to stop
+// psgate with exit 0, which Restart=on-failure does not restart, so a stray
+// `kill -HUP` took the wire down. The file's new shaper is applied, the
+// outcome logged, the gateway forwards on; a file that does not load is
+// logged and changes nothing.
+TEST(Links, SighupReloadsTheConfigAndKeepsForwarding) {
   DaemonFixture fx;
   std::vector<std::vector<uint8_t>> frames(100, udp_frame(2222));
   fx.write_pcap("wire-in.pcap", frames);
   fx.write_pcap("host-in.pcap", {});
-  fx.write_file("psgate.toml", pcap_config(fx, "main = 0\ndata = [1]"));
+  const std::string config = pcap_config(fx, "main = 0\ndata = [1]");
+  fx.write_file("psgate.toml", config);
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  auto host_shaper = [&] {
+    const json c = request(fx, "config");
+    const json host = c.is_object() && c.contains("shaper") ? c["shaper"].value("host", json()) : json();
+    return host.is_object() ? host.value("rate", std::string()) : std::string();
+  };
+  EXPECT_EQ(host_shaper(), "") << request(fx, "config").dump();
+  fx.write_file("psgate.toml", config + "[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\n");
   ASSERT_EQ(kill(fx.daemon_pid(), SIGHUP), 0);
-  const DaemonRun run = fx.stop_daemon(30);  // its SIGTERM finds the daemon already stopping
+  ASSERT_TRUE(eventually(10, [&] { return host_shaper() == "1Gbit/s"; })) << request(fx, "config").dump();
+  fx.write_file("psgate.toml", "[broken");
+  ASSERT_EQ(kill(fx.daemon_pid(), SIGHUP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the control thread's turn to read it
+  ASSERT_TRUE(request(fx, "health").is_object());
+  EXPECT_EQ(host_shaper(), "1Gbit/s") << "a file that does not load changes nothing";
+  const DaemonRun run = fx.stop_daemon(30);
   ASSERT_EQ(run.exit_status, 0) << run.output;
-  EXPECT_NE(run.output.find("SIGHUP received"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("reload (SIGHUP) of"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("applied: shaper.host"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("reload (SIGHUP): refused, nothing changed"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("SIGTERM received"), std::string::npos) << "stopped by the SIGTERM, not a SIGHUP";
   expect_conservation(run);
   EXPECT_EQ(run.stats["ports"]["host"]["tx_packets"], 100);
   EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), 100u);
