@@ -246,6 +246,7 @@ class ControlPlane {
   // The view in force left jobs out for want of a slot while some drain: it
   // is applied again at each step until they are in or none drains.
   bool refused_while_draining_ = false;
+  uint64_t reapply_ns_ = 0;  // not applied again before this
   uint64_t cluster_apply_errors_ = 0;
   std::string cluster_apply_error_;
   // Cluster mode: why the state file could not be written ("": it was), and

@@ -48,8 +48,11 @@ class JobRegistry {
   static Result<JobRegistry> from_config(const ConfigSpec& config);
 
   // `rank` absent: after every existing job (job.spec.rank is ignored).
-  // Errors: duplicate id, no free slot (one a removed job is draining does
-  // not count), no rules, bad name.
+  // A job added again while the slot it was removed from still drains gets
+  // that slot back: the packets queued there are its own (a job whose rules
+  // changed, removed and added in one change, keeps its slot).
+  // Errors: duplicate id, no free slot (one another job's removal left
+  // draining does not count), no rules, bad name.
   Result<const JobRecord*> add(JobRecord job, std::optional<uint32_t> rank);
   // The job's slot is not free at once: it drains (draining_slots) until
   // release_slot, so a new job is neither charged with the removed one's
@@ -94,8 +97,9 @@ class JobRegistry {
   std::unordered_map<uint32_t, size_t> index_;  // job id -> position in jobs_
   enum class SlotUse : uint8_t { kFree, kUsed, kDraining };
   std::vector<SlotUse> slot_use_;
-  std::vector<uint32_t> draining_;  // the kDraining slots, in removal order
-  uint32_t next_slot_ = 0;          // slots are handed out round-robin so a freed slot is reused last
+  std::vector<uint32_t> draining_;      // the kDraining slots, in removal order
+  std::vector<uint32_t> draining_ids_;  // the job each of them was removed from
+  uint32_t next_slot_ = 0;              // slots are handed out round-robin so a freed slot is reused last
   uint64_t next_sequence_ = 0;
   std::map<uint32_t, size_t> partition_rules_;  // partition -> rules in it (no empty ones)
   uint32_t next_partition_ = 0;

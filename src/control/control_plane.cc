@@ -380,7 +380,13 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     ++generation_;
     // A removed job's slot: once every lcore has taken this snapshot (or a
     // later one), nothing more is admitted to it (release_drained_slots).
-    for (uint32_t slot : next.jobs.draining_slots())
+    // A slot its job took back (added again) drains no more; removed again
+    // later, its grace period begins then.
+    const std::vector<uint32_t>& draining = next.jobs.draining_slots();
+    std::erase_if(slot_grace_, [&](const auto& entry) {
+      return std::find(draining.begin(), draining.end(), entry.first) == draining.end();
+    });
+    for (uint32_t slot : draining)
       if (!slot_grace_.contains(slot)) slot_grace_[slot] = dataplane_.publisher().begin_grace();
     applied_ranks_ = std::move(ranks);
     published_ = true;
@@ -934,15 +940,21 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   if (now_ns < apply_retry_ns_) return false;
   // Jobs a slot still draining kept out (a removed job's packets queued,
   // max_jobs reached) are a wait, not a refusal: the same view again.
-  const bool again = refused_while_draining_ && cluster_view_ != nullptr;
+  // At most once a control tick: a slot drains at the pace of its queue.
+  const bool again = refused_while_draining_ && cluster_view_ != nullptr && now_ns >= reapply_ns_;
   auto view = cluster_->newer_than(applied_epoch_, applied_revision_);
-  if (!view && again) view = cluster_view_;
+  const bool newer = view != nullptr;
+  if (!newer && again) {
+    view = cluster_view_;
+    reapply_ns_ = now_ns + 100'000'000;
+    release_drained_slots();
+  }
   if (!view) return false;
   cluster_view_ = view;
   // A registration's heartbeat moves the revision but changes nothing to apply.
   // A store that started over is applied whole: its revisions (and so
   // applied_part) say nothing against the old store's.
-  if (again || view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
+  if ((again && !newer) || view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
     if (auto ok = apply_view(*view, now_ns); !ok) {
       ++cluster_apply_errors_;
       cluster_apply_error_ = ok.error();
@@ -954,7 +966,9 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   }
   applied_revision_ = view->revision;
   applied_epoch_ = view->store_epoch;
-  return true;
+  // The same view applied again brought nothing newer: a caller waiting for
+  // a revision (forward_to_cluster) sleeps rather than spinning on it.
+  return newer;
 }
 
 // The store's jobs, order, policy and progress as a candidate state, through
@@ -968,13 +982,17 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     auto it = wanted.find(j->spec.id);
     if (it == wanted.end() || !same_job(j->spec, it->second->spec)) (void)next.jobs.remove(j->spec.id);
   }
-  std::string refused;
+  std::string refused, waiting;  // waiting: refused for a slot that is draining
   for (const ClusterJob& j : view.jobs) {
     if (next.jobs.find(j.spec.id)) continue;
     JobRecord record;
     record.spec = j.spec;
-    if (auto added = next.jobs.add(std::move(record), std::nullopt); !added)
-      refused += (refused.empty() ? "" : "; ") + added.error();
+    if (auto added = next.jobs.add(std::move(record), std::nullopt); !added) {
+      const bool for_a_slot = next.jobs.size() + next.jobs.draining_slots().size() >= next.jobs.max_jobs() &&
+                              !next.jobs.draining_slots().empty();
+      std::string& into = for_a_slot ? waiting : refused;
+      into += (into.empty() ? "" : "; ") + added.error();
+    }
   }
   std::vector<uint32_t> order;
   for (uint32_t id : view.full_order())
@@ -990,14 +1008,13 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
   }
   if (auto ok = commit(std::move(next), now_ns, IfUnsaved::kPublishWhatTheStoreHolds); !ok) return ok;
   // Jobs this gateway could not take (no free slot): the rest is in force.
-  cluster_apply_error_ = refused;
+  // Those that wait for a removed job's slot to drain are taken at a later
+  // step (follow_step applies this view again meanwhile).
   const bool was_waiting = refused_while_draining_;
-  refused_while_draining_ = !refused.empty() && !state_.jobs.draining_slots().empty();
-  if (refused_while_draining_) {
-    if (!was_waiting)
-      spdlog::warn("cluster: revision {}: jobs wait for a removed job's slot to drain: {}", view.revision, refused);
-    return true;
-  }
+  refused_while_draining_ = !waiting.empty();
+  if (refused_while_draining_ && !was_waiting)
+    spdlog::warn("cluster: revision {}: jobs wait for a removed job's slot to drain: {}", view.revision, waiting);
+  cluster_apply_error_ = refused.empty() ? waiting : waiting.empty() ? refused : refused + "; " + waiting;
   if (!refused.empty()) {
     ++cluster_apply_errors_;
     spdlog::error("cluster: revision {}: jobs not applied here: {}", view.revision, refused);

@@ -47,6 +47,7 @@ Result<uint32_t> JobRegistry::allocate_slot() {
 void JobRegistry::release_slot(uint32_t slot) {
   auto it = std::find(draining_.begin(), draining_.end(), slot);
   if (it == draining_.end()) return;
+  draining_ids_.erase(draining_ids_.begin() + (it - draining_.begin()));
   draining_.erase(it);
   slot_use_[slot] = SlotUse::kFree;
 }
@@ -73,9 +74,18 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
     // never wrapped round to 0, the top.
     spec.rank = !any ? 0 : last == UINT32_MAX ? UINT32_MAX : last + 1;
   }
-  auto slot = allocate_slot();
-  if (!slot) return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());
-  job.slot = *slot;
+  auto again = std::find(draining_ids_.begin(), draining_ids_.end(), spec.id);
+  if (again != draining_ids_.end()) {
+    const auto at = again - draining_ids_.begin();
+    job.slot = draining_[at];
+    slot_use_[job.slot] = SlotUse::kUsed;
+    draining_.erase(draining_.begin() + at);
+    draining_ids_.erase(again);
+  } else {
+    auto slot = allocate_slot();
+    if (!slot) return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());
+    job.slot = *slot;
+  }
   job.sequence = next_sequence_++;
   job.partition = assign_partition(job.spec.match.size());
   index_[job.spec.id] = jobs_.size();
@@ -88,6 +98,7 @@ Result<bool> JobRegistry::remove(uint32_t id) {
   if (it == jobs_.end()) return fail<bool>("no " + job_label(id));
   slot_use_[it->slot] = SlotUse::kDraining;
   draining_.push_back(it->slot);
+  draining_ids_.push_back(id);
   const uint32_t partition = it->partition;
   auto part = partition_rules_.find(partition);
   if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)

@@ -144,5 +144,24 @@ TEST(JobRegistrySlots, RoundRobinPassesOverADrainingSlot) {
   EXPECT_EQ(reg.draining_slots(), std::vector<uint32_t>{0});
 }
 
+// A job added again while its old slot drains (its rules changed: removed
+// and added, in one change or two) gets that slot back: the packets queued
+// there are its own. Any other job still waits for it.
+TEST(JobRegistrySlots, AJobAddedAgainTakesBackTheSlotItsRemovalLeftDraining) {
+  JobRegistry reg(2);
+  ASSERT_TRUE(reg.add(job(1, 1), std::nullopt));
+  ASSERT_TRUE(reg.add(job(2, 1), std::nullopt));
+  const uint32_t slot1 = reg.find(1)->slot;
+  ASSERT_TRUE(reg.remove(1));
+  EXPECT_FALSE(reg.add(job(3, 1), std::nullopt)) << "another job waits for the slot";
+  auto again = reg.add(job(1, 2), std::nullopt);
+  ASSERT_TRUE(again) << again.error();
+  EXPECT_EQ((*again)->slot, slot1);
+  EXPECT_TRUE(reg.draining_slots().empty());
+  reg.release_slot(slot1);  // a slot in use again: nothing happens
+  EXPECT_FALSE(reg.add(job(3, 1), std::nullopt));
+  EXPECT_EQ(reg.find(1)->slot, slot1);
+}
+
 }  // namespace
 }  // namespace psgate
