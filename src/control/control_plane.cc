@@ -177,11 +177,20 @@ Result<bool> ControlPlane::start() {
     tm utc{};
     strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
     const std::string dir = rules_dir_path(config_.control.state), aside = std::string("unnamed-") + stamp;
-    if (const size_t moved = set_aside_unnamed_rules_files(dir, state_.jobs, aside))
+    const auto moved = set_aside_unnamed_rules_files(dir, state_.jobs, aside);
+    if (moved && *moved)
       spdlog::warn(
           "state file {} does not exist, but {} rules files are in {}/: moved to {}/{}/ (no state names them; was "
           "the state file deleted, or a backup restored without it?)",
-          config_.control.state, moved, dir, dir, aside);
+          config_.control.state, *moved, dir, dir, aside);
+    if (!moved)
+      spdlog::error(
+          "state file {} does not exist, and the rules files no state names in {}/ could not be set aside: {}; "
+          "copy them away now, a later start removes them",
+          config_.control.state, dir, moved.error());
+    // Whatever is left there, this start's own rules files take names
+    // after theirs, never over them.
+    rules_serial_ = std::max(rules_serial_, next_rules_serial_in(dir));
   }
   // A state file that cannot be written now (disk full at boot) leaves the
   // gateway forwarding on what it read, degraded, retrying every second.

@@ -642,23 +642,44 @@ std::vector<std::filesystem::path> unnamed_rules_files(const std::string& dir, c
 
 }  // namespace
 
+uint64_t next_rules_serial_in(const std::string& dir) {
+  uint64_t next = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (auto serial = rules_file_serial(entry.path().filename().string()); serial && *serial < UINT64_MAX)
+      next = std::max(next, *serial + 1);
+  return next;
+}
+
 void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs) {
   std::error_code ec;
   for (const auto& path : unnamed_rules_files(dir, jobs)) std::filesystem::remove(path, ec);
 }
 
-size_t set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside) {
+Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs,
+                                             const std::string& aside) {
   const auto files = unnamed_rules_files(dir, jobs);
-  if (files.empty()) return 0;
-  const std::filesystem::path to = std::filesystem::path(dir) / aside;
-  std::error_code ec;
-  std::filesystem::create_directory(to, ec);
-  size_t moved = 0;
-  for (const auto& path : files) {
-    std::filesystem::rename(path, to / path.filename(), ec);
-    if (!ec) ++moved;
+  if (files.empty()) return size_t{0};
+  // A directory of its own, never an existing one (two starts in the same
+  // second): the files of the first must not be replaced by the second's.
+  std::string to = (std::filesystem::path(dir) / aside).string();
+  for (unsigned n = 2; ::mkdir(to.c_str(), 0750) != 0; ++n) {
+    if (errno != EEXIST || n > 100)
+      return Result<size_t>::failure("cannot make " + to + ": " + std::strerror(errno));
+    to = (std::filesystem::path(dir) / (aside + "-" + std::to_string(n))).string();
   }
+  size_t moved = 0;
+  std::string failed;
+  for (const auto& path : files) {
+    std::error_code ec;
+    std::filesystem::rename(path, std::filesystem::path(to) / path.filename(), ec);
+    if (ec) failed = path.string() + ": " + ec.message();
+    else ++moved;
+  }
+  // Durable: the files' new names first, then the directory's own.
+  (void)sync_directory(to);
   (void)sync_directory(dir);
+  if (!failed.empty()) return Result<size_t>::failure("cannot move " + failed);
   return moved;
 }
 

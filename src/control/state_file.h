@@ -70,6 +70,8 @@ std::string rules_dir_path(const std::string& state_path);
 std::string rules_file_name(uint32_t job_id, uint64_t serial);
 // The serial of a name rules_file_name wrote; none for any other name.
 std::optional<uint64_t> rules_file_serial(const std::string& name);
+// One past the largest serial of the rules files directly in `dir` (0: none).
+uint64_t next_rules_serial_in(const std::string& dir);
 std::string rules_file_text(const JobRecord& job);
 
 // std::nullopt when no file exists at `path` (start from the config's jobs).
@@ -174,8 +176,10 @@ void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs)
 // For a start without a state file: the rules files in `dir` no job of
 // `jobs` names may be all that is left of a state file lost or restored
 // out of order, so they are moved into a new directory `dir`/`aside`
-// rather than removed. Returns how many were moved (the next start removes
-// none of them: it removes only files directly in `dir`).
-size_t set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside);
+// rather than removed, durably; `aside` gets a suffix if it exists. Returns
+// how many were moved (the next start removes none of them: it removes only
+// files directly in `dir`), or why some could not be.
+Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs,
+                                             const std::string& aside);
 
 }  // namespace psgate

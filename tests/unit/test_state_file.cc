@@ -171,6 +171,26 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   EXPECT_NE(::stat((dir + "/" + rules_file_name(9, 7)).c_str(), &st), 0);
   EXPECT_EQ(::stat((dir + "/job-3.5.json").c_str(), &st), 0);
 
+  // Set aside twice under one name (two starts without a state file in the
+  // same second): the second gets a directory of its own, the first's files
+  // stay; the next serial is past every name left in the directory.
+  ASSERT_TRUE(write_rules_file(dir, rules_file_name(9, 40), "first"));
+  auto first = set_aside_unnamed_rules_files(dir, s.jobs, "unnamed-x");
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_EQ(*first, 1u);
+  ASSERT_TRUE(write_rules_file(dir, rules_file_name(9, 40), "second"));
+  auto second = set_aside_unnamed_rules_files(dir, s.jobs, "unnamed-x");
+  ASSERT_TRUE(second) << second.error();
+  EXPECT_EQ(*second, 1u);
+  auto text_of = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(text_of(dir + "/unnamed-x/" + rules_file_name(9, 40)), "first");
+  EXPECT_EQ(text_of(dir + "/unnamed-x-2/" + rules_file_name(9, 40)), "second");
+  EXPECT_EQ(::stat((dir + "/job-3.5.json").c_str(), &st), 0) << "a named file stays";
+  EXPECT_EQ(next_rules_serial_in(dir), 7u) << "past job-4.6.json, the largest left";
+
   // A missing or foreign rules file is an error naming it; nothing is loaded.
   std::ofstream(dir + "/job-4.6.json") << R"({"job": 3, "match": ["proto=udp"]})";
   auto foreign = read_state_file(path, 8, 2);
