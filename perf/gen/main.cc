@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "gen_ports.h"
 #include "profile.h"
+#include "psgate/eal_teardown.h"
 #include "psgate/signals.h"
 #include "psgate/tsc_clock.h"
 #include "report.h"
@@ -119,9 +120,15 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     std::fprintf(stderr, "psgate-gen: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
     return 1;
   }
-  auto fail = [](const std::string& msg) {
+  // Not before the EAL interrupt thread has caught up with the ports' close
+  // (psgate/eal_teardown.h: a memif port's teardown could crash the exit).
+  auto end_eal = [] {
+    if (!psgate::eal_cleanup_after_interrupts())
+      std::fprintf(stderr, "psgate-gen: DPDK's interrupt thread did not answer; EAL left as it is at exit\n");
+  };
+  auto fail = [&end_eal](const std::string& msg) {
     std::fprintf(stderr, "psgate-gen: %s\n", msg.c_str());
-    rte_eal_cleanup();
+    end_eal();
     return 1;
   };
 
@@ -155,7 +162,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
       rte_eth_dev_stop(p);
       rte_eth_dev_close(p);
     }
-    rte_eal_cleanup();
+    end_eal();
   };
   for (size_t i = 0; i <= ports.size(); ++i) {
     // Every port's link, then the settle time (i == ports.size()).

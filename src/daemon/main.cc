@@ -32,6 +32,7 @@
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
 #include "psgate/dataplane.h"
+#include "psgate/eal_teardown.h"
 #include "psgate/lcore_check.h"
 #include "psgate/pem_file.h"
 #include "psgate/prometheus.h"
@@ -123,12 +124,18 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         huge ? "; hugepages reserved and mounted? HugePages_Free in /proc/meminfo, dpdk-hugepages.py -s" : "");
     return 1;
   }
+  // rte_eal_cleanup once EAL's interrupt thread has caught up with the ports'
+  // teardown: racing it crashed an exit now and then (psgate/eal_teardown.h).
+  auto end_eal = [] {
+    if (!psgate::eal_cleanup_after_interrupts())
+      spdlog::warn("DPDK's interrupt thread did not answer within 1 s: EAL is left as it is for the exit");
+  };
   int status = 0;
   {
     auto dataplane = psgate::Dataplane::create(config);
     if (!dataplane.ok()) {
       spdlog::error("{}", dataplane.error());
-      rte_eal_cleanup();
+      end_eal();
       // A key the device refuses (an MTU above its limit) is reported as
       // "<config>: <key>: ..." and is a configuration error like any other.
       return dataplane.error().rfind(config.source + ": ", 0) == 0 ? 2 : 1;
@@ -140,7 +147,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       spdlog::error("{}", why);
       psgate::unregister_telemetry();  // DPDK telemetry must not reach what is freed next
       dataplane->reset();
-      rte_eal_cleanup();
+      end_eal();
       return code;
     };
     // Cluster mode: connect before the control plane starts, so that it starts
@@ -309,7 +316,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     }
     psgate::unregister_telemetry();
   }
-  rte_eal_cleanup();
+  end_eal();
   return status;
 }
 

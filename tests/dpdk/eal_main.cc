@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <rte_eal.h>
 
+#include "psgate/eal_teardown.h"
+
 #include <unistd.h>
 #include <string>
 
@@ -18,6 +20,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rc = RUN_ALL_TESTS();
-  rte_eal_cleanup();
+  if (!psgate::eal_cleanup_after_interrupts()) fprintf(stderr, "EAL's interrupt thread did not answer\n");
   return rc;
 }
