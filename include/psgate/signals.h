@@ -19,9 +19,9 @@ namespace psgate {
 
 // Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and so in the
 // threads it starts later); returns that set, for wait_for_stop_signal.
-// SIGHUP is a stop signal like SIGTERM (drain, counters, exit 0): its default
-// action would kill the process undrained, e.g. when the terminal that
-// started it closes.
+// SIGHUP's default action would kill the process undrained (the terminal
+// that started it closes): taken here, it is psgate-gen's stop like SIGTERM
+// (drain, counters, exit 0) and psgate's reload (daemon/main.cc).
 inline sigset_t block_stop_signals() {
   sigset_t set;
   sigemptyset(&set);
