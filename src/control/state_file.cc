@@ -664,8 +664,7 @@ Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRe
   // second): the files of the first must not be replaced by the second's.
   std::string to = (std::filesystem::path(dir) / aside).string();
   for (unsigned n = 2; ::mkdir(to.c_str(), 0750) != 0; ++n) {
-    if (errno != EEXIST || n > 100)
-      return Result<size_t>::failure("cannot make " + to + ": " + std::strerror(errno));
+    if (errno != EEXIST || n > 100) return Result<size_t>::failure("cannot make " + to + ": " + std::strerror(errno));
     to = (std::filesystem::path(dir) / (aside + "-" + std::to_string(n))).string();
   }
   size_t moved = 0;

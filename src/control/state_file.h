@@ -179,7 +179,6 @@ void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs)
 // rather than removed, durably; `aside` gets a suffix if it exists. Returns
 // how many were moved (the next start removes none of them: it removes only
 // files directly in `dir`), or why some could not be.
-Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs,
-                                             const std::string& aside);
+Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside);
 
 }  // namespace psgate
