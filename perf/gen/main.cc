@@ -126,9 +126,19 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     if (!psgate::eal_cleanup_after_interrupts())
       std::fprintf(stderr, "psgate-gen: DPDK's interrupt thread did not answer; EAL left as it is at exit\n");
   };
-  auto fail = [&end_eal](const std::string& msg) {
-    std::fprintf(stderr, "psgate-gen: %s\n", msg.c_str());
+  // The ports set up so far: closed before EAL ends, on every way out (an
+  // open memif port would be closed inside rte_eal_cleanup, after the wait).
+  std::vector<uint16_t> ports;
+  auto close_ports = [&] {
+    for (uint16_t p : ports) {
+      rte_eth_dev_stop(p);
+      rte_eth_dev_close(p);
+    }
     end_eal();
+  };
+  auto fail = [&close_ports](const std::string& msg) {
+    std::fprintf(stderr, "psgate-gen: %s\n", msg.c_str());
+    close_ports();
     return 1;
   };
 
@@ -152,18 +162,11 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   if (!engine.ok()) return fail(engine.error());
   Engine& e = **engine;
 
-  std::vector<uint16_t> ports{*host};
+  ports.push_back(*host);
   if (*wire != *host) ports.push_back(*wire);
   for (uint16_t p : ports) {
     if (auto r = configure_port(p, pool); !r.ok()) return fail(r.error());
   }
-  auto close_ports = [&] {
-    for (uint16_t p : ports) {
-      rte_eth_dev_stop(p);
-      rte_eth_dev_close(p);
-    }
-    end_eal();
-  };
   for (size_t i = 0; i <= ports.size(); ++i) {
     // Every port's link, then the settle time (i == ports.size()).
     psgate::Result<bool> r = true;
