@@ -52,8 +52,9 @@ class JobRegistry {
   // that slot back: the packets queued there are its own (a job whose rules
   // changed, removed and added in one change, keeps its slot).
   // Errors: duplicate id, no free slot (one another job's removal left
-  // draining does not count), no rules, bad name.
-  Result<const JobRecord*> add(JobRecord job, std::optional<uint32_t> rank);
+  // draining does not count), no rules, bad name. `no_slot`, if given, says
+  // whether it failed for want of a slot alone.
+  Result<const JobRecord*> add(JobRecord job, std::optional<uint32_t> rank, bool* no_slot = nullptr);
   // The job's slot is not free at once: it drains (draining_slots) until
   // release_slot, so a new job is neither charged with the removed one's
   // still-queued packets nor given them (a slot's packets follow its job's

@@ -177,17 +177,17 @@ Result<bool> ControlPlane::start() {
     tm utc{};
     strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
     const std::string dir = rules_dir_path(config_.control.state), aside = std::string("unnamed-") + stamp;
-    const auto moved = set_aside_unnamed_rules_files(dir, state_.jobs, aside);
-    if (moved && *moved)
+    const RulesSetAside set = set_aside_unnamed_rules_files(dir, state_.jobs, aside);
+    if (set.moved)
       spdlog::warn(
-          "state file {} does not exist, but {} rules files are in {}/: moved to {}/{}/ (no state names them; was "
+          "state file {} does not exist, but {} rules files are in {}/: moved to {}/ (no state names them; was "
           "the state file deleted, or a backup restored without it?)",
-          config_.control.state, *moved, dir, dir, aside);
-    if (!moved)
+          config_.control.state, set.moved, dir, set.directory);
+    if (!set.error.empty())
       spdlog::error(
-          "state file {} does not exist, and the rules files no state names in {}/ could not be set aside: {}; "
-          "copy them away now, a later start removes them",
-          config_.control.state, dir, moved.error());
+          "state file {} does not exist, and rules files no state names in {}/ could not be set aside ({}); copy "
+          "them away now: a later start removes them",
+          config_.control.state, dir, set.error);
     // Whatever is left there, this start's own rules files take names
     // after theirs, never over them.
     rules_serial_ = std::max(rules_serial_, next_rules_serial_in(dir));
@@ -950,11 +950,13 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   // Jobs a slot still draining kept out (a removed job's packets queued,
   // max_jobs reached) are a wait, not a refusal: the same view again.
   // At most once a control tick: a slot drains at the pace of its queue.
+  // A newer view that changes nothing to apply (a registration's heartbeat)
+  // does not put the retry off.
   const bool again = refused_while_draining_ && cluster_view_ != nullptr && now_ns >= reapply_ns_;
   auto view = cluster_->newer_than(applied_epoch_, applied_revision_);
   const bool newer = view != nullptr;
-  if (!newer && again) {
-    view = cluster_view_;
+  if (!newer && again) view = cluster_view_;
+  if (again) {
     reapply_ns_ = now_ns + 100'000'000;
     release_drained_slots();
   }
@@ -963,7 +965,7 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   // A registration's heartbeat moves the revision but changes nothing to apply.
   // A store that started over is applied whole: its revisions (and so
   // applied_part) say nothing against the old store's.
-  if ((again && !newer) || view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
+  if (again || view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
     if (auto ok = apply_view(*view, now_ns); !ok) {
       ++cluster_apply_errors_;
       cluster_apply_error_ = ok.error();
@@ -996,10 +998,9 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     if (next.jobs.find(j.spec.id)) continue;
     JobRecord record;
     record.spec = j.spec;
-    if (auto added = next.jobs.add(std::move(record), std::nullopt); !added) {
-      const bool for_a_slot = next.jobs.size() + next.jobs.draining_slots().size() >= next.jobs.max_jobs() &&
-                              !next.jobs.draining_slots().empty();
-      std::string& into = for_a_slot ? waiting : refused;
+    bool no_slot = false;
+    if (auto added = next.jobs.add(std::move(record), std::nullopt, &no_slot); !added) {
+      std::string& into = no_slot && !next.jobs.draining_slots().empty() ? waiting : refused;
       into += (into.empty() ? "" : "; ") + added.error();
     }
   }

@@ -52,7 +52,8 @@ void JobRegistry::release_slot(uint32_t slot) {
   slot_use_[slot] = SlotUse::kFree;
 }
 
-Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t> rank) {
+Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t> rank, bool* no_slot) {
+  if (no_slot) *no_slot = false;
   using R = Result<const JobRecord*>;
   JobSpec& spec = job.spec;
   if (spec.id == 0) return fail<const JobRecord*>("job id must be at least 1");
@@ -83,7 +84,10 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
     draining_ids_.erase(again);
   } else {
     auto slot = allocate_slot();
-    if (!slot) return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());
+    if (!slot) {
+      if (no_slot) *no_slot = true;
+      return fail<const JobRecord*>(job_label(spec.id) + ": " + slot.error());
+    }
     job.slot = *slot;
   }
   job.sequence = next_sequence_++;

@@ -656,30 +656,31 @@ void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs)
   for (const auto& path : unnamed_rules_files(dir, jobs)) std::filesystem::remove(path, ec);
 }
 
-Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs,
-                                             const std::string& aside) {
+RulesSetAside set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside) {
+  RulesSetAside out;
   const auto files = unnamed_rules_files(dir, jobs);
-  if (files.empty()) return size_t{0};
+  if (files.empty()) return out;
   // A directory of its own, never an existing one (two starts in the same
   // second): the files of the first must not be replaced by the second's.
   std::string to = (std::filesystem::path(dir) / aside).string();
   for (unsigned n = 2; ::mkdir(to.c_str(), 0750) != 0; ++n) {
-    if (errno != EEXIST || n > 100) return Result<size_t>::failure("cannot make " + to + ": " + std::strerror(errno));
+    if (errno != EEXIST || n > 100) {
+      out.error = "cannot make " + to + ": " + std::strerror(errno);
+      return out;
+    }
     to = (std::filesystem::path(dir) / (aside + "-" + std::to_string(n))).string();
   }
-  size_t moved = 0;
-  std::string failed;
+  out.directory = to;
   for (const auto& path : files) {
     std::error_code ec;
     std::filesystem::rename(path, std::filesystem::path(to) / path.filename(), ec);
-    if (ec) failed = path.string() + ": " + ec.message();
-    else ++moved;
+    if (ec) out.error = "cannot move " + path.string() + ": " + ec.message();
+    else ++out.moved;
   }
   // Durable: the files' new names first, then the directory's own.
   (void)sync_directory(to);
   (void)sync_directory(dir);
-  if (!failed.empty()) return Result<size_t>::failure("cannot move " + failed);
-  return moved;
+  return out;
 }
 
 }  // namespace psgate

@@ -176,9 +176,13 @@ void remove_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs)
 // For a start without a state file: the rules files in `dir` no job of
 // `jobs` names may be all that is left of a state file lost or restored
 // out of order, so they are moved into a new directory `dir`/`aside`
-// rather than removed, durably; `aside` gets a suffix if it exists. Returns
-// how many were moved (the next start removes none of them: it removes only
-// files directly in `dir`), or why some could not be.
-Result<size_t> set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside);
+// rather than removed, durably; `aside` gets a suffix if it exists (the
+// next start removes none of them: it removes only files directly in `dir`).
+struct RulesSetAside {
+  size_t moved = 0;       // files moved
+  std::string directory;  // into this directory (empty: none was needed, or none could be made)
+  std::string error;      // why some (or all) could not be moved; empty: none
+};
+RulesSetAside set_aside_unnamed_rules_files(const std::string& dir, const JobRegistry& jobs, const std::string& aside);
 
 }  // namespace psgate

@@ -113,10 +113,16 @@ TEST(JobRegistrySlots, ARemovedJobsSlotIsGivenToNoJobUntilReleased) {
   const uint32_t slot1 = reg.find(1)->slot;
   ASSERT_TRUE(reg.remove(1));
   EXPECT_EQ(reg.draining_slots(), std::vector<uint32_t>{slot1});
-  auto refused = reg.add(job(3, 1), std::nullopt);
+  bool no_slot = false;
+  auto refused = reg.add(job(3, 1), std::nullopt, &no_slot);
   ASSERT_FALSE(refused);
+  EXPECT_TRUE(no_slot);
   EXPECT_NE(refused.error().find("1 of them wait for a removed job's queued packets"), std::string::npos)
       << refused.error();
+  JobRecord unnamed = job(4, 1);
+  unnamed.spec.name = std::string("bad\x01name");  // refused for its name, whatever the slots
+  EXPECT_FALSE(reg.add(unnamed, std::nullopt, &no_slot));
+  EXPECT_FALSE(no_slot) << "a refusal for the name is not a wait for a slot";
   reg.release_slot(slot1 ^ 1);  // a slot in use: not released
   EXPECT_FALSE(reg.add(job(3, 1), std::nullopt));
   reg.release_slot(slot1);

@@ -175,13 +175,15 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   // same second): the second gets a directory of its own, the first's files
   // stay; the next serial is past every name left in the directory.
   ASSERT_TRUE(write_rules_file(dir, rules_file_name(9, 40), "first"));
-  auto first = set_aside_unnamed_rules_files(dir, s.jobs, "unnamed-x");
-  ASSERT_TRUE(first) << first.error();
-  EXPECT_EQ(*first, 1u);
+  const RulesSetAside first = set_aside_unnamed_rules_files(dir, s.jobs, "unnamed-x");
+  EXPECT_EQ(first.error, "");
+  EXPECT_EQ(first.moved, 1u);
+  EXPECT_EQ(first.directory, dir + "/unnamed-x");
   ASSERT_TRUE(write_rules_file(dir, rules_file_name(9, 40), "second"));
-  auto second = set_aside_unnamed_rules_files(dir, s.jobs, "unnamed-x");
-  ASSERT_TRUE(second) << second.error();
-  EXPECT_EQ(*second, 1u);
+  const RulesSetAside second = set_aside_unnamed_rules_files(dir, s.jobs, "unnamed-x");
+  EXPECT_EQ(second.error, "");
+  EXPECT_EQ(second.moved, 1u);
+  EXPECT_EQ(second.directory, dir + "/unnamed-x-2") << "the log must name where they went";
   auto text_of = [](const std::string& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
