@@ -102,15 +102,20 @@ inline bool parse_ipv4_flow_key(const uint8_t* data, uint32_t len, FlowKey4& key
   // Past the frame, or a fragment (MF or an offset: fragments go through the
   // RX stage's fragment table, which a first fragment must reach).
   if (total > len - kL3 || (frag & 0xff3f) != 0) return false;
+  // The key's protocol and family bits, a constant in each branch: built
+  // from `proto` they took five instructions and two registers more.
+  uint64_t proto_and_family;
   if (proto == 17) {
     if (total < 20 + 8) return false;
+    proto_and_family = uint64_t{17} << 32 | uint64_t{4} << 40;
   } else if (proto == 6) {
     if (total < 20 + 20 || (l4[12] >> 4) < 5) return false;
+    proto_and_family = uint64_t{6} << 32 | uint64_t{4} << 40;
   } else {
     return false;
   }
   key.w[0] = detail::load64(ip + 12);  // source and destination address, adjacent on the wire
-  key.w[1] = detail::load32(l4) | uint64_t{proto} << 32 | uint64_t{4} << 40;
+  key.w[1] = detail::load32(l4) | proto_and_family;
   return true;
 }
 
