@@ -29,7 +29,6 @@ struct JobRun {
 // egress, each pull packet's worker.
 unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
                           CountAdmitted admitted) {
-  uint32_t len[kMaxBurst];
   uint32_t worker[kMaxBurst];
   JobRun runs[kMaxBurst];
   unsigned n_runs = 0;
@@ -46,14 +45,13 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
     for (unsigned i = 0; i < count; ++i) {
       const PacketMeta* meta = packet_meta(pkts[i]);
       const uint32_t slot = meta->job_slot;
-      len[i] = pkts[i]->pkt_len;
       if (slot != job) {
         if (i != 0) runs[n_runs++] = JobRun{job, first, i, bytes};
         job = slot;
         first = i;
         bytes = 0;
       }
-      bytes += len[i];
+      bytes += pkts[i]->pkt_len;
       if constexpr (kMeasure) worker[i] = packet_worker(pkts[i]);  // the worker a pull packet goes to
     }
     if (count != 0) runs[n_runs++] = JobRun{job, first, count, bytes};
@@ -74,10 +72,11 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
   for (unsigned r = 0; r < n_runs; ++r) {
     JobRun run = runs[r];
     if (run.first >= sent) break;
-    if (run.end > sent) {  // the port took part of this run: count what it took
+    if (run.end > sent) {
+      // The port took part of this run: count what it took, the run less
+      // what is still here (what it took may be freed already).
+      for (unsigned k = sent; k < run.end; ++k) run.bytes -= pkts[k]->pkt_len;
       run.end = sent;
-      run.bytes = 0;
-      for (unsigned k = run.first; k < sent; ++k) run.bytes += len[k];
     }
     bytes += run.bytes;
     if (run.job == kNoJob) continue;
