@@ -307,9 +307,11 @@ struct Admitted {
 // burst the cut-through sends keeps a job's packets together, so a burst of
 // interleaved jobs costs one counter update per job there instead of one per
 // packet here.
+// `bytes` is the burst's length (the guard's sum): what is admitted is that
+// less what is policed, without a sum per packet.
 [[gnu::noinline]] void admit_burst(const DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port,
-                                   rte_mbuf* const* pkts, unsigned n, const BurstClasses& bc, uint64_t now,
-                                   Admitted& out) {
+                                   rte_mbuf* const* pkts, unsigned n, uint64_t bytes, const BurstClasses& bc,
+                                   uint64_t now, Admitted& out) {
   LcoreCounters& counters = *rx.counters;
   PortCounters& in_counters = counters.ports[in_port];
   const unsigned dir = direction_of_ingress(in_port);
@@ -326,11 +328,11 @@ struct Admitted {
   unsigned n_policed = 0;
   unsigned n_out = 0;
   uint64_t classes = 0;
-  uint64_t bytes = 0;
-  // The loop twice: once for a burst that hit the cache throughout (every
-  // packet plain IPv4 at kCommonL3Offset: nothing else to look at), once
-  // for any other.
-  auto admit_all = [&]<bool kAllHits>(std::bool_constant<kAllHits>) {
+  // The loop four times: for a burst that hit the cache throughout (every
+  // packet plain IPv4 at kCommonL3Offset: nothing else to look at) or not,
+  // and for the wire egress, whose pull telemetry wants each packet's
+  // worker (set_packet_worker), or the host egress, where nothing reads it.
+  auto admit_all = [&]<bool kAllHits, bool kWorkers>(std::bool_constant<kAllHits>, std::bool_constant<kWorkers>) {
     for (unsigned i = 0; i < n; ++i) {
       rte_mbuf* m = pkts[i];
       uint32_t slot = bc.job[i];
@@ -356,6 +358,7 @@ struct Admitted {
           tb.refill(now);
           if (!tb.conforms(m->pkt_len)) {
             counters.jobs[slot].policed.inc();
+            bytes -= m->pkt_len;
             policed[n_policed++] = m;
             continue;
           }
@@ -368,23 +371,25 @@ struct Admitted {
       // A cache hit's worker is in its key; any other packet's is read here,
       // off the common path, for tx. (Stored in classify_burst's key loop
       // instead, it cost 2% at 64 B in time, though 2 instructions less.)
-      uint32_t worker = 0;
-      if (common) {
-        worker = flow_key4_destination(rx.keys[i]);
-      } else if (slot != kNoJob && ip_version != 0) {
-        worker = read_u32_at(m, l3_offset + (ip_version == 4 ? 16u : 36u));
+      if constexpr (kWorkers) {
+        uint32_t worker = 0;
+        if (common) {
+          worker = flow_key4_destination(rx.keys[i]);
+        } else if (slot != kNoJob && ip_version != 0) {
+          worker = read_u32_at(m, l3_offset + (ip_version == 4 ? 16u : 36u));
+        }
+        set_packet_worker(m, worker);
       }
-      set_packet_worker(m, worker);
       classes |= uint64_t{1} << cls;
-      bytes += m->pkt_len;
       out.pkts[n_out] = m;
       out.cls[n_out++] = static_cast<uint8_t>(cls);
     }
   };
-  if (hits == (n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1)) {
-    admit_all(std::true_type{});
+  const bool all_hit = hits == (n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
+  if (dir == kPull) {  // bound for the wire egress, which alone keeps telemetry (dataplane.cc)
+    all_hit ? admit_all(std::true_type{}, std::true_type{}) : admit_all(std::false_type{}, std::true_type{});
   } else {
-    admit_all(std::false_type{});
+    all_hit ? admit_all(std::true_type{}, std::false_type{}) : admit_all(std::false_type{}, std::false_type{});
   }
   out.n = n_out;
   out.classes = classes;
@@ -527,7 +532,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   BurstClasses bc;
   classify_burst(rx, snap, pkts, n, in_port, now, bc);
   Admitted admitted;
-  admit_burst(shared, rx, snap, in_port, pkts, n, bc, now, admitted);
+  admit_burst(shared, rx, snap, in_port, pkts, n, bytes, bc, now, admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
     if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, admitted.classes,
