@@ -62,7 +62,8 @@ class JobRegistry {
   // it and every packet it admitted has left or been dropped.
   Result<bool> remove(uint32_t id);
   // Slots of removed jobs not released yet, in removal order.
-  const std::vector<uint32_t>& draining_slots() const { return draining_; }
+  std::vector<uint32_t> draining_slots() const;
+  size_t draining_count() const { return draining_.size(); }
   // Makes a draining slot free (anything else: nothing happens).
   void release_slot(uint32_t slot);
   // Listed jobs take ranks 0..n-1 in that order; the others follow (n, n+1, ...)
@@ -98,9 +99,12 @@ class JobRegistry {
   std::unordered_map<uint32_t, size_t> index_;  // job id -> position in jobs_
   enum class SlotUse : uint8_t { kFree, kUsed, kDraining };
   std::vector<SlotUse> slot_use_;
-  std::vector<uint32_t> draining_;      // the kDraining slots, in removal order
-  std::vector<uint32_t> draining_ids_;  // the job each of them was removed from
-  uint32_t next_slot_ = 0;              // slots are handed out round-robin so a freed slot is reused last
+  struct Draining {
+    uint32_t slot;    // a kDraining slot
+    uint32_t job_id;  // the job it was removed from
+  };
+  std::vector<Draining> draining_;  // in removal order
+  uint32_t next_slot_ = 0;          // slots are handed out round-robin so a freed slot is reused last
   uint64_t next_sequence_ = 0;
   std::map<uint32_t, size_t> partition_rules_;  // partition -> rules in it (no empty ones)
   uint32_t next_partition_ = 0;

@@ -44,10 +44,16 @@ Result<uint32_t> JobRegistry::allocate_slot() {
   return fail<uint32_t>(why);
 }
 
+std::vector<uint32_t> JobRegistry::draining_slots() const {
+  std::vector<uint32_t> slots;
+  slots.reserve(draining_.size());
+  for (const Draining& d : draining_) slots.push_back(d.slot);
+  return slots;
+}
+
 void JobRegistry::release_slot(uint32_t slot) {
-  auto it = std::find(draining_.begin(), draining_.end(), slot);
+  auto it = std::find_if(draining_.begin(), draining_.end(), [&](const Draining& d) { return d.slot == slot; });
   if (it == draining_.end()) return;
-  draining_ids_.erase(draining_ids_.begin() + (it - draining_.begin()));
   draining_.erase(it);
   slot_use_[slot] = SlotUse::kFree;
 }
@@ -75,13 +81,11 @@ Result<const JobRecord*> JobRegistry::add(JobRecord job, std::optional<uint32_t>
     // never wrapped round to 0, the top.
     spec.rank = !any ? 0 : last == UINT32_MAX ? UINT32_MAX : last + 1;
   }
-  auto again = std::find(draining_ids_.begin(), draining_ids_.end(), spec.id);
-  if (again != draining_ids_.end()) {
-    const auto at = again - draining_ids_.begin();
-    job.slot = draining_[at];
+  auto again = std::find_if(draining_.begin(), draining_.end(), [&](const Draining& d) { return d.job_id == spec.id; });
+  if (again != draining_.end()) {
+    job.slot = again->slot;
     slot_use_[job.slot] = SlotUse::kUsed;
-    draining_.erase(draining_.begin() + at);
-    draining_ids_.erase(again);
+    draining_.erase(again);
   } else {
     auto slot = allocate_slot();
     if (!slot) {
@@ -101,8 +105,7 @@ Result<bool> JobRegistry::remove(uint32_t id) {
   auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const JobRecord& j) { return j.spec.id == id; });
   if (it == jobs_.end()) return fail<bool>("no " + job_label(id));
   slot_use_[it->slot] = SlotUse::kDraining;
-  draining_.push_back(it->slot);
-  draining_ids_.push_back(id);
+  draining_.push_back(Draining{it->slot, id});
   const uint32_t partition = it->partition;
   auto part = partition_rules_.find(partition);
   if (part != partition_rules_.end() && (part->second -= std::min(part->second, it->spec.match.size())) == 0)

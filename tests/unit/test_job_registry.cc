@@ -103,15 +103,23 @@ TEST(JobRegistry, AJobAddedWithoutARankGoesLastEvenAfterTheLargestRank) {
   EXPECT_EQ(order[2]->spec.id, 3u);
 }
 
+// A full two-slot registry whose job 1 was just removed: its slot, slot1, drains.
+class JobRegistryDraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(reg.add(job(1, 1), std::nullopt));
+    ASSERT_TRUE(reg.add(job(2, 1), std::nullopt));
+    slot1 = reg.find(1)->slot;
+    ASSERT_TRUE(reg.remove(1));
+  }
+  JobRegistry reg{2};
+  uint32_t slot1 = 0;
+};
+
 // A removed job's slot drains: it is handed to no new job, even in a full
 // table, until released (the control plane releases it once the removed
 // job's queued packets have left); then it is free like any other.
-TEST(JobRegistrySlots, ARemovedJobsSlotIsGivenToNoJobUntilReleased) {
-  JobRegistry reg(2);
-  ASSERT_TRUE(reg.add(job(1, 1), std::nullopt));
-  ASSERT_TRUE(reg.add(job(2, 1), std::nullopt));
-  const uint32_t slot1 = reg.find(1)->slot;
-  ASSERT_TRUE(reg.remove(1));
+TEST_F(JobRegistryDraining, ARemovedJobsSlotIsGivenToNoJobUntilReleased) {
   EXPECT_EQ(reg.draining_slots(), std::vector<uint32_t>{slot1});
   bool no_slot = false;
   auto refused = reg.add(job(3, 1), std::nullopt, &no_slot);
@@ -153,12 +161,7 @@ TEST(JobRegistrySlots, RoundRobinPassesOverADrainingSlot) {
 // A job added again while its old slot drains (its rules changed: removed
 // and added, in one change or two) gets that slot back: the packets queued
 // there are its own. Any other job still waits for it.
-TEST(JobRegistrySlots, AJobAddedAgainTakesBackTheSlotItsRemovalLeftDraining) {
-  JobRegistry reg(2);
-  ASSERT_TRUE(reg.add(job(1, 1), std::nullopt));
-  ASSERT_TRUE(reg.add(job(2, 1), std::nullopt));
-  const uint32_t slot1 = reg.find(1)->slot;
-  ASSERT_TRUE(reg.remove(1));
+TEST_F(JobRegistryDraining, AJobAddedAgainTakesBackTheSlotItsRemovalLeftDraining) {
   EXPECT_FALSE(reg.add(job(3, 1), std::nullopt)) << "another job waits for the slot";
   auto again = reg.add(job(1, 2), std::nullopt);
   ASSERT_TRUE(again) << again.error();
