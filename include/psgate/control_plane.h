@@ -101,7 +101,6 @@ class ControlPlane {
   // apply it now rather than on the next tick.
   void wake(uint64_t now_ns) {
     if (!cluster_) return;
-    release_drained_slots();
     follow_step(now_ns);
   }
   // Cluster mode: the store revision whose jobs, order and policy are in force.

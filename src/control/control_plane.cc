@@ -391,7 +391,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     // later one), nothing more is admitted to it (release_drained_slots).
     // A slot its job took back (added again) drains no more; removed again
     // later, its grace period begins then.
-    const std::vector<uint32_t>& draining = next.jobs.draining_slots();
+    const std::vector<uint32_t> draining = next.jobs.draining_slots();
     std::erase_if(slot_grace_, [&](const auto& entry) {
       return std::find(draining.begin(), draining.end(), entry.first) == draining.end();
     });
@@ -446,7 +446,7 @@ void ControlPlane::release_drained_slots() {
 }
 
 void ControlPlane::tick(uint64_t now_ns) {
-  release_drained_slots();
+  if (!cluster_) release_drained_slots();  // cluster mode: follow_step does, before it applies a view
   tick_policy(now_ns);
   publish_status();  // after every tick: the policy's errors and the cluster link move without a commit
 }
@@ -641,7 +641,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
       {"generation", generation_},
       {"lcores", dataplane_.describe_lcores()},
       {"jobs", state_.jobs.size()},
-      {"job_slots_draining", state_.jobs.draining_slots().size()},
+      {"job_slots_draining", state_.jobs.draining_count()},
       {"policy", policy_name(state_.policy.kind)},
       {"policy_errors", policy_errors_},
       {"rules", rules_json()},
@@ -946,6 +946,9 @@ bool same_job(const JobSpec& a, const JobSpec& b) {
 }  // namespace
 
 bool ControlPlane::follow_step(uint64_t now_ns) {
+  // Slots freed first: a view's new job may want one (every caller comes
+  // here: the tick, a wake, a write waiting for its revision).
+  release_drained_slots();
   if (now_ns < apply_retry_ns_) return false;
   // Jobs a slot still draining kept out (a removed job's packets queued,
   // max_jobs reached) are a wait, not a refusal: the same view again.
@@ -956,10 +959,7 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   auto view = cluster_->newer_than(applied_epoch_, applied_revision_);
   const bool newer = view != nullptr;
   if (!newer && again) view = cluster_view_;
-  if (again) {
-    reapply_ns_ = now_ns + 100'000'000;
-    release_drained_slots();
-  }
+  if (again) reapply_ns_ = now_ns + 100'000'000;
   if (!view) return false;
   cluster_view_ = view;
   // A registration's heartbeat moves the revision but changes nothing to apply.
@@ -1000,7 +1000,7 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     record.spec = j.spec;
     bool no_slot = false;
     if (auto added = next.jobs.add(std::move(record), std::nullopt, &no_slot); !added) {
-      std::string& into = no_slot && !next.jobs.draining_slots().empty() ? waiting : refused;
+      std::string& into = no_slot && next.jobs.draining_count() != 0 ? waiting : refused;
       into += (into.empty() ? "" : "; ") + added.error();
     }
   }
