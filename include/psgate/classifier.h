@@ -7,7 +7,8 @@
 // Matching semantics (shared with rule_matches, the reference):
 //   - a rule pinned to a family (by a prefix) only matches that family;
 //   - src/dst prefixes, proto and port ranges must all hold;
-//   - a packet without ports (ICMP, ...) has ports 0/0;
+//   - a packet without ports (ICMP, GRE, ESP, ...) matches no rule with a
+//     port range (even one that holds 0), only rules without one;
 //   - a non-first fragment ignores the rule's port ranges (no L4 header).
 // Only IP packets that are not malformed are classified.
 #pragma once

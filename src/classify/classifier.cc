@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Rule matcher on DPDK ACL. Four tries, one per (family, fragment kind):
+// Rule matcher on DPDK ACL. Six tries, one per (family, what of L4 is known):
 //
-//   packet ──┬─ IPv4, has L4 or no ports ─> ctx v4      (proto, src, dst, sport, dport)
+//   packet ──┬─ IPv4 with ports ─────────> ctx v4      (proto, src, dst, sport, dport)
 //            ├─ IPv4, non-first fragment ─> ctx v4frag  (proto, src, dst)
-//            ├─ IPv6, has L4 or no ports ─> ctx v6      (proto, src 4x32, dst 4x32, ports)
-//            └─ IPv6, non-first fragment ─> ctx v6frag  (proto, src 4x32, dst 4x32)
+//            ├─ IPv4 without ports ──────> ctx v4nop   (proto, src, dst; rules without ports only)
+//            ├─ IPv6 with ports ─────────> ctx v6      (proto, src 4x32, dst 4x32, ports)
+//            ├─ IPv6, non-first fragment ─> ctx v6frag  (proto, src 4x32, dst 4x32)
+//            └─ IPv6 without ports ──────> ctx v6nop   (proto, src 4x32, dst 4x32; rules without ports only)
 //
 // The fragment tries simply have no port fields, which is exactly "a non-first
-// fragment ignores the rule's port ranges". A rule without a prefix goes into
+// fragment ignores the rule's port ranges". The no-ports tries have none
+// either and hold only the rules without a port range: a packet of a
+// protocol without ports (ICMP, GRE, ESP, ...) matches no rule with one,
+// even a range that holds 0 (as ports 0/0 in the main tries, `dport=0-1023`
+// took the hosts' ICMP). Job rules nearly all name ports, so these tries are
+// small or absent (nullptr: no such rule). A rule without a prefix goes into
 // both families' tries.
 //
 // rte_acl conventions this file relies on (see app/test/test_acl.c in DPDK):
@@ -62,9 +69,10 @@ bool rule_matches(const MatchRule& rule, const ParsedPacket& pkt) {
   if (rule.dst && (rule.dst->family != fam || !prefix_matches(*rule.dst, pkt.dst))) return false;
   if (rule.proto && *rule.proto != pkt.proto) return false;
   if (pkt.non_first_fragment) return true;
-  const uint16_t sport = pkt.has_ports ? pkt.sport : 0;
-  const uint16_t dport = pkt.has_ports ? pkt.dport : 0;
-  return sport >= rule.sport.lo && sport <= rule.sport.hi && dport >= rule.dport.lo && dport <= rule.dport.hi;
+  // ICMP, GRE, ESP, ...: no ports, which a port range cannot match.
+  if (!pkt.has_ports) return !rule.has_ports();
+  return pkt.sport >= rule.sport.lo && pkt.sport <= rule.sport.hi && pkt.dport >= rule.dport.lo &&
+         pkt.dport <= rule.dport.hi;
 }
 
 uint32_t classify_reference(std::span<const ClassifierRule> rules, const ParsedPacket& pkt) {
@@ -142,20 +150,25 @@ const rte_acl_field_def kV6Defs[kV6Fields] = {
     field(RTE_ACL_FIELD_TYPE_RANGE, 2, 10, 9, offsetof(V6Key, dport)),
 };
 
-enum Ctx : unsigned { kCtxV4 = 0, kCtxV4Frag = 1, kCtxV6 = 2, kCtxV6Frag = 3, kNumCtx = 4 };
+// A family's three tries are kCtxV4/kCtxV6 + kWithPorts, kFragment, kNoPorts.
+enum Ctx : unsigned { kCtxV4 = 0, kCtxV6 = 3, kNumCtx = 6 };
+enum CtxKind : unsigned { kWithPorts = 0, kFragment = 1, kNoPorts = 2 };
 
 struct CtxLayout {
   const char* suffix;
   const rte_acl_field_def* defs;
   uint32_t num_fields;
   uint8_t family;
+  bool portless_rules_only;
 };
 
 const CtxLayout kLayouts[kNumCtx] = {
-    {"v4", kV4Defs, kV4Fields, 4},
-    {"v4f", kV4Defs, kV4Fields - kPortFields, 4},
-    {"v6", kV6Defs, kV6Fields, 6},
-    {"v6f", kV6Defs, kV6Fields - kPortFields, 6},
+    {"v4", kV4Defs, kV4Fields, 4, false},
+    {"v4f", kV4Defs, kV4Fields - kPortFields, 4, false},
+    {"v4n", kV4Defs, kV4Fields - kPortFields, 4, true},
+    {"v6", kV6Defs, kV6Fields, 6, false},
+    {"v6f", kV6Defs, kV6Fields - kPortFields, 6, false},
+    {"v6n", kV6Defs, kV6Fields - kPortFields, 6, true},
 };
 
 // A rule in the widest layout; narrower layouts take a prefix of `field`.
@@ -223,7 +236,8 @@ struct Classifier::Impl {
 
 namespace {
 
-// Builds one context from the rules of `layout.family` (and family-less ones).
+// Builds one context from the rules of `layout.family` (and family-less
+// ones; for a no-ports trie, those of them without a port range).
 // Returns an error string, empty on success; *out stays nullptr when no rule
 // applies.
 std::string build_ctx(std::span<const ClassifierRule> rules, const CtxLayout& layout, const std::string& base_name,
@@ -234,6 +248,7 @@ std::string build_ctx(std::span<const ClassifierRule> rules, const CtxLayout& la
   for (size_t i = 0; i < rules.size(); ++i) {
     const uint8_t fam = rules[i].match.family();
     if (fam != 0 && fam != layout.family) continue;
+    if (layout.portless_rules_only && rules[i].match.has_ports()) continue;
     WideRule w{};
     w.data.category_mask = 1;
     // Earlier rules get higher priorities; i < RTE_ACL_MAX_PRIORITY is checked by the caller.
@@ -336,9 +351,11 @@ void Classifier::classify(const ParsedPacket* const pkts[], unsigned n, uint32_t
     const ParsedPacket& p = *pkts[i];
     if (p.malformed || p.l3 == L3Kind::kNonIp) continue;
     const bool v6 = p.l3 == L3Kind::kIpv6;
-    const unsigned c = (v6 ? kCtxV6 : kCtxV4) + (p.non_first_fragment ? 1 : 0);
+    const unsigned c = (v6 ? kCtxV6 : kCtxV4) + (p.non_first_fragment ? kFragment
+                                                 : p.has_ports        ? kWithPorts
+                                                                      : kNoPorts);
     if (impl_->ctx[c] == nullptr) continue;
-    // No L4 header read -> ports 0/0 (the fragment tries ignore them anyway).
+    // No L4 header read -> ports 0/0 (only the main tries read them).
     const rte_be16_t sport = rte_cpu_to_be_16(p.has_ports ? p.sport : 0);
     const rte_be16_t dport = rte_cpu_to_be_16(p.has_ports ? p.dport : 0);
     data[c][cnt[c]] = v6 ? fill_acl_key(k6[n6++], p, sport, dport) : fill_acl_key(k4[n4++], p, sport, dport);

@@ -310,5 +310,30 @@ TEST(PortlessPackets, AreClassifiedOnceThenFoundInTheFlowCache) {
   EXPECT_EQ(g.unclassified(), 4u);
 }
 
+// A port range that holds 0 asks for ports all the same: `dport=0-1023`
+// takes the hosts' UDP to port 80, not their ICMP, which has no ports (it
+// did, as ports 0/0, whether the ACL or the flow cache answered).
+TEST(PortlessPackets, AreNotTakenByAPortRangeThatHoldsZero) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  const nlohmann::json reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 3}, {"rank", 2}, {"match", {"src=10.0.0.5/32,dport=0-1023"}}});
+  ASSERT_TRUE(reply.at("ok").get<bool>()) << reply.dump();
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t i = 0; i < 3; ++i) {
+    pkt::PacketSpec s = pkt::from_ps(0, i, 100);
+    s.src4 = {10, 0, 0, 5};
+    s.proto = pkt::kIcmp;
+    frames.push_back(pkt::build_packet(s));
+    s.proto = pkt::kUdp;
+    s.sport = 7000;
+    s.dport = 80;
+    frames.push_back(pkt::build_packet(s));
+  }
+  g.send(frames);
+  EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 0}, {3, 3}}));
+  EXPECT_EQ(g.unclassified(), 3u) << "the ICMP";
+}
+
 }  // namespace
 }  // namespace psgate::testing
