@@ -307,8 +307,8 @@ struct Admitted {
 // burst the cut-through sends keeps a job's packets together, so a burst of
 // interleaved jobs costs one counter update per job there instead of one per
 // packet here.
-// `bytes` is the burst's length (the guard's sum): what is admitted is that
-// less what is policed, without a sum per packet.
+// `bytes` is the length of the `n` packets: what is admitted is that less
+// what is policed, without a sum per packet.
 [[gnu::noinline]] void admit_burst(const DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned in_port,
                                    rte_mbuf* const* pkts, unsigned n, uint64_t bytes, const BurstClasses& bc,
                                    uint64_t now, Admitted& out) {
@@ -529,10 +529,19 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   in_counters.rx_bytes.add(bytes);
   if (n == 0) return received;
 
+  // What admission starts from: the bytes of the packets kept. The guard's
+  // sum is of every sound buffer received, runts and oversized frames it
+  // dropped included (rx_bytes), so it serves only when it kept them all.
+  uint64_t kept_bytes = bytes;
+  if (n != received) [[unlikely]] {
+    kept_bytes = 0;
+    for (unsigned i = 0; i < n; ++i) kept_bytes += pkts[i]->pkt_len;
+  }
+
   BurstClasses bc;
   classify_burst(rx, snap, pkts, n, in_port, now, bc);
   Admitted admitted;
-  admit_burst(shared, rx, snap, in_port, pkts, n, bytes, bc, now, admitted);
+  admit_burst(shared, rx, snap, in_port, pkts, n, kept_bytes, bc, now, admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
     if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, admitted.classes,

@@ -19,6 +19,7 @@ namespace psgate::testing {
 namespace {
 
 namespace pkt = psgate::pkt;
+constexpr unsigned kWire = 0;
 constexpr unsigned kHost = 1;
 
 // Two jobs on one PS address, told apart by source port only. Job 1's rule
@@ -144,6 +145,7 @@ class Gateway {
       out[j.at("id").get<uint32_t>()] = j.at("pull").at("admitted_packets").get<uint64_t>();
     return out;
   }
+  Totals totals() { return h_.dataplane().read_totals(false); }
   nlohmann::json control(const nlohmann::json& request) { return h_.control().handle(request); }
   FlowCacheTotals flow_cache() { return h_.dataplane().read_totals(false).flow_cache; }
   uint64_t followed() { return h_.dataplane().read_totals(false).ports[kHost].rx_fragments_followed; }
@@ -333,6 +335,36 @@ TEST(PortlessPackets, AreNotTakenByAPortRangeThatHoldsZero) {
   g.send(frames);
   EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 0}, {3, 3}}));
   EXPECT_EQ(g.unclassified(), 3u) << "the ICMP";
+}
+
+// A burst the guard takes a runt out of: the packets it kept pass through
+// their class's FIFO (a cut-through of one class) counted with their own
+// bytes, not the runt's too, which the guard's sum of what was received
+// holds (rx_bytes).
+TEST(Admission, CountsTheBytesOfWhatTheGuardKept) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  std::vector<std::vector<uint8_t>> frames;
+  uint64_t kept = 0;
+  for (uint16_t i = 0; i < 3; ++i) {
+    pkt::PacketSpec s = pkt::from_ps(5000, i, 100);
+    s.src4 = {10, 0, 0, 5};
+    frames.push_back(pkt::build_packet(s));
+    kept += frames.back().size();
+  }
+  frames.insert(frames.begin() + 1, std::vector<uint8_t>(13, 0xee));  // a runt
+  g.send_burst(frames);
+  const Totals t = g.totals();
+  EXPECT_EQ(t.ports[kWire].drops[kDropRunt], 1u);
+  EXPECT_EQ(t.ports[kHost].rx_bytes, kept + 13) << "received: the runt too";
+  uint64_t enqueued = 0, dequeued = 0;
+  for (unsigned c = 0; c < t.class_count; ++c) {
+    enqueued += t.cls(kWire, c).enqueued_bytes;
+    dequeued += t.cls(kWire, c).dequeued_bytes;
+  }
+  EXPECT_EQ(enqueued, kept);
+  EXPECT_EQ(dequeued, kept);
+  EXPECT_EQ(t.ports[kWire].tx_bytes, kept);
 }
 
 }  // namespace
