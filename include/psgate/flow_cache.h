@@ -113,8 +113,9 @@ class FlowCache {
   // Ports are part of the key, and a malformed or later-fragment packet has
   // no trustworthy ones (a later fragment is also matched without ports, by
   // other tries). A packet of a protocol without ports (ICMP, GRE, ESP, ...)
-  // has ports 0/0 in the key as in the rule matcher, and so the same result
-  // for every packet of its hosts and protocol: cached like any flow, rather
+  // has ports 0/0 in the key, and the rule matcher gives every packet of its
+  // hosts and protocol the same result (from the rules without a port range
+  // alone: classifier.cc's no-ports tries): cached like any flow, rather
   // than an ACL lookup for each packet of an IPsec or GRE tunnel.
   static bool cacheable(const ParsedPacket& pkt) {
     return pkt.l3 != L3Kind::kNonIp && !pkt.malformed && !pkt.non_first_fragment;

@@ -53,6 +53,11 @@ struct MatchRule {
   bool has_ports() const { return !sport.is_any() || !dport.is_any(); }
 };
 
+// The upper-layer protocols whose header starts with ports (TCP, UDP, SCTP):
+// the parser reads ports for exactly these, and a rule's port range can match
+// no other (not even a later fragment's, which carries no L4 header).
+inline constexpr bool protocol_has_ports(uint8_t proto) { return proto == 6 || proto == 17 || proto == 132; }
+
 Result<MatchRule> parse_match_rule(std::string_view text);
 Result<IpPrefix> parse_ip_prefix(std::string_view text);
 

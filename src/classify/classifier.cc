@@ -11,9 +11,9 @@
 // The fragment tries simply have no port fields, which is exactly "a non-first
 // fragment ignores the rule's port ranges". The no-ports tries have none
 // either and hold only the rules without a port range: a packet of a
-// protocol without ports (ICMP, GRE, ESP, ...) matches no rule with one,
-// even a range that holds 0 (as ports 0/0 in the main tries, `dport=0-1023`
-// took the hosts' ICMP). Job rules nearly all name ports, so these tries are
+// protocol without ports (ICMP, GRE, ESP, ...), a later fragment's too,
+// matches no rule with one, even a range that holds 0 (as ports 0/0 in the
+// main tries, `dport=0-1023` took the hosts' ICMP). Job rules nearly all name ports, so these tries are
 // small or absent (nullptr: no such rule). A rule without a prefix goes into
 // both families' tries.
 //
@@ -68,8 +68,9 @@ bool rule_matches(const MatchRule& rule, const ParsedPacket& pkt) {
   if (rule.src && (rule.src->family != fam || !prefix_matches(*rule.src, pkt.src))) return false;
   if (rule.dst && (rule.dst->family != fam || !prefix_matches(*rule.dst, pkt.dst))) return false;
   if (rule.proto && *rule.proto != pkt.proto) return false;
-  if (pkt.non_first_fragment) return true;
-  // ICMP, GRE, ESP, ...: no ports, which a port range cannot match.
+  // ICMP, GRE, ESP, ...: no ports, which a port range cannot match, whether
+  // or not this is a later fragment.
+  if (pkt.non_first_fragment) return protocol_has_ports(pkt.proto) || !rule.has_ports();
   if (!pkt.has_ports) return !rule.has_ports();
   return pkt.sport >= rule.sport.lo && pkt.sport <= rule.sport.hi && pkt.dport >= rule.dport.lo &&
          pkt.dport <= rule.dport.hi;
@@ -307,7 +308,7 @@ Result<std::unique_ptr<Classifier>> Classifier::build(std::span<const Classifier
     c->impl_ = std::make_unique<Impl>();
     c->impl_->values.reserve(rules.size());
     for (const ClassifierRule& r : rules) c->impl_->values.push_back(r.value);
-    // The four tries are independent: built in parallel (TBB, on the control
+    // The six tries are independent: built in parallel (TBB, on the control
     // path only; a caller already on a TBB worker shares the same pool).
     std::string errors[kNumCtx];
     tbb::parallel_for(0u, static_cast<unsigned>(kNumCtx), [&](unsigned k) {
@@ -351,9 +352,10 @@ void Classifier::classify(const ParsedPacket* const pkts[], unsigned n, uint32_t
     const ParsedPacket& p = *pkts[i];
     if (p.malformed || p.l3 == L3Kind::kNonIp) continue;
     const bool v6 = p.l3 == L3Kind::kIpv6;
-    const unsigned c = (v6 ? kCtxV6 : kCtxV4) + (p.non_first_fragment ? kFragment
-                                                 : p.has_ports        ? kWithPorts
-                                                                      : kNoPorts);
+    // A later fragment of a protocol without ports goes where its first
+    // fragment would: no port range matches it either.
+    const bool ported = p.non_first_fragment ? protocol_has_ports(p.proto) : p.has_ports;
+    const unsigned c = (v6 ? kCtxV6 : kCtxV4) + (!ported ? kNoPorts : p.non_first_fragment ? kFragment : kWithPorts);
     if (impl_->ctx[c] == nullptr) continue;
     // No L4 header read -> ports 0/0 (only the main tries read them).
     const rte_be16_t sport = rte_cpu_to_be_16(p.has_ports ? p.sport : 0);

@@ -190,8 +190,7 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
     return bad("src is IPv" + std::to_string(rule.src->family) + " but dst is IPv" + std::to_string(rule.dst->family) +
                "; a rule matches one family");
   }
-  if (rule.has_ports() && rule.proto && *rule.proto != kProtoTcp && *rule.proto != kProtoUdp &&
-      *rule.proto != kProtoSctp) {
+  if (rule.has_ports() && rule.proto && !protocol_has_ports(*rule.proto)) {
     return bad("sport/dport need proto tcp, udp or sctp (or no proto); proto " + std::to_string(*rule.proto) +
                " has no ports");
   }

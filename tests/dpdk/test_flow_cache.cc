@@ -111,8 +111,8 @@ TEST(FlowCache, EveryKeyFieldMatters) {
   EXPECT_EQ(get(*fc, tos, 1), 1u);
 }
 
-// ICMP, GRE, ESP...: one entry per hosts and protocol, ports 0/0 as the
-// rule matcher sees them.
+// ICMP, GRE, ESP...: one entry per hosts and protocol (ports 0/0 in the key;
+// the rule matcher's result is one per hosts and protocol too).
 TEST(FlowCache, PacketsWithoutPortsAreCachedPerHostsAndProtocol) {
   auto fc = must_create(64);
   ASSERT_NE(fc, nullptr);
