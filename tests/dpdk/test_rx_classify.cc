@@ -111,6 +111,16 @@ std::vector<std::vector<uint8_t>> ipv6_datagram(uint16_t sport, uint32_t ident) 
   return frames;
 }
 
+// A frame from the PS host 10.0.0.5 with 100 payload bytes; the ports count
+// only for a protocol that has them.
+std::vector<uint8_t> host_frame(uint8_t proto, uint16_t ident, uint16_t sport = 0, uint16_t dport = 0) {
+  pkt::PacketSpec s = pkt::from_ps(sport, ident, 100);
+  s.src4 = {10, 0, 0, 5};
+  s.proto = proto;
+  if (dport != 0) s.dport = dport;
+  return pkt::build_packet(s);
+}
+
 class Gateway {
  public:
   Gateway() : h_(kTwoJobs, /*start_lcores=*/false) {}
@@ -147,6 +157,12 @@ class Gateway {
   }
   Totals totals() { return h_.dataplane().read_totals(false); }
   nlohmann::json control(const nlohmann::json& request) { return h_.control().handle(request); }
+  // A job with one rule, added as psgatectl adds it.
+  ::testing::AssertionResult add_job(uint32_t id, uint32_t rank, const std::string& rule) {
+    const nlohmann::json reply = control({{"cmd", "jobs.add"}, {"job", id}, {"rank", rank}, {"match", {rule}}});
+    if (reply.at("ok").get<bool>()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << reply.dump();
+  }
   FlowCacheTotals flow_cache() { return h_.dataplane().read_totals(false).flow_cache; }
   uint64_t followed() { return h_.dataplane().read_totals(false).ports[kHost].rx_fragments_followed; }
   uint64_t unclassified() { return h_.dataplane().read_totals(false).ports[kHost].rx_unclassified; }
@@ -291,17 +307,11 @@ TEST(Fragments, ARulesChangeMakesAnEntryStale) {
 TEST(PortlessPackets, AreClassifiedOnceThenFoundInTheFlowCache) {
   Gateway g;
   ASSERT_TRUE(g.ok()) << g.error();
-  const nlohmann::json reply =
-      g.control({{"cmd", "jobs.add"}, {"job", 3}, {"rank", 2}, {"match", {"src=10.0.0.5/32,proto=icmp"}}});
-  ASSERT_TRUE(reply.at("ok").get<bool>()) << reply.dump();
+  ASSERT_TRUE(g.add_job(3, 2, "src=10.0.0.5/32,proto=icmp"));
   std::vector<std::vector<uint8_t>> frames;
   for (uint16_t i = 0; i < 4; ++i) {
-    pkt::PacketSpec s = pkt::from_ps(0, i, 100);
-    s.src4 = {10, 0, 0, 5};
-    s.proto = pkt::kIcmp;
-    frames.push_back(pkt::build_packet(s));
-    s.proto = pkt::kEsp;
-    frames.push_back(pkt::build_packet(s));
+    frames.push_back(host_frame(pkt::kIcmp, i));
+    frames.push_back(host_frame(pkt::kEsp, i));
   }
   g.send(frames);
   const FlowCacheTotals fc = g.flow_cache();
@@ -318,19 +328,11 @@ TEST(PortlessPackets, AreClassifiedOnceThenFoundInTheFlowCache) {
 TEST(PortlessPackets, AreNotTakenByAPortRangeThatHoldsZero) {
   Gateway g;
   ASSERT_TRUE(g.ok()) << g.error();
-  const nlohmann::json reply =
-      g.control({{"cmd", "jobs.add"}, {"job", 3}, {"rank", 2}, {"match", {"src=10.0.0.5/32,dport=0-1023"}}});
-  ASSERT_TRUE(reply.at("ok").get<bool>()) << reply.dump();
+  ASSERT_TRUE(g.add_job(3, 2, "src=10.0.0.5/32,dport=0-1023"));
   std::vector<std::vector<uint8_t>> frames;
   for (uint16_t i = 0; i < 3; ++i) {
-    pkt::PacketSpec s = pkt::from_ps(0, i, 100);
-    s.src4 = {10, 0, 0, 5};
-    s.proto = pkt::kIcmp;
-    frames.push_back(pkt::build_packet(s));
-    s.proto = pkt::kUdp;
-    s.sport = 7000;
-    s.dport = 80;
-    frames.push_back(pkt::build_packet(s));
+    frames.push_back(host_frame(pkt::kIcmp, i));
+    frames.push_back(host_frame(pkt::kUdp, i, 7000, 80));
   }
   g.send(frames);
   EXPECT_EQ(g.admitted(), (Admitted{{1, 0}, {2, 0}, {3, 3}}));
