@@ -10,7 +10,10 @@
 //        fits 2048 B?   ──yes─▶ default mbufs
 //        both ports chain large frames (scatter RX, or the driver's own)
 //        and send chains (multi-segment TX)?
-//                       ──yes─▶ default mbufs, chains
+//                       ──yes─▶ default mbufs, chains, unless a frame
+//                               would be more segments than a device
+//                               sends as one packet: then mbufs large
+//                               enough (whole KiB) for that many
 //                       ──no──▶ mbufs as large as a frame
 #pragma once
 
@@ -40,14 +43,27 @@ struct PortCapacity {
   // checking its size (af_packet in DPDK 22.11: up to framesz - 52 bytes,
   // while its queue set-up asks for framesz - 32: that is what is asked).
   uint32_t min_data_room = 0;
+  // The most segments the device sends as one packet (its tx_desc_lim's
+  // nb_mtu_seg_max, or nb_seg_max if lower); 0 when it states none. Intel's
+  // i40e, iavf and ice take 8: a longer chain given to them is refused by
+  // tx_prepare and, sent without it, stops the queue (a malicious driver
+  // event).
+  uint16_t tx_max_segs = 0;
 };
+
+// No limit on the segments of a packet.
+inline constexpr uint16_t kAnySegmentCount = UINT16_MAX;
 
 struct FramePlan {
   uint32_t mtu = 1500;
-  uint32_t max_frame = 0;                     // the largest frame forwarded (bytes, no FCS)
-  uint32_t data_room = kDefaultDataRoom;      // bytes of packet data per mbuf
-  bool scatter[2] = {false, false};           // by port: enable RTE_ETH_RX_OFFLOAD_SCATTER
-  bool multi_seg_tx[2] = {false, false};      // by port: enable RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+  uint32_t max_frame = 0;                 // the largest frame forwarded (bytes, no FCS)
+  uint32_t data_room = kDefaultDataRoom;  // bytes of packet data per mbuf
+  bool scatter[2] = {false, false};       // by port: enable RTE_ETH_RX_OFFLOAD_SCATTER
+  bool multi_seg_tx[2] = {false, false};  // by port: enable RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+  // By port: the most segments a packet leaving it may have. A chain the
+  // plan's mbufs make always fits; a driver that chains in smaller pieces
+  // can make a longer one, which RX drops as too_many_segments.
+  uint16_t max_segs[2] = {kAnySegmentCount, kAnySegmentCount};
   std::string describe(unsigned port) const;  // one line for the start-up log
 };
 

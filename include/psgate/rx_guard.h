@@ -10,6 +10,7 @@
 //                    ├─ < 17 bytes     ──▶ runt
 //                    ├─ empty segments ──▶ unlinked from the chain and freed
 //                    ├─ > MTU + L2 + its tags ──▶ oversize
+//                    ├─ more segments than the egress device sends ──▶ too_many_segments
 //                    └─ a sane chain   ──▶ forwarded like any packet
 //
 // Drivers have been seen handing over an mbuf whose pkt_len (66,014) does not
@@ -82,16 +83,19 @@ inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_min) {
 
 // The slow half of rx_guard_burst: sorts out a burst in which some packet
 // failed the fast check.
-unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
+unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
                            std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes);
 
 // Checks a received burst in place: packets that may go on stay in `pkts`,
 // in order, and their count is returned; the others are counted on
 // `drops` (the egress port's drop counters) and freed. `bytes` receives the
-// pkt_len sum of every packet whose length can be trusted. A burst of good
-// packets costs one pass of loads and ORs, no branch per packet.
+// pkt_len sum of every packet whose length can be trusted. `max_segs`: the
+// most segments the egress device sends as one packet (a chain always takes
+// the full check). A burst of good packets costs one pass of loads and ORs,
+// no branch per packet.
 inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
-                               std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
+                               std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes,
+                               unsigned max_segs = UINT16_MAX) {
   const uint32_t max_above_min = max_untagged_frame - kMinForwardFrame;
   uint64_t odd = 0;
   uint64_t sum = 0;
@@ -103,7 +107,7 @@ inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagge
     bytes = sum;
     return n;
   }
-  return rx_guard_suspects(pkts, n, max_untagged_frame, drops, bytes);
+  return rx_guard_suspects(pkts, n, max_untagged_frame, max_segs, drops, bytes);
 }
 
 }  // namespace psgate

@@ -105,6 +105,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   // MTU plus the Ethernet header (untagged, the common case, checked first)
   // or plus the tags the frame actually has.
   for (auto& max : shared.max_untagged_frame) max.store(max_frame_bytes(config.wire.mtu, 0), std::memory_order_relaxed);
+  for (unsigned p = 0; p < kPortCount; ++p) shared.max_tx_segs[p] = frames->max_segs[p];
   d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
                                     static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
   if (!d->pool) {

@@ -2,6 +2,8 @@
 // Frame sizing for the configured MTU (see frame_plan.h).
 #include "psgate/frame_plan.h"
 
+#include <algorithm>
+
 #include "psgate/packet_parser.h"
 
 namespace psgate {
@@ -11,6 +13,7 @@ namespace {
 const char* const kRoles[2] = {"wire", "host"};
 
 uint32_t round_up(uint32_t v, uint32_t to) { return (v + to - 1) / to * to; }
+uint32_t segments_of(uint32_t frame, uint32_t room) { return (frame + room - 1) / room; }
 
 }  // namespace
 
@@ -24,6 +27,8 @@ std::string FramePlan::describe(unsigned port) const {
     out += std::string("mbuf chains of ") + std::to_string(data_room) + " B segments" +
            (scatter[port] ? " (scatter RX offload)" : " (the driver chains by itself)");
   }
+  if (max_segs[port] != kAnySegmentCount)
+    out += ", sends at most " + std::to_string(max_segs[port]) + " segments a packet";
   out += multi_seg_tx[port] ? ", multi-segment TX offload" : ", no multi-segment TX offload offered";
   return out;
 }
@@ -47,16 +52,25 @@ Result<FramePlan> plan_frames(const ConfigSpec& config, const PortCapacity caps[
     all_chain = all_chain && (cap.scatter_offload || cap.chains_by_itself) && cap.multi_seg_tx;
     if (cap.min_data_room > min_room) min_room = cap.min_data_room;
     plan.multi_seg_tx[p] = cap.multi_seg_tx;
+    plan.max_segs[p] = cap.tx_max_segs == 0 ? kAnySegmentCount : cap.tx_max_segs;
   }
   uint32_t room = min_room;
   if (plan.max_frame > room && !all_chain) room = plan.max_frame;
+  // A chain received on either port leaves by the other: no frame may take
+  // more segments than the stricter port sends. Whole KiB, because ixgbe
+  // sizes its receive buffers in 1 KiB steps (rounding the room down) and
+  // i40e in 128 B ones: a room between steps would chain in smaller pieces.
+  const uint32_t seg_limit = std::min(plan.max_segs[0], plan.max_segs[1]);
+  if (plan.max_frame > room && segments_of(plan.max_frame, room) > seg_limit)
+    room = round_up(segments_of(plan.max_frame, seg_limit), 1024);
   // Whole cache lines: the pool rounds element sizes anyway.
   room = round_up(room, 64);
   if (room > kMaxDataRoom) {
     // Only reachable with an MTU near 64 KiB on a device that cannot chain.
-    return Result<FramePlan>::failure("ports.wire.mtu: " + std::to_string(plan.mtu) + " needs mbufs of " +
-                                      std::to_string(room) + " B, above the " + std::to_string(kMaxDataRoom) +
-                                      " B an mbuf can hold, and a device here cannot chain segments");
+    return Result<FramePlan>::failure(
+        "ports.wire.mtu: " + std::to_string(plan.mtu) + " needs mbufs of " + std::to_string(room) + " B, above the " +
+        std::to_string(kMaxDataRoom) + " B an mbuf can hold, and a device here cannot chain segments" +
+        (seg_limit == kAnySegmentCount ? "" : " (or sends at most " + std::to_string(seg_limit) + " a packet)"));
   }
   plan.data_room = room;
   for (unsigned p = 0; p < 2; ++p) plan.scatter[p] = plan.max_frame > room && caps[p].scatter_offload;

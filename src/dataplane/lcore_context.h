@@ -145,6 +145,9 @@ struct DataplaneShared {
   // interface (af_packet, af_xdp) whose MTU was set below it under psgate:
   // the kernel would drop the larger frames unseen (link_watch.cc).
   std::array<std::atomic<uint32_t>, kPortCount> max_untagged_frame{1514, 1514};
+  // Per egress port: the most segments a packet leaving it may have (the
+  // frame plan's max_segs); a longer chain is dropped at RX.
+  std::array<uint16_t, kPortCount> max_tx_segs{UINT16_MAX, UINT16_MAX};
   const SnapshotPublisher* snapshots = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;
   // Shutdown handshake: main stores the deadline, then clears rx_enabled

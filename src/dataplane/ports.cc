@@ -95,6 +95,10 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
       "its max_rx_pktlen " + std::to_string(info.max_rx_pktlen) + " / max_mtu " + std::to_string(info.max_mtu);
   cap.scatter_offload = (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0;
   cap.multi_seg_tx = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  // ethdev presets both limits to 65535; a driver that fills tx_desc_lim
+  // without them leaves 0, which states no limit.
+  const uint16_t per_mtu = info.tx_desc_lim.nb_mtu_seg_max, per_packet = info.tx_desc_lim.nb_seg_max;
+  cap.tx_max_segs = per_mtu == 0 ? per_packet : per_packet == 0 ? per_mtu : std::min(per_mtu, per_packet);
   const std::string driver = info.driver_name ? info.driver_name : "";
   // Two virtual drivers of DPDK 22.11 report the 1518-byte default while
   // they carry more; their real limits are stated here.

@@ -112,11 +112,11 @@ unsigned vlan_tag_count(const rte_mbuf* m) {
   return tags;
 }
 
-unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
+unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
                            std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
   uint64_t sum = 0;
   unsigned kept = 0;
-  unsigned bad = 0, runt = 0, oversize = 0;
+  unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0;
   rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
   unsigned n_dropped = 0;
   for (unsigned i = 0; i < n; ++i) {
@@ -145,11 +145,21 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       dropped[n_dropped++] = m;
       continue;
     }
+    // A driver that chains in pieces smaller than the plan's mbufs (it
+    // rounds its buffer size down) can exceed what the egress device takes
+    // as one packet; handed over, such a chain is refused, or stops the TX
+    // queue of a device that does not check.
+    if (m->nb_segs > max_segs) {
+      ++too_many_segments;
+      dropped[n_dropped++] = m;
+      continue;
+    }
     pkts[kept++] = m;  // a sane chain, or a tagged frame within its limit
   }
   if (bad) drops[kDropBadMbuf].add(bad);
   if (runt) drops[kDropRunt].add(runt);
   if (oversize) drops[kDropOversize].add(oversize);
+  if (too_many_segments) drops[kDropTooManySegments].add(too_many_segments);
   if (n_dropped) rte_pktmbuf_free_bulk(dropped, n_dropped);
   bytes = sum;
   return kept;

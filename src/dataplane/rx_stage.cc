@@ -246,9 +246,9 @@ struct BurstClasses {
 // then names each, which is what perf/run-bench's stage budget is made of.
 
 // rx_guard_burst (rx_guard.h), out of line for the profile.
-[[gnu::noinline]] unsigned guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
+[[gnu::noinline]] unsigned guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
                                        std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
-  return rx_guard_burst(pkts, n, max_untagged_frame, drops, bytes);
+  return rx_guard_burst(pkts, n, max_untagged_frame, drops, bytes, max_segs);
 }
 
 // Classifies the `n` packets of `pkts`, which arrived on `in_port` at `now`, into `out`.
@@ -524,7 +524,7 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   // frame to fit the egress port (rx_guard.h).
   uint64_t bytes = 0;
   const unsigned n = guard_burst(pkts, received, shared.max_untagged_frame[out_port].load(std::memory_order_relaxed),
-                                 counters.ports[out_port].drops, bytes);
+                                 shared.max_tx_segs[out_port], counters.ports[out_port].drops, bytes);
   in_counters.rx_packets.add(received);
   in_counters.rx_bytes.add(bytes);
   if (n == 0) return received;

@@ -299,6 +299,36 @@ TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
   rte_pktmbuf_free(burst[1]);
 }
 
+// A chain of more segments than the egress device sends as one packet (8 on
+// i40e) never reaches it: dropped as too_many_segments, order of the rest
+// kept. Empty segments, unlinked first, do not count.
+TEST_F(MbufChain, GuardDropsAChainLongerThanTheEgressSends) {
+  std::array<Counter, kDropReasonCount> drops;
+  const Bytes frame = ipv4_frame(0);
+  rte_mbuf* burst[4] = {chain(frame, {}), chain(frame, {20, 40, 60}), chain(frame, {20, 40}),
+                        chain(frame, {20, 20, 40, 40})};
+  ASSERT_EQ(burst[1]->nb_segs, 4u);
+  ASSERT_EQ(burst[3]->nb_segs, 5u);
+  rte_mbuf* const keep[3] = {burst[0], burst[2], burst[3]};
+  uint64_t bytes = 0;
+  ASSERT_EQ(rx_guard_burst(burst, 4, 1514, drops, bytes, /*max_segs=*/3), 3u);
+  EXPECT_EQ(drops[kDropTooManySegments].get(), 1u);
+  EXPECT_EQ(drops[kDropBadMbuf].get() + drops[kDropRunt].get() + drops[kDropOversize].get(), 0u);
+  EXPECT_EQ(bytes, 4 * frame.size()) << "received, the dropped one too";
+  for (unsigned i = 0; i < 3; ++i) {
+    EXPECT_EQ(burst[i], keep[i]);
+    EXPECT_LE(burst[i]->nb_segs, 3u);
+    EXPECT_EQ(flatten(burst[i]), frame);
+  }
+  rte_pktmbuf_free_bulk(burst, 3);
+
+  // Where the device states no limit, any sane chain goes on.
+  burst[0] = chain(frame, {10, 20, 30, 40, 50, 60, 70, 80, 90});
+  ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+  EXPECT_EQ(drops[kDropTooManySegments].get(), 1u);
+  rte_pktmbuf_free(burst[0]);
+}
+
 // Segments that hold nothing (legal in DPDK) leave the chain before any NIC
 // sees them: some treat a 0-byte TX descriptor as a malicious driver event.
 // The frame is the same, and the empty segments go back to their pool.
