@@ -149,6 +149,11 @@ struct ConfigSpec {
   // The longest a job new to its slot waits in the default class behind the
   // packets there before it (flows it takes over); 0: no wait.
   uint64_t takeover_hold_ns = 20'000'000;
+  // 0: data lcores poll without a pause. Otherwise a data lcore that has had
+  // nothing to do for this long sleeps this long at a time until traffic
+  // returns (a CPU not spun for nothing, for up to this much latency on the
+  // first packet after a quiet spell).
+  uint64_t idle_sleep_ns = 0;
   uint64_t stats_interval_ns = 1'000'000'000;  // 0 disables periodic summaries
   std::string log_level = "info";
   ControlSpec control;

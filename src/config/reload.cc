@@ -59,6 +59,7 @@ ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, c
   differs(running.max_jobs != now.max_jobs, "dataplane.max_jobs");
   differs(running.drain_timeout_ns != now.drain_timeout_ns, "dataplane.drain_timeout");
   differs(running.takeover_hold_ns != now.takeover_hold_ns, "dataplane.takeover_hold");
+  differs(running.idle_sleep_ns != now.idle_sleep_ns, "dataplane.idle_sleep");
   differs(running.stats_interval_ns != now.stats_interval_ns, "stats.interval");
   differs(running.control.socket != now.control.socket, "control.socket");
   differs(running.control.state != now.control.state, "control.state");

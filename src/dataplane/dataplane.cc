@@ -59,6 +59,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
                  rte_get_tsc_hz() / 1e6);
   shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
   shared.tx_stall_ticks = ticks_from_ns(kTxStallTimeoutNs, shared.tsc_hz);
+  shared.idle_sleep_ns = config.idle_sleep_ns;
+  shared.idle_sleep_ticks = ticks_from_ns(config.idle_sleep_ns, shared.tsc_hz);
   const int socket = static_cast<int>(rte_socket_id());
   // DPDK object names are process-wide; tests build several data planes in one process.
   static std::atomic<unsigned> instances{0};

@@ -157,6 +157,9 @@ struct DataplaneShared {
   std::atomic<unsigned> rx_lcores_running{0};
   // How long pending packets are retried on a port that takes none (TSC ticks).
   uint64_t tx_stall_ticks = 0;
+  // dataplane.idle_sleep (0: busy polling), in ns and TSC ticks.
+  uint64_t idle_sleep_ns = 0;
+  uint64_t idle_sleep_ticks = 0;
   // Link state and the port-teardown handshake (port_link.h).
   std::unique_ptr<LinkShared> link;
 };

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The data lcores' main loops. Same stages in every role; only the hand-off
 // between them differs (direct call or SPSC ring).
+#include <time.h>
+
 #include <algorithm>
 
 #include <rte_cycles.h>
@@ -121,13 +123,55 @@ class SnapshotReader {
   unsigned id_;
 };
 
+// dataplane.idle_sleep: a data lcore that has found nothing to do for that
+// long sleeps that long at a time until it finds work again. Asleep it holds
+// no snapshot and touches no port, so it is offline to RCU and to the port
+// teardown handshake: neither a publish nor a link change waits for it. Its
+// first iteration after waking reports to both again (link_check, online).
+class IdleSleep {
+ public:
+  IdleSleep(DataplaneShared& shared, unsigned lcore_index) : shared_(shared), lcore_index_(lcore_index) {}
+  bool enabled() const { return shared_.idle_sleep_ticks != 0; }
+  // After an iteration: `idle` when it received nothing and holds nothing.
+  void after_iteration(bool idle) {
+    if (!idle) {
+      idle_since_ = 0;
+      return;
+    }
+    const uint64_t now = rte_rdtsc();
+    if (idle_since_ == 0) {
+      idle_since_ = now | 1;
+      return;
+    }
+    if (now - idle_since_ < shared_.idle_sleep_ticks) return;
+    shared_.link->go_offline(lcore_index_);
+    rte_rcu_qsbr_thread_offline(shared_.qsbr, lcore_index_);
+    const timespec pause{0, static_cast<long>(shared_.idle_sleep_ns)};  // at most 10 ms (config.cc)
+    nanosleep(&pause, nullptr);
+    rte_rcu_qsbr_thread_online(shared_.qsbr, lcore_index_);
+  }
+
+ private:
+  DataplaneShared& shared_;
+  unsigned lcore_index_;
+  uint64_t idle_since_ = 0;  // TSC | 1 of the first idle iteration in a row; 0 while busy
+};
+
+bool all_idle(const SchedContext& ctx) {
+  for (const EgressPort* e : ctx.egress)
+    if (!sched_idle(*e)) return false;
+  return true;
+}
+
 // A port whose link is down is not polled: its driver may be tearing down
 // what rx_burst reads (memif unmaps the peer's memory on disconnect).
-// `now`: the iteration's one TSC read (rx_poll).
-void rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up, uint64_t now) {
+// `now`: the iteration's one TSC read (rx_poll). Returns the packets received.
+unsigned rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up, uint64_t now) {
   if (snap.generation != rx.synced_generation) rx_sync_slots(shared, rx, snap);
-  if (up & 1u) rx_poll(shared, rx, snap, 0, now);
-  if (up & 2u) rx_poll(shared, rx, snap, 1, now);
+  unsigned received = 0;
+  if (up & 1u) received += rx_poll(shared, rx, snap, 0, now);
+  if (up & 2u) received += rx_poll(shared, rx, snap, 1, now);
+  return received;
 }
 
 void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
@@ -143,6 +187,7 @@ void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
 int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
+    IdleSleep idle(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       const unsigned up = link_check(shared, plan.rcu_thread_id);
       apply_links(*plan.sched, up);
@@ -152,9 +197,11 @@ int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
       // The shaper refilling at the iteration's start rather than a few
       // hundred nanoseconds later only ever sends later, never more.
       const uint64_t now = rte_rdtsc();
-      rx_iteration(shared, *plan.rx, snap, up, now);
+      const unsigned received = rx_iteration(shared, *plan.rx, snap, up, now);
       reader.quiescent();
       transmit_all(shared, *plan.sched, now);
+      if (idle.enabled()) [[unlikely]]
+        idle.after_iteration(received == 0 && all_idle(*plan.sched));
     }
   }
   shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
@@ -166,10 +213,13 @@ int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
 int run_rx(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
+    IdleSleep idle(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       const unsigned up = link_check(shared, plan.rcu_thread_id);
-      rx_iteration(shared, *plan.rx, reader.current(), up, rte_rdtsc());
+      const unsigned received = rx_iteration(shared, *plan.rx, reader.current(), up, rte_rdtsc());
       reader.quiescent();
+      if (idle.enabled()) [[unlikely]]
+        idle.after_iteration(received == 0);
     }
   }
   shared.link->go_offline(plan.rcu_thread_id);
@@ -191,26 +241,32 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
 // from its first packet on. `current` returns the snapshot in force; called
 // after the pull (one loaded before it could be older than a packet pulled,
 // and that packet's job, new in the newer one, would overtake its flow's
-// unclassified packets queued in the default class).
+// unclassified packets queued in the default class). Returns whether it
+// took anything from the rings.
 template <typename CurrentSnapshot>
-void scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnapshot&& current) {
+bool scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnapshot&& current) {
   sched_pull_rings(shared, ctx);
+  const bool pulled = ctx.n_pulled_runs != 0;
   const Snapshot& snap = current();
   sched_sync_params(ctx, snap);
   const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
   sched_accept_pulled(shared, ctx, now, true);
   transmit_all(shared, ctx, now);
   transmit_pulled(shared, ctx, now);
+  return pulled;
 }
 
 int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   SchedContext& ctx = *plan.sched;
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
+    IdleSleep idle(shared, plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
-      scheduler_iteration(shared, ctx, [&reader]() -> const Snapshot& { return reader.current(); });
+      const bool pulled = scheduler_iteration(shared, ctx, [&reader]() -> const Snapshot& { return reader.current(); });
       reader.quiescent();
+      if (idle.enabled()) [[unlikely]]
+        idle.after_iteration(!pulled && all_idle(ctx));
     }
   }
   drain(shared, ctx, plan.rcu_thread_id);

@@ -90,6 +90,7 @@ flow_cache = 0
 max_jobs = 2
 drain_timeout = "1.5s"
 takeover_hold = "5ms"
+idle_sleep = "250us"
 
 [stats]
 interval = "0s"
@@ -178,6 +179,7 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.max_jobs, 2u);
   EXPECT_EQ(c.drain_timeout_ns, 1'500'000'000u);
   EXPECT_EQ(c.takeover_hold_ns, 5'000'000u);
+  EXPECT_EQ(c.idle_sleep_ns, 250'000u);
   EXPECT_EQ(c.stats_interval_ns, 0u);
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_EQ(c.control.socket, "/tmp/psgate.sock");
@@ -615,6 +617,9 @@ std::vector<BadCase> bad_cases() {
       {d("[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"64KiB\"\nheadroom = \"0.04%\""), "shaper.host.headroom",
        "rounds to 0"},
       {d("[dataplane]\ntakeover_hold = \"2s\""), "dataplane.takeover_hold", "at most 1s"},
+      // A sleep that saves nothing, or one that overflows any NIC ring.
+      {d("[dataplane]\nidle_sleep = \"5us\""), "dataplane.idle_sleep", "10us to 10ms"},
+      {d("[dataplane]\nidle_sleep = \"11ms\""), "dataplane.idle_sleep", "10us to 10ms"},
       {d("[dataplane]\nflowcache = 0"), "dataplane.flowcache", "did you mean \"flow_cache\"?"},
       // [stats], [log], [control]
       {d("[stats]\ninterval = \"1\""), "stats.interval", "missing unit"},
