@@ -63,6 +63,9 @@ class JobRegistry {
   Result<bool> remove(uint32_t id);
   // Slots of removed jobs not released yet, in removal order.
   std::vector<uint32_t> draining_slots() const;
+  // Whether `slot` drains the packets of the removed job `job_id` (which,
+  // added again, takes it back: JobRegistry::add).
+  bool drains_for(uint32_t slot, uint32_t job_id) const;
   size_t draining_count() const { return draining_.size(); }
   // Makes a draining slot free (anything else: nothing happens).
   void release_slot(uint32_t slot);

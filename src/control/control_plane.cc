@@ -367,10 +367,15 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     // A reused slot carries its previous job's counts: a new job starts
     // from them. Summing every lcore's counters costs ~0.15 ms with 4,096
     // slots, so only when some job is new to its slot (not for a re-rank).
+    // A removed job added again while its slot drained takes the slot back
+    // with the packets queued there, which are its own: its counts go on
+    // from where they were, so that what it sends of them stays within what
+    // it was counted as admitting.
     std::vector<uint32_t> fresh_slots;
     for (const JobRecord* j : next.jobs.in_age_order()) {
       const JobRecord* had = state_.jobs.find(j->spec.id);
-      if ((!had || had->slot != j->slot) && j->slot < baselines_.size()) fresh_slots.push_back(j->slot);
+      const bool taken_back = !had && state_.jobs.drains_for(j->slot, j->spec.id);
+      if ((!had || had->slot != j->slot) && !taken_back && j->slot < baselines_.size()) fresh_slots.push_back(j->slot);
     }
     if (!fresh_slots.empty()) {
       std::lock_guard<std::mutex> lock(baselines_mutex_);

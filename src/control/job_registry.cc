@@ -51,6 +51,11 @@ std::vector<uint32_t> JobRegistry::draining_slots() const {
   return slots;
 }
 
+bool JobRegistry::drains_for(uint32_t slot, uint32_t job_id) const {
+  return std::any_of(draining_.begin(), draining_.end(),
+                     [&](const Draining& d) { return d.slot == slot && d.job_id == job_id; });
+}
+
 void JobRegistry::release_slot(uint32_t slot) {
   auto it = std::find_if(draining_.begin(), draining_.end(), [&](const Draining& d) { return d.slot == slot; });
   if (it == draining_.end()) return;

@@ -686,6 +686,39 @@ TEST_P(ReusedSlotTest, ARemovedJobsQueuedPacketsAreNeverTheNextJobs) {
   EXPECT_TRUE(seen) << stats.dump();
 }
 
+// A removed job added again while its queued packets still hold its slot
+// takes the slot back with them: they are its own, and its counts go on
+// from before the removal. (They started afresh, and the job was shown
+// sending 10 packets it had never admitted.)
+TEST_P(ReusedSlotTest, AJobAddedBackBeforeItsSlotDrainedKeepsItsCounts) {
+  const std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
+                           "[classes]\ncount = 8\ndepth = 64\n"
+                           "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
+                           "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
+  Gate g(body);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint16_t i = 0; i < 10; ++i) frames.push_back(pull_frame(2222, i, 0));
+  g.feed(frames);
+  ASSERT_TRUE(g.sent().empty());
+  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.pass();
+  reply = g.control({{"cmd", "jobs.add"}, {"job", 1}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.open_shaper();
+  g.pass();
+  g.pass();
+  ASSERT_EQ(g.sent().size(), 10u);
+  const auto stats = g.control({{"cmd", "stats"}});
+  ASSERT_TRUE(stats["ok"].get<bool>()) << stats.dump();
+  ASSERT_EQ(stats["result"]["jobs"].size(), 1u) << stats.dump();
+  const auto& pull = stats["result"]["jobs"][0]["pull"];
+  EXPECT_EQ(pull["admitted_packets"], 10) << pull.dump();
+  EXPECT_EQ(pull["sent_packets"], 10) << pull.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";

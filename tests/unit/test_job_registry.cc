@@ -163,10 +163,14 @@ TEST(JobRegistrySlots, RoundRobinPassesOverADrainingSlot) {
 // there are its own. Any other job still waits for it.
 TEST_F(JobRegistryDraining, AJobAddedAgainTakesBackTheSlotItsRemovalLeftDraining) {
   EXPECT_FALSE(reg.add(job(3, 1), std::nullopt)) << "another job waits for the slot";
+  EXPECT_TRUE(reg.drains_for(slot1, 1));
+  EXPECT_FALSE(reg.drains_for(slot1, 3));
+  EXPECT_FALSE(reg.drains_for(slot1 ^ 1, 2)) << "in use, not draining";
   auto again = reg.add(job(1, 2), std::nullopt);
   ASSERT_TRUE(again) << again.error();
   EXPECT_EQ((*again)->slot, slot1);
   EXPECT_TRUE(reg.draining_slots().empty());
+  EXPECT_FALSE(reg.drains_for(slot1, 1));
   reg.release_slot(slot1);  // a slot in use again: nothing happens
   EXPECT_FALSE(reg.add(job(3, 1), std::nullopt));
   EXPECT_EQ(reg.find(1)->slot, slot1);
