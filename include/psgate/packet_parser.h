@@ -59,6 +59,12 @@ struct ParsedPacket {
   std::array<uint8_t, 16> dst{};
 };
 
+// How far into a frame headers are read: an IPv6 header chain whose
+// upper-layer header does not end within the frame's first 1 KiB is
+// malformed, whether the frame came in one buffer or as a chain (whose
+// first bytes the RX stage copies out into a buffer this large).
+inline constexpr uint32_t kMaxHeaderBytes = 1024;
+
 // Fills `out` completely (every field is reset). Never fails: what cannot be
 // understood is reported through `out.malformed` / `out.l3`.
 void parse_packet(const uint8_t* data, uint32_t len, ParsedPacket& out);

@@ -238,9 +238,11 @@ inline void parse_ipv6(const uint8_t* data, uint32_t off, uint32_t len, uint32_t
   // it fails the walk below as malformed.
   if (payload > frame_len - off - kIpv6HeaderLen) return;
   out.ip_header_sound = true;
-  // The datagram ends at `dgram_end`; what can be read of it, at `end`.
+  // The datagram ends at `dgram_end`; what can be read of it, at `end`:
+  // never past kMaxHeaderBytes, so that a chain is judged the same in one
+  // buffer as in segments.
   const uint32_t dgram_end = off + kIpv6HeaderLen + payload;
-  const uint32_t end = min_u32(dgram_end, len);
+  const uint32_t end = min_u32(min_u32(dgram_end, len), kMaxHeaderBytes);
 
   uint8_t nh = ip[6];
   uint32_t pos = off + kIpv6HeaderLen;

@@ -26,12 +26,13 @@ namespace {
 // Headers that straddle mbuf segments are copied out once, which is rare
 // (drivers put at least the first 128 bytes in one segment); the rewrite at
 // dequeue finds the IP header in whichever segment holds it (mbuf_rewrite.h).
-// The copy holds an IPv6 header chain of up to 1 KiB; a longer one is
-// forwarded unclassified as malformed.
+// The copy holds the frame's first kMaxHeaderBytes, as far as the parser
+// reads in any buffer: a longer IPv6 header chain is forwarded unclassified
+// as malformed.
 inline void parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
   parse_packet(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, m->pkt_len, out);
   if (!out.malformed || m->nb_segs == 1) return;
-  uint8_t copy[1024];
+  uint8_t copy[kMaxHeaderBytes];
   const uint32_t len = m->pkt_len < sizeof(copy) ? m->pkt_len : sizeof(copy);
   const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, len, copy));
   parse_packet(p, len, m->pkt_len, out);

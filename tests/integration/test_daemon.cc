@@ -352,6 +352,34 @@ TEST_P(DaemonTest, SigtermDrainsAndExitsCleanly) {
   EXPECT_GT(stat(s, "/ports/wire/drops/queue_full"), 0u);
 }
 
+// A capture replayed with infinite_rx=1 that holds a record larger than the
+// mbufs: DPDK's net_pcap refuses to load it ("Invalid argument" was all the
+// operator saw); the error names the port, the mbuf size and the remedy.
+// Records up to the mbuf size load, and those over the MTU are oversize.
+TEST_P(DaemonTest, AnInfiniteReplayOfARecordLargerThanTheMbufsIsRefusedSayingWhy) {
+  pkt::PacketSpec big = from_ps(2222, 1);
+  big.payload_len = 2100;  // a 2154-byte frame: past the 2048 B mbufs of MTU 1500
+  fx.write_pcap("host-in.pcap", {pkt::build_packet(from_ps(2222, 0)), pkt::build_packet(big)});
+  fx.write_pcap("wire-in.pcap", {});
+  ConfigOptions o = options();
+  o.host_device_extra = ",infinite_rx=1";
+  fx.write_file("psgate.toml", make_config(o));
+  DaemonRun run = fx.run("psgate.toml", {}, 30, 1.0);
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("port host: net_pcap with infinite_rx=1 could not load its rx_pcap: a record is larger "
+                            "than 2048 B"),
+            std::string::npos)
+      << run.output;
+
+  big.payload_len = 1900;  // 1954 bytes: in one mbuf, over the MTU
+  fx.write_pcap("host-in.pcap", {pkt::build_packet(from_ps(2222, 0)), pkt::build_packet(big)});
+  run = fx.run("psgate.toml", {}, 30, 1.0);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_GT(stat(run.stats, "/ports/wire/drops/oversize"), 0u);
+  EXPECT_GT(stat(run.stats, "/ports/wire/tx_packets"), 0u);
+  EXPECT_TRUE(run.stats["totals"]["conserved"].get<bool>());
+}
+
 // Two data lcores on CPUs 0 and 1 (the sleeping main lcore shares CPU 0), so
 // that the pipelined case runs on a 2-CPU machine.
 INSTANTIATE_TEST_SUITE_P(Lcores, DaemonTest, ::testing::Values("[1]", "[0, 1]"), lcore_name);

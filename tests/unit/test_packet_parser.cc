@@ -270,6 +270,14 @@ std::vector<Case> good_cases() {
                  s.ext = {{.type = 0}};
                }),
                {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
+  // The upper-layer header ends at byte 1006 of the frame, inside the
+  // 1 KiB the parser reads.
+  c.push_back({"ipv6_hbh_944B_udp",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0, .len = 944}};
+               }),
+               {.l3 = k6, .has_ports = true, .proto = 17, .sport = 1024, .dport = 2048}});
   c.push_back({"ipv6_routing_tcp",
                build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
@@ -735,6 +743,13 @@ std::vector<Case> malformed_cases() {
                  s.payload_len = 8;
                }),
                {.l3 = k6, .malformed = true, .fragment = true}});
+  // A header chain past the frame's first 1 KiB: malformed in one buffer as
+  // in a chain of segments (it was classified when it came in one).
+  c.push_back({"ipv6_hbh_2KiB_udp", build([](auto& s) {
+                 s.l3 = pk::L3::kIpv6;
+                 s.ext = {{.type = 0, .len = 2048}};
+               }),
+               bad6});
   c.push_back({"ipv6_9_ext_headers", build([](auto& s) {
                  s.l3 = pk::L3::kIpv6;
                  s.ext = std::vector<pk::Ipv6Ext>(9, pk::Ipv6Ext{.type = 60});
