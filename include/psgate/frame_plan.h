@@ -60,9 +60,10 @@ struct FramePlan {
   uint32_t data_room = kDefaultDataRoom;  // bytes of packet data per mbuf
   bool scatter[2] = {false, false};       // by port: enable RTE_ETH_RX_OFFLOAD_SCATTER
   bool multi_seg_tx[2] = {false, false};  // by port: enable RTE_ETH_TX_OFFLOAD_MULTI_SEGS
-  // By port: the most segments a packet leaving it may have. A chain the
-  // plan's mbufs make always fits; a driver that chains in smaller pieces
-  // can make a longer one, which RX drops as too_many_segments.
+  // By port: the most segments a packet leaving it may have (1 without
+  // multi-segment TX). A chain the plan's mbufs make always fits; a driver
+  // that chains in smaller pieces (ixgbe rounds its buffers down to whole
+  // KiB) can make a longer one, which RX drops as too_many_segments.
   uint16_t max_segs[2] = {kAnySegmentCount, kAnySegmentCount};
   std::string describe(unsigned port) const;  // one line for the start-up log
 };

@@ -27,7 +27,7 @@ std::string FramePlan::describe(unsigned port) const {
     out += std::string("mbuf chains of ") + std::to_string(data_room) + " B segments" +
            (scatter[port] ? " (scatter RX offload)" : " (the driver chains by itself)");
   }
-  if (max_segs[port] != kAnySegmentCount)
+  if (multi_seg_tx[port] && max_segs[port] != kAnySegmentCount)
     out += ", sends at most " + std::to_string(max_segs[port]) + " segments a packet";
   out += multi_seg_tx[port] ? ", multi-segment TX offload" : ", no multi-segment TX offload offered";
   return out;
@@ -52,7 +52,9 @@ Result<FramePlan> plan_frames(const ConfigSpec& config, const PortCapacity caps[
     all_chain = all_chain && (cap.scatter_offload || cap.chains_by_itself) && cap.multi_seg_tx;
     if (cap.min_data_room > min_room) min_room = cap.min_data_room;
     plan.multi_seg_tx[p] = cap.multi_seg_tx;
-    plan.max_segs[p] = cap.tx_max_segs == 0 ? kAnySegmentCount : cap.tx_max_segs;
+    // Without multi-segment TX enabled a device may send only a chain's
+    // first segment (af_xdp copies pkt_len bytes from it): one segment.
+    plan.max_segs[p] = !cap.multi_seg_tx ? 1 : cap.tx_max_segs == 0 ? kAnySegmentCount : cap.tx_max_segs;
   }
   uint32_t room = min_room;
   if (plan.max_frame > room && !all_chain) room = plan.max_frame;

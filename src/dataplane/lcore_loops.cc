@@ -149,6 +149,7 @@ class IdleSleep {
     const timespec pause{0, static_cast<long>(shared_.idle_sleep_ns)};  // at most 10 ms (config.cc)
     nanosleep(&pause, nullptr);
     rte_rcu_qsbr_thread_online(shared_.qsbr, lcore_index_);
+    shared_.link->go_online(lcore_index_);
   }
 
  private:
@@ -188,6 +189,7 @@ int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     IdleSleep idle(shared, plan.rcu_thread_id);
+    shared.link->go_online(plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       const unsigned up = link_check(shared, plan.rcu_thread_id);
       apply_links(*plan.sched, up);
@@ -214,6 +216,7 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     IdleSleep idle(shared, plan.rcu_thread_id);
+    shared.link->go_online(plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       const unsigned up = link_check(shared, plan.rcu_thread_id);
       const unsigned received = rx_iteration(shared, *plan.rx, reader.current(), up, rte_rdtsc());
@@ -261,6 +264,7 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     IdleSleep idle(shared, plan.rcu_thread_id);
+    shared.link->go_online(plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
       apply_links(ctx, link_check(shared, plan.rcu_thread_id));
       const bool pulled = scheduler_iteration(shared, ctx, [&reader]() -> const Snapshot& { return reader.current(); });
@@ -290,11 +294,13 @@ bool Dataplane::run_once() {
     // handed off this pass is taken in the same pass.
     for (LcorePlan& p : d.plans) {
       if (p.role != LcoreRole::kRx) continue;
+      d.shared.link->go_online(p.rcu_thread_id);
       rx_iteration(d.shared, *p.rx, snap, link_check(d.shared, p.rcu_thread_id), rte_rdtsc());
       d.shared.link->go_offline(p.rcu_thread_id);
     }
     for (LcorePlan& p : d.plans) {
       if (p.role != LcoreRole::kScheduler) continue;
+      d.shared.link->go_online(p.rcu_thread_id);
       apply_links(*p.sched, link_check(d.shared, p.rcu_thread_id));
       scheduler_iteration(d.shared, *p.sched, [&snap]() -> const Snapshot& { return snap; });
       d.shared.link->go_offline(p.rcu_thread_id);
@@ -302,6 +308,7 @@ bool Dataplane::run_once() {
     return true;
   }
   LcorePlan& plan = d.plans[0];
+  d.shared.link->go_online(plan.rcu_thread_id);
   const unsigned up = link_check(d.shared, plan.rcu_thread_id);
   apply_links(*plan.sched, up);
   sched_sync_params(*plan.sched, snap);

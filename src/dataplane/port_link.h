@@ -21,8 +21,15 @@
 // it owns per iteration, no fence and no lock; the control thread spins only
 // for as long as one loop iteration takes (microseconds).
 //
-// An lcore that has left its loops for good stores kOffline, so quiesce()
-// never waits for it.
+// An lcore that has left its loops (for good, or to sleep while idle:
+// dataplane.idle_sleep) stores kOffline, so quiesce() never waits for it.
+// Coming back is the one place a fence is needed: go_online() stores 0 (a
+// report quiesce() must wait for) and fences before the first
+// report_and_read, and quiesce() fences between its epoch increment and its
+// reads of `seen`. Either quiesce() then sees the 0 and waits for the
+// lcore's report, or the lcore's epoch load sees the new epoch, and with it
+// the link-down. Without the fences the lcore's store could still sit in its
+// store buffer while quiesce() read kOffline and the lcore read "up".
 #pragma once
 
 #include <rte_pause.h>
@@ -62,6 +69,11 @@ class LinkShared {
     return link_up_[0].load(std::memory_order_acquire) | (link_up_[1].load(std::memory_order_acquire) << 1);
   }
   void go_offline(unsigned lcore_index) { epochs_[lcore_index].seen.store(kOffline, std::memory_order_release); }
+  // Before the first report_and_read after kOffline (loop entry, a wake).
+  void go_online(unsigned lcore_index) {
+    epochs_[lcore_index].seen.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
 
   // Control side.
   void set_up(unsigned port, bool up) { link_up_[port].store(up ? 1 : 0, std::memory_order_release); }
@@ -72,6 +84,7 @@ class LinkShared {
   // in use. Any thread may call it; concurrent callers are fine.
   bool quiesce(std::chrono::steady_clock::duration timeout = std::chrono::seconds(5)) {
     const uint64_t target = epoch_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with go_online's
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (const LcoreEpoch& l : epochs_) {
       unsigned spins = 0;

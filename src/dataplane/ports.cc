@@ -217,15 +217,17 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   for (unsigned q = 0; q < nb_rxq; ++q) {
     if (int rc = rte_eth_rx_queue_setup(port_id, q, rx_desc, socket, nullptr, pool); rc != 0) {
       // net_pcap with infinite_rx loads the whole capture here, one mbuf a
-      // record, and refuses the capture if a record needs two.
+      // record held for good, and refuses it if a record needs two mbufs or
+      // the pool runs out.
       if (rc == -EINVAL && std::string(info.driver_name ? info.driver_name : "") == "net_pcap" &&
           devarg_u32(spec.device, "infinite_rx", 0) != 0) {
         if (config_error) *config_error = true;
         return Result<bool>::failure(
-            "port " + role + ": net_pcap with infinite_rx=1 could not load its rx_pcap: a record is larger than " +
-            std::to_string(frames.data_room) + " B, the mbufs that ports." + role + ".mtu " + std::to_string(spec.mtu) +
-            " asks for (infinite_rx holds each record in one mbuf); raise the mtu, or " +
-            "leave the larger records out of the capture");
+            "port " + role + ": net_pcap with infinite_rx=1 could not load its rx_pcap (it keeps every record in an " +
+            "mbuf of its own): either a record is larger than " + std::to_string(frames.data_room) +
+            " B, the mbufs that ports." + role + ".mtu " + std::to_string(spec.mtu) +
+            " asks for (raise the mtu, or leave the larger records out of the capture), or the capture has more " +
+            "records than the mbuf pool has free (raise dataplane.mbufs)");
       }
       return fail("RX queue " + std::to_string(q) + " setup failed", rc);
     }

@@ -103,9 +103,9 @@ std::string format_final_report(const Totals& t, const Snapshot& snap, const Con
   out += "\n== links ==\n";
   for (unsigned p = 0; p < kPortCount; ++p) out += fmt::format("{:<6} {}\n", kPortNames[p], link_text(t.ports[p].link));
   out += "\n== drops by reason (by egress port) ==\n";
-  out += fmt::format("{:<16} {:>12} {:>12}\n", "reason", "wire", "host");
+  out += fmt::format("{:<18} {:>12} {:>12}\n", "reason", "wire", "host");
   for (unsigned r = 0; r < kDropReasonCount; ++r) {
-    out += fmt::format("{:<16} {:>12} {:>12}\n", kDropReasonNames[r], t.ports[0].drops[r], t.ports[1].drops[r]);
+    out += fmt::format("{:<18} {:>12} {:>12}\n", kDropReasonNames[r], t.ports[0].drops[r], t.ports[1].drops[r]);
   }
   out += "\n== classes (egress port / class) ==\n";
   out += fmt::format("{:<6} {:>5}", "port", "class");

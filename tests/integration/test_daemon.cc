@@ -366,10 +366,9 @@ TEST_P(DaemonTest, AnInfiniteReplayOfARecordLargerThanTheMbufsIsRefusedSayingWhy
   fx.write_file("psgate.toml", make_config(o));
   DaemonRun run = fx.run("psgate.toml", {}, 30, 1.0);
   EXPECT_EQ(run.exit_status, 2) << run.output;
-  EXPECT_NE(run.output.find("port host: net_pcap with infinite_rx=1 could not load its rx_pcap: a record is larger "
-                            "than 2048 B"),
-            std::string::npos)
+  EXPECT_NE(run.output.find("port host: net_pcap with infinite_rx=1 could not load its rx_pcap"), std::string::npos)
       << run.output;
+  EXPECT_NE(run.output.find("a record is larger than 2048 B"), std::string::npos) << run.output;
 
   big.payload_len = 1900;  // 1954 bytes: in one mbuf, over the MTU
   fx.write_pcap("host-in.pcap", {pkt::build_packet(from_ps(2222, 0)), pkt::build_packet(big)});

@@ -77,6 +77,9 @@ TEST(FramePlan, ChainsOnlyWhereBothPortsCanSendThem) {
   ASSERT_TRUE(plan.ok()) << plan.error();
   EXPECT_GE(plan->data_room, plan->max_frame);
   EXPECT_FALSE(plan->scatter[0]);
+  EXPECT_EQ(plan->max_segs[1], 1u) << "no chain for a port without multi-segment TX";
+  EXPECT_EQ(plan->max_segs[0], kAnySegmentCount);
+  EXPECT_EQ(plan->describe(1).find("at most"), std::string::npos) << plan->describe(1);
 }
 
 TEST(FramePlan, AfPacketFramesSizeTheMbufsWhateverTheMtu) {
