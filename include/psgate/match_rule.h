@@ -32,7 +32,13 @@ struct IpPrefix {
 struct PortRange {
   uint16_t lo = 0;
   uint16_t hi = 65535;
+  // "sport=0-65535" written out: any port, but ports there must be (a
+  // protocol with ports). Set only for the full range; any other range asks
+  // for ports anyway.
+  bool stated = false;
   bool is_any() const { return lo == 0 && hi == 65535; }
+  // Whether the rule this belongs to matches only packets with ports.
+  bool asks_ports() const { return stated || !is_any(); }
   bool operator==(const PortRange&) const = default;
 };
 
@@ -50,7 +56,7 @@ struct MatchRule {
     if (dst) return dst->family;
     return 0;
   }
-  bool has_ports() const { return !sport.is_any() || !dport.is_any(); }
+  bool has_ports() const { return sport.asks_ports() || dport.asks_ports(); }
 };
 
 // The upper-layer protocols whose header starts with ports (TCP, UDP, SCTP):

@@ -175,6 +175,8 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
       auto range = parse_port_range(key, value);
       if (!range) return bad(range.error());
       (key == "sport" ? rule.sport : rule.dport) = *range;
+      // The full range still says "a protocol with ports", never "anything".
+      (key == "sport" ? rule.sport : rule.dport).stated = range->is_any();
     } else if (key == "proto") {
       if (!once(seen_proto)) return bad("proto given more than once");
       auto proto = parse_proto(value);
@@ -222,8 +224,8 @@ std::string to_string(const MatchRule& rule) {
   };
   if (rule.src) add("src", to_string(*rule.src));
   if (rule.dst) add("dst", to_string(*rule.dst));
-  if (!rule.sport.is_any()) add("sport", ports(rule.sport));
-  if (!rule.dport.is_any()) add("dport", ports(rule.dport));
+  if (rule.sport.asks_ports()) add("sport", ports(rule.sport));
+  if (rule.dport.asks_ports()) add("dport", ports(rule.dport));
   if (rule.proto) {
     const char* name = proto_name(*rule.proto);
     add("proto", name ? std::string(name) : std::to_string(*rule.proto));

@@ -119,7 +119,8 @@ Parsed jobs_add(const json& req, unsigned) {
     if (!rule) return fail<ControlRequest>(where + ": " + rule.error());
     out.rules.push_back(*rule);
   }
-  if (auto name = req.find("name"); name != req.end()) {
+  const auto name = req.find("name");
+  if (name != req.end()) {
     if (!name->is_string()) return fail<ControlRequest>("\"name\" must be a string");
     out.name = name->get<std::string>();
   }
@@ -148,7 +149,9 @@ Parsed jobs_add(const json& req, unsigned) {
   // come after every argument check as they did before.
   if (out.id == 0) return fail<ControlRequest>("job id must be at least 1");
   const std::string label = "job " + std::to_string(out.id) + ": ";
-  if (!out.name.empty())
+  // A name given is checked even when empty: "" is refused, as the config
+  // loader refuses it, not taken for "no name" (job-<id>).
+  if (name != req.end())
     if (const std::string problem = name_problem(out.name); !problem.empty())
       return fail<ControlRequest>(label + "name " + problem);
   return ControlRequest{std::move(out)};

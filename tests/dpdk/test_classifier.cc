@@ -51,13 +51,15 @@ struct R {
     m.dst = prefix(a, len);
     return *this;
   }
+  // As a rule's text gives them: a range written out, the full one too,
+  // asks for ports.
   R& sport(uint16_t lo, uint16_t hi) {
-    m.sport = {lo, hi};
+    m.sport = {lo, hi, lo == 0 && hi == 65535};
     return *this;
   }
   R& sport(uint16_t p) { return sport(p, p); }
   R& dport(uint16_t lo, uint16_t hi) {
-    m.dport = {lo, hi};
+    m.dport = {lo, hi, lo == 0 && hi == 65535};
     return *this;
   }
   R& dport(uint16_t p) { return dport(p, p); }
@@ -190,6 +192,15 @@ std::vector<Case> semantic_cases() {
         {"udp 0/0 takes 0-10 first", pkt("fd00::1", "fd00::2", kUdp, 0, 0), 3},
         {"an icmp later fragment skips them too", pkt("1.1.1.1", "2.2.2.2", kIcmp, 0, 0, Kind::kFragment), 2},
         {"a udp later fragment ignores the ranges", pkt("1.1.1.1", "2.2.2.2", kUdp, 0, 0, Kind::kFragment), 1}}},
+      // The full range written out asks for ports as well: `dport=0-65535`
+      // was taken for "no port key", and the rule for every IP packet.
+      {"the full port range asks for ports too",
+       {R().src("1.0.0.0", 8).dport(0, 65535).val(1), R().val(4)},
+       {{"icmp is not taken", pkt("1.1.1.1", "2.2.2.2", kIcmp, 0, 0, Kind::kNoPorts), 4},
+        {"esp is not taken", pkt("1.1.1.1", "2.2.2.2", 50, 0, 0, Kind::kNoPorts), 4},
+        {"udp to any port is", pkt("1.1.1.1", "2.2.2.2", kUdp, 7, 65535), 1},
+        {"an icmp later fragment is not", pkt("1.1.1.1", "2.2.2.2", kIcmp, 0, 0, Kind::kFragment), 4},
+        {"a udp later fragment is", pkt("1.1.1.1", "2.2.2.2", kUdp, 0, 0, Kind::kFragment), 1}}},
       {"non-first fragments ignore ports but not addresses or proto",
        {R().src("10.0.0.0", 8).dport(2222).proto(kUdp).val(1), R().src("fd00::", 8).sport(1, 2).val(2)},
        {{"v4 fragment", pkt("10.1.1.1", "2.2.2.2", kUdp, 0, 0, Kind::kFragment), 1},

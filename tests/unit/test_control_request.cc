@@ -96,7 +96,7 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.police->rate_bps, 300'000'000u);
          EXPECT_EQ(q.police->burst_bytes, 128u * 1024);
        }},
-      {R"({"cmd":"jobs.add","job":1,"match":["proto=tcp"],"police":"1Gbit/s","name":""})", kClasses,
+      {R"({"cmd":"jobs.add","job":1,"match":["proto=tcp"],"police":"1Gbit/s"})", kClasses,
        [](auto& r, auto& l) {
          const auto& q = as<JobsAddRequest>(r, l);
          ASSERT_TRUE(q.police);
@@ -333,6 +333,9 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"jobs.add","job":7,"match":["dst=10.0.0.0/33"]})", "match[0]: ", Match::kPrefix},
       {R"({"cmd":"jobs.add","job":7,"match":["src=10.0.0.1,dst=fd00::1"]})", "match[0]: ", Match::kPrefix},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":5})", "\"name\" must be a string"},
+      // An empty name is refused, as the config loader refuses it (it was
+      // taken for "no name" and became job-7).
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":""})", "job 7: name must be 1..64 bytes"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":")" + std::string(65, 'n') + "\"}",
        "job 7: name must be 1..64 bytes"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"name":"a\u0001b"})",
@@ -542,7 +545,7 @@ TEST(ControlRequest, JobNameRule) {
     const std::string line =
         R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":")" + std::string(len, 'x') + "\"}";
     const auto r = parse_control_line(line, kClasses);
-    EXPECT_EQ(r.ok(), len <= 64) << len;
+    EXPECT_EQ(r.ok(), len >= 1 && len <= 64) << len;
   }
   for (const char* esc : {"\\u0000", "\\u001f", "\\u007f", "\\n"}) {
     const std::string line = R"({"cmd":"jobs.add","job":9,"match":["proto=tcp"],"name":"a)" + std::string(esc) + "\"}";

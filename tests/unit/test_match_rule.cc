@@ -115,7 +115,11 @@ TEST(MatchRuleParse, Good) {
       {"proto=6", rule({}, {}, any, any, 6), "proto=tcp"},
       {"proto=0", rule({}, {}, any, any, 0), "proto=0"},
       {"proto=255", rule({}, {}, any, any, 255), "proto=255"},
-      {"sport=0-65535", MatchRule{}, ""},  // explicit "any" is the default
+      // The full range written out still asks for a protocol with ports
+      // (it was dropped, and the rule matched every IP packet).
+      {"sport=0-65535", rule({}, {}, {0, 65535, true}, any, {}), "sport=0-65535"},
+      {"src=10.0.0.0/8,dport=0-65535", rule(v4(10, 0, 0, 0, 8), {}, any, {0, 65535, true}, {}),
+       "src=10.0.0.0/8,dport=0-65535"},
       {"sport=0", rule({}, {}, {0, 0}, any, {}), "sport=0"},
       {"dport=1-1", rule({}, {}, any, {1, 1}, {}), "dport=1"},
       {"src=10.0.0.1,dst=10.0.0.2", rule(v4(10, 0, 0, 1, 32), v4(10, 0, 0, 2, 32), any, any, {}),
@@ -161,6 +165,7 @@ TEST(MatchRuleParse, Bad) {
       {"proto=TCP", "not a protocol"},
       {"proto=", "not a protocol"},
       {"proto=icmp,dport=1", "need proto tcp, udp or sctp"},
+      {"proto=icmp,dport=0-65535", "need proto tcp, udp or sctp"},
       {"proto=47,sport=1", "need proto tcp, udp or sctp"},
       {"proto=icmp,src=fd00::1", "icmp never matches IPv6"},
       {"proto=icmpv6,dst=10.0.0.1", "icmpv6 never matches IPv4"},
