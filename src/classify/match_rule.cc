@@ -61,7 +61,8 @@ Result<PortRange> parse_port_range(std::string_view key, std::string_view text) 
   if (*lo > *hi) {
     return bad("range is backwards (" + std::to_string(*lo) + " > " + std::to_string(*hi) + ")");
   }
-  return PortRange{static_cast<uint16_t>(*lo), static_cast<uint16_t>(*hi)};
+  // A range written out, the full one too, asks for a protocol with ports.
+  return PortRange{static_cast<uint16_t>(*lo), static_cast<uint16_t>(*hi), *lo == 0 && *hi == 65535};
 }
 
 Result<uint8_t> parse_proto(std::string_view text) {
@@ -175,8 +176,6 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
       auto range = parse_port_range(key, value);
       if (!range) return bad(range.error());
       (key == "sport" ? rule.sport : rule.dport) = *range;
-      // The full range still says "a protocol with ports", never "anything".
-      (key == "sport" ? rule.sport : rule.dport).stated = range->is_any();
     } else if (key == "proto") {
       if (!once(seen_proto)) return bad("proto given more than once");
       auto proto = parse_proto(value);
