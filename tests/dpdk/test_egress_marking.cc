@@ -637,7 +637,27 @@ TEST(Policer, AJobInAReusedSlotStartsWithAFullBucketWhenEachChangeIsTaken) { reu
 
 // --- A slot's next job waits for the removed job's queued packets ------------
 
-class ReusedSlotTest : public ::testing::TestWithParam<const char*> {};
+class ReusedSlotTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  // One job slot, job 1's: 10 of its pull packets queued behind the closed
+  // shaper, then job 1 removed (not yet taken by the lcores).
+  static std::string one_slot_config() {
+    return std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
+           "[classes]\ncount = 8\ndepth = 64\n"
+           "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
+           "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
+  }
+  static void queue_ten_then_remove_job_1(Gate& g) {
+    ASSERT_TRUE(g.ok()) << g.error();
+    g.close_shaper();
+    std::vector<std::vector<uint8_t>> frames;
+    for (uint16_t i = 0; i < 10; ++i) frames.push_back(pull_frame(2222, i, 0));
+    g.feed(frames);
+    ASSERT_TRUE(g.sent().empty());
+    const auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+    ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  }
+};
 
 // A removed job's packets still queued (behind the closed shaper) keep its
 // slot from the next job: in the slot, the new job would be charged with
@@ -645,19 +665,9 @@ class ReusedSlotTest : public ::testing::TestWithParam<const char*> {};
 // follow its class). With max_jobs = 1 the next job is refused until they
 // have left, then it takes the slot with nothing of the old job's.
 TEST_P(ReusedSlotTest, ARemovedJobsQueuedPacketsAreNeverTheNextJobs) {
-  const std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
-                           "[classes]\ncount = 8\ndepth = 64\n"
-                           "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
-                           "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
-  Gate g(body);
-  ASSERT_TRUE(g.ok()) << g.error();
-  g.close_shaper();
-  std::vector<std::vector<uint8_t>> frames;
-  for (uint16_t i = 0; i < 10; ++i) frames.push_back(pull_frame(2222, i, 0));
-  g.feed(frames);
-  ASSERT_TRUE(g.sent().empty());
-  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
-  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  Gate g(one_slot_config());
+  ASSERT_NO_FATAL_FAILURE(queue_ten_then_remove_job_1(g));
+  nlohmann::json reply;
   g.pass();  // every lcore has taken the removal
   const nlohmann::json add2{{"cmd", "jobs.add"}, {"job", 2}, {"match", {"src=10.0.0.5/32,sport=3333,proto=tcp"}}};
   reply = g.control(add2);
@@ -691,19 +701,9 @@ TEST_P(ReusedSlotTest, ARemovedJobsQueuedPacketsAreNeverTheNextJobs) {
 // from before the removal. (They started afresh, and the job was shown
 // sending 10 packets it had never admitted.)
 TEST_P(ReusedSlotTest, AJobAddedBackBeforeItsSlotDrainedKeepsItsCounts) {
-  const std::string body = std::string("[lcores]\nmain = 0\ndata = ") + GetParam() + "\n" + kShaper +
-                           "[classes]\ncount = 8\ndepth = 64\n"
-                           "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
-                           "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
-  Gate g(body);
-  ASSERT_TRUE(g.ok()) << g.error();
-  g.close_shaper();
-  std::vector<std::vector<uint8_t>> frames;
-  for (uint16_t i = 0; i < 10; ++i) frames.push_back(pull_frame(2222, i, 0));
-  g.feed(frames);
-  ASSERT_TRUE(g.sent().empty());
-  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
-  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  Gate g(one_slot_config());
+  ASSERT_NO_FATAL_FAILURE(queue_ten_then_remove_job_1(g));
+  nlohmann::json reply;
   g.pass();
   reply = g.control({{"cmd", "jobs.add"}, {"job", 1}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
   ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();

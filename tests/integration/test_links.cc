@@ -252,6 +252,14 @@ std::vector<uint8_t> udp_frame(uint16_t dport) {
   return pkt::build_packet(s);
 }
 
+// psgate on a kernel-interface driver (af_packet, af_xdp) over two
+// interfaces, one data lcore, `tail` after the [lcores] table.
+std::string kernel_iface_config(const DaemonFixture& fx, const std::string& name, const std::string& driver,
+                                const std::string& wire, const std::string& host, const std::string& tail) {
+  return eal_line(fx, name) + "[ports.wire]\ndevice = \"" + driver + "0,iface=" + wire +
+         "\"\n[ports.host]\ndevice = \"" + driver + "1,iface=" + host + "\"\n[lcores]\nmain = 0\ndata = [1]\n" + tail;
+}
+
 bool make_veth(const std::string& a, const std::string& b) {
   return run_cmd("ip link add " + a + " type veth peer name " + b) == 0 && run_cmd("ip link set " + a + " up") == 0 &&
          run_cmd("ip link set " + b + " up") == 0;
@@ -272,13 +280,7 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
   ASSERT_TRUE(make_veth("pw0", "pw1") && make_veth("ph0", "ph1"));
   DaemonFixture fx;
-  fx.write_file("psgate.toml", eal_line(fx, "afp") + "[ports.wire]\ndevice = \"" + driver +
-                                   "0,iface=pw0\"\n"
-                                   "[ports.host]\ndevice = \"" +
-                                   driver +
-                                   "1,iface=ph0\"\n"
-                                   "[lcores]\nmain = 0\ndata = [1]\n" +
-                                   common_tail());
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "afp", driver, "pw0", "ph0", common_tail()));
   fx.start_daemon("psgate.toml");
   if (!eventually(30, [&] { return request(fx, "health").is_object(); })) {
     const std::string out = fx.stop_daemon().output;
@@ -385,11 +387,7 @@ TEST(Links, AnIdleDataLcoreSleepsAndWakesForTraffic) {
     DaemonFixture fx;
     std::string tail = common_tail();
     tail.replace(tail.find("max_jobs = 64\n"), 14, "max_jobs = 64\nidle_sleep = \"" + sleep + "\"\n");
-    fx.write_file("psgate.toml", eal_line(fx, "idle") +
-                                     "[ports.wire]\ndevice = \"net_af_packet0,iface=iw0\"\n"
-                                     "[ports.host]\ndevice = \"net_af_packet1,iface=ih0\"\n"
-                                     "[lcores]\nmain = 0\ndata = [1]\n" +
-                                     tail);
+    fx.write_file("psgate.toml", kernel_iface_config(fx, "idle", "net_af_packet", "iw0", "ih0", tail));
     fx.start_daemon("psgate.toml");
     ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past start-up's own work
@@ -432,11 +430,7 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
   ASSERT_TRUE(make_veth("mw0", "mw1") && make_veth("mh0", "mh1"));
   DaemonFixture fx;
-  fx.write_file("psgate.toml", eal_line(fx, "mtu") +
-                                   "[ports.wire]\ndevice = \"net_af_packet0,iface=mw0\"\n"
-                                   "[ports.host]\ndevice = \"net_af_packet1,iface=mh0\"\n"
-                                   "[lcores]\nmain = 0\ndata = [1]\n" +
-                                   common_tail());
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "mtu", "net_af_packet", "mw0", "mh0", common_tail()));
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   constexpr uint16_t kPort = 2222;
