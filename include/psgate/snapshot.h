@@ -135,6 +135,10 @@ class SnapshotPublisher {
   // Control thread only; grace_over never waits.
   uint64_t begin_grace() { return rte_rcu_qsbr_start(qsbr_); }
   bool grace_over(uint64_t token) const { return rte_rcu_qsbr_check(qsbr_, token, false) == 1; }
+  // The readers' RCU state, for a test that holds a reader (register it,
+  // put it online, report no quiescence) to see what waits for a grace
+  // period: the run_once harness runs no lcore, so none would hold one.
+  rte_rcu_qsbr* qsbr() const { return qsbr_; }
 
   // Retired snapshots share their rule partitions with the current one unless
   // the rules changed; each holds its slot table and job list (~150 KB with

@@ -719,6 +719,45 @@ TEST_P(ReusedSlotTest, AJobAddedBackBeforeItsSlotDrainedKeepsItsCounts) {
   EXPECT_EQ(pull["sent_packets"], 10) << pull.dump();
 }
 
+// The other half of a slot's release: the grace period. A removed job's
+// slot with nothing queued still waits until every reader has passed a
+// quiescent state since the snapshot without the job, since an lcore still
+// classifying with the older snapshot would admit the old job's packets to
+// the slot under the next job. The run_once harness registers no reader,
+// so the test holds one (RCU thread 0: online, not quiescent) until it lets
+// the grace period end.
+TEST(ReusedSlotGrace, ASlotWaitsForEveryReaderEvenWithNothingQueued) {
+  Gate g(
+      std::string("[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 64\n"
+                  "[dataplane]\nmbufs = 8191\nmax_jobs = 1\n[stats]\ninterval = \"0s\"\n"
+                  "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  rte_rcu_qsbr* qsbr = g.harness().dataplane().publisher().qsbr();
+  ASSERT_EQ(rte_rcu_qsbr_thread_register(qsbr, 0), 0);
+  rte_rcu_qsbr_thread_online(qsbr, 0);
+  struct Reader {
+    rte_rcu_qsbr* qsbr;
+    ~Reader() {
+      rte_rcu_qsbr_thread_offline(qsbr, 0);
+      rte_rcu_qsbr_thread_unregister(qsbr, 0);
+    }
+  } reader{qsbr};
+  g.feed({pull_frame(2222, 0, 0)});
+  ASSERT_EQ(g.sent().size(), 1u) << "nothing of job 1's stays queued";
+  auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.pass();
+  const nlohmann::json add2{{"cmd", "jobs.add"}, {"job", 2}, {"match", {"src=10.0.0.5/32,sport=3333,proto=tcp"}}};
+  reply = g.control(add2);
+  ASSERT_FALSE(reply["ok"].get<bool>()) << "job 2 took the slot while a reader may still admit job 1's packets";
+  EXPECT_NE(reply["error"].get<std::string>().find("try again shortly"), std::string::npos) << reply.dump();
+  EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 1);
+  rte_rcu_qsbr_quiescent(qsbr, 0);  // the reader has left the older snapshot
+  reply = g.control(add2);
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
