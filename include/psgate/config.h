@@ -163,10 +163,6 @@ struct ConfigSpec {
   std::optional<ClusterSpec> cluster;
 };
 
-// A policy's interval when none is given: round-robin's rotation period
-// 20s, the others' re-evaluation 1s (the `policy` command's defaults).
-uint64_t default_policy_interval_ns(PolicyKind kind);
-
 // The classes in force on port `port` (0 wire, 1 host): PortSpec::classes,
 // or ConfigSpec::classes where the port has none of its own.
 const std::vector<ClassSpec>& port_classes(const ConfigSpec& config, unsigned port);

@@ -50,9 +50,18 @@ enum class RotateOn { kTime, kIteration };
 const char* rotate_on_name(RotateOn on);
 std::optional<RotateOn> rotate_on_from_name(std::string_view name);
 
+// A policy's interval when none is given: round-robin's rotation period
+// 20s, the others' re-evaluation 1s (the `policy` command's defaults).
+constexpr uint64_t default_policy_interval_ns(PolicyKind kind) {
+  return kind == PolicyKind::kRoundRobin ? 20'000'000'000ull : 1'000'000'000ull;
+}
+
 struct PolicyParams {
   PolicyKind kind = PolicyKind::kStatic;
-  uint64_t interval_ns = 20'000'000'000;  // round-robin rotation period
+  // Round-robin's rotation period, the others' re-evaluation period. The
+  // default is the default kind's, so a config without [policy] reports what
+  // `policy static` would set.
+  uint64_t interval_ns = default_policy_interval_ns(PolicyKind::kStatic);
   RotateOn rotate_on = RotateOn::kTime;
   bool operator==(const PolicyParams&) const = default;
 };

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,24 +19,92 @@
 
 namespace psgate {
 
-// Control characters would break an error message's one-line promise (and
-// terminals): \n, \t and the rest become escapes.
+// One UTF-8 code point at the start of `s`: its value and length in bytes,
+// or nullopt for an invalid sequence (a stray byte, a cut sequence, an
+// overlong form, a surrogate, past U+10FFFF).
+struct CodePoint {
+  uint32_t value;
+  size_t length;
+};
+inline std::optional<CodePoint> decode_utf8(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  const auto b0 = static_cast<unsigned char>(s[0]);
+  uint32_t cp;
+  size_t len;
+  if (b0 < 0x80) {
+    return CodePoint{b0, 1};
+  } else if (b0 >= 0xc2 && b0 <= 0xdf) {
+    cp = b0 & 0x1f, len = 2;
+  } else if (b0 >= 0xe0 && b0 <= 0xef) {
+    cp = b0 & 0x0f, len = 3;
+  } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+    cp = b0 & 0x07, len = 4;
+  } else {
+    return std::nullopt;
+  }
+  if (len > s.size()) return std::nullopt;
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[k]);
+    if ((b & 0xc0) != 0x80) return std::nullopt;
+    cp = (cp << 6) | (b & 0x3f);
+  }
+  const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return std::nullopt;
+  return CodePoint{cp, len};
+}
+
+// C0 and C1 controls and DEL.
+inline bool is_control_char(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+// Bidirectional controls (U+061C, U+200E/F, U+202A..U+202E, U+2066..U+2069):
+// they can make text display as other text ("Trojan Source").
+inline bool is_bidi_control(uint32_t cp) {
+  return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+// Characters that display as nothing (soft hyphen, zero-width space and
+// joiners, word joiner and invisible operators, BOM, Mongolian vowel
+// separator): "job\u200b" looks like "job".
+inline bool is_invisible_char(uint32_t cp) {
+  return cp == 0x00ad || cp == 0x180e || (cp >= 0x200b && cp <= 0x200d) || (cp >= 0x2060 && cp <= 0x2064) ||
+         cp == 0xfeff;
+}
+
+// Text for a one-line message on a terminal: control characters would break
+// the one-line promise (and terminals), bidi and invisible characters would
+// show other text than is there, and bytes that are not UTF-8 may be a C1
+// control to an 8-bit terminal. \n and \t become those escapes, bytes that
+// are not UTF-8 \xNN, the rest of those characters \uNNNN (which TOML and
+// JSON read back as the character).
 inline std::string escape_control_chars(std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      static const char kHex[] = "0123456789abcdef";
+  while (!s.empty()) {
+    const auto cp = decode_utf8(s);
+    if (!cp) {
+      const auto c = static_cast<unsigned char>(s[0]);
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
+      s.remove_prefix(1);
+      continue;
     }
+    const uint32_t v = cp->value;
+    if (v == '\n') {
+      out += "\\n";
+    } else if (v == '\t') {
+      out += "\\t";
+    } else if (v < 0x80 && is_control_char(v)) {
+      out += "\\x";
+      out += kHex[v >> 4];
+      out += kHex[v & 15];
+    } else if (is_control_char(v) || is_bidi_control(v) || is_invisible_char(v)) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(v >> shift) & 15];
+    } else {
+      out.append(s.substr(0, cp->length));
+    }
+    s.remove_prefix(cp->length);
   }
   return out;
 }
@@ -74,42 +143,19 @@ inline constexpr size_t kMaxNameBytes = 64;
 
 // Why `name` cannot be a job name, or empty when it can. A name is shown in
 // reports, logs and terminals, so it must be what it looks like: 1..64 bytes
-// of valid UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF), no C0 or C1 control characters or DEL, and no bidirectional
-// controls (U+061C, U+200E/F, U+202A..U+202E, U+2066..U+2069), which can make
-// a name display as another ("Trojan Source"). The config loader and the
+// of valid UTF-8 (decode_utf8), no C0 or C1 control characters or DEL, no
+// bidirectional controls and no invisible characters (is_invisible_char),
+// which can make a name display as another. The config loader and the
 // control protocol share this rule.
 inline std::string name_problem(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return "must be 1..64 bytes";
-  size_t i = 0;
-  while (i < name.size()) {
-    const auto b0 = static_cast<unsigned char>(name[i]);
-    uint32_t cp;
-    size_t len;
-    if (b0 < 0x80) {
-      cp = b0, len = 1;
-    } else if (b0 >= 0xc2 && b0 <= 0xdf) {
-      cp = b0 & 0x1f, len = 2;
-    } else if (b0 >= 0xe0 && b0 <= 0xef) {
-      cp = b0 & 0x0f, len = 3;
-    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
-      cp = b0 & 0x07, len = 4;
-    } else {
-      return "must be valid UTF-8";
-    }
-    if (i + len > name.size()) return "must be valid UTF-8";
-    for (size_t k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(name[i + k]);
-      if ((b & 0xc0) != 0x80) return "must be valid UTF-8";
-      cp = (cp << 6) | (b & 0x3f);
-    }
-    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return "must be valid UTF-8";
-    if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) return "must not contain control characters";
-    if (cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-        (cp >= 0x2066 && cp <= 0x2069))
-      return "must not contain bidirectional control characters";
-    i += len;
+  while (!name.empty()) {
+    const auto cp = decode_utf8(name);
+    if (!cp) return "must be valid UTF-8";
+    if (is_control_char(cp->value)) return "must not contain control characters";
+    if (is_bidi_control(cp->value)) return "must not contain bidirectional control characters";
+    if (is_invisible_char(cp->value)) return "must not contain invisible characters (zero-width, soft hyphen, BOM)";
+    name.remove_prefix(cp->length);
   }
   return {};
 }

@@ -719,6 +719,15 @@ std::optional<std::string> endpoint_problem(std::string_view url) {
 
 std::optional<std::string> check_rate_bps(uint64_t bps) {
   if (bps < kMinRateBps) return "must be at least 8bit/s (1 byte/s)";
+  // Buckets count whole bytes per second. Truncating would run another rate
+  // than the one written, and compare a floor against a cap by what neither
+  // says (1000007bit/s "fits" under 1Mbit/s): refuse, naming what would fit.
+  if (bps % 8 != 0) {
+    const uint64_t below = bps - bps % 8;
+    std::string fits = "\"" + rate_text_exact(below) + "\"";
+    if (below <= std::numeric_limits<uint64_t>::max() - 8) fits += " or \"" + rate_text_exact(below + 8) + "\"";
+    return rate_text_exact(bps) + " is not a whole number of bytes per second, the unit rates run in: give " + fits;
+  }
   return std::nullopt;
 }
 
@@ -794,10 +803,6 @@ std::optional<ValueProblem> check_job(const JobSpec& j) {
   if (j.police)
     if (auto p = check_rate_spec(*j.police, "police", "police_burst")) return p;
   return std::nullopt;
-}
-
-uint64_t default_policy_interval_ns(PolicyKind kind) {
-  return kind == PolicyKind::kRoundRobin ? 20'000'000'000ull : 1'000'000'000ull;
 }
 
 uint32_t max_frame_bytes(uint32_t mtu, unsigned vlan_tags) { return mtu + 14 + 4 * vlan_tags; }

@@ -1154,6 +1154,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
   ControlState next = state_;
   next.config_file = now;
   std::string refused;  // the class settings that do not fit what runs
+  bool refused_for_depth = false, refused_for_socket = false;
   if (!plan.classes.empty() || !plan.shapers.empty()) {
     const auto compiled = compile_ports(*now);
     // Shapers against the file as last read, as the plan found them changed;
@@ -1173,8 +1174,16 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       // and a later reload would never try this class again.
       const uint32_t running_depth = port_classes(config_, port)[cls].depth;
       if (auto problem = check_class(class_spec(want, running_depth))) {
-        refused += (refused.empty() ? "" : "; ") + key + ": " + problem_text(*problem) + " (with the running depth " +
-                   std::to_string(running_depth) + ")";
+        // The file loaded, so its own class is sound. What does not fit is
+        // either its new depth, not yet running, or a setting the socket
+        // changed since the last read (a cap below the file's new floor):
+        // the operator needs to know which to fix.
+        const uint32_t file_depth = port_classes(*now, port)[cls].depth;
+        const bool depth_bound = !check_class(class_spec(want, file_depth));
+        (depth_bound ? refused_for_depth : refused_for_socket) = true;
+        refused += (refused.empty() ? "" : "; ") + key + ": " + problem_text(*problem) +
+                   (depth_bound ? " (with the running depth " + std::to_string(running_depth) + ")"
+                                : " (with the settings `psgatectl class` changed since the file was read)");
         continue;
       }
       next.live[port].classes[cls] = want;
@@ -1186,10 +1195,14 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
     }
   }
   if (!refused.empty()) {
-    return Result<Outcome>::failure(
-        refused +
-        ". Nothing reloaded: a new depth takes effect at a restart, and class settings that need it can be set "
-        "then with `psgatectl class`");
+    std::string remedy;
+    const auto add = [&remedy](const char* text) { remedy += (remedy.empty() ? ": " : "; ") + std::string(text); };
+    if (refused_for_depth)
+      add("a new depth takes effect at a restart, and class settings that need it can be set then with "
+          "`psgatectl class`");
+    if (refused_for_socket)
+      add("set the class with `psgatectl class` so that the file's change fits, or change the file");
+    return Result<Outcome>::failure(refused + ". Nothing reloaded" + remedy);
   }
   if (plan.policy) {
     if (cluster_) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -138,7 +139,7 @@ Parsed jobs_add(const json& req, unsigned) {
   if (police_burst->value && !police->value)
     return fail<ControlRequest>("\"police_burst\" given without \"police\" (set both or neither)");
   if (police->value) {
-    if (*police->value < kControlMinRateBps) return fail<ControlRequest>("\"police\" must be at least 8bit/s");
+    if (auto problem = check_rate_bps(*police->value)) return fail<ControlRequest>("\"police\" " + *problem);
     const uint64_t burst = police_burst->value.value_or(kControlDefaultBurstBytes);
     // The config's bound: a larger burst overflows the token bucket (token_bucket.h).
     if (burst < kControlMinBurstBytes || burst > kControlMaxBurstBytes)
@@ -163,6 +164,7 @@ Parsed jobs_load(const json& req, unsigned class_count) {
     return fail<ControlRequest>("\"jobs\" must be a non-empty list of job objects");
   JobsLoadRequest out;
   out.jobs.reserve(jobs->size());
+  std::unordered_map<uint32_t, size_t> index_of;  // a job listed twice is the list's mistake, not the table's
   size_t i = 0;
   for (const json& job : *jobs) {
     const std::string where = "jobs[" + std::to_string(i++) + "]";
@@ -175,6 +177,10 @@ Parsed jobs_load(const json& req, unsigned class_count) {
     add["cmd"] = "jobs.add";
     auto parsed = parse_control_request(add, class_count);
     if (!parsed) return fail<ControlRequest>(where + ": " + parsed.error());
+    const uint32_t id = std::get<JobsAddRequest>(*parsed).id;
+    if (const auto [it, first] = index_of.emplace(id, i - 1); !first)
+      return fail<ControlRequest>(where + ": job " + std::to_string(id) + " is also jobs[" +
+                                  std::to_string(it->second) + "]; list each job once");
     out.jobs.push_back(std::move(std::get<JobsAddRequest>(*parsed)));
   }
   return ControlRequest{std::move(out)};
@@ -232,9 +238,9 @@ Parsed class_set(const json& req, unsigned class_count) {
   out.floor_burst_bytes = *floor_burst;
   if (burst_out_of_range(cap_burst->value) || burst_out_of_range(floor_burst->value))
     return fail<ControlRequest>("bursts must be between 64B and 512MiB");
-  if (cap->value && *cap->value < kControlMinRateBps) return fail<ControlRequest>("\"cap\" must be at least 8bit/s");
-  if (floor->value && *floor->value < kControlMinRateBps)
-    return fail<ControlRequest>("\"floor\" must be at least 8bit/s");
+  for (const auto& [key, rate] : {std::pair{"cap", &cap->value}, std::pair{"floor", &floor->value}})
+    if (*rate)
+      if (auto problem = check_rate_bps(**rate)) return fail<ControlRequest>(quoted(key) + " " + *problem);
   // Compared in bytes per second, the unit the classes run in (as the
   // operation compares them against the cap in force).
   if (cap->value && floor->value && bytes_per_sec(*floor->value) > bytes_per_sec(*cap->value))
@@ -265,7 +271,8 @@ Parsed shaper_set(const json& req, unsigned) {
   if (!rate->present) return fail<ControlRequest>("missing argument \"rate\" (a rate, or null for unshaped)");
   auto burst = arg_quantity(req, "burst", parse_size_bytes);
   if (!burst) return fail<ControlRequest>(burst.error());
-  if (rate->value && *rate->value < kControlMinRateBps) return fail<ControlRequest>("\"rate\" must be at least 8bit/s");
+  if (rate->value)
+    if (auto problem = check_rate_bps(*rate->value)) return fail<ControlRequest>("\"rate\" " + *problem);
   if (burst_out_of_range(burst->value)) return fail<ControlRequest>("bursts must be between 64B and 512MiB");
   out.rate_bps = rate->value;
   out.burst_bytes = burst->value;

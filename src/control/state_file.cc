@@ -67,6 +67,7 @@ Result<PolicyParams> policy_from_json(const json& p) {
   if (!kind) return Result<PolicyParams>::failure("policy: unknown or missing name");
   PolicyParams policy;
   policy.kind = *kind;
+  policy.interval_ns = default_policy_interval_ns(*kind);  // a hand-written file may leave it out
   // What the socket accepts, nothing else: the file may have been edited by
   // hand, and an interval of 0 would silently stop a rotation.
   if (p.contains("interval_ns")) {
@@ -168,7 +169,10 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const s
     job.spec.match = std::move(*rules);
     if (police_bps->has_value() != police_burst->has_value())
       return R::failure(where + ": police_bps and police_burst_bytes go together");
-    if (police_bps->has_value()) job.spec.police = RateSpec{**police_bps, **police_burst};
+    // A file written before rates had to be whole bytes per second may hold
+    // any bit rate; its bucket ran the rate truncated to bytes, so that is
+    // what keeps running (the new check would refuse the whole file).
+    if (police_bps->has_value()) job.spec.police = RateSpec{**police_bps - **police_bps % 8, **police_burst};
     if (entry.contains("progress_fraction")) {
       const json& f = entry["progress_fraction"];
       if (!f.is_number() || !valid_progress_fraction(f.get<double>()))
@@ -286,6 +290,13 @@ std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings
   std::vector<std::string> taken;
   if (!saved.live || !saved.file) return taken;
   taken = apply_file_changes(*saved.live, saved.policy, *saved.file, now, !config.cluster.has_value());
+  // The merge above already lists a class the file changed; what is taken
+  // below replaces that entry, so the start-up log names each key once.
+  const auto note = [&taken](const std::string& key, const std::string& why) {
+    const auto merged = std::find(taken.begin(), taken.end(), key);
+    if (merged != taken.end()) taken.erase(merged);
+    taken.push_back(key + why);
+  };
   for (unsigned p = 0; p < kPortCount; ++p) {
     PortLive& port = (*saved.live)[p];
     const PortLive& file = now.ports[p];
@@ -309,20 +320,25 @@ std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings
       const bool file_changed = c >= was.classes.size() || !(was.classes[c] == file.classes[c]);
       if (!file_changed && !check_class(class_spec(without_ecn, depth))) {
         port.classes[c].actions.ecn_threshold = file.classes[c].actions.ecn_threshold;
-        taken.push_back(key + ".ecn_threshold (the saved one does not fit the class's depth)");
+        note(key, ".ecn_threshold (the saved one does not fit the class's depth)");
         took_class = true;
         continue;
       }
       if (!file_changed) continue;
       port.classes[c] = file.classes[c];
       took_class = true;
-      taken.push_back(key + " (the whole class: the saved settings did not fit with the file's)");
+      note(key, " (the whole class: the saved settings did not fit with the file's)");
     }
     // Likewise a port's floors: taken from the file only when it changed the
     // port (its shaper, a class) since the state was written, or a class was
     // just taken from it.
     if (floors_problem(port) && !(port == file) && (!(was == file) || took_class)) {
       port = file;
+      // The whole port covers what was listed of it.
+      const std::string suffix = std::string(".") + kPortNames[p];
+      std::erase_if(taken, [&](const std::string& k) {
+        return k == "shaper" + suffix || (k.starts_with("classes.") && k.find(suffix) != std::string::npos);
+      });
       taken.push_back(std::string("classes.*.") + kPortNames[p] +
                       " and shaper (the whole port: the saved floors did not fit with the file's)");
     }

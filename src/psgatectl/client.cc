@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <cerrno>
 #include <cstring>
+
+#include "psgate/text.h"
 
 namespace psgatectl {
 
@@ -113,6 +116,12 @@ Result<Client> Client::connect(const std::string& path, std::chrono::millisecond
   if (rc != 0) {
     const int err = errno;
     close(fd);
+    // connect() answers ECONNREFUSED for any file that is not a socket too:
+    // "nothing listens" would send the operator after a dead daemon.
+    struct stat st {};
+    if (err == ECONNREFUSED && ::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+      return fail(std::string("not a socket (a ") + (S_ISDIR(st.st_mode) ? "directory" : "file that is not a socket") +
+                  " is at that path; psgate's [control] socket is a Unix socket)");
     return fail(connect_reason(err));
   }
   // From here every wait goes through poll() with a deadline.
@@ -192,7 +201,9 @@ Result<Reply> Client::read_refusal() {
 }
 
 Result<Reply> parse_reply(const std::string& line) {
-  auto excerpt = [&] { return line.size() > 80 ? line.substr(0, 80) + "..." : line; };
+  // A reply's text goes to a terminal: its control characters, bidi and
+  // invisible characters are shown escaped, never acted on.
+  auto excerpt = [&] { return psgate::escape_control_chars(line.size() > 80 ? line.substr(0, 80) + "..." : line); };
   auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Result<Reply>::failure("reply is not JSON: " + excerpt());
   if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
@@ -202,9 +213,12 @@ Result<Reply> parse_reply(const std::string& line) {
   r.ok = j["ok"].get<bool>();
   if (r.ok) {
     if (!j.contains("result")) return Result<Reply>::failure("reply has \"ok\": true but no \"result\"");
+    // Every command's result is an object; anything else would print nothing
+    // and exit 0 as if it had been read.
+    if (!j["result"].is_object()) return Result<Reply>::failure("reply's \"result\" is not an object: " + excerpt());
     r.result = std::move(j["result"]);
   } else if (j.contains("error") && j["error"].is_string()) {
-    r.error = j["error"].get<std::string>();
+    r.error = psgate::escape_control_chars(j["error"].get<std::string>());
   } else {
     r.error = "request refused (the daemon gave no reason)";
   }

@@ -33,7 +33,8 @@ using namespace psgate;
 }
 
 void check_rate(const std::optional<uint64_t>& bps, const char* what) {
-  if (bps && *bps < kControlMinRateBps) fail(what, std::to_string(*bps));
+  // At least 1 byte/s, and whole bytes per second (what a bucket runs).
+  if (bps && (*bps < kControlMinRateBps || *bps % 8 != 0)) fail(what, std::to_string(*bps));
 }
 
 void check_burst(const std::optional<uint64_t>& bytes, const char* what) {
@@ -67,7 +68,7 @@ struct Checker {
     }
     if (!q.name.empty() && !name_problem(q.name).empty()) fail("job name breaks the name rule", q.name);
     if (q.police) {
-      if (q.police->rate_bps < kControlMinRateBps) fail("police rate", std::to_string(q.police->rate_bps));
+      check_rate(q.police->rate_bps, "police rate");
       if (q.police->burst_bytes < kControlMinBurstBytes || q.police->burst_bytes > kControlMaxBurstBytes)
         fail("police burst", std::to_string(q.police->burst_bytes));
     }

@@ -277,6 +277,21 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   r = ctl_json({"reload"});
   EXPECT_EQ(r["restart_needed"], json({"classes.4.depth", "classes.5.depth"})) << r.dump();
 
+  // A floor the file adds above a cap set on the socket since: refused, and
+  // the reason is the socket's cap, not the depth.
+  ASSERT_EQ(ctl({"class", "wire", "4", "--cap", "100Mbit/s"}).status, 0);
+  std::string floored = edited + "[classes.5]\ndepth = 4096\n";
+  floored.replace(floored.find("cap = \"200Mbit/s\""), 17, "cap = \"200Mbit/s\"\nfloor = \"150Mbit/s\"");
+  fx.write_file("psgate.toml", floored);
+  const CtlResult capped = ctl({"reload"});
+  EXPECT_EQ(capped.status, 1) << capped.out << capped.err;
+  EXPECT_NE(capped.err.find("classes.4.wire"), std::string::npos) << capped.err;
+  EXPECT_NE(capped.err.find("changed since the file was read"), std::string::npos) << capped.err;
+  EXPECT_EQ(capped.err.find("depth"), std::string::npos) << capped.err;
+  EXPECT_EQ(ctl_json({"config"})["classes"]["4"]["wire"]["cap"], "100Mbit/s");
+  ASSERT_EQ(ctl({"class", "wire", "4", "--cap", "200Mbit/s"}).status, 0);
+  fx.write_file("psgate.toml", edited + "[classes.5]\ndepth = 4096\n");
+
   // A file that does not load: refused with the reason, nothing changed.
   fx.write_file("psgate.toml", base + "[classes.4]\ncap = \"fast\"\n");
   const CtlResult bad = ctl({"reload"});

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -414,6 +415,12 @@ TEST(PsgatectlFakeDaemon, RefusalExitsOneWithTheDaemonsError) {
   CtlRun q = run_ctl({"-s", dir.socket(), "rank", "9", "1"});
   EXPECT_EQ(q.status, 1);
   EXPECT_TRUE(contains(q.err, "psgatectl: request refused")) << q.err;
+  // The daemon's text reaches a terminal escaped: no colour, no
+  // right-to-left override.
+  d.answer("jobs.remove", ojson{{"ok", false}, {"error", "no job \x1b[31m9\xe2\x80\xae"}});
+  CtlRun e = run_ctl({"-s", dir.socket(), "jobs", "rm", "9"});
+  EXPECT_EQ(e.status, 1);
+  EXPECT_EQ(e.err, "psgatectl: no job \\x1b[31m9\\u202e\n");
 }
 
 TEST(PsgatectlFakeDaemon, UsageErrorSendsNothing) {
@@ -456,6 +463,14 @@ TEST(PsgatectlFakeDaemon, NothingListensExitsThree) {
   CtlRun s = run_ctl({"-s", dir.socket(), "stats"});
   EXPECT_EQ(s.status, 3);
   EXPECT_TRUE(contains(s.err, dir.socket() + ": connection refused")) << s.err;
+
+  // A regular file at the path: connect() says "refused", but nothing could
+  // ever listen there.
+  unlink(dir.socket().c_str());
+  std::ofstream(dir.socket()) << "not a socket\n";
+  CtlRun f = run_ctl({"-s", dir.socket(), "health"});
+  EXPECT_EQ(f.status, 3);
+  EXPECT_TRUE(contains(f.err, dir.socket() + ": not a socket")) << f.err;
 }
 
 TEST(PsgatectlFakeDaemon, PermissionDeniedExitsThree) {
@@ -482,13 +497,14 @@ TEST(PsgatectlFakeDaemon, BrokenRepliesExitThree) {
       {FakeDaemon::Mode::kCloseNoReply, {}, "daemon closed the connection without replying"},
       {FakeDaemon::Mode::kSilent, {"--timeout", "300ms"}, "no reply within 300ms"},
       {FakeDaemon::Mode::kGarbage, {}, "reply is not JSON: <html>"},
+      {FakeDaemon::Mode::kAnswer, {}, "reply's \"result\" is not an object: {\"ok\": true, \"result\": \"fine\"}"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
     TempDir dir;
     FakeDaemon d(dir.socket(), c.mode);
-    d.answer("stats",
-             ojson::parse(R"({"ok": true, "result": {"ports": {}, "classes": [], "jobs": [], "totals": {}}})"));
+    // kAnswer: a reply well formed but for its result.
+    d.answer_raw("stats", R"({"ok": true, "result": "fine"})");
     std::vector<std::string> args{"-s", dir.socket()};
     args.insert(args.end(), c.extra.begin(), c.extra.end());
     args.push_back("stats");

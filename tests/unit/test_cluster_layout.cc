@@ -89,7 +89,7 @@ TEST(StoreMirror, JobDocumentRoundTrips) {
   a.match.push_back(rule("dst=fd00::1/128,dport=1000-2000"));
   a.police = RateSpec{300'000'000, 128 * 1024};
   JobSpec b = spec(9, "odd-rates");
-  b.police = RateSpec{1'234'567, 1500};  // not a round number in any unit
+  b.police = RateSpec{1'234'568, 1500};  // not a round number in any unit (whole bytes/s)
   JobSpec c = spec(4294967295u, "max-id");
 
   StoreMirror m(kKeys, kClasses);

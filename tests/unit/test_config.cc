@@ -301,6 +301,11 @@ TEST(ConfigParse, ShaperWithoutRateKeepsOverheadAndHeadroom) {
 
 TEST(ConfigParse, PolicyTable) {
   EXPECT_EQ(parse_config(doc(""), "t.toml")->policy.kind, PolicyKind::kStatic);
+  // No [policy] is the static policy with its own default interval, so that
+  // sending `policy static` to such a gateway changes nothing.
+  EXPECT_EQ(parse_config(doc(""), "t.toml")->policy,
+            parse_config(doc("[policy]\nname = \"static\""), "t.toml")->policy);
+  EXPECT_EQ(parse_config(doc(""), "t.toml")->policy.interval_ns, 1'000'000'000u);
   auto r = parse_config(doc("[policy]\nname = \"round-robin\"\nrotate_on = \"iteration\""), "t.toml");
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r->policy.kind, PolicyKind::kRoundRobin);
@@ -501,6 +506,10 @@ std::vector<BadCase> bad_cases() {
       {d("[shaper.wire]\nrate = 1000000000\nburst = \"64KiB\""), "shaper.wire.rate",
        "expected a string with a unit like \"9.5Gbit/s\", got integer 1000000000"},
       {d("[shaper.wire]\nrate = \"0bit/s\"\nburst = \"64KiB\""), "shaper.wire.rate", "at least 8bit/s"},
+      {d("[shaper.wire]\nrate = \"1.5kbit/s\"\nburst = \"64KiB\""), "shaper.wire.rate",
+       "1500bit/s is not a whole number of bytes per second, the unit rates run in: give \"1496bit/s\" or "
+       "\"1504bit/s\""},
+      {d("[classes.3]\ncap = \"1Mbit/s\"\nfloor = \"1000007bit/s\""), "classes.3.floor", "not a whole number of bytes"},
       {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"63B\""), "shaper.wire.burst",
        "63 bytes is out of range 64B..512MiB"},
       {d("[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1GiB\""), "shaper.wire.burst", "out of range"},

@@ -158,13 +158,13 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.ecn_threshold, std::optional<uint32_t>(65535));
        }},
       // Bounds: 8bit/s, 64B, 512MiB; a burst of 0 means "the default".
-      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"8bit/s","floor":"15bit/s","cap_burst":"64B",)"
+      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"8bit/s","floor":"8bit/s","cap_burst":"64B",)"
        R"("floor_burst":"512MiB"})",
        2,
        [](auto& r, auto& l) {
          const auto& q = as<ClassSetRequest>(r, l);
          EXPECT_EQ(q.cap_bps, set<uint64_t>(8));
-         EXPECT_EQ(q.floor_bps, set<uint64_t>(15));  // both 1 byte/s: not above the cap
+         EXPECT_EQ(q.floor_bps, set<uint64_t>(8));  // equal to the cap: allowed
          EXPECT_EQ(q.cap_burst_bytes, set<uint64_t>(64));
          EXPECT_EQ(q.floor_burst_bytes, set<uint64_t>(512u << 20));
        }},
@@ -348,7 +348,14 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
        Match::kPrefix},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"-1Mbit/s"})",
        "\"police\": \"-1Mbit/s\" is not a rate", Match::kPrefix},
-      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"7bit/s"})", "\"police\" must be at least 8bit/s"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"0bit/s"})",
+       "\"police\" must be at least 8bit/s (1 byte/s)"},
+      {R"({"cmd":"jobs.load","jobs":[{"job":7,"match":["proto=tcp"]},{"job":8,"match":["proto=udp"]},)"
+       R"({"job":7,"match":["proto=sctp"]}]})",
+       "jobs[2]: job 7 is also jobs[0]; list each job once"},
+      {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"12345bit/s"})",
+       "\"police\" 12345bit/s is not a whole number of bytes per second, the unit rates run in: give \"12344bit/s\" or "
+       "\"12352bit/s\""},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"1Mbit/s","police_burst":"63B"})",
        "\"police_burst\" must be between 64B and 512MiB"},
       {R"({"cmd":"jobs.add","job":7,"match":["proto=tcp"],"police":"1Mbit/s","police_burst":"513MiB"})",
@@ -399,8 +406,13 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
        "\"floor_burst\" must be a string with a unit, or null"},
       {R"({"cmd":"class.set","port":"wire","class":1,"cap_burst":"63B"})", kBurstRange},
       {R"({"cmd":"class.set","port":"wire","class":1,"floor_burst":"513MiB"})", kBurstRange},
-      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"7bit/s"})", "\"cap\" must be at least 8bit/s"},
-      {R"({"cmd":"class.set","port":"wire","class":1,"floor":"0bit/s"})", "\"floor\" must be at least 8bit/s"},
+      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"7bit/s"})", "\"cap\" must be at least 8bit/s (1 byte/s)"},
+      // 1000007bit/s is no more than 1Mbit/s in whole bytes: refused, not
+      // compared truncated against the cap.
+      {R"({"cmd":"class.set","port":"wire","class":1,"cap":"1Mbit/s","floor":"1000007bit/s"})",
+       "\"floor\" 1000007bit/s is not a whole number of bytes per second", Match::kPrefix},
+      {R"({"cmd":"class.set","port":"wire","class":1,"floor":"0bit/s"})",
+       "\"floor\" must be at least 8bit/s (1 byte/s)"},
       {R"({"cmd":"class.set","port":"wire","class":1,"cap":"10Mbit/s","floor":"20Mbit/s"})",
        "the floor cannot exceed the cap"},
       {R"({"cmd":"class.set","port":"wire","class":1,"ecn_threshold":65536})",
@@ -421,7 +433,10 @@ TEST(ControlRequest, BadRequestsGetTheErrorAPersonReads) {
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit"})", "\"rate\": \"1Gbit\" is not a rate", Match::kPrefix},
       {R"({"cmd":"shaper.set","port":"wire","rate":"-5Mbit/s"})", "\"rate\": \"-5Mbit/s\" is not a rate",
        Match::kPrefix},
-      {R"({"cmd":"shaper.set","port":"wire","rate":"1bit/s"})", "\"rate\" must be at least 8bit/s"},
+      {R"({"cmd":"shaper.set","port":"wire","rate":"1bit/s"})", "\"rate\" must be at least 8bit/s (1 byte/s)"},
+      {R"({"cmd":"shaper.set","port":"wire","rate":"9.999999999Gbit/s"})",
+       "\"rate\" 9999999999bit/s is not a whole number of bytes per second, the unit rates run in: give "
+       "\"9999999992bit/s\" or \"10Gbit/s\""},
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit/s","burst":"10B"})", kBurstRange},
       {R"({"cmd":"shaper.set","port":"wire","rate":"1Gbit/s","burst":5})",
        "\"burst\" must be a string with a unit, or null"},
@@ -589,6 +604,33 @@ TEST(NameRule, PrintableUtf8WithoutBidiControls) {
   for (const char* ctl : {"a\tb", "\x7f", "\xc2\x85"})
     EXPECT_EQ(name_problem(ctl), "must not contain control characters");
   EXPECT_EQ(name_problem("gpu\xe2\x80\xaejob"), "must not contain bidirectional control characters");  // U+202E
+  // Invisible characters would make "job" and "job<U+200B>" two names that
+  // look the same.
+  for (const char* invisible : {"job\xe2\x80\x8b",
+                                "jo\xc2\xad"
+                                "b",
+                                "\xef\xbb\xbfjob",
+                                "jo\xe2\x81\xa0"
+                                "b",
+                                "j\xe2\x80\x8dob"})
+    EXPECT_EQ(name_problem(invisible), "must not contain invisible characters (zero-width, soft hyphen, BOM)")
+        << invisible;
+}
+
+// The one escaping for text on a terminal: errors, and the daemon's error
+// text as psgatectl prints it.
+TEST(TerminalText, ControlBidiInvisibleAndNonUtf8AreShownEscaped) {
+  EXPECT_EQ(escape_control_chars("résumé-α 训练 \xf0\x9f\x98\x80"), "résumé-α 训练 \xf0\x9f\x98\x80");
+  EXPECT_EQ(escape_control_chars("a\nb\tc\x1b[31m\x7f"), "a\\nb\\tc\\x1b[31m\\x7f");
+  EXPECT_EQ(escape_control_chars("gpu\xe2\x80\xaejob"), "gpu\\u202ejob");  // bidi
+  EXPECT_EQ(escape_control_chars("job\xe2\x80\x8b"), "job\\u200b");        // zero-width space
+  EXPECT_EQ(escape_control_chars("\xc2\x9b"
+                                 "2J"),
+            "\\u009b2J");  // C1 CSI, as UTF-8
+  EXPECT_EQ(escape_control_chars("\x9b"
+                                 "2J\xc3"),
+            "\\x9b2J\\xc3");  // not UTF-8: bytes
+  EXPECT_EQ(escape_control_chars(""), "");
 }
 
 // Unknown arguments are refused, naming the nearest one (the config loader's rule).
@@ -711,8 +753,11 @@ TEST(RequestLines, AnOversizedLineIsReportedOnceAndTheNextLineStillParses) {
     RequestLines lines(64);
     std::vector<std::string> got;
     int oversized = 0;
+    // A line of the limit is taken with "\r\n" too; one byte over is not,
+    // whether that byte ends it or comes before its "\r".
     const std::string stream = "a\r\n\n" + std::string(2 * 1024 * 1024, 'x') + "\nb\n" + std::string(64, 'y') + "\n" +
-                               std::string(65, 'z') + "\nc";
+                               std::string(65, 'z') + "\n" + std::string(64, 'w') + "\r\n" + std::string(65, 'v') +
+                               "\r\n" + std::string(66, 'u') + "\nc";
     for (size_t i = 0; i < stream.size(); i += chunk) {
       lines.feed(
           std::string_view(stream).substr(i, chunk), [&](std::string&& l) { got.push_back(std::move(l)); },
@@ -720,11 +765,12 @@ TEST(RequestLines, AnOversizedLineIsReportedOnceAndTheNextLineStillParses) {
             got.push_back("<oversized>");
             ++oversized;
           });
-      EXPECT_LE(lines.buffered(), 64u);
+      EXPECT_LE(lines.buffered(), 65u);
     }
-    EXPECT_EQ(got, (std::vector<std::string>{"a", "<oversized>", "b", std::string(64, 'y'), "<oversized>"}))
+    EXPECT_EQ(got, (std::vector<std::string>{"a", "<oversized>", "b", std::string(64, 'y'), "<oversized>",
+                                             std::string(64, 'w'), "<oversized>", "<oversized>"}))
         << "chunk " << chunk;
-    EXPECT_EQ(oversized, 2);
+    EXPECT_EQ(oversized, 4);
     EXPECT_EQ(lines.buffered(), 1u);  // "c", waiting for its newline
   }
 }

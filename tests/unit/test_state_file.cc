@@ -226,6 +226,27 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
 
 // A hand-edited state file is no way around the loader's checks: an ECN
 // threshold at or above the class's depth is refused as the config refuses it.
+// Rates became whole bytes per second after such files were written: a
+// police rate of any bit rate keeps running as its bucket ran it, truncated,
+// rather than refusing the start.
+TEST(StateFile, AnOldPoliceRateOfPartBytesRunsAsItRan) {
+  TempDir t;
+  ConfigSpec config;
+  config.classes.resize(2);
+  for (ClassSpec& c : config.classes) c.depth = 64;
+  std::ofstream(t.path("state.json"))
+      << R"({"version": 1, "jobs": [{"id": 3, "name": "three", "rank": 0, "match": ["dst=10.0.0.5/32"],
+            "police_bps": 12345, "police_burst_bytes": 1500}], "policy": {"name": "static"}})";
+  auto saved = read_state_file(t.path("state.json"), 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  ASSERT_TRUE(saved->has_value());
+  const JobRecord* job = (*saved)->jobs.find(3);
+  ASSERT_NE(job, nullptr);
+  ASSERT_TRUE(job->spec.police.has_value());
+  EXPECT_EQ(job->spec.police->rate_bps, 12344u);
+  EXPECT_TRUE(check_saved_state(**saved, config));
+}
+
 TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
   TempDir t;
   ConfigSpec config;
@@ -297,7 +318,11 @@ TEST(StateFile, AStartTakesTheFilesEditsFirstAndWhatTheyLeaveUnfitFromTheFile) {
   const auto& got = *(*saved)->live;
   EXPECT_EQ(got[0].classes[0], now.ports[0].classes[0]) << "cap 200M with the saved floor 500M: the file's class";
   EXPECT_EQ(got[1].classes[1].actions.ecn_threshold, 16u);
-  ASSERT_EQ(taken.size(), 3u);  // wire class 0 (cap, then the whole class), host class 1
+  // Each class named once, as the start-up log lists them: wire class 0 (its
+  // cap merged, then the whole class taken), host class 1.
+  EXPECT_EQ(taken,
+            (std::vector<std::string>{
+                "classes.1.host", "classes.0.wire (the whole class: the saved settings did not fit with the file's)"}));
 
   // A record of another classes.count (written after a reload of a file
   // that changed it) is left out: the saved values stand, the file loads.
@@ -409,7 +434,7 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
   TempDir t;
   const std::string path = t.path("state.json");
   const std::string good =
-      state_file_text(one_job_stored(path), PolicyParams{PolicyKind::kRoundRobin}, two_classes(), 1);
+      state_file_text(one_job_stored(path), PolicyParams{PolicyKind::kRoundRobin, 20'000'000'000}, two_classes(), 1);
   ASSERT_TRUE(write_state_text(path, good));
   auto saved = read_state_file(path, 8, 2);
   ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
