@@ -69,12 +69,13 @@ inline bool is_invisible_char(uint32_t cp) {
          cp == 0xfeff;
 }
 
-// Text for a one-line message on a terminal: control characters would break
-// the one-line promise (and terminals), bidi and invisible characters would
+// Text for a one-line message on a terminal: control characters and the
+// line and paragraph separators (U+2028/9) would break the one-line promise
+// (and terminals), bidi and invisible characters would
 // show other text than is there, and bytes that are not UTF-8 may be a C1
-// control to an 8-bit terminal. \n and \t become those escapes, bytes that
-// are not UTF-8 \xNN, the rest of those characters \uNNNN (which TOML and
-// JSON read back as the character).
+// control to an 8-bit terminal. \n and \t become those escapes, other C0
+// controls, DEL and bytes that are not UTF-8 \xNN, the rest of those
+// characters \uNNNN. For messages: \xNN is neither TOML nor JSON.
 inline std::string escape_control_chars(std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
@@ -98,7 +99,7 @@ inline std::string escape_control_chars(std::string_view s) {
       out += "\\x";
       out += kHex[v >> 4];
       out += kHex[v & 15];
-    } else if (is_control_char(v) || is_bidi_control(v) || is_invisible_char(v)) {
+    } else if (is_control_char(v) || is_bidi_control(v) || is_invisible_char(v) || v == 0x2028 || v == 0x2029) {
       out += "\\u";
       for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(v >> shift) & 15];
     } else {
@@ -141,6 +142,9 @@ inline std::string_view closest_key(std::string_view key, std::span<const std::s
 
 inline constexpr size_t kMaxNameBytes = 64;
 
+inline constexpr std::string_view kInvisibleNameProblem =
+    "must not contain invisible characters (zero-width, soft hyphen, BOM)";
+
 // Why `name` cannot be a job name, or empty when it can. A name is shown in
 // reports, logs and terminals, so it must be what it looks like: 1..64 bytes
 // of valid UTF-8 (decode_utf8), no C0 or C1 control characters or DEL, no
@@ -154,10 +158,20 @@ inline std::string name_problem(std::string_view name) {
     if (!cp) return "must be valid UTF-8";
     if (is_control_char(cp->value)) return "must not contain control characters";
     if (is_bidi_control(cp->value)) return "must not contain bidirectional control characters";
-    if (is_invisible_char(cp->value)) return "must not contain invisible characters (zero-width, soft hyphen, BOM)";
+    if (is_invisible_char(cp->value)) return std::string(kInvisibleNameProblem);
     name.remove_prefix(cp->length);
   }
   return {};
+}
+
+// A name stored by a version that allowed invisible characters (the state
+// file, a cluster store's job document): read with them shown escaped
+// ("job\\u200b"), so that the job still loads and its name is what it looks
+// like. Any other name is returned as it is, for the usual check to judge.
+inline std::string stored_name(std::string_view name) {
+  if (name_problem(name) != kInvisibleNameProblem) return std::string(name);
+  std::string shown = escape_control_chars(name);
+  return name_problem(shown).empty() ? shown : std::string(name);
 }
 
 // Reads an open descriptor to its end, at most `max_bytes`. Returns 0 and

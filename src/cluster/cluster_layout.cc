@@ -67,6 +67,22 @@ Result<ControlRequest> parse_text_as_command(std::string_view text, const char* 
   return parse_as_command(std::move(doc), cmd, class_count);
 }
 
+// A job document an older psgate wrote: what it accepted and this version
+// refuses only by a stricter rule is read as it ran, not dropped (the job
+// would vanish from the upgraded gateways alone, its traffic unclassified
+// there, with nothing in health). A police rate of part bytes ran truncated
+// to whole bytes per second; a name with invisible characters is read with
+// them escaped (stored_name).
+void read_as_older_versions_ran(json& doc) {
+  if (!doc.is_object()) return;
+  if (auto it = doc.find("police"); it != doc.end() && it->is_string()) {
+    const auto bps = parse_rate_bps(it->get_ref<const std::string&>());
+    if (bps && *bps >= kMinRateBps && *bps % 8 != 0) *it = rate_text_exact(*bps - *bps % 8);
+  }
+  if (auto it = doc.find("name"); it != doc.end() && it->is_string())
+    *it = stored_name(it->get_ref<const std::string&>());
+}
+
 std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
   if (key.size() <= dir.size() || key.substr(0, dir.size()) != dir) return std::nullopt;
   const std::string_view digits = key.substr(dir.size());
@@ -351,7 +367,11 @@ StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& k
 StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const StoreEntry& e) const {
   auto id = id_after(key, keys_.jobs());
   if (!id) return {std::nullopt, "not a job key (P/jobs/<id>, id 1..4294967295)"};
-  auto req = parse_text_as_command(e.value, "jobs.add", class_count_);
+  std::string problem;
+  json doc = store_json(e.value, problem);
+  if (!problem.empty()) return {std::nullopt, problem};
+  read_as_older_versions_ran(doc);
+  auto req = parse_as_command(std::move(doc), "jobs.add", class_count_);
   if (!req) return {std::nullopt, req.error()};
   const auto& add = std::get<JobsAddRequest>(*req);
   if (add.id != *id)

@@ -1175,15 +1175,21 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       const uint32_t running_depth = port_classes(config_, port)[cls].depth;
       if (auto problem = check_class(class_spec(want, running_depth))) {
         // The file loaded, so its own class is sound. What does not fit is
-        // either its new depth, not yet running, or a setting the socket
-        // changed since the last read (a cap below the file's new floor):
-        // the operator needs to know which to fix.
+        // its new depth, not yet running, or a setting the socket changed
+        // since the last read (a cap below the file's new floor), or both:
+        // the operator needs to know what to fix, all of it at once.
         const uint32_t file_depth = port_classes(*now, port)[cls].depth;
-        const bool depth_bound = !check_class(class_spec(want, file_depth));
-        (depth_bound ? refused_for_depth : refused_for_socket) = true;
-        refused += (refused.empty() ? "" : "; ") + key + ": " + problem_text(*problem) +
-                   (depth_bound ? " (with the running depth " + std::to_string(running_depth) + ")"
-                                : " (with the settings `psgatectl class` changed since the file was read)");
+        const bool socket_bound = check_class(class_spec(want, file_depth)).has_value();
+        const bool depth_bound =
+            !socket_bound || check_class(class_spec(compiled[port].classes[cls], running_depth)).has_value();
+        refused_for_depth |= depth_bound;
+        refused_for_socket |= socket_bound;
+        std::string causes;
+        if (depth_bound) causes = "with the running depth " + std::to_string(running_depth);
+        if (socket_bound)
+          causes += (causes.empty() ? "" : ", and ") +
+                    std::string("with the settings `psgatectl class` changed since the file was read");
+        refused += (refused.empty() ? "" : "; ") + key + ": " + problem_text(*problem) + " (" + causes + ")";
         continue;
       }
       next.live[port].classes[cls] = want;

@@ -75,6 +75,13 @@ Result<PolicyParams> policy_from_json(const json& p) {
       return Result<PolicyParams>::failure("policy.interval_ns: not an integer of at least 1000000 (1 ms)");
     policy.interval_ns = p["interval_ns"].get<uint64_t>();
   }
+  // Before 2026-11-29 a config without [policy] gave the static policy
+  // round-robin's 20s, which static never uses. Read as the 1s such a
+  // config gives now: else the file's record would differ from the same
+  // config read again, and a start would take "the file's change of
+  // policy" over a policy set on the socket.
+  if (policy.kind == PolicyKind::kStatic && policy.interval_ns == 20'000'000'000)
+    policy.interval_ns = default_policy_interval_ns(PolicyKind::kStatic);
   if (p.contains("rotate_on")) {
     const json& r = p["rotate_on"];
     const auto on = r.is_string() ? rotate_on_from_name(r.get_ref<const std::string&>()) : std::nullopt;
@@ -162,7 +169,7 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const s
     job.spec.id = static_cast<uint32_t>(**id);
     if (!entry.contains("name") || !entry["name"].is_string())
       return R::failure(where + ".name: missing or not a string");
-    job.spec.name = entry["name"].get<std::string>();
+    job.spec.name = stored_name(entry["name"].get<std::string>());
     std::string rules_file;
     auto rules = job_rules(entry, where, rules_dir, &rules_file);
     if (!rules) return R::failure(rules.error());

@@ -9,6 +9,8 @@
 
 #include <sstream>
 
+#include "psgate/text.h"
+
 namespace psgatectl {
 
 namespace {
@@ -129,13 +131,15 @@ void flatten(const ojson& v, const std::string& prefix, std::vector<std::pair<st
     const bool scalars = std::none_of(v.begin(), v.end(), [](const ojson& e) { return e.is_structured(); });
     if (scalars) {
       std::string s = "[";
-      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].dump();
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + psgate::escape_control_chars(v[i].dump());
       out.emplace_back(prefix, s + "]");
     } else {
       for (size_t i = 0; i < v.size(); ++i) flatten(v[i], prefix + "[" + std::to_string(i) + "]", out);
     }
   } else {
-    out.emplace_back(prefix, v.is_null() ? "none" : v.dump());
+    // dump() escapes C0 controls; bidi and invisible characters (a
+    // gateway's name, etcd's error text) are escaped too, as in value_text.
+    out.emplace_back(prefix, v.is_null() ? "none" : psgate::escape_control_chars(v.dump()));
   }
 }
 
@@ -175,7 +179,9 @@ std::string Table::render(std::string_view indent) const {
 
 std::string value_text(const ojson& v, std::string_view null_text) {
   if (v.is_null()) return std::string(null_text);
-  if (v.is_string()) return v.get<std::string>();
+  // The daemon's strings (names, etcd's error text, a reload's reasons)
+  // reach a terminal: shown escaped, never acted on.
+  if (v.is_string()) return psgate::escape_control_chars(v.get_ref<const std::string&>());
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
   if (v.is_object()) {
     std::string out;

@@ -295,6 +295,28 @@ TEST(PsgatectlFakeDaemon, ReadCommandPrintsTableAndSendsOneLine) {
   EXPECT_EQ(d.connections(), 1);
 }
 
+// The daemon's strings in a result (etcd's error text, a gateway's name)
+// reach the terminal escaped, as its errors do: no escape sequence is acted
+// on, no right-to-left override reorders the line.
+TEST(PsgatectlFakeDaemon, StringsInAResultArePrintedEscaped) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("health", {{"ok", true},
+                      {"result",
+                       {{"status", "degraded"},
+                        {"cluster", {{"last_error", "etcd \x1b[2Jdown\xe2\x80\xae"}}},
+                        {"documents_held",
+                         {"P/jobs/\xe2\x80\x8b"
+                          "7"}}}}});
+  CtlRun r = run_ctl({"-s", dir.socket(), "health"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xe2\x80\xae"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xe2\x80\x8b"), std::string::npos) << r.out;
+  EXPECT_TRUE(contains(r.out, "2Jdown\\u202e")) << r.out;
+  EXPECT_TRUE(contains(r.out, "P/jobs/\\u200b7")) << r.out;
+}
+
 // Output that cannot be written (`psgatectl config --toml > now.toml` on a
 // full disk) must not look like success: exit 1 and why, on stderr.
 TEST(PsgatectlFakeDaemon, OutputThatCannotBeWrittenExitsOne) {

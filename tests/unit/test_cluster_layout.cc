@@ -115,6 +115,22 @@ TEST(StoreMirror, JobWithoutNameGetsTheRegistrysDefault) {
   EXPECT_EQ(v.jobs[0].spec.name, "job-3");
 }
 
+// A document an older psgate wrote, with what it accepted and this version
+// refuses by a stricter rule: read as it ran, not dropped (the job would
+// vanish from the upgraded gateways only). A new document is checked as
+// jobs.add checks it (ControlRequest tests).
+TEST(StoreMirror, AnOlderVersionsJobDocumentIsReadAsItRan) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(11),
+        entry(R"({"schema":1,"job":11,"name":"bert\u200b","match":["dport=80"],"police":"12345bit/s"})", 5));
+  const ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  ASSERT_EQ(v.jobs.size(), 1u);
+  ASSERT_TRUE(v.jobs[0].spec.police.has_value());
+  EXPECT_EQ(v.jobs[0].spec.police->rate_bps, 12344u) << "the rate its bucket ran";
+  EXPECT_EQ(v.jobs[0].spec.name, "bert\\u200b") << "the invisible character shown";
+}
+
 TEST(StoreMirror, JobsAreOrderedByCreateRevision) {
   StoreMirror m(kKeys, kClasses);
   // Key order (lexical: "10" < "2" < "3") differs from age order.

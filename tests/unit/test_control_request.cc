@@ -624,6 +624,9 @@ TEST(TerminalText, ControlBidiInvisibleAndNonUtf8AreShownEscaped) {
   EXPECT_EQ(escape_control_chars("a\nb\tc\x1b[31m\x7f"), "a\\nb\\tc\\x1b[31m\\x7f");
   EXPECT_EQ(escape_control_chars("gpu\xe2\x80\xaejob"), "gpu\\u202ejob");  // bidi
   EXPECT_EQ(escape_control_chars("job\xe2\x80\x8b"), "job\\u200b");        // zero-width space
+  EXPECT_EQ(escape_control_chars("a\xe2\x80\xa8"
+                                 "b"),
+            "a\\u2028b");  // line separator
   EXPECT_EQ(escape_control_chars("\xc2\x9b"
                                  "2J"),
             "\\u009b2J");  // C1 CSI, as UTF-8

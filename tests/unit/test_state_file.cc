@@ -224,18 +224,17 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   ASSERT_EQ(::unlink(rules.c_str()), 0);
 }
 
-// A hand-edited state file is no way around the loader's checks: an ECN
-// threshold at or above the class's depth is refused as the config refuses it.
-// Rates became whole bytes per second after such files were written: a
-// police rate of any bit rate keeps running as its bucket ran it, truncated,
-// rather than refusing the start.
+// Rates became whole bytes per second, and names lost invisible characters,
+// after such files were written: a police rate of any bit rate keeps running
+// as its bucket ran it, truncated, and the name loads with the character
+// shown, rather than refusing the start.
 TEST(StateFile, AnOldPoliceRateOfPartBytesRunsAsItRan) {
   TempDir t;
   ConfigSpec config;
   config.classes.resize(2);
   for (ClassSpec& c : config.classes) c.depth = 64;
   std::ofstream(t.path("state.json"))
-      << R"({"version": 1, "jobs": [{"id": 3, "name": "three", "rank": 0, "match": ["dst=10.0.0.5/32"],
+      << R"({"version": 1, "jobs": [{"id": 3, "name": "thr\u00adee", "rank": 0, "match": ["dst=10.0.0.5/32"],
             "police_bps": 12345, "police_burst_bytes": 1500}], "policy": {"name": "static"}})";
   auto saved = read_state_file(t.path("state.json"), 8, 2);
   ASSERT_TRUE(saved) << saved.error();
@@ -244,9 +243,12 @@ TEST(StateFile, AnOldPoliceRateOfPartBytesRunsAsItRan) {
   ASSERT_NE(job, nullptr);
   ASSERT_TRUE(job->spec.police.has_value());
   EXPECT_EQ(job->spec.police->rate_bps, 12344u);
+  EXPECT_EQ(job->spec.name, "thr\\u00adee");
   EXPECT_TRUE(check_saved_state(**saved, config));
 }
 
+// A hand-edited state file is no way around the loader's checks: an ECN
+// threshold at or above the class's depth is refused as the config refuses it.
 TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
   TempDir t;
   ConfigSpec config;
@@ -284,6 +286,26 @@ FileSettings two_class_file() {
   FileSettings file;
   for (PortLive& p : file.ports) p.classes.resize(2);
   return file;
+}
+
+// A state file written when a config without [policy] recorded the static
+// policy with a 20s interval: the same config now reads as static at 1s,
+// which is no change of the file's, so the policy set on the socket stays.
+TEST(StateFile, AnOldRecordOfTheDefaultPolicyIsNoChangeOfTheFiles) {
+  TempDir t;
+  const ConfigSpec config = two_class_config(t);
+  FileSettings was = two_class_file();
+  was.policy = PolicyParams{PolicyKind::kStatic, 20'000'000'000};
+  ASSERT_TRUE(
+      write_state_text(config.control.state,
+                       state_file_text(one_job_stored(config.control.state),
+                                       PolicyParams{PolicyKind::kRoundRobin, 20'000'000'000}, was.ports, 1, &was)));
+  auto saved = read_state_file(config.control.state, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  FileSettings now = two_class_file();  // now.policy: a config without [policy]
+  const auto taken = take_file_changes(**saved, now, config);
+  EXPECT_TRUE(taken.empty()) << taken.front();
+  EXPECT_EQ((*saved)->policy.kind, PolicyKind::kRoundRobin);
 }
 
 // A start with the config file's record: the file's edits are merged in
