@@ -20,6 +20,7 @@
 #include "psgate/match_rule.h"
 #include "psgate/policy.h"
 #include "psgate/result.h"
+#include "psgate/units.h"  // kMinRateBps, check_rate_bps
 
 namespace psgate {
 
@@ -27,7 +28,6 @@ inline constexpr int kNoDscp = -1;
 
 // Limits the config file and the control socket share (one rule, one place:
 // the check_* functions below apply them for both).
-inline constexpr uint64_t kMinRateBps = 8;  // below 1 byte/s a bucket never refills
 // The largest config file psgate reads, at start and on reload (100,000
 // rules take about 5 MiB).
 inline constexpr size_t kMaxConfigFileBytes = 16u << 20;
@@ -175,7 +175,6 @@ struct ValueProblem {
   std::string key;
   std::string problem;
 };
-std::optional<std::string> check_rate_bps(uint64_t bps);
 std::optional<std::string> check_burst_bytes(uint64_t bytes);
 // A rate and its burst; `rate_key`/`burst_key` name them ("cap", "cap_burst").
 std::optional<ValueProblem> check_rate_spec(const RateSpec& r, const std::string& rate_key,

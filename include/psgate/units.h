@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "psgate/result.h"
@@ -27,5 +29,19 @@ Result<uint64_t> parse_share_permille(std::string_view text);
 constexpr uint64_t bytes_per_sec(uint64_t bits_per_sec) { return bits_per_sec / 8; }
 // And back, for replies (a rate shows as what is in force, a multiple of 8).
 constexpr uint64_t bits_per_sec(uint64_t bytes_per_sec) { return bytes_per_sec * 8; }
+
+// The lowest rate any input may set: below 1 byte/s a bucket never refills.
+inline constexpr uint64_t kMinRateBps = 8;
+// Why `bps` cannot be a rate in force, or nullopt: at least 8bit/s, and a
+// whole number of bytes per second. The one check for the config loader,
+// the control socket, the state file and the cluster store.
+std::optional<std::string> check_rate_bps(uint64_t bps);
+
+// Exact text forms the parsers above read back to the same number: the
+// largest unit that divides the value ("100Mbit/s", "12500kbit/s", "64KiB",
+// "1500B", "500ms", "20s").
+std::string rate_text_exact(uint64_t bits_per_second);
+std::string size_text_exact(uint64_t bytes);
+std::string duration_text_exact(uint64_t ns);
 
 }  // namespace psgate

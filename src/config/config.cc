@@ -717,20 +717,6 @@ std::optional<std::string> endpoint_problem(std::string_view url) {
   return std::nullopt;
 }
 
-std::optional<std::string> check_rate_bps(uint64_t bps) {
-  if (bps < kMinRateBps) return "must be at least 8bit/s (1 byte/s)";
-  // Buckets count whole bytes per second. Truncating would run another rate
-  // than the one written, and compare a floor against a cap by what neither
-  // says (1000007bit/s "fits" under 1Mbit/s): refuse, naming what would fit.
-  if (bps % 8 != 0) {
-    const uint64_t below = bps - bps % 8;
-    std::string fits = "\"" + rate_text_exact(below) + "\"";
-    if (below <= std::numeric_limits<uint64_t>::max() - 8) fits += " or \"" + rate_text_exact(below + 8) + "\"";
-    return rate_text_exact(bps) + " is not a whole number of bytes per second, the unit rates run in: give " + fits;
-  }
-  return std::nullopt;
-}
-
 std::optional<std::string> check_burst_bytes(uint64_t bytes) {
   if (bytes < kMinBurstBytes || bytes > kMaxBurstBytes) {
     return std::to_string(bytes) + " bytes is out of range 64B..512MiB";

@@ -16,13 +16,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// The largest unit that divides `v` exactly, so the text parses back to `v`.
-std::string exact(uint64_t v, std::initializer_list<std::pair<uint64_t, const char*>> units, const char* one) {
-  for (const auto& [factor, name] : units)
-    if (v != 0 && v % factor == 0) return std::to_string(v / factor) + name;
-  return std::to_string(v) + one;
-}
-
 void put_rate(json& t, const char* rate_key, const char* burst_key, const std::optional<RateSpec>& r) {
   if (!r) return;
   t[rate_key] = rate_text_exact(r->rate_bps);
@@ -131,19 +124,6 @@ json policy_json(const PolicyParams& p) {
 }
 
 }  // namespace
-
-std::string rate_text_exact(uint64_t bps) {
-  return exact(bps, {{1'000'000'000, "Gbit/s"}, {1'000'000, "Mbit/s"}, {1'000, "kbit/s"}}, "bit/s");
-}
-
-std::string size_text_exact(uint64_t bytes) {
-  return exact(bytes, {{1u << 30, "GiB"}, {1u << 20, "MiB"}, {1u << 10, "KiB"}}, "B");
-}
-
-std::string duration_text_exact(uint64_t ns) {
-  if (ns == 0) return "0s";
-  return exact(ns, {{1'000'000'000, "s"}, {1'000'000, "ms"}, {1'000, "us"}}, "ns");
-}
 
 json config_to_json(const ConfigSpec& c) {
   json control = {{"socket", c.control.socket}};

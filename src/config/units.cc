@@ -9,8 +9,10 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace psgate {
 namespace {
@@ -161,6 +163,44 @@ Result<uint64_t> parse_share_permille(std::string_view text) {
 
 Result<uint64_t> parse_duration_ns(std::string_view text) {
   return parse_quantity(text, kDurationUnits, Kind{"duration", "500ms", "ns"});
+}
+
+namespace {
+
+// The largest unit that divides `v` exactly, so the text parses back to `v`.
+std::string exact(uint64_t v, std::initializer_list<std::pair<uint64_t, const char*>> units, const char* one) {
+  for (const auto& [factor, name] : units)
+    if (v != 0 && v % factor == 0) return std::to_string(v / factor) + name;
+  return std::to_string(v) + one;
+}
+
+}  // namespace
+
+std::string rate_text_exact(uint64_t bps) {
+  return exact(bps, {{1'000'000'000, "Gbit/s"}, {1'000'000, "Mbit/s"}, {1'000, "kbit/s"}}, "bit/s");
+}
+
+std::string size_text_exact(uint64_t bytes) {
+  return exact(bytes, {{1u << 30, "GiB"}, {1u << 20, "MiB"}, {1u << 10, "KiB"}}, "B");
+}
+
+std::string duration_text_exact(uint64_t ns) {
+  if (ns == 0) return "0s";
+  return exact(ns, {{1'000'000'000, "s"}, {1'000'000, "ms"}, {1'000, "us"}}, "ns");
+}
+
+std::optional<std::string> check_rate_bps(uint64_t bps) {
+  if (bps < kMinRateBps) return "must be at least 8bit/s (1 byte/s)";
+  // Buckets count whole bytes per second. Truncating would run another rate
+  // than the one written, and compare a floor against a cap by what neither
+  // says (1000007bit/s "fits" under 1Mbit/s): refuse, naming what would fit.
+  if (bps % 8 != 0) {
+    const uint64_t below = bps - bps % 8;
+    std::string fits = "\"" + rate_text_exact(below) + "\"";
+    if (below <= std::numeric_limits<uint64_t>::max() - 8) fits += " or \"" + rate_text_exact(below + 8) + "\"";
+    return rate_text_exact(bps) + " is not a whole number of bytes per second, the unit rates run in: give " + fits;
+  }
+  return std::nullopt;
 }
 
 }  // namespace psgate
