@@ -40,6 +40,7 @@
 #include "psgate/policy.h"
 #include "psgate/prometheus.h"
 #include "psgate/result.h"
+#include "psgate/retry_backoff.h"
 #include "psgate/snapshot.h"
 
 #include "control/rule_merger.h"
@@ -241,7 +242,14 @@ class ControlPlane {
   int64_t applied_revision_ = 0;
   uint64_t applied_epoch_ = 0;                      // the store epoch of applied_revision_ (ClusterView::store_epoch)
   std::pair<int64_t, size_t> applied_part_{-1, 0};  // the view part (cluster_layout.h) last applied
-  uint64_t apply_retry_ns_ = 0;                     // after a failed apply: not before this
+  // A view that failed to apply is tried again after 1 s doubling to 60 s
+  // while its content (store epoch, applied part) stays the same.
+  struct ViewContent {
+    uint64_t epoch;
+    std::pair<int64_t, size_t> part;
+    bool operator==(const ViewContent&) const = default;
+  };
+  RetryBackoff<ViewContent> apply_retry_{1'000'000'000, 60'000'000'000};
   // The view in force left jobs out for want of a slot while some drain: it
   // is applied again at each step until they are in or none drains.
   bool refused_while_draining_ = false;

@@ -225,7 +225,12 @@ Result<std::vector<uint32_t>> parse_order_document(std::string_view text, unsign
   doc.erase("schema");
   if (doc.size() != 1) return R::failure("unknown keys besides \"order\"");
   auto parsed = parse_control_request(json{{"cmd", "order"}, {"ids", doc["order"]}}, class_count);
-  if (!parsed) return R::failure(parsed.error());
+  if (!parsed) {
+    // The order command's argument is "ids"; the document's field is "order".
+    std::string error = parsed.error();
+    for (size_t at; (at = error.find("\"ids\"")) != std::string::npos;) error.replace(at, 5, "\"order\"");
+    return R::failure(error);
+  }
   return std::get<OrderRequest>(*parsed).ids;
 }
 

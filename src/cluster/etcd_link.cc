@@ -84,6 +84,16 @@ void compare_created(pb::TxnRequest& txn, const std::string& key, int64_t revisi
   cmp->set_create_revision(revision);
 }
 
+// A transaction's condition: `key` has no lease (0). etcd compares a key
+// that does not exist as an empty one, so this holds for an absent key too.
+void compare_no_lease(pb::TxnRequest& txn, const std::string& key) {
+  auto* cmp = txn.add_compare();
+  cmp->set_key(key);
+  cmp->set_target(pb::Compare::LEASE);
+  cmp->set_result(pb::Compare::EQUAL);
+  cmp->set_lease(0);
+}
+
 // Whether a failed write surely never reached a raft leader, so that another
 // member may be sent it and "nothing written" is true: no connection was
 // made, the member had no leader (the hasleader metadata refuses before
@@ -576,8 +586,11 @@ bool EtcdLink::put_registration(size_t ep) {
   ours->set_target(pb::Compare::LEASE);
   ours->set_result(pb::Compare::EQUAL);
   ours->set_lease(lease);
+  // Absent, or written without a lease (by hand: no gateway writes one):
+  // such a key never expires, and waiting for it to go would leave this
+  // gateway unregistered for good.
   pb::TxnRequest* absent = txn.add_failure()->mutable_request_txn();
-  compare_created(*absent, key, 0);
+  compare_no_lease(*absent, key);
   *absent->add_success() = txn.success(0);
   absent->add_failure()->mutable_request_range()->set_key(key);
   auto kv = pb::KV::NewStub(channel(ep));
@@ -657,9 +670,10 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     // Across a store epoch a create revision equal to our fence proves
     // nothing (another gateway's key in the restored store may have it):
     // the key must also be ours by name and lease.
+    // A put over the key by hand keeps its create revision but not its
+    // name or lease: then it is not ours either.
     const bool ours =
-        view && view->leader_created == fence &&
-        (view->store_epoch == leader_epoch_ || (view->leader == spec_.name && view->leader_lease == lease));
+        view && view->leader_created == fence && view->leader == spec_.name && view->leader_lease == lease;
     if (leader && view && (view->revision > fence || view->store_epoch != leader_epoch_) && !ours) {
       spdlog::info("cluster: no longer the policy leader (leader is now \"{}\")", view->leader);
       leader_ = false;
@@ -668,6 +682,25 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   }
   if (!view || lease == 0) return;
   auto kv = pb::KV::NewStub(channel(ep));
+  if (!leader && view->leader_created != 0 && view->leader_lease == 0) {
+    // A leader key without a lease (written by hand: gateways write it
+    // under their lease) never expires, so nobody would lead again. It is
+    // removed, only as it is (fenced on its create revision and on having
+    // no lease), and the next step campaigns as for an absent key.
+    pb::TxnRequest txn;
+    compare_no_lease(txn, keys_.leader());
+    compare_created(txn, keys_.leader(), view->leader_created);
+    txn.add_success()->mutable_request_delete_range()->set_key(keys_.leader());
+    grpc::ClientContext ctx;
+    prepare_call(ctx, kCallDeadlineNs);
+    pb::TxnResponse resp;
+    if (kv->Txn(&ctx, txn, &resp).ok() && resp.succeeded())
+      spdlog::warn(
+          "cluster: removed a policy leader key without a lease (naming \"{}\", written by hand?): it "
+          "would never expire, and no gateway would lead",
+          view->leader);
+    return;
+  }
   if (!leader && view->leader_created != 0) {
     // Our own key under our live lease: we stepped down for a keepalive
     // that came late (an etcd election, a stalled disk), and the lease

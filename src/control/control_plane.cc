@@ -954,7 +954,6 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   // Slots freed first: a view's new job may want one (every caller comes
   // here: the tick, a wake, a write waiting for its revision).
   release_drained_slots();
-  if (now_ns < apply_retry_ns_) return false;
   // Jobs a slot still draining kept out (a removed job's packets queued,
   // max_jobs reached) are a wait, not a refusal: the same view again.
   // At most once a control tick: a slot drains at the pace of its queue.
@@ -966,6 +965,8 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   if (!newer && again) view = cluster_view_;
   if (again) reapply_ns_ = now_ns + 100'000'000;
   if (!view) return false;
+  const ViewContent content{view->store_epoch, view->applied_part};
+  if (!apply_retry_.may_try(content, now_ns)) return false;  // the same content failed: backing off
   cluster_view_ = view;
   // A registration's heartbeat moves the revision but changes nothing to apply.
   // A store that started over is applied whole: its revisions (and so
@@ -974,10 +975,16 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
     if (auto ok = apply_view(*view, now_ns); !ok) {
       ++cluster_apply_errors_;
       cluster_apply_error_ = ok.error();
-      apply_retry_ns_ = now_ns + 1'000'000'000;  // the previous order stays; try again in a second
-      spdlog::error("cluster: revision {} not applied, the previous order stays: {}", view->revision, ok.error());
+      // The previous order stays; the same content is tried again later,
+      // other content at once (RetryBackoff).
+      const uint64_t wait_ns = apply_retry_.failed(content, now_ns);
+      spdlog::error(
+          "cluster: revision {} not applied, the previous order stays (tried again in {} s, or at the "
+          "store's next change): {}",
+          view->revision, wait_ns / 1'000'000'000, ok.error());
       return false;
     }
+    apply_retry_.succeeded();
     applied_part_ = view->applied_part;
   }
   applied_revision_ = view->revision;
@@ -1061,7 +1068,6 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
   auto in_force = [&] {
     return applied_revision_ >= *revision && !(store_went_back && applied_epoch_ == epoch_at_write);
   };
-  apply_retry_ns_ = 0;
   while (!in_force() && monotonic_ns() < until) {
     if (!follow_step(monotonic_ns())) ::usleep(1000);
   }

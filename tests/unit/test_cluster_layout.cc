@@ -177,6 +177,11 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
                                [&](const std::string& p) { return p.rfind(kKeys.job(4), 0) == 0; });
   ASSERT_NE(p4, v.problems.end());
   EXPECT_NE(p4->find("40"), std::string::npos) << *p4;
+  // The order document's field is named as the document names it.
+  const auto order = std::find_if(v.problems.begin(), v.problems.end(),
+                                  [&](const std::string& p) { return p.rfind(kKeys.order() + ": ", 0) == 0; });
+  ASSERT_NE(order, v.problems.end());
+  EXPECT_NE(order->find("\"order\" must be a list of job ids"), std::string::npos) << *order;
   EXPECT_TRUE(v.order.empty());
   EXPECT_FALSE(v.policy);
   EXPECT_FALSE(v.ranks);
