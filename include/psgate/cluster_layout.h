@@ -126,6 +126,10 @@ struct ClusterView {
   // progress, ranks), not on registrations: the newest modification among
   // those keys and how many there are (so a deletion counts too).
   std::pair<int64_t, size_t> applied_part{0, 0};
+  // The same over the job keys alone: what a failed apply (a classifier
+  // that cannot be built) depends on, where ranks and progress move every
+  // evaluation under a policy (ControlPlane's apply backoff).
+  std::pair<int64_t, size_t> jobs_part{0, 0};
 
   // Every job id, top first: the order's, then the rest oldest first.
   std::vector<uint32_t> full_order() const;

@@ -27,7 +27,8 @@ namespace psgate {
 inline constexpr int kNoDscp = -1;
 
 // Limits the config file and the control socket share (one rule, one place:
-// the check_* functions below apply them for both).
+// the check_* functions below apply them for both; the rate's, kMinRateBps
+// and check_rate_bps, are in units.h with the rate parser).
 // The largest config file psgate reads, at start and on reload (100,000
 // rules take about 5 MiB).
 inline constexpr size_t kMaxConfigFileBytes = 16u << 20;

@@ -243,7 +243,8 @@ class ControlPlane {
   uint64_t applied_epoch_ = 0;                      // the store epoch of applied_revision_ (ClusterView::store_epoch)
   std::pair<int64_t, size_t> applied_part_{-1, 0};  // the view part (cluster_layout.h) last applied
   // A view that failed to apply is tried again after 1 s doubling to 60 s
-  // while its content (store epoch, applied part) stays the same.
+  // while its jobs (store epoch, jobs part) stay the same, and never within
+  // a second of a failure.
   struct ViewContent {
     uint64_t epoch;
     std::pair<int64_t, size_t> part;

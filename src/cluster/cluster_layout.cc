@@ -409,6 +409,8 @@ ClusterView StoreMirror::view() const {
     }
     if (key.rfind(keys_.jobs(), 0) == 0) {
       applied(e);
+      v.jobs_part.first = std::max(v.jobs_part.first, e.mod_revision);
+      ++v.jobs_part.second;
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
       else problem(key, parsed.problem);
@@ -445,8 +447,10 @@ ClusterView StoreMirror::view() const {
       if (g.gateway) v.gateways[g.gateway->name] = *g.gateway;
       else problem(key, g.problem);
     } else if (key == keys_.leader()) {
-      // The key, whatever it holds, is a leadership: no gateway campaigns
-      // while it is there (a foreign or later schema's leader is still one).
+      // The key, whatever it holds, is a leadership while it has a lease: no
+      // gateway campaigns while it is there (a foreign or later schema's
+      // leader is still one). One without a lease, which never expires, is
+      // removed by the gateways (EtcdLink::lead).
       v.leader_created = e.create_revision;
       v.leader_lease = e.lease;
       json doc = parse_json_bounded(e.value);

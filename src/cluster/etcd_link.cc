@@ -568,7 +568,8 @@ bool EtcdLink::keep_alive(size_t ep) {
 // under another live lease is another gateway with the same cluster.name
 // (or this one's previous run, until its lease expires), and two writers of
 // one key would overwrite each other every second. One transaction: the key
-// under our lease -> put; else (nested) absent -> put; else read it back.
+// under our lease -> put; else (nested) absent or without a lease -> put;
+// else read it back.
 bool EtcdLink::put_registration(size_t ep) {
   pb::TxnRequest txn;
   const std::string key = keys_.gateway(spec_.name);
@@ -687,6 +688,9 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     // under their lease) never expires, so nobody would lead again. It is
     // removed, only as it is (fenced on its create revision and on having
     // no lease), and the next step campaigns as for an absent key.
+    // Tried again only once the view has caught up with the last try (each
+    // try is a raft proposal; every gateway tries, every 20 ms tick).
+    if (view->store_epoch == campaign_lost_epoch_ && view->revision < campaign_lost_at_) return;
     pb::TxnRequest txn;
     compare_no_lease(txn, keys_.leader());
     compare_created(txn, keys_.leader(), view->leader_created);
@@ -694,7 +698,10 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
     pb::TxnResponse resp;
-    if (kv->Txn(&ctx, txn, &resp).ok() && resp.succeeded())
+    if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+    campaign_lost_at_ = resp.header().revision();
+    campaign_lost_epoch_ = view->store_epoch;
+    if (resp.succeeded())
       spdlog::warn(
           "cluster: removed a policy leader key without a lease (naming \"{}\", written by hand?): it "
           "would never expire, and no gateway would lead",

@@ -965,18 +965,18 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
   if (!newer && again) view = cluster_view_;
   if (again) reapply_ns_ = now_ns + 100'000'000;
   if (!view) return false;
-  const ViewContent content{view->store_epoch, view->applied_part};
-  if (!apply_retry_.may_try(content, now_ns)) return false;  // the same content failed: backing off
+  const ViewContent content{view->store_epoch, view->jobs_part};
   cluster_view_ = view;
   // A registration's heartbeat moves the revision but changes nothing to apply.
   // A store that started over is applied whole: its revisions (and so
   // applied_part) say nothing against the old store's.
   if (again || view->store_epoch != applied_epoch_ || view->applied_part != applied_part_) {
+    if (!apply_retry_.may_try(content, now_ns)) return false;  // these jobs failed: backing off
     if (auto ok = apply_view(*view, now_ns); !ok) {
       ++cluster_apply_errors_;
       cluster_apply_error_ = ok.error();
-      // The previous order stays; the same content is tried again later,
-      // other content at once (RetryBackoff).
+      // The previous order stays; the same jobs are tried again later,
+      // other jobs sooner (RetryBackoff).
       const uint64_t wait_ns = apply_retry_.failed(content, now_ns);
       spdlog::error(
           "cluster: revision {} not applied, the previous order stays (tried again in {} s, or at the "

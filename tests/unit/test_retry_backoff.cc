@@ -30,7 +30,9 @@ TEST(RetryBackoff, OtherContentIsTriedAtOnceAndStartsAfresh) {
   (void)r.failed(7, 0);
   (void)r.failed(7, 1 * kS);  // 2 s
   EXPECT_FALSE(r.may_try(7, 2 * kS));
-  EXPECT_TRUE(r.may_try(8, 2 * kS)) << "the store changed: tried at once";
+  EXPECT_FALSE(r.may_try(8, 2 * kS - 1)) << "nothing within the first backoff of a failure";
+  EXPECT_TRUE(r.may_try(8, 2 * kS)) << "the store changed: tried once a second has passed";
+  EXPECT_FALSE(r.may_try(7, 2 * kS)) << "the failed content still waits its own backoff";
   EXPECT_EQ(r.failed(8, 2 * kS), 1 * kS) << "a new content's first failure waits the first backoff";
   EXPECT_FALSE(r.may_try(8, 2 * kS + 1));
 }
