@@ -77,7 +77,8 @@ void read_as_older_versions_ran(json& doc) {
   if (!doc.is_object()) return;
   if (auto it = doc.find("police"); it != doc.end() && it->is_string()) {
     const auto bps = parse_rate_bps(it->get_ref<const std::string&>());
-    if (bps && *bps >= kMinRateBps && *bps % 8 != 0) *it = rate_text_exact(*bps - *bps % 8);
+    const uint64_t whole = bps ? bits_per_sec(bytes_per_sec(*bps)) : 0;
+    if (bps && *bps >= kMinRateBps && whole != *bps) *it = rate_text_exact(whole);
   }
   if (auto it = doc.find("name"); it != doc.end() && it->is_string())
     *it = stored_name(it->get_ref<const std::string&>());
@@ -397,10 +398,12 @@ ClusterView StoreMirror::view() const {
   v.revision = revision_;
   v.store_epoch = epoch_;
   auto problem = [&](const std::string& key, const std::string& why) { v.problems.push_back(key + ": " + why); };
-  auto applied = [&](const StoreEntry& e) {
-    v.applied_part.first = std::max(v.applied_part.first, e.mod_revision);
-    ++v.applied_part.second;
+  // A part's fingerprint (ClusterView::applied_part says why both).
+  auto count_into = [](std::pair<int64_t, size_t>& part, const StoreEntry& e) {
+    part.first = std::max(part.first, e.mod_revision);
+    ++part.second;
   };
+  auto applied = [&](const StoreEntry& e) { count_into(v.applied_part, e); };
   for (const auto& [key, e] : entries_) {
     if (auto held = held_.find(key); held != held_.end()) {
       v.held.push_back(key + ": " + held->second + " (the last good document stays in force)");
@@ -409,8 +412,7 @@ ClusterView StoreMirror::view() const {
     }
     if (key.rfind(keys_.jobs(), 0) == 0) {
       applied(e);
-      v.jobs_part.first = std::max(v.jobs_part.first, e.mod_revision);
-      ++v.jobs_part.second;
+      count_into(v.jobs_part, e);
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
       else problem(key, parsed.problem);

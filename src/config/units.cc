@@ -194,8 +194,8 @@ std::optional<std::string> check_rate_bps(uint64_t bps) {
   // Buckets count whole bytes per second. Truncating would run another rate
   // than the one written, and compare a floor against a cap by what neither
   // says (1000007bit/s "fits" under 1Mbit/s): refuse, naming what would fit.
-  if (bps % 8 != 0) {
-    const uint64_t below = bps - bps % 8;
+  const uint64_t below = bits_per_sec(bytes_per_sec(bps));
+  if (below != bps) {
     std::string fits = "\"" + rate_text_exact(below) + "\"";
     if (below <= std::numeric_limits<uint64_t>::max() - 8) fits += " or \"" + rate_text_exact(below + 8) + "\"";
     return rate_text_exact(bps) + " is not a whole number of bytes per second, the unit rates run in: give " + fits;

@@ -19,6 +19,7 @@
 
 #include "psgate/control_request.h"  // parse_json_bounded
 #include "psgate/text.h"             // read_text_fd
+#include "psgate/units.h"            // bits_per_sec
 
 namespace psgate {
 
@@ -179,7 +180,7 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const s
     // A file written before rates had to be whole bytes per second may hold
     // any bit rate; its bucket ran the rate truncated to bytes, so that is
     // what keeps running (the new check would refuse the whole file).
-    if (police_bps->has_value()) job.spec.police = RateSpec{**police_bps - **police_bps % 8, **police_burst};
+    if (police_bps->has_value()) job.spec.police = RateSpec{bits_per_sec(bytes_per_sec(**police_bps)), **police_burst};
     if (entry.contains("progress_fraction")) {
       const json& f = entry["progress_fraction"];
       if (!f.is_number() || !valid_progress_fraction(f.get<double>()))
