@@ -140,6 +140,30 @@ inline std::string_view closest_key(std::string_view key, std::span<const std::s
   return best;
 }
 
+// Reasons for one outcome, joined with "; ", the first `shown` of them and
+// how many more: an error, a health line or a log line about thousands of
+// items (a store with 5,000 jobs for 4,096 slots) stays a line.
+class ReasonList {
+ public:
+  explicit ReasonList(std::string_view items, size_t shown = 3) : items_(items), shown_(shown) {}
+  void add(std::string_view why) {
+    if (++count_ > shown_) return;
+    if (!text_.empty()) text_ += "; ";
+    text_ += why;
+  }
+  size_t count() const { return count_; }
+  std::string str() const {
+    if (count_ <= shown_) return text_;
+    return text_ + "; and " + std::to_string(count_ - shown_) + " more " + items_ + " likewise";
+  }
+
+ private:
+  std::string items_;
+  size_t shown_;
+  size_t count_ = 0;
+  std::string text_;
+};
+
 inline constexpr size_t kMaxNameBytes = 64;
 
 inline constexpr std::string_view kInvisibleNameProblem =

@@ -179,6 +179,31 @@ json gateway_json(const GatewayInfo& g) {
           {"jobs", jobs}};
 }
 
+namespace {
+
+// A registration's fields, each checked and named in the error: json's
+// get<uint64_t>() reads -1 as 2^64-1 (a gateway "received" 18 quintillion
+// packets in psgatectl cluster), and its own errors name no field.
+std::string string_field(const json& doc, const char* key, bool required) {
+  const auto it = doc.find(key);
+  if (it == doc.end()) {
+    if (required) throw std::invalid_argument(std::string("\"") + key + "\" is missing");
+    return {};
+  }
+  if (!it->is_string()) throw std::invalid_argument(std::string("\"") + key + "\" is not a string");
+  return it->get<std::string>();
+}
+
+uint64_t unsigned_field(const json& obj, const char* where, const char* key, uint64_t max) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return 0;
+  if (!it->is_number_unsigned() || it->get<uint64_t>() > max)
+    throw std::invalid_argument(std::string("\"") + where + key + "\" is not an integer 0.." + std::to_string(max));
+  return it->get<uint64_t>();
+}
+
+}  // namespace
+
 Result<GatewayInfo> parse_gateway(std::string_view text) {
   using R = Result<GatewayInfo>;
   std::string problem;
@@ -188,27 +213,40 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
   if (!schema_ok(doc)) return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   try {
     GatewayInfo g;
-    g.name = doc.at("name").get<std::string>();
-    g.version = doc.value("version", "");
-    g.address = doc.value("address", "");
-    g.health = doc.value("health", "");
-    g.applied_revision = doc.value("applied_revision", int64_t{0});
-    if (auto d = doc.find("degraded_since"); d != doc.end() && d->is_number()) g.degraded_since_s = d->get<double>();
-    g.top_job = doc.value("top_job", "");
-    if (auto c = doc.find("counters"); c != doc.end() && c->is_object()) {
-      g.rx_packets = c->value("rx_packets", uint64_t{0});
-      g.tx_packets = c->value("tx_packets", uint64_t{0});
-      g.dropped = c->value("dropped", uint64_t{0});
+    g.name = string_field(doc, "name", true);
+    g.version = string_field(doc, "version", false);
+    g.address = string_field(doc, "address", false);
+    g.health = string_field(doc, "health", false);
+    g.applied_revision = static_cast<int64_t>(unsigned_field(doc, "", "applied_revision", INT64_MAX));
+    if (auto d = doc.find("degraded_since"); d != doc.end() && !d->is_null()) {
+      if (!d->is_number() || d->get<double>() < 0)
+        throw std::invalid_argument("\"degraded_since\" is not null or a unix time");
+      g.degraded_since_s = d->get<double>();
     }
-    if (auto jobs = doc.find("jobs"); jobs != doc.end() && jobs->is_array()) {
-      for (const json& j : *jobs) {
-        g.jobs[static_cast<uint32_t>(unsigned_at(j, 0, UINT32_MAX))] =
-            JobMeasure{unsigned_at(j, 1, UINT64_MAX), unsigned_at(j, 2, UINT64_MAX), unsigned_at(j, 3, UINT64_MAX)};
+    g.top_job = string_field(doc, "top_job", false);
+    if (auto c = doc.find("counters"); c != doc.end()) {
+      if (!c->is_object()) throw std::invalid_argument("\"counters\" is not an object");
+      g.rx_packets = unsigned_field(*c, "counters.", "rx_packets", UINT64_MAX);
+      g.tx_packets = unsigned_field(*c, "counters.", "tx_packets", UINT64_MAX);
+      g.dropped = unsigned_field(*c, "counters.", "dropped", UINT64_MAX);
+    }
+    if (auto jobs = doc.find("jobs"); jobs != doc.end()) {
+      if (!jobs->is_array()) throw std::invalid_argument("\"jobs\" is not a list");
+      for (size_t k = 0; k < jobs->size(); ++k) {
+        const json& j = (*jobs)[k];
+        try {
+          if (!j.is_array() || j.size() < 4)
+            throw std::out_of_range("not a list [id, iterations, bytes/iteration, bytes so far]");
+          g.jobs[static_cast<uint32_t>(unsigned_at(j, 0, UINT32_MAX))] =
+              JobMeasure{unsigned_at(j, 1, UINT64_MAX), unsigned_at(j, 2, UINT64_MAX), unsigned_at(j, 3, UINT64_MAX)};
+        } catch (const std::out_of_range& e) {
+          throw std::invalid_argument("\"jobs\"[" + std::to_string(k) + "]: " + e.what());
+        }
       }
     }
     return g;
-  } catch (const std::exception& e) {  // json's, and unsigned_at's out_of_range
-    return R::failure(std::string("bad field: ") + e.what());
+  } catch (const std::exception& e) {
+    return R::failure(e.what());
   }
 }
 
@@ -367,6 +405,11 @@ StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& k
   // sums), so the name must be the key's, as for job ids.
   if (g->name != key.substr(keys_.gateways().size()))
     return {std::nullopt, "\"name\" is \"" + g->name + "\", not the key's"};
+  // A gateway's name as its config must give it (cluster.name): one that
+  // could not be configured was written by hand, and would be listed, and
+  // its telemetry summed, as a gateway's.
+  if (std::string problem = name_problem(g->name); !problem.empty()) return {std::nullopt, "\"name\" " + problem};
+  if (g->name.find('/') != std::string::npos) return {std::nullopt, "\"name\" must not contain '/'"};
   return {std::move(*g), ""};
 }
 
@@ -559,6 +602,9 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
 
 std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams& policy, PolicyState& state,
                                     uint64_t now_ns) {
+  // Each gateway's figure is checked only to fit 64 bits: a sum that wrapped
+  // would rank a job with the most bytes left as the one nearly done.
+  auto add_saturating = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
   std::vector<PolicyJob> input;
   for (uint32_t id : view.full_order()) {
     PolicyJob pj;
@@ -568,8 +614,8 @@ std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams&
       auto m = g.jobs.find(id);
       if (m == g.jobs.end()) continue;
       pj.iterations_seen = std::max(pj.iterations_seen, m->second.iterations_seen);
-      pj.bytes_per_iteration += m->second.bytes_per_iteration;
-      pj.bytes_this_iteration += m->second.bytes_this_iteration;
+      pj.bytes_per_iteration = add_saturating(pj.bytes_per_iteration, m->second.bytes_per_iteration);
+      pj.bytes_this_iteration = add_saturating(pj.bytes_this_iteration, m->second.bytes_this_iteration);
     }
     input.push_back(pj);
   }

@@ -84,14 +84,15 @@ void compare_created(pb::TxnRequest& txn, const std::string& key, int64_t revisi
   cmp->set_create_revision(revision);
 }
 
-// A transaction's condition: `key` has no lease (0). etcd compares a key
-// that does not exist as an empty one, so this holds for an absent key too.
-void compare_no_lease(pb::TxnRequest& txn, const std::string& key) {
+// A transaction's condition: `key` is under `lease`. etcd compares a key
+// that does not exist as an empty one, so no lease (0) holds for an absent
+// key too.
+void compare_lease(pb::TxnRequest& txn, const std::string& key, int64_t lease) {
   auto* cmp = txn.add_compare();
   cmp->set_key(key);
   cmp->set_target(pb::Compare::LEASE);
   cmp->set_result(pb::Compare::EQUAL);
-  cmp->set_lease(0);
+  cmp->set_lease(lease);
 }
 
 // Whether a failed write surely never reached a raft leader, so that another
@@ -591,7 +592,7 @@ bool EtcdLink::put_registration(size_t ep) {
   // such a key never expires, and waiting for it to go would leave this
   // gateway unregistered for good.
   pb::TxnRequest* absent = txn.add_failure()->mutable_request_txn();
-  compare_no_lease(*absent, key);
+  compare_lease(*absent, key, 0);
   *absent->add_success() = txn.success(0);
   absent->add_failure()->mutable_request_range()->set_key(key);
   auto kv = pb::KV::NewStub(channel(ep));
@@ -683,16 +684,21 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   }
   if (!view || lease == 0) return;
   auto kv = pb::KV::NewStub(channel(ep));
-  if (!leader && view->leader_created != 0 && view->leader_lease == 0) {
-    // A leader key without a lease (written by hand: gateways write it
-    // under their lease) never expires, so nobody would lead again. It is
-    // removed, only as it is (fenced on its create revision and on having
-    // no lease), and the next step campaigns as for an absent key.
+  // A leader key nobody leads under, written by hand (gateways write it
+  // under their own lease, naming themselves): without a lease it never
+  // expires; under our lease but naming another gateway, we do not lead by
+  // it (not ours) and the gateway it names does not either (not its lease),
+  // until our lease ends, which is never while we run. Either way nobody
+  // would lead again. It is removed, only as it is (fenced on its create
+  // revision and its lease), and the next step campaigns as for an absent key.
+  const bool lease_none = view->leader_lease == 0;
+  const bool lease_ours_name_not = view->leader_lease == lease && view->leader != spec_.name;
+  if (!leader && view->leader_created != 0 && (lease_none || lease_ours_name_not)) {
     // Tried again only once the view has caught up with the last try (each
     // try is a raft proposal; every gateway tries, every 20 ms tick).
     if (view->store_epoch == campaign_lost_epoch_ && view->revision < campaign_lost_at_) return;
     pb::TxnRequest txn;
-    compare_no_lease(txn, keys_.leader());
+    compare_lease(txn, keys_.leader(), view->leader_lease);
     compare_created(txn, keys_.leader(), view->leader_created);
     txn.add_success()->mutable_request_delete_range()->set_key(keys_.leader());
     grpc::ClientContext ctx;
@@ -703,9 +709,9 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     campaign_lost_epoch_ = view->store_epoch;
     if (resp.succeeded())
       spdlog::warn(
-          "cluster: removed a policy leader key without a lease (naming \"{}\", written by hand?): it "
-          "would never expire, and no gateway would lead",
-          view->leader);
+          "cluster: removed a policy leader key naming \"{}\" {} (written by hand?): no gateway would lead "
+          "while it stayed",
+          view->leader, lease_none ? "without a lease (it would never expire)" : "under our lease (not our name)");
     return;
   }
   if (!leader && view->leader_created != 0) {

@@ -1005,17 +1005,18 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     auto it = wanted.find(j->spec.id);
     if (it == wanted.end() || !same_job(j->spec, it->second->spec)) (void)next.jobs.remove(j->spec.id);
   }
-  std::string refused, waiting;  // waiting: refused for a slot that is draining
+  // Summed up (text.h): a store with thousands of jobs more than max_jobs
+  // would otherwise make health and every log line one reason per job.
+  ReasonList refused_jobs("job(s)"), waiting_jobs("job(s)");  // waiting: refused for a slot that is draining
   for (const ClusterJob& j : view.jobs) {
     if (next.jobs.find(j.spec.id)) continue;
     JobRecord record;
     record.spec = j.spec;
     bool no_slot = false;
-    if (auto added = next.jobs.add(std::move(record), std::nullopt, &no_slot); !added) {
-      std::string& into = no_slot && next.jobs.draining_count() != 0 ? waiting : refused;
-      into += (into.empty() ? "" : "; ") + added.error();
-    }
+    if (auto added = next.jobs.add(std::move(record), std::nullopt, &no_slot); !added)
+      (no_slot && next.jobs.draining_count() != 0 ? waiting_jobs : refused_jobs).add(added.error());
   }
+  const std::string refused = refused_jobs.str(), waiting = waiting_jobs.str();
   std::vector<uint32_t> order;
   for (uint32_t id : view.full_order())
     if (next.jobs.find(id)) order.push_back(id);

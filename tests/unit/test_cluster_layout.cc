@@ -586,6 +586,52 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","jobs":[[1,1.5,2,3]]})").ok()) << "fraction";
 }
 
+// A registration's numbers are taken only in range, and its errors name the
+// field: json's own conversion read -1 as 2^64-1 packets.
+TEST(ClusterDocuments, RegistrationFieldsAreCheckedByName) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"schema":1,"name":"x","counters":{"rx_packets":-1}})", "\"counters.rx_packets\""},
+      {R"({"schema":1,"name":"x","counters":{"dropped":1.5}})", "\"counters.dropped\""},
+      {R"({"schema":1,"name":"x","counters":[]})", "\"counters\""},
+      {R"({"schema":1,"name":"x","applied_revision":-3})", "\"applied_revision\""},
+      {R"({"schema":1,"name":"x","health":7})", "\"health\""},
+      {R"({"schema":1,"name":7})", "\"name\""},
+      {R"({"schema":1,"name":"x","degraded_since":"yesterday"})", "\"degraded_since\""},
+      {R"({"schema":1,"name":"x","jobs":{}})", "\"jobs\""},
+      {R"({"schema":1,"name":"x","jobs":[[1,2,3,4],[1,2]]})", "\"jobs\"[1]"},
+      {R"({"schema":1,"name":"x","jobs":[[1,-2,3,4]]})", "\"jobs\"[0]"},
+  };
+  for (const auto& [doc, field] : bad) {
+    auto g = parse_gateway(doc);
+    ASSERT_FALSE(g.ok()) << doc;
+    EXPECT_NE(g.error().find(field), std::string::npos) << doc << ": " << g.error();
+  }
+  auto g =
+      parse_gateway(R"({"schema":1,"name":"x","degraded_since":null,"counters":{"rx_packets":18446744073709551615}})");
+  ASSERT_TRUE(g.ok()) << g.error();
+  EXPECT_EQ(g->rx_packets, UINT64_MAX);
+  EXPECT_FALSE(g->degraded_since_s);
+}
+
+// Registrations under names no gateway could be configured with (written
+// by hand) are problems, not gateways.
+TEST(ClusterDocuments, RegistrationsUnderUnconfigurableNamesAreRefused) {
+  StoreMirror m(kKeys, kClasses);
+  for (const std::string& name : std::vector<std::string>{"", "a/b", "gw\x01", std::string(65, 'g')}) {
+    GatewayInfo g;
+    g.name = name;
+    m.put(kKeys.gateway(name), entry(gateway_json(g).dump(), 2));
+  }
+  GatewayInfo ok;
+  ok.name = std::string(64, 'g');
+  m.put(kKeys.gateway(ok.name), entry(gateway_json(ok).dump(), 3));
+  const ClusterView v = m.view();
+  ASSERT_EQ(v.gateways.size(), 1u);
+  EXPECT_EQ(v.gateways.begin()->first, ok.name);
+  EXPECT_EQ(v.problems.size(), 4u);
+  EXPECT_TRUE(contains_problem(v, kKeys.gateway("a/b")));
+}
+
 TEST(ClusterDocuments, RanksOutOfRangeAreRefused) {
   for (const char* bad : {R"([[1,-1,0]])", R"([[1,0,4294967296]])", R"([[-3,0,0]])", R"([[1,0]])", R"([[1,0.5,0]])"}) {
     StoreMirror m(kKeys, kClasses);
@@ -910,6 +956,22 @@ TEST(ClusterRanks, ShortestFirstSumsBytesOverGateways) {
   };
   EXPECT_LT(rank_of(2), rank_of(1));
   EXPECT_LT(rank_of(1), rank_of(3)) << "unknown size goes last";
+}
+
+TEST(ClusterRanks, BytesSummedOverGatewaysSaturate) {
+  ClusterView v = three_jobs();
+  GatewayInfo a, b;
+  a.name = "a";
+  b.name = "b";
+  // Job 1's bytes left overflow 64 bits summed: wrapped, they would be
+  // 94 per iteration, 74 left, and rank it first.
+  a.jobs[1] = JobMeasure{1, UINT64_MAX - 5, 10};
+  b.jobs[1] = JobMeasure{1, 100, 10};
+  a.jobs[2] = JobMeasure{1, 1000, 40};
+  v.gateways = {{"a", a}, {"b", b}};
+  PolicyState state;
+  const auto ranks = cluster_ranks(v, PolicyParams{PolicyKind::kShortestFirst, 1'000'000'000}, state, 0);
+  EXPECT_EQ(top(ranks), 2u);
 }
 
 TEST(ClusterRanks, ProgressPolicyUsesStoredProgressAndOrder) {

@@ -619,6 +619,20 @@ TEST(NameRule, PrintableUtf8WithoutBidiControls) {
 
 // The one escaping for text on a terminal: errors, and the daemon's error
 // text as psgatectl prints it.
+TEST(ReasonList, ShowsTheFirstFewAndCountsTheRest) {
+  ReasonList none("jobs");
+  EXPECT_EQ(none.str(), "");
+  ReasonList few("jobs");
+  few.add("a");
+  few.add("b");
+  few.add("c");
+  EXPECT_EQ(few.str(), "a; b; c");
+  ReasonList many("jobs", 2);
+  for (int i = 0; i < 5000; ++i) many.add("job " + std::to_string(i) + ": no free slot");
+  EXPECT_EQ(many.count(), 5000u);
+  EXPECT_EQ(many.str(), "job 0: no free slot; job 1: no free slot; and 4998 more jobs likewise");
+}
+
 TEST(TerminalText, ControlBidiInvisibleAndNonUtf8AreShownEscaped) {
   EXPECT_EQ(escape_control_chars("résumé-α 训练 \xf0\x9f\x98\x80"), "résumé-α 训练 \xf0\x9f\x98\x80");
   EXPECT_EQ(escape_control_chars("a\nb\tc\x1b[31m\x7f"), "a\\nb\\tc\\x1b[31m\\x7f");
