@@ -79,18 +79,20 @@ constexpr const char* unit_name(CounterUnit u) {
 // X(enumerator, name, help): why a packet that was received did not leave.
 // Every received packet is either transmitted or counted under exactly one of
 // these, on the port it was to leave by.
-#define PSGATE_DROP_REASONS(X)                                                                                      \
-  X(kDropRingFull, "ring_full", "the RX -> scheduler handoff ring was full (pipelined mode)")                       \
-  X(kDropQueueFull, "queue_full", "the class FIFO was at its depth")                                                \
-  X(kDropPoliced, "policed", "the job's ingress policer")                                                           \
-  X(kDropTxFailed, "tx_failed", "the egress port refused it for 100 ms, or while stalled, or at the drain timeout") \
-  X(kDropShutdown, "shutdown_flush", "still queued when the drain timeout expired")                                 \
-  X(kDropBadMbuf, "bad_mbuf", "the driver handed over a broken buffer (lengths, chain, bounds): never read")        \
-  X(kDropOversize, "oversize",                                                                                      \
-    "larger than the egress port's MTU (or its kernel interface's, set lower) plus L2 header and tags")             \
-  X(kDropLinkDown, "link_down", "the egress port's link was down: nowhere to send it")                              \
-  X(kDropRunt, "runt", "shorter than 17 bytes (an Ethernet header and 3): nothing a NIC can send")                  \
-  X(kDropTooManySegments, "too_many_segments",                                                                      \
+#define PSGATE_DROP_REASONS(X)                                                                                        \
+  X(kDropRingFull, "ring_full", "the RX -> scheduler handoff ring was full (pipelined mode)")                         \
+  X(kDropQueueFull, "queue_full", "the class FIFO was at its depth")                                                  \
+  X(kDropPoliced, "policed", "the job's ingress policer")                                                             \
+  X(kDropTxFailed, "tx_failed",                                                                                       \
+    "the egress port refused it for 100 ms, or while stalled, or at the drain timeout, or refused it alone (it took " \
+    "the packets behind it) after 1 ms of taking nothing")                                                            \
+  X(kDropShutdown, "shutdown_flush", "still queued when the drain timeout expired")                                   \
+  X(kDropBadMbuf, "bad_mbuf", "the driver handed over a broken buffer (lengths, chain, bounds): never read")          \
+  X(kDropOversize, "oversize",                                                                                        \
+    "larger than the egress port's MTU (or its kernel interface's, set lower) plus L2 header and tags")               \
+  X(kDropLinkDown, "link_down", "the egress port's link was down: nowhere to send it")                                \
+  X(kDropRunt, "runt", "shorter than 17 bytes (an Ethernet header and 3): nothing a NIC can send")                    \
+  X(kDropTooManySegments, "too_many_segments",                                                                        \
     "an mbuf chain of more segments than the egress device sends as one packet (its nb_mtu_seg_max)")
 
 // X(field, unit, kind, column, width, help): a port's counters. Ingress

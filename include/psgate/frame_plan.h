@@ -49,6 +49,12 @@ struct PortCapacity {
   // tx_prepare and, sent without it, stops the queue (a malicious driver
   // event).
   uint16_t tx_max_segs = 0;
+  // The kernel's packet socket (af_packet) sends at most the MTU plus the
+  // Ethernet header, plus 4 bytes only when the outer tag is 802.1Q
+  // (0x8100): a frame with more tags, or an 802.1ad outer tag, is refused
+  // by the kernel ("packet size is too long") after the driver counted it
+  // sent. RX drops those as oversize instead.
+  bool one_dot1q_tag_room = false;
 };
 
 // No limit on the segments of a packet.

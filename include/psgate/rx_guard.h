@@ -84,18 +84,20 @@ inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_min) {
 // The slow half of rx_guard_burst: sorts out a burst in which some packet
 // failed the fast check.
 unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
-                           std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes);
+                           bool one_dot1q_tag_room, std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes);
 
 // Checks a received burst in place: packets that may go on stay in `pkts`,
 // in order, and their count is returned; the others are counted on
 // `drops` (the egress port's drop counters) and freed. `bytes` receives the
 // pkt_len sum of every packet whose length can be trusted. `max_segs`: the
 // most segments the egress device sends as one packet (a chain always takes
-// the full check). A burst of good packets costs one pass of loads and ORs,
-// no branch per packet.
+// the full check). `one_dot1q_tag_room`: a tagged frame may exceed
+// `max_untagged_frame` only by one 802.1Q outer tag (PortCapacity's, for a
+// kernel packet socket), else by 4 bytes per tag it has. A burst of good
+// packets costs one pass of loads and ORs, no branch per packet.
 inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame,
                                std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes,
-                               unsigned max_segs = UINT16_MAX) {
+                               unsigned max_segs = UINT16_MAX, bool one_dot1q_tag_room = false) {
   const uint32_t max_above_min = max_untagged_frame - kMinForwardFrame;
   uint64_t odd = 0;
   uint64_t sum = 0;
@@ -107,7 +109,7 @@ inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagge
     bytes = sum;
     return n;
   }
-  return rx_guard_suspects(pkts, n, max_untagged_frame, max_segs, drops, bytes);
+  return rx_guard_suspects(pkts, n, max_untagged_frame, max_segs, one_dot1q_tag_room, drops, bytes);
 }
 
 }  // namespace psgate

@@ -59,6 +59,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
                  rte_get_tsc_hz() / 1e6);
   shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
   shared.tx_stall_ticks = ticks_from_ns(kTxStallTimeoutNs, shared.tsc_hz);
+  shared.tx_probe_ticks = ticks_from_ns(kTxProbeAfterNs, shared.tsc_hz);
   shared.idle_sleep_ns = config.idle_sleep_ns;
   shared.idle_sleep_ticks = ticks_from_ns(config.idle_sleep_ns, shared.tsc_hz);
   const int socket = static_cast<int>(rte_socket_id());
@@ -108,6 +109,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   // or plus the tags the frame actually has.
   for (auto& max : shared.max_untagged_frame) max.store(max_frame_bytes(config.wire.mtu, 0), std::memory_order_relaxed);
   for (unsigned p = 0; p < kPortCount; ++p) shared.max_tx_segs[p] = frames->max_segs[p];
+  for (unsigned p = 0; p < kPortCount; ++p) shared.one_dot1q_tag_room[p] = caps[p].one_dot1q_tag_room;
   d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
                                     static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
   if (!d->pool) {

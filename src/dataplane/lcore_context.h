@@ -148,6 +148,7 @@ struct DataplaneShared {
   // Per egress port: the most segments a packet leaving it may have (the
   // frame plan's max_segs); a longer chain is dropped at RX.
   std::array<uint16_t, kPortCount> max_tx_segs{UINT16_MAX, UINT16_MAX};
+  std::array<bool, kPortCount> one_dot1q_tag_room{};  // PortCapacity::one_dot1q_tag_room, by egress port
   const SnapshotPublisher* snapshots = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;
   // Shutdown handshake: main stores the deadline, then clears rx_enabled
@@ -155,8 +156,11 @@ struct DataplaneShared {
   std::atomic<bool> rx_enabled{true};
   std::atomic<uint64_t> drain_deadline_tsc{UINT64_MAX};
   std::atomic<unsigned> rx_lcores_running{0};
-  // How long pending packets are retried on a port that takes none (TSC ticks).
+  // How long pending packets are retried on a port that takes none (TSC
+  // ticks), and after how long the port is offered the packets behind the
+  // first, in case it refuses that one alone (sched_stage.cc).
   uint64_t tx_stall_ticks = 0;
+  uint64_t tx_probe_ticks = 0;
   // dataplane.idle_sleep (0: busy polling), in ns and TSC ticks.
   uint64_t idle_sleep_ns = 0;
   uint64_t idle_sleep_ticks = 0;
@@ -229,5 +233,11 @@ struct SchedContext {
 // How long psgate retries a burst on a port that accepts nothing before it
 // counts the burst as tx_failed (see EgressPort::pending_since_tsc).
 inline constexpr uint64_t kTxStallTimeoutNs = 100'000'000;
+// How long a port may take nothing before psgate checks whether it refuses
+// one packet (the first pending) rather than being busy: far longer than a
+// working port's TX ring takes to free room at any speed psgate runs, and a
+// PAUSE from the peer (3.4 ms at most at 10 Gbit/s) makes it refuse the
+// probe too.
+inline constexpr uint64_t kTxProbeAfterNs = 1'000'000;
 
 }  // namespace psgate

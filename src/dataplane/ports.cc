@@ -2,13 +2,20 @@
 // Port start-up: everything a production NIC and a virtual device both need.
 #include "dataplane/ports.h"
 
+#include <linux/ethtool.h>
 #include <linux/if_packet.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <rte_ethdev.h>
 #include <rte_kvargs.h>
 #include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -131,6 +138,7 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
     cap.min_data_room = frame > kAfPacketSetupGap ? frame - kAfPacketSetupGap : 0;
     cap.mtu_limit = data > tag_room ? data - tag_room : 0;
     cap.limit_source = "its framesz " + std::to_string(frame) + " (raise framesz and blocksz for larger frames)";
+    cap.one_dot1q_tag_room = true;
   } else if (driver == "net_pcap") {
     // The pcap driver chains a capture larger than one mbuf by itself, except
     // when it replays forever: infinite_rx copies only the first segment of
@@ -140,6 +148,41 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
   }
   return cap;
 }
+
+namespace {
+
+// The kernel's receive offloads that merge frames (GRO, LRO) on an
+// af_packet port's interface: the socket then hands psgate TCP segments
+// merged far past the MTU (physical NICs ship with GRO on), each dropped as
+// oversize, and a connection through psgate stalls. A bump in the wire
+// forwards frames as they came, so they are turned off, as the MTU is set.
+void merging_offloads_off(const std::string& role, const std::string& iface) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
+  auto call = [&](ethtool_value& v) {
+    ifr.ifr_data = reinterpret_cast<char*>(&v);
+    return ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+  };
+  auto turn_off = [&](const char* name, uint32_t get, uint32_t set, uint32_t mask, const char* ethtool) {
+    ethtool_value now{get, 0};
+    if (!call(now) || (now.data & mask) == 0) return;
+    ethtool_value off{set, mask == ~0u ? 0 : now.data & ~mask};
+    if (call(off))
+      spdlog::info("port {}: {} turned off on {} (frames it merges would exceed the MTU)", role, name, iface);
+    else
+      spdlog::warn(
+          "port {}: {} is on on {} and could not be turned off ({}): TCP segments it merges are dropped as oversize; "
+          "ethtool -K {} {} off",
+          role, name, iface, std::strerror(errno), iface, ethtool);
+  };
+  turn_off("GRO", ETHTOOL_GGRO, ETHTOOL_SGRO, ~0u, "gro");
+  turn_off("LRO", ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_LRO, "lro");
+  ::close(fd);
+}
+
+}  // namespace
 
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
                         unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, bool* config_error) {
@@ -236,6 +279,8 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     if (int rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, socket, nullptr); rc != 0)
       return fail("TX queue " + std::to_string(q) + " setup failed", rc);
   }
+  if (std::string(info.driver_name ? info.driver_name : "") == "net_af_packet")
+    merging_offloads_off(role, devarg_text(spec.device, "iface"));
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
   // A bump in the wire forwards frames for every MAC address.
   if (int rc = rte_eth_promiscuous_enable(port_id); rc != 0 && rc != -ENOTSUP) {

@@ -112,8 +112,19 @@ unsigned vlan_tag_count(const rte_mbuf* m) {
   return tags;
 }
 
+namespace {
+
+// 1 when the frame's outer tag is 802.1Q (TPID 0x8100), else 0.
+unsigned outer_dot1q_tag(const rte_mbuf* m) {
+  uint8_t copy[2];
+  const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 12, sizeof(copy), copy));
+  return p != nullptr && (p[0] << 8 | p[1]) == RTE_ETHER_TYPE_VLAN;
+}
+
+}  // namespace
+
 unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
-                           std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
+                           bool one_dot1q_tag_room, std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
   uint64_t sum = 0;
   unsigned kept = 0;
   unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0;
@@ -139,8 +150,10 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       dropped[n_dropped++] = m;
       continue;
     }
-    // The MTU limits the IP packet: a tagged frame may be longer by its tags.
-    if (len > max_untagged_frame && len > max_untagged_frame + 4 * vlan_tag_count(m)) {
+    // The MTU limits the IP packet: a tagged frame may be longer by its tags
+    // (by one 802.1Q tag at most, to a kernel packet socket).
+    if (len > max_untagged_frame &&
+        len > max_untagged_frame + (one_dot1q_tag_room ? 4 * outer_dot1q_tag(m) : 4 * vlan_tag_count(m))) {
       ++oversize;
       dropped[n_dropped++] = m;
       continue;

@@ -248,8 +248,9 @@ struct BurstClasses {
 
 // rx_guard_burst (rx_guard.h), out of line for the profile.
 [[gnu::noinline]] unsigned guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
-                                       std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
-  return rx_guard_burst(pkts, n, max_untagged_frame, drops, bytes, max_segs);
+                                       bool one_dot1q_tag_room, std::array<Counter, kDropReasonCount>& drops,
+                                       uint64_t& bytes) {
+  return rx_guard_burst(pkts, n, max_untagged_frame, drops, bytes, max_segs, one_dot1q_tag_room);
 }
 
 // Classifies the `n` packets of `pkts`, which arrived on `in_port` at `now`, into `out`.
@@ -525,7 +526,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   // frame to fit the egress port (rx_guard.h).
   uint64_t bytes = 0;
   const unsigned n = guard_burst(pkts, received, shared.max_untagged_frame[out_port].load(std::memory_order_relaxed),
-                                 shared.max_tx_segs[out_port], counters.ports[out_port].drops, bytes);
+                                 shared.max_tx_segs[out_port], shared.one_dot1q_tag_room[out_port],
+                                 counters.ports[out_port].drops, bytes);
   in_counters.rx_packets.add(received);
   in_counters.rx_bytes.add(bytes);
   if (n == 0) return received;

@@ -6,6 +6,7 @@
 #include <rte_prefetch.h>
 
 #include <algorithm>
+#include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -405,39 +406,16 @@ void sched_drain_rings(DataplaneShared& shared, SchedContext& ctx) {
   sched_accept_pulled(shared, ctx, 0, false);
 }
 
-unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
-  if (!egress.link_up) [[unlikely]] {
-    // Link down: the port is not touched (a driver may be tearing it down),
-    // and what waits for it is dropped at once rather than held for a link
-    // that may never return; the mbufs go back to the pool for the port that
-    // still works.
-    if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
-    set_stalled(egress, false, now);  // a stall of the link that went; the next one starts afresh
-    return 0;
-  }
-  if (egress.pending_count) {
-    const unsigned sent =
-        tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count, now);
-    egress.pending_head += sent;
-    egress.pending_count -= sent;
-    if (sent) {
-      egress.pending_since_tsc = now;
-      set_stalled(egress, false, now);
-    }
-    if (egress.pending_count) {
-      // Port still busy: keep the queue inside psgate, for a while.
-      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return 0;
-      // It took nothing for tx_stall_ticks: give these up and keep going
-      // with one try per burst until it takes something again.
-      drop_pending(egress, counters, kDropTxFailed);
-      set_stalled(egress, true, now);
-    }
-    egress.pending_head = 0;
-  }
+namespace {
+
+// Up to `max` packets from the port's scheduler into `out`: counted as
+// dequeued by class, their job's queue count lowered, their sojourn recorded
+// and their class's rewrite done. Returns how many.
+unsigned dequeue_into(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now,
+                      rte_mbuf** out, unsigned max) {
   ScheduledItem<rte_mbuf*> items[kMaxBurst];
-  const unsigned n = egress.sched.dequeue(now, items, shared.burst);
+  const unsigned n = egress.sched.dequeue(now, items, max);
   if (n == 0) return 0;
-  rte_mbuf** out = egress.pending.data();
   RunTotal run;
   auto flush_class = [&](const RunTotal& r) {
     ClassCounters& cc = counters.cls(egress.index, r.key);
@@ -470,6 +448,85 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
   if (egress.rewrite_classes) {
     for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, items[i].item, items[i].cls);
   }
+  return n;
+}
+
+// A port that has taken nothing for tx_probe_ticks is either busy (its TX
+// ring full, a PAUSE from the peer) or refusing the packet at the head of
+// `pending` for good: a driver stops a burst at a packet it cannot send,
+// and would stop every retry there. The packets behind the head tell which:
+// offered from the second on, then the third, ..., a busy port takes none,
+// but one that refuses the first k alone takes the rest. Then those k (each
+// refused at the front of a burst while the port had room) are counted as
+// tx_failed and freed, and the port goes on at once, where it would have
+// stalled for tx_stall_ticks and lost every packet pending. `pending` is
+// topped up from the scheduler first, so that a refused packet with nothing
+// behind it finds company. (A busy port that frees room exactly between two
+// of these offers costs the packets before it: counted, and only after
+// tx_probe_ticks of taking nothing.) Returns the packets the port took.
+unsigned send_past_refused_head(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
+                                uint64_t now) {
+  rte_mbuf** p = egress.pending.data();
+  if (egress.pending_head != 0) {
+    std::memmove(p, p + egress.pending_head, egress.pending_count * sizeof(*p));
+    egress.pending_head = 0;
+  }
+  if (egress.pending_count < shared.burst)
+    egress.pending_count +=
+        dequeue_into(shared, egress, counters, now, p + egress.pending_count, shared.burst - egress.pending_count);
+  for (unsigned k = 1; k < egress.pending_count; ++k) {
+    const unsigned sent = tx_burst_counted(egress, counters, p + k, egress.pending_count - k, now);
+    if (sent == 0) continue;
+    for (unsigned r = 0; r < k; ++r) {
+      if (JobCounters* jc = job_counters(counters, packet_meta(p[r])->job_slot)) jc->drops.inc();
+    }
+    counters.ports[egress.index].drops[kDropTxFailed].add(k);
+    rte_pktmbuf_free_bulk(p, k);
+    egress.pending_head = k + sent;
+    egress.pending_count -= k + sent;
+    egress.pending_since_tsc = now;
+    set_stalled(egress, false, now);
+    return sent;
+  }
+  return 0;
+}
+
+}  // namespace
+
+unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now) {
+  if (!egress.link_up) [[unlikely]] {
+    // Link down: the port is not touched (a driver may be tearing it down),
+    // and what waits for it is dropped at once rather than held for a link
+    // that may never return; the mbufs go back to the pool for the port that
+    // still works.
+    if (!sched_idle(egress)) sched_flush(egress, counters, kDropLinkDown, kDropLinkDown);
+    set_stalled(egress, false, now);  // a stall of the link that went; the next one starts afresh
+    return 0;
+  }
+  if (egress.pending_count) {
+    const unsigned sent =
+        tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count, now);
+    egress.pending_head += sent;
+    egress.pending_count -= sent;
+    if (sent) {
+      egress.pending_since_tsc = now;
+      set_stalled(egress, false, now);
+    }
+    if (egress.pending_count) {
+      // Port still busy: keep the queue inside psgate, for a while.
+      if (now - egress.pending_since_tsc < shared.tx_probe_ticks) return 0;
+      if (const unsigned past = send_past_refused_head(shared, egress, counters, now)) return past;
+      if (now - egress.pending_since_tsc < shared.tx_stall_ticks) return 0;
+      // It took nothing for tx_stall_ticks: give these up and keep going
+      // with one try per burst until it takes something again.
+      drop_pending(egress, counters, kDropTxFailed);
+      set_stalled(egress, true, now);
+    }
+    egress.pending_head = 0;
+  }
+  rte_mbuf** out = egress.pending.data();
+  const unsigned n = dequeue_into(shared, egress, counters, now, out, shared.burst);
+  if (n == 0) return 0;
   keep_unsent(egress, counters, n, tx_burst_counted(egress, counters, out, n, now), now);
   return n;
 }

@@ -81,6 +81,7 @@ PipelineHarness::~PipelineHarness() {
   stop();
   for (unsigned p = 0; p < 2; ++p) {
     if (scribbler_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, scribbler_[p]);
+    if (refuser_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, refuser_[p]);
   }
   control_.reset();
   dataplane_.reset();  // closes the ring ports
@@ -138,7 +139,27 @@ uint16_t scribble(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void*) {
   return n;
 }
 
+// The port's tx_burst is handed the packets before the first from UDP
+// source port *sport (plain IPv4: type 0x0800, IHL 5, protocol 17).
+uint16_t refuse(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void* sport) {
+  const uint16_t refused = *static_cast<const uint16_t*>(sport);
+  for (uint16_t i = 0; i < n; ++i) {
+    const uint8_t* f = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
+    if (pkts[i]->data_len >= 38 && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 && f[23] == 17 &&
+        (f[34] << 8 | f[35]) == refused)
+      return i;
+  }
+  return n;
+}
+
 }  // namespace
+
+bool PipelineHarness::refuse_on_tx(unsigned port, uint16_t sport) {
+  refused_sport_[port] = sport;
+  if (refuser_[port] == nullptr)
+    refuser_[port] = rte_eth_add_tx_callback(port_id_[port], 0, refuse, &refused_sport_[port]);
+  return refuser_[port] != nullptr;
+}
 
 bool PipelineHarness::scribble_on_tx(unsigned port) {
   if (scribbler_[port] == nullptr) scribbler_[port] = rte_eth_add_tx_callback(port_id_[port], 0, scribble, nullptr);

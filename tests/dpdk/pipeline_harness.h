@@ -57,6 +57,10 @@ class PipelineHarness {
   // (a sojourn of seconds). Sojourn is recorded before sending, so nothing
   // else changes.
   bool scribble_on_tx(unsigned port);
+  // The port refuses, for good, every plain IPv4 packet (no options) from
+  // UDP source port `sport`: its tx_burst stops at the first such packet of
+  // a burst, as a driver does at a packet it cannot send.
+  bool refuse_on_tx(unsigned port, uint16_t sport);
 
   Dataplane& dataplane() { return *dataplane_; }
   ControlPlane& control() { return *control_; }
@@ -74,6 +78,8 @@ class PipelineHarness {
   unsigned held_[2] = {};  // placeholders at the front of tx_ (hold_tx)
   uint16_t port_id_[2] = {};
   const rte_eth_rxtx_callback* scribbler_[2] = {};  // scribble_on_tx
+  const rte_eth_rxtx_callback* refuser_[2] = {};    // refuse_on_tx
+  uint16_t refused_sport_[2] = {};
   rte_mempool* pool_ = nullptr;
   std::unique_ptr<Dataplane> dataplane_;
   std::unique_ptr<ControlPlane> control_;

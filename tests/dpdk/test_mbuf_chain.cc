@@ -302,6 +302,37 @@ TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
 // A chain of more segments than the egress device sends as one packet (8 on
 // i40e) never reaches it: dropped as too_many_segments, order of the rest
 // kept. Empty segments, unlinked first, do not count.
+// To a kernel packet socket (af_packet) a frame may exceed the MTU only by
+// one 802.1Q outer tag: the kernel refuses more ("packet size is too long")
+// after the driver counted the frame sent, so such frames were lost with no
+// counter. They are oversize; frames within the socket's limit still go.
+TEST_F(MbufChain, GuardAllowsAPacketSocketOneDot1qTagOnly) {
+  auto frame = [](std::vector<std::pair<uint16_t, uint16_t>> vlans, size_t ip_bytes) {
+    pk::PacketSpec s;
+    for (auto [tpid, vid] : vlans) s.vlans.push_back({tpid, vid});
+    s.payload_len = ip_bytes - 28;
+    s.min_frame_size = 0;
+    return pk::build_packet(s);
+  };
+  const Bytes untagged = frame({}, 1500);                                                // 1514: goes
+  const Bytes dot1q = frame({{pk::kTpid8021Q, 2}}, 1500);                                // 1518: goes
+  const Bytes dot1ad = frame({{pk::kTpid8021ad, 2}}, 1500);                              // 1518: 0x88a8 has no room
+  const Bytes two = frame({{pk::kTpid8021Q, 1}, {pk::kTpid8021Q, 2}}, 1500);             // 1522: one tag's room only
+  const Bytes two_short = frame({{pk::kTpid8021ad, 1}, {pk::kTpid8021Q, 2}}, 1500 - 8);  // 1514: goes
+  ASSERT_EQ(dot1ad.size(), 1518u);
+  ASSERT_EQ(two.size(), 1522u);
+  for (const bool packet_socket : {false, true}) {
+    std::array<Counter, kDropReasonCount> drops;
+    rte_mbuf* burst[5] = {chain(untagged, {}), chain(dot1q, {}), chain(dot1ad, {}), chain(two, {}),
+                          chain(two_short, {})};
+    uint64_t bytes = 0;
+    const unsigned kept = rx_guard_burst(burst, 5, 1514, drops, bytes, UINT16_MAX, packet_socket);
+    EXPECT_EQ(kept, packet_socket ? 3u : 5u);
+    EXPECT_EQ(drops[kDropOversize].get(), packet_socket ? 2u : 0u);
+    for (unsigned i = 0; i < kept; ++i) rte_pktmbuf_free(burst[i]);
+  }
+}
+
 TEST_F(MbufChain, GuardDropsAChainLongerThanTheEgressSends) {
   std::array<Counter, kDropReasonCount> drops;
   const Bytes frame = ipv4_frame(0);

@@ -123,6 +123,60 @@ TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
               static_cast<unsigned long>(t.ports[kWire].tx_packets));
 }
 
+// A driver that refuses one packet for good stops every burst, and every
+// retry, at it. That packet alone is dropped (tx_failed), once the port has
+// taken nothing for kTxProbeAfterNs and takes the packets behind it: not a
+// stall of kTxStallTimeoutNs that drops the burst behind it too. The refused
+// packet comes in the middle of a burst, last in one, and alone (the probe
+// takes company for it from the class queue).
+TEST_P(TxStallTest, APacketThePortRefusesAloneIsDroppedAndThePortGoesOn) {
+  PipelineHarness h(config_body(GetParam()));
+  ASSERT_TRUE(h.ok()) << h.error();
+  constexpr uint16_t kRefusedSport = 6666;
+  ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
+  pkt::PacketSpec s;
+  s.proto = pkt::kUdp;
+  s.dport = 2222;
+  s.sport = 1000;
+  const std::vector<uint8_t> good = pkt::build_packet(s);
+  s.sport = kRefusedSport;
+  const std::vector<uint8_t> refused = pkt::build_packet(s);
+
+  constexpr unsigned kRounds = 20;
+  unsigned n_good = 0, n_refused = 0, delivered = 0;
+  auto send = [&](const std::vector<uint8_t>& frame, unsigned n) {
+    (&frame == &good ? n_good : n_refused) += inject(h, kWire, frame, n);
+  };
+  auto pause = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    delivered += drain_tx(h, kHost);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (unsigned r = 0; r < kRounds; ++r) {
+    send(good, 3), send(refused, 1), send(good, 3);  // in the middle of a burst
+    pause();
+    send(good, 3), send(refused, 1);  // last in its burst
+    pause();
+    send(refused, 1);  // alone
+    pause();
+    send(good, 2);
+    pause();
+  }
+  for (int i = 0; i < 300 && delivered < n_good; ++i) pause();
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(delivered, n_good) << "packets behind a refused one were lost";
+  h.stop();
+  const Totals t = h.dataplane().read_totals(false);
+  EXPECT_EQ(t.ports[kHost].drops[kDropTxFailed], n_refused) << "only the refused packets are tx_failed";
+  EXPECT_EQ(t.ports[kHost].tx_packets, n_good);
+  EXPECT_EQ(t.rx_total(), n_good + n_refused);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+  // 60 refused packets at kTxStallTimeoutNs each would take 6 s.
+  EXPECT_LT(took_s, 3.0) << "the port stalled behind refused packets";
+  std::printf("[ tx-refused ] %s: %u good delivered, %u refused dropped, in %.2f s\n", GetParam().c_str(), delivered,
+              n_refused, took_s);
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param == "[1]" ? std::string("RunToCompletion") : std::string("Pipelined");
