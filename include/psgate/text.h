@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,6 +205,10 @@ inline std::string stored_name(std::string_view name) {
 // ends in an error rather than in memory exhaustion). Leaves `fd` open.
 inline int read_text_fd(int fd, std::string& text, size_t max_bytes) {
   text.clear();
+  // A regular file's size says it at once (the loop below would read
+  // max_bytes first).
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) return EFBIG;
   char buf[65536];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof(buf));

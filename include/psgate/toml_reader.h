@@ -26,6 +26,11 @@ namespace psgate {
 // Parses TOML text; a syntax error is "<source>:<line>:<col>: <problem>".
 Result<toml::table> parse_toml(std::string_view text, std::string_view source);
 
+// The path (below `path`) of the first key or string in `node` that holds a
+// control character other than tab, or "": what parse_toml refuses, for
+// values that come another way (psgate-gen's --set).
+std::string control_char_path(const toml::node& node, const std::string& path);
+
 // "text" with control characters escaped.
 std::string toml_quote(std::string_view s);
 // path.key, the key quoted when it is not a bare TOML key.

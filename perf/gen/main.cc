@@ -18,15 +18,16 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iostream>
 
 #include "engine.h"
 #include "gen_ports.h"
 #include "profile.h"
+#include "psgate/eal_prefix.h"
 #include "psgate/eal_teardown.h"
+#include "psgate/output_file.h"
 #include "psgate/signals.h"
 #include "psgate/tsc_clock.h"
 #include "report.h"
@@ -79,13 +80,10 @@ int write_reports(const Engine& e, const RunResult& result, const Options& opt) 
   int status = 0;
   // Per-flow records first: a script that waits for the JSON finds them complete.
   if (!opt.flows_csv_path.empty()) {
-    const std::string tmp = opt.flows_csv_path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    const bool ok = f && e.write_flows_csv(f);
-    if (f && std::fclose(f) != 0) f = nullptr;
-    if (!ok || !f || std::rename(tmp.c_str(), opt.flows_csv_path.c_str()) != 0) {
-      std::fprintf(stderr, "psgate-gen: cannot write %s: %s\n", opt.flows_csv_path.c_str(), std::strerror(errno));
-      std::remove(tmp.c_str());
+    const std::string error =
+        psgate::write_output_file(opt.flows_csv_path, [&](std::FILE* f) { return e.write_flows_csv(f); });
+    if (!error.empty()) {
+      std::fprintf(stderr, "psgate-gen: %s\n", error.c_str());
       status = 1;
     }
   }
@@ -97,12 +95,10 @@ int write_reports(const Engine& e, const RunResult& result, const Options& opt) 
   } else {
     if (!opt.json_path.empty()) {
       // Complete or absent: a script may poll for the file (see --hold).
-      const std::string tmp = opt.json_path + ".tmp";
-      std::ofstream out(tmp);
-      out << json;
-      out.close();
-      if (!out || std::rename(tmp.c_str(), opt.json_path.c_str()) != 0) {
-        std::fprintf(stderr, "psgate-gen: cannot write %s\n", opt.json_path.c_str());
+      const std::string error =
+          psgate::write_output_file(opt.json_path, [&](std::FILE* f) { return std::fputs(json.c_str(), f) >= 0; });
+      if (!error.empty()) {
+        std::fprintf(stderr, "psgate-gen: %s\n", error.c_str());
         status = 1;
       }
     }
@@ -117,7 +113,13 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   std::vector<char*> argv;
   for (std::string& a : eal_args) argv.push_back(a.data());
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
-    std::fprintf(stderr, "psgate-gen: DPDK EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+    const std::string in_use = psgate::eal_prefix_in_use(eal_args);
+    if (!in_use.empty())
+      std::fprintf(stderr, "psgate-gen: DPDK EAL initialisation failed: %s: give each process its own --file-prefix\n",
+                   in_use.c_str());
+    else
+      std::fprintf(stderr, "psgate-gen: DPDK EAL initialisation failed: %s (see EAL's messages above)\n",
+                   rte_errno != 0 ? rte_strerror(rte_errno) : "no reason given");
     return 1;
   }
   // Not before the EAL interrupt thread has caught up with the ports' close
@@ -376,20 +378,33 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Output files are written after the run: find out now that they cannot be.
-  for (const std::string* path : {&opt.json_path, &opt.flows_csv_path}) {
+  if (opt.flows_csv_path == "-") {
+    std::fprintf(stderr, "psgate-gen: --flows-csv: '-' is not standard output here; name a file\n");
+    return 2;
+  }
+  for (const auto& [flag, path] :
+       {std::pair{"--json", &opt.json_path}, std::pair{"--flows-csv", &opt.flows_csv_path}}) {
     if (path->empty() || *path == "-") continue;
-    const std::string tmp = *path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "psgate-gen: cannot write %s: %s\n", tmp.c_str(), std::strerror(errno));
+    if (const std::string problem = psgate::output_file_problem(*path); !problem.empty()) {
+      std::fprintf(stderr, "psgate-gen: %s %s: %s\n", flag, path->c_str(), problem.c_str());
       return 2;
     }
-    std::fclose(f);
-    std::remove(tmp.c_str());
   }
-  if (!opt.flows_csv_path.empty() && opt.flows_csv_path == opt.json_path) {
+  if (!opt.flows_csv_path.empty() && !opt.json_path.empty() && opt.json_path != "-" &&
+      psgate::same_output_file(opt.flows_csv_path, opt.json_path)) {
     std::fprintf(stderr, "psgate-gen: --flows-csv and --json name the same file\n");
     return 2;
+  }
+  // CLI11's range check lets NaN through (every comparison with it is
+  // false), and "not given" is a negative value: NaN would be neither.
+  for (const auto& [flag, value] :
+       {std::pair{"--duration", opt.duration_s}, std::pair{"--drain", opt.drain_s},
+        std::pair{"--interval", opt.interval_s}, std::pair{"--link-timeout", opt.link_timeout_s},
+        std::pair{"--settle", opt.settle_s}}) {
+    if (std::isnan(value)) {
+      std::fprintf(stderr, "psgate-gen: %s: not a number of seconds\n", flag);
+      return 2;
+    }
   }
   Profile& p = *profile;
   // A positive time never rounds to 0, which means "until SIGINT" for

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <span>
 #include <tuple>
@@ -199,9 +200,14 @@ class Parser : TomlReader {
       } else if (s == "ps") {
         j.size_model = SizeModel::kPsLike;
       } else {
-        auto bytes = n->is_integer()  ? Result<uint64_t>(static_cast<uint64_t>(n->value<int64_t>().value()))
-                     : n->is_string() ? parse_size_bytes(s)
-                                      : Result<uint64_t>::failure(describe_value(*n) + " is not a size");
+        // Read as 64 bits signed: -64 must not wrap into 18446744073709551552.
+        const int64_t integer = n->is_integer() ? n->value<int64_t>().value() : 0;
+        auto bytes =
+            n->is_integer()
+                ? (integer < 0 ? Result<uint64_t>::failure(std::to_string(integer) + " is not a size (negative)")
+                               : Result<uint64_t>(static_cast<uint64_t>(integer)))
+            : n->is_string() ? parse_size_bytes(s)
+                             : Result<uint64_t>::failure(describe_value(*n) + " is not a size");
         if (!bytes.ok()) return set_error(path + ".size", bytes.error() + ", \"imix\" or \"ps\"");
         if (*bytes < min_size || *bytes > kMaxFrameSize) {
           return set_error(path + ".size", std::to_string(*bytes) + " bytes is outside " + std::to_string(min_size) +
@@ -392,6 +398,10 @@ Result<uint64_t> parse_pps(std::string_view text) {
     return Result<uint64_t>::failure("\"" + s + "\" is not a packet rate (expected e.g. \"10kpps\")");
   s.replace(s.size() - 3, 3, "bit/s");
   auto r = parse_rate_bps(s);
+  if (!r.ok() && r.error().find(" is too large") != std::string::npos) {
+    return Result<uint64_t>::failure("\"" + std::string(text) + "\" is too large (at most " +
+                                     std::to_string(std::numeric_limits<uint64_t>::max()) + "pps)");
+  }
   if (!r.ok()) {
     return Result<uint64_t>::failure(
         "\"" + std::string(text) + "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G)");
@@ -405,15 +415,18 @@ Result<bool> add_override(toml::table& table, std::string_view assignment) {
     return Result<bool>::failure("\"" + std::string(assignment) + "\" is not KEY=VALUE");
   const std::string key(assignment.substr(0, eq));
   const std::string value(assignment.substr(eq + 1));
+  toml::table one;
   try {
     toml::table t = toml::parse("v = " + value);
-    if (const toml::node* n = t.get("v"); n && !n->is_table() && !n->is_array()) {
-      table.insert_or_assign(key, *n);
-      return true;
-    }
+    if (const toml::node* n = t.get("v"); n && !n->is_table() && !n->is_array()) one.insert_or_assign(key, *n);
   } catch (const toml::parse_error&) {
   }
-  table.insert_or_assign(key, value);
+  if (one.empty()) one.insert_or_assign(key, value);
+  // As a profile's keys and strings are (parse_toml): a name with an escape
+  // sequence or a newline would print as something else in the table.
+  if (const std::string bad = control_char_path(one, ""); !bad.empty())
+    return Result<bool>::failure(bad + ": holds a control character (only tab is allowed in keys and strings)");
+  table.insert_or_assign(key, *one.get(key));
   return true;
 }
 

@@ -31,7 +31,8 @@ bool has_control_char(std::string_view s) {
   });
 }
 
-// The path of the first key or string in `node` that holds one, or "".
+}  // namespace
+
 std::string control_char_path(const toml::node& node, const std::string& path) {
   if (const auto* t = node.as_table()) {
     for (const auto& [key, value] : *t) {
@@ -47,8 +48,6 @@ std::string control_char_path(const toml::node& node, const std::string& path) {
   }
   return "";
 }
-
-}  // namespace
 
 Result<toml::table> parse_toml(std::string_view text, std::string_view source) {
   try {

@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <vector>
 
@@ -30,6 +29,7 @@ namespace {
 // A job's rules file: 100,000 rules are a few MiB; far more is no file
 // psgate wrote.
 constexpr size_t kMaxRulesFileBytes = 256u << 20;
+constexpr size_t kMaxStateFileBytes = kMaxRulesFileBytes;
 
 void put_rank_and_progress(const JobRecord& j, json& entry) {
   entry["rank"] = j.spec.rank;
@@ -434,10 +434,14 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   if (!std::filesystem::exists(st)) return std::optional<SavedState>{};
   if (!std::filesystem::is_regular_file(st))
     return R::failure("state file " + path + ": not a regular file; [control] state must name a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return R::failure("state file " + path + ": cannot read: " + std::strerror(errno));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) return R::failure("state file " + path + ": cannot read");
+  // Bounded as a rules file is (a file of an older version holds the rules
+  // inline): a stray huge file is refused, not read into memory whole.
+  std::string text;
+  if (const int err = read_text_file(path, text, kMaxStateFileBytes)) {
+    return R::failure("state file " + path + ": cannot read: " +
+                      (err == EFBIG ? "larger than " + std::to_string(kMaxStateFileBytes >> 20) + " MiB"
+                                    : std::string(std::strerror(err))));
+  }
   json state = parse_json_bounded(text);
   if (state.is_discarded())
     return R::failure("state file " + path + ": not valid JSON, or nested deeper than " +

@@ -32,8 +32,10 @@
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
 #include "psgate/dataplane.h"
+#include "psgate/eal_prefix.h"
 #include "psgate/eal_teardown.h"
 #include "psgate/lcore_check.h"
+#include "psgate/output_file.h"
 #include "psgate/pem_file.h"
 #include "psgate/prometheus.h"
 #include "psgate/signals.h"
@@ -41,8 +43,6 @@
 #include "stats/stats_json.h"
 #include "stats/stats_report.h"
 #include "stats/telemetry.h"
-
-#include <fstream>
 
 #ifdef PSGATE_HAVE_CLUSTER
 #include "cluster/etcd_link.h"
@@ -100,23 +100,8 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return 2;
     }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
-    // Another primary DPDK process on the same runtime directory (file
-    // prefix) holds its config file's lock: EAL says only "Cannot init
-    // config", with no error number. Asked of the lock itself, since other
-    // failures leave rte_errno at 0 too.
-    std::string prefix = "rte";
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i].rfind("--file-prefix=", 0) == 0) prefix = args[i].substr(14);
-      else if (args[i] == "--file-prefix" && i + 1 < args.size()) prefix = args[i + 1];
-    }
-    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-    const std::string runtime = ::geteuid() == 0 ? "/var/run" : (xdg != nullptr ? xdg : "/tmp");
-    const std::string eal_config = runtime + "/dpdk/" + prefix + "/config";
-    if (rte_errno == 0 && rte_eal_primary_proc_alive(eal_config.c_str()) == 1) {
-      spdlog::error(
-          "DPDK EAL initialisation failed: another DPDK process runs with the file prefix {} (it holds {}): each "
-          "psgate needs its own --file-prefix in eal.args",
-          prefix, eal_config);
+    if (const std::string in_use = psgate::eal_prefix_in_use(args); !in_use.empty()) {
+      spdlog::error("DPDK EAL initialisation failed: {}: each psgate needs its own --file-prefix in eal.args", in_use);
       return 1;
     }
     spdlog::error(
@@ -292,10 +277,11 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
     std::fflush(stdout);
     if (!stats_json_path.empty()) {
-      std::ofstream out(stats_json_path);
-      out << psgate::totals_to_json(totals, dp.snapshot()).dump(2) << "\n";
-      if (!out) {
-        spdlog::error("cannot write {}", stats_json_path);
+      const std::string text = psgate::totals_to_json(totals, dp.snapshot()).dump(2) + "\n";
+      const std::string error =
+          psgate::write_output_file(stats_json_path, [&](std::FILE* f) { return std::fputs(text.c_str(), f) >= 0; });
+      if (!error.empty()) {
+        spdlog::error("--stats-json: {}", error);
         status = 1;
       }
     }
@@ -339,7 +325,8 @@ int main(int argc, char** argv) {
       "carry, and lcores.data needing more queues than a device has) or state file,\n"
       "1 another psgate on the same control socket or state file, DPDK/device/socket set-up\n"
       "failure (the control socket, or\n"
-      "metrics.listen's address taken), counters that do not add up, or a data lcore stuck in a\n"
+      "metrics.listen's address taken), counters that do not add up, a --stats-json file that\n"
+      "could not be written at exit, or a data lcore stuck in a\n"
       "driver call at stop (named in the log, after the final counters).\n"
       "[metrics] listen = \"127.0.0.1:9467\" serves Prometheus metrics on GET /metrics (off by default)."};
   std::string config_path;
@@ -370,6 +357,19 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  // From here a stop or reload signal waits for run() to take it: a stop
+  // during start-up stops once started (drained, counted, exit 0), a SIGHUP
+  // reloads. Unblocked, their default action ended a start-up without a word
+  // (exit 129 or 143).
+  if (!check_only) psgate::block_stop_signals();
+  // Written at exit: a path that cannot be written is found now, not after
+  // a run whose final counters it would lose.
+  if (!check_only && !stats_json_path.empty()) {
+    if (const std::string problem = psgate::output_file_problem(stats_json_path); !problem.empty()) {
+      std::fprintf(stderr, "psgate: --stats-json %s: %s\n", stats_json_path.c_str(), problem.c_str());
+      return 2;
+    }
+  }
   auto config = psgate::load_config_file(config_path);
   if (!config.ok()) {
     std::fprintf(stderr, "psgate: %s\n", config.error().c_str());

@@ -243,6 +243,41 @@ rate = ")" << kRatePps << R"(pps"
 // A stop signal while the generator waits for its links (no memif server
 // listening) ends the wait: a report of nothing sent, exit status 0, and no
 // --hold (the signal it would wait for has come).
+// What would fail only after the run, or silently, is refused before it
+// (exit 2, naming the option): each of these ran the whole test before.
+TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-cli-XXXXXX";
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  const std::string dir = templ;
+  std::filesystem::create_directory(dir + "/out.json");
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--duration", "nan"}, "--duration: not a number of seconds"},
+      {{"--settle", "nan"}, "--settle: not a number of seconds"},
+      {{"--json", dir + "/out.json"}, "is a directory"},
+      {{"--flows-csv", dir + "/none/f.csv"}, "No such file or directory"},
+      {{"--json", dir + "/x.json", "--flows-csv", dir + "/./x.json"}, "name the same file"},
+      {{"--flows-csv", "-"}, "'-' is not standard output here"},
+      {{"--set", R"(name="a\u001bb")"}, "control character"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv{gen, "--link-timeout", "1"};
+    if (args[0] != "--duration") argv.insert(argv.end(), {"--duration", "1"});
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const char* eal : {"--", "--no-huge", "-m", "128", "--no-pci", "--log-level=4"}) argv.emplace_back(eal);
+    argv.push_back("--file-prefix=gcli-" + std::to_string(getpid()));
+    ChildProcess g(argv, dir + "/gen.out");
+    EXPECT_EQ(g.wait(30), 2) << args[0] << ": " << g.output();
+    EXPECT_NE(g.output().find(expected), std::string::npos) << args[0] << ": " << g.output();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.json.tmp"));
+  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
 TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";

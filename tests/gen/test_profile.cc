@@ -170,6 +170,25 @@ TEST(Profile, AddOverrideTypes) {
   EXPECT_EQ(t.get("name")->as_string()->get(), "x y");
   EXPECT_FALSE(add_override(t, "novalue").ok());
   EXPECT_FALSE(add_override(t, "=3").ok());
+  // As a profile's strings: no control characters, escaped or raw (an
+  // escape sequence or a newline in a name printed into the table).
+  for (const char* bad : {R"(name="evil\u001b[31mRED")", "name=\"a\\nb\"", "name=a\nb", "na\x01me=x"}) {
+    toml::table u;
+    auto r = add_override(u, bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().find("control character"), std::string::npos) << r.error();
+    EXPECT_TRUE(u.empty()) << bad;
+  }
+  EXPECT_TRUE(add_override(t, "name=\"a\\tb\"").ok()) << "tab is allowed, as in a file";
+}
+
+TEST(Profile, SizeAndRateErrorsSayWhatIsWrong) {
+  auto negative = parse({}, {"size=-64"});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.error().find("-64 is not a size (negative)"), std::string::npos) << negative.error();
+  auto huge = parse_pps("99999999999999999999pps");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().find("is too large"), std::string::npos) << huge.error();
 }
 
 TEST(Profile, PpsAndEndpoints) {

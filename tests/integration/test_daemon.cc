@@ -4,6 +4,7 @@
 // data lcore (run-to-completion) and with two (RX lcore -> rings -> scheduler
 // lcore).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -544,6 +545,46 @@ TEST(DaemonConfig, ASecondGatewayOnTheSameFilePrefixIsNamed) {
             std::string::npos)
       << run.output;
   EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+}
+
+// A reload or stop signal while psgate reads a large configuration is taken
+// once it runs: SIGHUP reloads, SIGTERM then stops it cleanly. Their
+// default action ended the start-up without a word (exit 129 or 143) until
+// main() blocked them before reading the configuration.
+TEST(DaemonConfig, ASignalDuringStartUpIsTakenOnceTheGatewayRuns) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  ConfigOptions o;
+  // Enough jobs that reading and checking them outlasts the wait below
+  // many times over (about a second here).
+  for (int i = 1; i <= 4000; ++i) {
+    o.jobs += "[[jobs]]\nid = " + std::to_string(i) + "\nrank = " + std::to_string(i) + "\nmatch = [\"dst=10." +
+              std::to_string(i >> 8) + "." + std::to_string(i & 255) + ".1/32,dport=2222,proto=tcp\", \"src=10." +
+              std::to_string(i >> 8) + "." + std::to_string(i & 255) + ".1/32,sport=2222,proto=tcp\"]\n";
+  }
+  fx.write_file("psgate.toml", make_config(o));
+  fx.start_daemon("psgate.toml");
+  // Once it is psgate (exec'd) and past the dynamic loader, well inside the
+  // reading of its configuration.
+  const std::string comm = "/proc/" + std::to_string(fx.daemon_pid()) + "/comm";
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in(comm);
+    std::string name;
+    if (std::getline(in, name) && name == "psgate") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(::kill(fx.daemon_pid(), SIGHUP), 0);
+  bool up = false;
+  for (int i = 0; i < 600 && !up && fx.daemon_running(); ++i) {
+    up = psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(up) << "killed by SIGHUP during start-up: " << fx.stop_daemon().output;
+  const DaemonRun run = fx.stop_daemon();
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("reload (SIGHUP)"), std::string::npos) << run.output;
 }
 
 // A relative control path is the working directory's: / under systemd, a

@@ -247,6 +247,18 @@ TEST(StateFile, AnOldPoliceRateOfPartBytesRunsAsItRan) {
   EXPECT_TRUE(check_saved_state(**saved, config));
 }
 
+// A stray huge file at the state path is refused by its size, not read
+// into memory whole (a 300 MiB file took 1.2 GB and 10 s to be called valid).
+TEST(StateFile, AHugeFileIsRefusedBySize) {
+  TempDir t;
+  const std::string path = t.path("state.json");
+  std::ofstream(path) << R"({"version": 1, "jobs": []})";
+  ASSERT_EQ(::truncate(path.c_str(), off_t{300} << 20), 0);  // sparse: no disk, no time
+  auto saved = read_state_file(path, 8, 2);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_NE(saved.error().find("larger than 256 MiB"), std::string::npos) << saved.error();
+}
+
 // A hand-edited state file is no way around the loader's checks: an ECN
 // threshold at or above the class's depth is refused as the config refuses it.
 TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
