@@ -411,8 +411,9 @@ namespace {
 // Up to `max` packets from the port's scheduler into `out`: counted as
 // dequeued by class, their job's queue count lowered, their sojourn recorded
 // and their class's rewrite done. Returns how many.
-unsigned dequeue_into(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, uint64_t now,
-                      rte_mbuf** out, unsigned max) {
+[[gnu::always_inline]] inline unsigned dequeue_into(const DataplaneShared& shared, EgressPort& egress,
+                                                    LcoreCounters& counters, uint64_t now, rte_mbuf** out,
+                                                    unsigned max) {
   ScheduledItem<rte_mbuf*> items[kMaxBurst];
   const unsigned n = egress.sched.dequeue(now, items, max);
   if (n == 0) return 0;
