@@ -13,7 +13,7 @@ namespace psgate {
 
 // Why a report cannot be written to `path` at the end of the run, or "" when
 // it can: a directory, a directory that is missing or may not be written, a
-// device or FIFO that may not be opened for writing.
+// device that may not be opened for writing. Creates nothing.
 std::string output_file_problem(const std::string& path);
 
 // Whether `a` and `b` name one file (the same path spelt two ways, "x" and
@@ -21,11 +21,13 @@ std::string output_file_problem(const std::string& path);
 bool same_output_file(const std::string& a, const std::string& b);
 
 // Writes a report with `write` (false: it failed). A regular file, or a new
-// one, is written as PATH.tmp and renamed into place (complete or absent); a
-// symbolic link's target likewise, the link kept; anything else at `path`
-// (/dev/null, /dev/stdout, a FIFO) is written as it is, never replaced (as
-// root, a rename over /dev/null would make it a regular file). Returns ""
-// or what failed, with the system's reason.
+// one, is written as a temporary of this process's own (created new, never
+// following a link) renamed into place: complete or absent; a symbolic
+// link's target likewise, the link kept. Anything else at `path` (a device,
+// a FIFO) and any path under /dev or /proc (/dev/stdout may be a log file)
+// is appended to as it is, never replaced (as root, a rename over /dev/null
+// would make it a regular file). Returns "" or what failed, with the
+// system's reason.
 std::string write_output_file(const std::string& path, const std::function<bool(std::FILE*)>& write);
 
 }  // namespace psgate

@@ -121,6 +121,11 @@ struct EgressPort {
   // the scheduler's pace rather than freezing them; the first packet the
   // port takes again ends the stall.
   uint64_t pending_since_tsc = 0;
+  // The refused-head probe's state (sched_stage.cc, send_past_refused_head):
+  // where in `pending` it offers next, and how often the head was refused
+  // right after the port took packets behind it.
+  uint8_t probe_at = 1;
+  uint8_t head_refusals = 0;
   bool stalled = false;  // set_stalled() only: stalled_since follows it
   // For health (read on the control thread): when the current stall began
   // (TSC), 0 while not stalled. Written only when `stalled` changes.

@@ -158,7 +158,11 @@ namespace {
 // forwards frames as they came, so they are turned off, as the MTU is set.
 void merging_offloads_off(const std::string& role, const std::string& iface) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
+  if (fd < 0) {
+    spdlog::warn("port {}: cannot check GRO and LRO on {} ({}): merged TCP segments would be dropped as oversize", role,
+                 iface, std::strerror(errno));
+    return;
+  }
   ifreq ifr{};
   std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
   auto call = [&](ethtool_value& v) {

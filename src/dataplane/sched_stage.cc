@@ -68,6 +68,8 @@ inline void set_stalled(EgressPort& egress, bool stalled, uint64_t now) {
 void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsigned sent, uint64_t now) {
   egress.pending_head = sent;
   egress.pending_count = n - sent;
+  egress.head_refusals = 0;  // a new head (send_past_refused_head)
+  egress.probe_at = 1;
   if (sent) set_stalled(egress, false, now);
   if (egress.pending_count == 0) return;
   egress.pending_since_tsc = now;
@@ -453,18 +455,23 @@ namespace {
 }
 
 // A port that has taken nothing for tx_probe_ticks is either busy (its TX
-// ring full, a PAUSE from the peer) or refusing the packet at the head of
-// `pending` for good: a driver stops a burst at a packet it cannot send,
-// and would stop every retry there. The packets behind the head tell which:
-// offered from the second on, then the third, ..., a busy port takes none,
-// but one that refuses the first k alone takes the rest. Then those k (each
-// refused at the front of a burst while the port had room) are counted as
-// tx_failed and freed, and the port goes on at once, where it would have
-// stalled for tx_stall_ticks and lost every packet pending. `pending` is
-// topped up from the scheduler first, so that a refused packet with nothing
-// behind it finds company. (A busy port that frees room exactly between two
-// of these offers costs the packets before it: counted, and only after
-// tx_probe_ticks of taking nothing.) Returns the packets the port took.
+// ring full, a PAUSE from the peer, a descheduled memif or virtio peer) or
+// refusing the packet at the head of `pending` for good: a driver stops a
+// burst at a packet it cannot send, and would stop every retry there. Once
+// a loop iteration, the port is offered the packets behind the head, from
+// egress.probe_at on (advancing past packets refused in turn); a busy port
+// takes none. When it takes some, it has room: the head is offered again at
+// once. A busy port that just freed room takes it (it leaves behind the
+// probe's packets: one packet out of order, only after tx_probe_ticks of
+// taking nothing); a head refused right after the port took others, for
+// the kMaxHeadRefusals-th time, is counted as tx_failed and freed, and the
+// port goes on, where it would have stalled for tx_stall_ticks and lost
+// every packet pending. (Twice, not once: room freed between the retry and
+// the probe, and filled by the probe, must not cost a packet.) `pending` is
+// topped up from the scheduler first, so that a head with nothing behind it
+// finds company. Returns the packets the port took.
+constexpr uint8_t kMaxHeadRefusals = 2;
+
 unsigned send_past_refused_head(const DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters,
                                 uint64_t now) {
   rte_mbuf** p = egress.pending.data();
@@ -475,21 +482,34 @@ unsigned send_past_refused_head(const DataplaneShared& shared, EgressPort& egres
   if (egress.pending_count < shared.burst)
     egress.pending_count +=
         dequeue_into(shared, egress, counters, now, p + egress.pending_count, shared.burst - egress.pending_count);
-  for (unsigned k = 1; k < egress.pending_count; ++k) {
-    const unsigned sent = tx_burst_counted(egress, counters, p + k, egress.pending_count - k, now);
-    if (sent == 0) continue;
-    for (unsigned r = 0; r < k; ++r) {
-      if (JobCounters* jc = job_counters(counters, packet_meta(p[r])->job_slot)) jc->drops.inc();
-    }
-    counters.ports[egress.index].drops[kDropTxFailed].add(k);
-    rte_pktmbuf_free_bulk(p, k);
-    egress.pending_head = k + sent;
-    egress.pending_count -= k + sent;
-    egress.pending_since_tsc = now;
-    set_stalled(egress, false, now);
-    return sent;
+  unsigned count = egress.pending_count;
+  if (count < 2) return 0;
+  const unsigned k = egress.probe_at >= 1 && egress.probe_at < count ? egress.probe_at : 1;
+  const unsigned sent = tx_burst_counted(egress, counters, p + k, count - k, now);
+  if (sent == 0) {
+    egress.probe_at = static_cast<uint8_t>(k + 1 < count ? k + 1 : 1);
+    return 0;
   }
-  return 0;
+  std::memmove(p + k, p + k + sent, (count - k - sent) * sizeof(*p));
+  count -= sent;
+  const unsigned head = tx_burst_counted(egress, counters, p, 1, now);
+  bool head_gone = head != 0;
+  if (!head_gone && ++egress.head_refusals >= kMaxHeadRefusals) {
+    if (JobCounters* jc = job_counters(counters, packet_meta(p[0])->job_slot)) jc->drops.inc();
+    counters.ports[egress.index].drops[kDropTxFailed].inc();
+    rte_pktmbuf_free(p[0]);
+    head_gone = true;
+  }
+  if (head_gone) {
+    --count;
+    egress.pending_head = 1;
+    egress.head_refusals = 0;
+  }
+  egress.pending_count = count;
+  egress.probe_at = 1;
+  egress.pending_since_tsc = now;
+  set_stalled(egress, false, now);
+  return sent + head;
 }
 
 }  // namespace
@@ -511,6 +531,8 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
     egress.pending_count -= sent;
     if (sent) {
       egress.pending_since_tsc = now;
+      egress.head_refusals = 0;
+      egress.probe_at = 1;
       set_stalled(egress, false, now);
     }
     if (egress.pending_count) {

@@ -2,6 +2,7 @@
 #include "psgate/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,75 +15,105 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Something at `path` (followed through links) that is neither a regular
-// file nor a directory: written in place.
-bool special_file(const std::string& path) {
+// Written where it is, never renamed over: anything that is neither a
+// regular file nor a directory (a device, a FIFO), and any path under /dev
+// or /proc (/dev/stdout names whatever standard output is, a log file
+// included, which a rename would replace).
+bool written_in_place(const std::string& path) {
+  if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return true;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
 }
 
-// Where the temporary goes and what it is renamed over: a link's target.
-std::string rename_target(const std::string& path) {
+// What the temporary is renamed over: a link's target (its chain followed,
+// whether the last target exists yet or not), else the path itself.
+fs::path rename_target(const std::string& path) {
+  fs::path at = path;
   std::error_code ec;
-  if (!fs::is_symlink(fs::symlink_status(path, ec))) return path;
-  const fs::path target = fs::weakly_canonical(path, ec);
-  return ec ? path : target.string();
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(at, ec)); ++hops) {
+    const fs::path to = fs::read_symlink(at, ec);
+    if (ec) break;
+    at = to.is_absolute() ? to : at.parent_path() / to;
+  }
+  return at;
 }
+
+std::string system_error(const std::string& what) { return what + ": " + std::strerror(errno ? errno : EIO); }
 
 }  // namespace
 
 std::string output_file_problem(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(fs::status(path, ec))) return "is a directory";
-  if (special_file(path)) {
-    // Not blocking on a FIFO with no reader yet (ENXIO): one may come.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno != ENXIO) return std::strerror(errno);
+  if (written_in_place(path)) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+    // A FIFO with no reader yet (ENXIO): one may come by the end of the run.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && !(errno == ENXIO && S_ISFIFO(st.st_mode))) return std::strerror(errno);
     if (fd >= 0) ::close(fd);
     return "";
   }
-  const std::string tmp = rename_target(path) + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return std::string("cannot create ") + tmp + ": " + std::strerror(errno);
-  ::close(fd);
-  ::unlink(tmp.c_str());
+  // A new file goes into the target's directory: it must be there, and
+  // writable (nothing is created to find out).
+  fs::path dir = rename_target(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(fs::status(dir, ec))) return "no directory " + dir.string();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return system_error("cannot write in " + dir.string());
   return "";
 }
 
 bool same_output_file(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (fs::equivalent(a, b, ec)) return true;
-  const fs::path ca = fs::weakly_canonical(a, ec);
-  if (ec) return a == b;
-  const fs::path cb = fs::weakly_canonical(b, ec);
-  return ec ? a == b : ca == cb;
+  auto canonical = [](const std::string& p) {
+    std::error_code e;
+    const fs::path abs = fs::absolute(rename_target(p), e);
+    return e ? fs::path(p) : fs::weakly_canonical(abs, e).lexically_normal();
+  };
+  return canonical(a) == canonical(b);
 }
 
 std::string write_output_file(const std::string& path, const std::function<bool(std::FILE*)>& write) {
-  auto failed = [](const std::string& what) { return what + ": " + std::strerror(errno ? errno : EIO); };
-  if (special_file(path)) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) return failed("cannot open " + path);
+  if (written_in_place(path)) {
+    // Appended (standard output may be a log file); not blocking on a FIFO
+    // that has no reader.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return system_error("cannot open " + path);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    std::FILE* f = ::fdopen(fd, "a");
+    if (!f) {
+      ::close(fd);
+      return system_error("cannot open " + path);
+    }
     errno = 0;
     const bool ok = write(f);
-    if (std::fclose(f) != 0 || !ok) return failed("cannot write " + path);
+    if (std::fclose(f) != 0 || !ok) return system_error("cannot write " + path);
     return "";
   }
-  const std::string target = rename_target(path);
-  const std::string tmp = target + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) return failed("cannot create " + tmp);
+  const fs::path target = rename_target(path);
+  // A name of this process's own, created new: an existing file or link at
+  // a fixed PATH.tmp is neither truncated nor followed.
+  const std::string tmp = target.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return system_error("cannot create " + tmp);
+  std::FILE* f = ::fdopen(fd, "w");
+  if (!f) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return system_error("cannot create " + tmp);
+  }
   errno = 0;
   const bool ok = write(f);
   if (std::fclose(f) != 0 || !ok) {
-    std::string error = failed("cannot write " + tmp);
-    std::remove(tmp.c_str());
+    std::string error = system_error("cannot write " + tmp);
+    ::unlink(tmp.c_str());
     return error;
   }
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
-    std::string error = failed("cannot rename " + tmp + " to " + target);
-    std::remove(tmp.c_str());
+    std::string error = system_error("cannot rename " + tmp + " to " + target.string());
+    ::unlink(tmp.c_str());
     return error;
   }
   return "";

@@ -299,9 +299,6 @@ TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
   rte_pktmbuf_free(burst[1]);
 }
 
-// A chain of more segments than the egress device sends as one packet (8 on
-// i40e) never reaches it: dropped as too_many_segments, order of the rest
-// kept. Empty segments, unlinked first, do not count.
 // To a kernel packet socket (af_packet) a frame may exceed the MTU only by
 // one 802.1Q outer tag: the kernel refuses more ("packet size is too long")
 // after the driver counted the frame sent, so such frames were lost with no
@@ -333,6 +330,9 @@ TEST_F(MbufChain, GuardAllowsAPacketSocketOneDot1qTagOnly) {
   }
 }
 
+// A chain of more segments than the egress device sends as one packet (8 on
+// i40e) never reaches it: dropped as too_many_segments, order of the rest
+// kept. Empty segments, unlinked first, do not count.
 TEST_F(MbufChain, GuardDropsAChainLongerThanTheEgressSends) {
   std::array<Counter, kDropReasonCount> drops;
   const Bytes frame = ipv4_frame(0);

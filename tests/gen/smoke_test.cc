@@ -240,9 +240,6 @@ rate = ")" << kRatePps << R"(pps"
   }
 }
 
-// A stop signal while the generator waits for its links (no memif server
-// listening) ends the wait: a report of nothing sent, exit status 0, and no
-// --hold (the signal it would wait for has come).
 // What would fail only after the run, or silently, is refused before it
 // (exit 2, naming the option): each of these ran the whole test before.
 TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
@@ -256,7 +253,7 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
       {{"--duration", "nan"}, "--duration: not a number of seconds"},
       {{"--settle", "nan"}, "--settle: not a number of seconds"},
       {{"--json", dir + "/out.json"}, "is a directory"},
-      {{"--flows-csv", dir + "/none/f.csv"}, "No such file or directory"},
+      {{"--flows-csv", dir + "/none/f.csv"}, "no directory"},
       {{"--json", dir + "/x.json", "--flows-csv", dir + "/./x.json"}, "name the same file"},
       {{"--flows-csv", "-"}, "'-' is not standard output here"},
       {{"--set", R"(name="a\u001bb")"}, "control character"},
@@ -278,6 +275,9 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
   }
 }
 
+// A stop signal while the generator waits for its links (no memif server
+// listening) ends the wait: a report of nothing sent, exit status 0, and no
+// --hold (the signal it would wait for has come).
 TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";

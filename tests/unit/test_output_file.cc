@@ -5,6 +5,7 @@
 // turned /dev/null into a regular file).
 #include "psgate/output_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -36,6 +37,12 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+size_t files_in(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.exists() || e.is_symlink();
+  return n;
+}
+
 auto text(const std::string& t) {
   return [t](std::FILE* f) { return std::fputs(t.c_str(), f) >= 0; };
 }
@@ -46,11 +53,36 @@ TEST(OutputFile, ARegularFileIsReplacedWholeAndNoTemporaryStays) {
   EXPECT_EQ(output_file_problem(t.path("r.json")), "");
   EXPECT_EQ(write_output_file(t.path("r.json"), text("new")), "");
   EXPECT_EQ(slurp(t.path("r.json")), "new");
-  EXPECT_FALSE(std::filesystem::exists(t.path("r.json.tmp")));
+  EXPECT_EQ(files_in(t.dir), 1u) << "a temporary stayed";
   // A writer that fails leaves the old file and no temporary.
   EXPECT_NE(write_output_file(t.path("r.json"), [](std::FILE*) { return false; }), "");
   EXPECT_EQ(slurp(t.path("r.json")), "new");
-  EXPECT_FALSE(std::filesystem::exists(t.path("r.json.tmp")));
+  EXPECT_EQ(files_in(t.dir), 1u) << "a temporary stayed";
+  // A file or link at PATH.tmp (another's, or planted) is neither truncated
+  // nor followed.
+  std::ofstream(t.path("r.json.tmp")) << "someone's";
+  EXPECT_EQ(write_output_file(t.path("r.json"), text("newer")), "");
+  EXPECT_EQ(slurp(t.path("r.json")), "newer");
+  EXPECT_EQ(slurp(t.path("r.json.tmp")), "someone's");
+}
+
+// Standard output named as a file (/dev/stdout, /proc/self/fd/1) may be a
+// log file: appended to, not replaced by a rename (which would take the log).
+TEST(OutputFile, AProcessFileDescriptorPathIsAppendedTo) {
+  TempDir t;
+  std::ofstream(t.path("log")) << "log\n";
+  const int fd = ::open(t.path("log").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  struct stat before;
+  ASSERT_EQ(::stat(t.path("log").c_str(), &before), 0);
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  EXPECT_EQ(output_file_problem(proc), "");
+  EXPECT_EQ(write_output_file(proc, text("report\n")), "");
+  ::close(fd);
+  struct stat after;
+  ASSERT_EQ(::stat(t.path("log").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the log was replaced";
+  EXPECT_EQ(slurp(t.path("log")), "log\nreport\n");
 }
 
 TEST(OutputFile, ALinkIsWrittenThroughAndKept) {
@@ -61,6 +93,12 @@ TEST(OutputFile, ALinkIsWrittenThroughAndKept) {
   EXPECT_EQ(write_output_file(t.path("link.json"), text("new")), "");
   EXPECT_TRUE(std::filesystem::is_symlink(t.path("link.json")));
   EXPECT_EQ(slurp(t.path("target")), "new");
+  // A link whose target does not exist yet: the target is made, the link kept.
+  std::filesystem::create_symlink("later.json", t.path("dangling.json"));
+  EXPECT_EQ(output_file_problem(t.path("dangling.json")), "");
+  EXPECT_EQ(write_output_file(t.path("dangling.json"), text("made")), "");
+  EXPECT_TRUE(std::filesystem::is_symlink(t.path("dangling.json")));
+  EXPECT_EQ(slurp(t.path("later.json")), "made");
 }
 
 TEST(OutputFile, ADeviceNodeIsWrittenToNotReplaced) {
@@ -79,18 +117,22 @@ TEST(OutputFile, WhatCannotBeWrittenIsFoundBeforeTheRun) {
   std::filesystem::create_directory(t.path("dir.json"));
   EXPECT_EQ(output_file_problem(t.path("dir.json")), "is a directory");
   EXPECT_NE(write_output_file(t.path("dir.json"), text("x")), "");
-  EXPECT_FALSE(std::filesystem::exists(t.path("dir.json.tmp")));
-  EXPECT_NE(output_file_problem(t.path("missing/x.json")).find("No such file or directory"), std::string::npos)
+  EXPECT_EQ(files_in(t.dir), 1u) << "a temporary stayed";
+  EXPECT_NE(output_file_problem(t.path("missing/x.json")).find("no directory"), std::string::npos)
       << output_file_problem(t.path("missing/x.json"));
   // The check creates nothing.
   EXPECT_EQ(output_file_problem(t.path("new.json")), "");
   EXPECT_FALSE(std::filesystem::exists(t.path("new.json")));
-  EXPECT_FALSE(std::filesystem::exists(t.path("new.json.tmp")));
+  EXPECT_EQ(files_in(t.dir), 1u) << "the check created something";
 }
 
 TEST(OutputFile, OneFileSpeltTwoWaysIsTheSame) {
   TempDir t;
   EXPECT_TRUE(same_output_file(t.path("x.json"), t.dir + "/./x.json"));  // neither exists yet
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(t.dir);
+  EXPECT_TRUE(same_output_file("r.json", "./r.json")) << "relative, neither existing";
+  std::filesystem::current_path(cwd);
   EXPECT_FALSE(same_output_file(t.path("x.json"), t.path("y.json")));
   std::ofstream(t.path("target")) << "";
   std::filesystem::create_symlink(t.path("target"), t.path("link"));
