@@ -24,6 +24,11 @@ Result<uint64_t> parse_size_bytes(std::string_view text);
 Result<uint64_t> parse_duration_ns(std::string_view text);
 Result<uint64_t> parse_share_permille(std::string_view text);
 
+// A command-line time in plain seconds ("2.5", "1e3"), from 0 to `max`. One
+// check refuses NaN too: a range test alone lets it through (every
+// comparison with NaN is false), and it then ran forever or was ignored.
+Result<double> parse_seconds(std::string_view text, double max);
+
 // Users state rates in bit/s; token buckets run in bytes per second. These two
 // are the only places the factor 8 is written.
 constexpr uint64_t bytes_per_sec(uint64_t bits_per_sec) { return bits_per_sec / 8; }

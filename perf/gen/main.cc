@@ -18,13 +18,13 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "engine.h"
 #include "gen_ports.h"
 #include "profile.h"
+#include "psgate/cli_checks.h"
 #include "psgate/eal_prefix.h"
 #include "psgate/eal_teardown.h"
 #include "psgate/output_file.h"
@@ -302,23 +302,23 @@ int main(int argc, char** argv) {
   };
   app.add_option("-d,--duration", opt.duration_s,
                  "Send for this many seconds; 0: until SIGINT/SIGTERM/SIGHUP" + dflt("duration", "0"))
-      ->check(CLI::Range(0.0, 1e8));
+      ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option(
          "--drain", opt.drain_s,
          "After TX stops, wait at most this many seconds for in-flight frames" + dflt("drain", secs(defaults.drain_ns)))
-      ->check(CLI::Range(0.0, 1e8));
+      ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option(
          "--interval", opt.interval_s,
          "Progress line on stderr every this many seconds; 0: none" + dflt("interval", secs(defaults.interval_ns)))
-      ->check(CLI::Range(0.0, 1e8));
+      ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option("--link-timeout", opt.link_timeout_s,
                  "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
-      ->check(CLI::Range(0.0, 1e8));
+      ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option("--settle", opt.settle_s,
                  "Seconds to wait once the links are up, before sending: psgate polls memif, pcap and ring links "
                  "every 100 ms and drops what comes before it sees them up" +
                      dflt("settle", secs(defaults.settle_ns)))
-      ->check(CLI::Range(0.0, 1e8));
+      ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option("--json", opt.json_path,
                  "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
   app.add_option("--flows-csv", opt.flows_csv_path,
@@ -394,17 +394,6 @@ int main(int argc, char** argv) {
       psgate::same_output_file(opt.flows_csv_path, opt.json_path)) {
     std::fprintf(stderr, "psgate-gen: --flows-csv and --json name the same file\n");
     return 2;
-  }
-  // CLI11's range check lets NaN through (every comparison with it is
-  // false), and "not given" is a negative value: NaN would be neither.
-  for (const auto& [flag, value] :
-       {std::pair{"--duration", opt.duration_s}, std::pair{"--drain", opt.drain_s},
-        std::pair{"--interval", opt.interval_s}, std::pair{"--link-timeout", opt.link_timeout_s},
-        std::pair{"--settle", opt.settle_s}}) {
-    if (std::isnan(value)) {
-      std::fprintf(stderr, "psgate-gen: %s: not a number of seconds\n", flag);
-      return 2;
-    }
   }
   Profile& p = *profile;
   // A positive time never rounds to 0, which means "until SIGINT" for

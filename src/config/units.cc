@@ -9,6 +9,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -163,6 +165,18 @@ Result<uint64_t> parse_share_permille(std::string_view text) {
 
 Result<uint64_t> parse_duration_ns(std::string_view text) {
   return parse_quantity(text, kDurationUnits, Kind{"duration", "500ms", "ns"});
+}
+
+Result<double> parse_seconds(std::string_view text, double max) {
+  const std::string copy(text);  // strtod needs the terminating NUL
+  char* end = nullptr;
+  const double v = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !(v >= 0 && v <= max)) {
+    char bound[32];
+    std::snprintf(bound, sizeof(bound), "%g", max);
+    return Result<double>::failure("not a number of seconds from 0 to " + std::string(bound));
+  }
+  return v;
 }
 
 namespace {

@@ -29,6 +29,7 @@
 #include "control/state_lock.h"
 #include "daemon/service_notify.h"
 #include "dataplane/eal_args.h"
+#include "psgate/cli_checks.h"
 #include "psgate/config.h"
 #include "psgate/control_plane.h"
 #include "psgate/dataplane.h"
@@ -338,15 +339,9 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("-d,--duration", duration_s,
                  "Run this many seconds (at most 1e9), then drain and exit (default: until signalled)")
-      ->check([](const std::string& s) -> std::string {
-        // The end is a clock time point: a larger value overflowed it, and
-        // psgate stopped right after starting. (A NaN fails both tests.)
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (end == s.c_str() || *end != '\0' || !(v >= 0 && v <= 1e9))
-          return "must be a number of seconds from 0 to 1e9 (about 31 years)";
-        return "";
-      });
+      // The end is a clock time point: a larger value overflowed it, and
+      // psgate stopped right after starting.
+      ->check(psgate::cli::seconds_up_to(1e9));
   app.add_flag("--check", check_only, "Validate the configuration and exit (0 if valid, 2 if not)");
   app.add_option("--stats-json", stats_json_path, "At exit, write the final counters to this file as JSON");
   app.set_version_flag("--version", PSGATE_VERSION);

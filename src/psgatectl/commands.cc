@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include "jobs_file.h"
+#include "psgate/cli_checks.h"
 #include "psgate/control_commands.h"
 #include "psgate/counters.h"  // kPortNames
 #include "psgate/match_rule.h"
@@ -72,10 +73,7 @@ struct UsageError {
   std::string message;
 };
 
-// A CLI11 check from a function that returns "" when the text is acceptable.
-CLI::Validator check(std::function<std::string(const std::string&)> fn) {
-  return CLI::Validator([fn](std::string& s) { return fn(s); }, "");
-}
+using psgate::cli::check;
 
 std::string error_of(const Result<uint64_t>& r) { return r ? "" : r.error(); }
 

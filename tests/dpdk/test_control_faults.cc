@@ -22,6 +22,7 @@
 #include "control/control_server.h"
 #include "control/state_file.h"
 #include "pipeline_harness.h"
+#include "temp_dir.h"
 
 namespace psgate::testing {
 namespace {
@@ -57,15 +58,6 @@ std::string slurp(const std::string& path) {
 
 class ControlFaultsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/psgate-faults-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    state_ = dir_ + "/state.json";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
   std::unique_ptr<PipelineHarness> harness() {
     return std::make_unique<PipelineHarness>(kBody, false, "state = \"" + state_ + "\"\n");
   }
@@ -82,7 +74,8 @@ class ControlFaultsTest : public ::testing::Test {
                 h.dataplane().snapshot().generation, slurp(file)};
   }
 
-  std::string dir_, state_;
+  testing::TempDir dir_{"psgate-faults"};
+  const std::string state_ = dir_.path("state.json");
 };
 
 // One request per change command; each must go through the state file.
@@ -211,7 +204,7 @@ TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
         ++builds;
         throw std::bad_alloc();
       });
-  const std::string socket = dir_ + "/control.sock";
+  const std::string socket = dir_.path("control.sock");
   auto ask = [&](const std::string& line) {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};

@@ -37,6 +37,15 @@ match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
 )";
 }
 
+// A UDP frame the job matches (dport 2222), from `sport`.
+std::vector<uint8_t> job_frame(uint16_t sport) {
+  pkt::PacketSpec s;
+  s.proto = pkt::kUdp;
+  s.dport = 2222;
+  s.sport = sport;
+  return pkt::build_packet(s);
+}
+
 unsigned inject(PipelineHarness& h, unsigned port, const std::vector<uint8_t>& frame, unsigned n) {
   rte_mbuf* pkts[32];
   unsigned done = 0;
@@ -72,10 +81,7 @@ class TxStallTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
   PipelineHarness h(config_body(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
-  pkt::PacketSpec s;
-  s.proto = pkt::kUdp;
-  s.dport = 2222;
-  const std::vector<uint8_t> frame = pkt::build_packet(s);
+  const std::vector<uint8_t> frame = job_frame(1000);
 
   // The host TX ring holds 4096 - 1 packets and nobody drains it: anything
   // beyond that can leave only as a counted drop.
@@ -134,13 +140,7 @@ TEST_P(TxStallTest, APacketThePortRefusesAloneIsDroppedAndThePortGoesOn) {
   ASSERT_TRUE(h.ok()) << h.error();
   constexpr uint16_t kRefusedSport = 6666;
   ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
-  pkt::PacketSpec s;
-  s.proto = pkt::kUdp;
-  s.dport = 2222;
-  s.sport = 1000;
-  const std::vector<uint8_t> good = pkt::build_packet(s);
-  s.sport = kRefusedSport;
-  const std::vector<uint8_t> refused = pkt::build_packet(s);
+  const std::vector<uint8_t> good = job_frame(1000), refused = job_frame(kRefusedSport);
 
   constexpr unsigned kRounds = 20;
   unsigned n_good = 0, n_refused = 0, delivered = 0;
@@ -184,10 +184,7 @@ TEST_P(TxStallTest, APacketThePortRefusesAloneIsDroppedAndThePortGoesOn) {
 TEST_P(TxStallTest, ABusyPortThatFreesRoomAfterTheProbeTimeLosesNothing) {
   PipelineHarness h(config_body(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
-  pkt::PacketSpec s;
-  s.proto = pkt::kUdp;
-  s.dport = 2222;
-  const std::vector<uint8_t> frame = pkt::build_packet(s);
+  const std::vector<uint8_t> frame = job_frame(1000);
   unsigned sent = 0, delivered = 0;
   for (int round = 0; round < 10; ++round) {
     ASSERT_TRUE(h.hold_tx(kHost, 0));

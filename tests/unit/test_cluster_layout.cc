@@ -297,7 +297,9 @@ TEST(StoreMirror, ADocumentWithARepeatedKeyIsRefused) {
     EXPECT_TRUE(contains_problem(v, key)) << key;
     const auto p = std::find_if(v.problems.begin(), v.problems.end(),
                                 [&](const std::string& x) { return x.rfind(key + ": ", 0) == 0; });
-    if (p != v.problems.end()) EXPECT_NE(p->find("duplicate key"), std::string::npos) << *p;
+    if (p != v.problems.end()) {
+      EXPECT_NE(p->find("duplicate key"), std::string::npos) << *p;
+    }
   }
   EXPECT_TRUE(v.jobs.empty());
   EXPECT_TRUE(v.order.empty());

@@ -77,7 +77,9 @@ TEST(JobRegistryPartitions, RemovalsThinPartitionsAndThinOnesJoinTheirOlderNeigh
   EXPECT_EQ(reg.partition_count(), 10u);
   // Keep one job in every partition: 10 partitions for what fits in 3.
   for (uint32_t id = 1; id <= 40; ++id)
-    if (id % 4 != 0 && reg.find(id)) ASSERT_TRUE(reg.remove(id));
+    if (id % 4 != 0 && reg.find(id)) {
+      ASSERT_TRUE(reg.remove(id));
+    }
   EXPECT_EQ(reg.size(), 10u);
   EXPECT_LE(reg.partition_count(), 4u) << "thin partitions join their older neighbours";
   const auto rules = partitions_in_age_order(reg);

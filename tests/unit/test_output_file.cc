@@ -4,6 +4,7 @@
 // and never replacing a device node (as root, psgate-gen --json /dev/null
 // turned /dev/null into a regular file).
 #include "psgate/output_file.h"
+#include "temp_dir.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,15 +21,7 @@
 namespace psgate {
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/psgate-output-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(dir); }
-  std::string path(const std::string& name) const { return dir + "/" + name; }
-  std::string dir;
-};
+using testing::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -48,7 +41,7 @@ auto text(const std::string& t) {
 }
 
 TEST(OutputFile, ARegularFileIsReplacedWholeAndNoTemporaryStays) {
-  TempDir t;
+  TempDir t("psgate-output");
   std::ofstream(t.path("r.json")) << "old, longer than the new";
   EXPECT_EQ(output_file_problem(t.path("r.json")), "");
   EXPECT_EQ(write_output_file(t.path("r.json"), text("new")), "");
@@ -69,7 +62,7 @@ TEST(OutputFile, ARegularFileIsReplacedWholeAndNoTemporaryStays) {
 // Standard output named as a file (/dev/stdout, /proc/self/fd/1) may be a
 // log file: appended to, not replaced by a rename (which would take the log).
 TEST(OutputFile, AProcessFileDescriptorPathIsAppendedTo) {
-  TempDir t;
+  TempDir t("psgate-output");
   std::ofstream(t.path("log")) << "log\n";
   const int fd = ::open(t.path("log").c_str(), O_WRONLY | O_APPEND);
   ASSERT_GE(fd, 0);
@@ -86,7 +79,7 @@ TEST(OutputFile, AProcessFileDescriptorPathIsAppendedTo) {
 }
 
 TEST(OutputFile, ALinkIsWrittenThroughAndKept) {
-  TempDir t;
+  TempDir t("psgate-output");
   std::ofstream(t.path("target")) << "old";
   std::filesystem::create_symlink(t.path("target"), t.path("link.json"));
   EXPECT_EQ(output_file_problem(t.path("link.json")), "");
@@ -103,7 +96,7 @@ TEST(OutputFile, ALinkIsWrittenThroughAndKept) {
 
 TEST(OutputFile, ADeviceNodeIsWrittenToNotReplaced) {
   if (::geteuid() != 0) GTEST_SKIP() << "mknod needs root";
-  TempDir t;
+  TempDir t("psgate-output");
   // A null device of its own: a wrong rename replaces this node, not /dev/null.
   ASSERT_EQ(::mknod(t.path("null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
   EXPECT_EQ(output_file_problem(t.path("null")), "");
@@ -113,7 +106,7 @@ TEST(OutputFile, ADeviceNodeIsWrittenToNotReplaced) {
 }
 
 TEST(OutputFile, WhatCannotBeWrittenIsFoundBeforeTheRun) {
-  TempDir t;
+  TempDir t("psgate-output");
   std::filesystem::create_directory(t.path("dir.json"));
   EXPECT_EQ(output_file_problem(t.path("dir.json")), "is a directory");
   EXPECT_NE(write_output_file(t.path("dir.json"), text("x")), "");
@@ -127,7 +120,7 @@ TEST(OutputFile, WhatCannotBeWrittenIsFoundBeforeTheRun) {
 }
 
 TEST(OutputFile, OneFileSpeltTwoWaysIsTheSame) {
-  TempDir t;
+  TempDir t("psgate-output");
   EXPECT_TRUE(same_output_file(t.path("x.json"), t.dir + "/./x.json"));  // neither exists yet
   const auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(t.dir);

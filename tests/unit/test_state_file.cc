@@ -3,6 +3,7 @@
 // that version 1 files still load, and that a failed write leaves the old
 // file intact (a write in place, not through a temporary, fails this).
 #include "control/state_file.h"
+#include "temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -25,18 +26,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/psgate-state-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-  std::string path(const std::string& name) const { return dir + "/" + name; }
-  std::string dir;
-};
+using testing::TempDir;
 
 std::array<PortLive, kPortCount> two_classes() {
   std::array<PortLive, kPortCount> live;
@@ -69,7 +59,7 @@ JobRegistry one_job_stored(const std::string& path) {
 }
 
 TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
-  TempDir t;
+  TempDir t("psgate-state");
   PolicyParams policy;
   policy.kind = PolicyKind::kRoundRobin;
   const auto live = two_classes();
@@ -87,7 +77,7 @@ TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
 }
 
 TEST(StateFile, VersionOneFilesStillLoadWithTheConfigsClasses) {
-  TempDir t;
+  TempDir t("psgate-state");
   std::ofstream(t.path("state.json"))
       << R"({"version": 1, "jobs": [{"id": 3, "name": "three", "rank": 0, "match": ["dst=10.0.0.5/32"]}],
             "policy": {"name": "static"}})";
@@ -99,7 +89,7 @@ TEST(StateFile, VersionOneFilesStillLoadWithTheConfigsClasses) {
 }
 
 TEST(StateFile, AFailedWriteLeavesTheOldFileIntact) {
-  TempDir t;
+  TempDir t("psgate-state");
   const std::string path = t.path("state.json");
   const std::string old_text = state_file_text(one_job(), PolicyParams{}, two_classes(), 1);
   ASSERT_TRUE(write_state_text(path, old_text));
@@ -116,7 +106,7 @@ TEST(StateFile, AFailedWriteLeavesTheOldFileIntact) {
 // Version 3: each job's rules in a file of its own under <state>.rules/,
 // named by the state file; everything else in the state file.
 TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
-  TempDir t;
+  TempDir t("psgate-state");
   const std::string path = t.path("state.json");
   const std::string dir = rules_dir_path(path);
   JobRegistry jobs = one_job();
@@ -229,7 +219,7 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
 // as its bucket ran it, truncated, and the name loads with the character
 // shown, rather than refusing the start.
 TEST(StateFile, AnOldPoliceRateOfPartBytesRunsAsItRan) {
-  TempDir t;
+  TempDir t("psgate-state");
   ConfigSpec config;
   config.classes.resize(2);
   for (ClassSpec& c : config.classes) c.depth = 64;
@@ -250,7 +240,7 @@ TEST(StateFile, AnOldPoliceRateOfPartBytesRunsAsItRan) {
 // A stray huge file at the state path is refused by its size, not read
 // into memory whole (a 300 MiB file took 1.2 GB and 10 s to be called valid).
 TEST(StateFile, AHugeFileIsRefusedBySize) {
-  TempDir t;
+  TempDir t("psgate-state");
   const std::string path = t.path("state.json");
   std::ofstream(path) << R"({"version": 1, "jobs": []})";
   ASSERT_EQ(::truncate(path.c_str(), off_t{300} << 20), 0);  // sparse: no disk, no time
@@ -262,7 +252,7 @@ TEST(StateFile, AHugeFileIsRefusedBySize) {
 // A hand-edited state file is no way around the loader's checks: an ECN
 // threshold at or above the class's depth is refused as the config refuses it.
 TEST(StateFile, RestoredValuesMustPassTheLoadersChecks) {
-  TempDir t;
+  TempDir t("psgate-state");
   ConfigSpec config;
   config.classes.resize(2);
   for (ClassSpec& c : config.classes) c.depth = 64;
@@ -304,7 +294,7 @@ FileSettings two_class_file() {
 // policy with a 20s interval: the same config now reads as static at 1s,
 // which is no change of the file's, so the policy set on the socket stays.
 TEST(StateFile, AnOldRecordOfTheDefaultPolicyIsNoChangeOfTheFiles) {
-  TempDir t;
+  TempDir t("psgate-state");
   const ConfigSpec config = two_class_config(t);
   FileSettings was = two_class_file();
   was.policy = PolicyParams{PolicyKind::kStatic, 20'000'000'000};
@@ -328,7 +318,7 @@ TEST(StateFile, AnOldRecordOfTheDefaultPolicyIsNoChangeOfTheFiles) {
 // threshold 100 with the file's old depth; the file's new depth is 64 with
 // a threshold of 16.
 TEST(StateFile, AStartTakesTheFilesEditsFirstAndWhatTheyLeaveUnfitFromTheFile) {
-  TempDir t;
+  TempDir t("psgate-state");
   const ConfigSpec config = two_class_config(t);
   FileSettings was = two_class_file();
   was.ports[0].classes[0].cap_bytes_per_sec = 125'000'000;
@@ -374,7 +364,7 @@ TEST(StateFile, AStartTakesTheFilesEditsFirstAndWhatTheyLeaveUnfitFromTheFile) {
 // sets (lower than it) takes the whole port from the file; the other port
 // keeps its saved values.
 TEST(StateFile, SavedFloorsThatNoLongerFitTheFilesShaperTakeThePortFromTheFile) {
-  TempDir t;
+  TempDir t("psgate-state");
   const ConfigSpec config = two_class_config(t);
   FileSettings was = two_class_file();
   auto live = was.ports;
@@ -405,7 +395,7 @@ TEST(StateFile, SavedFloorsThatNoLongerFitTheFilesShaperTakeThePortFromTheFile) 
 // it (exit 2), not silently replaced by the file's, which dropped the
 // acknowledged settings beside the bad one.
 TEST(StateFile, AHandEditedClassTheFileDidNotChangeIsRefusedNotReplaced) {
-  TempDir t;
+  TempDir t("psgate-state");
   const ConfigSpec config = two_class_config(t);
   const FileSettings was = two_class_file();
   auto live = was.ports;
@@ -465,7 +455,7 @@ TEST(StateFile, AHandEditedClassTheFileDidNotChangeIsRefusedNotReplaced) {
 // instead of exiting 2), and never read as something else (a version of
 // 2^32 + 1 read as 1, an interval of 0 stopping a rotation).
 TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
-  TempDir t;
+  TempDir t("psgate-state");
   const std::string path = t.path("state.json");
   const std::string good =
       state_file_text(one_job_stored(path), PolicyParams{PolicyKind::kRoundRobin, 20'000'000'000}, two_classes(), 1);
@@ -513,7 +503,7 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
 // directory. Needs root (to be another user, whose rights differ).
 TEST(StateFile, ARulesDirectoryThisUserMayNotWriteIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to check as another user";
-  TempDir t;
+  TempDir t("psgate-state");
   ASSERT_EQ(::chmod(t.dir.c_str(), 0777), 0);
   const std::string state = t.path("state.json");
   ASSERT_EQ(::mkdir(rules_dir_path(state).c_str(), 0755), 0);  // root's
@@ -532,7 +522,7 @@ TEST(StateFile, ARulesDirectoryThisUserMayNotWriteIsRefused) {
 }
 
 TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
-  TempDir t;
+  TempDir t("psgate-state");
   ASSERT_EQ(::mkdir(t.path("state").c_str(), 0700), 0);
   auto usable = check_state_path(t.path("state"));
   ASSERT_FALSE(usable);

@@ -165,6 +165,23 @@ TEST(UnitsDuration, BadValues) {
   for (const auto& b : cases) expect_bad(parse_duration_ns, b);
 }
 
+TEST(UnitsSeconds, APlainNumberWithinItsRangeOnly) {
+  for (const auto& [text, value] :
+       {std::pair{"0", 0.0}, std::pair{"2.5", 2.5}, std::pair{"1e2", 100.0}, std::pair{"99", 99.0}}) {
+    const auto r = parse_seconds(text, 100);
+    ASSERT_TRUE(r) << text << ": " << r.error();
+    EXPECT_EQ(*r, value) << text;
+  }
+  // NaN fails a range test that only compares; "inf" and a unit are refused too.
+  for (const char* text : {"nan", "NaN", "-nan", "inf", "100.5", "-1", "", "5s", "1,5", "x"}) {
+    const auto r = parse_seconds(text, 100);
+    EXPECT_FALSE(r) << text;
+    if (!r) {
+      EXPECT_EQ(r.error(), "not a number of seconds from 0 to 100") << text;
+    }
+  }
+}
+
 // Reference check: random decimal strings against an independent evaluation
 // in long double (enough precision for the few digits used here, and the
 // inputs avoid exact halves so rounding direction is unambiguous).
