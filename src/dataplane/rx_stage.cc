@@ -524,11 +524,14 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   PortCounters& in_counters = counters.ports[in_port];
   // Nothing reads a packet before its buffer is known to be sound and its
   // frame to fit the egress port (rx_guard.h).
+  // Received is counted before anything of the burst is dropped or sent:
+  // a live read takes it last (read_totals), and so never counts more out
+  // than in.
+  in_counters.rx_packets.add(received);
   uint64_t bytes = 0;
   const unsigned n = guard_burst(pkts, received, shared.max_untagged_frame[out_port].load(std::memory_order_relaxed),
                                  shared.max_tx_segs[out_port], shared.one_dot1q_tag_room[out_port],
                                  counters.ports[out_port].drops, bytes);
-  in_counters.rx_packets.add(received);
   in_counters.rx_bytes.add(bytes);
   if (n == 0) return received;
 

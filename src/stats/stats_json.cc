@@ -120,8 +120,9 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
                    {"conserved", t.rx_total() == t.tx_total() + t.drop_total()},
                    // What is inside psgate at a live read (class queues, rings,
                    // pending bursts): conserved is false meanwhile. The
-                   // counters are read one by one, so on a busy gateway it is
-                   // approximate, by a burst or so, either way.
+                   // counters are read one by one, received last, so on a
+                   // busy gateway it may count a burst or so too many, never
+                   // a negative number.
                    {"in_flight", static_cast<int64_t>(t.rx_total() - t.tx_total() - t.drop_total())}};
   return out;
 }

@@ -2,6 +2,8 @@
 // Counter reader: sums every lcore's counters (control path, any thread).
 #include <rte_ethdev.h>
 
+#include <atomic>
+
 #include "dataplane/dataplane_impl.h"
 
 namespace psgate {
@@ -23,6 +25,21 @@ Totals Dataplane::read_totals(bool with_histograms) const {
     }
     add_counters(t.flow_cache, lc->flow_cache);
     for (size_t j = 0; j < t.jobs.size(); ++j) add_counters(t.jobs[j], lc->jobs[j]);
+  }
+  // Received again, last: a packet counted sent or dropped above was counted
+  // received before, by its RX lcore (rx_poll counts a burst first; a
+  // scheduler lcore sees it only after the ring hand-off), so a live read
+  // never shows more packets out than in. Read once, lcore by lcore, received
+  // first, a busy pipelined gateway showed thousands more (in_flight < 0).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  for (unsigned p = 0; p < kPortCount; ++p) {
+    uint64_t packets = 0, bytes = 0;
+    for (const auto& lc : d.counters) {
+      packets += lc->ports[p].rx_packets.get();
+      bytes += lc->ports[p].rx_bytes.get();
+    }
+    t.ports[p].rx_packets = packets;
+    t.ports[p].rx_bytes = bytes;
   }
   // The link mutex keeps a port from being detached or probed again
   // (link_watch.cc) while its driver counters are read.
