@@ -40,6 +40,13 @@ class JobRegistry;
 
 inline constexpr int kClusterSchema = 1;
 
+// The largest job document a gateway reads. One a gateway writes comes from a
+// control request of at most 64 KiB (kMaxRequestBytes), its rules rendered
+// at most about 1.5 times longer ("src=::1" as "src=::1/128"). A larger one,
+// put by hand (etcd takes 1.5 MiB), held every gateway's control thread for
+// seconds while its rules built, and a stop waited for it.
+inline constexpr size_t kMaxJobDocumentBytes = 256 * 1024;
+
 // The keys, each from the prefix.
 struct ClusterKeys {
   std::string prefix;  // no trailing '/'

@@ -302,22 +302,41 @@ struct RanksDocument {
   uint64_t rotation = 0;
 };
 
+// Every field checked and named, as a registration's: rotation -1 read as
+// 2^64-1, and the next leader resumed a round-robin from it; a missing or
+// unknown policy and a job ranked twice were taken.
 Result<RanksDocument> parse_ranks_document(std::string_view text) {
+  using R = Result<RanksDocument>;
   std::string problem;
   json doc = store_json(text, problem);
-  if (!problem.empty()) return Result<RanksDocument>::failure("not a ranks document: " + problem);
+  if (!problem.empty()) return R::failure("not a ranks document: " + problem);
+  if (!doc.is_object()) return R::failure("not a ranks document: not a JSON object");
+  if (!schema_ok(doc)) return R::failure("\"schema\" is not " + std::to_string(kClusterSchema));
   try {
-    if (!schema_ok(doc)) throw std::runtime_error("bad schema");
     RanksDocument out;
-    for (const json& r : doc.at("ranks"))
-      out.ranks.push_back(JobRanks{static_cast<uint32_t>(unsigned_at(r, 0, UINT32_MAX)),
-                                   static_cast<uint32_t>(unsigned_at(r, 1, UINT32_MAX)),
-                                   static_cast<uint32_t>(unsigned_at(r, 2, UINT32_MAX))});
-    out.policy = doc.value("policy", "");
-    out.rotation = doc.value("rotation", uint64_t{0});
+    out.policy = string_field(doc, "policy", true);
+    if (!policy_from_name(out.policy)) throw std::invalid_argument("\"policy\" is not one of " + policy_name_list());
+    out.rotation = unsigned_field(doc, "", "rotation", UINT64_MAX);
+    const auto list = doc.find("ranks");
+    if (list == doc.end()) throw std::invalid_argument("\"ranks\" is missing");
+    if (!list->is_array()) throw std::invalid_argument("\"ranks\" is not a list");
+    std::set<uint32_t> seen;
+    for (size_t k = 0; k < list->size(); ++k) {
+      const json& r = (*list)[k];
+      try {
+        if (!r.is_array() || r.size() < 3) throw std::out_of_range("not a list [id, pull rank, push rank]");
+        const JobRanks ranks{static_cast<uint32_t>(unsigned_at(r, 0, UINT32_MAX)),
+                             static_cast<uint32_t>(unsigned_at(r, 1, UINT32_MAX)),
+                             static_cast<uint32_t>(unsigned_at(r, 2, UINT32_MAX))};
+        if (!seen.insert(ranks.id).second) throw std::out_of_range("job " + std::to_string(ranks.id) + " again");
+        out.ranks.push_back(ranks);
+      } catch (const std::out_of_range& e) {
+        throw std::invalid_argument("\"ranks\"[" + std::to_string(k) + "]: " + e.what());
+      }
+    }
     return out;
   } catch (const std::exception& ex) {
-    return Result<RanksDocument>::failure(std::string("not a ranks document: ") + ex.what());
+    return R::failure(std::string("not a ranks document: ") + ex.what());
   }
 }
 
@@ -416,6 +435,11 @@ StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& k
 StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const StoreEntry& e) const {
   auto id = id_after(key, keys_.jobs());
   if (!id) return {std::nullopt, "not a job key (P/jobs/<id>, id 1..4294967295)"};
+  if (e.value.size() > kMaxJobDocumentBytes)
+    return {std::nullopt, std::to_string(e.value.size()) + " bytes, more than a job document may have (" +
+                              std::to_string(kMaxJobDocumentBytes) +
+                              "; a gateway writes one from a jobs.add of at most " + std::to_string(kMaxRequestBytes) +
+                              ")"};
   std::string problem;
   json doc = store_json(e.value, problem);
   if (!problem.empty()) return {std::nullopt, problem};

@@ -607,8 +607,11 @@ bool EtcdLink::put_registration(size_t ep) {
     // off past the lease's TTL, so the lease (and any leadership) would
     // expire every few seconds. Said as the registration's error instead.
     if (!store_refused(st)) return false;
+    // Too large: the document carries a measure of every job here.
+    const bool too_large = st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                           st.error_message().find("larger than max") != std::string::npos;
     conflict = "the store refused this gateway's registration: " + status_text(st) +
-               " (its document grows with the jobs that have traffic here)";
+               (too_large ? " (its document grows with the jobs configured here)" : "");
   } else if (!resp.succeeded() && resp.responses_size() > 0 && !resp.responses(0).response_txn().succeeded()) {
     const auto& inner = resp.responses(0).response_txn();
     const int64_t other = inner.responses_size() > 0 && inner.responses(0).response_range().kvs_size() > 0
@@ -688,12 +691,16 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   // under their own lease, naming themselves): without a lease it never
   // expires; under our lease but naming another gateway, we do not lead by
   // it (not ours) and the gateway it names does not either (not its lease),
-  // until our lease ends, which is never while we run. Either way nobody
-  // would lead again. It is removed, only as it is (fenced on its create
-  // revision and its lease), and the next step campaigns as for an absent key.
+  // until our lease ends, which is never while we run. Naming us under a
+  // lease not ours (put by hand, or left from a lease of ours that ended),
+  // we do not lead by it and nobody else does, until that lease ends, never
+  // if something keeps it alive. Either way nobody would lead again. It is
+  // removed, only as it is (fenced on its create revision and its lease), and
+  // the next step campaigns as for an absent key.
   const bool lease_none = view->leader_lease == 0;
   const bool lease_ours_name_not = view->leader_lease == lease && view->leader != spec_.name;
-  if (!leader && view->leader_created != 0 && (lease_none || lease_ours_name_not)) {
+  const bool name_ours_lease_not = view->leader == spec_.name && view->leader_lease != lease;
+  if (!leader && view->leader_created != 0 && (lease_none || lease_ours_name_not || name_ours_lease_not)) {
     // Tried again only once the view has caught up with the last try (each
     // try is a raft proposal; every gateway tries, every 20 ms tick).
     if (view->store_epoch == campaign_lost_epoch_ && view->revision < campaign_lost_at_) return;
@@ -711,7 +718,10 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       spdlog::warn(
           "cluster: removed a policy leader key naming \"{}\" {} (written by hand?): no gateway would lead "
           "while it stayed",
-          view->leader, lease_none ? "without a lease (it would never expire)" : "under our lease (not our name)");
+          view->leader,
+          lease_none            ? "without a lease (it would never expire)"
+          : lease_ours_name_not ? "under our lease (not our name)"
+                                : "under a lease not ours (our name)");
     return;
   }
   if (!leader && view->leader_created != 0) {
@@ -759,7 +769,22 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     leader_policy_state_ = PolicyState{};
     leader_policy_params_ = policy;
   }
-  if (policy.kind == PolicyKind::kStatic) return;  // every gateway follows the order itself
+  if (policy.kind == PolicyKind::kStatic) {
+    // Every gateway follows the order itself and no ranks are written; a bad
+    // ranks document (held) would keep every gateway degraded for a
+    // document nobody reads, so it is removed (while we lead: fenced).
+    if (view->held_keys.count(keys_.ranks())) {
+      pb::TxnRequest txn;
+      compare_created(txn, keys_.leader(), fence);
+      txn.add_success()->mutable_request_delete_range()->set_key(keys_.ranks());
+      grpc::ClientContext ctx;
+      prepare_call(ctx, kCallDeadlineNs);
+      pb::TxnResponse resp;
+      if (kv->Txn(&ctx, txn, &resp).ok() && resp.succeeded() && resp.responses(0).response_delete_range().deleted() > 0)
+        spdlog::warn("cluster: removed a ranks document the gateways refused: the static policy writes none");
+    }
+    return;
+  }
   const uint64_t every = std::max(kMinEvaluationNs, std::min(policy.interval_ns, kMinEvaluationNs * 10));
   if (leader_evaluated_ns_ != 0 && elapsed(leader_evaluated_ns_, now) < every) return;
   leader_evaluated_ns_ = now;
@@ -938,9 +963,9 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
       // transaction, a request too large, no permission) would come from
       // every member: say what it said. Anything else may be this member's
       // alone (unreachable, not the leader, a learner, too busy): try the next.
-      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-          s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
-          s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      // (A full store, its space quota's alarm, is one of them: it said
+      // "unreachable" while health said connected.)
+      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT || store_refused(s)) {
         return store_error("the cluster store refused the write (" + last + "); nothing written");
       }
       if (!write_surely_not_applied(s) && maybe_applied.empty()) maybe_applied = last;

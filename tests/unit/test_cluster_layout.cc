@@ -195,6 +195,42 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
 // A document nested 100k levels deep under any key (a script's bug, or
 // malice): refused like any bad document. Copying such a value recurses
 // once per level, which overflowed the follow thread's stack.
+// The largest job a gateway writes (a jobs.add request of 64 KiB, of the
+// rules that render longest) is read; a larger document, put by hand, is a
+// problem, not seconds of every gateway's control thread building its rules.
+TEST(StoreMirror, AJobDocumentLargerThanAGatewayWritesIsRefused) {
+  JobSpec big;
+  big.id = 7;
+  big.name = "big";
+  std::string request = R"({"cmd":"jobs.add","job":7,"match":[)";
+  for (uint32_t i = 0; request.size() + 40 < kMaxRequestBytes; ++i) {
+    char text[24];
+    std::snprintf(text, sizeof(text), "src=::%x", i);  // rendered as src=::N/128
+    request += (i ? ",\"" : "\"") + std::string(text) + "\"";
+    big.match.push_back(rule(text));
+  }
+  request += "]}";
+  ASSERT_LE(request.size(), kMaxRequestBytes);
+  const std::string doc = job_document(big);
+  EXPECT_GT(doc.size(), request.size()) << "the rendering is not longer: pick other rules";
+  EXPECT_LE(doc.size(), kMaxJobDocumentBytes);
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(7), entry(doc, 5));
+  ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  EXPECT_EQ(v.jobs.size(), 1u);
+
+  std::string huge = R"({"schema":1,"job":8,"match":[)";
+  for (uint32_t i = 0; huge.size() <= kMaxJobDocumentBytes; ++i)
+    huge += (i ? ",\"dst=10.0." : "\"dst=10.0.") + std::to_string(i / 250 % 250) + "." + std::to_string(i % 250) + "\"";
+  huge += "]}";
+  m.put(kKeys.job(8), entry(huge, 6));
+  v = m.view();
+  EXPECT_EQ(ids(v), std::vector<uint32_t>{7});
+  ASSERT_TRUE(contains_problem(v, kKeys.job(8)));
+  EXPECT_NE(v.problems.front().find("more than a job document may have"), std::string::npos) << v.problems.front();
+}
+
 TEST(StoreMirror, DeeplyNestedDocumentsAreProblemsNotACrash) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   StoreMirror m(kKeys, kClasses);
@@ -225,7 +261,7 @@ TEST(StoreMirror, ABadDocumentOverAGoodOneLeavesTheGoodOneInForce) {
   m.put(kKeys.order(), entry(R"({"schema":1,"order":[2,1]})", 3));
   m.put(kKeys.policy(), entry(R"({"schema":1,"name":"fifo"})", 4));
   m.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":0.5})", 5));
-  m.put(kKeys.ranks(), entry(R"({"schema":1,"ranks":[[1,0,0]]})", 6));
+  m.put(kKeys.ranks(), entry(R"({"schema":1,"policy":"fifo","ranks":[[1,0,0]]})", 6));
   ASSERT_TRUE(m.view().held.empty());
   const std::map<std::string, StoreEntry> bad = {
       {kKeys.order(), entry(R"({"schema":1,"order":[1,2],"by":"scheduler"})", 3, 7)},
@@ -643,6 +679,40 @@ TEST(ClusterDocuments, RanksOutOfRangeAreRefused) {
     EXPECT_FALSE(v.ranks) << bad;
     EXPECT_TRUE(contains_problem(v, kKeys.ranks())) << bad;
   }
+}
+
+// Each field of a ranks document is checked and named: rotation -1 was read
+// as 2^64-1 (the next leader resumed its round-robin from it), a missing or
+// unknown policy and a job ranked twice were taken, and errors were the JSON
+// library's, naming no field.
+TEST(ClusterDocuments, RanksDocumentFieldsAreCheckedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"schema":1,"policy":"round-robin","rotation":-1,"ranks":[[1,0,0]]})", "\"rotation\" is not an integer"},
+      {R"({"schema":1,"policy":"round-robin","rotation":"3","ranks":[[1,0,0]]})", "\"rotation\" is not an integer"},
+      {R"({"schema":1,"ranks":[[1,0,0]]})", "\"policy\" is missing"},
+      {R"({"schema":1,"policy":"nonsense","ranks":[[1,0,0]]})", "\"policy\" is not one of"},
+      {R"({"schema":1,"policy":"fifo","ranks":[[1,0,0],[1,1,1]]})", "\"ranks\"[1]: job 1 again"},
+      {R"({"schema":1,"policy":"fifo","ranks":"bad"})", "\"ranks\" is not a list"},
+      {R"({"schema":1,"policy":"fifo"})", "\"ranks\" is missing"},
+      {R"({"schema":1,"policy":"fifo","ranks":[[1,0]]})", "\"ranks\"[0]: not a list"},
+      {R"({"schema":1,"policy":"fifo","ranks":[[1,0,-2]]})", "\"ranks\"[0]: entry 2 is not an integer"},
+  };
+  for (const auto& [doc, expected] : cases) {
+    StoreMirror m(kKeys, kClasses);
+    m.put(kKeys.ranks(), entry(doc, 1));
+    const ClusterView v = m.view();
+    EXPECT_FALSE(v.ranks) << doc;
+    ASSERT_TRUE(contains_problem(v, kKeys.ranks())) << doc;
+    const std::string& p = v.problems.front();
+    EXPECT_NE(p.find(expected), std::string::npos) << doc << " -> " << p;
+  }
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.ranks(), entry(R"({"schema":1,"policy":"round-robin","rotation":18,"ranks":[[1,0,2],[2,1,1]]})", 1));
+  const ClusterView v = m.view();
+  EXPECT_TRUE(v.problems.empty()) << v.problems.front();
+  ASSERT_TRUE(v.ranks);
+  EXPECT_EQ(v.ranks->size(), 2u);
+  EXPECT_EQ(v.ranks_policy, "round-robin");
 }
 
 // ---- store_write ------------------------------------------------------------------
