@@ -11,6 +11,15 @@
 
 namespace psgate {
 
+// Opens /dev/null on each of the standard descriptors 0-2 that is closed at
+// start: stdin for reading, stdout and stderr for writing, or, with
+// `output_fails`, for reading only, so that printing fails and is reported.
+// Otherwise the next file opened takes the number and what is printed lands
+// in it: psgate started with `>&- 2>&-` wrote its log into DPDK's shared
+// configuration and hung, psgatectl its output into the control socket.
+// Call first in main().
+void open_closed_standard_fds(bool output_fails = false);
+
 // Why a report cannot be written to `path` at the end of the run, or "" when
 // it can: a directory, a directory that is missing or may not be written, a
 // device that may not be opened for writing. Creates nothing.

@@ -274,6 +274,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
 }  // namespace
 
 int main(int argc, char** argv) {
+  psgate::open_closed_standard_fds();
   // Everything after "--" belongs to EAL.
   std::vector<std::string> eal_args{"psgate-gen"};
   int own_argc = argc;

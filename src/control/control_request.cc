@@ -402,6 +402,12 @@ JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
   // A request {"cmd":"health","cmd":"jobs.remove"} must not run either: the
   // keys of every open object, at any depth, are tracked while parsing.
   JsonNotingDuplicates out;
+  // JSON has no raw NUL, and the parser takes one for the end of its input:
+  // what follows (`{"cmd":"health"}\0garbage`) was neither read nor refused.
+  if (text.find('\0') != std::string_view::npos) {
+    out.value = json(json::value_t::discarded);
+    return out;
+  }
   std::vector<std::set<std::string>> open;  // one per object being parsed
   out.value = json::parse(
       text.begin(), text.end(),
@@ -426,6 +432,7 @@ JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
 }
 
 json parse_json_bounded(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return json(json::value_t::discarded);  // as above
   bool too_deep = false;
   json value = json::parse(
       text.begin(), text.end(),
@@ -482,7 +489,9 @@ Result<ControlRequest> parse_control_line(std::string_view line, unsigned class_
   const JsonNotingDuplicates parsed = parse_json_noting_duplicates(line);
   const json& request = parsed.value;
   if (request.is_discarded()) {
-    const std::string why = json_syntax_problem(line);
+    const size_t nul = line.find('\0');
+    const std::string why =
+        nul != std::string_view::npos ? "a NUL byte at offset " + std::to_string(nul) : json_syntax_problem(line);
     return fail<ControlRequest>("malformed JSON request (one JSON object per line expected)" +
                                 (why.empty() ? std::string() : ": " + why));
   }

@@ -176,6 +176,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
   umask(old_mask);
   if (bound != 0) return R::failure("control socket " + path + ": cannot bind: " + errno_text());
   server->bound_ = true;
+  struct stat created {};
+  if (stat(path.c_str(), &created) == 0) server->bound_file_ = {created.st_dev, created.st_ino};
   if (chmod(path.c_str(), 0660) != 0) return R::failure("control socket " + path + ": chmod: " + errno_text());
   if (listen(server->listen_fd_, kListenBacklog) != 0)
     return R::failure("control socket " + path + ": listen: " + errno_text());
@@ -201,8 +203,11 @@ ControlServer::~ControlServer() {
   }
   if (listen_fd_ >= 0) close(listen_fd_);
   // Only the file this server created: after a failed bind the path may be
-  // another process's socket.
-  if (bound_) unlink(options_.socket_path.c_str());
+  // another process's socket, and so may it be after ours was removed and
+  // another psgate bound the path (a stop removed the live one's socket).
+  struct stat now {};
+  if (bound_ && stat(options_.socket_path.c_str(), &now) == 0 && std::pair{now.st_dev, now.st_ino} == bound_file_)
+    unlink(options_.socket_path.c_str());
   if (stop_fd_ >= 0) close(stop_fd_);
   for (int fd : {epoll_fd_, tick_fd_, report_fd_}) {
     if (fd >= 0) close(fd);

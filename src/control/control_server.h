@@ -6,11 +6,14 @@
 // data lcore ever waits for it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "psgate/control_plane.h"
 #include "psgate/result.h"
@@ -95,7 +98,8 @@ class ControlServer {
   ControlPlane* control_ = nullptr;
   Options options_;
   int listen_fd_ = -1;
-  bool bound_ = false;  // the socket file at the path is this server's (removed at the end)
+  bool bound_ = false;                    // the socket file at the path is this server's (removed at the end)
+  std::pair<dev_t, ino_t> bound_file_{};  // which file that is
   int stop_fd_ = -1;
   // The thread's epoll set and timers, made by start() so that a failure is
   // start()'s error, not a thread that cannot serve.

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -185,6 +186,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       ~CloseReloadFd() { close(fd); }
     } close_reload_fd{reload_fd};
     options.reload_fd = reload_fd;
+    std::optional<psgate::BackgroundPrinter> job_table(std::in_place, stdout);
     options.report = [&] {
       const auto now = Clock::now();
       psgate::Totals cur = cp.totals_locked(false);
@@ -192,11 +194,8 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       spdlog::info("{}", psgate::format_summary_line(prev, cur, secs));
       cp.with_snapshot([&](const psgate::Snapshot& snap) {
         if (!snap.jobs.empty()) {
-          std::fputs(psgate::format_job_rates(prev, cur, secs, snap,
-                                              std::chrono::duration<double>(now - started).count(), prev_job_of_slot)
-                         .c_str(),
-                     stdout);
-          std::fflush(stdout);
+          job_table->print(psgate::format_job_rates(
+              prev, cur, secs, snap, std::chrono::duration<double>(now - started).count(), prev_job_of_slot));
         }
         prev_job_of_slot.assign(snap.slots.size(), 0);
         for (const psgate::JobEntry& j : snap.jobs) prev_job_of_slot[j.slot] = j.id;
@@ -249,11 +248,24 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
 
     const bool bounded = duration_s > 0;
     const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
+    // A storm of SIGHUPs (a script in a loop) is said once a second, with
+    // how many came since: each reload says its own outcome, and the reloads
+    // a busy control thread had not begun yet are one.
+    auto hup_said = Clock::time_point{};
+    uint64_t hups_unsaid = 0;
     for (;;) {
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
         if (sig == SIGHUP) {
-          spdlog::info("SIGHUP received: reading {} again (reload)", config.source);
+          if (const auto now = Clock::now(); now - hup_said >= std::chrono::seconds(1)) {
+            spdlog::info("SIGHUP received{}: reading {} again (reload)",
+                         hups_unsaid ? fmt::format(" ({} more before it in the last second)", hups_unsaid) : "",
+                         config.source);
+            hup_said = now;
+            hups_unsaid = 0;
+          } else {
+            ++hups_unsaid;
+          }
           const uint64_t one = 1;
           if (write(reload_fd, &one, sizeof(one)) != sizeof(one))
             spdlog::error("SIGHUP: cannot ask the control thread to reload: {}", std::strerror(errno));
@@ -272,7 +284,8 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // The scrapes end before the data plane stops: none reads a counter
     // while the lcores drain, or after they are gone.
     if (metrics) metrics->stop();
-    server->reset();  // no control change after this point
+    server->reset();    // no control change after this point
+    job_table.reset();  // its last table out before the final report
     const bool stopped = dp.stop_and_drain();
     const psgate::Totals totals = cp.totals_locked(true);
     std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
@@ -310,6 +323,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  psgate::open_closed_standard_fds();
   CLI::App app{
       "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
       "Forwards every frame between the 'wire' and 'host' ports, classifying IP flows into\n"
@@ -338,7 +352,7 @@ int main(int argc, char** argv) {
                  "TOML configuration file (psgate.toml(5); the service's is /etc/psgate/psgate.toml)")
       ->required();
   app.add_option("-d,--duration", duration_s,
-                 "Run this many seconds (at most 1e9), then drain and exit (default: until signalled)")
+                 "Run this many seconds (at most 1e9), then drain and exit; 0, the default: until signalled")
       // The end is a clock time point: a larger value overflowed it, and
       // psgate stopped right after starting.
       ->check(psgate::cli::seconds_up_to(1e9));

@@ -20,6 +20,7 @@
 #include "format.h"
 #include "jobs_file.h"
 #include "psgate/control_request.h"  // kMaxRequestBytes
+#include "psgate/output_file.h"
 
 namespace {
 
@@ -236,6 +237,7 @@ static int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  psgate::open_closed_standard_fds(/*output_fails=*/true);
   const int status = run_command(argc, argv);
   // What was printed must have reached its file: `psgatectl config --toml >
   // now.toml` on a full disk would otherwise leave a cut file and exit 0.

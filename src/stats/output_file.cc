@@ -119,4 +119,16 @@ std::string write_output_file(const std::string& path, const std::function<bool(
   return "";
 }
 
+void open_closed_standard_fds(bool output_fails) {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // The lowest free number: `fd` itself, those below it being open.
+    const int opened = ::open("/dev/null", fd == 0 || output_fails ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) {
+      ::dup2(opened, fd);
+      ::close(opened);
+    }
+  }
+}
+
 }  // namespace psgate

@@ -145,4 +145,44 @@ std::string format_final_report(const Totals& t, const Snapshot& snap, const Con
   return out;
 }
 
+BackgroundPrinter::BackgroundPrinter(std::FILE* out) : out_(out), thread_([this] { run(); }) {}
+
+BackgroundPrinter::~BackgroundPrinter() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void BackgroundPrinter::print(std::string text) {
+  {
+    std::lock_guard lock(mutex_);
+    if (has_waiting_) ++skipped_;
+    waiting_ = std::move(text);
+    has_waiting_ = true;
+  }
+  wake_.notify_one();
+}
+
+uint64_t BackgroundPrinter::skipped() const {
+  std::lock_guard lock(mutex_);
+  return skipped_;
+}
+
+void BackgroundPrinter::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return has_waiting_ || stopping_; });
+    if (!has_waiting_) return;  // stopping, nothing left
+    const std::string text = std::move(waiting_);
+    has_waiting_ = false;
+    lock.unlock();
+    std::fputs(text.c_str(), out_);
+    std::fflush(out_);
+    lock.lock();
+  }
+}
+
 }  // namespace psgate

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -235,6 +236,31 @@ TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
   const json health = ask(R"({"cmd":"health"})");
   EXPECT_EQ(health.value("ok", false), true) << health.dump();
   server->reset();
+}
+
+// A server stopping removes its socket file only if it is still the one it
+// bound: once it was removed (a cleaner, an operator) and another psgate
+// bound the path, the stop removed the live one's socket and psgatectl
+// found nothing.
+TEST_F(ControlFaultsTest, AStoppingServerLeavesAnotherServersSocketAtItsPath) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  ControlServer::Options options;
+  options.socket_path = dir_.path("shared.sock");
+  options.tick_ns = 10'000'000;
+  auto first = ControlServer::start(h->control(), options);
+  ASSERT_TRUE(first) << first.error();
+  ASSERT_EQ(::unlink(options.socket_path.c_str()), 0);
+  auto second = ControlServer::start(h->control(), options);
+  ASSERT_TRUE(second) << second.error();
+  struct stat before {};
+  ASSERT_EQ(::stat(options.socket_path.c_str(), &before), 0);
+  first->reset();
+  struct stat after {};
+  ASSERT_EQ(::stat(options.socket_path.c_str(), &after), 0) << "the first server's stop removed the second's socket";
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  second->reset();
+  EXPECT_NE(::access(options.socket_path.c_str(), F_OK), 0) << "the second server left its own socket behind";
 }
 
 // A start without a state file that finds rules files (the state file

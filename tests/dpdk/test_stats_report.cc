@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The daemon's periodic per-job rate table (stats_report.h).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +96,43 @@ TEST(StatsRead, AMetricsViewNeverShowsANewJobItsPredecessorsCounts) {
   ASSERT_TRUE(ok) << "a jobs.add, inject or jobs.remove failed";
   EXPECT_GT(views.load(), 100u);
   EXPECT_FALSE(found_wrong()) << wrong;
+}
+
+// The periodic table goes out from a thread of its own: written by the
+// control thread, a stdout nobody read (a full pipe) held that thread, and
+// with it the control socket, the tick and a stop. print() returns at once
+// while the pipe is full; the newest table is what comes out once it is read.
+TEST(StatsReport, ATableForAStdoutNobodyReadsNeverHoldsThePrinter) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* out = ::fdopen(fds[1], "w");
+  ASSERT_NE(out, nullptr);
+  std::string drained;
+  uint64_t skipped = 0;
+  {
+    BackgroundPrinter printer(out);
+    const std::string block(64 * 1024, 'x');  // the pipe holds 64 KiB: the first table fills it
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 50; ++i) printer.print(block + "table " + std::to_string(i) + "\n");
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(took, 0.5) << "print() waited for the output";
+    EXPECT_GT(printer.skipped(), 0u);
+    // Read until the newest table is out; the destructor then returns.
+    std::thread reader([&] {
+      char buf[65536];
+      for (ssize_t n; drained.find("table 49\n") == std::string::npos && (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+        drained.append(buf, static_cast<size_t>(n));
+    });
+    reader.join();
+    skipped = printer.skipped();
+  }
+  std::fclose(out);
+  ::close(fds[0]);
+  EXPECT_NE(drained.find("table 49\n"), std::string::npos) << "the newest table was lost";
+  // Each table is written whole or skipped, and counted so.
+  size_t written = 0;
+  for (size_t at = 0; (at = drained.find("table ", at)) != std::string::npos; at += 6) ++written;
+  EXPECT_EQ(written + skipped, 50u);
 }
 
 // A live read of a busy gateway's totals: every packet counted sent or

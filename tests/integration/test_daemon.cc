@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -585,6 +586,42 @@ TEST(DaemonConfig, ASignalDuringStartUpIsTakenOnceTheGatewayRuns) {
   const DaemonRun run = fx.stop_daemon();
   EXPECT_EQ(run.exit_status, 0) << run.output;
   EXPECT_NE(run.output.find("reload (SIGHUP)"), std::string::npos) << run.output;
+}
+
+// Started with stdout and stderr closed (`psgate ... >&- 2>&-`), the first
+// files psgate opened took numbers 1 and 2: it wrote its log into DPDK's
+// shared configuration, spun in a DPDK lock and took no signal but
+// SIGKILL. They are opened on /dev/null first now: the run ends as asked.
+TEST(DaemonConfig, ClosedStandardOutputsDoNotHangTheGateway) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("psgate.toml", make_config({}));
+  const char* bin = std::getenv("PSGATE_BIN");
+  ASSERT_NE(bin, nullptr);
+  ChildProcess run({"/bin/sh", "-c", "exec \"$0\" --config psgate.toml --duration 1 --stats-json s.json >&- 2>&-", bin},
+                   ChildProcess::Options{fx.path("sh.out"), "", fx.dir()});
+  const int status = run.wait(60);
+  EXPECT_EQ(status, 0) << "hung or failed with closed standard outputs (-1: still running after 60 s)";
+  std::ifstream stats(fx.path("s.json"));
+  EXPECT_TRUE(stats.good()) << "no final counters";
+
+  // psgatectl with stdout closed sent its table into the control socket as
+  // request lines and exited 0: it now fails, saying it cannot write.
+  const char* ctl = std::getenv("PSGATECTL_BIN");
+  ASSERT_NE(ctl, nullptr);
+  fx.start_daemon("psgate.toml");
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    up = psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(up) << fx.stop_daemon().output;
+  ChildProcess closed({"/bin/sh", "-c", "exec \"$0\" -s ctl.sock health >&-", ctl},
+                      ChildProcess::Options{fx.path("ctl.out"), "", fx.dir()});
+  EXPECT_NE(closed.wait(30), 0) << closed.output();
+  EXPECT_NE(closed.output().find("cannot write the output"), std::string::npos) << closed.output();
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
 // A relative control path is the working directory's: / under systemd, a

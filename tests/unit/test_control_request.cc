@@ -710,6 +710,23 @@ TEST(ControlRequest, DuplicateKeysAreRefused) {
   EXPECT_FALSE(echo);
 }
 
+// JSON has no raw NUL, and the JSON parser takes one for the end of its
+// input: `{"cmd":"rank",...}\0junk` was applied, the junk neither read nor
+// refused. A line with a NUL is refused whole, saying where; so is a state
+// or rules file (parse_json_bounded).
+TEST(ControlRequest, ALineWithANulByteIsRefusedWhole) {
+  using namespace std::string_literals;
+  for (const std::string& line : {R"({"cmd":"rank","job":3,"rank":2})"s + '\0' + R"({"cmd":"jobs.remove", not json)",
+                                  R"({"cmd":"health"})"s + '\0', R"({"cmd":"he)"s + '\0' + R"(alth"})"}) {
+    const auto r = parse_control_line(line, kClasses);
+    ASSERT_FALSE(r.ok()) << line.size();
+    EXPECT_NE(r.error().find("a NUL byte at offset " + std::to_string(line.find('\0'))), std::string::npos)
+        << r.error();
+  }
+  EXPECT_TRUE(parse_json_bounded(R"({"version":2})"s + '\0' + "garbage{{{").is_discarded());
+  EXPECT_FALSE(parse_json_bounded(R"({"version":2})").is_discarded());
+}
+
 // A request nested thousands of levels deep (an id of [[[[...]]]] fits a
 // 64 KiB line 32,000 deep) is refused with a reason, and what is kept of it,
 // the echoed id included, is at most kMaxJsonDepth deep: copying and
