@@ -617,7 +617,9 @@ bool EtcdLink::put_registration(size_t ep) {
     const int64_t other = inner.responses_size() > 0 && inner.responses(0).response_range().kvs_size() > 0
                               ? inner.responses(0).response_range().kvs(0).lease()
                               : 0;
-    conflict = "another gateway is registered as \"" + spec_.name + "\" (lease " + std::to_string(other) +
+    // In hex, as etcdctl shows leases (etcdctl lease timetolive ID).
+    conflict = "another gateway is registered as \"" + spec_.name + "\" (lease " +
+               fmt::format("{:x}", static_cast<uint64_t>(other)) +
                "); not registering until it goes: two gateways with one cluster.name?";
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -508,7 +508,11 @@ int main(int argc, char** argv) {
   auto state_lock = psgate::StateLock::acquire(config->control.state);
   if (!state_lock) {
     std::fprintf(stderr, "psgate: %s; nothing was started\n", state_lock.error().c_str());
-    return 1;
+    // Another psgate holding it may stop (exit 1: a restart may succeed);
+    // anything else at the lock's path (a directory, a dangling link) stays
+    // until an operator moves it, like a config error (exit 2: the service
+    // is not restarted every 2 s for ever).
+    return state_lock.error().find(" is in use by another psgate") != std::string::npos ? 1 : 2;
   }
   if (!state_lock->warning().empty()) std::fprintf(stderr, "psgate: warning: %s\n", state_lock->warning().c_str());
   auto logger = spdlog::stderr_color_mt("psgate");

@@ -370,7 +370,7 @@ TEST_F(StateTest, TheLockHoldsInAStateDirectoryNotMadeYet) {
   ASSERT_EQ(::unlink(fx.path("fresh/state.json.lock").c_str()), 0);
   ASSERT_EQ(::mkdir(fx.path("fresh/state.json.lock").c_str(), 0700), 0);
   const DaemonRun blocked = fx.run("psgate.toml", {"--duration", "1"}, 30);
-  EXPECT_EQ(blocked.exit_status, 1) << blocked.output;
+  EXPECT_EQ(blocked.exit_status, 2) << blocked.output;  // stays until moved: no restart loop
   EXPECT_NE(blocked.output.find("state.json.lock"), std::string::npos) << blocked.output;
 }
 
