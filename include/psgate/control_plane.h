@@ -24,9 +24,11 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -220,6 +222,10 @@ class ControlPlane {
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
   bool published_ = false;      // start() has published this control plane's first snapshot
   std::string persisted_text_;  // the state file's content as last written ("" before the first write)
+  // The rules directory as last read or written (device, inode): another one
+  // there, or none, means it was removed while psgate ran, and persist()
+  // writes every job's rules file again.
+  std::optional<std::pair<uint64_t, uint64_t>> rules_dir_id_;
   // The state file's record of the config file's settings, compiled once
   // per file read (persist() renders it at every commit, re-ranks included).
   std::shared_ptr<const ConfigSpec> file_settings_of_;

@@ -4,6 +4,7 @@
 
 #include "config/config_json.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,6 +107,17 @@ ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, Contr
   publish_status();
 }
 
+namespace {
+
+// The directory's (device, inode), or nullopt when there is none.
+std::optional<std::pair<uint64_t, uint64_t>> directory_id(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane, const ConfigSpec& config) {
   using R = Result<std::unique_ptr<ControlPlane>>;
   auto usable = check_state_path(config.control.state);
@@ -133,6 +145,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
   cp->state_was_read_ = true;
+  cp->rules_dir_id_ = directory_id(rules_dir_path(config.control.state));
   // What is on disk: start() then rewrites the file only if its rendering
   // differs (an older format), not at every start.
   cp->persisted_text_ = std::move(s.text);
@@ -278,6 +291,17 @@ void for_each_rules_file_only_in(const JobRegistry& a, const JobRegistry& b, Fn&
 Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64_t& rules_serial) {
   const std::string& path = config_.control.state;
   const std::string dir = rules_dir_path(path);
+  // The rules directory removed (an operator's rm -rf of the state
+  // directory) or replaced while psgate ran: the state file written next
+  // named rules files that were gone, and the next start refused it, every
+  // job lost. Every job's rules file is written again instead.
+  if (rules_dir_id_ && directory_id(dir) != rules_dir_id_) {
+    spdlog::warn(
+        "state file {}: its rules directory {} was removed or replaced while psgate ran: every job's rules file "
+        "is written again (the state file's lock went with it if it was there: restart psgate to take it again)",
+        path, dir);
+    for (const JobRecord* j : next.jobs.in_age_order()) next.jobs.set_rules_file(j->spec.id, "");
+  }
   bool wrote_rules = false;
   for (const JobRecord* j : next.jobs.in_age_order()) {
     if (!j->rules_file.empty()) continue;
@@ -303,6 +327,7 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   if (text != persisted_text_) {
     if (auto written = write_state_(path, text); !written) return written;
   }
+  rules_dir_id_ = directory_id(dir);
   return true;
 }
 

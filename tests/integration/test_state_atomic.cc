@@ -374,6 +374,29 @@ TEST_F(StateTest, TheLockHoldsInAStateDirectoryNotMadeYet) {
   EXPECT_NE(blocked.output.find("state.json.lock"), std::string::npos) << blocked.output;
 }
 
+// The state directory removed while psgate runs (an operator's rm -rf):
+// the next change wrote a state file naming rules files that were gone,
+// health said ok, and the next start refused the file, every job lost.
+// The rules files are written again with the next change; a restart has
+// every job.
+TEST_F(StateTest, AStateDirectoryRemovedWhileRunningIsWrittenWholeAgain) {
+  write_setup("st/state.json");
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  ASSERT_EQ(ctl({"jobs", "add", "3", "-m", "dst=10.0.0.3/32"}).status, 0);
+  std::filesystem::remove_all(fx.path("st"));
+  ASSERT_EQ(ctl({"rank", "3", "0"}).status, 0);
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_EQ(stopped.exit_status, 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("was removed or replaced while psgate ran"), std::string::npos) << stopped.output;
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 3}));
+  const json jobs = ctl_json({"jobs", "list"})["jobs"];
+  for (const json& j : jobs) {
+    if (j["id"] == 3) EXPECT_EQ(j["rank"], 0) << "the rank given after the removal was lost: " << jobs.dump();
+  }
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+}
+
 // A job whose rules file was written but whose state file could not be (its
 // temporary cannot be made: here a directory stands in its place) is
 // refused, and its rules file goes with it: no state file will ever name
