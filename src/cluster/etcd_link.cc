@@ -628,6 +628,7 @@ bool EtcdLink::put_registration(size_t ep) {
     else if (!registration_error_.empty()) spdlog::info("cluster: registered as \"{}\"", spec_.name);
   }
   registration_error_ = conflict;
+  registered_lease_ = conflict.empty() ? lease : 0;
   return true;
 }
 
@@ -660,12 +661,14 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   std::shared_ptr<const ClusterView> view;
   bool leader;
   int64_t lease, fence;
+  bool registered;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     view = view_;
     leader = leader_;
     lease = lease_id_;
     fence = leader_created_;
+    registered = lease != 0 && registered_lease_ == lease;
     // Step down before the lease can have expired unnoticed.
     if (leader && elapsed(lease_ok_ns_, now) > spec_.lease_ttl_ns - kLeaderMarginNs) {
       spdlog::warn("cluster: stepping down as policy leader: no lease keepalive for {} ms",
@@ -701,7 +704,11 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   // the next step campaigns as for an absent key.
   const bool lease_none = view->leader_lease == 0;
   const bool lease_ours_name_not = view->leader_lease == lease && view->leader != spec_.name;
-  const bool name_ours_lease_not = view->leader == spec_.name && view->leader_lease != lease;
+  // Only once our registration stands under our lease: a live gateway with
+  // our name (two with one cluster.name, refused at registration) writes
+  // just such a key, and removing it would make the two take leadership
+  // from each other for ever.
+  const bool name_ours_lease_not = registered && view->leader == spec_.name && view->leader_lease != lease;
   if (!leader && view->leader_created != 0 && (lease_none || lease_ours_name_not || name_ours_lease_not)) {
     // Tried again only once the view has caught up with the last try (each
     // try is a raft proposal; every gateway tries, every 20 ms tick).
@@ -775,14 +782,20 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     // Every gateway follows the order itself and no ranks are written; a bad
     // ranks document (held) would keep every gateway degraded for a
     // document nobody reads, so it is removed (while we lead: fenced).
-    if (view->held_keys.count(keys_.ranks())) {
+    // Each try is a raft proposal: not again until the view has caught up
+    // with the last one (as for a campaign).
+    const bool caught_up = view->store_epoch != ranks_removed_epoch_ || view->revision >= ranks_removed_at_;
+    if (view->held_keys.count(keys_.ranks()) && caught_up) {
       pb::TxnRequest txn;
       compare_created(txn, keys_.leader(), fence);
       txn.add_success()->mutable_request_delete_range()->set_key(keys_.ranks());
       grpc::ClientContext ctx;
       prepare_call(ctx, kCallDeadlineNs);
       pb::TxnResponse resp;
-      if (kv->Txn(&ctx, txn, &resp).ok() && resp.succeeded() && resp.responses(0).response_delete_range().deleted() > 0)
+      if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+      ranks_removed_at_ = resp.header().revision();
+      ranks_removed_epoch_ = view->store_epoch;
+      if (resp.succeeded() && resp.responses(0).response_delete_range().deleted() > 0)
         spdlog::warn("cluster: removed a ranks document the gateways refused: the static policy writes none");
     }
     return;

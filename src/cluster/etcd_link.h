@@ -95,6 +95,7 @@ class EtcdLink final : public ClusterLink {
   double degraded_since_s_ = 0;  // unix time the store was lost (0: connected, or never reached)
   std::string last_error_;
   std::string registration_error_;  // why this gateway is not registered ("": it is)
+  int64_t registered_lease_ = 0;    // the lease our registration was last written under (0: none)
   GatewayInfo report_;
   bool leader_ = false;
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
@@ -126,6 +127,8 @@ class EtcdLink final : public ClusterLink {
   // taken (session thread only): no new campaign before the view reaches it.
   int64_t campaign_lost_at_ = 0;
   uint64_t campaign_lost_epoch_ = 0;
+  int64_t ranks_removed_at_ = 0;  // a held ranks document's delete (static): not again before the view shows it
+  uint64_t ranks_removed_epoch_ = 0;
   uint64_t leader_evaluated_ns_ = 0;
   uint64_t ranks_error_logged_ns_ = 0;  // a failed ranks write last said (0: never)
 

@@ -295,12 +295,20 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   // directory) or replaced while psgate ran: the state file written next
   // named rules files that were gone, and the next start refused it, every
   // job lost. Every job's rules file is written again instead.
+  // Only the files that are missing: after a retry that wrote them (and
+  // then failed at the state file) they are there.
   if (rules_dir_id_ && directory_id(dir) != rules_dir_id_) {
-    spdlog::warn(
-        "state file {}: its rules directory {} was removed or replaced while psgate ran: every job's rules file "
-        "is written again (the state file's lock went with it if it was there: restart psgate to take it again)",
-        path, dir);
-    for (const JobRecord* j : next.jobs.in_age_order()) next.jobs.set_rules_file(j->spec.id, "");
+    size_t missing = 0;
+    for (const JobRecord* j : next.jobs.in_age_order()) {
+      if (j->rules_file.empty() || ::access((dir + "/" + j->rules_file).c_str(), F_OK) == 0) continue;
+      next.jobs.set_rules_file(j->spec.id, "");
+      ++missing;
+    }
+    if (missing)
+      spdlog::warn(
+          "state file {}: its rules directory {} was removed or replaced while psgate ran: {} rules files are "
+          "written again (the state file's lock went with it if it was there: restart psgate to take it again)",
+          path, dir, missing);
   }
   bool wrote_rules = false;
   for (const JobRecord* j : next.jobs.in_age_order()) {

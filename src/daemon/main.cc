@@ -284,12 +284,12 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // The scrapes end before the data plane stops: none reads a counter
     // while the lcores drain, or after they are gone.
     if (metrics) metrics->stop();
-    server->reset();    // no control change after this point
-    job_table.reset();  // its last table out before the final report
+    server->reset();  // no control change after this point
     const bool stopped = dp.stop_and_drain();
     const psgate::Totals totals = cp.totals_locked(true);
-    std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
-    std::fflush(stdout);
+    // The report file before anything goes to stdout: a stdout nobody reads
+    // holds this thread at the tables below (as it would any program), and
+    // the final counters are on disk by then.
     if (!stats_json_path.empty()) {
       const std::string text = psgate::totals_to_json(totals, dp.snapshot()).dump(2) + "\n";
       const std::string error =
@@ -299,6 +299,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         status = 1;
       }
     }
+    job_table.reset();  // its last table out before the final report
+    std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
+    std::fflush(stdout);
     if (!stopped) {
       // An lcore is still inside a driver call: tearing down the ports or
       // EAL under it could crash or hang. The report is out: leave now.
@@ -508,11 +511,11 @@ int main(int argc, char** argv) {
   auto state_lock = psgate::StateLock::acquire(config->control.state);
   if (!state_lock) {
     std::fprintf(stderr, "psgate: %s; nothing was started\n", state_lock.error().c_str());
-    // Another psgate holding it may stop (exit 1: a restart may succeed);
-    // anything else at the lock's path (a directory, a dangling link) stays
-    // until an operator moves it, like a config error (exit 2: the service
-    // is not restarted every 2 s for ever).
-    return state_lock.error().find(" is in use by another psgate") != std::string::npos ? 1 : 2;
+    // Something other than a file at the lock's path (a directory, a
+    // dangling link) stays until an operator moves it, like a config error
+    // (exit 2: the service is not restarted every 2 s for ever). Another
+    // psgate holding it may stop, and an I/O error may pass (exit 1).
+    return state_lock.error().find(" is not a regular file") != std::string::npos ? 2 : 1;
   }
   if (!state_lock->warning().empty()) std::fprintf(stderr, "psgate: warning: %s\n", state_lock->warning().c_str());
   auto logger = spdlog::stderr_color_mt("psgate");

@@ -6,6 +6,7 @@
 #include <rte_ethdev.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 
@@ -528,6 +529,9 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   // a live read takes it last (read_totals), and so never counts more out
   // than in.
   in_counters.rx_packets.add(received);
+  // Ordered before this lcore's later counts (free on x86, a barrier where
+  // stores may pass each other).
+  std::atomic_thread_fence(std::memory_order_release);
   uint64_t bytes = 0;
   const unsigned n = guard_burst(pkts, received, shared.max_untagged_frame[out_port].load(std::memory_order_relaxed),
                                  shared.max_tx_segs[out_port], shared.one_dot1q_tag_room[out_port],

@@ -192,9 +192,6 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   EXPECT_EQ(v.problems.size(), 16u);
 }
 
-// A document nested 100k levels deep under any key (a script's bug, or
-// malice): refused like any bad document. Copying such a value recurses
-// once per level, which overflowed the follow thread's stack.
 // The largest job a gateway writes (a jobs.add request of 64 KiB, of the
 // rules that render longest) is read; a larger document, put by hand, is a
 // problem, not seconds of every gateway's control thread building its rules.
@@ -231,6 +228,9 @@ TEST(StoreMirror, AJobDocumentLargerThanAGatewayWritesIsRefused) {
   EXPECT_NE(v.problems.front().find("more than a job document may have"), std::string::npos) << v.problems.front();
 }
 
+// A document nested 100k levels deep under any key (a script's bug, or
+// malice): refused like any bad document. Copying such a value recurses
+// once per level, which overflowed the follow thread's stack.
 TEST(StoreMirror, DeeplyNestedDocumentsAreProblemsNotACrash) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   StoreMirror m(kKeys, kClasses);
