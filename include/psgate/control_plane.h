@@ -224,7 +224,7 @@ class ControlPlane {
   std::string persisted_text_;  // the state file's content as last written ("" before the first write)
   // The rules directory as last read or written (device, inode): another one
   // there, or none, means it was removed while psgate ran, and persist()
-  // writes every job's rules file again.
+  // writes the rules files that are missing again.
   std::optional<std::pair<uint64_t, uint64_t>> rules_dir_id_;
   // The state file's record of the config file's settings, compiled once
   // per file read (persist() renders it at every commit, re-ranks included).

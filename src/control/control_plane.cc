@@ -294,9 +294,8 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   // The rules directory removed (an operator's rm -rf of the state
   // directory) or replaced while psgate ran: the state file written next
   // named rules files that were gone, and the next start refused it, every
-  // job lost. Every job's rules file is written again instead.
-  // Only the files that are missing: after a retry that wrote them (and
-  // then failed at the state file) they are there.
+  // job lost. The missing rules files are written again instead (only
+  // those: a retry after a state write that failed finds the ones it wrote).
   if (rules_dir_id_ && directory_id(dir) != rules_dir_id_) {
     size_t missing = 0;
     for (const JobRecord* j : next.jobs.in_age_order()) {
