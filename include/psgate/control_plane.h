@@ -86,6 +86,13 @@ class ControlPlane {
 
   // Publishes the initial job set (the state file's, if any).
   Result<bool> start();
+  // A start that fails after start() (the control socket or the metrics
+  // port taken): a state file start() wrote first, from the config, with no
+  // change since, records a state that never served, and would make the
+  // next start ignore the config's [[jobs]], edited meanwhile or not. It
+  // goes, with the rules files it names. Single-host mode only: a cluster
+  // gateway's file is its copy of the store's view.
+  void withdraw_unserved_state();
 
   // One request line -> one reply object ({"ok": ...}): the control
   // server's entry point. `reply_wanted` false: nobody can read the reply (a
@@ -233,6 +240,7 @@ class ControlPlane {
   StateTextRenderer state_text_;  // renders it, re-rendering only the jobs that changed
   uint64_t rules_serial_ = 0;     // the next job rules file's number (state_file.h)
   bool state_was_read_ = false;   // the start's state came from the state file (else the config's)
+  uint64_t state_writes_ = 0;     // commits whose state file was written (or found unchanged)
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +48,10 @@ class Dataplane {
   // the lcores) when one did not, e.g. stuck inside a driver's TX call that
   // never returns. The data plane must then not be torn down (the lcore may
   // still be in a port's memory): the caller reports and exits.
-  bool stop_and_drain();
+  // `cut_short`, asked every millisecond while the lcores drain: true ends
+  // the drain at once (an operator's second stop signal), what is still
+  // queued counted as shutdown_flush as at the timeout.
+  bool stop_and_drain(const std::function<bool()>& cut_short = {});
   static constexpr uint64_t kStuckLcoreGraceNs = 2'000'000'000;
 
   // Sums every lcore's counters (safe while running; histograms only when stopped

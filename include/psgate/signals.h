@@ -42,4 +42,11 @@ inline int wait_for_stop_signal(const sigset_t& set, std::chrono::steady_clock::
   return sig > 0 ? sig : 0;
 }
 
+// A signal of `set` already pending, taken without waiting; 0 when none is.
+inline int take_pending_signal(const sigset_t& set) {
+  timespec zero{0, 0};
+  const int sig = sigtimedwait(&set, nullptr, &zero);
+  return sig > 0 ? sig : 0;
+}
+
 }  // namespace psgate

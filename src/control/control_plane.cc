@@ -218,6 +218,18 @@ Result<bool> ControlPlane::start() {
   return started;
 }
 
+void ControlPlane::withdraw_unserved_state() {
+  const std::string& path = config_.control.state;
+  if (path.empty() || state_was_read_ || cluster_ || state_writes_ != 1) return;
+  const std::string dir = rules_dir_path(path);
+  for (const JobRecord* j : state_.jobs.in_age_order())
+    if (!j->rules_file.empty()) ::unlink((dir + "/" + j->rules_file).c_str());
+  if (::unlink(path.c_str()) == 0)
+    spdlog::info("state file {} removed: this start failed before it served; the next one starts from the config",
+                 path);
+  ::rmdir(dir.c_str());  // only when empty: files set aside or not ours stay
+}
+
 std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const ControlState& state,
                                                                      PolicyState& policy_state, uint64_t now_ns) const {
   std::unordered_map<uint32_t, JobRanks> ranks;
@@ -449,6 +461,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
       unnamed_rules_files_.push_back({name, now_ns + kUnnamedRulesFileLifeNs});
     });
     persisted_text_ = std::move(text);
+    ++state_writes_;
   }
   if (!path.empty() && persisted.ok() != state_unsaved_.empty()) {
     if (persisted) {

@@ -41,6 +41,7 @@
 #include "psgate/pem_file.h"
 #include "psgate/prometheus.h"
 #include "psgate/signals.h"
+#include "psgate/units.h"
 #include "stats/metrics_server.h"
 #include "stats/stats_json.h"
 #include "stats/stats_report.h"
@@ -165,6 +166,11 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return give_up(ok.error(), ok.error().rfind("state file ", 0) == 0 ? 2 : 1);
     }
     psgate::register_telemetry(cp);
+    // A set-up step that fails from here on: the gateway never served.
+    auto give_up_unserved = [&](const std::string& why, int code) {
+      cp.withdraw_unserved_state();
+      return give_up(why, code);
+    };
 
     // Periodic report on the control thread: a summary line and the per-job table.
     const auto started = Clock::now();
@@ -180,7 +186,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // SIGHUP reads the config file again (`reload`), on the control thread:
     // this thread only takes signals, and says so through the descriptor.
     const int reload_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (reload_fd < 0) return give_up(std::string("eventfd: ") + std::strerror(errno), 1);
+    if (reload_fd < 0) return give_up_unserved(std::string("eventfd: ") + std::strerror(errno), 1);
     struct CloseReloadFd {
       int fd;
       ~CloseReloadFd() { close(fd); }
@@ -209,7 +215,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       if (!dp.any_lcore_stuck()) psgate::service::notify_watchdog();
     };
     auto server = psgate::ControlServer::start(cp, options);
-    if (!server.ok()) return give_up(server.error(), 1);
+    if (!server.ok()) return give_up_unserved(server.error(), 1);
     // GET /metrics ([metrics] listen). A port it cannot have is a set-up
     // failure like the control socket's: exit 1, naming metrics.listen.
     std::unique_ptr<psgate::MetricsServer> metrics;
@@ -218,7 +224,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
           psgate::MetricsServer::start(config.metrics, [&cp] { return psgate::render_prometheus(cp.metrics_view()); });
       if (!started_metrics.ok()) {
         server->reset();
-        return give_up(config.source + ": " + started_metrics.error(), 1);
+        return give_up_unserved(config.source + ": " + started_metrics.error(), 1);
       }
       metrics = std::move(*started_metrics);
     }
@@ -233,6 +239,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     if (auto launched = dp.start(); !launched) {
       if (metrics) metrics->stop();
       server->reset();
+      cp.withdraw_unserved_state();
       if (!dp.stop_and_drain()) {  // an lcore launched and stuck already: nothing may be freed
         cluster.reset();
         std::fflush(stdout);
@@ -271,7 +278,10 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
             spdlog::error("SIGHUP: cannot ask the control thread to reload: {}", std::strerror(errno));
           continue;
         }
-        spdlog::info("SIG{} received: stopping RX and draining queues", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        spdlog::info(
+            "SIG{} received: stopping RX and draining queues (for up to {}; a second SIGTERM or SIGINT "
+            "stops at once)",
+            sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", psgate::duration_text_exact(config.drain_timeout_ns));
         psgate::service::notify_stopping("draining queues", config.drain_timeout_ns);
         break;
       }
@@ -285,7 +295,15 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // while the lcores drain, or after they are gone.
     if (metrics) metrics->stop();
     server->reset();  // no control change after this point
-    const bool stopped = dp.stop_and_drain();
+    // A second stop signal (an operator who will not wait out a long
+    // drain_timeout) ends the drain at once; a SIGHUP meanwhile is no reload.
+    const bool stopped = dp.stop_and_drain([&] {
+      const int sig = psgate::take_pending_signal(stop_signals);
+      if (sig != SIGTERM && sig != SIGINT) return false;
+      spdlog::warn("SIG{} received while draining: stopping now; what is still queued is dropped (shutdown_flush)",
+                   sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+      return true;
+    });
     const psgate::Totals totals = cp.totals_locked(true);
     // The report file before anything goes to stdout: a stdout nobody reads
     // holds this thread at the tables below (as it would any program), and

@@ -287,7 +287,7 @@ Result<bool> Dataplane::start() {
   return true;
 }
 
-bool Dataplane::stop_and_drain() {
+bool Dataplane::stop_and_drain(const std::function<bool()>& cut_short) {
   if (!impl_->started) return true;
   DataplaneShared& shared = impl_->shared;
   impl_->watch.running.store(false, std::memory_order_release);  // lcores going offline are no stall
@@ -299,10 +299,19 @@ bool Dataplane::stop_and_drain() {
   // (af_packet's TX polls with none once its ring is full) would hold the
   // process for ever, past any stop timeout. Polled instead, up to the
   // drain timeout and a grace.
-  const uint64_t give_up = now + timeout_ticks + ticks_from_ns(kStuckLcoreGraceNs, shared.tsc_hz);
+  const uint64_t grace = ticks_from_ns(kStuckLcoreGraceNs, shared.tsc_hz);
+  uint64_t give_up = now + timeout_ticks + grace;
+  bool cut = false;
   std::string stuck;
   for (LcorePlan& plan : impl_->plans) {
     while (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING && rte_rdtsc() < give_up) {
+      if (!cut && cut_short && cut_short()) {
+        // The lcores read the deadline at every drain pass: they flush now.
+        cut = true;
+        const uint64_t at = rte_rdtsc();
+        shared.drain_deadline_tsc.store(at, std::memory_order_relaxed);
+        give_up = std::min(give_up, at + grace);
+      }
       timespec pause{0, 1'000'000};
       nanosleep(&pause, nullptr);
     }

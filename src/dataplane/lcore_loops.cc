@@ -70,7 +70,6 @@ unsigned ring_passes(const DataplaneShared& shared, const SchedContext& ctx) {
 // After RX stopped: send what is queued until empty or the drain deadline,
 // then count and free the rest.
 void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
-  const uint64_t deadline = shared.drain_deadline_tsc.load(std::memory_order_relaxed);
   for (;;) {
     // Still transmitting: still part of the teardown handshake.
     apply_links(ctx, link_check(shared, lcore_index));
@@ -87,7 +86,8 @@ void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
     bool idle = rx_done && rings_empty(ctx);
     for (EgressPort* e : ctx.egress) idle = idle && sched_idle(*e);
     if (idle) return;
-    if (rte_rdtsc() >= deadline) {
+    // Read each pass: a second stop signal moves it to now (stop_and_drain).
+    if (rte_rdtsc() >= shared.drain_deadline_tsc.load(std::memory_order_relaxed)) {
       // Every ring to its last packet before the flush counts what is left
       // (a pass takes one burst a ring; what the FIFOs cannot hold is
       // counted as queue_full). The rings' tails are final once RX is done,

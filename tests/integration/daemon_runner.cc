@@ -73,6 +73,16 @@ void DaemonFixture::start_daemon(const std::string& config, const std::vector<st
 
 bool DaemonFixture::daemon_running() const { return daemon_ && daemon_->running(); }
 
+bool DaemonFixture::wait_until_serving(const std::string& socket, double limit_s) const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+  while (daemon_running()) {
+    if (psgatectl_at(path(socket), {"health"}).status == 0) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 DaemonRun DaemonFixture::stop_daemon(double limit_s) { return wait_daemon(limit_s, true); }
 
 DaemonRun DaemonFixture::wait_daemon(double limit_s, bool terminate) {

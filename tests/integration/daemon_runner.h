@@ -43,6 +43,9 @@ class DaemonFixture {
   void start_daemon(const std::string& config, const std::vector<std::string>& args = {});
   DaemonRun stop_daemon(double limit_s = 30);
   bool daemon_running() const;
+  // Asks `health` on the daemon's control socket (a path in dir()) every
+  // 100 ms until it answers, while the daemon runs, for at most `limit_s`.
+  bool wait_until_serving(const std::string& socket = "ctl.sock", double limit_s = 30) const;
   pid_t daemon_pid() const { return daemon_ ? daemon_->pid() : -1; }
 
  private:

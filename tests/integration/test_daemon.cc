@@ -354,6 +354,45 @@ TEST_P(DaemonTest, SigtermDrainsAndExitsCleanly) {
   EXPECT_GT(stat(s, "/ports/wire/drops/queue_full"), 0u);
 }
 
+// A long drain_timeout with queues that cannot drain in it: a second
+// SIGTERM ends the drain at once (it was ignored: the operator waited out
+// the whole timeout, or sent SIGKILL and lost the final counters). What was
+// queued is counted, and the counters still add up.
+TEST_P(DaemonTest, ASecondSigtermEndsALongDrainAtOnce) {
+  Frames host_in;
+  for (int i = 0; i < 64; ++i) host_in.push_back(pkt::build_packet(from_ps(2222 + (i & 1), static_cast<uint16_t>(i))));
+  fx.write_pcap("host-in.pcap", host_in);
+  fx.write_pcap("wire-in.pcap", {pkt::build_packet(to_ps(2222, 1))});
+  ConfigOptions o = options();
+  o.jobs = kTwoJobs;
+  o.host_device_extra = ",infinite_rx=1";
+  // 100 kbit/s: the queued ~2 MB would take minutes.
+  o.wire_shaper = "rate = \"100kbit/s\"\nburst = \"2000B\"";
+  std::string config = make_config(o);
+  config.replace(config.find("drain_timeout = \"2s\""), 20, "drain_timeout = \"600s\"");
+  fx.write_file("psgate.toml", config);
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(fx.wait_until_serving()) << fx.stop_daemon().output;
+  ASSERT_EQ(::kill(fx.daemon_pid(), SIGTERM), 0);
+  // The first signal taken (the drain begun) before the second is sent.
+  bool draining = false;
+  for (int i = 0; i < 500 && !draining; ++i) {
+    std::ifstream out(fx.path("psgate.out"));
+    draining = std::string(std::istreambuf_iterator<char>(out), {}).find("SIGTERM received") != std::string::npos;
+    if (!draining) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(draining) << fx.stop_daemon().output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto second = std::chrono::steady_clock::now();
+  const DaemonRun run = fx.stop_daemon(30);  // the second SIGTERM
+  ASSERT_EQ(run.exit_status, 0) << "the drain ran on (-1: still running 30 s later): " << run.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - second, std::chrono::seconds(20));
+  EXPECT_NE(run.output.find("SIGTERM received while draining: stopping now"), std::string::npos) << run.output;
+  const auto& s = run.stats;
+  EXPECT_TRUE(s["totals"]["conserved"].get<bool>()) << s.dump(2);
+  EXPECT_GT(stat(s, "/ports/wire/drops/shutdown_flush"), 0u);
+}
+
 // A capture replayed with infinite_rx=1 that holds a record larger than the
 // mbufs: DPDK's net_pcap refuses to load it ("Invalid argument" was all the
 // operator saw); the error names the port, the mbuf size and the remedy.
@@ -532,12 +571,7 @@ TEST(DaemonConfig, ASecondGatewayOnTheSameFilePrefixIsNamed) {
   second.replace(second.find("\"ctl.sock\""), 10, "\"ctl2.sock\"");
   fx.write_file("second.toml", second);
   fx.start_daemon("psgate.toml");
-  bool up = false;
-  for (int i = 0; i < 300 && !up; ++i) {
-    up = psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(up) << fx.stop_daemon().output;
+  ASSERT_TRUE(fx.wait_until_serving()) << fx.stop_daemon().output;
   const DaemonRun run = fx.run("second.toml", {"--duration", "1"}, 30);
   EXPECT_EQ(run.exit_status, 1) << run.output;
   const size_t at = config.find("--file-prefix=") + 14;
@@ -577,12 +611,7 @@ TEST(DaemonConfig, ASignalDuringStartUpIsTakenOnceTheGatewayRuns) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_EQ(::kill(fx.daemon_pid(), SIGHUP), 0);
-  bool up = false;
-  for (int i = 0; i < 600 && !up && fx.daemon_running(); ++i) {
-    up = psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(up) << "killed by SIGHUP during start-up: " << fx.stop_daemon().output;
+  ASSERT_TRUE(fx.wait_until_serving("ctl.sock", 60)) << "killed by SIGHUP during start-up: " << fx.stop_daemon().output;
   const DaemonRun run = fx.stop_daemon();
   EXPECT_EQ(run.exit_status, 0) << run.output;
   EXPECT_NE(run.output.find("reload (SIGHUP)"), std::string::npos) << run.output;
@@ -611,12 +640,7 @@ TEST(DaemonConfig, ClosedStandardOutputsDoNotHangTheGateway) {
   const char* ctl = std::getenv("PSGATECTL_BIN");
   ASSERT_NE(ctl, nullptr);
   fx.start_daemon("psgate.toml");
-  bool up = false;
-  for (int i = 0; i < 300 && !up; ++i) {
-    up = psgatectl_at(fx.path("ctl.sock"), {"health"}).status == 0;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(up) << fx.stop_daemon().output;
+  ASSERT_TRUE(fx.wait_until_serving()) << fx.stop_daemon().output;
   ChildProcess closed({"/bin/sh", "-c", "exec \"$0\" -s ctl.sock health >&-", ctl},
                       ChildProcess::Options{fx.path("ctl.out"), "", fx.dir()});
   EXPECT_NE(closed.wait(30), 0) << closed.output();

@@ -431,7 +431,7 @@ TEST_F(MetricsTest, WhatAClientSendsIsBounded) {
   (void)unused_hello;
   // Line ends in any mix, blank lines before the request line (RFC 9112
   // 2.2), the absolute form of the target (3.2.2): all answered.
-  for (const std::string request :
+  for (const std::string& request :
        {std::string("GET /metrics HTTP/1.1\nHost: x\n\r\n"),
         std::string("\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
         "GET http://127.0.0.1:" + std::to_string(port) + "/metrics HTTP/1.1\r\nHost: x\r\n\r\n"}) {

@@ -5,9 +5,12 @@
 // state path that is a directory is refused at start; SIGKILL in a stream of
 // changes leaves on disk the last change acknowledged (or the one in flight).
 // The filesystem cases mount a small tmpfs and need root: they skip without.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,12 +68,7 @@ class StateTest : public ::testing::Test {
   }
   bool start() {
     fx.start_daemon("psgate.toml");
-    for (int i = 0; i < 300; ++i) {
-      if (ctl({"health"}).status == 0) return true;
-      if (!fx.daemon_running()) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
+    return fx.wait_until_serving();
   }
   CtlResult ctl(std::vector<std::string> args) const { return psgatectl_at(fx.path("ctl.sock"), std::move(args)); }
   json ctl_json(std::vector<std::string> args) const { return psgatectl_json(fx.path("ctl.sock"), std::move(args)); }
@@ -392,8 +390,46 @@ TEST_F(StateTest, AStateDirectoryRemovedWhileRunningIsWrittenWholeAgain) {
   EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 3}));
   const json jobs = ctl_json({"jobs", "list"})["jobs"];
   for (const json& j : jobs) {
-    if (j["id"] == 3) EXPECT_EQ(j["rank"], 0) << "the rank given after the removal was lost: " << jobs.dump();
+    if (j["id"] == 3) {
+      EXPECT_EQ(j["rank"], 0) << "the rank given after the removal was lost: " << jobs.dump();
+    }
   }
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+}
+
+// A start that fails once its state file is written (here the metrics port
+// is taken) served nobody: the file it wrote from the config goes again, so
+// that the next start takes the config's [[jobs]], edited meanwhile, rather
+// than that file's copy of the old ones.
+TEST_F(StateTest, AStartThatFailsLeavesNoStateFileOfItsOwn) {
+  write_setup("state.json");
+  const int taken = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string metrics = "[metrics]\nlisten = \"127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "\"\n";
+  std::string config = atomic_config(fx, "state.json") + metrics;
+  fx.write_file("psgate.toml", config);
+  const DaemonRun failed = fx.run("psgate.toml", {}, 60);
+  ::close(taken);
+  ASSERT_EQ(failed.exit_status, 1) << failed.output;
+  EXPECT_NE(failed.output.find("metrics"), std::string::npos) << failed.output;
+  EXPECT_FALSE(std::filesystem::exists(fx.path("state.json"))) << failed.output;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(fx.path("state.json.rules"), ec)) {
+    ADD_FAILURE() << entry.path() << " left behind";
+  }
+
+  // The operator fixes the port and edits a job: the next start runs it.
+  config.replace(config.find("id = 2\nname = \"two\""), 19, "id = 7\nname = \"new\"");
+  fx.write_file("psgate.toml", config.substr(0, config.find("[metrics]")));
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 7}));
   EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
