@@ -169,12 +169,15 @@ inline constexpr size_t kMaxNameBytes = 64;
 
 inline constexpr std::string_view kInvisibleNameProblem =
     "must not contain invisible characters (zero-width, soft hyphen, BOM)";
+inline constexpr std::string_view kLineSeparatorNameProblem =
+    "must not contain line or paragraph separators (U+2028, U+2029)";
 
 // Why `name` cannot be a job name, or empty when it can. A name is shown in
 // reports, logs and terminals, so it must be what it looks like: 1..64 bytes
 // of valid UTF-8 (decode_utf8), no C0 or C1 control characters or DEL, no
 // bidirectional controls and no invisible characters (is_invisible_char),
-// which can make a name display as another. The config loader and the
+// which can make a name display as another, and no line or paragraph
+// separator, which breaks a report's line (or shows as nothing). The config loader and the
 // control protocol share this rule.
 inline std::string name_problem(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return "must be 1..64 bytes";
@@ -184,17 +187,20 @@ inline std::string name_problem(std::string_view name) {
     if (is_control_char(cp->value)) return "must not contain control characters";
     if (is_bidi_control(cp->value)) return "must not contain bidirectional control characters";
     if (is_invisible_char(cp->value)) return std::string(kInvisibleNameProblem);
+    if (cp->value == 0x2028 || cp->value == 0x2029) return std::string(kLineSeparatorNameProblem);
     name.remove_prefix(cp->length);
   }
   return {};
 }
 
-// A name stored by a version that allowed invisible characters (the state
-// file, a cluster store's job document): read with them shown escaped
-// ("job\\u200b"), so that the job still loads and its name is what it looks
-// like. Any other name is returned as it is, for the usual check to judge.
+// A name stored by a version that allowed invisible characters or line
+// separators (the state file, a cluster store's job document): read with
+// them shown escaped ("job\\u200b"), so that the job still loads and its
+// name is what it looks like. Any other name is returned as it is, for the
+// usual check to judge.
 inline std::string stored_name(std::string_view name) {
-  if (name_problem(name) != kInvisibleNameProblem) return std::string(name);
+  const std::string problem = name_problem(name);
+  if (problem != kInvisibleNameProblem && problem != kLineSeparatorNameProblem) return std::string(name);
   std::string shown = escape_control_chars(name);
   return name_problem(shown).empty() ? shown : std::string(name);
 }

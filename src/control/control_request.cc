@@ -286,7 +286,7 @@ Parsed progress(const json& req, unsigned) {
   out.id = *id;
   if (auto f = req.find("fraction"); f != req.end()) {
     if (!f->is_number()) return fail<ControlRequest>("\"fraction\" must be a number between 0 and 1");
-    out.fraction = f->get<double>();
+    out.fraction = f->get<double>() + 0.0;  // -0.0 is 0 (it was shown as "-0.0%")
   }
   if (req.contains("iteration")) {
     auto it = arg_uint(req, "iteration", UINT64_MAX);

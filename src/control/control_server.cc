@@ -338,6 +338,10 @@ void ControlServer::run() {
     return true;
   };
   uint64_t stalled_clients = 0;  // for the log: how many were disconnected since start
+  // Said at most once a second: a flood of clients that never read (a
+  // script's loop) would otherwise write a line per client.
+  uint64_t stalled_logged_ns = 0;
+  uint64_t stalled_unsaid = 0;
   // The control plane's periodic work (policy re-ranks, state file retries,
   // the cluster's views, reports) may throw as a request may: a thread that
   // cannot be started, memory that cannot be had. It must cost that step,
@@ -432,8 +436,15 @@ void ControlServer::run() {
         for (int cfd : stalled) {
           ++stalled_clients;
           auto it = conns.find(cfd);
-          spdlog::warn("control: a client left {} KiB of replies unread for {} s; disconnected ({} since start)",
-                       it->second.out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_clients);
+          if (stalled_logged_ns == 0 || now - stalled_logged_ns >= 1'000'000'000) {
+            spdlog::warn("control: a client left {} KiB of replies unread for {} s; disconnected ({} since start{})",
+                         it->second.out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_clients,
+                         stalled_unsaid ? fmt::format(", {} not logged since the last such line", stalled_unsaid) : "");
+            stalled_logged_ns = now;
+            stalled_unsaid = 0;
+          } else {
+            ++stalled_unsaid;
+          }
           close_conn(cfd);
         }
         // A client whose replies went partly out before the total crossed the

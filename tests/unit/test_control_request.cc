@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -198,6 +199,14 @@ TEST(ControlRequest, GoodRequestsParseToTypedValues) {
          EXPECT_EQ(q.fraction, std::optional<double>(1.0));
          EXPECT_EQ(q.iteration, std::optional<uint64_t>(UINT64_MAX));
          EXPECT_EQ(q.batch, std::optional<uint64_t>(0));
+       }},
+      // -0.0 is 0: it was stored as such and shown as "-0.0%".
+      {R"({"cmd":"progress","job":3,"fraction":-0.0})", kClasses,
+       [](auto& r, auto& l) {
+         const auto& q = as<ProgressRequest>(r, l);
+         ASSERT_TRUE(q.fraction);
+         EXPECT_EQ(*q.fraction, 0.0);
+         EXPECT_FALSE(std::signbit(*q.fraction));
        }},
       {R"({"cmd":"progress","job":3,"batch":12})", kClasses,
        [](auto& r, auto& l) { EXPECT_EQ(as<ProgressRequest>(r, l).batch, std::optional<uint64_t>(12)); }},
@@ -615,6 +624,15 @@ TEST(NameRule, PrintableUtf8WithoutBidiControls) {
                                 "j\xe2\x80\x8dob"})
     EXPECT_EQ(name_problem(invisible), "must not contain invisible characters (zero-width, soft hyphen, BOM)")
         << invisible;
+  // A line or paragraph separator ends a report's line, or shows as nothing.
+  for (const char* separator : {"job\xe2\x80\xa8",
+                                "jo\xe2\x80\xa9"
+                                "b"})
+    EXPECT_EQ(name_problem(separator), "must not contain line or paragraph separators (U+2028, U+2029)") << separator;
+  // One an older version took (a state file, a job document) loads, shown escaped.
+  EXPECT_EQ(stored_name("job\xe2\x80\xa8"), "job\\u2028");
+  EXPECT_EQ(stored_name("job\xe2\x80\x8b"), "job\\u200b");
+  EXPECT_EQ(stored_name("job\x01"), "job\x01") << "other problems are left for the check to refuse";
 }
 
 // The one escaping for text on a terminal: errors, and the daemon's error
