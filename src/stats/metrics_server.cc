@@ -246,10 +246,23 @@ void MetricsServer::run() {
     const size_t sp1 = line.find(' ');
     const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
     auto shared = [](std::string text) { return std::make_shared<const std::string>(std::move(text)); };
-    if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/", 0) != 0)
+    // HTTP-version is "HTTP/" DIGIT "." DIGIT (RFC 9112 2.3); a major
+    // version other than 1 (0.9 has no version token, 2 a preface of its
+    // own) is one this server does not speak: 505, not a 1.1 answer.
+    const std::string_view version = sp2 == std::string_view::npos ? std::string_view() : line.substr(sp2 + 1);
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !digit(version[5]) || version[6] != '.' ||
+        !digit(version[7]))
       return shared(error_reply(400, "Bad Request", true));
+    if (version[5] != '1') return shared(error_reply(505, "HTTP Version Not Supported", true));
     const std::string_view method = line.substr(0, sp1);
     std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    // OPTIONS: what may be asked, of the server ("*", RFC 9110 9.3.7) or of
+    // /metrics; "*" is no target for any other method.
+    const std::string allow = "Allow: GET, HEAD, OPTIONS\r\n";
+    if (path == "*" && method != "OPTIONS") return shared(error_reply(400, "Bad Request", true));
+    if (method == "OPTIONS" && (path == "*" || path.substr(0, path.find('?')) == "/metrics"))
+      return shared(reply_text(200, "OK", "text/plain; charset=utf-8", "", false, allow));
     // The absolute form (RFC 9112 3.2.2: "http://host:port/metrics"), which
     // a server must accept: its path.
     for (std::string_view scheme : {"http://", "https://"}) {
@@ -261,8 +274,7 @@ void MetricsServer::run() {
     path = path.substr(0, path.find('?'));
     const bool head_only = method == "HEAD";
     if (path != "/metrics") return shared(error_reply(404, "Not Found", !head_only));
-    if (method != "GET" && !head_only)
-      return shared(error_reply(405, "Method Not Allowed", true, "Allow: GET, HEAD\r\n"));
+    if (method != "GET" && !head_only) return shared(error_reply(405, "Method Not Allowed", true, allow));
     try {
       const auto now = SteadyClock::now();
       if (!page || now - page_at >= kPageReuse) {

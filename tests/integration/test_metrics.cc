@@ -415,7 +415,7 @@ TEST_F(MetricsTest, WhatAClientSendsIsBounded) {
   auto [chunked, took2] =
       send_and_read(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4000000\r\n", kLots);
   EXPECT_EQ(chunked.rfind("HTTP/1.1 405", 0), 0u) << chunked.substr(0, 200);
-  EXPECT_NE(chunked.find("Allow: GET, HEAD"), std::string::npos) << chunked.substr(0, 200);
+  EXPECT_NE(chunked.find("Allow: GET, HEAD, OPTIONS"), std::string::npos) << chunked.substr(0, 200);
   EXPECT_LT(took2, 16u << 20) << "the server read a body it does not use";
 
   auto [garbage, took3] = send_and_read(port, "\x16\x03\x01 not http\r\n\r\n", 0);
@@ -437,6 +437,27 @@ TEST_F(MetricsTest, WhatAClientSendsIsBounded) {
         "GET http://127.0.0.1:" + std::to_string(port) + "/metrics HTTP/1.1\r\nHost: x\r\n\r\n"}) {
     auto [reply, unused_reply] = send_and_read(port, request, 0);
     EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << request << ": " << reply.substr(0, 200);
+    (void)unused_reply;
+  }
+
+  // A version this server does not speak is refused as such (505), and a
+  // malformed one is a bad request: neither gets a 1.1 page. OPTIONS says
+  // what may be asked.
+  for (const auto& [request, status] :
+       std::vector<std::pair<std::string, std::string>>{{"GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", "505"},
+                                                        {"GET /metrics HTTP/0.9\r\nHost: x\r\n\r\n", "505"},
+                                                        {"GET /metrics HTTP/1\r\nHost: x\r\n\r\n", "400"},
+                                                        {"GET /metrics HTTP/1.1x\r\nHost: x\r\n\r\n", "400"},
+                                                        {"GET /metrics HTTP/1.0\r\n\r\n", "200"},
+                                                        {"GET * HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
+                                                        {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "200"},
+                                                        {"OPTIONS /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200"}}) {
+    auto [reply, unused_reply] = send_and_read(port, request, 0);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 " + status, 0), 0u) << request << ": " << reply.substr(0, 200);
+    if (request.rfind("OPTIONS", 0) == 0) {
+      EXPECT_NE(reply.find("Allow: GET, HEAD, OPTIONS"), std::string::npos) << reply;
+      EXPECT_EQ(reply.find("psgate_build_info"), std::string::npos) << "OPTIONS has no page";
+    }
     (void)unused_reply;
   }
 
