@@ -118,11 +118,37 @@ std::optional<std::pair<uint64_t, uint64_t>> directory_id(const std::string& dir
 
 }  // namespace
 
+namespace {
+
+// Cluster mode: a state file that does not load here (more jobs than
+// dataplane.max_jobs now allows, a corrupt copy) is this host's copy, not
+// the authority, and must not keep the gateway from following the store
+// (exit 2, restarted for ever). It is renamed aside, kept for a look, and
+// the gateway starts as without one: its rules files are set aside by
+// start() as no state names them. True when it was.
+bool set_aside_unloadable_state(const std::string& path, const std::string& why) {
+  char stamp[32] = "";
+  const time_t now = time(nullptr);
+  tm utc{};
+  strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
+  const std::string aside = path + ".unloadable-" + stamp;
+  if (::rename(path.c_str(), aside.c_str()) != 0) return false;
+  spdlog::error(
+      "state file {} does not load ({}); cluster mode: renamed to {}, starting without it and following "
+      "the store",
+      path, why, aside);
+  return true;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane, const ConfigSpec& config) {
   using R = Result<std::unique_ptr<ControlPlane>>;
   auto usable = check_state_path(config.control.state);
   if (!usable) return R::failure(usable.error());
   auto saved = read_state_file(config.control.state, config.max_jobs, config.class_count);
+  if (!saved && config.cluster && set_aside_unloadable_state(config.control.state, saved.error()))
+    saved = std::optional<SavedState>{};
   if (!saved) return R::failure(saved.error());
   if (!*saved) {
     auto jobs = JobRegistry::from_config(config);
@@ -140,7 +166,11 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   // fit (a new depth with its new ECN threshold).
   const std::vector<std::string> from_file =
       take_file_changes(s, FileSettings{config.policy, compile_ports(config)}, config);
-  if (auto valid = check_saved_state(s, config); !valid) return R::failure(valid.error());
+  if (auto valid = check_saved_state(s, config); !valid) {
+    if (!config.cluster || !set_aside_unloadable_state(config.control.state, valid.error()))
+      return R::failure(valid.error());
+    return create(dataplane, config);  // as without a state file now
+  }
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
