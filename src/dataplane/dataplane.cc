@@ -34,6 +34,7 @@ Dataplane::Impl::~Impl() {
       rte_eth_dev_close(port);
     }
   }
+  restore_kernel_ifaces(iface_changes);
   // Snapshots hold ACL contexts; free them before the EAL goes away.
   publisher.reset();
   rx.clear();
@@ -122,7 +123,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   }
   for (unsigned p = 0; p < kPortCount; ++p) {
     bool config_error = false;
-    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool, &config_error);
+    auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool, d->iface_changes,
+                              &config_error);
     d->ports_started = true;
     // "<config>: <key>: ..." is a configuration error (exit 2: a restart
     // cannot mend it), as main() tells them apart.

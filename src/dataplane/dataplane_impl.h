@@ -15,6 +15,7 @@
 
 #include "dataplane/lcore_context.h"
 #include "dataplane/lcore_counters_memory.h"
+#include "dataplane/ports.h"
 #include "psgate/dataplane.h"
 #include "psgate/frame_plan.h"
 
@@ -84,6 +85,8 @@ struct Dataplane::Impl {
   bool started = false;
   bool ports_started = false;
   unsigned n_rx = 1;  // RX queues per port (re-probing sets the same up)
+  // What the ports changed on their kernel interfaces: put back at exit.
+  std::vector<KernelIfaceChange> iface_changes;
   std::array<PortWatch, kPortCount> links;
   LcoreWatch watch;
   std::mutex link_mutex;  // control thread and the interrupt thread (LSC); never a data lcore

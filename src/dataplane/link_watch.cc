@@ -166,7 +166,7 @@ bool reattach(Dataplane::Impl& d, unsigned p) {
     return fail(std::string("probe failed: ") + std::strerror(-rc));
   auto port = find_port(kPortNames[p], device);
   if (!port.ok()) return fail(port.error());
-  auto started = start_port(kPortNames[p], *port, port_spec(d, p), d.frames, d.n_rx, 1, d.pool);
+  auto started = start_port(kPortNames[p], *port, port_spec(d, p), d.frames, d.n_rx, 1, d.pool, d.iface_changes);
   if (!started.ok()) {
     rte_eth_dev_close(*port);
     rte_eal_hotplug_remove("vdev", name.c_str());

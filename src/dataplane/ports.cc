@@ -156,7 +156,8 @@ namespace {
 // merged far past the MTU (physical NICs ship with GRO on), each dropped as
 // oversize, and a connection through psgate stalls. A bump in the wire
 // forwards frames as they came, so they are turned off, as the MTU is set.
-void merging_offloads_off(const std::string& role, const std::string& iface) {
+// Records in `change` which it turned off.
+void merging_offloads_off(const std::string& role, const std::string& iface, KernelIfaceChange& change) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     spdlog::warn("port {}: cannot check GRO and LRO on {} ({}): merged TCP segments would be dropped as oversize", role,
@@ -169,27 +170,81 @@ void merging_offloads_off(const std::string& role, const std::string& iface) {
     ifr.ifr_data = reinterpret_cast<char*>(&v);
     return ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
   };
-  auto turn_off = [&](const char* name, uint32_t get, uint32_t set, uint32_t mask, const char* ethtool) {
+  auto turn_off = [&](const char* name, uint32_t get, uint32_t set, uint32_t mask, const char* ethtool, bool& was_on) {
     ethtool_value now{get, 0};
     if (!call(now) || (now.data & mask) == 0) return;
     ethtool_value off{set, mask == ~0u ? 0 : now.data & ~mask};
-    if (call(off))
-      spdlog::info("port {}: {} turned off on {} (frames it merges would exceed the MTU)", role, name, iface);
-    else
+    if (call(off)) {
+      was_on = true;
+      spdlog::info("port {}: {} turned off on {} (frames it merges would exceed the MTU; on again at exit)", role, name,
+                   iface);
+    } else {
       spdlog::warn(
           "port {}: {} is on on {} and could not be turned off ({}): TCP segments it merges are dropped as oversize; "
           "ethtool -K {} {} off",
           role, name, iface, std::strerror(errno), iface, ethtool);
+    }
   };
-  turn_off("GRO", ETHTOOL_GGRO, ETHTOOL_SGRO, ~0u, "gro");
-  turn_off("LRO", ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_LRO, "lro");
+  turn_off("GRO", ETHTOOL_GGRO, ETHTOOL_SGRO, ~0u, "gro", change.gro);
+  turn_off("LRO", ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_LRO, "lro", change.lro);
   ::close(fd);
+}
+
+// The kernel interface's MTU, or 0 when it cannot be read.
+uint32_t kernel_mtu(const std::string& iface) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
+  const bool ok = ::ioctl(fd, SIOCGIFMTU, &ifr) == 0;
+  ::close(fd);
+  return ok && ifr.ifr_mtu > 0 ? static_cast<uint32_t>(ifr.ifr_mtu) : 0;
 }
 
 }  // namespace
 
+void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  for (const KernelIfaceChange& c : changes) {
+    if (if_nametoindex(c.iface.c_str()) == 0) continue;  // gone: nothing to put back
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", c.iface.c_str());
+    std::string put_back, failed;
+    auto note = [&](bool ok, const std::string& what) {
+      std::string& list = ok ? put_back : failed;
+      list += (list.empty() ? "" : ", ") + what;
+    };
+    if (c.mtu != 0) {
+      ifr.ifr_mtu = static_cast<int>(c.mtu);
+      note(::ioctl(fd, SIOCSIFMTU, &ifr) == 0, "MTU " + std::to_string(c.mtu));
+    }
+    if (c.gro) {
+      ethtool_value on{ETHTOOL_SGRO, 1};
+      ifr.ifr_data = reinterpret_cast<char*>(&on);
+      note(::ioctl(fd, SIOCETHTOOL, &ifr) == 0, "GRO on");
+    }
+    if (c.lro) {
+      ethtool_value flags{ETHTOOL_GFLAGS, 0};
+      ifr.ifr_data = reinterpret_cast<char*>(&flags);
+      bool ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+      if (ok) {
+        ethtool_value on{ETHTOOL_SFLAGS, flags.data | ETH_FLAG_LRO};
+        ifr.ifr_data = reinterpret_cast<char*>(&on);
+        ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+      }
+      note(ok, "LRO on");
+    }
+    if (!put_back.empty()) spdlog::info("port {}: {} as before psgate: {}", c.role, c.iface, put_back);
+    if (!failed.empty())
+      spdlog::warn("port {}: could not put back on {}: {} ({})", c.role, c.iface, failed, std::strerror(errno));
+  }
+  ::close(fd);
+}
+
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
-                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, bool* config_error) {
+                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, std::vector<KernelIfaceChange>& changes,
+                        bool* config_error) {
   auto fail = [&](const std::string& what, int rc) {
     return Result<bool>::failure("port " + role + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
   };
@@ -238,6 +293,12 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   // polls the others).
   if (info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) conf.intr_conf.lsc = 1;
   if (int rc = rte_eth_dev_configure(port_id, nb_rxq, nb_txq, &conf); rc != 0) return fail("configure failed", rc);
+  // af_packet's interface is the kernel's: what is changed on it below is
+  // recorded (once per interface) and put back at exit.
+  const bool af_packet = std::string_view(info.driver_name ? info.driver_name : "") == "net_af_packet";
+  const std::string iface = af_packet ? devarg_text(spec.device, "iface") : "";
+  KernelIfaceChange change{role, iface};
+  const uint32_t mtu_before = af_packet ? kernel_mtu(iface) : 0;
   if (device_takes_mtu) {
     // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);
     // the others read the configured rxmode.mtu when they start.
@@ -283,8 +344,13 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     if (int rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, socket, nullptr); rc != 0)
       return fail("TX queue " + std::to_string(q) + " setup failed", rc);
   }
-  if (std::string(info.driver_name ? info.driver_name : "") == "net_af_packet")
-    merging_offloads_off(role, devarg_text(spec.device, "iface"));
+  if (af_packet) {
+    merging_offloads_off(role, iface, change);
+    if (mtu_before != 0 && kernel_mtu(iface) != mtu_before) change.mtu = mtu_before;
+    const bool recorded =
+        std::any_of(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
+    if (!recorded && (change.mtu || change.gro || change.lro)) changes.push_back(change);
+  }
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
   // A bump in the wire forwards frames for every MAC address.
   if (int rc = rte_eth_promiscuous_enable(port_id); rc != 0 && rc != -ENOTSUP) {

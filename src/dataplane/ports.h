@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <rte_mempool.h>
 
@@ -26,13 +27,29 @@ Result<uint16_t> find_port(const std::string& role, const std::string& device);
 // its device info and what psgate knows of its driver.
 Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, const PortSpec& spec);
 
+// What start_port changed on an af_packet port's kernel interface, to be put
+// back when psgate stops: the interface is the host's, and stays in use
+// (by the kernel, by a psgate started later) after this one exits.
+struct KernelIfaceChange {
+  std::string role;   // the port's: "wire" or "host"
+  std::string iface;  // the kernel interface
+  uint32_t mtu = 0;   // its MTU before psgate set it; 0: left as it was
+  bool gro = false;   // GRO turned off by psgate
+  bool lro = false;   // LRO turned off by psgate
+};
+// Puts back what `changes` record (an interface that is gone is skipped).
+void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);
+
 // Configures the MTU and the offloads of `frames`, nb_rxq RX queues (RSS
 // across them when the device supports it) and nb_txq TX queues,
 // promiscuous mode, and starts the port. `config_error`, if given, is set
 // when the failure is the configuration's (more queues than the device has
 // for lcores.data): its message then names the key, and a restart cannot
-// mend it.
+// mend it. What it changes on a kernel interface is added to `changes`,
+// once per interface (a port started again after its interface came back
+// keeps the first record: the settings before psgate).
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
-                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, bool* config_error = nullptr);
+                        unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, std::vector<KernelIfaceChange>& changes,
+                        bool* config_error = nullptr);
 
 }  // namespace psgate

@@ -463,7 +463,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
       }));
   app.add_option("--timeout", g.timeout,
                  "How long to wait for the daemon to accept and answer a request,\n"
-                 "e.g. 500ms, 10s (default 5s, at most 86400s)")
+                 "e.g. 500ms, 10s (default 5s, at most 86400s; rounded up to whole ms)")
       ->type_name("DURATION")
       ->check(duration())
       ->check(check([](const std::string& s) -> std::string {

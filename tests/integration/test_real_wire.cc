@@ -347,16 +347,25 @@ TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   // (that failed the start with ENOMEM).
   // With GRO on (as physical NICs ship), the kernel would hand psgate TCP
   // segments merged past the MTU, each dropped as oversize: psgate turns it
-  // off on its af_packet interfaces, as it sets their MTU.
+  // off on its af_packet interfaces, as it sets their MTU. Both are the
+  // host's: at exit they are as psgate found them (they stayed changed).
   ASSERT_EQ(shell("ip netns exec " + ns + " ethtool -K mt2 gro on").first, 0);
   ASSERT_NE(shell("ip netns exec " + ns + " ethtool -k mt2").second.find("generic-receive-offload: on"),
             std::string::npos);
+  ASSERT_EQ(shell("ip -n " + ns + " link set dev mt0 mtu 1400").first, 0);
   fx.write_file("odd.toml", config(1500, ",framesz=2096"));
-  auto [status3, out3] = shell(run + fx.path("odd.toml") + " --duration 1");
+  const std::string watch = "ip netns exec " + ns + " sh -c 'for i in $(seq 100); do ethtool -k mt2 | grep -q " +
+                            "\"generic-receive-offload: off\" && ip link show mt0 | grep -q \"mtu 1500\" && " +
+                            "echo seen && exit 0; sleep 0.02; done; exit 1' & ";
+  auto [status3, out3] = shell("(" + watch + run + fx.path("odd.toml") + " --duration 1; s=$?; wait; exit $s)");
   EXPECT_EQ(status3, 0) << out3;
+  EXPECT_NE(out3.find("seen"), std::string::npos) << "GRO off and MTU 1500 while psgate ran: " << out3;
   EXPECT_NE(out3.find("GRO turned off on mt2"), std::string::npos) << out3;
-  EXPECT_NE(shell("ip netns exec " + ns + " ethtool -k mt2").second.find("generic-receive-offload: off"),
+  EXPECT_NE(out3.find("port host: mt2 as before psgate: GRO on"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("port wire: mt0 as before psgate: MTU 1400"), std::string::npos) << out3;
+  EXPECT_NE(shell("ip netns exec " + ns + " ethtool -k mt2").second.find("generic-receive-offload: on"),
             std::string::npos);
+  EXPECT_NE(shell("ip -n " + ns + " link show mt0").second.find("mtu 1400"), std::string::npos);
 }
 
 }  // namespace
