@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -231,10 +232,23 @@ inline int read_text_fd(int fd, std::string& text, size_t max_bytes) {
   }
 }
 
+// Why read_text_file failed with `err`, in words.
+inline std::string read_text_error(int err) {
+  return err == ESPIPE ? std::string("a FIFO or socket, not a regular file") : std::string(std::strerror(err));
+}
+
 // read_text_fd for a path, opened and closed here.
 inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Not blocking: a FIFO's open waits for a writer, for good if none comes
+  // (psgate, whose stop signals are blocked then, could only be killed). A
+  // FIFO or socket is refused with ESPIPE (read_text_error says so).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    ::close(fd);
+    return ESPIPE;
+  }
   const int err = read_text_fd(fd, text, max_bytes);
   ::close(fd);
   return err;

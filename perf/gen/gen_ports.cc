@@ -45,6 +45,25 @@ Result<uint16_t> resolve_port(const std::string& spec) {
   return id;
 }
 
+std::string vdevs_not_created(const std::vector<std::string>& eal_args) {
+  std::string missing;
+  for (size_t i = 0; i < eal_args.size(); ++i) {
+    std::string spec;
+    if (eal_args[i].rfind("--vdev=", 0) == 0) {
+      spec = eal_args[i].substr(7);
+    } else if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) {
+      spec = eal_args[++i];
+    } else {
+      continue;
+    }
+    const std::string name = spec.substr(0, spec.find(','));
+    uint16_t id = 0;
+    if (name.rfind("net_", 0) == 0 && rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0)
+      missing += (missing.empty() ? "" : ", ") + name;
+  }
+  return missing;
+}
+
 Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   auto fail = [&](const std::string& what, int rc) {
     return Result<bool>::failure(port_label(port) + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "psgate/result.h"
 
@@ -16,6 +17,12 @@ namespace psgate::gen {
 
 // "0" or "net_memif0": a port id or the DPDK device name.
 Result<uint16_t> resolve_port(const std::string& spec);
+
+// The network devices (--vdev=net_...) of `eal_args` that EAL did not make
+// a port of, their driver having refused them (a capture it cannot read):
+// EAL logs it and goes on, and the port ids of the rest shift, so that the
+// run would use other devices than the ones given. Comma-separated, or "".
+std::string vdevs_not_created(const std::vector<std::string>& eal_args);
 
 Result<bool> configure_port(uint16_t port, rte_mempool* pool);
 

@@ -152,6 +152,8 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   }
   const bool split = workers.size() >= 2 && !opt.single_lcore;
 
+  if (const std::string missing = vdevs_not_created(eal_args); !missing.empty())
+    return fail("virtual device(s) " + missing + " not created (their driver refused them: see EAL's messages above)");
   auto host = resolve_port(profile.host_port);
   if (!host.ok()) return fail("host-side port: " + host.error());
   auto wire = resolve_port(profile.wire_port);

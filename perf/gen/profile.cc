@@ -287,6 +287,10 @@ class Parser : TomlReader {
       return set_error(path + ".count", "ps port " + std::to_string(j.ps_port) + " + " + std::to_string(count) +
                                             " copies exceeds 65535");
     }
+    if (count > 1 && uint64_t{j.id} + count - 1 > UINT32_MAX) {
+      return set_error(path + ".count",
+                       "job id " + std::to_string(j.id) + " + " + std::to_string(count) + " copies exceeds 4294967295");
+    }
     if (p.jobs.size() + count > kMaxJobs) return set_error(path + ".count", "more than 32768 jobs in total");
     for (uint64_t k = 0; k < count; ++k) {
       JobProfile c = j;
@@ -416,9 +420,14 @@ Result<bool> add_override(toml::table& table, std::string_view assignment) {
   const std::string key(assignment.substr(0, eq));
   const std::string value(assignment.substr(eq + 1));
   toml::table one;
+  // Bounded as a profile is (a dotted key of 50,000 parts in an inline
+  // table overflowed toml++'s stack): such a value is taken as a string.
+  const std::string text = "v = " + value;
   try {
-    toml::table t = toml::parse("v = " + value);
-    if (const toml::node* n = t.get("v"); n && !n->is_table() && !n->is_array()) one.insert_or_assign(key, *n);
+    if (line_of_overlong_key(text) == 0) {
+      toml::table t = toml::parse(text);
+      if (const toml::node* n = t.get("v"); n && !n->is_table() && !n->is_array()) one.insert_or_assign(key, *n);
+    }
   } catch (const toml::parse_error&) {
   }
   if (one.empty()) one.insert_or_assign(key, value);
@@ -443,7 +452,7 @@ Result<Profile> parse_profile_text(std::string_view text, const toml::table& job
 Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides) {
   std::string text;
   if (const int err = read_text_file(path, text, kMaxConfigFileBytes)) {
-    return Result<Profile>::failure(path + ": cannot read profile: " + std::strerror(err));
+    return Result<Profile>::failure(path + ": cannot read profile: " + read_text_error(err));
   }
   return parse_profile_text(text, job_overrides, path);
 }

@@ -16,10 +16,12 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
@@ -185,6 +187,23 @@ class Parser : TomlReader {
     if (dev_name.find_first_of(" \t") != std::string::npos || dev->back() == ' ' || dev->back() == '\t')
       return fail(key_path(path, "device"),
                   toml_quote(*dev) + ": a device name holds no spaces (and nothing ends in one)");
+    // net_pcap opens its captures as EAL starts, with psgate's stop signals
+    // blocked: a FIFO there waits for its other end, and only SIGKILL ended
+    // psgate meanwhile.
+    if (dev_name.rfind("net_pcap", 0) == 0) {
+      for (size_t at = dev->find(','); at != std::string::npos;) {
+        const size_t next = dev->find(',', at + 1);
+        const std::string arg = dev->substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+        at = next;
+        const size_t eq = arg.find('=');
+        if (eq == std::string::npos || (arg.substr(0, eq) != "rx_pcap" && arg.substr(0, eq) != "tx_pcap")) continue;
+        struct stat st {};
+        if (::stat(arg.substr(eq + 1).c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+          return fail(key_path(path, "device"), arg.substr(0, eq) + " " + arg.substr(eq + 1) +
+                                                    " is a FIFO: net_pcap would wait for its other end before psgate "
+                                                    "could start or stop; give a regular file");
+      }
+    }
     port.device = *dev;
     for (auto [key, field] : {std::pair{"rx_desc", &port.rx_desc}, {"tx_desc", &port.tx_desc}}) {
       if (!integer(*t, key, path, 64, 16384, *field)) return false;
@@ -539,9 +558,17 @@ class Parser : TomlReader {
     if (failed()) return false;
     // One file cannot be both: the socket's start replaces a stale socket
     // there, and the state file is rewritten in place of whatever is there.
-    if (!c.control.state.empty() && std::filesystem::path(c.control.state).lexically_normal() ==
-                                        std::filesystem::path(c.control.socket).lexically_normal())
-      return fail("control.state", "must not be the control socket's path");
+    // Compared as the files they name: a relative path is the working
+    // directory's, and a directory may be reached through a link.
+    auto file_of = [](const std::string& p) {
+      std::error_code ec;
+      std::filesystem::path abs = std::filesystem::absolute(p, ec);
+      if (ec) return std::filesystem::path(p).lexically_normal();
+      std::filesystem::path real = std::filesystem::weakly_canonical(abs, ec);
+      return ec ? abs.lexically_normal() : real;
+    };
+    if (!c.control.state.empty() && file_of(c.control.state) == file_of(c.control.socket))
+      return fail("control.state", "must not be the control socket's path (" + c.control.socket + ")");
     return !failed();
   }
 
@@ -679,7 +706,7 @@ Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view sou
 std::string config_read_error(const std::string& path, int err) {
   if (err == EFBIG)
     return path + ": cannot read config: more than " + std::to_string(kMaxConfigFileBytes >> 20) + " MiB";
-  return path + ": cannot read config: " + std::strerror(err);  // e.g. EISDIR
+  return path + ": cannot read config: " + read_text_error(err);  // e.g. EISDIR
 }
 
 Result<ConfigSpec> load_config_file(const std::string& path) {

@@ -33,6 +33,73 @@ bool has_control_char(std::string_view s) {
 
 }  // namespace
 
+// toml++'s limit of 256 is for nested values: a header of 50,000 parts
+// overflowed the stack, and a reload of such a file killed the running
+// gateway. No psgate key has more than a few parts. Dots are counted
+// outside strings and comments, between the characters that end a key (=,
+// a bracket or brace, a comma, a line end): a value outside a string has at
+// most one (a float, a time).
+size_t line_of_overlong_key(std::string_view t) {
+  size_t line = 1;
+  unsigned dots = 0;
+  const size_t n = t.size();
+  // Past a string that starts at i (quote q, multi-line when tripled),
+  // counting the lines it spans; returns the index of its last character.
+  auto skip_string = [&](size_t i, char q) {
+    const bool multi = t.compare(i, 3, std::string(3, q)) == 0;
+    size_t j = i + (multi ? 3 : 1);
+    while (j < n) {
+      const char c = t[j];
+      if (q == '"' && c == '\\') {
+        if (j + 1 < n && t[j + 1] == '\n') ++line;
+        j += 2;
+        continue;
+      }
+      if (c == '\n') {
+        if (!multi) return j - 1;  // unterminated: the parser says so
+        ++line;
+      }
+      if (multi ? t.compare(j, 3, std::string(3, q)) == 0 : c == q) {
+        if (!multi) return j;
+        j += 3;
+        while (j < n && t[j] == q) ++j;  // up to two quotes of the content before the closing three
+        return j - 1;
+      }
+      ++j;
+    }
+    return n - 1;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    switch (const char c = t[i]) {
+      case '\n':
+        ++line;
+        dots = 0;
+        break;
+      case '#':
+        while (i + 1 < n && t[i + 1] != '\n') ++i;
+        break;
+      case '"':
+      case '\'':
+        i = skip_string(i, c);
+        break;
+      case '=':
+      case ',':
+      case '[':
+      case ']':
+      case '{':
+      case '}':
+        dots = 0;
+        break;
+      case '.':
+        if (++dots >= kMaxKeyParts) return line;
+        break;
+      default:
+        break;
+    }
+  }
+  return 0;
+}
+
 std::string control_char_path(const toml::node& node, const std::string& path) {
   if (const auto* t = node.as_table()) {
     for (const auto& [key, value] : *t) {
@@ -50,6 +117,10 @@ std::string control_char_path(const toml::node& node, const std::string& path) {
 }
 
 Result<toml::table> parse_toml(std::string_view text, std::string_view source) {
+  if (const size_t line = line_of_overlong_key(text); line != 0)
+    return Result<toml::table>::failure(std::string(source) + ":" + std::to_string(line) +
+                                        ": a key or table name of more than " + std::to_string(kMaxKeyParts) +
+                                        " dotted parts");
   try {
     toml::table root = toml::parse(text, source);
     if (const std::string bad = control_char_path(root, ""); !bad.empty())

@@ -438,9 +438,9 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   // inline): a stray huge file is refused, not read into memory whole.
   std::string text;
   if (const int err = read_text_file(path, text, kMaxStateFileBytes)) {
-    return R::failure("state file " + path + ": cannot read: " +
-                      (err == EFBIG ? "larger than " + std::to_string(kMaxStateFileBytes >> 20) + " MiB"
-                                    : std::string(std::strerror(err))));
+    return R::failure(
+        "state file " + path + ": cannot read: " +
+        (err == EFBIG ? "larger than " + std::to_string(kMaxStateFileBytes >> 20) + " MiB" : read_text_error(err)));
   }
   json state = parse_json_bounded(text);
   if (state.is_discarded())

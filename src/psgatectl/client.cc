@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "psgate/control_request.h"  // kMaxJsonDepth
 #include "psgate/text.h"
 
 namespace psgatectl {
@@ -204,7 +205,19 @@ Result<Reply> parse_reply(const std::string& line) {
   // A reply's text goes to a terminal: its control characters, bidi and
   // invisible characters are shown escaped, never acted on.
   auto excerpt = [&] { return psgate::escape_control_chars(line.size() > 80 ? line.substr(0, 80) + "..." : line); };
-  auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+  // As deep as a request may be, no deeper: the formatters (and the JSON
+  // dump) recurse per level, and a peer's 100,000 nested arrays overflowed
+  // the stack. No daemon reply comes near it.
+  bool too_deep = false;
+  auto j = nlohmann::ordered_json::parse(
+      line,
+      [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+        if (depth > psgate::kMaxJsonDepth) too_deep = true;
+        return depth <= psgate::kMaxJsonDepth;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep)
+    return Result<Reply>::failure("reply is nested deeper than " + std::to_string(psgate::kMaxJsonDepth) + " levels");
   if (j.is_discarded()) return Result<Reply>::failure("reply is not JSON: " + excerpt());
   if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
     return Result<Reply>::failure("reply has no \"ok\": " + excerpt());

@@ -252,6 +252,8 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\nworker_addr = \"255.255.255.250\"\nworkers = 10\n", "overflow the address space"},
       {"[[jobs]]\nworker_port = 0\n", "jobs[0].worker_port"},
       {"[[jobs]]\nps = \"10.0.0.5:65535\"\ncount = 2\n", "jobs[0].count"},
+      // Copies of job 4294967295 were numbered from it on, wrapping to 0.
+      {"[[jobs]]\nid = 4294967295\ncount = 2\n", "jobs[0].count"},
       {"[[jobs]]\nid = 1\n[[jobs]]\nid = 1\nps = \"10.0.0.6:1\"\n", "job id 1 is used twice"},
       {"[[jobs]]\nid = 1\n[[jobs]]\nid = 2\n", "PS endpoint 10.0.0.5:2222 is used by another job"},
       {"[[jobs]]\nflows = 16777216\ncount = 2\n", "flows x directions in total"},

@@ -520,16 +520,26 @@ TEST(PsgatectlFakeDaemon, BrokenRepliesExitThree) {
       {FakeDaemon::Mode::kSilent, {"--timeout", "300ms"}, "no reply within 300ms"},
       {FakeDaemon::Mode::kGarbage, {}, "reply is not JSON: <html>"},
       {FakeDaemon::Mode::kAnswer, {}, "reply's \"result\" is not an object: {\"ok\": true, \"result\": \"fine\"}"},
+      // 100,000 nested arrays: psgatectl's formatters overflowed the stack (SIGSEGV).
+      {FakeDaemon::Mode::kAnswer, {"--json"}, "reply is nested deeper than 64 levels"},  // after the command
+      {FakeDaemon::Mode::kAnswer, {}, "reply is nested deeper than 64 levels"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
     TempDir dir;
     FakeDaemon d(dir.socket(), c.mode);
-    // kAnswer: a reply well formed but for its result.
-    d.answer_raw("stats", R"({"ok": true, "result": "fine"})");
+    // kAnswer: a reply well formed but for its result, or one nested too deep.
+    if (std::string(c.message).find("nested") != std::string::npos) {
+      d.answer_raw("stats", R"({"ok": true, "result": {"status": )" + std::string(100000, '[') +
+                                std::string(100000, ']') + "}}");
+    } else {
+      d.answer_raw("stats", R"({"ok": true, "result": "fine"})");
+    }
     std::vector<std::string> args{"-s", dir.socket()};
-    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    const bool json = c.extra == std::vector<std::string>{"--json"};
+    if (!json) args.insert(args.end(), c.extra.begin(), c.extra.end());
     args.push_back("stats");
+    if (json) args.push_back("--json");
     CtlRun r = run_ctl(args);
     EXPECT_EQ(r.status, 3);
     EXPECT_TRUE(contains(r.err, "psgatectl: psgate at " + dir.socket() + ": " + c.message)) << r.err;

@@ -2,9 +2,11 @@
 // parse_config: a full config maps to the right fields, defaults match
 // ConfigSpec, and every bad input gives ONE line naming the key to fix.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -751,6 +753,66 @@ TEST(ConfigFile, MissingFileSaysWhy) {
   const auto dir = load_config_file("/");
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.error(), "/: cannot read config: Is a directory");
+}
+
+// Opening a FIFO waits for a writer: psgate hung at start, its stop
+// signals blocked, until SIGKILL. A FIFO is refused at once.
+TEST(ConfigFile, AFifoIsRefusedNotWaitedFor) {
+  char tmpl[] = "/tmp/psgate-config-fifo-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/fifo.toml";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  const auto r = load_config_file(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), path + ": cannot read config: a FIFO or socket, not a regular file");
+  // A capture net_pcap would open as EAL starts, signals blocked.
+  const std::string config =
+      "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=" + path + "\"\n[ports.host]\ndevice = \"net_null1\"\n" + kLcores;
+  const auto pcap = parse_config(config, "t.toml");
+  ASSERT_FALSE(pcap.ok());
+  EXPECT_EQ(pcap.error().rfind("t.toml: ports.wire.device: rx_pcap " + path + " is a FIFO", 0), 0u) << pcap.error();
+  unlink(path.c_str());
+  rmdir(tmpl);
+}
+
+// toml++ recursed once per part of a dotted key or table name: 50,000
+// parts overflowed the stack, and a reload of such a file killed the
+// gateway (SIGSEGV). Refused before parsing, with the line.
+TEST(ConfigParse, KeysOfThousandsOfDottedPartsAreRefused) {
+  std::string parts = "a";
+  for (int i = 1; i < 50000; ++i) parts += ".a";
+  for (const std::string& text : {"[" + parts + "]\n", "\n" + parts + " = 1\n", "x = { " + parts + " = 1 }\n",
+                                  "[[" + parts + "]]\n", "\"q\" . " + parts + " = 1\n"}) {
+    const auto r = parse_config(text, "t.toml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("a key or table name of more than 256 dotted parts"), std::string::npos) << r.error();
+  }
+  const auto at = parse_config("# x\n\n[" + parts + "]\n", "t.toml");
+  ASSERT_FALSE(at.ok());
+  EXPECT_EQ(at.error().rfind("t.toml:3: ", 0), 0u) << at.error();
+  // Dots in comments, strings (every kind, escapes and line ends in them)
+  // and values are no key's parts.
+  const std::string dots(1000, '.');
+  for (const std::string& extra :
+       {"# " + dots, "[log]\nlevel = \"" + dots + "\"", "[log]\nlevel = '" + dots + "'",
+        "[log]\nlevel = \"\"\"\n" + dots + "\\\"\"\"\n" + dots + "\"\"\"",
+        "[log]\nlevel = \'\'\'\n" + dots + "\n\'\'\'", "[log]\nlevel = \"\\\"" + dots + "\""}) {
+    const auto r = parse_config(doc(extra), "t.toml");
+    EXPECT_TRUE(r.ok() || r.error().find("dotted parts") == std::string::npos) << extra << ": " << r.error();
+    EXPECT_FALSE(r.ok() && extra[0] != '#') << "a level of dots was taken: " << extra;
+  }
+  EXPECT_TRUE(parse_config(doc("# " + dots), "t.toml").ok());
+}
+
+// The state file and the control socket are compared as files: a relative
+// path is the working directory's.
+TEST(ConfigParse, StateAndSocketAreComparedAsFiles) {
+  const std::string cwd = std::filesystem::current_path().string();
+  if (cwd.size() > 90) GTEST_SKIP() << "working directory too long for a socket path";
+  const auto r = parse_config(doc("[control]\nsocket = \"" + cwd + "/same.sock\"\nstate = \"same.sock\""), "t.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("control.state: must not be the control socket's path"), std::string::npos) << r.error();
+  EXPECT_TRUE(parse_config(doc("[control]\nsocket = \"" + cwd + "/a.sock\"\nstate = \"b.json\""), "t.toml").ok());
 }
 
 TEST(ConfigFile, LoadsAndUsesThePathInErrors) {
