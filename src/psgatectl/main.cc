@@ -180,6 +180,13 @@ int load_jobs(Client& client, const Invocation& inv) {
                                            : "got no answer, so it may or may not have been applied")
                 << "; " << done << " job" << (done == 1 ? "" : "s")
                 << " before it were loaded, none after it was sent\n";
+      // A script learns which jobs went in: what was added, and how many
+      // requests were applied (the one named above was not, or may not be).
+      if (inv.json_output) {
+        merged["requests"] = groups->size();
+        merged["requests_applied"] = g;
+        std::cout << merged.dump(2) << "\n";
+      }
       return status;
     }
     done += n;

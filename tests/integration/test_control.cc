@@ -466,6 +466,15 @@ TEST_F(ControlTest, JobsLoadSendsALargeFileInRequestsAndStopsAtARefusal) {
   EXPECT_LT(loaded_before, 11u) << "the refused request was applied in part";
   EXPECT_NE(refused.err.find(" " + std::to_string(loaded_before) + " job"), std::string::npos)
       << "psgatectl must say how many were loaded: " << refused.err;
+  // --json: a script learns which (stdout was empty).
+  for (size_t k = 0; k < loaded_before; ++k) ASSERT_EQ(ctl({"jobs", "remove", std::to_string(1000 + k)}).status, 0);
+  const CtlResult refused_json = ctl({"jobs", "load", fx.path("clash.json"), "--json"});
+  EXPECT_EQ(refused_json.status, 1);
+  const json partial = json::parse(refused_json.out, nullptr, false);
+  ASSERT_TRUE(partial.is_object()) << refused_json.out;
+  EXPECT_EQ(partial["added"].size(), loaded_before) << partial.dump();
+  EXPECT_GE(partial["requests_applied"].get<int>(), 1) << partial.dump();
+  EXPECT_GT(partial["requests"].get<int>(), partial["requests_applied"].get<int>()) << partial.dump();
 
   // A file with a mistake is refused before anything is sent.
   fx.write_file("typo.json", R"([{"job": 3000, "match": ["proto=tcp"]}, {"job": 3001, "mach": ["proto=tcp"]}])");
