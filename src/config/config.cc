@@ -738,6 +738,10 @@ std::optional<std::string> endpoint_problem(std::string_view url) {
   const std::string host = target.substr(0, colon), port = target.substr(colon + 1);
   if (host.find_first_of("/?# ") != std::string::npos || target.find('/') != std::string::npos)
     return quoted + " has a path or a bad host; give scheme://host:port only";
+  // user:password@ would be taken for the host and sent nowhere: etcd's
+  // credentials are not given in its URL.
+  if (host.find('@') != std::string::npos)
+    return quoted + " holds user information (user@ or user:password@); give scheme://host:port only";
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port) == 0 || std::stoul(port) > 65535)
     return quoted + " has no valid port (1..65535)";

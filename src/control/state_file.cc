@@ -386,6 +386,10 @@ Result<bool> check_state_dir_writable(const std::string& path) {
   // A relative path's first part that does not exist yet ("fresh" of
   // "fresh/state.json") is made in the working directory.
   if (!std::filesystem::exists(dir, ec) && !dir.has_parent_path()) dir = ".";
+  // A regular file where a directory must be (state = "a.toml/state.json"):
+  // said so, not "permission denied".
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    return R::failure("state file " + path + ": " + dir.string() + " is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     const int err = errno;
     // A filesystem remounted read-only (after errors, at boot) under a

@@ -679,6 +679,8 @@ std::vector<BadCase> bad_cases() {
        "has a path"},
       {d(cl("endpoints = [\"ftp://h:2379\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]",
        "is not an endpoint URL"},
+      {d(cl("endpoints = [\"http://user:pw@127.0.0.1:2379\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]",
+       "holds user information"},
       {d(cl("endpoints = [\"http://h:70000\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.endpoints[0]",
        "no valid port"},
       {d(cl("endpoints = [\"https://h:2379\"]\nname = \"g\"\nprefix = \"/p\"")), "cluster.ca",

@@ -532,6 +532,11 @@ TEST(StateFile, APathThatIsADirectoryIsRefusedWithAClearMessage) {
   EXPECT_TRUE(check_state_path(t.path("state/state.json")));
   EXPECT_TRUE(check_state_path(t.path("not/yet/there/state.json")));
   EXPECT_TRUE(check_state_path(""));
+  // Under a regular file: "not a directory", not "not writable: Permission denied".
+  { std::ofstream(t.path("file")) << "x"; }
+  auto under_file = check_state_path(t.path("file/state.json"));
+  ASSERT_FALSE(under_file);
+  EXPECT_NE(under_file.error().find(t.path("file") + " is not a directory"), std::string::npos) << under_file.error();
 }
 
 // The control plane renders the state file incrementally (StateTextRenderer
