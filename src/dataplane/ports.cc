@@ -345,6 +345,15 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
       return fail("TX queue " + std::to_string(q) + " setup failed", rc);
   }
   if (af_packet) {
+    // DPDK 22.11's af_packet joins its sockets to a fanout group with
+    // PACKET_FANOUT_FLAG_DEFRAG, fixed in the driver: said once, as what an
+    // operator sees would otherwise be inexplicable (docs/operations.md).
+    spdlog::warn(
+        "port {}: af_packet (DPDK 22.11) has the kernel reassemble IPv4 fragments on {} before psgate sees them: "
+        "a fragmented datagram arrives as one frame (dropped as oversize above the MTU), and one that never "
+        "completes is dropped by the kernel (nstat IpReasmFails); use af_xdp or the NIC's driver where IPv4 "
+        "fragments must pass",
+        role, iface);
     merging_offloads_off(role, iface, change);
     if (mtu_before != 0 && kernel_mtu(iface) != mtu_before) change.mtu = mtu_before;
     const bool recorded =
