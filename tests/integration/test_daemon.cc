@@ -326,22 +326,27 @@ TEST_P(DaemonTest, QueueOverflowIsCountedAndConserved) {
   EXPECT_TRUE(s["totals"]["conserved"].get<bool>());
 }
 
-// SIGTERM under endless load: stop RX, drain within the timeout, count what
-// could not be sent, print the final table, exit 0.
-TEST_P(DaemonTest, SigtermDrainsAndExitsCleanly) {
+// Endless load from the host (two jobs' frames replayed for ever) into a
+// wire shaped at `rate`: its queues fill and stay full. The config, with
+// `drain_timeout`, written as psgate.toml.
+void write_backlog_config(const DaemonFixture& fx, ConfigOptions o, const std::string& rate,
+                          const std::string& drain_timeout) {
   Frames host_in;
   for (int i = 0; i < 64; ++i) host_in.push_back(pkt::build_packet(from_ps(2222 + (i & 1), static_cast<uint16_t>(i))));
   fx.write_pcap("host-in.pcap", host_in);
   fx.write_pcap("wire-in.pcap", {pkt::build_packet(to_ps(2222, 1))});
-  ConfigOptions o = options();
   o.jobs = kTwoJobs;
   o.host_device_extra = ",infinite_rx=1";
-  o.wire_shaper = "rate = \"1Mbit/s\"\nburst = \"2000B\"";
-  o.dataplane_extra = "drain_timeout = \"300ms\"";
+  o.wire_shaper = "rate = \"" + rate + "\"\nburst = \"2000B\"";
   std::string config = make_config(o);
-  // Replace the 2 s default set by make_config.
-  config.replace(config.find("drain_timeout = \"2s\"\n"), 21, "");
+  config.replace(config.find("drain_timeout = \"2s\""), 20, "drain_timeout = \"" + drain_timeout + "\"");
   fx.write_file("psgate.toml", config);
+}
+
+// SIGTERM under endless load: stop RX, drain within the timeout, count what
+// could not be sent, print the final table, exit 0.
+TEST_P(DaemonTest, SigtermDrainsAndExitsCleanly) {
+  write_backlog_config(fx, options(), "1Mbit/s", "300ms");
 
   DaemonRun run = fx.run("psgate.toml", {}, 30, 1.5);
   ASSERT_EQ(run.exit_status, 0) << run.output;
@@ -359,18 +364,7 @@ TEST_P(DaemonTest, SigtermDrainsAndExitsCleanly) {
 // the whole timeout, or sent SIGKILL and lost the final counters). What was
 // queued is counted, and the counters still add up.
 TEST_P(DaemonTest, ASecondSigtermEndsALongDrainAtOnce) {
-  Frames host_in;
-  for (int i = 0; i < 64; ++i) host_in.push_back(pkt::build_packet(from_ps(2222 + (i & 1), static_cast<uint16_t>(i))));
-  fx.write_pcap("host-in.pcap", host_in);
-  fx.write_pcap("wire-in.pcap", {pkt::build_packet(to_ps(2222, 1))});
-  ConfigOptions o = options();
-  o.jobs = kTwoJobs;
-  o.host_device_extra = ",infinite_rx=1";
-  // 100 kbit/s: the queued ~2 MB would take minutes.
-  o.wire_shaper = "rate = \"100kbit/s\"\nburst = \"2000B\"";
-  std::string config = make_config(o);
-  config.replace(config.find("drain_timeout = \"2s\""), 20, "drain_timeout = \"600s\"");
-  fx.write_file("psgate.toml", config);
+  write_backlog_config(fx, options(), "100kbit/s", "600s");  // the queued ~2 MB would take minutes
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(fx.wait_until_serving()) << fx.stop_daemon().output;
   ASSERT_EQ(::kill(fx.daemon_pid(), SIGTERM), 0);
