@@ -237,10 +237,11 @@ class ControlPlane {
   // per file read (persist() renders it at every commit, re-ranks included).
   std::shared_ptr<const ConfigSpec> file_settings_of_;
   FileSettings file_settings_;
-  StateTextRenderer state_text_;  // renders it, re-rendering only the jobs that changed
-  uint64_t rules_serial_ = 0;     // the next job rules file's number (state_file.h)
-  bool state_was_read_ = false;   // the start's state came from the state file (else the config's)
-  uint64_t state_writes_ = 0;     // commits whose state file was written (or found unchanged)
+  StateTextRenderer state_text_;    // renders it, re-rendering only the jobs that changed
+  uint64_t rules_serial_ = 0;       // the next job rules file's number (state_file.h)
+  bool state_was_read_ = false;     // the start's state came from the state file (else the config's)
+  uint64_t state_writes_ = 0;       // commits whose state file was written (or found unchanged)
+  bool start_wrote_state_ = false;  // start() wrote the state file (the first write)
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;

@@ -234,22 +234,23 @@ inline int read_text_fd(int fd, std::string& text, size_t max_bytes) {
 
 // Why read_text_file failed with `err`, in words.
 inline std::string read_text_error(int err) {
-  return err == ESPIPE ? std::string("a FIFO or socket, not a regular file") : std::string(std::strerror(err));
+  return err == ESPIPE ? std::string("a FIFO with no writer (nothing to read)") : std::string(std::strerror(err));
 }
 
 // read_text_fd for a path, opened and closed here.
 inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes) {
-  // Not blocking: a FIFO's open waits for a writer, for good if none comes
-  // (psgate, whose stop signals are blocked then, could only be killed). A
-  // FIFO or socket is refused with ESPIPE (read_text_error says so).
+  // Opened without blocking: a FIFO's open waits for a writer, for good if
+  // none comes (psgate, whose stop signals are blocked then, could only be
+  // killed). A pipe with a writer (`--config <(envsubst < t.toml)`) is then
+  // read as any file, blocking again; one with none reads as empty at once,
+  // refused with ESPIPE (read_text_error says so).
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
-    ::close(fd);
-    return ESPIPE;
-  }
-  const int err = read_text_fd(fd, text, max_bytes);
+  const bool fifo = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  if (fifo) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int err = read_text_fd(fd, text, max_bytes);
+  if (err == 0 && fifo && text.empty()) err = ESPIPE;
   ::close(fd);
   return err;
 }

@@ -25,9 +25,11 @@ namespace psgate {
 
 // Parses TOML text; a syntax error is "<source>:<line>:<col>: <problem>".
 Result<toml::table> parse_toml(std::string_view text, std::string_view source);
-// toml++ recurses once per part of a dotted key or table name, unbounded:
-// the line of the first key or table name of more than kMaxKeyParts parts
-// in `text`, or 0 (parse_toml refuses such a text before parsing it).
+// toml++ recurses once per part of a dotted key or table name, unbounded,
+// and the walks over what it builds once per level: the line of `text`
+// where keys, tables and values first nest kMaxKeyParts deep (dotted parts,
+// inline tables and arrays together), or 0. parse_toml refuses such a text
+// before parsing it.
 inline constexpr unsigned kMaxKeyParts = 256;
 size_t line_of_overlong_key(std::string_view text);
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "gen_ports.h"
 
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 
 #include <chrono>
@@ -57,9 +58,17 @@ std::string vdevs_not_created(const std::vector<std::string>& eal_args) {
       continue;
     }
     const std::string name = spec.substr(0, spec.find(','));
-    uint16_t id = 0;
-    if (name.rfind("net_", 0) == 0 && rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0)
-      missing += (missing.empty() ? "" : ", ") + name;
+    if (name.rfind("net_", 0) != 0) continue;
+    // By the device each port was made from: a port's own name may differ
+    // (net_ring0,nodeaction=r0:0:CREATE makes a port "r0").
+    bool made = false;
+    uint16_t port = 0;
+    RTE_ETH_FOREACH_DEV(port) {
+      rte_eth_dev_info info{};
+      if (rte_eth_dev_info_get(port, &info) == 0 && info.device != nullptr && name == rte_dev_name(info.device))
+        made = true;
+    }
+    if (!made) missing += (missing.empty() ? "" : ", ") + name;
   }
   return missing;
 }

@@ -733,15 +733,17 @@ std::optional<std::string> endpoint_problem(std::string_view url) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return quoted + " is not an endpoint URL (\"http://host:port\" or \"https://host:port\")";
   const std::string target = parse_endpoint(url).target;
+  // user:password@ would be taken for the host and dialled: etcd's
+  // credentials are not given in its URL. Said without them (the message
+  // goes to the journal).
+  if (const size_t at = target.find('@'); at != std::string::npos && target.find('/') > at)
+    return toml_quote(std::string(url.substr(0, url.find("://") + 3)) + "..." + target.substr(at)) +
+           " holds user information (user@ or user:password@); give scheme://host:port only";
   const size_t colon = target.rfind(':');
   if (colon == std::string::npos || colon == 0) return quoted + " has no host:port (etcd's client port is 2379)";
   const std::string host = target.substr(0, colon), port = target.substr(colon + 1);
   if (host.find_first_of("/?# ") != std::string::npos || target.find('/') != std::string::npos)
     return quoted + " has a path or a bad host; give scheme://host:port only";
-  // user:password@ would be taken for the host and sent nowhere: etcd's
-  // credentials are not given in its URL.
-  if (host.find('@') != std::string::npos)
-    return quoted + " holds user information (user@ or user:password@); give scheme://host:port only";
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port) == 0 || std::stoul(port) > 65535)
     return quoted + " has no valid port (1..65535)";

@@ -33,15 +33,21 @@ bool has_control_char(std::string_view s) {
 
 }  // namespace
 
-// toml++'s limit of 256 is for nested values: a header of 50,000 parts
+// toml++'s limit of 256 is for nested inline tables and arrays, not for the
+// parts of a dotted key, nor for both together: a header of 50,000 parts
 // overflowed the stack, and a reload of such a file killed the running
-// gateway. No psgate key has more than a few parts. Dots are counted
-// outside strings and comments, between the characters that end a key (=,
-// a bracket or brace, a comma, a line end): a value outside a string has at
-// most one (a float, a time).
+// gateway; inline tables 255 deep each keyed 255 parts deep build a tree
+// 65,000 deep, which the walks over it (control_char_path, the destructor)
+// recurse through. The depth counted here is the tree's: each open inline
+// table or array (a table header counts as one too) plus the parts of the
+// key being read in it. Dots count outside strings and comments only, and a
+// comma or line end starts a new key: a value outside a string has at most
+// one dot (a float, a time). No psgate key is more than a few deep.
 size_t line_of_overlong_key(std::string_view t) {
   size_t line = 1;
-  unsigned dots = 0;
+  unsigned dots = 0;           // of the key being read
+  std::vector<unsigned> open;  // for each open bracket or brace: the depth inside it
+  unsigned depth = 0;          // the innermost open one's (0: none)
   const size_t n = t.size();
   // Past a string that starts at i (quote q, multi-line when tripled),
   // counting the lines it spans; returns the index of its last character.
@@ -82,16 +88,26 @@ size_t line_of_overlong_key(std::string_view t) {
       case '\'':
         i = skip_string(i, c);
         break;
-      case '=':
       case ',':
+        dots = 0;
+        break;
       case '[':
-      case ']':
       case '{':
+        // Nested under the key that holds it (the dots read since the last
+        // comma or line end: a value's own dot, if any, comes after it).
+        depth += dots + 1;
+        if (depth >= kMaxKeyParts) return line;
+        open.push_back(depth);
+        dots = 0;
+        break;
+      case ']':
       case '}':
+        if (!open.empty()) open.pop_back();
+        depth = open.empty() ? 0 : open.back();
         dots = 0;
         break;
       case '.':
-        if (++dots >= kMaxKeyParts) return line;
+        if (depth + ++dots >= kMaxKeyParts) return line;
         break;
       default:
         break;
@@ -119,8 +135,8 @@ std::string control_char_path(const toml::node& node, const std::string& path) {
 Result<toml::table> parse_toml(std::string_view text, std::string_view source) {
   if (const size_t line = line_of_overlong_key(text); line != 0)
     return Result<toml::table>::failure(std::string(source) + ":" + std::to_string(line) +
-                                        ": a key or table name of more than " + std::to_string(kMaxKeyParts) +
-                                        " dotted parts");
+                                        ": keys, tables and values nested " + std::to_string(kMaxKeyParts) +
+                                        " or more levels deep (dotted parts, inline tables and arrays together)");
   try {
     toml::table root = toml::parse(text, source);
     if (const std::string bad = control_char_path(root, ""); !bad.empty())

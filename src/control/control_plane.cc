@@ -147,7 +147,10 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   auto usable = check_state_path(config.control.state);
   if (!usable) return R::failure(usable.error());
   auto saved = read_state_file(config.control.state, config.max_jobs, config.class_count);
-  if (!saved && config.cluster && set_aside_unloadable_state(config.control.state, saved.error()))
+  // Only a file read and found wrong: one that could not be read (EACCES,
+  // EIO) may be a sound copy, and stays where it is.
+  const bool unreadable = !saved && saved.error().find(config.control.state + ": cannot read") != std::string::npos;
+  if (!saved && config.cluster && !unreadable && set_aside_unloadable_state(config.control.state, saved.error()))
     saved = std::optional<SavedState>{};
   if (!saved) return R::failure(saved.error());
   if (!*saved) {
@@ -244,13 +247,16 @@ Result<bool> ControlPlane::start() {
   // be written still names its jobs' files).
   if (started && state_was_read_ && !config_.control.state.empty() && state_unsaved_.empty())
     remove_unnamed_rules_files(rules_dir_path(config_.control.state), state_.jobs);
+  // Its own write (not a client's change written after a start that could
+  // not write): what withdraw_unserved_state may take back.
+  start_wrote_state_ = started && !config_.control.state.empty() && state_unsaved_.empty() && state_writes_ == 1;
   if (started && cluster_) follow_step(monotonic_ns());
   return started;
 }
 
 void ControlPlane::withdraw_unserved_state() {
   const std::string& path = config_.control.state;
-  if (path.empty() || state_was_read_ || cluster_ || state_writes_ != 1) return;
+  if (path.empty() || state_was_read_ || cluster_ || !start_wrote_state_ || state_writes_ != 1) return;
   const std::string dir = rules_dir_path(path);
   for (const JobRecord* j : state_.jobs.in_age_order())
     if (!j->rules_file.empty()) ::unlink((dir + "/" + j->rules_file).c_str());

@@ -297,7 +297,16 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   // recorded (once per interface) and put back at exit.
   const bool af_packet = std::string_view(info.driver_name ? info.driver_name : "") == "net_af_packet";
   const std::string iface = af_packet ? devarg_text(spec.device, "iface") : "";
-  KernelIfaceChange change{role, iface};
+  // Into the interface's record, made at its first change: a later failing
+  // step of this start leaves what was changed before it recorded, and an
+  // interface re-created under psgate keeps the MTU first found (the
+  // operator's), while what psgate turned off on the new one is added.
+  auto record = [&](auto&& change) {
+    auto it =
+        std::find_if(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
+    if (it == changes.end()) it = changes.insert(changes.end(), KernelIfaceChange{role, iface});
+    change(*it);
+  };
   const uint32_t mtu_before = af_packet ? kernel_mtu(iface) : 0;
   if (device_takes_mtu) {
     // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);
@@ -310,6 +319,8 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
       return Result<bool>::failure("ports." + role + ".mtu: the device refuses MTU " + std::to_string(spec.mtu) + ": " +
                                    std::strerror(-rc));
     }
+    if (af_packet && mtu_before != 0 && kernel_mtu(iface) != mtu_before)
+      record([&](KernelIfaceChange& c) { c.mtu = c.mtu ? c.mtu : mtu_before; });
   } else {
     spdlog::info(
         "port {}: the device reports MTU {} at most but carries {}: psgate enforces mtu {} itself; "
@@ -354,11 +365,14 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
         "completes is dropped by the kernel (nstat IpReasmFails); use af_xdp or the NIC's driver where IPv4 "
         "fragments must pass",
         role, iface);
-    merging_offloads_off(role, iface, change);
-    if (mtu_before != 0 && kernel_mtu(iface) != mtu_before) change.mtu = mtu_before;
-    const bool recorded =
-        std::any_of(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
-    if (!recorded && (change.mtu || change.gro || change.lro)) changes.push_back(change);
+    KernelIfaceChange turned_off{role, iface};
+    merging_offloads_off(role, iface, turned_off);
+    if (turned_off.gro || turned_off.lro) {
+      record([&](KernelIfaceChange& c) {
+        c.gro = c.gro || turned_off.gro;
+        c.lro = c.lro || turned_off.lro;
+      });
+    }
   }
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
   // A bump in the wire forwards frames for every MAC address.

@@ -45,9 +45,10 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);
 // promiscuous mode, and starts the port. `config_error`, if given, is set
 // when the failure is the configuration's (more queues than the device has
 // for lcores.data): its message then names the key, and a restart cannot
-// mend it. What it changes on a kernel interface is added to `changes`,
-// once per interface (a port started again after its interface came back
-// keeps the first record: the settings before psgate).
+// mend it. What it changes on a kernel interface is recorded in `changes`
+// as it is changed (a start that fails later leaves it recorded), one
+// record per interface: a port started again after its interface came back
+// keeps the MTU first found, and adds what it turned off on the new one.
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
                         unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, std::vector<KernelIfaceChange>& changes,
                         bool* config_error = nullptr);

@@ -257,12 +257,6 @@ void MetricsServer::run() {
     if (version[5] != '1') return shared(error_reply(505, "HTTP Version Not Supported", true));
     const std::string_view method = line.substr(0, sp1);
     std::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    // OPTIONS: what may be asked, of the server ("*", RFC 9110 9.3.7) or of
-    // /metrics; "*" is no target for any other method.
-    const std::string allow = "Allow: GET, HEAD, OPTIONS\r\n";
-    if (path == "*" && method != "OPTIONS") return shared(error_reply(400, "Bad Request", true));
-    if (method == "OPTIONS" && (path == "*" || path.substr(0, path.find('?')) == "/metrics"))
-      return shared(reply_text(200, "OK", "text/plain; charset=utf-8", "", false, allow));
     // The absolute form (RFC 9112 3.2.2: "http://host:port/metrics"), which
     // a server must accept: its path.
     for (std::string_view scheme : {"http://", "https://"}) {
@@ -272,6 +266,13 @@ void MetricsServer::run() {
       }
     }
     path = path.substr(0, path.find('?'));
+    // OPTIONS: what may be asked, of the server ("*", RFC 9110 9.3.7) or of
+    // /metrics (in any form of the target); "*" is no target for any other
+    // method.
+    const std::string allow = "Allow: GET, HEAD, OPTIONS\r\n";
+    if (path == "*" && method != "OPTIONS") return shared(error_reply(400, "Bad Request", true));
+    if (method == "OPTIONS" && (path == "*" || path == "/metrics"))
+      return shared(reply_text(200, "OK", "text/plain; charset=utf-8", "", false, allow));
     const bool head_only = method == "HEAD";
     if (path != "/metrics") return shared(error_reply(404, "Not Found", !head_only));
     if (method != "GET" && !head_only) return shared(error_reply(405, "Method Not Allowed", true, allow));

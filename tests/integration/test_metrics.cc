@@ -443,15 +443,16 @@ TEST_F(MetricsTest, WhatAClientSendsIsBounded) {
   // A version this server does not speak is refused as such (505), and a
   // malformed one is a bad request: neither gets a 1.1 page. OPTIONS says
   // what may be asked.
-  for (const auto& [request, status] :
-       std::vector<std::pair<std::string, std::string>>{{"GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", "505"},
-                                                        {"GET /metrics HTTP/0.9\r\nHost: x\r\n\r\n", "505"},
-                                                        {"GET /metrics HTTP/1\r\nHost: x\r\n\r\n", "400"},
-                                                        {"GET /metrics HTTP/1.1x\r\nHost: x\r\n\r\n", "400"},
-                                                        {"GET /metrics HTTP/1.0\r\n\r\n", "200"},
-                                                        {"GET * HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
-                                                        {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "200"},
-                                                        {"OPTIONS /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200"}}) {
+  for (const auto& [request, status] : std::vector<std::pair<std::string, std::string>>{
+           {"GET /metrics HTTP/2.0\r\nHost: x\r\n\r\n", "505"},
+           {"GET /metrics HTTP/0.9\r\nHost: x\r\n\r\n", "505"},
+           {"GET /metrics HTTP/1\r\nHost: x\r\n\r\n", "400"},
+           {"GET /metrics HTTP/1.1x\r\nHost: x\r\n\r\n", "400"},
+           {"GET /metrics HTTP/1.0\r\n\r\n", "200"},
+           {"GET * HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
+           {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "200"},
+           {"OPTIONS /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200"},
+           {"OPTIONS http://x/metrics HTTP/1.1\r\nHost: x\r\n\r\n", "200"}}) {
     auto [reply, unused_reply] = send_and_read(port, request, 0);
     EXPECT_EQ(reply.rfind("HTTP/1.1 " + status, 0), 0u) << request << ": " << reply.substr(0, 200);
     if (request.rfind("OPTIONS", 0) == 0) {

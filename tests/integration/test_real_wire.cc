@@ -354,7 +354,7 @@ TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
             std::string::npos);
   ASSERT_EQ(shell("ip -n " + ns + " link set dev mt0 mtu 1400").first, 0);
   fx.write_file("odd.toml", config(1500, ",framesz=2096"));
-  const std::string watch = "ip netns exec " + ns + " sh -c 'for i in $(seq 100); do ethtool -k mt2 | grep -q " +
+  const std::string watch = "ip netns exec " + ns + " sh -c 'for i in $(seq 1500); do ethtool -k mt2 | grep -q " +
                             "\"generic-receive-offload: off\" && ip link show mt0 | grep -q \"mtu 1500\" && " +
                             "echo seen && exit 0; sleep 0.02; done; exit 1' & ";
   auto [status3, out3] = shell("(" + watch + run + fx.path("odd.toml") + " --duration 1; s=$?; wait; exit $s)");
