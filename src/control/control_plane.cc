@@ -120,6 +120,15 @@ std::optional<std::pair<uint64_t, uint64_t>> directory_id(const std::string& dir
 
 namespace {
 
+// Now in UTC, as a file name's suffix: 20261130T012345Z.
+std::string utc_stamp() {
+  char stamp[32] = "";
+  const time_t now = time(nullptr);
+  tm utc{};
+  strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
+  return stamp;
+}
+
 // Cluster mode: a state file that does not load here (more jobs than
 // dataplane.max_jobs now allows, a corrupt copy) is this host's copy, not
 // the authority, and must not keep the gateway from following the store
@@ -127,11 +136,7 @@ namespace {
 // the gateway starts as without one: its rules files are set aside by
 // start() as no state names them. True when it was.
 bool set_aside_unloadable_state(const std::string& path, const std::string& why) {
-  char stamp[32] = "";
-  const time_t now = time(nullptr);
-  tm utc{};
-  strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
-  const std::string aside = path + ".unloadable-" + stamp;
+  const std::string aside = path + ".unloadable-" + utc_stamp();
   if (::rename(path.c_str(), aside.c_str()) != 0) return false;
   spdlog::error(
       "state file {} does not load ({}); cluster mode: renamed to {}, starting without it and following "
@@ -218,11 +223,7 @@ Result<bool> ControlPlane::start() {
   // those jobs' rules, so they are moved aside, not removed, and before
   // this start writes its own (whose names could be theirs).
   if (!state_was_read_ && !config_.control.state.empty()) {
-    char stamp[32] = "";
-    const time_t now = time(nullptr);
-    tm utc{};
-    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &utc));
-    const std::string dir = rules_dir_path(config_.control.state), aside = std::string("unnamed-") + stamp;
+    const std::string dir = rules_dir_path(config_.control.state), aside = "unnamed-" + utc_stamp();
     const RulesSetAside set = set_aside_unnamed_rules_files(dir, state_.jobs, aside);
     if (set.moved)
       spdlog::warn(
