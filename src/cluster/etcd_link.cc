@@ -824,9 +824,10 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     // Said at most once a minute: a cause that lasts (a ranks document over
     // etcd's request size, at tens of thousands of jobs) fails every time,
     // and the gateways keep following the last ranks written meanwhile.
-    if (ranks_error_logged_ns_ == 0 || elapsed(ranks_error_logged_ns_, now) > 60'000 * kMs) {
-      ranks_error_logged_ns_ = now;
-      spdlog::warn("cluster: policy ranks not written ({}); the gateways keep the last ranks written", status_text(s));
+    if (ranks_error_log_.admit(now)) {
+      spdlog::warn(
+          "cluster: policy ranks not written ({}); the gateways keep the last ranks written ({} since start{})",
+          status_text(s), ranks_error_log_.total(), ranks_error_log_.held_back_note());
     }
     return;
   }

@@ -30,6 +30,7 @@
 
 #include "psgate/cluster_link.h"
 #include "psgate/config.h"
+#include "psgate/log_throttle.h"
 
 namespace grpc {
 class Channel;
@@ -130,7 +131,7 @@ class EtcdLink final : public ClusterLink {
   int64_t ranks_removed_at_ = 0;  // a held ranks document's delete (static): not again before the view shows it
   uint64_t ranks_removed_epoch_ = 0;
   uint64_t leader_evaluated_ns_ = 0;
-  uint64_t ranks_error_logged_ns_ = 0;  // a failed ranks write last said (0: never)
+  LogThrottle ranks_error_log_{60'000'000'000};  // failed ranks writes
 
   int wake_fd_ = -1;  // eventfd: written on every new view
   std::thread follow_thread_;

@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "psgate/epoll_key.h"
+#include "psgate/log_throttle.h"
 #include "psgate/request_lines.h"
 
 namespace psgate {
@@ -232,14 +233,13 @@ void ControlServer::run() {
   // A spare descriptor, given up for a moment to refuse a client when the
   // process has no other (see the accept loop).
   int reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  uint64_t refused_for_fds = 0;
+  LogThrottle refused_for_fds_log(1'000'000'000);
 
   // Replies built and not yet sent, all clients together, and the clients
   // paused until that is under kRepliesBudgetBytes again (flush()).
   size_t unsent = 0;
   std::vector<int> budget_paused;
-  uint64_t over_budget_times = 0;  // for the log
-  uint64_t over_budget_logged_ns = 0;
+  LogThrottle over_budget_log(60'000'000'000);
   auto append_out = [&](Connection& c, const std::string& text) {
     c.out += text;
     unsent += text.size();
@@ -337,11 +337,9 @@ void ControlServer::run() {
     epoll_watch(ep, EPOLL_CTL_MOD, fd, events, c.serial);
     return true;
   };
-  uint64_t stalled_clients = 0;  // for the log: how many were disconnected since start
   // Said at most once a second: a flood of clients that never read (a
   // script's loop) would otherwise write a line per client.
-  uint64_t stalled_logged_ns = 0;
-  uint64_t stalled_unsaid = 0;
+  LogThrottle stalled_log(1'000'000'000);
   // The control plane's periodic work (policy re-ranks, state file retries,
   // the cluster's views, reports) may throw as a request may: a thread that
   // cannot be started, memory that cannot be had. It must cost that step,
@@ -350,17 +348,14 @@ void ControlServer::run() {
   // all, so what ran before is still in force.
   // Logged when first seen and then at most once a minute (a policy re-ranks
   // every 100 ms), with the count since start.
-  uint64_t step_failures = 0, step_failure_logged_ns = 0;
+  LogThrottle step_failure_log(60'000'000'000);
   auto guarded = [&](const char* what, auto&& step) {
     try {
       step();
     } catch (const std::exception& e) {
-      ++step_failures;
-      const uint64_t now = monotonic_ns();
-      if (step_failure_logged_ns == 0 || now - step_failure_logged_ns > 60'000'000'000) {
-        step_failure_logged_ns = now;
+      if (step_failure_log.admit(monotonic_ns())) {
         spdlog::error("control: {} failed: {}; the gateway goes on with what was in force ({} failures since start)",
-                      what, e.what(), step_failures);
+                      what, e.what(), step_failure_log.total());
       }
     }
   };
@@ -381,20 +376,18 @@ void ControlServer::run() {
     append_out(c, reply.dump(-1, ' ', false, json::error_handler_t::replace) + '\n');
     if (before < kRepliesBudgetBytes && unsent >= kRepliesBudgetBytes) {
       // Just went over (not at every reply while over); at most once a minute.
-      ++over_budget_times;
-      const uint64_t now = monotonic_ns();
-      if (over_budget_logged_ns == 0 || now - over_budget_logged_ns > 60'000'000'000) {
-        over_budget_logged_ns = now;
+      if (over_budget_log.admit(monotonic_ns())) {
         spdlog::warn(
             "control: {} MiB of replies unsent to clients; no requests read until they drain ({} times "
             "since start)",
-            unsent >> 20, over_budget_times);
+            unsent >> 20, over_budget_log.total());
       }
     }
   };
 
   uint64_t wait_error_logged_ns = 0;
-  uint64_t accept_error_logged_ns = 0;
+  // At most once a second: a failure that repeats comes back every round.
+  LogThrottle accept_error_log(1'000'000'000);
   bool running = true;
   while (running) {
     epoll_event events[64];
@@ -434,16 +427,11 @@ void ControlServer::run() {
           else if (over_budget && !conn.waiting && !conn.out.empty()) owing.push_back(cfd);
         }
         for (int cfd : stalled) {
-          ++stalled_clients;
           auto it = conns.find(cfd);
-          if (stalled_logged_ns == 0 || now - stalled_logged_ns >= 1'000'000'000) {
+          if (stalled_log.admit(now)) {
             spdlog::warn("control: a client left {} KiB of replies unread for {} s; disconnected ({} since start{})",
-                         it->second.out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_clients,
-                         stalled_unsaid ? fmt::format(", {} not logged since the last such line", stalled_unsaid) : "");
-            stalled_logged_ns = now;
-            stalled_unsaid = 0;
-          } else {
-            ++stalled_unsaid;
+                         it->second.out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_log.total(),
+                         stalled_log.held_back_note());
           }
           close_conn(cfd);
         }
@@ -481,11 +469,9 @@ void ControlServer::run() {
           if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
-              // At most once a second: a failure that repeats comes back every round.
-              const uint64_t now = monotonic_ns();
-              if (now - accept_error_logged_ns > 1'000'000'000 || accept_error_logged_ns == 0) {
-                accept_error_logged_ns = now;
-                spdlog::warn("control: accept: {}", errno_text());
+              if (accept_error_log.admit(monotonic_ns())) {
+                spdlog::warn("control: accept: {} ({} since start{})", errno_text(), accept_error_log.total(),
+                             accept_error_log.held_back_note());
               }
             }
             if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -493,9 +479,11 @@ void ControlServer::run() {
           }
           if (!out_of_fds && conns.size() >= kMaxClients) (void)evict_idle();
           if (out_of_fds || conns.size() >= kMaxClients) {
-            if (out_of_fds && refused_for_fds++ % 1000 == 0)
-              spdlog::warn("control: out of file descriptors with {} clients (raise RLIMIT_NOFILE); {} refused",
-                           conns.size(), refused_for_fds);
+            if (out_of_fds && refused_for_fds_log.admit(monotonic_ns()))
+              spdlog::warn(
+                  "control: out of file descriptors with {} clients (raise RLIMIT_NOFILE); a client refused "
+                  "({} since start{})",
+                  conns.size(), refused_for_fds_log.total(), refused_for_fds_log.held_back_note());
             const std::string msg =
                 error_reply(out_of_fds ? "too many control clients (the daemon is out of file descriptors)"
                                        : "too many control clients")

@@ -37,6 +37,7 @@
 #include "psgate/eal_prefix.h"
 #include "psgate/eal_teardown.h"
 #include "psgate/lcore_check.h"
+#include "psgate/log_throttle.h"
 #include "psgate/output_file.h"
 #include "psgate/pem_file.h"
 #include "psgate/prometheus.h"
@@ -258,20 +259,16 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // A storm of SIGHUPs (a script in a loop) is said once a second, with
     // how many came since: each reload says its own outcome, and the reloads
     // a busy control thread had not begun yet are one.
-    auto hup_said = Clock::time_point{};
-    uint64_t hups_unsaid = 0;
+    psgate::LogThrottle hup_log(1'000'000'000);
     for (;;) {
       const auto wait = bounded ? end - Clock::now() : std::chrono::hours(1);
       if (const int sig = psgate::wait_for_stop_signal(stop_signals, wait)) {
         if (sig == SIGHUP) {
-          if (const auto now = Clock::now(); now - hup_said >= std::chrono::seconds(1)) {
-            spdlog::info("SIGHUP received{}: reading {} again (reload)",
-                         hups_unsaid ? fmt::format(" ({} more before it in the last second)", hups_unsaid) : "",
-                         config.source);
-            hup_said = now;
-            hups_unsaid = 0;
-          } else {
-            ++hups_unsaid;
+          if (hup_log.admit(psgate::monotonic_ns())) {
+            spdlog::info(
+                "SIGHUP received{}: reading {} again (reload)",
+                hup_log.held_back() ? fmt::format(" ({} more before it in the last second)", hup_log.held_back()) : "",
+                config.source);
           }
           const uint64_t one = 1;
           if (write(reload_fd, &one, sizeof(one)) != sizeof(one))

@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "psgate/epoll_key.h"
+#include "psgate/log_throttle.h"
 #include "psgate/prometheus.h"
 
 namespace psgate {
@@ -188,7 +189,7 @@ void MetricsServer::run() {
   // would wake every round); `resume_at` says until when, for the latter.
   bool accepting = true;
   SteadyClock::time_point resume_at{};
-  SteadyClock::time_point accept_error_logged{};
+  LogThrottle accept_error_log(60'000'000'000);
 
   enum class Phase { kReading, kWriting, kDraining };
   struct Conn {
@@ -346,10 +347,10 @@ void MetricsServer::run() {
               // Out of descriptors, say: not watched for a second (the sweep
               // below watches it again), logged at most once a minute.
               const auto t = SteadyClock::now();
-              if (accept_error_logged == SteadyClock::time_point{} ||
-                  t - accept_error_logged > std::chrono::minutes(1)) {
-                accept_error_logged = t;
-                spdlog::warn("metrics: accept: {}; new scrapes wait", std::strerror(errno));
+              if (accept_error_log.admit(static_cast<uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()))) {
+                spdlog::warn("metrics: accept: {}; new scrapes wait ({} since start{})", std::strerror(errno),
+                             accept_error_log.total(), accept_error_log.held_back_note());
               }
               resume_at = t + std::chrono::seconds(1);
               if (accepting) accepting = !watch(EPOLL_CTL_MOD, listen_fd_, 0, 0);

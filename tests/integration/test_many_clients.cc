@@ -656,18 +656,27 @@ TEST_F(ManyClientsTest, ClientsHoldingTheBudgetWithoutReadingAreDroppedAndOthers
   ASSERT_LT(each * reply_size, 200 * 1024 + kPauseReadingBytes) << "each must stay under its own pause";
   std::vector<std::unique_ptr<Conn>> silent;
   ASSERT_NO_FATAL_FAILURE(send_config_requests(kSilent, each, silent));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // Asked once the budget is spent (the daemon logs it), not after a fixed
+  // pause: on a loaded machine the replies that spend it may take seconds,
+  // and a question asked before then is answered at once, testing nothing.
+  const std::string spent_line = "of replies unsent to clients; no requests read until they drain";
+  bool spent = false;
+  for (auto until = Clock::now() + std::chrono::seconds(60); !spent && Clock::now() < until;) {
+    spent = read_text_file(fx.path("psgate.out")).find(spent_line) != std::string::npos;
+    if (!spent) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(spent) << "the budget was never reached: the test does not test it";
   Conn asker(sock());
   ASSERT_TRUE(asker.ok());
   const auto t0 = Clock::now();
-  const auto reply = asker.call("{\"cmd\": \"health\"}\n", 20000);
-  ASSERT_TRUE(reply.has_value()) << "no reply in 20 s while " << kSilent << " clients do not read";
+  const auto reply = asker.call("{\"cmd\": \"health\"}\n", 30000);
+  ASSERT_TRUE(reply.has_value()) << "no reply in 30 s while " << kSilent << " clients do not read";
   EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true);
-  EXPECT_LT(Clock::now() - t0, kStalledReader + std::chrono::seconds(5));
+  // Within about one stall period (the silent clients are dropped after it),
+  // with room for a loaded machine: not held until they leave by themselves.
+  EXPECT_LT(Clock::now() - t0, kStalledReader + std::chrono::seconds(15));
   silent.clear();
   const DaemonRun stopped = fx.stop_daemon();
-  EXPECT_NE(stopped.output.find("of replies unsent to clients; no requests read until they drain"), std::string::npos)
-      << "the budget was never reached: the test does not test it";
   EXPECT_NE(stopped.output.find("of replies unread for 5 s; disconnected"), std::string::npos);
   // Said at most once a second with a count, not a line per client.
   size_t lines = 0;
