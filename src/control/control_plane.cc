@@ -151,11 +151,12 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   using R = Result<std::unique_ptr<ControlPlane>>;
   auto usable = check_state_path(config.control.state);
   if (!usable) return R::failure(usable.error());
-  auto saved = read_state_file(config.control.state, config.max_jobs, config.class_count);
+  StateReadFailure failure{};
+  auto saved = read_state_file(config.control.state, config.max_jobs, config.class_count, &failure);
   // Only a file read and found wrong: one that could not be read (EACCES,
   // EIO) may be a sound copy, and stays where it is.
-  const bool unreadable = !saved && saved.error().find(config.control.state + ": cannot read") != std::string::npos;
-  if (!saved && config.cluster && !unreadable && set_aside_unloadable_state(config.control.state, saved.error()))
+  if (!saved && config.cluster && failure == StateReadFailure::kDoesNotLoad &&
+      set_aside_unloadable_state(config.control.state, saved.error()))
     saved = std::optional<SavedState>{};
   if (!saved) return R::failure(saved.error());
   if (!*saved) {

@@ -425,8 +425,9 @@ Result<bool> check_state_path(const std::string& path) {
 namespace {
 
 Result<std::optional<SavedState>> read_state_file_checked(const std::string& path, uint32_t max_jobs,
-                                                          unsigned class_count) {
+                                                          unsigned class_count, StateReadFailure& failure) {
   using R = Result<std::optional<SavedState>>;
+  failure = StateReadFailure::kCannotRead;
   if (path.empty()) return std::optional<SavedState>{};
   // No file is a first start (the config's jobs); a path that cannot be
   // looked at (permissions, I/O) is not: starting from the config would
@@ -436,12 +437,14 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   if (ec && ec != std::errc::no_such_file_or_directory)
     return R::failure("state file " + path + ": cannot look at it: " + ec.message());
   if (!std::filesystem::exists(st)) return std::optional<SavedState>{};
+  failure = StateReadFailure::kDoesNotLoad;
   if (!std::filesystem::is_regular_file(st))
     return R::failure("state file " + path + ": not a regular file; [control] state must name a file");
   // Bounded as a rules file is (a file of an older version holds the rules
   // inline): a stray huge file is refused, not read into memory whole.
   std::string text;
   if (const int err = read_text_file(path, text, kMaxStateFileBytes)) {
+    if (err != EFBIG) failure = StateReadFailure::kCannotRead;
     return R::failure(
         "state file " + path + ": cannot read: " +
         (err == EFBIG ? "larger than " + std::to_string(kMaxStateFileBytes >> 20) + " MiB" : read_text_error(err)));
@@ -496,13 +499,18 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
 
 }  // namespace
 
-Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count) {
+Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count,
+                                                  StateReadFailure* failure) {
+  StateReadFailure why = StateReadFailure::kCannotRead;
   // Every field is type-checked before it is read; this is the backstop for
   // one that is not, so that a hand-edited file is a clear error (exit 2 at
   // start-up), never an uncaught exception.
   try {
-    return read_state_file_checked(path, max_jobs, class_count);
+    auto saved = read_state_file_checked(path, max_jobs, class_count, why);
+    if (failure) *failure = why;
+    return saved;
   } catch (const std::exception& e) {
+    if (failure) *failure = StateReadFailure::kDoesNotLoad;
     return Result<std::optional<SavedState>>::failure("state file " + path + ": " + e.what() + " (nothing was loaded)");
   }
 }

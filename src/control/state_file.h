@@ -74,11 +74,18 @@ std::optional<uint64_t> rules_file_serial(const std::string& name);
 uint64_t next_rules_serial_in(const std::string& dir);
 std::string rules_file_text(const JobRecord& job);
 
+// Why read_state_file failed: the file could not be had (permissions, I/O:
+// it may be a sound copy, to be kept where it is), or it was read and does
+// not load (cut short, hand-edited, too large, more jobs than max_jobs, a
+// rules file missing or wrong): a copy no restart will load.
+enum class StateReadFailure { kCannotRead, kDoesNotLoad };
+
 // std::nullopt when no file exists at `path` (start from the config's jobs).
 // A file that exists but cannot be read, or any problem in it (including
 // class settings for another classes.count than `class_count`), is an error
-// and nothing of it is loaded.
-Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count);
+// and nothing of it is loaded; `failure`, when given, says which of the two.
+Result<std::optional<SavedState>> read_state_file(const std::string& path, uint32_t max_jobs, unsigned class_count,
+                                                  StateReadFailure* failure = nullptr);
 
 // A start's view of a saved state read with the config file's record
 // (saved.file): what the file changed since is the file's

@@ -598,5 +598,36 @@ TEST(StateFile, AnIncrementalRenderEqualsAFullRenderAfterEveryChange) {
   }
 }
 
+// Why a read failed, as a kind and not as words to search: a cluster gateway
+// sets aside a file that does not load (a restart would refuse it again, for
+// ever) but keeps one it could not read (it may be a sound copy).
+TEST(StateFile, AFailedReadSaysWhetherTheFileCouldNotBeReadOrDoesNotLoad) {
+  TempDir t("psgate-state");
+  StateReadFailure why{};
+
+  std::ofstream(t.path("plain")) << "x";
+  EXPECT_FALSE(read_state_file(t.path("plain") + "/state.json", 8, 2, &why)) << "a path under a regular file";
+  EXPECT_EQ(why, StateReadFailure::kCannotRead);
+
+  std::ofstream(t.path("cut.json")) << R"({"version": 3, "rules_serial": 1, "jobs": [{"id": 3, "na)";
+  EXPECT_FALSE(read_state_file(t.path("cut.json"), 8, 2, &why));
+  EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
+
+  // Larger than any state file psgate writes: read again, refused again.
+  ASSERT_EQ(::truncate(t.path("cut.json").c_str(), off_t{257} << 20), 0);
+  auto large = read_state_file(t.path("cut.json"), 8, 2, &why);
+  ASSERT_FALSE(large);
+  EXPECT_NE(large.error().find("larger than"), std::string::npos) << large.error();
+  EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
+
+  // Sound, but more jobs than this start's max_jobs.
+  std::ofstream(t.path("two.json"))
+      << R"({"version": 1, "jobs": [{"id": 3, "name": "a", "rank": 0, "match": ["dst=10.0.0.5/32"]},
+            {"id": 4, "name": "b", "rank": 1, "match": ["dst=10.0.0.6/32"]}], "policy": {"name": "static"}})";
+  ASSERT_TRUE(read_state_file(t.path("two.json"), 8, 2, &why));
+  EXPECT_FALSE(read_state_file(t.path("two.json"), 1, 2, &why));
+  EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
+}
+
 }  // namespace
 }  // namespace psgate
