@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -565,6 +566,37 @@ WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& m) {
 
 // ---- writes --------------------------------------------------------------------
 
+namespace {
+
+// The cluster's order after a change this gateway made to the jobs it holds
+// (`local_after`: them, top first). A gateway may hold only some of the
+// store's jobs (a smaller max_jobs, slots still draining): the others are
+// not its to move, and keep their places. Each stays behind the held job it
+// followed in the store's order (or on top, where no held job was above it);
+// held jobs the change removed leave; the held jobs take the order of
+// `local_after`. A gateway that holds every job writes `local_after`.
+std::vector<uint32_t> cluster_order_after(const ClusterView& seen, const JobRegistry& before, const JobRegistry& after,
+                                          const std::vector<uint32_t>& local_after) {
+  std::vector<uint32_t> top;                            // not held, above every held job
+  std::map<uint32_t, std::vector<uint32_t>> followers;  // held job -> the jobs not held behind it
+  std::vector<uint32_t>* behind = &top;
+  for (uint32_t id : seen.full_order()) {
+    if (before.find(id) || after.find(id)) {
+      behind = after.find(id) ? &followers[id] : behind;  // a removed job's followers go to the job above it
+    } else {
+      behind->push_back(id);
+    }
+  }
+  std::vector<uint32_t> out = std::move(top);
+  for (uint32_t id : local_after) {
+    out.push_back(id);
+    if (auto f = followers.find(id); f != followers.end()) out.insert(out.end(), f->second.begin(), f->second.end());
+  }
+  return out;
+}
+
+}  // namespace
+
 StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,
                        const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after) {
   StoreWrite w;
@@ -613,7 +645,7 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
       if (before.find(order_after[i]) || (i > pos && order_after[i] < order_after[i - 1])) reordered = true;
   }
   if (reordered) {
-    w.puts.emplace_back(keys.order(), order_document(order_after));
+    w.puts.emplace_back(keys.order(), order_document(cluster_order_after(seen, before, after, order_after)));
     w.unchanged_since.emplace_back(keys.order(), seen.order_revision);
   }
   if (!(policy_before.kind == policy_after.kind && policy_before.interval_ns == policy_after.interval_ns &&

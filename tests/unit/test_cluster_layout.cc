@@ -826,6 +826,38 @@ TEST(StoreWrite, JobsLoadedInOneTransactionKeepTheirOrder) {
   EXPECT_EQ(written_order(w), (std::vector<uint32_t>{1, 11, 9, 10}));
 }
 
+// A gateway that holds only some of the store's jobs (a smaller max_jobs,
+// slots draining) rewrites the order for its own change: the jobs it does
+// not hold keep their places. It once wrote its own jobs alone, and the
+// others fell to the bottom on every gateway.
+TEST(StoreWrite, AGatewayHoldingSomeJobsMovesOnlyThoseInTheOrder) {
+  ClusterView seen;
+  for (uint32_t id : {1, 2, 3, 9, 20}) seen.jobs.push_back(ClusterJob{spec(id), id});
+  seen.order = {20, 9, 3, 2, 1};
+  seen.order_revision = 7;
+  const PolicyParams p;
+  const JobRegistry before = registry({9, 2, 1});  // max_jobs 3: 20 and 3 refused here
+
+  JobRegistry removed = before;
+  ASSERT_TRUE(removed.remove(9).ok());
+  StoreWrite w = store_write(kKeys, seen, before, p, removed, p);
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{20, 3, 2, 1}));
+  EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.order(), 7}}));
+
+  // Its own jobs re-ranked (1 over 9): each job it does not hold stays
+  // behind the one it followed (3 behind 9), or on top (20).
+  JobRegistry reranked(64);
+  for (uint32_t id : {1, 9, 2}) ASSERT_TRUE(reranked.add(*before.find(id), std::nullopt).ok());
+  w = store_write(kKeys, seen, before, p, reranked, p);
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{20, 1, 9, 3, 2}));
+
+  // A job added on top of its own: above them, below the one it does not hold.
+  JobRegistry added = before;
+  ASSERT_TRUE(added.add(record(30), 0u).ok());
+  w = store_write(kKeys, seen, before, p, added, p);
+  EXPECT_EQ(written_order(w), (std::vector<uint32_t>{20, 30, 9, 3, 2, 1}));
+}
+
 TEST(StoreWrite, RemoveDeletesJobAndProgress) {
   const JobRegistry before = registry({1, 2, 3});
   JobRegistry after = before;
