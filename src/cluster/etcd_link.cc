@@ -194,7 +194,8 @@ std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
 }
 
 // Read again for every new channel, so that rotated files are taken up at
-// the next reconnect. Files that cannot be read (mid-rotation, removed) leave
+// the next reconnect. Files that cannot be read or hold no
+// complete PEM of their kind (mid-rotation, removed, cut short) leave
 // the last good ones in use, with a warning naming the file, once per
 // problem. With none ever read (the daemon checks them before it starts,
 // so only if they went in between), the root list is a text that is no
@@ -203,19 +204,19 @@ grpc::SslCredentialsOptions EtcdLink::tls_files() {
   grpc::SslCredentialsOptions o;
   std::string why;
   // The files in order, stopping at the first that cannot be read.
-  auto read = [&why](const std::string& path) -> std::optional<std::string> {
-    auto pem = read_pem_file(path);
+  auto read = [&why](const std::string& path, PemKind kind) -> std::optional<std::string> {
+    auto pem = read_pem_file(path, kind);
     if (!pem) {
       why = pem.error();
       return std::nullopt;
     }
     return std::move(*pem);
   };
-  auto ca = read(spec_.ca);
+  auto ca = read(spec_.ca, PemKind::kCertificates);
   std::optional<std::string> cert, key;
   if (ca && !spec_.cert.empty()) {
-    cert = read(spec_.cert);
-    if (cert) key = read(spec_.key);
+    cert = read(spec_.cert, PemKind::kCertificates);
+    if (cert) key = read(spec_.key, PemKind::kPrivateKey);
   }
   if (ca && (spec_.cert.empty() || (cert && key))) {
     o.pem_root_certs = std::move(*ca);

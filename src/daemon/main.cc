@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -488,10 +489,12 @@ int main(int argc, char** argv) {
   // Cluster TLS files: unreadable is a config error, found by --check too, not
   // a store that silently never answers.
   if (config->cluster) {
-    for (auto [key, path] :
-         {std::pair{"ca", &config->cluster->ca}, {"cert", &config->cluster->cert}, {"key", &config->cluster->key}}) {
+    using psgate::PemKind;
+    for (auto [key, path, kind] : {std::tuple{"ca", &config->cluster->ca, PemKind::kCertificates},
+                                   {"cert", &config->cluster->cert, PemKind::kCertificates},
+                                   {"key", &config->cluster->key, PemKind::kPrivateKey}}) {
       if (path->empty()) continue;
-      if (auto pem = psgate::read_pem_file(*path); !pem) {
+      if (auto pem = psgate::read_pem_file(*path, kind); !pem) {
         std::fprintf(stderr, "psgate: %s: cluster.%s: %s\n", config_path.c_str(), key, pem.error().c_str());
         return 2;
       }
