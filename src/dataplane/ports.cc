@@ -121,10 +121,22 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
           "port {} ({}): memif role=client does not reconnect after its server restarts (DPDK 22.11): the "
           "port would stay down until psgate restarts; prefer role=server on psgate's side",
           role, cap.name);
-    // memif links descriptors into an mbuf chain for any frame size.
+    // A frame must fit one memif buffer (`bsize`, 2048 by default). DPDK
+    // 22.11's memif TX never clears the NEXT flag of a packet's first
+    // descriptor and, chaining, can take a slot past the free ones
+    // (rte_eth_memif.c, eth_memif_tx): frames that span buffers arrive cut,
+    // glued to the next ones, or many times over (seen with 9014-byte frames
+    // between two psgates). Within one buffer the receiver may still chain
+    // mbufs, which is sound. The buffers are the memif client's: with psgate
+    // the server, the peer's bsize must be as large.
+    const uint32_t bsize = devarg_u32(spec.device, "bsize", 2048);
     cap.chains_by_itself = true;
-    cap.mtu_limit = UINT16_MAX - tag_room;
-    cap.limit_source = "memif's descriptor chains";
+    cap.mtu_limit = bsize > tag_room ? bsize - tag_room : 0;
+    cap.limit_source = "its bsize " + std::to_string(bsize) +
+                       ": a frame must fit one memif buffer (DPDK 22.11's memif corrupts frames that span buffers); "
+                       "add bsize=" +
+                       std::to_string(static_cast<uint32_t>(spec.mtu) + tag_room) +
+                       " or more to the device, and the same to its peer's";
   } else if (driver == "net_af_packet") {
     // A received frame is copied whole into ONE mbuf, unchecked: the mbufs
     // must hold the largest frame the ring can deliver (framesz - 52). The
