@@ -5,6 +5,7 @@
 #include <rte_ethdev.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -46,17 +47,41 @@ Result<uint16_t> resolve_port(const std::string& spec) {
   return id;
 }
 
+namespace {
+
+// The --vdev arguments' device strings ("net_memif0,role=client,...").
+std::vector<std::string> vdev_specs(const std::vector<std::string>& eal_args) {
+  std::vector<std::string> specs;
+  for (size_t i = 0; i < eal_args.size(); ++i) {
+    if (eal_args[i].rfind("--vdev=", 0) == 0) {
+      specs.push_back(eal_args[i].substr(7));
+    } else if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) {
+      specs.push_back(eal_args[++i]);
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+std::string memif_buffers_too_small(const std::vector<std::string>& eal_args, uint32_t frame_bytes) {
+  std::string small;
+  for (const std::string& spec : vdev_specs(eal_args)) {
+    if (spec.rfind("net_memif", 0) != 0) continue;
+    uint32_t bsize = 2048;  // the driver's default
+    for (size_t at = spec.find(','); at != std::string::npos; at = spec.find(',', at + 1)) {
+      if (spec.compare(at + 1, 6, "bsize=") == 0)
+        bsize = static_cast<uint32_t>(std::strtoul(spec.c_str() + at + 7, nullptr, 0));
+    }
+    if (bsize < frame_bytes)
+      small += (small.empty() ? "" : ", ") + spec.substr(0, spec.find(',')) + " (bsize " + std::to_string(bsize) + ")";
+  }
+  return small;
+}
+
 std::string vdevs_not_created(const std::vector<std::string>& eal_args) {
   std::string missing;
-  for (size_t i = 0; i < eal_args.size(); ++i) {
-    std::string spec;
-    if (eal_args[i].rfind("--vdev=", 0) == 0) {
-      spec = eal_args[i].substr(7);
-    } else if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) {
-      spec = eal_args[++i];
-    } else {
-      continue;
-    }
+  for (const std::string& spec : vdev_specs(eal_args)) {
     const std::string name = spec.substr(0, spec.find(','));
     if (name.rfind("net_", 0) != 0) continue;
     // By the device each port was made from: a port's own name may differ

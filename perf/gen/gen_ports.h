@@ -24,6 +24,13 @@ Result<uint16_t> resolve_port(const std::string& spec);
 // run would use other devices than the ones given. Comma-separated, or "".
 std::string vdevs_not_created(const std::vector<std::string>& eal_args);
 
+// The memif devices among the --vdev arguments whose buffers (`bsize`, 2048
+// by default) are smaller than `frame_bytes`, each with its bsize;
+// comma-separated, or "". DPDK 22.11's memif corrupts a frame that spans
+// buffers (cut, glued to the next, repeated), and a memif client's buffers
+// serve both directions: psgate's replies too.
+std::string memif_buffers_too_small(const std::vector<std::string>& eal_args, uint32_t frame_bytes);
+
 Result<bool> configure_port(uint16_t port, rte_mempool* pool);
 
 // Starts the port (retrying while start fails) and waits for link up, until

@@ -154,6 +154,10 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
 
   if (const std::string missing = vdevs_not_created(eal_args); !missing.empty())
     return fail("virtual device(s) " + missing + " not created (their driver refused them: see EAL's messages above)");
+  if (const std::string small = memif_buffers_too_small(eal_args, kMaxFrameSize - kFcsBytes); !small.empty())
+    return fail("memif buffers smaller than the " + std::to_string(kMaxFrameSize - kFcsBytes) +
+                "-byte frames psgate-gen sends: " + small +
+                "; DPDK 22.11's memif corrupts frames that span buffers: give bsize=2048 or more (the default)");
   auto host = resolve_port(profile.host_port);
   if (!host.ok()) return fail("host-side port: " + host.error());
   auto wire = resolve_port(profile.wire_port);
