@@ -450,6 +450,12 @@ StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const Stor
   const auto& add = std::get<JobsAddRequest>(*req);
   if (add.id != *id)
     return {std::nullopt, "\"job\" is " + std::to_string(add.id) + ", not the key's " + std::to_string(*id)};
+  // jobs.add takes a rank; the cluster ranks by P/order alone. Accepted and
+  // dropped, it left a scheduler's job last with no sign why.
+  if (add.rank)
+    return {std::nullopt,
+            "\"rank\" is not part of a job document: the order is P/order's (psgatectl jobs add --rank "
+            "writes both)"};
   ClusterJob job;
   job.spec.id = add.id;
   job.spec.name = add.name.empty() ? "job-" + std::to_string(add.id) : add.name;

@@ -554,14 +554,23 @@ bool EtcdLink::keep_alive(size_t ep) {
   ctx.TryCancel();
   (void)stream->Finish();
   if (!answered) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
   if (resp.ttl() <= 0) {
     // The lease expired (we were cut off longer than its TTL): registration
-    // and leadership are gone; start a new one.
-    lease_id_ = 0;
-    leader_ = false;
+    // and leadership are gone; start a new one. Said (outside mutex_, as
+    // publish() logs): another gateway may lead now, and nothing else in
+    // this gateway's log would tell when.
+    bool was_leader;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      was_leader = leader_;
+      lease_id_ = 0;
+      leader_ = false;
+    }
+    spdlog::warn("cluster: lease {:x} expired (no keepalive answered within its {} ms TTL){}; registering again", id,
+                 spec_.lease_ttl_ns / kMs, was_leader ? ": no longer the policy leader" : "");
     return false;
   }
+  std::lock_guard<std::mutex> lock(mutex_);
   lease_ok_ns_ = now_ns();
   return true;
 }

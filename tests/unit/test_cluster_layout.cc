@@ -153,6 +153,9 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   m.put(kKeys.jobs() + "0", entry(R"({"schema":1,"job":0,"match":["dport=80"]})", 9));
   m.put(kKeys.job(11), entry(R"({"schema":1,"job":11,"match":["dport=80"],"colour":"red"})", 10));
   m.put(kKeys.job(12), entry(job_document(spec(12)), 11));
+  // jobs.add takes a rank, the store does not (the order is P/order's): once
+  // accepted and dropped, the job ranked last with no sign.
+  m.put(kKeys.job(13), entry(R"({"schema":1,"job":13,"match":["dport=80"],"rank":0})", 11));
   m.put(kKeys.order(), entry(R"({"schema":1,"order":"12"})", 12));
   m.put(kKeys.policy(), entry(R"({"schema":1,"name":"fastest"})", 13));
   m.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":2})", 14));
@@ -164,7 +167,7 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
 
   const ClusterView v = m.view();
   EXPECT_EQ(ids(v), (std::vector<uint32_t>{1, 12}));
-  for (uint32_t id : {2, 3, 4, 5, 6, 7, 11}) EXPECT_TRUE(contains_problem(v, kKeys.job(id))) << id;
+  for (uint32_t id : {2, 3, 4, 5, 6, 7, 11, 13}) EXPECT_TRUE(contains_problem(v, kKeys.job(id))) << id;
   EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "abc"));
   EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "0"));
   EXPECT_FALSE(contains_problem(v, kKeys.job(1)));
@@ -189,7 +192,7 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   EXPECT_EQ(v.leader, "");
   ASSERT_EQ(v.progress.size(), 1u);
   EXPECT_EQ(v.progress.at(12).fraction, 0.5);
-  EXPECT_EQ(v.problems.size(), 16u);
+  EXPECT_EQ(v.problems.size(), 17u);
 }
 
 // The largest job a gateway writes (a jobs.add request of 64 KiB, of the
