@@ -18,6 +18,7 @@
 #include "dataplane/ports.h"
 #include "psgate/dataplane.h"
 #include "psgate/frame_plan.h"
+#include "psgate/log_throttle.h"
 
 namespace psgate {
 
@@ -55,6 +56,8 @@ struct PortWatch {
   // now probed (each probe starts from 0): reported with the live ones, so
   // they never go backwards across an interface replaced.
   NicTotals nic_detached;
+  // kKernelIface: polls that could not look at the interface (no descriptor left).
+  LogThrottle unknown_logged{60'000'000'000};
 };
 
 // The data lcores' heartbeat (lcore_watch.cc; control thread only).

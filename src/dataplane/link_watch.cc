@@ -38,6 +38,12 @@ namespace psgate {
 
 namespace {
 
+uint64_t steady_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint64_t realtime_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -48,18 +54,30 @@ struct IfaceState {
   unsigned ifindex = 0;  // 0: no such interface
   bool running = false;  // IFF_UP and IFF_RUNNING (a veth is running while its peer is up)
   uint32_t mtu = 0;      // 0: not known
+  // Not looked at (the errno): the process had no descriptor for the
+  // socket the lookups need (EMFILE, ENFILE: control clients took them
+  // all). Nothing is known of the interface, least of all that it is gone.
+  int unknown_errno = 0;
 };
 
 IfaceState iface_state(const std::string& name) {
   IfaceState st;
-  st.ifindex = if_nametoindex(name.c_str());
-  if (st.ifindex == 0) return st;
+  // One socket for every lookup, opened first: if_nametoindex opens its own
+  // and, out of descriptors, says 0 with errno ENOENT, which read as "gone".
   const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return st;
+  if (s < 0) {
+    st.unknown_errno = errno;
+    return st;
+  }
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
-  if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) st.running = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
-  if (ioctl(s, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) st.mtu = static_cast<uint32_t>(ifr.ifr_mtu);
+  if (ioctl(s, SIOCGIFINDEX, &ifr) == 0 && ifr.ifr_ifindex > 0) {
+    st.ifindex = static_cast<unsigned>(ifr.ifr_ifindex);
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) st.running = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    if (ioctl(s, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) st.mtu = static_cast<uint32_t>(ifr.ifr_mtu);
+  } else if (errno != ENODEV) {
+    st.unknown_errno = errno;  // not "no such device": nothing is known
+  }
   close(s);
   return st;
 }
@@ -195,6 +213,15 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
     return;
   }
   const IfaceState st = iface_state(w.iface);
+  if (st.unknown_errno) {
+    // Judged at the next poll that can look: taken for "gone", a running
+    // port was detached and its traffic stopped until the clients left.
+    if (w.unknown_logged.admit(steady_ns()))
+      spdlog::warn("port {}: cannot look at interface {} ({}); its link state is kept as it was ({} since start{})",
+                   kPortNames[p], w.iface, std::strerror(st.unknown_errno), w.unknown_logged.total(),
+                   w.unknown_logged.held_back_note());
+    return;
+  }
   if (w.detached) {
     if (st.ifindex != 0 && st.running && reattach(d, p)) publish(d, p, true, "");
     return;

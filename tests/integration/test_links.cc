@@ -13,8 +13,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -202,7 +204,8 @@ TEST(Links, MemifJumboFramesNeedABufferSizeThatHoldsThemAndThenCrossWhole) {
   auto sender = [&](const std::string& devargs) {
     return eal_line(fx, "memif-jumbo-a") + "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=" + fx.path("jumbo.pcap") +
            ",infinite_rx=1\"\nmtu = 9000\n[ports.host]\ndevice = \"net_memif0,role=server,socket=" + sock + devargs +
-           "\"\nmtu = 9000\n[lcores]\nmain = 0\ndata = [1]\n[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n" + common_tail();
+           "\"\nmtu = 9000\n[lcores]\nmain = 0\ndata = [1]\n[shaper.host]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n" +
+           common_tail();
   };
 
   // The default buffers: refused, with what to set.
@@ -552,6 +555,55 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   })) << health.dump();
   EXPECT_TRUE(carries(large)) << "1400-byte payloads once the MTU is back";
   const DaemonRun run = fx.stop_daemon(30);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  expect_conservation(run);
+}
+
+// Control clients that take every file descriptor psgate has (a low
+// RLIMIT_NOFILE) must not touch forwarding. The af_packet link watch once
+// read "out of descriptors" as "interface gone" (if_nametoindex says 0 with
+// ENOENT then), detached the wire port and dropped all traffic until the
+// clients left.
+TEST(Links, ControlClientsTakingEveryDescriptorDoNotTakeAPortDown) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  const std::string ns = "psgf" + std::to_string(getpid());
+  NetnsScope scope(ns);
+  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+  ASSERT_TRUE(make_veth("fw0", "fw1") && make_veth("fh0", "fh1"));
+  DaemonFixture fx;
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "fds", "net_af_packet", "fw0", "fh0", common_tail()));
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  // Lowered once it runs (psgate raises its soft limit to the hard one at
+  // start), as `prlimit --nofile=256:256` would: the clients below take the rest.
+  const rlimit low{256, 256};
+  ASSERT_EQ(prlimit(fx.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+
+  std::vector<int> clients;
+  for (int i = 0; i < 300; ++i) {
+    const int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", fx.path("ctl.sock").c_str());
+    if (c >= 0 && connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) clients.push_back(c);
+  }
+  // Several link polls (100 ms each) while the descriptors are gone.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  RawPort wire_peer("fw1"), host_peer("fh1");
+  ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
+  const unsigned before = host_peer.count(2222);
+  const bool carried = eventually(5, [&] {
+    wire_peer.send(udp_frame(2222));
+    return host_peer.count(2222) > before + 10;
+  });
+  for (int c : clients) close(c);
+  const DaemonRun run = fx.stop_daemon(30);
+  EXPECT_TRUE(carried) << "no traffic while control clients held the descriptors";
+  EXPECT_NE(run.output.find("control: out of file descriptors"), std::string::npos)
+      << "the clients never took every descriptor: the test tests nothing\n"
+      << run.output;
+  EXPECT_EQ(run.output.find("interface fw0 gone"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("detached"), std::string::npos) << run.output;
   ASSERT_EQ(run.exit_status, 0) << run.output;
   expect_conservation(run);
 }
