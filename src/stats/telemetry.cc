@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "psgate/text.h"
 #include "stats/stats_json.h"
 
 namespace psgate {
@@ -31,6 +32,31 @@ void add_numbers(rte_tel_data* d, const nlohmann::json& obj, const std::string& 
       add_numbers(d, it.value(), key + "_");
     }
   }
+}
+
+// A job name as DPDK 22.11's telemetry can write it: ASCII. Its JSON writer
+// tests each byte as a signed char against its table of control characters,
+// so a byte of a UTF-8 character (negative) indexed before the table and
+// the reply was not JSON ("résnet" came out as "r\1\2snet"). Other
+// characters are written \u followed by their code point in hex, which the
+// client reads as those six or more characters.
+std::string telemetry_name(std::string_view name) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  while (!name.empty()) {
+    const auto cp = decode_utf8(name);
+    const size_t length = cp ? cp->length : 1;
+    const uint32_t v = cp ? cp->value : static_cast<unsigned char>(name[0]);
+    if (v < 0x80) {
+      out += static_cast<char>(v);
+    } else {
+      out += "\\u";
+      const int digits = v > 0xffff ? 6 : 4;
+      for (int d = digits - 1; d >= 0; --d) out += kHex[(v >> (4 * d)) & 15];
+    }
+    name.remove_prefix(length);
+  }
+  return out;
 }
 
 nlohmann::json stats() {
@@ -87,7 +113,9 @@ int cmd_jobs(const char*, const char*, rte_tel_data* d) {
   if (!g_control) return -1;
   rte_tel_data_start_array(d, RTE_TEL_U64_VAL);
   const nlohmann::json s = stats();  // named: a range-for over stats()["jobs"] would dangle
-  for (const auto& j : s["jobs"]) rte_tel_data_add_array_u64(d, j["id"].get<uint64_t>());
+  // At most RTE_TEL_MAX_ARRAY_ENTRIES (512) ids: the help says so.
+  for (const auto& j : s["jobs"])
+    if (rte_tel_data_add_array_u64(d, j["id"].get<uint64_t>()) != 0) break;
   return 0;
 }
 
@@ -99,7 +127,7 @@ int cmd_job(const char*, const char* params, rte_tel_data* d) {
   for (const auto& j : s["jobs"]) {
     if (j["id"].get<uint64_t>() == id) {
       rte_tel_data_start_dict(d);
-      rte_tel_data_add_dict_string(d, "name", j["name"].get<std::string>().c_str());
+      rte_tel_data_add_dict_string(d, "name", telemetry_name(j["name"].get<std::string>()).c_str());
       add_numbers(d, j);
       return 0;
     }
@@ -119,7 +147,9 @@ void register_telemetry(ControlPlane& control) {
     rte_telemetry_register_cmd("/psgate/totals", cmd_totals, "psgate: received, transmitted, dropped");
     rte_telemetry_register_cmd("/psgate/port", cmd_port, "psgate: one port's counters. Parameter: wire or host");
     rte_telemetry_register_cmd("/psgate/class", cmd_class, "psgate: one egress class. Parameters: port,class");
-    rte_telemetry_register_cmd("/psgate/jobs", cmd_jobs, "psgate: job ids");
+    rte_telemetry_register_cmd("/psgate/jobs", cmd_jobs,
+                               "psgate: job ids, the first 512 (DPDK telemetry's array limit; psgatectl jobs list "
+                               "has all)");
     rte_telemetry_register_cmd("/psgate/job", cmd_job, "psgate: one job's counters. Parameter: job id");
   });
 }

@@ -706,6 +706,12 @@ TEST_F(ControlTest, CountersAreReadableThroughDpdkTelemetry) {
   EXPECT_EQ(jobs["/psgate/jobs"], json::array({1, 2})) << jobs.dump();
   const json one = query("/psgate/job,1");
   EXPECT_EQ(one["/psgate/job"]["name"], "one") << one.dump();
+  // A name that is not ASCII: DPDK 22.11's JSON writer made a reply that was
+  // not JSON of it ("r\1\2snet"); psgate hands it the name \u-escaped.
+  ASSERT_EQ(ctl({"jobs", "add", "9", "--match", "dst=10.0.0.9/32", "--name", "r\u00e9snet-\u03b1"}).status, 0);
+  const json nine = query("/psgate/job,9");
+  ASSERT_TRUE(nine.is_object()) << "not JSON";
+  EXPECT_EQ(nine["/psgate/job"]["name"], "r\\u00e9snet-\\u03b1") << nine.dump();
   const json wire = query("/psgate/port,wire");
   EXPECT_TRUE(wire["/psgate/port"].contains("rx_packets")) << wire.dump();
   // A class's sojourn record is the one `stats` shows (it read 0 for every
