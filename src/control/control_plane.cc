@@ -359,15 +359,16 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
           "written again (the state file's lock went with it if it was there: restart psgate to take it again)",
           path, dir, missing);
   }
-  bool wrote_rules = false;
+  std::vector<std::pair<std::string, std::string>> rules_files;  // name, text
+  std::vector<uint32_t> rules_of;                                // their jobs
   for (const JobRecord* j : next.jobs.in_age_order()) {
     if (!j->rules_file.empty()) continue;
-    const std::string name = rules_file_name(j->spec.id, rules_serial++);
-    if (auto written = write_rules_file(dir, name, rules_file_text(*j)); !written) return written;
-    next.jobs.set_rules_file(j->spec.id, name);
-    wrote_rules = true;
+    rules_files.emplace_back(rules_file_name(j->spec.id, rules_serial++), rules_file_text(*j));
+    rules_of.push_back(j->spec.id);
   }
-  if (wrote_rules) {
+  if (auto written = write_rules_files(dir, rules_files); !written) return written;
+  for (size_t i = 0; i < rules_files.size(); ++i) next.jobs.set_rules_file(rules_of[i], rules_files[i].first);
+  if (!rules_files.empty()) {
     if (auto synced = sync_directory(dir); !synced)
       return Result<bool>::failure("state file " + path + ": " + synced.error());
   }

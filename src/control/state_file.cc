@@ -599,7 +599,9 @@ namespace {
 
 // Writes `text` to a temporary beside `path`, fsyncs it and renames it over
 // `path`: a crash leaves the old file or the new one, never half of one.
-Result<bool> replace_file(const std::string& path, const std::string& text) {
+// `sync`: the data made durable before the rename; write_rules_files
+// passes false and syncs the filesystem once for many files.
+Result<bool> replace_file(const std::string& path, const std::string& text, bool sync = true) {
   const std::string tmp = path + ".tmp";
   auto fail_io = [&](const char* what) {
     Result<bool> r = Result<bool>::failure(io_error(path, what));
@@ -619,7 +621,7 @@ Result<bool> replace_file(const std::string& path, const std::string& text) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (sync && ::fsync(fd) != 0) {
     ::close(fd);
     return fail_io("cannot sync");
   }
@@ -663,6 +665,24 @@ Result<bool> write_state_text(const std::string& path, const std::string& text, 
 
 Result<bool> write_rules_file(const std::string& dir, const std::string& name, const std::string& text) {
   return replace_file(dir + "/" + name, text);
+}
+
+Result<bool> write_rules_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  if (files.size() <= 1)
+    return files.empty() ? Result<bool>(true) : write_rules_file(dir, files[0].first, files[0].second);
+  for (const auto& [name, text] : files)
+    if (auto written = replace_file(dir + "/" + name, text, false); !written) return written;
+  // One flush for them all. A sync per file held the control thread about
+  // 4 ms each: 16 s for 4,000 jobs a scheduler wrote to the cluster store
+  // at once, every gateway's control socket and stop signals waiting. Until
+  // it returns no state file names them (a crash leaves them unnamed, set
+  // aside at the next start).
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool ok = dfd >= 0 && ::syncfs(dfd) == 0;
+  const int err = errno;
+  if (dfd >= 0) ::close(dfd);
+  if (!ok) return Result<bool>::failure("rules directory " + dir + ": cannot sync: " + std::strerror(err));
+  return true;
 }
 
 namespace {

@@ -172,6 +172,9 @@ Result<bool> write_state_text(const std::string& path, const std::string& text, 
 // (created if missing), without syncing the directory; sync_directory(dir)
 // once after a batch of them, before the state file that names them.
 Result<bool> write_rules_file(const std::string& dir, const std::string& name, const std::string& text);
+// Many rules files (name, text) at once, made durable together (one
+// syncfs, not a sync each); the directory is still to be synced.
+Result<bool> write_rules_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files);
 Result<bool> sync_directory(const std::string& dir);
 // Makes `dir` and its missing parents, each synced into its parent (best
 // effort: errors are left to the write that follows). Nothing if it exists.
