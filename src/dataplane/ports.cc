@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "psgate/packet_parser.h"
 
@@ -213,6 +214,18 @@ uint32_t kernel_mtu(const std::string& iface) {
   return ok && ifr.ifr_mtu > 0 ? static_cast<uint32_t>(ifr.ifr_mtu) : 0;
 }
 
+// Whether a kernel interface is in promiscuous mode (IFF_PROMISC; false when
+// it cannot be read).
+bool kernel_promiscuous(const std::string& iface) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
+  const bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+  ::close(fd);
+  return ok && (ifr.ifr_flags & IFF_PROMISC) != 0;
+}
+
 }  // namespace
 
 void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
@@ -246,6 +259,14 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
         ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
       }
       note(ok, "LRO on");
+    }
+    if (c.promisc) {
+      bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+      if (ok) {
+        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags & ~IFF_PROMISC);
+        ok = ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+      }
+      note(ok, "promiscuous mode off");
     }
     if (!put_back.empty()) spdlog::info("port {}: {} as before psgate: {}", c.role, c.iface, put_back);
     if (!failed.empty())
@@ -367,7 +388,9 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     if (int rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, socket, nullptr); rc != 0)
       return fail("TX queue " + std::to_string(q) + " setup failed", rc);
   }
-  if (af_packet) {
+  // Once per interface, not at every probe of a re-created one.
+  static std::set<std::string> defrag_warned;
+  if (af_packet && defrag_warned.insert(iface).second) {
     // DPDK 22.11's af_packet joins its sockets to a fanout group with
     // PACKET_FANOUT_FLAG_DEFRAG, fixed in the driver: said once, as what an
     // operator sees would otherwise be inexplicable (docs/operations.md).
@@ -377,6 +400,8 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
         "completes is dropped by the kernel (nstat IpReasmFails); use af_xdp or the NIC's driver where IPv4 "
         "fragments must pass",
         role, iface);
+  }
+  if (af_packet) {
     KernelIfaceChange turned_off{role, iface};
     merging_offloads_off(role, iface, turned_off);
     if (turned_off.gro || turned_off.lro) {
@@ -387,10 +412,13 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     }
   }
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
-  // A bump in the wire forwards frames for every MAC address.
+  // A bump in the wire forwards frames for every MAC address. af_packet sets
+  // the interface's own flag, which stays after psgate: put back at exit.
+  const bool promisc_before = af_packet && kernel_promiscuous(iface);
   if (int rc = rte_eth_promiscuous_enable(port_id); rc != 0 && rc != -ENOTSUP) {
     spdlog::warn("port {}: cannot enable promiscuous mode: {}", role, std::strerror(-rc));
   }
+  if (af_packet && !promisc_before && kernel_promiscuous(iface)) record([](KernelIfaceChange& c) { c.promisc = true; });
   return true;
 }
 

@@ -31,11 +31,12 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
 // back when psgate stops: the interface is the host's, and stays in use
 // (by the kernel, by a psgate started later) after this one exits.
 struct KernelIfaceChange {
-  std::string role;   // the port's: "wire" or "host"
-  std::string iface;  // the kernel interface
-  uint32_t mtu = 0;   // its MTU before psgate set it; 0: left as it was
-  bool gro = false;   // GRO turned off by psgate
-  bool lro = false;   // LRO turned off by psgate
+  std::string role;      // the port's: "wire" or "host"
+  std::string iface;     // the kernel interface
+  uint32_t mtu = 0;      // its MTU before psgate set it; 0: left as it was
+  bool gro = false;      // GRO turned off by psgate
+  bool lro = false;      // LRO turned off by psgate
+  bool promisc = false;  // promiscuous mode turned on by psgate
 };
 // Puts back what `changes` record (an interface that is gone is skipped).
 void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);

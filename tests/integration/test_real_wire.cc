@@ -368,6 +368,11 @@ TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   EXPECT_NE(shell("ip netns exec " + ns + " ethtool -k mt2").second.find("generic-receive-offload: on"),
             std::string::npos);
   EXPECT_NE(shell("ip -n " + ns + " link show mt0").second.find("mtu 1400"), std::string::npos);
+  // Promiscuous mode, which af_packet sets on the interface itself, too (it
+  // stayed on after psgate).
+  EXPECT_NE(out3.find("promiscuous mode off"), std::string::npos) << out3;
+  for (const char* iface : {"mt0", "mt2"})
+    EXPECT_EQ(shell("ip -n " + ns + " link show " + iface).second.find("PROMISC"), std::string::npos) << iface;
 }
 
 }  // namespace
