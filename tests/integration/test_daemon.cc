@@ -594,16 +594,20 @@ TEST(DaemonConfig, ASignalDuringStartUpIsTakenOnceTheGatewayRuns) {
   }
   fx.write_file("psgate.toml", make_config(o));
   fx.start_daemon("psgate.toml");
-  // Once it is psgate (exec'd) and past the dynamic loader, well inside the
-  // reading of its configuration.
-  const std::string comm = "/proc/" + std::to_string(fx.daemon_pid()) + "/comm";
-  for (int i = 0; i < 500; ++i) {
-    std::ifstream in(comm);
-    std::string name;
-    if (std::getline(in, name) && name == "psgate") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Once psgate has blocked its stop signals, which it does before reading
+  // its configuration: inside the reading. (A fixed pause after the exec was
+  // too short on a loaded machine, where the signal then came before the
+  // block; under nohup, which ignores SIGHUP, it was lost and this failed.)
+  const std::string status = "/proc/" + std::to_string(fx.daemon_pid()) + "/status";
+  bool blocked = false;
+  for (int i = 0; i < 5000 && !blocked; ++i) {
+    std::ifstream in(status);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("SigBlk:", 0) == 0) blocked = (std::stoull(line.substr(7), nullptr, 16) >> (SIGHUP - 1)) & 1;
+    }
+    if (!blocked) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(blocked) << "psgate never blocked SIGHUP";
   ASSERT_EQ(::kill(fx.daemon_pid(), SIGHUP), 0);
   ASSERT_TRUE(fx.wait_until_serving("ctl.sock", 60)) << "killed by SIGHUP during start-up: " << fx.stop_daemon().output;
   const DaemonRun run = fx.stop_daemon();
