@@ -222,6 +222,9 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
                    w.unknown_logged.held_back_note());
     return;
   }
+  // Not known when the port was probed (no descriptor to look with then):
+  // the interface found now is the one, not a replacement to detach for.
+  if (w.ifindex == 0 && !w.detached) w.ifindex = st.ifindex;
   if (w.detached) {
     if (st.ifindex != 0 && st.running && reattach(d, p)) publish(d, p, true, "");
     return;

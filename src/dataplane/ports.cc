@@ -341,6 +341,10 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     change(*it);
   };
   const uint32_t mtu_before = af_packet ? kernel_mtu(iface) : 0;
+  // Read before the start, where ethdev applies its own promiscuous setting
+  // (off at a first start, which clears an operator's IFF_PROMISC): one the
+  // operator had set is theirs, and stays at exit.
+  const bool promisc_before = af_packet && kernel_promiscuous(iface);
   if (device_takes_mtu) {
     // Drivers with an mtu_set apply it now (af_packet: the interface's MTU);
     // the others read the configured rxmode.mtu when they start.
@@ -414,7 +418,6 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
   // A bump in the wire forwards frames for every MAC address. af_packet sets
   // the interface's own flag, which stays after psgate: put back at exit.
-  const bool promisc_before = af_packet && kernel_promiscuous(iface);
   if (int rc = rte_eth_promiscuous_enable(port_id); rc != 0 && rc != -ENOTSUP) {
     spdlog::warn("port {}: cannot enable promiscuous mode: {}", role, std::strerror(-rc));
   }
