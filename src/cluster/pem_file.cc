@@ -27,17 +27,28 @@ int base64_value(char c) {
   return -1;
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_right(std::string_view s) {
   while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string_view trim_left(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   return s;
 }
 
-// The label of a "-----BEGIN X-----" or "-----END X-----" line, if it is one.
+// The label of a "-----BEGIN X-----" or "-----END X-----" line, if it is
+// one: at the start of the line, as OpenSSL reads them, and a label of
+// capitals, digits and spaces (a one-line PEM, its newlines made spaces,
+// would otherwise be all label, and a message quoting it would print a key).
 std::optional<std::string_view> armour_label(std::string_view line, std::string_view prefix) {
   if (line.size() < prefix.size() + kDashes.size() || !line.starts_with(prefix) || !line.ends_with(kDashes))
     return std::nullopt;
-  return line.substr(prefix.size(), line.size() - prefix.size() - kDashes.size());
+  const std::string_view label = line.substr(prefix.size(), line.size() - prefix.size() - kDashes.size());
+  if (label.empty() || label.size() > 64) return std::nullopt;
+  for (char c : label)
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ')) return std::nullopt;
+  return label;
 }
 
 bool wanted(std::string_view label, PemKind kind) {
@@ -55,11 +66,18 @@ std::string pem_problem(std::string_view text, PemKind kind) {
   bool body_started = false;
   bool encrypted = false;  // an RFC 1421 "Proc-Type: 4,ENCRYPTED" header
   size_t line_no = 0;
+  if (text.starts_with("\xEF\xBB\xBF"))
+    return "starts with a UTF-8 byte order mark, before which OpenSSL finds no PEM: save it without one";
   while (!text.empty()) {
     const size_t nl = text.find('\n');
-    const std::string_view line = trim(text.substr(0, nl));
+    const std::string_view whole = trim_right(text.substr(0, nl));
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     ++line_no;
+    const std::string_view line = trim_left(whole);
+    if (line.starts_with(kDashes) && line.size() != whole.size())
+      return "line " + std::to_string(line_no) +
+             ": an indented BEGIN or END line (OpenSSL reads them only at the "
+             "start of a line)";
     if (!open) {
       // Text around the blocks is allowed (bundles carry "subject=" lines).
       if (auto label = armour_label(line, kBegin)) {

@@ -38,23 +38,34 @@ void add_numbers(rte_tel_data* d, const nlohmann::json& obj, const std::string& 
 // tests each byte as a signed char against its table of control characters,
 // so a byte of a UTF-8 character (negative) indexed before the table and
 // the reply was not JSON ("résnet" came out as "r\1\2snet"). Other
-// characters are written \u followed by their code point in hex, which the
-// client reads as those six or more characters.
+// characters are written \uXXXX, or \UXXXXXXXX above U+FFFF (as C and
+// Python write them). At most RTE_TEL_MAX_STRING_LEN - 1 bytes: a longer
+// escaped name ends in "..." at a character's boundary, never mid-escape.
 std::string telemetry_name(std::string_view name) {
   static const char kHex[] = "0123456789abcdef";
+  constexpr size_t kMax = RTE_TEL_MAX_STRING_LEN - 1;
   std::string out;
   while (!name.empty()) {
     const auto cp = decode_utf8(name);
     const size_t length = cp ? cp->length : 1;
     const uint32_t v = cp ? cp->value : static_cast<unsigned char>(name[0]);
+    char one[10];  // a character, or its escape (\u and 4 digits, \U and 8)
+    size_t n = 0;
     if (v < 0x80) {
-      out += static_cast<char>(v);
+      one[n++] = static_cast<char>(v);
     } else {
-      out += "\\u";
-      const int digits = v > 0xffff ? 6 : 4;
-      for (int d = digits - 1; d >= 0; --d) out += kHex[(v >> (4 * d)) & 15];
+      const int digits = v > 0xffff ? 8 : 4;
+      one[n++] = '\\';
+      one[n++] = v > 0xffff ? 'U' : 'u';
+      for (int d = digits - 1; d >= 0; --d) one[n++] = kHex[(v >> (4 * d)) & 15];
     }
     name.remove_prefix(length);
+    const size_t room = kMax - (name.empty() ? 0 : 3);  // "..." if more follows
+    if (out.size() + n > room) {
+      out += "...";
+      break;
+    }
+    out.append(one, n);
   }
   return out;
 }

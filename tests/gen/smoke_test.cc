@@ -295,7 +295,8 @@ TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
                             "1024)"),
             std::string::npos)
       << g.output();
-  EXPECT_EQ(g.output().find("net_memif1"), std::string::npos) << "the default 2048 holds a frame: " << g.output();
+  EXPECT_EQ(g.output().find("net_memif1 (bsize"), std::string::npos)
+      << "the default 2048 holds a frame: " << g.output();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }

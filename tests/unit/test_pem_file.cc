@@ -28,6 +28,10 @@ bool says(const std::string& problem, std::string_view words) { return problem.f
 
 TEST(PemFile, CertificatesAndKeysOfEveryCommonFormPass) {
   EXPECT_EQ(pem_problem(block("CERTIFICATE"), PemKind::kCertificates), "");
+  // Every line CRLF, as a file written on Windows.
+  std::string crlf;
+  for (char c : block("CERTIFICATE")) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  EXPECT_EQ(pem_problem(crlf, PemKind::kCertificates), "");
   // A bundle with text around its blocks (as `openssl x509 -text` writes), CRLF lines.
   EXPECT_EQ(pem_problem("subject=CN = a\r\n" + block("CERTIFICATE") + "\nissuer=x\n" + block("CERTIFICATE"),
                         PemKind::kCertificates),
@@ -59,6 +63,15 @@ TEST(PemFile, WhatIsNotPemOfItsKindSaysWhy) {
            "closes a CERTIFICATE block"));
   EXPECT_TRUE(says(pem_problem("-----END CERTIFICATE-----\n", PemKind::kCertificates), "no BEGIN line"));
   EXPECT_TRUE(says(pem_problem(block("CERTIFICATE") + "-----BEGIN CERT", PemKind::kCertificates), "cut short"));
+  // A one-line PEM (a secret whose newlines became spaces): refused, and the
+  // message quotes none of it, the key least of all.
+  const std::string one_line = "-----BEGIN PRIVATE KEY----- MAMCAQE= -----END PRIVATE KEY-----\n";
+  const std::string said = pem_problem(one_line, PemKind::kPrivateKey);
+  EXPECT_TRUE(says(said, "not a whole BEGIN or END line")) << said;
+  EXPECT_FALSE(says(said, "MAMCAQE")) << said;
+  // Indented armour (pasted from YAML): OpenSSL reads BEGIN only at a line's start.
+  EXPECT_TRUE(says(pem_problem("  " + block("CERTIFICATE"), PemKind::kCertificates), "indented"));
+  EXPECT_TRUE(says(pem_problem("\xEF\xBB\xBF" + block("CERTIFICATE"), PemKind::kCertificates), "byte order mark"));
 }
 
 // The rotation the test session met: a CA file written in place, read half
