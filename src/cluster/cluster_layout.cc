@@ -450,12 +450,6 @@ StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const Stor
   const auto& add = std::get<JobsAddRequest>(*req);
   if (add.id != *id)
     return {std::nullopt, "\"job\" is " + std::to_string(add.id) + ", not the key's " + std::to_string(*id)};
-  // jobs.add takes a rank; the cluster ranks by P/order alone. Accepted and
-  // dropped, it left a scheduler's job last with no sign why.
-  if (add.rank)
-    return {std::nullopt,
-            "\"rank\" is not part of a job document: the order is P/order's (psgatectl jobs add --rank "
-            "writes both)"};
   ClusterJob job;
   job.spec.id = add.id;
   job.spec.name = add.name.empty() ? "job-" + std::to_string(add.id) : add.name;
@@ -463,6 +457,13 @@ StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const Stor
   job.spec.police = add.police;
   job.created = e.create_revision;
   if (auto bad = check_job(job.spec)) return {std::nullopt, bad->key + ": " + bad->problem};
+  // jobs.add takes a rank; the cluster ranks by P/order alone. Dropped
+  // without a word, it left a scheduler's job last with no sign why; refused,
+  // an upgrade would drop jobs such documents hold. Applied, and said.
+  if (add.rank)
+    return {std::move(job), "its \"rank\" " + std::to_string(*add.rank) +
+                                " is not applied: where a job ranks is P/order's to say (psgatectl jobs add --rank "
+                                "writes both)"};
   return {std::move(job), ""};
 }
 
@@ -489,7 +490,7 @@ ClusterView StoreMirror::view() const {
       count_into(v.jobs_part, e);
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
-      else problem(key, parsed.problem);
+      if (!parsed.problem.empty()) problem(key, parsed.problem);  // refused, or applied with a part ignored
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
       auto progress = parse_progress_document(*pid, e.value, class_count);

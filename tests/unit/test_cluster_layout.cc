@@ -154,7 +154,8 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   m.put(kKeys.job(11), entry(R"({"schema":1,"job":11,"match":["dport=80"],"colour":"red"})", 10));
   m.put(kKeys.job(12), entry(job_document(spec(12)), 11));
   // jobs.add takes a rank, the store does not (the order is P/order's): once
-  // accepted and dropped, the job ranked last with no sign.
+  // dropped without a word, the job ranked last with no sign. Applied, its
+  // rank named as not applied.
   m.put(kKeys.job(13), entry(R"({"schema":1,"job":13,"match":["dport=80"],"rank":0})", 11));
   m.put(kKeys.order(), entry(R"({"schema":1,"order":"12"})", 12));
   m.put(kKeys.policy(), entry(R"({"schema":1,"name":"fastest"})", 13));
@@ -166,7 +167,7 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   m.put(kKeys.all() + "stray", entry("{}", 19));
 
   const ClusterView v = m.view();
-  EXPECT_EQ(ids(v), (std::vector<uint32_t>{1, 12}));
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{1, 12, 13}));
   for (uint32_t id : {2, 3, 4, 5, 6, 7, 11, 13}) EXPECT_TRUE(contains_problem(v, kKeys.job(id))) << id;
   EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "abc"));
   EXPECT_TRUE(contains_problem(v, kKeys.jobs() + "0"));
