@@ -117,6 +117,9 @@ struct ClusterSpec {
   std::string address;                    // shown to other gateways (psgatectl cluster); default: the name
   std::string ca, cert, key;              // TLS files (https endpoints need ca; cert and key go together)
   uint64_t lease_ttl_ns = 3'000'000'000;  // registration and leadership lease, 2s..60s
+  // The policy leader compacts the store's history older than this (one
+  // period kept); 0: never (a store compacted by its own operator).
+  uint64_t compact_every_ns = 300'000'000'000;
   bool operator==(const ClusterSpec&) const = default;
 };
 // "http://host:port" -> "host:port" (a gRPC target), tls true for https.

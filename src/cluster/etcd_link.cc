@@ -15,6 +15,7 @@
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "psgate/pem_file.h"
+#include "psgate/units.h"
 
 namespace psgate {
 
@@ -781,6 +782,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     spdlog::info("cluster: policy leader from revision {}", leader_created_);
     return;
   }
+  compact_history(ep, *view, now);
   const PolicyParams policy = view->policy.value_or(config_policy_);
   // Before any return: a policy set and set back between two evaluations
   // (static and round-robin again) starts afresh all the same.
@@ -845,6 +847,43 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     std::lock_guard<std::mutex> lock(mutex_);
     leader_ = false;
     spdlog::warn("cluster: ranks not written: another gateway leads now");
+  }
+}
+
+// etcd keeps every revision of every key until it is compacted, and etcd
+// 3.4 compacts nothing unless told (--auto-compaction-retention): the
+// registrations alone, rewritten every second by every gateway with a
+// measure of each job, grew a store by ~75 KB/s a gateway at 4,000 jobs
+// until its space quota stopped every write (NOSPACE: degraded gateways,
+// changes refused). The leader compacts, as Kubernetes' API server does:
+// every cluster.compact_every, the history before the revision it saw one
+// period earlier. A watch that far behind is compacted and reads the
+// prefix again (follow_loop), as for a compaction by anyone else.
+void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now) {
+  if (spec_.compact_every_ns == 0) return;
+  if (compact_mark_ns_ != 0 && elapsed(compact_mark_ns_, now) < spec_.compact_every_ns) return;
+  const int64_t target = compact_mark_rev_;
+  const bool same_store = view.store_epoch == compact_mark_epoch_ && target <= view.revision;
+  compact_mark_rev_ = view.revision;
+  compact_mark_epoch_ = view.store_epoch;
+  compact_mark_ns_ = now;
+  if (target <= compacted_to_ || !same_store) return;
+  auto kv = pb::KV::NewStub(channel(ep));
+  pb::CompactionRequest req;
+  req.set_revision(target);
+  grpc::ClientContext ctx;
+  prepare_call(ctx, kCallDeadlineNs);
+  pb::CompactionResponse resp;
+  const grpc::Status st = kv->Compact(&ctx, req, &resp);
+  // "required revision has been compacted": someone compacted further
+  // (another leader before us, the store's own retention): as good.
+  if (st.ok() || st.error_message().find("compacted") != std::string::npos) {
+    compacted_to_ = target;
+    spdlog::info("cluster: store history before revision {} compacted (cluster.compact_every {})", target,
+                 duration_text_exact(spec_.compact_every_ns));
+  } else if (compact_error_log_.admit(now)) {
+    spdlog::warn("cluster: store history before revision {} not compacted: {} ({} since start{})", target,
+                 status_text(st), compact_error_log_.total(), compact_error_log_.held_back_note());
   }
 }
 

@@ -72,6 +72,7 @@ class EtcdLink final : public ClusterLink {
   bool keep_alive(size_t endpoint);
   bool put_registration(size_t endpoint);
   void lead(size_t endpoint, uint64_t now_ns);
+  void compact_history(size_t endpoint, const ClusterView& view, uint64_t now_ns);
   // Leads from `leader_created` (the key's create revision) on, going on
   // from the ranks in `view`. Under mutex_.
   void begin_term(const ClusterView& view, int64_t leader_created);
@@ -132,6 +133,13 @@ class EtcdLink final : public ClusterLink {
   uint64_t ranks_removed_epoch_ = 0;
   uint64_t leader_evaluated_ns_ = 0;
   LogThrottle ranks_error_log_{60'000'000'000};  // failed ranks writes
+  // The leader's compaction (compact_history): the revision seen one period
+  // ago, of which store epoch, and when; the last revision compacted to.
+  int64_t compact_mark_rev_ = 0;
+  uint64_t compact_mark_epoch_ = 0;
+  uint64_t compact_mark_ns_ = 0;
+  int64_t compacted_to_ = 0;
+  LogThrottle compact_error_log_{60'000'000'000};
 
   int wake_fd_ = -1;  // eventfd: written on every new view
   std::thread follow_thread_;

@@ -589,7 +589,8 @@ class Parser : TomlReader {
   bool parse_cluster(const toml::table& root, ConfigSpec& c) {
     const toml::table* t = table(root, "cluster", "", false);
     if (t == nullptr) return !failed();
-    if (!check_keys(*t, "cluster", {"endpoints", "name", "prefix", "address", "ca", "cert", "key", "lease_ttl"}))
+    if (!check_keys(*t, "cluster",
+                    {"endpoints", "name", "prefix", "address", "ca", "cert", "key", "lease_ttl", "compact_every"}))
       return false;
     ClusterSpec cl;
     const toml::node* n = t->get("endpoints");
@@ -633,6 +634,9 @@ class Parser : TomlReader {
     // etcd grants leases in whole seconds: "2500ms" would be granted as 2 s
     // while the leader's step-down margin reckoned with 2.5.
     if (cl.lease_ttl_ns % 1'000'000'000 != 0) return fail("cluster.lease_ttl", "must be whole seconds");
+    if (!duration(*t, "compact_every", "cluster", cl.compact_every_ns)) return false;
+    if (cl.compact_every_ns != 0 && (cl.compact_every_ns < 1'000'000'000 || cl.compact_every_ns > 86'400'000'000'000))
+      return fail("cluster.compact_every", "must be 1s..86400s, or 0s for never (a store its operator compacts)");
     c.cluster = std::move(cl);
     return true;
   }

@@ -154,7 +154,8 @@ json config_to_json(const ConfigSpec& c) {
                     {"name", cl.name},
                     {"prefix", cl.prefix},
                     {"address", cl.address},
-                    {"lease_ttl", duration_text_exact(cl.lease_ttl_ns)}};
+                    {"lease_ttl", duration_text_exact(cl.lease_ttl_ns)},
+                    {"compact_every", duration_text_exact(cl.compact_every_ns)}};
     for (auto [key, value] : {std::pair{"ca", &cl.ca}, {"cert", &cl.cert}, {"key", &cl.key}})
       if (!value->empty()) cluster[key] = *value;
     out["cluster"] = std::move(cluster);

@@ -1196,6 +1196,15 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
   if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
   if (cluster_view_ && !cluster_view_->held.empty())
     return std::to_string(cluster_view_->held.size()) + " store document(s) refused, the last good kept";
+  // No P/policy: each gateway runs its own [policy], and the leader ranks by
+  // its own. A gateway configured with another ignores those ranks and
+  // ranks by itself: the hosts disagree on the top job, each saying ok.
+  if (cluster_view_ && !cluster_view_->policy && cluster_view_->ranks &&
+      cluster_view_->ranks_policy != policy_name(state_.policy.kind))
+    return "the policy leader ranks by \"" + cluster_view_->ranks_policy + "\", this gateway's [policy] is \"" +
+           policy_name(state_.policy.kind) +
+           "\" and the store has no policy for all: set one (psgatectl policy NAME) so that every gateway runs the "
+           "same";
   if (const auto it = store_status.find("registration_error");
       it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
     return "not registered: " + it->get<std::string>();

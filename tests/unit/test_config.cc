@@ -335,11 +335,12 @@ TEST(ConfigParse, ClusterTable) {
   EXPECT_EQ(r->cluster->prefix, "/psgate/training");
   EXPECT_EQ(r->cluster->address, "gw-a") << "the address defaults to the name";
   EXPECT_EQ(r->cluster->lease_ttl_ns, 3'000'000'000u);
+  EXPECT_EQ(r->cluster->compact_every_ns, 300'000'000'000u) << "etcd 3.4 compacts nothing by itself";
   EXPECT_TRUE(r->cluster->ca.empty());
 
   r = parse_config(doc("[cluster]\nendpoints = [\"https://[fd00::1]:2379\"]\nname = \"gw-b\"\n"
                        "prefix = \"/p\"\naddress = \"10.1.1.1:9000\"\nca = \"ca.pem\"\ncert = \"c.pem\"\n"
-                       "key = \"k.pem\"\nlease_ttl = \"10s\""),
+                       "key = \"k.pem\"\nlease_ttl = \"10s\"\ncompact_every = \"0s\""),
                    "t.toml");
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r->cluster->address, "10.1.1.1:9000");
@@ -347,6 +348,7 @@ TEST(ConfigParse, ClusterTable) {
   EXPECT_EQ(r->cluster->cert, "c.pem");
   EXPECT_EQ(r->cluster->key, "k.pem");
   EXPECT_EQ(r->cluster->lease_ttl_ns, 10'000'000'000u);
+  EXPECT_EQ(r->cluster->compact_every_ns, 0u);
 }
 
 TEST(ConfigParse, ClusterEndpoints) {
@@ -709,6 +711,10 @@ std::vector<BadCase> bad_cases() {
        "cluster.lease_ttl", "must be whole seconds"},
       {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\nleader = true")), "cluster.leader",
        "unknown key"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\ncompact_every = \"500ms\"")),
+       "cluster.compact_every", "1s..86400s, or 0s"},
+      {d(cl("endpoints = [\"http://h:2379\"]\nname = \"g\"\nprefix = \"/p\"\ncompact_every = \"86401s\"")),
+       "cluster.compact_every", "1s..86400s, or 0s"},
       // top level
       {d("[shapers.wire]\nrate = \"1Gbit/s\""), "shapers", "did you mean \"shaper\"?"},
       {d("foo = 1"), "foo", "unknown key"},
