@@ -184,12 +184,16 @@ void MetricsServer::run() {
   auto watch = [ep](int op, int fd, uint32_t events, uint32_t serial) {
     return epoll_watch(ep, op, fd, events, serial);
   };
-  // Stopped watching the listening socket: at the connection cap, or for a
-  // second after an accept error (out of descriptors: level-triggered, it
-  // would wake every round); `resume_at` says until when, for the latter.
+  // Stopped watching the listening socket for a second after an accept
+  // error (out of descriptors: level-triggered, it would wake every round);
+  // `resume_at` says until when. At the connection cap it stays watched: a
+  // new connection takes the place of the one that has waited longest for
+  // least (below), so that clients which connect and send nothing cannot
+  // keep scrapes out by holding every place until their deadlines.
   bool accepting = true;
   SteadyClock::time_point resume_at{};
   LogThrottle accept_error_log(60'000'000'000);
+  LogThrottle evicted_log(60'000'000'000);
 
   enum class Phase { kReading, kWriting, kDraining };
   struct Conn {
@@ -203,6 +207,7 @@ void MetricsServer::run() {
     size_t sent = 0;
     size_t drained = 0;
     SteadyClock::time_point deadline;
+    SteadyClock::time_point accepted;
   };
   std::unordered_map<int, Conn> conns;
   uint32_t next_serial = 0;
@@ -213,9 +218,32 @@ void MetricsServer::run() {
     ::epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(fd);
-    if (!accepting && conns.size() < kMaxConnections && SteadyClock::now() >= resume_at) {
-      accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
+    if (!accepting && SteadyClock::now() >= resume_at) accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
+  };
+  // At the cap, the connection a new one replaces: the oldest of those still
+  // sending no complete request (an idle or trickling client: a scraper sends
+  // its request as it connects), else the oldest of those whose reply is
+  // sent and that are only being drained, else the oldest of those taking
+  // their reply (a scraper reading a page takes it in well under a second).
+  // So a flood must open kMaxConnections connections within the time a
+  // scrape needs, not within the 5 s deadline, to keep that scrape out.
+  auto make_room = [&] {
+    auto rank = [](Phase p) { return p == Phase::kReading ? 0 : p == Phase::kDraining ? 1 : 2; };
+    auto victim = conns.end();
+    for (auto it = conns.begin(); it != conns.end(); ++it) {
+      if (victim == conns.end() || rank(it->second.phase) < rank(victim->second.phase) ||
+          (rank(it->second.phase) == rank(victim->second.phase) && it->second.accepted < victim->second.accepted))
+        victim = it;
     }
+    if (victim == conns.end()) return;
+    const auto t = SteadyClock::now();
+    if (evicted_log.admit(
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count())))
+      spdlog::warn(
+          "metrics: more than {} connections at once: closing the oldest idle or slow ones to serve new scrapes ({} "
+          "closed since start{})",
+          kMaxConnections, evicted_log.total(), evicted_log.held_back_note());
+    close_conn(victim->first);
   };
   // Sends what is left of the reply; then half-closes and reads what the
   // client may still send (a body never read), briefly, so that closing with
@@ -337,9 +365,10 @@ void MetricsServer::run() {
       if (fd == stop_fd_) {
         running = false;
       } else if (fd == listen_fd_) {
-        // Up to the cap; past it the listening socket is not watched until a
-        // connection closes (new clients wait in the backlog meanwhile).
-        while (conns.size() < kMaxConnections) {
+        // A bounded number a round, so that a flood of connections cannot
+        // keep the loop from the ones it has; at the cap each takes the place
+        // of an idle or slow one (make_room).
+        for (int accepted = 0; accepted < 2 * static_cast<int>(kMaxConnections); ++accepted) {
           const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -357,14 +386,13 @@ void MetricsServer::run() {
             }
             break;
           }
+          if (conns.size() >= kMaxConnections) make_room();
           const uint32_t serial = next_connection_serial(next_serial);
           Conn& added = conns[c];
           added.serial = serial;
-          added.deadline = SteadyClock::now() + kRequestDeadline;
+          added.accepted = SteadyClock::now();
+          added.deadline = added.accepted + kRequestDeadline;
           if (!watch(EPOLL_CTL_ADD, c, EPOLLIN | EPOLLRDHUP, serial)) close_conn(c);
-        }
-        if (conns.size() >= kMaxConnections && accepting) {
-          accepting = !watch(EPOLL_CTL_MOD, listen_fd_, 0, 0);
         }
       } else {
         auto it = conns.find(fd);
@@ -388,7 +416,7 @@ void MetricsServer::run() {
       if (after >= c.deadline) late.push_back(fd);
     }
     for (int fd : late) close_conn(fd);
-    if (!accepting && conns.size() < kMaxConnections && after >= resume_at) {
+    if (!accepting && after >= resume_at) {
       accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
     }
   }
