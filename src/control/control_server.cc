@@ -326,8 +326,10 @@ void ControlServer::run() {
     const bool waiting = own_pause || (over_budget && !c.out.empty());
     if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
     c.waiting = waiting;
-    const bool hold = over_budget && !waiting;
-    const bool by_budget = over_budget && !own_pause;
+    // Owed nothing (else it would be waiting while over the budget): its
+    // next request may still be read, from the reserve, until that is spent.
+    const bool hold = !waiting && unsent >= kRepliesBudgetBytes + kRepliesReserveBytes;
+    const bool by_budget = hold || (over_budget && !own_pause && !c.out.empty());
     if (by_budget && !c.paused_by_budget) budget_paused.push_back(fd);
     c.paused_by_budget = by_budget;
     // Held: no event but a hang-up or an error (always reported).
@@ -378,8 +380,8 @@ void ControlServer::run() {
       // Just went over (not at every reply while over); at most once a minute.
       if (over_budget_log.admit(monotonic_ns())) {
         spdlog::warn(
-            "control: {} MiB of replies unsent to clients; no requests read until they drain ({} times "
-            "since start)",
+            "control: {} MiB of replies unsent to clients; clients owed replies are not read until they drain ({} "
+            "times since start)",
             unsent >> 20, over_budget_log.total());
       }
     }
@@ -539,8 +541,13 @@ void ControlServer::run() {
             if (!mute) append_out(c, error_reply("request longer than 64 KiB").dump() + "\n");
           };
           // Reading stops at this client's pause or at the budget of all (a
-          // mute client's replies are dropped: neither applies).
-          auto full = [&] { return c.out.size() >= kPauseReadingBytes || (!mute && unsent >= kRepliesBudgetBytes); };
+          // mute client's replies are dropped: neither applies); a client
+          // owed nothing reads from the reserve past the budget, so one
+          // request's reply at most (then it is owed that).
+          auto full = [&] {
+            return c.out.size() >= kPauseReadingBytes ||
+                   (!mute && unsent >= kRepliesBudgetBytes + (c.out.empty() ? kRepliesReserveBytes : 0));
+          };
           // Requests are taken one line at a time (peek, then consume through
           // each newline as that line is handled), and none while
           // kPauseReadingBytes of replies wait unsent: the rest stay in the

@@ -40,6 +40,14 @@ inline constexpr uint64_t kStalledReaderNs = 5'000'000'000;
 // client with replies of its own unsent meanwhile counts as waiting for
 // kStalledReaderNs; one with none waits for the others'.
 inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
+// ... except for a client owed nothing (a monitor's `health`, a psgatectl
+// asking once): past the budget its requests are still read, one reply's
+// worth, until all unsent replies reach the budget plus this reserve. The
+// clients holding the budget (readers too slow for their own pipelined
+// requests, or none at all) then cannot keep every other client's question
+// unread: 100 clients reading big replies slowly held `health` for over a
+// minute. The daemon's bound is the budget plus the reserve plus one reply.
+inline constexpr size_t kRepliesReserveBytes = 16u << 20;
 // Request pieces (a line, or up to 16 KiB of a longer one) the control thread
 // takes from one connection before it turns to the others and its tick.
 inline constexpr unsigned kMaxPiecesPerWakeup = 64;
