@@ -124,6 +124,10 @@ struct ClusterView {
   int64_t leader_created = 0;         // the leader key's create revision (the leadership's fence; 0: no key)
   int64_t leader_lease = 0;           // the leader key's lease
   std::vector<std::string> problems;  // keys whose documents were refused (ignored, reported)
+  // Of those, job documents that never parsed (none in force for the id), by
+  // id, with why: such a key blocks `jobs add` of the id, and `jobs rm`
+  // deletes it.
+  std::map<uint32_t, std::string> refused_jobs;
   // Of those, the layout's documents refused where a good one was in force,
   // which stays (fail static): this gateway does not follow what the store
   // now holds for them (health degraded).

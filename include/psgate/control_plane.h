@@ -157,6 +157,9 @@ class ControlPlane {
   struct Candidate {
     ControlState next;
     std::function<nlohmann::json(const ControlPlane&)> reply;
+    // Cluster mode: store keys deleted with the change's own writes (a job
+    // document that never parsed, which no state change can name).
+    std::vector<std::string> store_deletes = {};
   };
   // A read's reply, or a candidate for commit().
   using Outcome = std::variant<nlohmann::json, Candidate>;
@@ -196,6 +199,7 @@ class ControlPlane {
   // store unreachable, its view not applied, a document held, no
   // registration. Health is degraded meanwhile.
   std::string cluster_trouble() const;
+  const std::string* refused_job_document(uint32_t id) const;
   // The same, given cluster_->status() (which the caller read already).
   std::string cluster_trouble(const nlohmann::json& store_status) const;
 

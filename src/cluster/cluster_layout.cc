@@ -491,6 +491,7 @@ ClusterView StoreMirror::view() const {
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
       if (!parsed.problem.empty()) problem(key, parsed.problem);  // refused, or applied with a part ignored
+      if (auto id = id_after(key, keys_.jobs()); id && !parsed.job) v.refused_jobs[*id] = parsed.problem;
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
       auto progress = parse_progress_document(*pid, e.value, class_count);

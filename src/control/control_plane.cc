@@ -50,6 +50,14 @@ constexpr uint64_t kDefaultBurst = kControlDefaultBurstBytes;
 // socket: the argument at fault, then the loader's own sentence.
 std::string problem_text(const ValueProblem& p) { return "\"" + p.key + "\": " + p.problem; }
 
+// Why a job id whose store document never parsed cannot be added, and how
+// to free it.
+std::string refused_job_hint(uint32_t id, const std::string& why) {
+  const std::string n = std::to_string(id);
+  return "job " + n + ": the cluster store holds a document for it that did not parse (" + why +
+         "); `psgatectl jobs rm " + n + "` deletes it; nothing written";
+}
+
 // The class as the config states it (bit/s), from its form in force (bytes/s).
 // The configuration in force: the loaded one with every live change applied
 // (shapers, classes per port, the jobs with their ranks, rules and policers,
@@ -776,7 +784,17 @@ Result<const JobRecord*> add_job(JobRegistry& jobs, const JobsAddRequest& req) {
 
 }  // namespace
 
+// The reason the store's document for job `id` never parsed, where one
+// blocks that id (cluster mode); null otherwise.
+const std::string* ControlPlane::refused_job_document(uint32_t id) const {
+  if (!cluster_ || !cluster_view_) return nullptr;
+  auto it = cluster_view_->refused_jobs.find(id);
+  return it == cluster_view_->refused_jobs.end() ? nullptr : &it->second;
+}
+
 Result<ControlPlane::Outcome> ControlPlane::apply(const JobsAddRequest& req) const {
+  if (const std::string* why = refused_job_document(req.id))
+    return Result<Outcome>::failure(refused_job_hint(req.id, *why));
   ControlState next = state_;
   auto added = add_job(next.jobs, req);
   if (!added) return Result<Outcome>::failure(added.error());
@@ -788,6 +806,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const JobsLoadRequest& req) co
   ControlState next = state_;
   json ids = json::array();
   for (size_t i = 0; i < req.jobs.size(); ++i) {
+    if (const std::string* why = refused_job_document(req.jobs[i].id))
+      return Result<Outcome>::failure("jobs[" + std::to_string(i) + "]: " + refused_job_hint(req.jobs[i].id, *why) +
+                                      "; none added");
     auto added = add_job(next.jobs, req.jobs[i]);
     if (!added) return Result<Outcome>::failure("jobs[" + std::to_string(i) + "]: " + added.error() + "; none added");
     ids.push_back(req.jobs[i].id);
@@ -798,7 +819,22 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const JobsLoadRequest& req) co
 Result<ControlPlane::Outcome> ControlPlane::apply(const JobsRemoveRequest& req) const {
   ControlState next = state_;
   auto removed = next.jobs.remove(req.id);
-  if (!removed) return Result<Outcome>::failure(removed.error());
+  if (!removed) {
+    // A job document in the store that never parsed (written by hand or by
+    // a broken scheduler): no gateway holds the job, but its key blocks the
+    // id; removing the job is deleting that key.
+    if (const std::string* why = refused_job_document(req.id)) {
+      const uint32_t id = req.id;
+      const std::string note =
+          "the cluster store's document for job " + std::to_string(id) + " did not parse (" + *why + "); deleted";
+      return Outcome{Candidate{std::move(next),
+                               [id, note](const ControlPlane&) {
+                                 return json{{"removed", id}, {"note", note}};
+                               },
+                               {cluster_keys_->job(id)}}};
+    }
+    return Result<Outcome>::failure(removed.error());
+  }
   const uint32_t id = req.id;
   return Outcome{Candidate{std::move(next), [id](const ControlPlane&) { return json{{"removed", id}}; }}};
 }
@@ -1136,8 +1172,8 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
         "it applied (see psgatectl health)");
   static const ClusterView kNothingSeen;
   const ClusterView& seen = cluster_view_ ? *cluster_view_ : kNothingSeen;
-  const StoreWrite w =
-      store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy);
+  StoreWrite w = store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy);
+  w.deletes.insert(w.deletes.end(), change.store_deletes.begin(), change.store_deletes.end());
   if (w.empty()) return change.reply(*this);
   auto revision = cluster_->write(w);
   if (!revision) return fail(revision.error());
@@ -1215,6 +1251,14 @@ json ControlPlane::cluster_status() const {
   json s = cluster_->status();
   s["trouble"] = cluster_trouble(s);
   s["documents_held"] = cluster_view_ ? json(cluster_view_->held) : json::array();
+  json refused = json::array();
+  if (cluster_view_) {
+    for (const auto& [id, why] : cluster_view_->refused_jobs) {
+      if (refused.size() == 100) break;  // a store full of them must not make health megabytes
+      refused.push_back(json{{"job", id}, {"key", cluster_keys_->job(id)}, {"why", why}});
+    }
+  }
+  s["jobs_refused"] = std::move(refused);
   s["applied_revision"] = applied_revision_;
   s["apply_errors"] = cluster_apply_errors_;
   s["last_apply_error"] = cluster_apply_error_;

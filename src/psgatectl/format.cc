@@ -515,7 +515,9 @@ std::string format_confirmation(Kind kind, const nlohmann::json& request, const 
     }
     case Kind::kJobsRemove: {
       const ojson& removed = get(result, "removed");
-      return "removed job " + (removed.is_null() ? value_text(get(request, "job")) : value_text(removed)) + "\n";
+      const ojson& note = get(result, "note");
+      return "removed job " + (removed.is_null() ? value_text(get(request, "job")) : value_text(removed)) +
+             (note.is_string() ? ": " + note.get<std::string>() : std::string()) + "\n";
     }
     case Kind::kOrder: {
       std::string ids;

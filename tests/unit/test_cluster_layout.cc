@@ -194,6 +194,12 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   ASSERT_EQ(v.progress.size(), 1u);
   EXPECT_EQ(v.progress.at(12).fraction, 0.5);
   EXPECT_EQ(v.problems.size(), 17u);
+  // The job documents that never parsed, by the id their key names (what
+  // `jobs rm` deletes): not "abc", nor 13 (applied, its rank ignored).
+  std::vector<uint32_t> refused;
+  for (const auto& [id, why] : v.refused_jobs) refused.push_back(id);
+  EXPECT_EQ(refused, (std::vector<uint32_t>{2, 3, 4, 5, 6, 7, 11}));
+  EXPECT_NE(v.refused_jobs.at(4).find("40"), std::string::npos) << v.refused_jobs.at(4);
 }
 
 // The largest job a gateway writes (a jobs.add request of 64 KiB, of the
@@ -286,6 +292,7 @@ TEST(StoreMirror, ABadDocumentOverAGoodOneLeavesTheGoodOneInForce) {
     ASSERT_TRUE(v.ranks);
     EXPECT_EQ(v.ranks->size(), 1u);
     EXPECT_EQ(v.held.size(), 5u);
+    EXPECT_TRUE(v.refused_jobs.empty()) << "job 2's good document is in force";
     for (const std::string& key : {kKeys.order(), kKeys.policy(), kKeys.job(2), kKeys.progress(1), kKeys.ranks()})
       EXPECT_TRUE(contains_problem(v, key)) << key;
   };
