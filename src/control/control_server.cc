@@ -45,9 +45,19 @@ struct Connection {
   uint64_t waiting_ns = 0;
   // Paused for all clients' unsent replies (over kRepliesBudgetBytes), not
   // its own: held (nothing of its own to send) or waiting for what it has.
-  // Listed in ControlServer::run's `budget_paused`, looked at again when the
-  // replies drain.
+  // Listed in ControlServer::run's `budget_paused` (looked at again when the
+  // replies drain under the budget) or, held only because the reserve is
+  // spent too, `reserve_paused` (when they drain under budget + reserve);
+  // `listed_*`: it is in that list, which it is put in once.
   bool paused_by_budget = false;
+  bool listed_for_budget = false;
+  bool listed_for_reserve = false;
+  // The budget episode (ControlServer::run) in which it last waited for its
+  // replies while the budget was spent: the reserve is not for it until the
+  // next. A client pipelining requests, owed nothing for a moment each time
+  // its replies drain, would otherwise take a reply from the reserve each
+  // time, and with others like it keep the reserve spent.
+  uint64_t waited_in_episode = 0;
   // A reply could not be sent (EPIPE, ECONNRESET): muted (replies dropped,
   // requests still taken) until it closes.
   bool peer_gone = false;
@@ -236,14 +246,22 @@ void ControlServer::run() {
   LogThrottle refused_for_fds_log(1'000'000'000);
 
   // Replies built and not yet sent, all clients together, and the clients
-  // paused until that is under kRepliesBudgetBytes again (flush()).
+  // paused until that is under kRepliesBudgetBytes again, or under it plus
+  // kRepliesReserveBytes (flush()).
   size_t unsent = 0;
-  std::vector<int> budget_paused;
+  std::vector<int> budget_paused, reserve_paused;
+  // Counts the times `unsent` went over the budget (from 1: a connection's
+  // waited_in_episode starts at 0, no episode).
+  uint64_t budget_episode = 1;
   LogThrottle over_budget_log(60'000'000'000);
   auto append_out = [&](Connection& c, const std::string& text) {
+    if (unsent < kRepliesBudgetBytes && unsent + text.size() >= kRepliesBudgetBytes) ++budget_episode;
     c.out += text;
     unsent += text.size();
   };
+  // Whether a client may have a request read from the reserve past the
+  // budget: owed nothing, and it has not waited for the budget this episode.
+  auto reserve_open = [&](const Connection& c) { return c.out.empty() && c.waited_in_episode != budget_episode; };
   auto drop_out = [&](Connection& c) {
     unsent -= c.out.size();
     c.out.clear();
@@ -326,12 +344,24 @@ void ControlServer::run() {
     const bool waiting = own_pause || (over_budget && !c.out.empty());
     if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
     c.waiting = waiting;
+    if (over_budget && !c.out.empty()) c.waited_in_episode = budget_episode;
     // Owed nothing (else it would be waiting while over the budget): its
-    // next request may still be read, from the reserve, until that is spent.
-    const bool hold = !waiting && unsent >= kRepliesBudgetBytes + kRepliesReserveBytes;
-    const bool by_budget = hold || (over_budget && !own_pause && !c.out.empty());
-    if (by_budget && !c.paused_by_budget) budget_paused.push_back(fd);
-    c.paused_by_budget = by_budget;
+    // next request may still be read, from the reserve, until that is spent,
+    // unless it waited for the budget this episode.
+    const bool may_use_reserve = reserve_open(c);
+    const bool hold =
+        over_budget && !waiting && (!may_use_reserve || unsent >= kRepliesBudgetBytes + kRepliesReserveBytes);
+    const bool for_reserve = hold && may_use_reserve;
+    const bool for_budget = (hold && !may_use_reserve) || (over_budget && !own_pause && !c.out.empty());
+    if (for_budget && !c.listed_for_budget) {
+      budget_paused.push_back(fd);
+      c.listed_for_budget = true;
+    }
+    if (for_reserve && !c.listed_for_reserve) {
+      reserve_paused.push_back(fd);
+      c.listed_for_reserve = true;
+    }
+    c.paused_by_budget = for_budget || for_reserve;
     // Held: no event but a hang-up or an error (always reported).
     const uint32_t events = waiting ? EPOLLOUT
                             : hold  ? 0u
@@ -546,7 +576,7 @@ void ControlServer::run() {
           // request's reply at most (then it is owed that).
           auto full = [&] {
             return c.out.size() >= kPauseReadingBytes ||
-                   (!mute && unsent >= kRepliesBudgetBytes + (c.out.empty() ? kRepliesReserveBytes : 0));
+                   (!mute && unsent >= kRepliesBudgetBytes + (reserve_open(c) ? kRepliesReserveBytes : 0));
           };
           // Requests are taken one line at a time (peek, then consume through
           // each newline as that line is handled), and none while
@@ -618,16 +648,25 @@ void ControlServer::run() {
     // looked at again (flush re-arms a held one for its requests, which wake
     // the next round, level-triggered; one waiting for its replies only
     // because of the budget goes back to its own 256 KiB rule).
-    if (!budget_paused.empty() && unsent < kRepliesBudgetBytes) {
+    // The clients held only for the reserve, once it has room again: each
+    // takes one request from it, in the order they were held (their events
+    // come back in the next round), before any client waiting for the budget.
+    auto look_again = [&](std::vector<int>& list, bool Connection::*listed) {
       std::vector<int> again;
-      again.swap(budget_paused);
+      again.swap(list);
       for (int fd : again) {
         auto it = conns.find(fd);
-        if (it == conns.end() || !it->second.paused_by_budget) continue;  // closed, or no longer paused
+        if (it == conns.end()) continue;  // closed
+        it->second.*listed = false;
+        if (!it->second.paused_by_budget) continue;  // no longer paused
         it->second.paused_by_budget = false;
         if (!flush(fd, it->second)) close_conn(fd);
       }
-    }
+    };
+    if (!reserve_paused.empty() && unsent < kRepliesBudgetBytes + kRepliesReserveBytes)
+      look_again(reserve_paused, &Connection::listed_for_reserve);
+    if (!budget_paused.empty() && unsent < kRepliesBudgetBytes)
+      look_again(budget_paused, &Connection::listed_for_budget);
   }
   for (auto& [fd, c] : conns) close(fd);
   if (reserve_fd >= 0) close(reserve_fd);

@@ -34,15 +34,19 @@ inline constexpr size_t kPauseReadingBytes = 256 * 1024;
 // send while the daemon waits for it to read would otherwise wait forever.
 inline constexpr uint64_t kStalledReaderNs = 5'000'000'000;
 // Replies built and not yet sent, to all clients together. Past it the
-// server reads no requests from any client (they wait in the kernel) until
-// the replies drain: clients that do not read their replies cost the daemon
-// at most this plus one reply, not kPauseReadingBytes times kMaxClients. A
-// client with replies of its own unsent meanwhile counts as waiting for
-// kStalledReaderNs; one with none waits for the others'.
+// server reads no requests from clients owed replies (they wait in the
+// kernel) until the replies drain: clients that do not read their replies
+// cost the daemon at most this plus the reserve below plus one reply, not
+// kPauseReadingBytes times kMaxClients. A client with replies of its own
+// unsent meanwhile counts as waiting for kStalledReaderNs; one with none
+// takes a request from the reserve, or waits for the others'.
 inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
 // ... except for a client owed nothing (a monitor's `health`, a psgatectl
 // asking once): past the budget its requests are still read, one reply's
-// worth, until all unsent replies reach the budget plus this reserve. The
+// worth at a time, until all unsent replies reach the budget plus this
+// reserve, unless it waited for its own replies since the budget was last
+// spent (a client pipelining requests is owed nothing for a moment each
+// time its replies drain). The
 // clients holding the budget (readers too slow for their own pipelined
 // requests, or none at all) then cannot keep every other client's question
 // unread: 100 clients reading big replies slowly held `health` for over a

@@ -564,6 +564,9 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   constexpr int kEach = 40;  // requests each: more replies than its pause and the kernel's buffer hold
   ASSERT_GT(kEach * reply_size, kPauseReadingBytes + 256 * 1024);
   ASSERT_GT(kSilent * kPauseReadingBytes, 2 * kRepliesBudgetBytes);
+  // Each silent client may be owed one reply from the reserve (those owed
+  // nothing when the budget was spent): room must be left for the asker.
+  ASSERT_LT(kSilent * reply_size, kRepliesReserveBytes - (1u << 20)) << "the config reply is too large for this test";
   const long rss_before = rss_kib(pid);
   std::vector<std::unique_ptr<Conn>> silent;
   ASSERT_NO_FATAL_FAILURE(send_config_requests(kSilent, kEach, silent));
@@ -608,6 +611,10 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
     EXPECT_EQ(json::parse(*line, nullptr, false)["id"], i);
   }
   EXPECT_EQ(asker.extra_bytes(), 0u);
+  // All while the silent clients held the budget (had the 5 s rule dropped
+  // them already, the reserve was not needed and this tested nothing).
+  EXPECT_EQ(read_text_file(fx.path("psgate.out")).find("of replies unread for 5 s; disconnected"), std::string::npos)
+      << "the machine was too slow: the silent clients were dropped before the asker was answered";
   silent.clear();  // they hang up: their replies are dropped, the budget is free again
   EXPECT_EQ(call(R"({"cmd": "health"})")["ok"], true);
   const DaemonRun stopped = fx.stop_daemon();
@@ -706,6 +713,60 @@ TEST_F(ManyClientsTest, ClientsHoldingTheBudgetWithoutReadingAreDroppedAndOthers
   size_t lines = 0;
   for (size_t at = 0; (at = stopped.output.find("of replies unread for 5 s", at)) != std::string::npos; ++at) ++lines;
   EXPECT_LE(lines, 10u) << stopped.output;
+}
+
+// Clients that read their replies, but slowly (about 40 KiB/s each, so the
+// kernel takes more of each now and then and the 5 s rule never applies),
+// with far more pipelined than the budget holds: they keep it spent for
+// minutes. A client asking meanwhile is answered at once from the reserve,
+// which those clients cannot take turn by turn as their replies drain (they
+// waited for the budget in this episode). Before the reserve, 100 such
+// clients held `health` for over a minute in an adversarial run.
+TEST_F(ManyClientsTest, ClientsReadingSlowlyDoNotKeepAQuestionUnanswered) {
+  const size_t reply_size = add_big_jobs();
+  constexpr int kSlow = 100;
+  constexpr int kEach = 200;  // ~4 MB owed each: minutes at their pace
+  ASSERT_GT(kSlow * kPauseReadingBytes, kRepliesBudgetBytes + kRepliesBudgetBytes / 2);
+  ASSERT_GT(kEach * reply_size, size_t{40 * 1024} * 60) << "owed less than a minute's reading at their pace";
+  std::vector<std::unique_ptr<Conn>> slow;
+  ASSERT_NO_FATAL_FAILURE(send_config_requests(kSlow, kEach, slow));
+  const std::string spent_line = "of replies unsent to clients; clients owed replies are not read until they drain";
+  bool spent = false;
+  for (auto until = Clock::now() + std::chrono::seconds(60); !spent && Clock::now() < until;) {
+    spent = read_text_file(fx.path("psgate.out")).find(spent_line) != std::string::npos;
+    if (!spent) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(spent) << "the budget was never reached: the test does not test it";
+  std::atomic<bool> reading{true};
+  std::atomic<long> taken{0};
+  std::thread reader([&] {
+    char buf[4096];
+    while (reading) {
+      for (auto& c : slow) {
+        const ssize_t n = recv(c->fd(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) taken += n;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 4 KiB each per 100 ms
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // their pace settles: replies drain, requests refill
+  int answered = 0;
+  std::chrono::nanoseconds slowest{0};
+  for (int i = 0; i < 5; ++i) {
+    Conn asker(sock());
+    ASSERT_TRUE(asker.ok());
+    const auto t0 = Clock::now();
+    const auto reply = asker.call("{\"cmd\": \"health\"}\n", 10000);
+    slowest = std::max(slowest, std::chrono::nanoseconds(Clock::now() - t0));
+    if (reply && json::parse(*reply, nullptr, false)["ok"] == true) ++answered;
+  }
+  reading = false;
+  reader.join();
+  EXPECT_EQ(answered, 5);
+  EXPECT_LT(slowest, std::chrono::seconds(3)) << "a question waited for the slow readers";
+  EXPECT_GT(taken.load(), long{kSlow} * 64 * 1024) << "the slow clients read too little to test anything";
+  slow.clear();
+  EXPECT_EQ(call(R"({"cmd": "health"})")["ok"], true);
 }
 
 // A client that never stops sending (blank lines, which get no reply, so it
