@@ -222,13 +222,16 @@ void MetricsServer::run() {
   };
   // At the cap, the connection a new one replaces: the oldest of those still
   // sending no complete request (an idle or trickling client: a scraper sends
-  // its request as it connects), else the oldest of those whose reply is
-  // sent and that are only being drained, else the oldest of those taking
-  // their reply (a scraper reading a page takes it in well under a second).
+  // its request as it connects, and each connection is read as it is
+  // accepted, so one whose request came with it is past this), else the
+  // oldest of those taking their reply (a scraper reading a page takes it in
+  // well under a second), else the oldest of those whose reply has left and
+  // that are only being drained (closed within a second anyway; closing one
+  // with bytes unread could reset the reply the client is still reading).
   // So a flood must open kMaxConnections connections within the time a
   // scrape needs, not within the 5 s deadline, to keep that scrape out.
   auto make_room = [&] {
-    auto rank = [](Phase p) { return p == Phase::kReading ? 0 : p == Phase::kDraining ? 1 : 2; };
+    auto rank = [](Phase p) { return p == Phase::kReading ? 0 : p == Phase::kWriting ? 1 : 2; };
     auto victim = conns.end();
     for (auto it = conns.begin(); it != conns.end(); ++it) {
       if (victim == conns.end() || rank(it->second.phase) < rank(victim->second.phase) ||
@@ -392,7 +395,9 @@ void MetricsServer::run() {
           added.serial = serial;
           added.accepted = SteadyClock::now();
           added.deadline = added.accepted + kRequestDeadline;
-          if (!watch(EPOLL_CTL_ADD, c, EPOLLIN | EPOLLRDHUP, serial)) close_conn(c);
+          // Read at once: a request that came with the connection is
+          // answered now, not left to be taken for idle by the next accepts.
+          if (!watch(EPOLL_CTL_ADD, c, EPOLLIN | EPOLLRDHUP, serial) || !on_readable(c, added)) close_conn(c);
         }
       } else {
         auto it = conns.find(fd);

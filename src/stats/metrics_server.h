@@ -8,7 +8,8 @@
 // psgate's memory until the kernel killed the gateway; and its workers were
 // held by clients that trickled bytes). What this one takes is bounded
 // everywhere: at most kMaxConnections at once (past it a new connection
-// takes the place of an idle or the slowest one), kMaxRequestBytes of request
+// takes the place of the oldest idle one, else the oldest still taking its
+// reply, else the oldest being drained), kMaxRequestBytes of request
 // head each, which must arrive within kRequestDeadline, a reply that must
 // leave within kReplyDeadline; one request per connection (Connection:
 // close); a body is never read. GET and HEAD of /metrics are answered (any
