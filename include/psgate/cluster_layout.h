@@ -125,9 +125,13 @@ struct ClusterView {
   int64_t leader_lease = 0;           // the leader key's lease
   std::vector<std::string> problems;  // keys whose documents were refused (ignored, reported)
   // Of those, job documents that never parsed (none in force for the id), by
-  // id, with why: such a key blocks `jobs add` of the id, and `jobs rm`
-  // deletes it.
-  std::map<uint32_t, std::string> refused_jobs;
+  // id: such a key blocks `jobs add` of the id, and `jobs rm` deletes it
+  // (refused_job_removal), fenced on the revision it was seen at.
+  struct RefusedJob {
+    std::string why;
+    int64_t mod_revision = 0;
+  };
+  std::map<uint32_t, RefusedJob> refused_jobs;
   // Of those, the layout's documents refused where a good one was in force,
   // which stays (fail static): this gateway does not follow what the store
   // now holds for them (health degraded).
@@ -246,6 +250,16 @@ struct StoreWrite {
   std::vector<std::pair<std::string, int64_t>> unchanged_since;  // key, mod revision (0: absent)
   bool empty() const { return puts.empty() && deletes.empty(); }
 };
+// The store writes that remove job `id` whose document never parsed
+// (seen.refused_jobs): no gateway holds it, so no registry change names it.
+// As a removal does: its key (fenced on the revision seen: a good document
+// written meanwhile is not deleted unseen), its progress, and its place in
+// the stored order (fenced on the order seen), so that the id added again
+// takes no old place or progress.
+StoreWrite refused_job_removal(const ClusterKeys& keys, const ClusterView& seen, uint32_t id);
+// Adds `extra`'s writes to `w`.
+void append_store_write(StoreWrite& w, const StoreWrite& extra);
+
 // The store writes that take the cluster from `before` to `after` (the
 // registry and policy a control command's handler proposed).
 StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,

@@ -157,9 +157,9 @@ class ControlPlane {
   struct Candidate {
     ControlState next;
     std::function<nlohmann::json(const ControlPlane&)> reply;
-    // Cluster mode: store keys deleted with the change's own writes (a job
-    // document that never parsed, which no state change can name).
-    std::vector<std::string> store_deletes = {};
+    // Cluster mode: store writes made with the change's own (the removal of
+    // a job document that never parsed, which no state change can name).
+    StoreWrite store_extra = {};
   };
   // A read's reply, or a candidate for commit().
   using Outcome = std::variant<nlohmann::json, Candidate>;

@@ -491,7 +491,8 @@ ClusterView StoreMirror::view() const {
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
       if (!parsed.problem.empty()) problem(key, parsed.problem);  // refused, or applied with a part ignored
-      if (auto id = id_after(key, keys_.jobs()); id && !parsed.job) v.refused_jobs[*id] = parsed.problem;
+      if (auto id = id_after(key, keys_.jobs()); id && !parsed.job)
+        v.refused_jobs[*id] = ClusterView::RefusedJob{parsed.problem, e.mod_revision};
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
       auto progress = parse_progress_document(*pid, e.value, class_count);
@@ -604,6 +605,29 @@ std::vector<uint32_t> cluster_order_after(const ClusterView& seen, const JobRegi
 }
 
 }  // namespace
+
+StoreWrite refused_job_removal(const ClusterKeys& keys, const ClusterView& seen, uint32_t id) {
+  StoreWrite w;
+  auto refused = seen.refused_jobs.find(id);
+  w.deletes.push_back(keys.job(id));
+  w.deletes.push_back(keys.progress(id));
+  w.unchanged_since.emplace_back(keys.job(id), refused == seen.refused_jobs.end() ? 0 : refused->second.mod_revision);
+  if (std::find(seen.order.begin(), seen.order.end(), id) != seen.order.end()) {
+    std::vector<uint32_t> order;
+    for (uint32_t o : seen.order)
+      if (o != id) order.push_back(o);
+    w.puts.emplace_back(keys.order(), order_document(order));
+    w.unchanged_since.emplace_back(keys.order(), seen.order_revision);
+  }
+  return w;
+}
+
+void append_store_write(StoreWrite& w, const StoreWrite& extra) {
+  w.puts.insert(w.puts.end(), extra.puts.begin(), extra.puts.end());
+  w.deletes.insert(w.deletes.end(), extra.deletes.begin(), extra.deletes.end());
+  w.absent.insert(w.absent.end(), extra.absent.begin(), extra.absent.end());
+  w.unchanged_since.insert(w.unchanged_since.end(), extra.unchanged_since.begin(), extra.unchanged_since.end());
+}
 
 StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,
                        const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after) {

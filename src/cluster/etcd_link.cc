@@ -990,6 +990,7 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
   }
   // On a failed fence, read the fenced keys back to say which one failed.
   for (const std::string& key : w.absent) txn.add_failure()->mutable_request_range()->set_key(key);
+  for (const auto& [key, rev] : w.unchanged_since) txn.add_failure()->mutable_request_range()->set_key(key);
   // A write the store did not take (counted in write_errors_), with why.
   auto store_error = [this](const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -1042,10 +1043,26 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
                               : "an earlier attempt failed (" + maybe_applied +
                                     ") and may have written this change itself: read the jobs back (psgatectl jobs "
                                     "list) before retrying";
-    for (int r = 0; r < resp.responses_size(); ++r) {
+    const int absent = static_cast<int>(w.absent.size());
+    for (int r = 0; r < resp.responses_size() && r < absent; ++r) {
       const auto& range = resp.responses(r).response_range();
       if (range.kvs_size() > 0) return R::failure("already in the cluster: " + range.kvs(0).key() + "; " + unknown);
     }
+    // The fenced documents: which one another writer changed (the order's
+    // words for the order, the common case: two re-ranks at once).
+    std::string changed;
+    for (int r = absent; r < resp.responses_size() && r - absent < static_cast<int>(w.unchanged_since.size()); ++r) {
+      const auto& [key, rev] = w.unchanged_since[static_cast<size_t>(r - absent)];
+      const auto& range = resp.responses(r).response_range();
+      const int64_t now = range.kvs_size() > 0 ? range.kvs(0).mod_revision() : 0;
+      if (now != rev && key != keys_.order()) {
+        changed = key;
+        break;
+      }
+    }
+    if (!changed.empty())
+      return R::failure(changed + " was changed by another writer meanwhile; " +
+                        (maybe_applied.empty() ? "nothing written (read it again and retry)" : unknown));
     return R::failure("the cluster's order was changed by another writer meanwhile; " +
                       (maybe_applied.empty() ? "nothing written (read it again and retry)" : unknown));
   }

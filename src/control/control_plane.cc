@@ -789,7 +789,7 @@ Result<const JobRecord*> add_job(JobRegistry& jobs, const JobsAddRequest& req) {
 const std::string* ControlPlane::refused_job_document(uint32_t id) const {
   if (!cluster_ || !cluster_view_) return nullptr;
   auto it = cluster_view_->refused_jobs.find(id);
-  return it == cluster_view_->refused_jobs.end() ? nullptr : &it->second;
+  return it == cluster_view_->refused_jobs.end() ? nullptr : &it->second.why;
 }
 
 Result<ControlPlane::Outcome> ControlPlane::apply(const JobsAddRequest& req) const {
@@ -831,7 +831,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const JobsRemoveRequest& req) 
                                [id, note](const ControlPlane&) {
                                  return json{{"removed", id}, {"note", note}};
                                },
-                               {cluster_keys_->job(id)}}};
+                               refused_job_removal(*cluster_keys_, *cluster_view_, id)}};
     }
     return Result<Outcome>::failure(removed.error());
   }
@@ -1173,7 +1173,7 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
   static const ClusterView kNothingSeen;
   const ClusterView& seen = cluster_view_ ? *cluster_view_ : kNothingSeen;
   StoreWrite w = store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy);
-  w.deletes.insert(w.deletes.end(), change.store_deletes.begin(), change.store_deletes.end());
+  append_store_write(w, change.store_extra);
   if (w.empty()) return change.reply(*this);
   auto revision = cluster_->write(w);
   if (!revision) return fail(revision.error());
@@ -1253,9 +1253,9 @@ json ControlPlane::cluster_status() const {
   s["documents_held"] = cluster_view_ ? json(cluster_view_->held) : json::array();
   json refused = json::array();
   if (cluster_view_) {
-    for (const auto& [id, why] : cluster_view_->refused_jobs) {
+    for (const auto& [id, job] : cluster_view_->refused_jobs) {
       if (refused.size() == 100) break;  // a store full of them must not make health megabytes
-      refused.push_back(json{{"job", id}, {"key", cluster_keys_->job(id)}, {"why", why}});
+      refused.push_back(json{{"job", id}, {"key", cluster_keys_->job(id)}, {"why", job.why}});
     }
   }
   s["jobs_refused"] = std::move(refused);

@@ -199,7 +199,8 @@ TEST(StoreMirror, BadDocumentsAreNamedAndTheRestApply) {
   std::vector<uint32_t> refused;
   for (const auto& [id, why] : v.refused_jobs) refused.push_back(id);
   EXPECT_EQ(refused, (std::vector<uint32_t>{2, 3, 4, 5, 6, 7, 11}));
-  EXPECT_NE(v.refused_jobs.at(4).find("40"), std::string::npos) << v.refused_jobs.at(4);
+  EXPECT_NE(v.refused_jobs.at(4).why.find("40"), std::string::npos) << v.refused_jobs.at(4).why;
+  EXPECT_EQ(v.refused_jobs.at(4).mod_revision, 4);
 }
 
 // The largest job a gateway writes (a jobs.add request of 64 KiB, of the
@@ -773,6 +774,42 @@ TEST(StoreWrite, NothingChangedWritesNothing) {
   EXPECT_TRUE(w.empty());
   EXPECT_TRUE(w.absent.empty());
   EXPECT_TRUE(w.unchanged_since.empty());
+}
+
+// A job document that never parsed, removed: as a removal does, its key
+// (fenced on the revision seen), its progress and its place in the stored
+// order (fenced on the order seen), so that the id added again takes none of
+// them; a job the order does not name leaves the order alone.
+TEST(StoreWrite, RemovingARefusedJobDocumentTakesItsProgressAndPlaceToo) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(job_document(spec(1)), 1));
+  m.put(kKeys.job(9), entry(job_document(spec(9)), 2));
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":[9,1]})", 3));
+  m.put(kKeys.progress(9), entry(R"({"schema":1,"fraction":0.5})", 4));
+  m.put(kKeys.job(7), entry("{not json", 5));
+  // A gateway that never saw 9's good document: a bad one over it is all
+  // it reads (one that saw it keeps it in force, and removes job 9 as any).
+  std::map<std::string, StoreEntry> now = m.entries();
+  now[kKeys.job(9)] = entry("{not json either", 2, 6);
+  StoreMirror fresh(kKeys, kClasses);
+  fresh.reset(now, 6);
+  const ClusterView v = fresh.view();
+  ASSERT_EQ(v.refused_jobs.count(9), 1u);
+  ASSERT_EQ(v.refused_jobs.count(7), 1u);
+  const StoreWrite w = refused_job_removal(kKeys, v, 9);
+  EXPECT_EQ(w.deletes, (std::vector<std::string>{kKeys.job(9), kKeys.progress(9)}));
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.order()}));
+  EXPECT_EQ(*put_value(w, kKeys.order()), order_document({1}));
+  EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.job(9), 6}, {kKeys.order(), 3}}));
+  const StoreWrite w7 = refused_job_removal(kKeys, v, 7);
+  EXPECT_EQ(w7.deletes, (std::vector<std::string>{kKeys.job(7), kKeys.progress(7)}));
+  EXPECT_TRUE(w7.puts.empty()) << "the order does not name 7";
+  EXPECT_EQ(w7.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.job(7), 5}}));
+  StoreWrite both;
+  append_store_write(both, w);
+  append_store_write(both, w7);
+  EXPECT_EQ(both.deletes.size(), 4u);
+  EXPECT_EQ(both.unchanged_since.size(), 3u);
 }
 
 TEST(StoreWrite, AddAJobAtTheEnd) {
