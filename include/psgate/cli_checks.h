@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
 #include <string>
 
@@ -17,16 +18,21 @@ inline CLI::Validator check(std::function<std::string(const std::string&)> fn) {
 }
 
 // Plain seconds from 0 to `max` (parse_seconds: NaN and trailing text
-// refused). --help shows the range ("FLOAT:0..1e8 s"), so that the limit a
-// value is refused at is one the help told of.
+// refused). --help shows the range (psgate-gen's --duration:
+// "FLOAT:0..1e8 s"), so that the limit a value is refused at is one the help
+// told of.
 inline CLI::Validator seconds_up_to(double max) {
-  // 100000000 as "1e8": trailing zeros as an exponent from four on.
+  // 100000000 as "1e8" (whole powers of ten from 1e4 up), else as %g does.
   auto text = [](double v) {
-    unsigned long long m = static_cast<unsigned long long>(v);
     int exp = 0;
-    while (m >= 10 && m % 10 == 0) m /= 10, ++exp;
-    return exp >= 4 ? std::to_string(m) + "e" + std::to_string(exp)
-                    : std::to_string(static_cast<unsigned long long>(v));
+    double m = v;
+    while (m >= 10 && m < 9e18 && m == static_cast<double>(static_cast<long long>(m)) &&
+           static_cast<long long>(m) % 10 == 0)
+      m /= 10, ++exp;
+    if (m == 1 && exp >= 4) return "1e" + std::to_string(exp);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
   };
   return CLI::Validator(
       [max](std::string& s) -> std::string {
