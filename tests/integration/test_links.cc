@@ -185,19 +185,8 @@ rate = "max"
 TEST(Links, MemifJumboFramesNeedABufferSizeThatHoldsThemAndThenCrossWhole) {
   DaemonFixture fx;
   std::vector<std::vector<uint8_t>> sent;
-  for (unsigned len : {60u, 1514u, 1515u, 3000u, 8000u, 9014u}) {
-    pkt::PacketSpec s;
-    s.src4 = {10, 0, 1, 10};
-    s.dst4 = {10, 0, 0, 5};
-    s.proto = pkt::kUdp;
-    s.sport = 40000;
-    s.dport = 2222;
-    s.ip_id = static_cast<uint16_t>(len);
-    s.payload_len = len - 42;
-    s.payload_seed = static_cast<uint8_t>(len);
-    s.min_frame_size = 0;
-    sent.push_back(pkt::build_packet(s));
-  }
+  for (unsigned len : {60u, 1514u, 1515u, 3000u, 8000u, 9014u})
+    sent.push_back(pkt::udp_push_frame_of_length(len, static_cast<uint16_t>(len)));
   fx.write_pcap("jumbo.pcap", sent);
   fx.write_pcap("none.pcap", {});
   const std::string sock = fx.path("m.sock");

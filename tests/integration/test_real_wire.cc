@@ -43,17 +43,7 @@ Frame frame_of_length(uint32_t len, uint16_t id) {
     }
     return f;
   }
-  pkt::PacketSpec s;
-  s.src4 = {10, 0, 1, 10};
-  s.dst4 = {10, 0, 0, 5};
-  s.proto = pkt::kUdp;
-  s.sport = 40000;
-  s.dport = 2222;
-  s.ip_id = id;
-  s.payload_len = len - 42;
-  s.payload_seed = static_cast<uint8_t>(len);
-  s.min_frame_size = 0;
-  return pkt::build_packet(s);
+  return pkt::udp_push_frame_of_length(len, id);
 }
 
 Frame tagged(unsigned tags, uint32_t len) {

@@ -158,5 +158,11 @@ inline constexpr uint16_t kTestWorkerPort = 40000;
 PacketSpec from_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len);
 // To the PS (leaves by the host port: a push): TCP from the worker to `ps_port`.
 PacketSpec to_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len);
+// A push frame of exactly `frame_len` bytes (at least 42: Ethernet + IPv4 +
+// UDP, no padding), from the worker to the PS's port 2222, its IP id
+// `ip_id` and its payload seeded with the length, so that frames of
+// different lengths differ byte for byte (a capture compared against what
+// was sent tells them apart).
+std::vector<uint8_t> udp_push_frame_of_length(size_t frame_len, uint16_t ip_id);
 
 }  // namespace psgate::pkt
