@@ -220,23 +220,43 @@ void MetricsServer::run() {
     conns.erase(fd);
     if (!accepting && SteadyClock::now() >= resume_at) accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
   };
-  // At the cap, the connection a new one replaces: the oldest of those still
-  // sending no complete request (an idle or trickling client: a scraper sends
-  // its request as it connects, and each connection is read as it is
-  // accepted, so one whose request came with it is past this), else the
-  // oldest of those taking their reply (a scraper reading a page takes it in
-  // well under a second), else the oldest of those whose reply has left and
-  // that are only being drained (closed within a second anyway; closing one
-  // with bytes unread could reset the reply the client is still reading).
+  // Closes with a reset: what is still queued for the client is dropped at
+  // once rather than kept by the kernel for a client that does not read it.
+  auto abort_conn = [&](int fd) {
+    const linger reset{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    close_conn(fd);
+  };
+  // At the cap, the connection a new one replaces:
+  //   1. the oldest of those that have sent no complete request for half a
+  //      second (an idle or trickling client: a scraper sends its request as
+  //      it connects, and each connection is read as it is accepted);
+  //   2. else the oldest of those taking their reply (a scraper reads a page
+  //      in well under a second; clients that ask and never read hold their
+  //      places for the 10 s reply deadline otherwise);
+  //   3. else the oldest of those whose reply has left, being drained
+  //      (closed within a second anyway);
+  //   4. else the oldest of the connections younger than half a second that
+  //      have sent no complete request yet (a scraper's may be on its way).
   // So a flood must open kMaxConnections connections within the time a
-  // scrape needs, not within the 5 s deadline, to keep that scrape out.
+  // scrape needs to send its request, not within the 5 s deadline, to keep
+  // that scrape out. One closed with a reply still queued is reset (abort):
+  // closed normally, the kernel would go on holding the unsent page for a
+  // client that does not read it, for each of thousands of such clients.
   auto make_room = [&] {
-    auto rank = [](Phase p) { return p == Phase::kReading ? 0 : p == Phase::kWriting ? 1 : 2; };
+    const auto grace_from = SteadyClock::now() - kIdleGrace;
+    auto rank = [&](const Conn& c) {
+      if (c.phase == Phase::kReading) return c.accepted <= grace_from ? 0 : 3;
+      return c.phase == Phase::kWriting ? 1 : 2;
+    };
     auto victim = conns.end();
+    int victim_rank = 4;
     for (auto it = conns.begin(); it != conns.end(); ++it) {
-      if (victim == conns.end() || rank(it->second.phase) < rank(victim->second.phase) ||
-          (rank(it->second.phase) == rank(victim->second.phase) && it->second.accepted < victim->second.accepted))
+      const int r = rank(it->second);
+      if (r < victim_rank || (r == victim_rank && it->second.accepted < victim->second.accepted)) {
         victim = it;
+        victim_rank = r;
+      }
     }
     if (victim == conns.end()) return;
     const auto t = SteadyClock::now();
@@ -246,7 +266,11 @@ void MetricsServer::run() {
           "metrics: more than {} connections at once: closing the oldest idle or slow ones to serve new scrapes ({} "
           "closed since start{})",
           kMaxConnections, evicted_log.total(), evicted_log.held_back_note());
-    close_conn(victim->first);
+    if (victim->second.phase == Phase::kReading) {
+      close_conn(victim->first);
+    } else {
+      abort_conn(victim->first);
+    }
   };
   // Sends what is left of the reply; then half-closes and reads what the
   // client may still send (a body never read), briefly, so that closing with
@@ -416,11 +440,12 @@ void MetricsServer::run() {
     // Whoever is past its deadline: a request too slow, a reply not taken,
     // a drain that lasts.
     const auto after = SteadyClock::now();
-    std::vector<int> late;
+    std::vector<int> late, late_reply;
     for (const auto& [fd, c] : conns) {
-      if (after >= c.deadline) late.push_back(fd);
+      if (after >= c.deadline) (c.phase == Phase::kWriting ? late_reply : late).push_back(fd);
     }
     for (int fd : late) close_conn(fd);
+    for (int fd : late_reply) abort_conn(fd);  // a reply not taken in 10 s: not left to the kernel to keep
     if (!accepting && after >= resume_at) {
       accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
     }

@@ -9,7 +9,8 @@
 // held by clients that trickled bytes). What this one takes is bounded
 // everywhere: at most kMaxConnections at once (past it a new connection
 // takes the place of the oldest idle one, else the oldest still taking its
-// reply, else the oldest being drained), kMaxRequestBytes of request
+// reply, else the oldest being drained, else the oldest just accepted),
+// kMaxRequestBytes of request
 // head each, which must arrive within kRequestDeadline, a reply that must
 // leave within kReplyDeadline; one request per connection (Connection:
 // close); a body is never read. GET and HEAD of /metrics are answered (any
@@ -44,6 +45,9 @@ class MetricsServer {
   static constexpr size_t kMaxRequestBytes = 8192;
   static constexpr std::chrono::seconds kRequestDeadline{5};
   static constexpr std::chrono::seconds kReplyDeadline{10};
+  // At the cap, a connection younger than this that has not sent its
+  // request yet is replaced only when no other can be (make_room).
+  static constexpr std::chrono::milliseconds kIdleGrace{500};
   // A page is rendered at most once in this long; the scrapes within it get
   // that one (shared, not copied: memory is about one page per kPageReuse
   // of kReplyDeadline, whatever the number of slow scrapers).

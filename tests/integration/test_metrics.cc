@@ -599,6 +599,68 @@ TEST_F(MetricsTest, AFloodOfIdleConnectionsDoesNotKeepScrapesOut) {
   EXPECT_TRUE(fx.daemon_running());
 }
 
+// Clients that ask and never read their reply (a small receive buffer,
+// 100 a second, each held until the server closes it) do not keep out a
+// scraper whose request comes a few milliseconds after its connection:
+// places held by replies nobody takes go first, a connection just accepted
+// last. (The first eviction rule took the scraper for idle: 50 of 50 such
+// scrapes closed unanswered.)
+TEST_F(MetricsTest, ClientsThatAskAndNeverReadDoNotKeepAScraperOut) {
+  start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
+  auto connect_to = [&](int rcvbuf) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    timeval tv{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (rcvbuf) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::atomic<bool> flooding{true};
+  std::vector<int> held;
+  std::thread flood([&] {
+    while (flooding && held.size() < 1500) {
+      for (int i = 0; i < 5; ++i) {
+        const int fd = connect_to(4096);
+        if (fd < 0) continue;
+        (void)!::send(fd, get.data(), get.size(), MSG_NOSIGNAL);
+        held.push_back(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 100 a second
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // every place taken by a reply nobody reads
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    const int fd = connect_to(0);
+    if (fd < 0) continue;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its request a little after its connection
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string reply;
+    if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
+      char buf[65536];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    if (reply.rfind("HTTP/1.1 200", 0) == 0 && reply.find("psgate_build_info") != std::string::npos) ++answered;
+  }
+  flooding = false;
+  flood.join();
+  EXPECT_GE(held.size(), 200u) << "the flood did not run";
+  for (int fd : held) ::close(fd);
+  EXPECT_GE(answered, 9) << "of 10 scrapes whose request came 20 ms after their connection";
+  EXPECT_TRUE(fx.daemon_running());
+}
+
 // The inodes of the TCP sockets listening in this network namespace.
 std::set<std::string> listening_inodes() {
   std::set<std::string> out;
