@@ -8,6 +8,7 @@
 #include "psgate/units.h"
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -170,8 +171,11 @@ Result<uint64_t> parse_duration_ns(std::string_view text) {
 Result<double> parse_seconds(std::string_view text, double max) {
   const std::string copy(text);  // strtod needs the terminating NUL
   char* end = nullptr;
+  errno = 0;
   const double v = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end != copy.c_str() + copy.size() || !(v >= 0 && v <= max)) {
+  // ERANGE: too large (refused by max anyway) or too small to be told from
+  // 0 ("1e-400" read as 0 would mean "until signalled" for a duration).
+  if (copy.empty() || end != copy.c_str() + copy.size() || errno == ERANGE || !(v >= 0 && v <= max)) {
     char bound[32];
     std::snprintf(bound, sizeof(bound), "%g", max);
     return Result<double>::failure("not a number of seconds from 0 to " + std::string(bound));

@@ -173,7 +173,9 @@ TEST(UnitsSeconds, APlainNumberWithinItsRangeOnly) {
     EXPECT_EQ(*r, value) << text;
   }
   // NaN fails a range test that only compares; "inf" and a unit are refused too.
-  for (const char* text : {"nan", "NaN", "-nan", "inf", "100.5", "-1", "", "5s", "1,5", "x"}) {
+  // A value too small to be told from 0 is no 0 ("1e-400" would mean "until
+  // signalled" for a duration).
+  for (const char* text : {"nan", "NaN", "-nan", "inf", "100.5", "-1", "", "5s", "1,5", "x", "1e-400", "-1e-400"}) {
     const auto r = parse_seconds(text, 100);
     EXPECT_FALSE(r) << text;
     if (!r) {
