@@ -213,6 +213,17 @@ class ManyClientsTest : public ::testing::Test {
       ASSERT_EQ(send(conns.back()->fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
     }
   }
+  // Whether the daemon said the replies budget is spent (its log line),
+  // waited for up to a minute: on a loaded machine the replies that spend it
+  // may take seconds, and a question asked before then tests nothing.
+  bool wait_for_budget_spent() {
+    const std::string line = "of replies unsent to clients; clients owed replies are not read until they drain";
+    for (auto until = Clock::now() + std::chrono::seconds(60); Clock::now() < until;) {
+      if (read_text_file(fx.path("psgate.out")).find(line) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
   json call(const std::string& line) {
     const json r = json::parse(socket_request(sock(), line + "\n", kTimeoutMs), nullptr, false);
     EXPECT_FALSE(r.is_discarded()) << line;
@@ -683,13 +694,7 @@ TEST_F(ManyClientsTest, ClientsHoldingTheBudgetWithoutReadingAreDroppedAndOthers
   // Asked once the budget is spent (the daemon logs it), not after a fixed
   // pause: on a loaded machine the replies that spend it may take seconds,
   // and a question asked before then is answered at once, testing nothing.
-  const std::string spent_line = "of replies unsent to clients; clients owed replies are not read until they drain";
-  bool spent = false;
-  for (auto until = Clock::now() + std::chrono::seconds(60); !spent && Clock::now() < until;) {
-    spent = read_text_file(fx.path("psgate.out")).find(spent_line) != std::string::npos;
-    if (!spent) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(spent) << "the budget was never reached: the test does not test it";
+  ASSERT_TRUE(wait_for_budget_spent()) << "the budget was never reached: the test does not test it";
   Conn asker(sock());
   ASSERT_TRUE(asker.ok());
   const auto t0 = Clock::now();
@@ -730,13 +735,7 @@ TEST_F(ManyClientsTest, ClientsReadingSlowlyDoNotKeepAQuestionUnanswered) {
   ASSERT_GT(kEach * reply_size, size_t{40 * 1024} * 60) << "owed less than a minute's reading at their pace";
   std::vector<std::unique_ptr<Conn>> slow;
   ASSERT_NO_FATAL_FAILURE(send_config_requests(kSlow, kEach, slow));
-  const std::string spent_line = "of replies unsent to clients; clients owed replies are not read until they drain";
-  bool spent = false;
-  for (auto until = Clock::now() + std::chrono::seconds(60); !spent && Clock::now() < until;) {
-    spent = read_text_file(fx.path("psgate.out")).find(spent_line) != std::string::npos;
-    if (!spent) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(spent) << "the budget was never reached: the test does not test it";
+  ASSERT_TRUE(wait_for_budget_spent()) << "the budget was never reached: the test does not test it";
   std::atomic<bool> reading{true};
   std::atomic<long> taken{0};
   std::thread reader([&] {
