@@ -173,9 +173,10 @@ Result<double> parse_seconds(std::string_view text, double max) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(copy.c_str(), &end);
-  // ERANGE: too large (refused by max anyway) or too small to be told from
-  // 0 ("1e-400" read as 0 would mean "until signalled" for a duration).
-  if (copy.empty() || end != copy.c_str() + copy.size() || errno == ERANGE || !(v >= 0 && v <= max)) {
+  // ERANGE with 0: a value too small to be told from 0 ("1e-400" read as 0
+  // would mean "until signalled" for a duration); a tiny one that is still
+  // a number (subnormal, also ERANGE) is taken, and too large is past max.
+  if (copy.empty() || end != copy.c_str() + copy.size() || (errno == ERANGE && v == 0) || !(v >= 0 && v <= max)) {
     char bound[32];
     std::snprintf(bound, sizeof(bound), "%g", max);
     return Result<double>::failure("not a number of seconds from 0 to " + std::string(bound));

@@ -253,9 +253,15 @@ void ControlServer::run() {
   // Counts the times `unsent` went over the budget (from 1: a connection's
   // waited_in_episode starts at 0, no episode).
   uint64_t budget_episode = 1;
+  // A new episode since the clients held for the budget were last looked at:
+  // the reserve is open to them again (reserve_open).
+  bool episode_unseen = false;
   LogThrottle over_budget_log(60'000'000'000);
   auto append_out = [&](Connection& c, const std::string& text) {
-    if (unsent < kRepliesBudgetBytes && unsent + text.size() >= kRepliesBudgetBytes) ++budget_episode;
+    if (unsent < kRepliesBudgetBytes && unsent + text.size() >= kRepliesBudgetBytes) {
+      ++budget_episode;
+      episode_unseen = true;
+    }
     c.out += text;
     unsent += text.size();
   };
@@ -349,8 +355,10 @@ void ControlServer::run() {
     // next request may still be read, from the reserve, until that is spent,
     // unless it waited for the budget this episode.
     const bool may_use_reserve = reserve_open(c);
-    const bool hold =
-        over_budget && !waiting && (!may_use_reserve || unsent >= kRepliesBudgetBytes + kRepliesReserveBytes);
+    // (Never one whose replies are dropped, peer_gone: its requests cost
+    // no budget, and are taken until it closes.)
+    const bool hold = over_budget && !waiting && !c.peer_gone &&
+                      (!may_use_reserve || unsent >= kRepliesBudgetBytes + kRepliesReserveBytes);
     const bool for_reserve = hold && may_use_reserve;
     const bool for_budget = (hold && !may_use_reserve) || (over_budget && !own_pause && !c.out.empty());
     if (for_budget && !c.listed_for_budget) {
@@ -648,9 +656,9 @@ void ControlServer::run() {
     // looked at again (flush re-arms a held one for its requests, which wake
     // the next round, level-triggered; one waiting for its replies only
     // because of the budget goes back to its own 256 KiB rule).
-    // The clients held only for the reserve, once it has room again: each
-    // takes one request from it, in the order they were held (their events
-    // come back in the next round), before any client waiting for the budget.
+    // The clients held only for the reserve, once it has room again: armed
+    // again (their requests are read in the next round, as far as the
+    // reserve's room goes; those it does not reach are held again).
     auto look_again = [&](std::vector<int>& list, bool Connection::*listed) {
       std::vector<int> again;
       again.swap(list);
@@ -665,8 +673,14 @@ void ControlServer::run() {
     };
     if (!reserve_paused.empty() && unsent < kRepliesBudgetBytes + kRepliesReserveBytes)
       look_again(reserve_paused, &Connection::listed_for_reserve);
-    if (!budget_paused.empty() && unsent < kRepliesBudgetBytes)
+    // Under the budget, or in a new episode (the budget drained and was
+    // spent again within this round): the clients held for the budget, which
+    // the reserve may now serve.
+    if (!budget_paused.empty() &&
+        (unsent < kRepliesBudgetBytes || (episode_unseen && unsent < kRepliesBudgetBytes + kRepliesReserveBytes))) {
+      episode_unseen = false;
       look_again(budget_paused, &Connection::listed_for_budget);
+    }
   }
   for (auto& [fd, c] : conns) close(fd);
   if (reserve_fd >= 0) close(reserve_fd);

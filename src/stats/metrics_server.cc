@@ -3,9 +3,11 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -208,6 +210,8 @@ void MetricsServer::run() {
     size_t drained = 0;
     SteadyClock::time_point deadline;
     SteadyClock::time_point accepted;
+    SteadyClock::time_point progressed;  // accepted, or the reply's last bytes handed to the kernel
+    int queued_at_drain = 0;             // what the kernel still had to send when the reply was all handed over
   };
   std::unordered_map<int, Conn> conns;
   uint32_t next_serial = 0;
@@ -220,37 +224,49 @@ void MetricsServer::run() {
     conns.erase(fd);
     if (!accepting && SteadyClock::now() >= resume_at) accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
   };
-  // Closes with a reset: what is still queued for the client is dropped at
-  // once rather than kept by the kernel for a client that does not read it.
-  auto abort_conn = [&](int fd) {
-    const linger reset{1, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  // Closes a connection that is given up on (evicted, or past a deadline).
+  // One whose reply the client is not taking is reset: what is still queued
+  // is dropped at once rather than kept by the kernel for a client that does
+  // not read it (an orphaned socket holds the page for minutes, and a flood
+  // of clients that ask and never read held hundreds of MiB so). A reply
+  // not all handed to the kernel is not being taken; one that was, is not
+  // if the kernel has sent nothing of it since (SIOCOUTQ). Otherwise the
+  // close is orderly: a slow scraper still gets the rest of its page.
+  auto give_up = [&](int fd, const Conn& c) {
+    int queued = 0;
+    const bool not_taken =
+        c.phase == Phase::kWriting || (c.phase == Phase::kDraining && ::ioctl(fd, SIOCOUTQ, &queued) == 0 &&
+                                       queued > 0 && queued >= c.queued_at_drain);
+    if (not_taken) {
+      const linger reset{1, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    }
     close_conn(fd);
   };
-  // At the cap, the connection a new one replaces:
-  //   1. the oldest of those that have sent no complete request for half a
-  //      second (an idle or trickling client: a scraper sends its request as
-  //      it connects, and each connection is read as it is accepted);
-  //   2. else the oldest of those taking their reply (a scraper reads a page
-  //      in well under a second; clients that ask and never read hold their
-  //      places for the 10 s reply deadline otherwise);
-  //   3. else the oldest of those whose reply has left, being drained
-  //      (closed within a second anyway);
-  //   4. else the oldest of the connections younger than half a second that
-  //      have sent no complete request yet (a scraper's may be on its way).
+  // At the cap, the connection a new one replaces, the oldest of the first
+  // of these kinds that has one:
+  //   0. accepted over half a second ago, no whole request sent (an idle or
+  //      trickling client: a scraper sends its request as it connects, and
+  //      each connection is read as it is accepted);
+  //   1. taking its reply, but nothing of it taken for half a second (a
+  //      client that asks and never reads holds its place for the 10 s reply
+  //      deadline otherwise);
+  //   2. its reply all handed over, being drained (closed within a second);
+  //   3. accepted less than half a second ago, no whole request yet (a
+  //      scraper's may be on its way);
+  //   4. taking its reply now (a scraper reading a large page).
   // So a flood must open kMaxConnections connections within the time a
-  // scrape needs to send its request, not within the 5 s deadline, to keep
-  // that scrape out. One closed with a reply still queued is reset (abort):
-  // closed normally, the kernel would go on holding the unsent page for a
-  // client that does not read it, for each of thousands of such clients.
+  // scrape needs to send its request, or to take its page, to keep it out.
+  // Closed as give_up says.
   auto make_room = [&] {
     const auto grace_from = SteadyClock::now() - kIdleGrace;
     auto rank = [&](const Conn& c) {
       if (c.phase == Phase::kReading) return c.accepted <= grace_from ? 0 : 3;
-      return c.phase == Phase::kWriting ? 1 : 2;
+      if (c.phase == Phase::kWriting) return c.progressed <= grace_from ? 1 : 4;
+      return 2;
     };
     auto victim = conns.end();
-    int victim_rank = 4;
+    int victim_rank = 5;
     for (auto it = conns.begin(); it != conns.end(); ++it) {
       const int r = rank(it->second);
       if (r < victim_rank || (r == victim_rank && it->second.accepted < victim->second.accepted)) {
@@ -266,11 +282,7 @@ void MetricsServer::run() {
           "metrics: more than {} connections at once: closing the oldest idle or slow ones to serve new scrapes ({} "
           "closed since start{})",
           kMaxConnections, evicted_log.total(), evicted_log.held_back_note());
-    if (victim->second.phase == Phase::kReading) {
-      close_conn(victim->first);
-    } else {
-      abort_conn(victim->first);
-    }
+    give_up(victim->first, victim->second);
   };
   // Sends what is left of the reply; then half-closes and reads what the
   // client may still send (a body never read), briefly, so that closing with
@@ -281,6 +293,7 @@ void MetricsServer::run() {
       const ssize_t n = ::send(fd, c.out->data() + c.sent, c.out->size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         c.sent += static_cast<size_t>(n);
+        c.progressed = SteadyClock::now();
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -288,6 +301,7 @@ void MetricsServer::run() {
       return false;
     }
     c.out.reset();
+    if (::ioctl(fd, SIOCOUTQ, &c.queued_at_drain) != 0) c.queued_at_drain = 0;
     ::shutdown(fd, SHUT_WR);
     c.phase = Phase::kDraining;
     c.deadline = SteadyClock::now() + std::chrono::seconds(1);
@@ -417,7 +431,7 @@ void MetricsServer::run() {
           const uint32_t serial = next_connection_serial(next_serial);
           Conn& added = conns[c];
           added.serial = serial;
-          added.accepted = SteadyClock::now();
+          added.accepted = added.progressed = SteadyClock::now();
           added.deadline = added.accepted + kRequestDeadline;
           // Read at once: a request that came with the connection is
           // answered now, not left to be taken for idle by the next accepts.
@@ -440,12 +454,11 @@ void MetricsServer::run() {
     // Whoever is past its deadline: a request too slow, a reply not taken,
     // a drain that lasts.
     const auto after = SteadyClock::now();
-    std::vector<int> late, late_reply;
+    std::vector<int> late;
     for (const auto& [fd, c] : conns) {
-      if (after >= c.deadline) (c.phase == Phase::kWriting ? late_reply : late).push_back(fd);
+      if (after >= c.deadline) late.push_back(fd);
     }
-    for (int fd : late) close_conn(fd);
-    for (int fd : late_reply) abort_conn(fd);  // a reply not taken in 10 s: not left to the kernel to keep
+    for (int fd : late) give_up(fd, conns.at(fd));
     if (!accepting && after >= resume_at) {
       accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
     }

@@ -8,8 +8,8 @@
 // psgate's memory until the kernel killed the gateway; and its workers were
 // held by clients that trickled bytes). What this one takes is bounded
 // everywhere: at most kMaxConnections at once (past it a new connection
-// takes the place of the oldest idle one, else the oldest still taking its
-// reply, else the oldest being drained, else the oldest just accepted),
+// takes the place of an idle one, else of one that stopped taking its
+// reply, else of one being drained, ...: make_room),
 // kMaxRequestBytes of request
 // head each, which must arrive within kRequestDeadline, a reply that must
 // leave within kReplyDeadline; one request per connection (Connection:
@@ -45,8 +45,9 @@ class MetricsServer {
   static constexpr size_t kMaxRequestBytes = 8192;
   static constexpr std::chrono::seconds kRequestDeadline{5};
   static constexpr std::chrono::seconds kReplyDeadline{10};
-  // At the cap, a connection younger than this that has not sent its
-  // request yet is replaced only when no other can be (make_room).
+  // At the cap, a connection accepted less than this long ago that has not
+  // sent its request yet, or one that took some of its reply within this
+  // long, is replaced only after the others (make_room).
   static constexpr std::chrono::milliseconds kIdleGrace{500};
   // A page is rendered at most once in this long; the scrapes within it get
   // that one (shared, not copied: memory is about one page per kPageReuse
