@@ -52,12 +52,15 @@ struct Connection {
   bool paused_by_budget = false;
   bool listed_for_budget = false;
   bool listed_for_reserve = false;
-  // The budget episode (ControlServer::run) in which it last waited for its
-  // replies while the budget was spent: the reserve is not for it until the
-  // next. A client pipelining requests, owed nothing for a moment each time
-  // its replies drain, would otherwise take a reply from the reserve each
-  // time, and with others like it keep the reserve spent.
+  // The budget episode (ControlServer::run) in which it was owed replies
+  // for over kPromptReaderNs while the budget was spent: the reserve is not
+  // for it until the next. A client pipelining requests that it reads
+  // slowly, owed nothing for a moment each time its replies drain, would
+  // otherwise take a reply from the reserve each time, and with others like
+  // it keep the reserve spent; one whose replies leave as they come (a
+  // psgatectl) keeps it. `owing_ns`: since when it is owed replies.
   uint64_t waited_in_episode = 0;
+  uint64_t owing_ns = 0;
   // A reply could not be sent (EPIPE, ECONNRESET): muted (replies dropped,
   // requests still taken) until it closes.
   bool peer_gone = false;
@@ -258,6 +261,7 @@ void ControlServer::run() {
   bool episode_unseen = false;
   LogThrottle over_budget_log(60'000'000'000);
   auto append_out = [&](Connection& c, const std::string& text) {
+    if (c.out.empty()) c.owing_ns = monotonic_ns();
     if (unsent < kRepliesBudgetBytes && unsent + text.size() >= kRepliesBudgetBytes) {
       ++budget_episode;
       episode_unseen = true;
@@ -350,10 +354,9 @@ void ControlServer::run() {
     const bool waiting = own_pause || (over_budget && !c.out.empty());
     if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
     c.waiting = waiting;
-    if (over_budget && !c.out.empty()) c.waited_in_episode = budget_episode;
     // Owed nothing (else it would be waiting while over the budget): its
     // next request may still be read, from the reserve, until that is spent,
-    // unless it waited for the budget this episode.
+    // unless it was owed replies too long this episode (waited_in_episode).
     const bool may_use_reserve = reserve_open(c);
     // (Never one whose replies are dropped, peer_gone: its requests cost
     // no budget, and are taken until it closes.)
@@ -462,7 +465,11 @@ void ControlServer::run() {
         std::vector<int> stalled;
         std::vector<int> owing;  // over the budget: replies unsent, not yet waiting
         const bool over_budget = unsent >= kRepliesBudgetBytes;
-        for (const auto& [cfd, conn] : conns) {
+        for (auto& [cfd, conn] : conns) {
+          // (Owed replies since before the episode began counts from its
+          // start: not known here, so from now at the latest, a tick later.)
+          if (over_budget && !conn.out.empty() && now - conn.owing_ns > kPromptReaderNs)
+            conn.waited_in_episode = budget_episode;
           if (conn.waiting && now - conn.waiting_ns > kStalledReaderNs) stalled.push_back(cfd);
           else if (over_budget && !conn.waiting && !conn.out.empty()) owing.push_back(cfd);
         }

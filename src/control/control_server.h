@@ -44,14 +44,18 @@ inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
 // ... except for a client owed nothing (a monitor's `health`, a psgatectl
 // asking once): past the budget its requests are still read, one reply's
 // worth at a time, until all unsent replies reach the budget plus this
-// reserve, unless it waited for its own replies since the budget was last
-// spent (a client pipelining requests is owed nothing for a moment each
-// time its replies drain). The
+// reserve, unless it was owed replies for over kPromptReaderNs since the
+// budget was last spent (a client pipelining requests is owed nothing for a
+// moment each time its replies drain). The
 // clients holding the budget (readers too slow for their own pipelined
 // requests, or none at all) then cannot keep every other client's question
 // unread: 100 clients reading big replies slowly held `health` for over a
 // minute. The daemon's bound is the budget plus the reserve plus one reply.
 inline constexpr size_t kRepliesReserveBytes = 16u << 20;
+// ... a client owed replies for longer than this while the budget is spent
+// is not a prompt reader: the reserve is not for it until the budget is
+// spent anew.
+inline constexpr uint64_t kPromptReaderNs = 1'000'000'000;
 // Request pieces (a line, or up to 16 KiB of a longer one) the control thread
 // takes from one connection before it turns to the others and its tick.
 inline constexpr unsigned kMaxPiecesPerWakeup = 64;
