@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -259,12 +260,14 @@ void ControlServer::run() {
   // A new episode since the clients held for the budget were last looked at:
   // the reserve is open to them again (reserve_open).
   bool episode_unseen = false;
+  uint64_t episode_start_ns = 0;  // when the budget was last spent
   LogThrottle over_budget_log(60'000'000'000);
   auto append_out = [&](Connection& c, const std::string& text) {
     if (c.out.empty()) c.owing_ns = monotonic_ns();
     if (unsent < kRepliesBudgetBytes && unsent + text.size() >= kRepliesBudgetBytes) {
       ++budget_episode;
       episode_unseen = true;
+      episode_start_ns = monotonic_ns();
     }
     c.out += text;
     unsent += text.size();
@@ -466,9 +469,9 @@ void ControlServer::run() {
         std::vector<int> owing;  // over the budget: replies unsent, not yet waiting
         const bool over_budget = unsent >= kRepliesBudgetBytes;
         for (auto& [cfd, conn] : conns) {
-          // (Owed replies since before the episode began counts from its
-          // start: not known here, so from now at the latest, a tick later.)
-          if (over_budget && !conn.out.empty() && now - conn.owing_ns > kPromptReaderNs)
+          // (Owed since before the episode began counts from its start: a
+          // reply that waited while nobody waited for it is no sign.)
+          if (over_budget && !conn.out.empty() && now - std::max(conn.owing_ns, episode_start_ns) > kPromptReaderNs)
             conn.waited_in_episode = budget_episode;
           if (conn.waiting && now - conn.waiting_ns > kStalledReaderNs) stalled.push_back(cfd);
           else if (over_budget && !conn.waiting && !conn.out.empty()) owing.push_back(cfd);
@@ -683,8 +686,10 @@ void ControlServer::run() {
     // Under the budget, or in a new episode (the budget drained and was
     // spent again within this round): the clients held for the budget, which
     // the reserve may now serve.
-    if (!budget_paused.empty() &&
-        (unsent < kRepliesBudgetBytes || (episode_unseen && unsent < kRepliesBudgetBytes + kRepliesReserveBytes))) {
+    if (budget_paused.empty()) {
+      episode_unseen = false;
+    } else if (unsent < kRepliesBudgetBytes ||
+               (episode_unseen && unsent < kRepliesBudgetBytes + kRepliesReserveBytes)) {
       episode_unseen = false;
       look_again(budget_paused, &Connection::listed_for_budget);
     }

@@ -3,11 +3,9 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
-#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -211,7 +209,6 @@ void MetricsServer::run() {
     SteadyClock::time_point deadline;
     SteadyClock::time_point accepted;
     SteadyClock::time_point progressed;  // accepted, or the reply's last bytes handed to the kernel
-    int queued_at_drain = 0;             // what the kernel still had to send when the reply was all handed over
   };
   std::unordered_map<int, Conn> conns;
   uint32_t next_serial = 0;
@@ -225,19 +222,14 @@ void MetricsServer::run() {
     if (!accepting && SteadyClock::now() >= resume_at) accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
   };
   // Closes a connection that is given up on (evicted, or past a deadline).
-  // One whose reply the client is not taking is reset: what is still queued
-  // is dropped at once rather than kept by the kernel for a client that does
-  // not read it (an orphaned socket holds the page for minutes, and a flood
-  // of clients that ask and never read held hundreds of MiB so). A reply
-  // not all handed to the kernel is not being taken; one that was, is not
-  // if the kernel has sent nothing of it since (SIOCOUTQ). Otherwise the
-  // close is orderly: a slow scraper still gets the rest of its page.
+  // One whose reply is still being written is reset: the page cannot be
+  // completed, and closed in order the kernel would keep what was queued of
+  // it for a client that may never read it (an orphaned socket holds it for
+  // minutes, and a flood of clients that ask and never read held hundreds
+  // of MiB so). One whose reply was all handed over is closed in order, so
+  // that a slow scraper still gets the rest of its page.
   auto give_up = [&](int fd, const Conn& c) {
-    int queued = 0;
-    const bool not_taken =
-        c.phase == Phase::kWriting || (c.phase == Phase::kDraining && ::ioctl(fd, SIOCOUTQ, &queued) == 0 &&
-                                       queued > 0 && queued >= c.queued_at_drain);
-    if (not_taken) {
+    if (c.phase == Phase::kWriting) {
       const linger reset{1, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     }
@@ -248,9 +240,11 @@ void MetricsServer::run() {
   //   0. accepted over half a second ago, no whole request sent (an idle or
   //      trickling client: a scraper sends its request as it connects, and
   //      each connection is read as it is accepted);
-  //   1. taking its reply, but nothing of it taken for half a second (a
-  //      client that asks and never reads holds its place for the 10 s reply
-  //      deadline otherwise);
+  //   1. taking its reply, but none of it handed to the kernel for half a
+  //      second (the kernel takes more as the client reads: a client that
+  //      asks and never reads would hold its place for the 10 s reply
+  //      deadline; a scraper on a slow link with a large socket buffer may
+  //      look so too, between the kernel's wake-ups);
   //   2. its reply all handed over, being drained (closed within a second);
   //   3. accepted less than half a second ago, no whole request yet (a
   //      scraper's may be on its way);
@@ -301,7 +295,6 @@ void MetricsServer::run() {
       return false;
     }
     c.out.reset();
-    if (::ioctl(fd, SIOCOUTQ, &c.queued_at_drain) != 0) c.queued_at_drain = 0;
     ::shutdown(fd, SHUT_WR);
     c.phase = Phase::kDraining;
     c.deadline = SteadyClock::now() + std::chrono::seconds(1);
