@@ -3,9 +3,11 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -209,6 +211,7 @@ void MetricsServer::run() {
     SteadyClock::time_point deadline;
     SteadyClock::time_point accepted;
     SteadyClock::time_point progressed;  // accepted, or the reply's last bytes handed to the kernel
+    int queued_at_drain = 0;             // SIOCOUTQ once the reply was all handed over (its FIN included)
   };
   std::unordered_map<int, Conn> conns;
   uint32_t next_serial = 0;
@@ -222,14 +225,23 @@ void MetricsServer::run() {
     if (!accepting && SteadyClock::now() >= resume_at) accepting = watch(EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
   };
   // Closes a connection that is given up on (evicted, or past a deadline).
-  // One whose reply is still being written is reset: the page cannot be
-  // completed, and closed in order the kernel would keep what was queued of
-  // it for a client that may never read it (an orphaned socket holds it for
-  // minutes, and a flood of clients that ask and never read held hundreds
-  // of MiB so). One whose reply was all handed over is closed in order, so
-  // that a slow scraper still gets the rest of its page.
+  // One whose client is not taking its reply is reset, so that the kernel
+  // does not keep the page for a client that may never read it (an orphaned
+  // socket holds it for minutes: a flood of clients that ask and never read
+  // held over a GiB of TCP memory so): one whose reply is still being
+  // written (the page cannot be completed anyway), and one whose reply was
+  // handed over kDrainProgressGrace ago or more and of which the client has
+  // acknowledged under 4 KiB since (SIOCOUTQ: a reading client's kernel
+  // acknowledges within a round trip, and a link of 1 Mbit/s carries more
+  // in that time; a client that does not read moves it by a byte or so).
+  // Any other is closed in order, so that a slow scraper gets the rest.
   auto give_up = [&](int fd, const Conn& c) {
-    if (c.phase == Phase::kWriting) {
+    int queued = 0;
+    const bool not_taken = c.phase == Phase::kWriting ||
+                           (c.phase == Phase::kDraining && SteadyClock::now() - c.progressed >= kDrainProgressGrace &&
+                            c.queued_at_drain > 1 && ::ioctl(fd, SIOCOUTQ, &queued) == 0 && queued > 0 &&
+                            c.queued_at_drain - queued < 4096);
+    if (not_taken) {
       const linger reset{1, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     }
@@ -296,6 +308,7 @@ void MetricsServer::run() {
     }
     c.out.reset();
     ::shutdown(fd, SHUT_WR);
+    if (::ioctl(fd, SIOCOUTQ, &c.queued_at_drain) != 0) c.queued_at_drain = 0;
     c.phase = Phase::kDraining;
     c.deadline = SteadyClock::now() + std::chrono::seconds(1);
     return watch(EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLRDHUP, c.serial);
@@ -360,7 +373,14 @@ void MetricsServer::run() {
       const ssize_t n = ::recv(fd, buf, std::min(sizeof buf, room), MSG_DONTWAIT);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      if (n <= 0) return false;  // closed (before a whole request, or after the reply), or an error
+      // The client half-closed after its reply was handed over: not watched
+      // any more (its hang-up would be reported every round), and left to
+      // the drain deadline, which resets it if it takes none of the reply.
+      if (n == 0 && c.phase == Phase::kDraining) {
+        ::epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
+        return true;
+      }
+      if (n <= 0) return false;  // closed (before a whole request), or an error
       if (c.phase == Phase::kDraining) {
         c.drained += static_cast<size_t>(n);
         if (c.drained > 65536) return false;
@@ -439,7 +459,8 @@ void MetricsServer::run() {
           alive = (events[i].events & (EPOLLERR | EPOLLHUP)) == 0 && send_rest(fd, c);
         } else {
           alive = on_readable(fd, c);
-          if (alive && (events[i].events & (EPOLLERR | EPOLLHUP))) alive = false;
+          // (A hang-up while draining is the client's EOF, handled there.)
+          if (alive && (events[i].events & (EPOLLERR | EPOLLHUP)) && c.phase != Phase::kDraining) alive = false;
         }
         if (!alive) close_conn(fd);
       }

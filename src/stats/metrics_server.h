@@ -49,6 +49,10 @@ class MetricsServer {
   // sent its request yet, or one that took some of its reply within this
   // long, is replaced only after the others (make_room).
   static constexpr std::chrono::milliseconds kIdleGrace{500};
+  // A connection given up on this long after its reply was all handed over,
+  // its client having acknowledged none of it since, is reset (give_up):
+  // longer than a round trip to any scraper of a data centre.
+  static constexpr std::chrono::milliseconds kDrainProgressGrace{50};
   // A page is rendered at most once in this long; the scrapes within it get
   // that one (shared, not copied: memory is about one page per kPageReuse
   // of kReplyDeadline, whatever the number of slow scrapers).
