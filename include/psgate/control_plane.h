@@ -199,9 +199,11 @@ class ControlPlane {
   // store unreachable, its view not applied, a document held, no
   // registration. Health is degraded meanwhile.
   std::string cluster_trouble() const;
-  const std::string* refused_job_document(uint32_t id) const;
   // The same, given cluster_->status() (which the caller read already).
   std::string cluster_trouble(const nlohmann::json& store_status) const;
+  // Why the store's document for job `id` never parsed, where one blocks
+  // that id (cluster mode: ClusterView::refused_jobs); null otherwise.
+  const std::string* refused_job_document(uint32_t id) const;
 
   // The one way a state becomes the state in force (see the top of this file).
   // Whether a state file that cannot be written refuses the change. Always,

@@ -784,8 +784,6 @@ Result<const JobRecord*> add_job(JobRegistry& jobs, const JobsAddRequest& req) {
 
 }  // namespace
 
-// The reason the store's document for job `id` never parsed, where one
-// blocks that id (cluster mode); null otherwise.
 const std::string* ControlPlane::refused_job_document(uint32_t id) const {
   if (!cluster_ || !cluster_view_) return nullptr;
   auto it = cluster_view_->refused_jobs.find(id);

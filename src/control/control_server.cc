@@ -272,8 +272,10 @@ void ControlServer::run() {
     c.out += text;
     unsent += text.size();
   };
+  // Where the reserve ends: unsent replies past it hold every client.
+  constexpr size_t kReserveEnd = kRepliesBudgetBytes + kRepliesReserveBytes;
   // Whether a client may have a request read from the reserve past the
-  // budget: owed nothing, and it has not waited for the budget this episode.
+  // budget: owed nothing, and not owed replies too long this episode.
   auto reserve_open = [&](const Connection& c) { return c.out.empty() && c.waited_in_episode != budget_episode; };
   auto drop_out = [&](Connection& c) {
     unsent -= c.out.size();
@@ -363,8 +365,7 @@ void ControlServer::run() {
     const bool may_use_reserve = reserve_open(c);
     // (Never one whose replies are dropped, peer_gone: its requests cost
     // no budget, and are taken until it closes.)
-    const bool hold = over_budget && !waiting && !c.peer_gone &&
-                      (!may_use_reserve || unsent >= kRepliesBudgetBytes + kRepliesReserveBytes);
+    const bool hold = over_budget && !waiting && !c.peer_gone && (!may_use_reserve || unsent >= kReserveEnd);
     const bool for_reserve = hold && may_use_reserve;
     const bool for_budget = (hold && !may_use_reserve) || (over_budget && !own_pause && !c.out.empty());
     if (for_budget && !c.listed_for_budget) {
@@ -594,7 +595,7 @@ void ControlServer::run() {
           // request's reply at most (then it is owed that).
           auto full = [&] {
             return c.out.size() >= kPauseReadingBytes ||
-                   (!mute && unsent >= kRepliesBudgetBytes + (reserve_open(c) ? kRepliesReserveBytes : 0));
+                   (!mute && unsent >= (reserve_open(c) ? kReserveEnd : kRepliesBudgetBytes));
           };
           // Requests are taken one line at a time (peek, then consume through
           // each newline as that line is handled), and none while
@@ -662,13 +663,11 @@ void ControlServer::run() {
         if (!alive || !flush(fd, c)) close_conn(fd);
       }
     }
-    // The replies drained under the budget: the clients paused for it are
-    // looked at again (flush re-arms a held one for its requests, which wake
-    // the next round, level-triggered; one waiting for its replies only
-    // because of the budget goes back to its own 256 KiB rule).
-    // The clients held only for the reserve, once it has room again: armed
-    // again (their requests are read in the next round, as far as the
-    // reserve's room goes; those it does not reach are held again).
+    // Clients paused for the budget or the reserve, looked at again: flush
+    // re-arms a held one for its requests, which wake the next round,
+    // level-triggered (as far as the reserve's room goes; those it does not
+    // reach are held again); one waiting for its replies only because of the
+    // budget goes back to its own 256 KiB rule.
     auto look_again = [&](std::vector<int>& list, bool Connection::*listed) {
       std::vector<int> again;
       again.swap(list);
@@ -681,15 +680,14 @@ void ControlServer::run() {
         if (!flush(fd, it->second)) close_conn(fd);
       }
     };
-    if (!reserve_paused.empty() && unsent < kRepliesBudgetBytes + kRepliesReserveBytes)
-      look_again(reserve_paused, &Connection::listed_for_reserve);
+    // Those held only for the reserve, once it has room again.
+    if (!reserve_paused.empty() && unsent < kReserveEnd) look_again(reserve_paused, &Connection::listed_for_reserve);
     // Under the budget, or in a new episode (the budget drained and was
     // spent again within this round): the clients held for the budget, which
     // the reserve may now serve.
     if (budget_paused.empty()) {
       episode_unseen = false;
-    } else if (unsent < kRepliesBudgetBytes ||
-               (episode_unseen && unsent < kRepliesBudgetBytes + kRepliesReserveBytes)) {
+    } else if (unsent < kRepliesBudgetBytes || (episode_unseen && unsent < kReserveEnd)) {
       episode_unseen = false;
       look_again(budget_paused, &Connection::listed_for_budget);
     }

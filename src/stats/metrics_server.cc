@@ -196,6 +196,10 @@ void MetricsServer::run() {
   SteadyClock::time_point resume_at{};
   LogThrottle accept_error_log(60'000'000'000);
   LogThrottle evicted_log(60'000'000'000);
+  // A time as the log throttles take it.
+  auto ns_of = [](SteadyClock::time_point t) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
 
   enum class Phase { kReading, kWriting, kDraining };
   struct Conn {
@@ -231,7 +235,7 @@ void MetricsServer::run() {
   // held over a GiB of TCP memory so): one whose reply is still being
   // written (the page cannot be completed anyway), and one whose reply was
   // handed over kDrainProgressGrace ago or more and of which the client has
-  // acknowledged under 4 KiB since (SIOCOUTQ: a reading client's kernel
+  // acknowledged under kDrainProgressBytes since (SIOCOUTQ: a reading client's kernel
   // acknowledges within a round trip, and a link of 1 Mbit/s carries more
   // in that time; a client that does not read moves it by a byte or so).
   // Any other is closed in order, so that a slow scraper gets the rest.
@@ -240,7 +244,7 @@ void MetricsServer::run() {
     const bool not_taken = c.phase == Phase::kWriting ||
                            (c.phase == Phase::kDraining && SteadyClock::now() - c.progressed >= kDrainProgressGrace &&
                             c.queued_at_drain > 1 && ::ioctl(fd, SIOCOUTQ, &queued) == 0 && queued > 0 &&
-                            c.queued_at_drain - queued < 4096);
+                            c.queued_at_drain - queued < kDrainProgressBytes);
     if (not_taken) {
       const linger reset{1, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
@@ -281,9 +285,7 @@ void MetricsServer::run() {
       }
     }
     if (victim == conns.end()) return;
-    const auto t = SteadyClock::now();
-    if (evicted_log.admit(
-            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count())))
+    if (evicted_log.admit(ns_of(SteadyClock::now())))
       spdlog::warn(
           "metrics: more than {} connections at once: closing the oldest idle or slow ones to serve new scrapes ({} "
           "closed since start{})",
@@ -430,8 +432,7 @@ void MetricsServer::run() {
               // Out of descriptors, say: not watched for a second (the sweep
               // below watches it again), logged at most once a minute.
               const auto t = SteadyClock::now();
-              if (accept_error_log.admit(static_cast<uint64_t>(
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()))) {
+              if (accept_error_log.admit(ns_of(t))) {
                 spdlog::warn("metrics: accept: {}; new scrapes wait ({} since start{})", std::strerror(errno),
                              accept_error_log.total(), accept_error_log.held_back_note());
               }

@@ -9,8 +9,7 @@
 // held by clients that trickled bytes). What this one takes is bounded
 // everywhere: at most kMaxConnections at once (past it a new connection
 // takes the place of an idle one, else of one that stopped taking its
-// reply, else of one being drained, ...: make_room),
-// kMaxRequestBytes of request
+// reply, ...: make_room), kMaxRequestBytes of request
 // head each, which must arrive within kRequestDeadline, a reply that must
 // leave within kReplyDeadline; one request per connection (Connection:
 // close); a body is never read. GET and HEAD of /metrics are answered (any
@@ -50,9 +49,11 @@ class MetricsServer {
   // long, is replaced only after the others (make_room).
   static constexpr std::chrono::milliseconds kIdleGrace{500};
   // A connection given up on this long after its reply was all handed over,
-  // its client having acknowledged none of it since, is reset (give_up):
-  // longer than a round trip to any scraper of a data centre.
+  // its client having acknowledged less than kDrainProgressBytes of it
+  // since, is reset (give_up): longer than a round trip to any scraper of a
+  // data centre, and more than a non-reading client's kernel moves.
   static constexpr std::chrono::milliseconds kDrainProgressGrace{50};
+  static constexpr int kDrainProgressBytes = 4096;
   // A page is rendered at most once in this long; the scrapes within it get
   // that one (shared, not copied: memory is about one page per kPageReuse
   // of kReplyDeadline, whatever the number of slow scrapers).

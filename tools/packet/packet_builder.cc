@@ -286,14 +286,8 @@ PacketSpec to_ps(uint16_t ps_port, uint16_t ip_id, size_t payload_len) {
 
 std::vector<uint8_t> udp_push_frame_of_length(size_t frame_len, uint16_t ip_id) {
   constexpr size_t kHeaders = 14 + 20 + 8;
-  PacketSpec s;
-  s.src4 = kTestWorker;
-  s.dst4 = kTestPs;
+  PacketSpec s = to_ps(2222, ip_id, frame_len > kHeaders ? frame_len - kHeaders : 0);
   s.proto = kUdp;
-  s.sport = kTestWorkerPort;
-  s.dport = 2222;
-  s.ip_id = ip_id;
-  s.payload_len = frame_len > kHeaders ? frame_len - kHeaders : 0;
   s.payload_seed = static_cast<uint8_t>(frame_len);
   s.min_frame_size = 0;
   return build_packet(s);
