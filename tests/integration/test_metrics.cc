@@ -51,9 +51,16 @@ uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-// A TCP connection to 127.0.0.1:port, or -1.
-int connect_loopback(uint16_t port) {
+// A TCP connection to 127.0.0.1:port, or -1. `rcvbuf`: its receive buffer
+// (0: the default). `timeout_s`: a connect the kernel cannot complete (a full
+// backlog) gives up after that long (0: it waits as the kernel does).
+int connect_loopback(uint16_t port, int rcvbuf = 0, int timeout_s = 0) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd >= 0 && timeout_s) {
+    timeval tv{timeout_s, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  if (fd >= 0 && rcvbuf) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -561,19 +568,8 @@ TEST_F(MetricsTest, AFloodOfIdleConnectionsDoesNotKeepScrapesOut) {
       for (int i = 0; i < 4; ++i) {
         // A connect the kernel cannot complete (a full backlog) gives up
         // after a second rather than hold the flood (and the test's end).
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0) break;
-        timeval tv{1, 0};
-        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(port);
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-          held.push_back(fd);
-        } else {
-          ::close(fd);
-        }
+        const int fd = connect_loopback(port, 0, 1);
+        if (fd >= 0) held.push_back(fd);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 80 a second
     }
@@ -621,22 +617,7 @@ long orphan_sockets() {
 // not left queued in the kernel.
 TEST_F(MetricsTest, ClientsThatAskAndNeverReadDoNotKeepAScraperOut) {
   start("[metrics]\nlisten = \"127.0.0.1:" + std::to_string(port) + "\"\n");
-  auto connect_to = [&](int rcvbuf) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    timeval tv{1, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (rcvbuf) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      ::close(fd);
-      return -1;
-    }
-    return fd;
-  };
+  auto connect_to = [&](int rcvbuf) { return connect_loopback(port, rcvbuf, 1); };
   const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
   const long orphans_before = orphan_sockets();
   std::atomic<bool> flooding{true};
