@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include <rte_ethdev.h>
 #include <rte_kvargs.h>
+#include <rte_log.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -38,10 +39,20 @@ Result<uint16_t> find_port(const std::string& role, const std::string& device) {
       if (!iface.empty() && if_nametoindex(iface.c_str()) == 0)
         return Result<uint16_t>::failure("port " + role + ": device '" + name + "' was not created: interface '" +
                                          iface + "' does not exist (in this network namespace)");
-      return Result<uint16_t>::failure("port " + role + ": virtual device '" + name +
-                                       "' was not created: see the driver's messages above for why (its arguments "
-                                       "in ports." +
-                                       role + ".device)");
+      // net_pcap opens its captures then: one that cannot be read is named
+      // too (tx_pcap is created, so only rx_pcap is looked at).
+      const std::string capture = name.rfind("net_pcap", 0) == 0 ? devarg_text(device, "rx_pcap") : "";
+      if (!capture.empty() && ::access(capture.c_str(), R_OK) != 0)
+        return Result<uint16_t>::failure("port " + role + ": device '" + name + "' was not created: rx_pcap '" +
+                                         capture + "': " + std::strerror(errno));
+      // The driver's reasons are logged at ERR: a lower EAL log level in
+      // eal.args hides them, and "see above" would send the operator to nothing.
+      const std::string where = rte_log_get_global_level() < RTE_LOG_ERR
+                                    ? "the driver's messages saying why are hidden by the EAL log level (eal.args "
+                                      "--log-level below 4)"
+                                    : "see the driver's messages above for why";
+      return Result<uint16_t>::failure("port " + role + ": virtual device '" + name + "' was not created: " + where +
+                                       " (its arguments in ports." + role + ".device)");
     }
     return Result<uint16_t>::failure(
         "port " + role + ": device '" + name +
