@@ -136,10 +136,15 @@ inline constexpr uint64_t kMaxLeaseTtlNs = 60'000'000'000;
 struct ConfigSpec {
   std::string source;  // file name, for messages
   std::vector<std::string> eal_args;
-  PortSpec wire;                        // index 0: towards the network
-  PortSpec host;                        // index 1: towards the PS host
-  unsigned main_lcore = 0;              // a CPU; may also carry a data lcore (the main lcore sleeps)
-  std::vector<unsigned> data_lcores;    // CPUs, non-empty, distinct
+  PortSpec wire;                      // index 0: towards the network
+  PortSpec host;                      // index 1: towards the PS host
+  unsigned main_lcore = 0;            // a CPU; may also carry a data lcore (the main lcore sleeps)
+  std::vector<unsigned> data_lcores;  // CPUs, non-empty, distinct
+  // How 2 data lcores split the work: kAuto, one direction each, run to
+  // completion (no ring, no packet crosses a core); kPipelined, an RX lcore
+  // feeding a scheduler lcore through rings, as 3 or more always are.
+  enum class LcoreMode : uint8_t { kAuto, kPipelined };
+  LcoreMode lcore_mode = LcoreMode::kAuto;
   unsigned class_count = 8;             // 2..64
   unsigned default_class = 7;           // 1..count-1
   std::vector<ClassSpec> classes;       // exactly class_count entries

@@ -571,9 +571,9 @@ def pcap_rx_device(name, pcap, queues=1):
 
 
 def psgate_rx_queues(data_lcores):
-    """RX queues per port psgate asks for with that many data lcores: one RX lcore up to 2
-    data lcores (run-to-completion, or 1 RX + 1 scheduler), n - 2 RX lcores + 2 schedulers
-    from 3 (src/dataplane/dataplane.cc)."""
+    """RX queues per port psgate asks for with that many data lcores: one up to 2 data
+    lcores (run-to-completion: one lcore both directions, two a direction each), n - 2 RX
+    lcores + 2 schedulers from 3 (src/dataplane/dataplane.cc)."""
     return 1 if data_lcores <= 2 else data_lcores - 2
 
 
@@ -606,9 +606,9 @@ def psgate_mode(data_lcores):
     """How psgate runs with that many data lcores, in words."""
     if data_lcores == 1:
         return "run-to-completion"
-    n_rx = psgate_rx_queues(data_lcores)
-    n_sched = 1 if data_lcores == 2 else 2
-    return f"pipelined: {n_rx} RX + {n_sched} scheduler{'s' if n_sched > 1 else ''}"
+    if data_lcores == 2:
+        return "run-to-completion, a direction each"
+    return f"pipelined: {psgate_rx_queues(data_lcores)} RX + 2 schedulers"
 
 
 def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window, jobs, data_lcores=(1, ),

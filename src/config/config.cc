@@ -239,7 +239,7 @@ class Parser : TomlReader {
   bool parse_lcores(const toml::table& root, ConfigSpec& c) {
     const toml::table* t = table(root, "lcores", "", true);
     if (t == nullptr) return false;
-    if (!check_keys(*t, "lcores", {"main", "data"})) return false;
+    if (!check_keys(*t, "lcores", {"main", "data", "mode"})) return false;
     if (!integer(*t, "main", "lcores", 0, kMaxLcore, c.main_lcore)) return false;
     const toml::node* n = t->get("data");
     if (n == nullptr) return fail("lcores.data", "missing (required, e.g. data = [1])");
@@ -260,6 +260,17 @@ class Parser : TomlReader {
         return fail(p, "lcore " + std::to_string(id) + " listed twice");
       }
       c.data_lcores.push_back(id);
+    }
+    if (const std::string* mode = string(*t, "mode", "lcores")) {
+      if (*mode == "pipelined") {
+        if (c.data_lcores.size() < 2)
+          return fail("lcores.mode", "\"pipelined\" needs 2 or more data lcores (lcores.data lists 1)");
+        c.lcore_mode = ConfigSpec::LcoreMode::kPipelined;
+      } else if (*mode != "auto") {
+        return fail("lcores.mode", toml_quote(*mode) + " is not a mode (auto, pipelined)");
+      }
+    } else if (failed()) {
+      return false;
     }
     return true;
   }

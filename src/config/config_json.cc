@@ -130,7 +130,10 @@ json config_to_json(const ConfigSpec& c) {
   if (!c.control.state.empty()) control["state"] = c.control.state;
   json out = {{"eal", {{"args", c.eal_args}}},
               {"ports", {{"wire", port_json(c.wire)}, {"host", port_json(c.host)}}},
-              {"lcores", {{"main", c.main_lcore}, {"data", c.data_lcores}}},
+              {"lcores",
+               {{"main", c.main_lcore},
+                {"data", c.data_lcores},
+                {"mode", c.lcore_mode == ConfigSpec::LcoreMode::kPipelined ? "pipelined" : "auto"}}},
               {"shaper", {{"wire", shaper_json(c.wire)}, {"host", shaper_json(c.host)}}},
               {"classes", classes_json(c)},
               {"jobs", jobs_json(c.jobs)},

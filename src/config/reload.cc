@@ -50,6 +50,7 @@ ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, c
   compare_port("host", running.host, now.host, restart);
   differs(running.main_lcore != now.main_lcore, "lcores.main");
   differs(running.data_lcores != now.data_lcores, "lcores.data");
+  differs(running.lcore_mode != now.lcore_mode, "lcores.mode");
   differs(running.class_count != now.class_count, "classes.count");
   differs(running.default_class != now.default_class, "classes.default");
   differs(running.burst != now.burst, "dataplane.burst");

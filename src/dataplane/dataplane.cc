@@ -73,8 +73,13 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   // Lcore roles (see dataplane.h).
   const std::vector<unsigned>& lcores = config.data_lcores;
   const size_t n = lcores.size();
-  const unsigned n_rx = n == 1 ? 1 : (n == 2 ? 1 : static_cast<unsigned>(n - 2));
-  const bool pipelined = n > 1;
+  // Two lcores run one direction each to completion unless told to
+  // pipeline: an RX lcore handing every packet to a scheduler lcore moves
+  // each mbuf's lines between cores, and that cost more than the second
+  // core gave (1 RX + 1 scheduler forwarded half what one lcore did).
+  const bool by_direction = n == 2 && config.lcore_mode == ConfigSpec::LcoreMode::kAuto;
+  const bool pipelined = n > 1 && !by_direction;
+  const unsigned n_rx = n > 2 ? static_cast<unsigned>(n - 2) : 1;  // RX queues per port
   shared.link = std::make_unique<LinkShared>(static_cast<unsigned>(n));
 
   // Ports.
@@ -179,7 +184,8 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     if (!counters.ok()) return CreateResult::failure("lcore " + std::to_string(lcores[i]) + ": " + counters.error());
     d->counters.push_back(std::move(*counters));
   }
-  auto make_rx = [&](unsigned k, LcoreCounters* counters) -> Result<RxContext*> {
+  // RX queue k of the ports; `tag_k` tells its DPDK objects apart.
+  auto make_rx = [&](unsigned k, unsigned tag_k, LcoreCounters* counters) -> Result<RxContext*> {
     auto rx = std::make_unique<RxContext>();
     rx->rx_queue = k;
     rx->counters = counters;
@@ -188,7 +194,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     rx->hold_new_jobs = config.takeover_hold_ns != 0;
     rx->max_jobs = config.max_jobs;
     if (config.flow_cache_entries) {
-      auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(k), socket);
+      auto fc = FlowCache::create(config.flow_cache_entries, "psgate_fc" + tag + "_" + std::to_string(tag_k), socket);
       if (!fc.ok()) return Result<RxContext*>::failure("flow cache: " + fc.error());
       rx->flow_cache = std::move(*fc);
     }
@@ -201,7 +207,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
       for (unsigned p = 0; p < kPortCount; ++p) {
         for (unsigned c = 0; c < config.class_count; ++c) {
           const std::string name =
-              "psg" + tag + "_r" + std::to_string(k) + "_" + std::to_string(p) + "_" + std::to_string(c);
+              "psg" + tag + "_r" + std::to_string(tag_k) + "_" + std::to_string(p) + "_" + std::to_string(c);
           rte_ring* r = rte_ring_create(name.c_str(), config.ring_size, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
           if (!r) return Result<RxContext*>::failure("cannot create ring " + name + ": " + rte_strerror(rte_errno));
           d->rings.push_back(r);
@@ -216,17 +222,30 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   };
 
   if (!pipelined) {
-    auto rx = make_rx(0, d->counters[0].get());
-    if (!rx.ok()) return CreateResult::failure(rx.error());
-    auto sched = std::make_unique<SchedContext>();
-    sched->counters = d->counters[0].get();
-    sched->egress = {d->egress[0].get(), d->egress[1].get()};
-    sched->applied_generation = 0;  // before any snapshot (generations start at 1)
-    d->plans.push_back(LcorePlan{lcores[0], LcoreRole::kRunToCompletion, *rx, sched.get(), 0});
-    d->sched.push_back(std::move(sched));
+    // One lcore: both directions. Two (by_direction): lcore k receives on
+    // port k and schedules the other port, the only one its packets leave
+    // by; each egress port still has exactly one scheduler.
+    for (unsigned k = 0; k < n; ++k) {
+      auto rx = make_rx(0, k, d->counters[k].get());
+      if (!rx.ok()) return CreateResult::failure(rx.error());
+      auto sched = std::make_unique<SchedContext>();
+      sched->counters = d->counters[k].get();
+      if (by_direction) {
+        const unsigned out = 1 - k;
+        (*rx)->in_ports = 1u << k;
+        (*rx)->direct = {};
+        (*rx)->direct[out] = d->egress[out].get();
+        sched->egress = {d->egress[out].get()};
+      } else {
+        sched->egress = {d->egress[0].get(), d->egress[1].get()};
+      }
+      sched->applied_generation = 0;  // before any snapshot (generations start at 1)
+      d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRunToCompletion, *rx, sched.get(), k});
+      d->sched.push_back(std::move(sched));
+    }
   } else {
     for (unsigned k = 0; k < n_rx; ++k) {
-      auto rx = make_rx(k, d->counters[k].get());
+      auto rx = make_rx(k, k, d->counters[k].get());
       if (!rx.ok()) return CreateResult::failure(rx.error());
       d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, *rx, nullptr, k});
     }
@@ -253,7 +272,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
       d->sched.push_back(std::move(sched));
     }
   }
-  shared.rx_lcores_running.store(n_rx, std::memory_order_relaxed);
+  shared.rx_lcores_running.store(pipelined ? n_rx : static_cast<unsigned>(n), std::memory_order_relaxed);
   return std::unique_ptr<Dataplane>(new Dataplane(std::move(d)));
 }
 
@@ -352,9 +371,18 @@ std::string Dataplane::describe_lcores() const {
     if (!out.empty()) out += ", ";
     out += "lcore " + std::to_string(plan.lcore_id) + ": ";
     switch (plan.role) {
-      case LcoreRole::kRunToCompletion:
-        out += "run-to-completion (RX wire+host, schedule+TX wire+host)";
+      case LcoreRole::kRunToCompletion: {
+        // "run-to-completion (RX wire+host, schedule+TX wire+host)" with one
+        // lcore; "(RX wire, schedule+TX host)" with one direction each.
+        std::string in;
+        for (unsigned p = 0; p < kPortCount; ++p)
+          if (plan.rx->in_ports >> p & 1u) in += (in.empty() ? "" : "+") + std::string(kPortNames[p]);
+        std::string egress;
+        for (EgressPort* e : plan.sched->egress)
+          egress += (egress.empty() ? "" : "+") + std::string(kPortNames[e->index]);
+        out += "run-to-completion (RX " + in + ", schedule+TX " + egress + ")";
         break;
+      }
       case LcoreRole::kRx:
         out += "RX queue " + std::to_string(plan.rx->rx_queue) + " of wire+host";
         break;

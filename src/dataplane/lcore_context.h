@@ -175,6 +175,9 @@ struct DataplaneShared {
 
 struct RxContext {
   unsigned rx_queue = 0;
+  // The ports it receives from, a bit per port: both, but one each when two
+  // lcores run a direction each (their packets leave by the other port).
+  unsigned in_ports = (1u << kPortCount) - 1;
   LcoreCounters* counters = nullptr;
   std::unique_ptr<FlowCache> flow_cache;     // may be null (disabled)
   std::unique_ptr<FragmentTable> fragments;  // later fragments follow their first's job

@@ -170,8 +170,9 @@ bool all_idle(const SchedContext& ctx) {
 unsigned rx_iteration(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, unsigned up, uint64_t now) {
   if (snap.generation != rx.synced_generation) rx_sync_slots(shared, rx, snap);
   unsigned received = 0;
-  if (up & 1u) received += rx_poll(shared, rx, snap, 0, now);
-  if (up & 2u) received += rx_poll(shared, rx, snap, 1, now);
+  const unsigned polled = up & rx.in_ports;
+  if (polled & 1u) received += rx_poll(shared, rx, snap, 0, now);
+  if (polled & 2u) received += rx_poll(shared, rx, snap, 1, now);
   return received;
 }
 
@@ -285,7 +286,7 @@ void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
 bool Dataplane::run_once() {
   Impl& d = *impl_;
   if (d.started || d.plans.empty() || !d.ensure_snapshot()) return false;
-  const bool single = d.plans[0].role == LcoreRole::kRunToCompletion;  // else RX and scheduler plans
+  const bool single = d.plans[0].role == LcoreRole::kRunToCompletion;  // else RX and scheduler plans (pipelined)
   // No lcore runs, so nothing else reads snapshots: no RCU registration.
   // The caller takes each lcore's part in the link handshake for the pass.
   const Snapshot& snap = *d.shared.snapshots->current();
@@ -307,15 +308,17 @@ bool Dataplane::run_once() {
     }
     return true;
   }
-  LcorePlan& plan = d.plans[0];
-  d.shared.link->go_online(plan.rcu_thread_id);
-  const unsigned up = link_check(d.shared, plan.rcu_thread_id);
-  apply_links(*plan.sched, up);
-  sched_sync_params(*plan.sched, snap);
-  const uint64_t now = rte_rdtsc();
-  rx_iteration(d.shared, *plan.rx, snap, up, now);
-  transmit_all(d.shared, *plan.sched, now);
-  d.shared.link->go_offline(plan.rcu_thread_id);
+  // One lcore, or two with a direction each: every one's iteration.
+  for (LcorePlan& plan : d.plans) {
+    d.shared.link->go_online(plan.rcu_thread_id);
+    const unsigned up = link_check(d.shared, plan.rcu_thread_id);
+    apply_links(*plan.sched, up);
+    sched_sync_params(*plan.sched, snap);
+    const uint64_t now = rte_rdtsc();
+    rx_iteration(d.shared, *plan.rx, snap, up, now);
+    transmit_all(d.shared, *plan.sched, now);
+    d.shared.link->go_offline(plan.rcu_thread_id);
+  }
   return true;
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "lcore_modes.h"
 #include "packet_builder.h"
 #include "pipeline_harness.h"
 #include "psgate/header_rewrite.h"
@@ -156,9 +157,11 @@ headroom = "0B"
 struct EcnCase {
   const char* name;
   unsigned threshold;
-  unsigned burst;              // dataplane.burst: packets per RX pass
-  unsigned packets;            // all queued before any leaves
-  const char* lcores = "[1]";  // "[1, 2]": the pipelined scheduler's pass-through (or FIFOs behind the shaper)
+  unsigned burst;    // dataplane.burst: packets per RX pass
+  unsigned packets;  // all queued before any leaves
+  // "[1, 2]" pipelined: the scheduler's pass-through (or FIFOs behind the
+  // shaper); "[1, 2]" alone: one direction each, as one lcore does it.
+  const char* lcores = "[1]";
 };
 
 void PrintTo(const EcnCase& c, std::ostream* os) {
@@ -221,8 +224,11 @@ TEST_P(EcnBoundaryTest, DepthTMarksAndDepthTMinusOneDoesNot) {
 INSTANTIATE_TEST_SUITE_P(Thresholds, EcnBoundaryTest,
                          ::testing::Values(EcnCase{"T1", 1, 32, 32}, EcnCase{"T8", 8, 32, 32},
                                            EcnCase{"T31LastOfBurst", 31, 32, 32}, EcnCase{"T10AcrossBursts", 10, 4, 16},
-                                           EcnCase{"T8Pipelined", 8, 32, 32, "[1, 2]"},
-                                           EcnCase{"T10AcrossBurstsPipelined", 10, 4, 16, "[1, 2]"}),
+                                           EcnCase{"T8Pipelined", 8, 32, 32, "[1, 2]\nmode = \"pipelined\""},
+                                           EcnCase{"T10AcrossBurstsPipelined", 10, 4, 16,
+                                                   "[1, 2]\nmode = \"pipelined\""},
+                                           EcnCase{"T8ByDirection", 8, 32, 32, "[1, 2]"},
+                                           EcnCase{"T10AcrossBurstsByDirection", 10, 4, 16, "[1, 2]"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // --- DSCP and CE follow the class a packet leaves from ------------------------
@@ -558,7 +564,7 @@ TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
   for (unsigned i = 0; i < 32; ++i) expect[i] = i;
   std::stable_sort(expect.begin(), expect.end(), [&](unsigned a, unsigned b) { return sports[a] < sports[b]; });
 
-  Gate g(two_jobs_body("[1, 2]", 32));
+  Gate g(two_jobs_body("[1, 2]\nmode = \"pipelined\"", 32));
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_TRUE(g.harness().scribble_on_tx(kWire));
   ASSERT_TRUE(g.harness().hold_tx(kWire, 5));
@@ -592,11 +598,10 @@ TEST(PassThroughTest, ATakeFromTwoRxLcoresLeavesInFifoOrderWhenThePortTakesPart)
   expect_rest_follows_in_order(g, 3, order, {8, 8});
 }
 
-// "[1, 2]": Gate's pass runs the RX lcore's iteration, then the scheduler's.
-INSTANTIATE_TEST_SUITE_P(Lcores, CutThroughTest, ::testing::Values("[1]", "[1, 2]"),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
-                         });
+// Pipelined: Gate's pass runs the RX lcore's iteration, then the
+// scheduler's; by direction, each lcore's in turn.
+INSTANTIATE_TEST_SUITE_P(Lcores, CutThroughTest, ::testing::Values("[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 // --- Policers: a slot's next job -------------------------------------------
 
@@ -758,10 +763,8 @@ TEST(ReusedSlotGrace, ASlotWaitsForEveryReaderEvenWithNothingQueued) {
   EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]"),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           return std::string(p.param) == "[1]" ? "RunToCompletion" : "Pipelined";
-                         });
+INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 // --- Telemetry: a slot's next job -----------------------------------------
 
@@ -930,11 +933,9 @@ TEST(NewJobRunToCompletion, NothingQueuedBeforeItNothingHoldsIt) {
   EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]", "[1, 2, 3, 4]"),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           const std::string l = p.param;
-                           return l == "[1]" ? "RunToCompletion" : l == "[1, 2]" ? "Pipelined" : "TwoRxLcores";
-                         });
+INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest,
+                         ::testing::Values("[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\"", "[1, 2, 3, 4]"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 }  // namespace
 }  // namespace psgate::testing

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "lcore_modes.h"
 #include "packet_builder.h"
 #include "pipeline_harness.h"
 #include "psgate/packet_meta.h"
@@ -213,8 +214,8 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
   EXPECT_GE(migrations, 100u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, RerankTest, ::testing::Values("[1]", "[1, 2]"),
-                         [](const auto& info) { return info.param == "[1]" ? "RunToCompletion" : "Pipelined"; });
+INSTANTIATE_TEST_SUITE_P(Lcores, RerankTest, ::testing::Values("[1]", "[1, 2]", pipelined("[1, 2]")),
+                         [](const auto& info) { return lcore_mode_name(info.param); });
 
 }  // namespace
 }  // namespace psgate::testing

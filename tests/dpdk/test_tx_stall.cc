@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dataplane/lcore_context.h"
+#include "lcore_modes.h"
 #include "packet_builder.h"
 #include "pipeline_harness.h"
 
@@ -203,10 +204,8 @@ TEST_P(TxStallTest, ABusyPortThatFreesRoomAfterTheProbeTimeLosesNothing) {
   EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "[1]" ? std::string("RunToCompletion") : std::string("Pipelined");
-                         });
+INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]", pipelined("[1, 2]")),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); });
 
 }  // namespace
 }  // namespace psgate::testing

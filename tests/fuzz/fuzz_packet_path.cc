@@ -30,6 +30,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,7 +57,10 @@ struct World {
   rte_mempool* pool = nullptr;
   std::unique_ptr<Dataplane> dataplane;
 };
-World* g_worlds[2] = {};  // [0]: data = [1]; [1]: data = [1, 2]
+// The data lcores of each world: one; two, a direction each; two pipelined.
+const char* const kWorldLcores[] = {"[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""};
+constexpr unsigned kWorlds = std::size(kWorldLcores);
+World* g_worlds[kWorlds] = {};
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "invariant broken: %s\n", what.c_str());
@@ -89,7 +93,7 @@ World* make_world(unsigned mode) {
       devices[1] + "\"\nmtu = " + std::to_string(kMtu) +
       "\n"
       "[lcores]\nmain = 0\ndata = " +
-      std::string(mode == 0 ? "[1]" : "[1, 2]") +
+      std::string(kWorldLcores[mode]) +
       "\n"
       "[dataplane]\nmbufs = 4095\n"
       "[stats]\ninterval = \"0s\"\n"
@@ -115,7 +119,7 @@ void set_up() {
                         "--log-level=1",    "--no-telemetry", prefix.c_str()};
   if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
     fail("rte_eal_init failed");
-  for (unsigned mode = 0; mode < 2; ++mode) g_worlds[mode] = make_world(mode);
+  for (unsigned mode = 0; mode < kWorlds; ++mode) g_worlds[mode] = make_world(mode);
 }
 
 // Frame headers the fuzzer may start a frame with, so that deep paths
@@ -216,7 +220,7 @@ bool ipv4_checksum_valid(const std::vector<uint8_t>& f) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (g_worlds[0] == nullptr) set_up();
   FuzzedDataProvider in(data, size);
-  World& w = *g_worlds[in.ConsumeIntegralInRange<unsigned>(0, 1)];
+  World& w = *g_worlds[in.ConsumeIntegralInRange<unsigned>(0, kWorlds - 1)];
   const unsigned avail_before = rte_mempool_avail_count(w.pool);
   const Totals before = w.dataplane->read_totals(false);
 

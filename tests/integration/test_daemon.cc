@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include "daemon_runner.h"
+#include "lcore_modes.h"
 #include "packet_builder.h"
 #include "psgate/header_rewrite.h"
 #include "psgate/packet_parser.h"
@@ -117,9 +118,7 @@ class DaemonTest : public ::testing::TestWithParam<std::string> {
   DaemonFixture fx;
 };
 
-std::string lcore_name(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param == "[1]" ? "RunToCompletion" : "Pipelined";
-}
+std::string lcore_name(const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); }
 
 // Every frame crosses unchanged, whatever it is: ARP, LLDP, truncated IPv4,
 // IPv6, QinQ, fragments, unknown traffic. Counters add up.
@@ -219,7 +218,7 @@ TEST_P(DaemonTest, HighPriorityOvertakesUnderShapingWithoutReordering) {
   const int low_after_high = static_cast<int>(out.size()) - 1 - last_high;
   // FIFO would send every low packet first (low_after_high == 0).
   EXPECT_GE(low_after_high, kLow * 3 / 4) << "high-priority packets did not overtake";
-  if (GetParam() == "[1]") {
+  if (!is_pipelined(GetParam())) {
     // Run-to-completion: once the first high packet is out, the rest follow
     // back to back (they were all queued before the shaper allowed another).
     EXPECT_EQ(last_high - first_high + 1, kHigh);
@@ -416,7 +415,7 @@ TEST_P(DaemonTest, AnInfiniteReplayOfARecordLargerThanTheMbufsIsRefusedSayingWhy
 
 // Two data lcores on CPUs 0 and 1 (the sleeping main lcore shares CPU 0), so
 // that the pipelined case runs on a 2-CPU machine.
-INSTANTIATE_TEST_SUITE_P(Lcores, DaemonTest, ::testing::Values("[1]", "[0, 1]"), lcore_name);
+INSTANTIATE_TEST_SUITE_P(Lcores, DaemonTest, ::testing::Values("[1]", "[0, 1]", pipelined("[0, 1]")), lcore_name);
 
 // Config problems are reported in one line naming the key, exit status 2,
 // before DPDK starts.

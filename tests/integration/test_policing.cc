@@ -11,6 +11,7 @@
 #include <string>
 
 #include "daemon_runner.h"
+#include "lcore_modes.h"
 #include "packet_builder.h"
 #include "psgate/packet_parser.h"
 
@@ -174,8 +175,8 @@ TEST_P(PolicingTest, PolicedDropsAreCountedOnTheEgressPortAndTheJobAndConserved)
   EXPECT_TRUE(s["totals"]["conserved"].get<bool>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, PolicingTest, ::testing::Values("[1]", "[0, 1]"),
-                         [](const auto& info) { return info.param == "[1]" ? "RunToCompletion" : "Pipelined"; });
+INSTANTIATE_TEST_SUITE_P(Lcores, PolicingTest, ::testing::Values("[1]", "[0, 1]", pipelined("[0, 1]")),
+                         [](const auto& info) { return lcore_mode_name(info.param); });
 
 }  // namespace
 }  // namespace psgate::testing

@@ -45,6 +45,7 @@ mtu = 9000
 [lcores]
 main = 2
 data = [3, 0, 5]
+mode = "pipelined"
 
 [shaper.wire]
 rate = "9.5Gbit/s"
@@ -133,6 +134,7 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.host.headroom_permille, 250u) << "default: a quarter of the burst per class step";
   EXPECT_EQ(c.main_lcore, 2u);
   EXPECT_EQ(c.data_lcores, (std::vector<unsigned>{3, 0, 5}));
+  EXPECT_EQ(c.lcore_mode, ConfigSpec::LcoreMode::kPipelined);
 
   EXPECT_EQ(c.class_count, 6u);
   EXPECT_EQ(c.default_class, 2u);
@@ -206,6 +208,7 @@ TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   EXPECT_EQ(c.wire.overhead_bytes, d.wire.overhead_bytes);
   EXPECT_EQ(c.main_lcore, d.main_lcore);
   EXPECT_EQ(c.data_lcores, std::vector<unsigned>{1});
+  EXPECT_EQ(c.lcore_mode, ConfigSpec::LcoreMode::kAuto);
   EXPECT_EQ(c.class_count, d.class_count);
   EXPECT_EQ(c.default_class, d.default_class);
   ASSERT_EQ(c.classes.size(), d.class_count);
@@ -493,6 +496,10 @@ std::vector<BadCase> bad_cases() {
       {lcores("data = [1.0]"), "lcores.data[0]", "expected an integer, got float 1"},
       {lcores("main = -1\ndata = [1]"), "lcores.main", "-1 is out of range 0..127"},
       {lcores("data = [1]\nworkers = 2"), "lcores.workers", "unknown key"},
+      {lcores("data = [1]\nmode = \"pipelined\""), "lcores.mode", "\"pipelined\" needs 2 or more data lcores"},
+      {lcores("data = [1, 2]\nmode = \"by-direction\""), "lcores.mode",
+       "\"by-direction\" is not a mode (auto, pipelined)"},
+      {lcores("data = [1, 2]\nmode = 2"), "lcores.mode", "expected a string"},
       // [shaper]
       {d("[shaper.wire]\nburst = \"64KiB\""), "shaper.wire.burst", "given without rate"},
       // Floors (served first) that reach the shaper's rate starve class 0.

@@ -60,11 +60,11 @@ TEST(Reload, StartTimeKeysAreNamedAsNeedingARestart) {
   const ConfigSpec now = parse(
       "[eal]\nargs = [\"--no-huge\"]\n[dataplane]\nburst = 16\nmbufs = 4095\n[stats]\ninterval = \"2s\"\n"
       "[control]\nsocket = \"/tmp/x.sock\"\n[classes.1]\ndepth = 64\n[shaper.wire]\noverhead = \"20B\"\n",
-      "[0]");
+      "[0, 1]\nmode = \"pipelined\"");
   const ReloadPlan p = plan_reload(was, was, now);
-  EXPECT_EQ(p.restart_needed,
-            (std::vector<std::string>{"eal.args", "shaper.wire.overhead", "lcores.data", "dataplane.burst",
-                                      "dataplane.mbufs", "stats.interval", "control.socket", "classes.1.depth"}));
+  EXPECT_EQ(p.restart_needed, (std::vector<std::string>{"eal.args", "shaper.wire.overhead", "lcores.data",
+                                                        "lcores.mode", "dataplane.burst", "dataplane.mbufs",
+                                                        "stats.interval", "control.socket", "classes.1.depth"}));
   EXPECT_TRUE(p.classes.empty());  // a depth alone is not a live change
 }
 
