@@ -5,7 +5,9 @@
 //
 // Lcore roles from [lcores] data (N lcores):
 //   N = 1   one run-to-completion lcore: RX both ports, schedule and TX both
-//   N = 2   one RX lcore, one scheduler/TX lcore for both egress ports
+//   N = 2   two run-to-completion lcores, a direction each: lcore k RX port k,
+//           schedule and TX the other (lcores.mode "pipelined": one RX lcore,
+//           one scheduler/TX lcore for both egress ports)
 //   N >= 3  N-2 RX lcores (RX queue k of each port, RSS spreads flows), and one
 //           scheduler/TX lcore per egress port (wire, then host)
 #pragma once
@@ -37,9 +39,9 @@ class Dataplane {
   // Instead of start(): one pass of the run-to-completion loop on the calling
   // thread (receive a burst on each port, schedule, transmit), for in-process
   // tests and the packet-path fuzzer, which need every packet's fate
-  // synchronously. Pipelined (two data lcores or more), one pass of each
-  // lcore's loop in turn: every RX lcore's hand-off to the rings, then every
-  // scheduler's take from them. Returns false (and does nothing) once the
+  // synchronously; with two lcores a direction each, each one's pass in
+  // turn. Pipelined, one pass of each lcore's loop in turn: every RX lcore's
+  // hand-off to the rings, then every scheduler's take from them. Returns false (and does nothing) once the
   // data plane was started.
   bool run_once();
   // Stop receiving; lcores drain their queues until empty or until the drain

@@ -5,7 +5,9 @@
 //   sched stage (sched_stage.h): accept (ECN decision, class FIFO) -> schedule -> DSCP/CE rewrite
 //   TX (tx.h):                 tx_burst, counting what left
 //
-// Run-to-completion: one lcore runs both and the hand-off is a direct call.
+// Run-to-completion: one lcore runs both (for both directions, or for the one
+// it receives when two lcores take a direction each) and the hand-off is a
+// direct call.
 // Pipelined: RX lcores hand off through SPSC rings, one per (RX lcore, egress
 // port, class), so a full low-priority ring never blocks a high-priority one.
 // Each RX lcore also posts, per egress port, where each of its rings' tails

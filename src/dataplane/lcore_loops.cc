@@ -74,8 +74,11 @@ void drain(DataplaneShared& shared, SchedContext& ctx, unsigned lcore_index) {
     // Still transmitting: still part of the teardown handshake.
     apply_links(ctx, link_check(shared, lcore_index));
     // Acquire pairs with the RX lcores' release on exit: their last ring
-    // enqueues are visible once the count reads zero.
-    const bool rx_done = shared.rx_lcores_running.load(std::memory_order_acquire) == 0;
+    // enqueues are visible once the count reads zero. A run-to-completion
+    // lcore's ports are fed by its own RX alone, stopped before it drains:
+    // with two a direction each, one stuck in a driver call must not keep
+    // the other draining (and named stuck) until the process gives up.
+    const bool rx_done = ctx.rx_rings.empty() || shared.rx_lcores_running.load(std::memory_order_acquire) == 0;
     const uint64_t now = rte_rdtsc();
     if (!ctx.rx_rings.empty()) sched_drain_rings(shared, ctx);
     transmit_all(shared, ctx, now);
