@@ -41,8 +41,8 @@ class Dataplane {
   // tests and the packet-path fuzzer, which need every packet's fate
   // synchronously; with two lcores a direction each, each one's pass in
   // turn. Pipelined, one pass of each lcore's loop in turn: every RX lcore's
-  // hand-off to the rings, then every scheduler's take from them. Returns false (and does nothing) once the
-  // data plane was started.
+  // hand-off to the rings, then every scheduler's take from them. Returns
+  // false (and does nothing) once the data plane was started.
   bool run_once();
   // Stop receiving; lcores drain their queues until empty or until the drain
   // timeout, then exit. Waits for every data lcore to return, for at most

@@ -12,6 +12,8 @@ namespace psgate::testing {
 // Two data lcores pipelined: an RX lcore feeding a scheduler lcore through
 // rings (two lcores run a direction each otherwise).
 inline std::string pipelined(const std::string& two_lcores) { return two_lcores + "\nmode = \"pipelined\""; }
+// The same for lcores 1 and 2, where a suite's parameter is a C string.
+inline constexpr const char* kOneTwoPipelined = "[1, 2]\nmode = \"pipelined\"";
 
 // Whether packets cross from an RX lcore to a scheduler lcore through rings.
 inline bool is_pipelined(const std::string& data) {

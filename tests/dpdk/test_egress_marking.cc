@@ -224,9 +224,8 @@ TEST_P(EcnBoundaryTest, DepthTMarksAndDepthTMinusOneDoesNot) {
 INSTANTIATE_TEST_SUITE_P(Thresholds, EcnBoundaryTest,
                          ::testing::Values(EcnCase{"T1", 1, 32, 32}, EcnCase{"T8", 8, 32, 32},
                                            EcnCase{"T31LastOfBurst", 31, 32, 32}, EcnCase{"T10AcrossBursts", 10, 4, 16},
-                                           EcnCase{"T8Pipelined", 8, 32, 32, "[1, 2]\nmode = \"pipelined\""},
-                                           EcnCase{"T10AcrossBurstsPipelined", 10, 4, 16,
-                                                   "[1, 2]\nmode = \"pipelined\""},
+                                           EcnCase{"T8Pipelined", 8, 32, 32, kOneTwoPipelined},
+                                           EcnCase{"T10AcrossBurstsPipelined", 10, 4, 16, kOneTwoPipelined},
                                            EcnCase{"T8ByDirection", 8, 32, 32, "[1, 2]"},
                                            EcnCase{"T10AcrossBurstsByDirection", 10, 4, 16, "[1, 2]"}),
                          [](const auto& info) { return std::string(info.param.name); });
@@ -564,7 +563,7 @@ TEST(PassThroughTest, APortThatTakesPartOfABurstSendsTheRestNextInOrder) {
   for (unsigned i = 0; i < 32; ++i) expect[i] = i;
   std::stable_sort(expect.begin(), expect.end(), [&](unsigned a, unsigned b) { return sports[a] < sports[b]; });
 
-  Gate g(two_jobs_body("[1, 2]\nmode = \"pipelined\"", 32));
+  Gate g(two_jobs_body(kOneTwoPipelined, 32));
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_TRUE(g.harness().scribble_on_tx(kWire));
   ASSERT_TRUE(g.harness().hold_tx(kWire, 5));
@@ -600,7 +599,7 @@ TEST(PassThroughTest, ATakeFromTwoRxLcoresLeavesInFifoOrderWhenThePortTakesPart)
 
 // Pipelined: Gate's pass runs the RX lcore's iteration, then the
 // scheduler's; by direction, each lcore's in turn.
-INSTANTIATE_TEST_SUITE_P(Lcores, CutThroughTest, ::testing::Values("[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""),
+INSTANTIATE_TEST_SUITE_P(Lcores, CutThroughTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 // --- Policers: a slot's next job -------------------------------------------
@@ -763,7 +762,7 @@ TEST(ReusedSlotGrace, ASlotWaitsForEveryReaderEvenWithNothingQueued) {
   EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""),
+INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 // --- Telemetry: a slot's next job -----------------------------------------
@@ -933,8 +932,7 @@ TEST(NewJobRunToCompletion, NothingQueuedBeforeItNothingHoldsIt) {
   EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest,
-                         ::testing::Values("[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\"", "[1, 2, 3, 4]"),
+INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, "[1, 2, 3, 4]"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 }  // namespace

@@ -214,7 +214,7 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
   EXPECT_GE(migrations, 100u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, RerankTest, ::testing::Values("[1]", "[1, 2]", pipelined("[1, 2]")),
+INSTANTIATE_TEST_SUITE_P(Lcores, RerankTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const auto& info) { return lcore_mode_name(info.param); });
 
 }  // namespace

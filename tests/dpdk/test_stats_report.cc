@@ -146,7 +146,7 @@ TEST(StatsReport, ATableForAStdoutNobodyReadsNeverHoldsThePrinter) {
 // counters were read lcore by lcore, received first: a burst that came and
 // went between those reads showed as in_flight -7 in a helper's run.
 TEST(StatsRead, ALiveReadNeverCountsMorePacketsOutThanIn) {
-  for (const char* lcores : {"[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""}) {
+  for (const char* lcores : {"[1]", "[1, 2]", testing::kOneTwoPipelined}) {
     testing::PipelineHarness h(std::string("[lcores]\nmain = 0\ndata = ") + lcores +
                                "\n[classes]\ncount = 8\ndepth = 64\n[dataplane]\nmbufs = 8191\n"
                                "[stats]\ninterval = \"0s\"\n[[jobs]]\nid = 1\nrank = 0\n"

@@ -204,7 +204,7 @@ TEST_P(TxStallTest, ABusyPortThatFreesRoomAfterTheProbeTimeLosesNothing) {
   EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]", pipelined("[1, 2]")),
+INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); });
 
 }  // namespace
