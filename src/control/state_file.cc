@@ -93,9 +93,11 @@ Result<PolicyParams> policy_from_json(const json& p) {
 }
 
 // A job's rules: inline ("match", versions 1 and 2) or in its rules file
-// (version 3, under `rules_dir`).
+// (version 3, under `rules_dir`). `cannot_read` is set when the rules file is
+// there but could not be opened or read (EACCES, EIO, ...): the state may be
+// sound, unlike one that names a missing file or holds a bad one.
 Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& where, const std::string& rules_dir,
-                                         std::string* rules_file) {
+                                         std::string* rules_file, bool* cannot_read) {
   using R = Result<std::vector<MatchRule>>;
   json loaded;
   const json* match = nullptr;
@@ -108,7 +110,11 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
     // A regular file only: a FIFO put there would block the start (and
     // --check) for ever, a directory fail with a stream's riddle.
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(errno));
+    if (fd < 0) {
+      const int err = errno;
+      *cannot_read = err != ENOENT;
+      return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
+    }
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
@@ -117,7 +123,10 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
     std::string text;
     const int err = read_text_fd(fd, text, kMaxRulesFileBytes);
     ::close(fd);
-    if (err) return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
+    if (err) {
+      *cannot_read = err != EFBIG;
+      return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
+    }
     loaded = parse_json_bounded(text);
     if (loaded.is_discarded())
       return R::failure(where + ": rules file " + path + ": " + (text.empty() ? "empty" : "not valid JSON") +
@@ -139,7 +148,8 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
   return rules;
 }
 
-Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const std::string& rules_dir) {
+Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const std::string& rules_dir,
+                                   bool* cannot_read) {
   using R = Result<JobRegistry>;
   JobRegistry reg(max_jobs);
   if (!state.is_object() || !state.contains("jobs") || !state["jobs"].is_array())
@@ -172,7 +182,7 @@ Result<JobRegistry> jobs_from_json(const json& state, uint32_t max_jobs, const s
       return R::failure(where + ".name: missing or not a string");
     job.spec.name = stored_name(entry["name"].get<std::string>());
     std::string rules_file;
-    auto rules = job_rules(entry, where, rules_dir, &rules_file);
+    auto rules = job_rules(entry, where, rules_dir, &rules_file, cannot_read);
     if (!rules) return R::failure(rules.error());
     job.spec.match = std::move(*rules);
     if (police_bps->has_value() != police_burst->has_value())
@@ -462,7 +472,9 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   if (version >= 3 && (!state.contains("rules_serial") || !state["rules_serial"].is_number_unsigned()))
     return R::failure("state file " + path +
                       ": \"rules_serial\" missing or not a non-negative integer (nothing was loaded)");
-  auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path));
+  bool rules_cannot_read = false;
+  auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path), &rules_cannot_read);
+  if (rules_cannot_read) failure = StateReadFailure::kCannotRead;
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
   SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt};
   if (version >= 2) {

@@ -74,10 +74,11 @@ std::optional<uint64_t> rules_file_serial(const std::string& name);
 uint64_t next_rules_serial_in(const std::string& dir);
 std::string rules_file_text(const JobRecord& job);
 
-// Why read_state_file failed: the file could not be had (permissions, I/O:
-// it may be a sound copy, to be kept where it is), or it was read and does
-// not load (cut short, hand-edited, too large, more jobs than max_jobs, a
-// rules file missing or wrong): a copy no restart will load.
+// Why read_state_file failed: the file or one of its rules files could not
+// be had (permissions, I/O: it may be a sound copy, to be kept where it is),
+// or it was read and does not load (cut short, hand-edited, too large, more
+// jobs than max_jobs, a rules file missing, too large or wrong): a copy no
+// restart will load.
 enum class StateReadFailure { kCannotRead, kDoesNotLoad };
 
 // std::nullopt when no file exists at `path` (start from the config's jobs).

@@ -629,6 +629,48 @@ TEST(StateFile, AFailedReadSaysWhetherTheFileCouldNotBeReadOrDoesNotLoad) {
   EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
 }
 
+// The same for a state file's rules files: one that is there but cannot be
+// opened (here: its directory is a regular file, ENOTDIR; as root, EACCES
+// cannot be had) may be sound, so the state is "cannot read" and a cluster
+// gateway keeps it; one missing or wrong makes a state that does not load.
+TEST(StateFile, ARulesFileThatCannotBeReadIsNotOneThatDoesNotLoad) {
+  TempDir t("psgate-state");
+  const std::string state = t.path("state.json");
+  const std::string dir = rules_dir_path(state);
+  const std::string rules = dir + "/job-3.0.json";
+  ASSERT_TRUE(write_state_text(state, state_file_text(one_job_stored(state), PolicyParams{}, two_classes(), 1)));
+  std::string sound;
+  {
+    std::ifstream in(rules);
+    sound.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_FALSE(sound.empty());
+  ASSERT_TRUE(read_state_file(state, 8, 2));
+  StateReadFailure why{};
+
+  std::filesystem::remove_all(dir);
+  std::ofstream(dir) << "not a directory";
+  auto unreadable = read_state_file(state, 8, 2, &why);
+  ASSERT_FALSE(unreadable);
+  EXPECT_NE(unreadable.error().find("cannot read"), std::string::npos) << unreadable.error();
+  EXPECT_EQ(why, StateReadFailure::kCannotRead);
+
+  ASSERT_EQ(::unlink(dir.c_str()), 0);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  EXPECT_FALSE(read_state_file(state, 8, 2, &why)) << "the rules file is missing";
+  EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
+
+  std::ofstream(rules) << sound.substr(0, sound.size() / 2);
+  EXPECT_FALSE(read_state_file(state, 8, 2, &why)) << "cut short";
+  EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
+
+  std::ofstream(rules, std::ios::trunc) << sound;
+  auto loaded = read_state_file(state, 8, 2, &why);
+  ASSERT_TRUE(loaded) << loaded.error();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((*loaded)->jobs.size(), 1u);
+}
+
 }  // namespace
 }  // namespace psgate
 
