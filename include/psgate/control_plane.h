@@ -282,6 +282,15 @@ class ControlPlane {
   // when the tick writes it again.
   std::string state_unsaved_;
   uint64_t state_retry_ns_ = 0;
+  // Why the state file could not be written for the last change, which was
+  // refused ("": written since). The state in force is on disk, but the
+  // next change would be refused too, so health says degraded until the
+  // tick has written the state in force's file again (retry_refused_write).
+  std::string state_refused_;
+  // What health and the cluster report call state_file_error: the state in
+  // force unwritten, else the refused change's write.
+  const std::string& state_file_error() const { return state_unsaved_.empty() ? state_refused_ : state_unsaved_; }
+  void retry_refused_write(uint64_t now_ns);
   // Rules files of removed jobs, and when to remove them (oldest first).
   static constexpr uint64_t kUnnamedRulesFileLifeNs = 60'000'000'000;
   std::deque<std::pair<std::string, uint64_t>> unnamed_rules_files_;

@@ -450,6 +450,13 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
       const std::string dir = rules_dir_path(path);
       for_each_rules_file_only_in(next.jobs, state_.jobs,
                                   [&](const std::string& name) { ::unlink((dir + "/" + name).c_str()); });
+      if (state_refused_.empty())
+        spdlog::error(
+            "state file {} not written, change refused (health degraded until a write succeeds, "
+            "tried every second): {}",
+            path, persisted.error());
+      state_refused_ = persisted.error();
+      state_retry_ns_ = now_ns + 1'000'000'000;
       return persisted;
     }
   }
@@ -522,6 +529,9 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   if (!persisted) {
     state_unsaved_ = persisted.error();
     state_retry_ns_ = now_ns + 1'000'000'000;
+  } else if (!path.empty() && !state_refused_.empty()) {
+    spdlog::info("state file {}: written again", path);
+    state_refused_.clear();
   }
   state_ = std::move(next);
   publish_status();
@@ -546,6 +556,21 @@ void ControlPlane::tick(uint64_t now_ns) {
   if (!cluster_) release_drained_slots();  // cluster mode: follow_step does, before it applies a view
   tick_policy(now_ns);
   publish_status();  // after every tick: the policy's errors and the cluster link move without a commit
+}
+
+// A change was refused because the state file could not be written; the
+// state in force is on disk (persisted_text_). Writing that file again
+// (atomically, as every write) is the test of whether the next change can
+// be: a disk that has room, or is writable, again.
+void ControlPlane::retry_refused_write(uint64_t now_ns) {
+  const std::string& path = config_.control.state;
+  if (auto written = write_state_(path, persisted_text_); !written) {
+    state_refused_ = written.error();
+    state_retry_ns_ = now_ns + 1'000'000'000;
+    return;
+  }
+  spdlog::info("state file {}: written again", path);
+  state_refused_.clear();
 }
 
 void ControlPlane::tick_policy(uint64_t now_ns) {
@@ -573,6 +598,7 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   // cannot be written is refused.
   if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
     (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishStateInForce);
+  else if (!state_refused_.empty() && now_ns >= state_retry_ns_) retry_refused_write(now_ns);
   if (cluster_) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);
@@ -717,9 +743,12 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
   // come up on an older state.
   // Or out of step with it: its view not applied, a document refused
   // while the last good one stays, or not registered (a name in use).
+  // In either mode, while the state file cannot be written: the state in
+  // force unwritten (a start on a full or read-only disk), or a change
+  // refused for it (the next one would be too).
   const json cluster = cluster_ ? cluster_status() : json();
   const bool store_lost = cluster_ && !cluster.at("trouble").get_ref<const std::string&>().empty();
-  const bool unsaved = !state_unsaved_.empty();
+  const bool unsaved = !state_file_error().empty();
   // And while a data lcore is stuck (in a driver call): the ports it serves
   // forward nothing, whatever their links say.
   const std::vector<unsigned> lcores_stuck = dataplane_.stuck_lcores();
@@ -742,7 +771,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const HealthRequest&) const {
       {"policy", policy_name(state_.policy.kind)},
       {"policy_errors", policy_errors_},
       {"rules", rules_json()},
-      {"state_file_error", state_unsaved_}};
+      {"state_file_error", state_file_error()}};
   if (cluster_) health["cluster"] = cluster;
   return Outcome{std::move(health)};
 }
@@ -1204,7 +1233,7 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   if (now_ns - reported_ns_ < 500'000'000) return;
   reported_ns_ = now_ns;
   GatewayInfo info;
-  info.health = cluster_trouble().empty() && state_unsaved_.empty() ? "ok" : "degraded";
+  info.health = cluster_trouble().empty() && state_file_error().empty() ? "ok" : "degraded";
   info.applied_revision = applied_revision_;
   const Totals totals = dataplane_.read_totals(false);
   info.rx_packets = totals.rx_total();
@@ -1260,7 +1289,7 @@ json ControlPlane::cluster_status() const {
   s["applied_revision"] = applied_revision_;
   s["apply_errors"] = cluster_apply_errors_;
   s["last_apply_error"] = cluster_apply_error_;
-  s["state_file_error"] = state_unsaved_;
+  s["state_file_error"] = state_file_error();
   return s;
 }
 

@@ -149,6 +149,10 @@ TEST_F(TmpfsStateTest, AReadOnlyStateDirectoryRefusesEveryChangeAndChangesNothin
   EXPECT_EQ(ctl({"class", "wire", "1"}).status, 0);
   EXPECT_EQ(ctl({"policy"}).status, 0);
   EXPECT_TRUE(look(state_file()) == before);
+  // Health says the next change would be refused too, and why.
+  const json refused = ctl_json({"health"});
+  EXPECT_EQ(refused["status"], "degraded") << refused.dump();
+  EXPECT_NE(refused.value("state_file_error", std::string()).find("Read-only"), std::string::npos) << refused.dump();
   ASSERT_EQ(fx.stop_daemon().exit_status, 0);
 
   // A start with the directory still read-only (a filesystem remounted
@@ -243,8 +247,20 @@ TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
   // No partial temporary was left to hold the space.
   struct stat st {};
   EXPECT_NE(::stat((state_file() + ".tmp").c_str(), &st), 0);
-  // With space again the same change goes through, and a restart keeps it.
+  // The gateway forwards on the state in force, but the next change would
+  // be refused too: health says so, with the reason, until a write works.
+  json health = ctl_json({"health"});
+  EXPECT_EQ(health["status"], "degraded") << health.dump();
+  EXPECT_NE(health.value("state_file_error", std::string()).find("No space"), std::string::npos) << health.dump();
+  // With space again health is ok within the second's retry, before any
+  // change; the same change goes through, and a restart keeps it.
   ASSERT_EQ(::unlink((mnt_ + "/filler").c_str()), 0);
+  for (int i = 0; i < 50 && ctl_json({"health"})["status"] != "ok"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  health = ctl_json({"health"});
+  EXPECT_EQ(health["status"], "ok") << health.dump();
+  EXPECT_EQ(health["state_file_error"], "") << health.dump();
+  EXPECT_TRUE(look(state_file()) == before) << "the retry wrote another state than the one in force";
   ASSERT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32,dport=8,proto=tcp"}).status, 0);
   ASSERT_EQ(fx.stop_daemon().exit_status, 0);
   ASSERT_TRUE(start());
