@@ -287,6 +287,7 @@ class ControlPlane {
   // next change would be refused too, so health says degraded until the
   // tick has written the state in force's file again (retry_refused_write).
   std::string state_refused_;
+  uint64_t refused_retry_ns_ = 0;
   // What health and the cluster report call state_file_error: the state in
   // force unwritten, else the refused change's write.
   const std::string& state_file_error() const { return state_unsaved_.empty() ? state_refused_ : state_unsaved_; }

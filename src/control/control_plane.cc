@@ -456,7 +456,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
             "tried every second): {}",
             path, persisted.error());
       state_refused_ = persisted.error();
-      state_retry_ns_ = now_ns + 1'000'000'000;
+      refused_retry_ns_ = now_ns + 1'000'000'000;
       return persisted;
     }
   }
@@ -504,6 +504,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     published_ = true;
   }
   rules_serial_ = rules_serial;  // names once used are not used again, written or not
+  bool wrote_file = false;       // persist() writes the file only when its text changes
   if (!path.empty() && persisted) {
     // Rules files of removed jobs: no state file names them any more. They
     // are removed a while later (tick), not now: a backup that copies the
@@ -514,8 +515,16 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     for_each_rules_file_only_in(state_.jobs, next.jobs, [&](const std::string& name) {
       unnamed_rules_files_.push_back({name, now_ns + kUnnamedRulesFileLifeNs});
     });
+    wrote_file = text != persisted_text_;
     persisted_text_ = std::move(text);
     ++state_writes_;
+  }
+  // A refused change's write (state_refused_) is cleared by a write that
+  // happened: a commit that changes nothing on disk (a policy re-rank, a
+  // rule merge, a no-op) says nothing of whether the next change can be.
+  if (wrote_file && !state_refused_.empty()) {
+    if (state_unsaved_.empty()) spdlog::info("state file {}: written again", path);
+    state_refused_.clear();
   }
   if (!path.empty() && persisted.ok() != state_unsaved_.empty()) {
     if (persisted) {
@@ -529,9 +538,6 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   if (!persisted) {
     state_unsaved_ = persisted.error();
     state_retry_ns_ = now_ns + 1'000'000'000;
-  } else if (!path.empty() && !state_refused_.empty()) {
-    spdlog::info("state file {}: written again", path);
-    state_refused_.clear();
   }
   state_ = std::move(next);
   publish_status();
@@ -566,7 +572,7 @@ void ControlPlane::retry_refused_write(uint64_t now_ns) {
   const std::string& path = config_.control.state;
   if (auto written = write_state_(path, persisted_text_); !written) {
     state_refused_ = written.error();
-    state_retry_ns_ = now_ns + 1'000'000'000;
+    refused_retry_ns_ = now_ns + 1'000'000'000;
     return;
   }
   spdlog::info("state file {}: written again", path);
@@ -598,7 +604,7 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   // cannot be written is refused.
   if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
     (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishStateInForce);
-  else if (!state_refused_.empty() && now_ns >= state_retry_ns_) retry_refused_write(now_ns);
+  else if (!state_refused_.empty() && now_ns >= refused_retry_ns_) retry_refused_write(now_ns);
   if (cluster_) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);

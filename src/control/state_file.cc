@@ -92,10 +92,30 @@ Result<PolicyParams> policy_from_json(const json& p) {
   return policy;
 }
 
+// Whether an error opening or reading a file says nothing of its content:
+// permissions, I/O, the process's limits. A file missing, too large, or a
+// path that is not what it should be (ENOTDIR, ELOOP: a broken layout) does.
+bool says_nothing_of_content(int err) {
+  switch (err) {
+    case EACCES:
+    case EPERM:
+    case EIO:
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EINTR:
+    case EAGAIN:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A job's rules: inline ("match", versions 1 and 2) or in its rules file
-// (version 3, under `rules_dir`). `cannot_read` is set when the rules file is
-// there but could not be opened or read (EACCES, EIO, ...): the state may be
-// sound, unlike one that names a missing file or holds a bad one.
+// (version 3, under `rules_dir`). `cannot_read` is set when the rules file
+// could not be opened or read for a reason that says nothing of its content
+// (says_nothing_of_content): the state may be sound, unlike one that names
+// a missing file or holds a bad one.
 Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& where, const std::string& rules_dir,
                                          std::string* rules_file, bool* cannot_read) {
   using R = Result<std::vector<MatchRule>>;
@@ -112,11 +132,17 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
-      *cannot_read = err != ENOENT;
+      *cannot_read = says_nothing_of_content(err);
       return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      *cannot_read = says_nothing_of_content(err);
+      return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
       ::close(fd);
       return R::failure(where + ": rules file " + path + ": not a regular file");
     }
@@ -124,7 +150,7 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
     const int err = read_text_fd(fd, text, kMaxRulesFileBytes);
     ::close(fd);
     if (err) {
-      *cannot_read = err != EFBIG;
+      *cannot_read = says_nothing_of_content(err);
       return R::failure(where + ": rules file " + path + ": cannot read: " + std::strerror(err));
     }
     loaded = parse_json_bounded(text);

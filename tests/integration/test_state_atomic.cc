@@ -267,6 +267,35 @@ TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
   EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 7, 8}));
 }
 
+// A policy's re-ranks after a refused change write nothing (the file holds
+// the policy, not its order): they must not clear the refusal from health,
+// which only a write that happened may do.
+TEST_F(TmpfsStateTest, AChangeRefusedOnAFullDiskKeepsHealthDegradedThroughPolicyReranks) {
+  ASSERT_TRUE(start());
+  ASSERT_EQ(ctl({"policy", "round-robin", "--interval", "100ms"}).status, 0);
+  {
+    std::ofstream fill(mnt_ + "/filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 64 && fill; ++i) fill.write(block.data(), block.size()), fill.flush();
+  }
+  ASSERT_EQ(ctl({"jobs", "add", "7", "--match", "dst=10.0.0.7/32,dport=7,proto=tcp"}).status, 1);
+  std::set<std::string> orders;
+  for (int i = 0; i < 15; ++i) {  // 1.5 s: about 15 re-ranks, and the retry refused again
+    std::string order;
+    const json list = ctl_json({"jobs", "list"});
+    for (const json& j : list["jobs"]) order += std::to_string(j["class"].get<int>()) + ",";
+    orders.insert(order);
+    const json health = ctl_json({"health"});
+    EXPECT_EQ(health["status"], "degraded") << "after " << i * 100 << " ms: " << health.dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(orders.size(), 2u) << "round-robin never rotated: the test saw no re-rank";
+  ASSERT_EQ(::unlink((mnt_ + "/filler").c_str()), 0);
+  for (int i = 0; i < 50 && ctl_json({"health"})["status"] != "ok"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ctl_json({"health"})["status"], "ok") << ctl_json({"health"}).dump();
+}
+
 // A disk that is full when the gateway starts (at boot, say) must not keep
 // the wire down: the state it read (state file or config) is published, and
 // the file is written once there is room. An unchanged state file is not

@@ -629,10 +629,11 @@ TEST(StateFile, AFailedReadSaysWhetherTheFileCouldNotBeReadOrDoesNotLoad) {
   EXPECT_EQ(why, StateReadFailure::kDoesNotLoad);
 }
 
-// The same for a state file's rules files: one that is there but cannot be
-// opened (here: its directory is a regular file, ENOTDIR; as root, EACCES
-// cannot be had) may be sound, so the state is "cannot read" and a cluster
-// gateway keeps it; one missing or wrong makes a state that does not load.
+// The same for a state file's rules files: one that cannot be read for a
+// reason that says nothing of its content (permissions, I/O) may be sound,
+// so the state is "cannot read" and a cluster gateway keeps it; one missing
+// or wrong, or a rules directory that is not one, makes a state that does
+// not load.
 TEST(StateFile, ARulesFileThatCannotBeReadIsNotOneThatDoesNotLoad) {
   TempDir t("psgate-state");
   const std::string state = t.path("state.json");
@@ -648,12 +649,35 @@ TEST(StateFile, ARulesFileThatCannotBeReadIsNotOneThatDoesNotLoad) {
   ASSERT_TRUE(read_state_file(state, 8, 2));
   StateReadFailure why{};
 
+  // EACCES: root reads any file, so a child reads as nobody, for whom the
+  // state file and the rules directory are readable and the rules file not.
+  ASSERT_EQ(::chmod(t.dir.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(state.c_str(), 0644), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(rules.c_str(), 0600), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    StateReadFailure seen{};
+    auto r = read_state_file(state, 8, 2, &seen);
+    ::_exit(r ? 4
+            : seen == StateReadFailure::kCannotRead && r.error().find("rules file") != std::string::npos &&
+                    r.error().find("Permission denied") != std::string::npos
+                ? 0
+                : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: could not become nobody, 4: read, 5: not \"cannot read\" (EACCES)";
+
   std::filesystem::remove_all(dir);
   std::ofstream(dir) << "not a directory";
-  auto unreadable = read_state_file(state, 8, 2, &why);
-  ASSERT_FALSE(unreadable);
-  EXPECT_NE(unreadable.error().find("cannot read"), std::string::npos) << unreadable.error();
-  EXPECT_EQ(why, StateReadFailure::kCannotRead);
+  auto not_dir = read_state_file(state, 8, 2, &why);
+  ASSERT_FALSE(not_dir);
+  EXPECT_NE(not_dir.error().find("Not a directory"), std::string::npos) << not_dir.error();
+  EXPECT_EQ(why, StateReadFailure::kDoesNotLoad) << "a rules directory that is a file: a broken layout";
 
   ASSERT_EQ(::unlink(dir.c_str()), 0);
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
