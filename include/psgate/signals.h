@@ -33,9 +33,12 @@ inline sigset_t block_stop_signals() {
 }
 
 // Waits up to `wait` for a signal of `set`. Returns the signal taken, or 0
-// when none came in time (a wait of zero or less returns 0 at once).
+// when none came in time. A wait of zero or less still takes a signal
+// already pending: a caller whose deadlines have all passed (a progress
+// line due before the last one was written) must not go deaf to SIGINT.
+inline int take_pending_signal(const sigset_t& set);
 inline int wait_for_stop_signal(const sigset_t& set, std::chrono::steady_clock::duration wait) {
-  if (wait <= std::chrono::steady_clock::duration::zero()) return 0;
+  if (wait <= std::chrono::steady_clock::duration::zero()) return take_pending_signal(set);
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   const int sig = sigtimedwait(&set, nullptr, &ts);

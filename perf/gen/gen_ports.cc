@@ -115,8 +115,7 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   return true;
 }
 
-Result<bool> start_and_wait_link(uint16_t port, uint64_t timeout_ns, const sigset_t& stop) {
-  const auto deadline = Clock::now() + std::chrono::nanoseconds(timeout_ns);
+Result<bool> start_and_wait_link(uint16_t port, Clock::time_point deadline, uint64_t timeout_ns, const sigset_t& stop) {
   bool started = false;
   int last_rc = 0;
   for (;;) {

@@ -7,6 +7,7 @@
 #include <rte_mempool.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,8 +35,10 @@ std::string memif_buffers_too_small(const std::vector<std::string>& eal_args, ui
 Result<bool> configure_port(uint16_t port, rte_mempool* pool);
 
 // Starts the port (retrying while start fails) and waits for link up, until
-// `timeout_ns` (an error) or a signal of `stop` (taken; returns false).
-// True: the link is up.
-Result<bool> start_and_wait_link(uint16_t port, uint64_t timeout_ns, const sigset_t& stop);
+// `deadline` (an error, which names `timeout_ns`, the --link-timeout the
+// deadline was set from: one for all the ports) or a signal of `stop`
+// (taken; returns false). True: the link is up.
+Result<bool> start_and_wait_link(uint16_t port, std::chrono::steady_clock::time_point deadline, uint64_t timeout_ns,
+                                 const sigset_t& stop);
 
 }  // namespace psgate::gen

@@ -25,7 +25,7 @@ JobDriver::JobDriver(const JobProfile& job, uint64_t hz, uint32_t largest_frame,
     pacer_ = Pacer(job.rate, hz, depth, now);
   }
   if (job.pattern == Pattern::kIteration) {
-    push_total_ = job.push_bytes * job.workers;  // profile bounds keep these far below 2^64
+    push_total_ = job.push_bytes * job.workers;  // the profile keeps these below 2^64
     pull_total_ = job.pull_bytes * job.workers;
     gap_ticks_ = scale_ns(hz, job.gap_ns);
     enter(Phase::kPush, now);

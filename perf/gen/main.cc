@@ -87,7 +87,9 @@ int write_reports(const Engine& e, const RunResult& result, const Options& opt) 
       status = 1;
     }
   }
-  const std::string json = to_json(result).dump(2) + "\n";
+  // Names come from the profile and --set as given: one that is not UTF-8
+  // is shown with U+FFFD rather than throwing after the run.
+  const std::string json = to_json(result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   const std::string table = format_table(result);
   if (opt.json_path == "-") {
     std::fputs(json.c_str(), stdout);
@@ -104,12 +106,24 @@ int write_reports(const Engine& e, const RunResult& result, const Options& opt) 
     }
     if (!opt.quiet) std::fputs(table.c_str(), stdout);
   }
-  std::fflush(stdout);
+  // The report must have reached its reader: `--json - > /dev/full` (or a
+  // full disk) would otherwise exit 0 with nothing written.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "psgate-gen: cannot write the report to standard output%s%s\n", errno ? ": " : "",
+                 errno ? std::strerror(errno) : "");
+    status = 1;
+  }
   return status;
 }
 
 int run(const Profile& profile, const Options& opt, std::vector<std::string> eal_args) {
   const sigset_t stop = psgate::block_stop_signals();
+  // A reader that went away (`psgate-gen ... | head`, `--json - | jq` that
+  // exited) makes later writes fail with EPIPE instead of SIGPIPE killing
+  // the run without a report and with its memif ports open. Before EAL, so
+  // its threads inherit it.
+  ::signal(SIGPIPE, SIG_IGN);
   std::vector<char*> argv;
   for (std::string& a : eal_args) argv.push_back(a.data());
   if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
@@ -175,10 +189,12 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   for (uint16_t p : ports) {
     if (auto r = configure_port(p, pool); !r.ok()) return fail(r.error());
   }
+  // --link-timeout is for the links together, not for each port in turn.
+  const auto link_deadline = Clock::now() + std::chrono::nanoseconds(profile.link_timeout_ns);
   for (size_t i = 0; i <= ports.size(); ++i) {
     // Every port's link, then the settle time (i == ports.size()).
     psgate::Result<bool> r = true;
-    if (i < ports.size()) r = start_and_wait_link(ports[i], profile.link_timeout_ns, stop);
+    if (i < ports.size()) r = start_and_wait_link(ports[i], link_deadline, profile.link_timeout_ns, stop);
     else r = psgate::wait_for_stop_signal(stop, std::chrono::nanoseconds(profile.settle_ns)) == 0;
     if (!r.ok()) return fail(r.error());
     if (!*r) {
@@ -232,7 +248,10 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
                std::chrono::duration<double>(now - started).count());
       prev = cur;
       prev_time = now;
+      // The next line an interval on; intervals missed while this one was
+      // written (an interval shorter than a line takes) are skipped.
       next_report += interval;
+      if (next_report <= now) next_report = now + interval;
     }
     if (bounded && now >= end) break;
   }
@@ -319,7 +338,8 @@ int main(int argc, char** argv) {
          "Progress line on stderr every this many seconds; 0: none" + dflt("interval", secs(defaults.interval_ns)))
       ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option("--link-timeout", opt.link_timeout_s,
-                 "Seconds to wait for the ports' links" + dflt("link_timeout", secs(defaults.link_timeout_ns)))
+                 "Seconds to wait for the ports' links, all of them together" +
+                     dflt("link_timeout", secs(defaults.link_timeout_ns)))
       ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option("--settle", opt.settle_s,
                  "Seconds to wait once the links are up, before sending: psgate polls memif, pcap and ring links "

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -251,6 +252,9 @@ class Parser : TomlReader {
       return false;
     }
     if (!quantity(t, "pacer_depth", path, parse_duration_ns, "500ms", j.pacer_depth_ns)) return false;
+    // Added to the TSC in ticks: past kMaxTimeNs a depth saturates and a gap's
+    // end wraps, and the gap would be skipped rather than kept.
+    if (j.pacer_depth_ns > kMaxTimeNs) return set_error(path + ".pacer_depth", "at most 100000000s (about 3 years)");
     if (const std::string* s = string(t, "pattern", path)) {
       if (*s == "constant") {
         j.pattern = Pattern::kConstant;
@@ -265,11 +269,16 @@ class Parser : TomlReader {
     if (!quantity(t, "push", path, parse_size_bytes, "64KiB", j.push_bytes)) return false;
     if (!quantity(t, "pull", path, parse_size_bytes, "64KiB", j.pull_bytes)) return false;
     if (!quantity(t, "gap", path, parse_duration_ns, "500ms", j.gap_ns)) return false;
+    if (j.gap_ns > kMaxTimeNs) return set_error(path + ".gap", "at most 100000000s (about 3 years)");
     if (j.pattern == Pattern::kIteration) {
       if (j.dirs != 3) return set_error(path + ".direction", "the iteration pattern sends both directions");
       if (j.push_bytes + j.pull_bytes == 0) return set_error(path + ".push", "push and pull are both zero");
-      constexpr uint64_t kMaxPhase = 1ull << 40;  // 1 TiB per worker: keeps bytes x workers in 64 bits
+      constexpr uint64_t kMaxPhase = 1ull << 40;  // 1 TiB per worker
       if (j.push_bytes > kMaxPhase || j.pull_bytes > kMaxPhase) return set_error(path + ".push", "above 1TiB");
+      // A phase's bytes for all workers must fit in 64 bits (1 TiB x 2^24
+      // workers is exactly 2^64, which wrapped to a phase of nothing).
+      if (std::max(j.push_bytes, j.pull_bytes) > UINT64_MAX / j.workers)
+        return set_error(path + ".push", "push or pull times workers is 2^64 bytes or more");
     } else {
       for (std::string_view k : {"push", "pull", "gap"}) {
         if (t.get(k)) return set_error(path + "." + std::string(k), "only with pattern = \"iteration\"");

@@ -70,7 +70,12 @@ void Engine::tx_job(size_t j, uint64_t now) {
   }
 
   unsigned sent = 0;
-  for (uint32_t attempt = 0; sent < n && attempt <= profile_.tx_retries; ++attempt) {
+  // Retries end with a stop too: up to a million of them for each of
+  // thousands of jobs against a peer that takes nothing would keep the
+  // round, and so the stop, waiting for minutes.
+  for (uint32_t attempt = 0;
+       sent < n && attempt <= profile_.tx_retries && (attempt == 0 || !stop_tx_.load(std::memory_order_relaxed));
+       ++attempt) {
     sent += rte_eth_tx_burst(s.port, 0, bufs + sent, static_cast<uint16_t>(n - sent));
   }
   uint64_t sent_bytes = admitted_bytes;

@@ -275,6 +275,87 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
   }
 }
 
+// A run on two net_null ports (links up at once; what they "receive" is
+// counted as frames without a stamp), 0.3 s at 1 kpps, EAL as the tests run it.
+std::vector<std::string> null_run(const std::string& gen, const std::string& prefix, std::vector<std::string> options) {
+  std::vector<std::string> argv{gen, "--duration", "0.3", "--rate", "1kpps"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  for (const char* eal :
+       {"--", "--no-huge", "-m", "128", "--no-pci", "--log-level=4", "--vdev=net_null0", "--vdev=net_null1"})
+    argv.emplace_back(eal);
+  argv.push_back("--file-prefix=" + prefix + "-" + std::to_string(getpid()));
+  return argv;
+}
+
+// The report must reach its reader, or the exit status says it did not:
+// standard output full (exit 1, it used to be 0), or a pipe whose reader
+// went away (exit 1 with the reason, it used to die of SIGPIPE: 141).
+TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-out-XXXXXX";
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  const std::string dir = templ;
+  {
+    ChildProcess g(null_run(gen, "gfull", {"--json", "-"}), ChildProcess::Options{"/dev/full", dir + "/full.err", ""});
+    EXPECT_EQ(g.wait(30), 1) << read_text_file(dir + "/full.err");
+    EXPECT_NE(read_text_file(dir + "/full.err").find("cannot write the report"), std::string::npos)
+        << read_text_file(dir + "/full.err");
+  }
+  {
+    std::vector<std::string> argv{"/bin/bash", "-c", R"("$0" "$@" | true; exit "${PIPESTATUS[0]}")"};
+    for (const std::string& a : null_run(gen, "gpipe", {"--json", "-"})) argv.push_back(a);
+    ChildProcess g(argv, dir + "/pipe.out");
+    EXPECT_EQ(g.wait(30), 1) << g.output();
+    EXPECT_NE(g.output().find("cannot write the report"), std::string::npos) << g.output();
+  }
+  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
+// A job name that is not UTF-8 (a --set value kept as given) is reported
+// with U+FFFD: it used to throw while writing the JSON, after the run.
+TEST(GenCommandLine, ANameThatIsNotUtf8IsReportedNotACrash) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-utf-XXXXXX";
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  const std::string dir = templ;
+  ChildProcess g(null_run(gen, "gutf", {"--set", std::string("name=caf") + '\xe9', "--json", dir + "/gen.json"}),
+                 dir + "/gen.out");
+  ASSERT_EQ(g.wait(30), 0) << g.output();
+  const json gj = json::parse(read_text_file(dir + "/gen.json"));
+  EXPECT_EQ(gj["jobs"][0]["name"], "caf\xef\xbf\xbd") << gj["jobs"][0].dump();
+  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
+// Progress lines due faster than they can be written (--interval 1 us)
+// must not make the generator deaf to SIGINT: every wait had passed its
+// deadline, and a wait that had passed took no signal.
+TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-int-XXXXXX";
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
+  const std::string dir = templ;
+  std::vector<std::string> argv = null_run(gen, "gint", {"--interval", "0.000001"});
+  argv[2] = "0";  // --duration 0: until signalled
+  ChildProcess g(argv, ChildProcess::Options{dir + "/gen.out", "/dev/null", ""});
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ASSERT_TRUE(g.running()) << g.output();
+  g.signal(SIGINT);
+  EXPECT_EQ(g.wait(20), 0) << "still running 20 s after SIGINT (or failed): " << g.output();
+  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
 // memif buffers smaller than psgate-gen's frames: DPDK 22.11's memif
 // corrupts a frame that spans buffers (with bsize=1024, 11.1 M frames came
 // back for 491,252 sent), and the client's buffers serve both directions.

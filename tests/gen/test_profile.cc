@@ -258,6 +258,11 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\nid = 1\n[[jobs]]\nid = 2\n", "PS endpoint 10.0.0.5:2222 is used by another job"},
       {"[[jobs]]\nflows = 16777216\ncount = 2\n", "flows x directions in total"},
       {"[[jobs]]\nname = 3\n", "jobs[0].name: 3 is not a string"},
+      // Ticks added to the TSC: past 1e8 s a gap's end wrapped and the gap was skipped.
+      {"[[jobs]]\npattern = \"iteration\"\ngap = \"7000000000s\"\n", "jobs[0].gap: at most 100000000s"},
+      {"[[jobs]]\npacer_depth = \"7000000000s\"\n", "jobs[0].pacer_depth: at most 100000000s"},
+      // 1 TiB x 2^24 workers is 2^64 bytes: the phase wrapped to nothing.
+      {"[[jobs]]\npattern = \"iteration\"\npush = \"1024GiB\"\nworkers = 16777216\n", "2^64 bytes or more"},
       {"[[jobs]\n", "p.toml:1"},
   };
   for (const Case& c : cases) {
