@@ -217,6 +217,11 @@ struct WatchMessage {
   bool canceled = false;
   int64_t compact_revision = 0;  // > 0: the watch's start revision was compacted away
   int64_t revision = 0;          // the store's revision when etcd sent it (header)
+  // The reply to a progress request (watch id -1). etcd 3.4.23 sends it at
+  // once with the store's revision, even to a watch whose events up to
+  // there are still queued (etcd #15220, fixed in 3.4.24): its revision
+  // says nothing of what this watch has been sent.
+  bool requested_progress = false;
   std::string cancel_reason;
   std::vector<WatchEvent> events;
 };

@@ -557,11 +557,14 @@ WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& m) {
   // its events in batches, each under the store's current revision, so a
   // header ahead of the events would publish the rest at a revision already
   // "applied" (skipped until the next heartbeat moved it), and a write
-  // would be reported in force before it was. A progress report (no
-  // events; etcd sends one only to a watch that has caught up) moves it on,
-  // so `lag` and the revision applied stay current on an idle cluster. The
-  // creation's header says nothing about what was delivered.
-  int64_t complete = m.created ? 0 : m.revision;
+  // would be reported in force before it was. A progress notification (no
+  // events; etcd sends one only to a watch that has caught up) moves it on.
+  // A reply to a progress request does not: etcd 3.4.23 may send it ahead of
+  // the watch's queued events, which would then come under a revision
+  // already applied and wait, unapplied, for the next write (the gateways'
+  // registrations, every second, keep the revision moving on an idle
+  // cluster). The creation's header says nothing about what was delivered.
+  int64_t complete = m.created || m.requested_progress ? 0 : m.revision;
   if (!m.events.empty()) complete = 0;
   for (const WatchEvent& e : m.events) {
     complete = std::max(complete, e.entry.mod_revision);

@@ -142,7 +142,7 @@ std::string status_text(const grpc::Status& s) {
 }  // namespace
 
 EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyParams& config_policy)
-    : spec_(spec), keys_{spec.prefix}, class_count_(class_count), config_policy_(config_policy) {
+    : spec_(spec), keys_{spec.prefix}, class_count_(class_count), config_policy_(config_policy), started_ns_(now_ns()) {
   for (const std::string& e : spec.endpoints) endpoints_.push_back(parse_endpoint(e));
   channels_.resize(endpoints_.size());
   report_.name = spec.name;
@@ -355,7 +355,33 @@ json EtcdLink::status() const {
           {"events", events_},
           {"write_errors", write_errors_},
           {"leader_terms", leader_terms_},
-          {"registration_error", registration_error_}};
+          {"registration_error", registration_error_},
+          {"session_error", session_problem(now_ns())}};
+}
+
+// The session keeps this gateway's lease alive and its registration
+// written; it fails quietly where the store answers but does not do that: a
+// store whose space quota is spent refuses new leases (a gateway started
+// then, or whose lease ran out, never gets one), and writes that time out
+// on a slow disk while reads still answer. Either way the registration, and
+// any leadership, lapses with the lease while the watch follows on: said
+// here rather than health ok. Not before one lease TTL and one
+// registration round after start (registering takes a moment).
+std::string EtcdLink::session_problem(uint64_t now) const {
+  const uint64_t ttl = spec_.lease_ttl_ns;
+  if (elapsed(started_ns_, now) < ttl + kRegisterEveryNs || !registration_error_.empty()) return "";
+  if (lease_ok_ns_ == 0 || elapsed(lease_ok_ns_, now) > ttl) {
+    return lease_ok_ns_ == 0 ? fmt::format("the store has granted this gateway no lease since it started ({} ms ago)",
+                                           elapsed(started_ns_, now) / kMs)
+                             : fmt::format("no lease keepalive answered for {} ms (the lease's TTL is {} ms)",
+                                           elapsed(lease_ok_ns_, now) / kMs, ttl / kMs);
+  }
+  if (registered_ns_ == 0 || elapsed(registered_ns_, now) > ttl)
+    return registered_ns_ == 0
+               ? "its registration has not been written since it started"
+               : fmt::format("its registration has not been written for {} ms (the lease's TTL is {} ms)",
+                             elapsed(registered_ns_, now) / kMs, ttl / kMs);
+  return "";
 }
 
 // ---- following the prefix ----------------------------------------------------------
@@ -469,6 +495,7 @@ void EtcdLink::follow_loop() {
       m.canceled = resp.canceled();
       m.compact_revision = resp.compact_revision();
       m.revision = resp.header().revision();
+      m.requested_progress = resp.watch_id() == -1;
       m.cancel_reason = resp.cancel_reason();
       for (const auto& ev : resp.events()) {
         const auto& k = ev.kv();
@@ -640,6 +667,7 @@ bool EtcdLink::put_registration(size_t ep) {
   }
   registration_error_ = conflict;
   registered_lease_ = conflict.empty() ? lease : 0;
+  if (conflict.empty()) registered_ns_ = now_ns();
   return true;
 }
 
@@ -673,9 +701,11 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   bool leader;
   int64_t lease, fence;
   bool registered;
+  bool following;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     view = view_;
+    following = connected_;
     leader = leader_;
     lease = lease_id_;
     fence = leader_created_;
@@ -701,7 +731,11 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       return;
     }
   }
-  if (!view || lease == 0) return;
+  // Nothing from a view the follow thread is not keeping current (its
+  // watch lost, or re-reading the prefix): a leader would rank on the old
+  // jobs and order, and rewrite the ranks at every evaluation, since its own
+  // writes never show in that view; every gateway would follow them.
+  if (!view || lease == 0 || !following) return;
   auto kv = pb::KV::NewStub(channel(ep));
   // A leader key nobody leads under, written by hand (gateways write it
   // under their own lease, naming themselves): without a lease it never
@@ -944,6 +978,11 @@ void EtcdLink::session_loop() {
     if (!ok) {
       drop_channel(ep);
       ep = (ep + 1) % endpoints_.size();
+      // Never longer than a third of the lease's TTL between tries: a
+      // keepalive that waits longer lets the lease, and the registration and
+      // leadership with it, expire at every failure (a registration write
+      // timing out on a slow disk while keepalives are answered).
+      backoff = std::min(backoff, std::max(kMinBackoffNs, spec_.lease_ttl_ns / 3));
       sleep_backoff(backoff);
       continue;
     }

@@ -98,6 +98,11 @@ class EtcdLink final : public ClusterLink {
   std::string last_error_;
   std::string registration_error_;  // why this gateway is not registered ("": it is)
   int64_t registered_lease_ = 0;    // the lease our registration was last written under (0: none)
+  uint64_t registered_ns_ = 0;      // when it was last written (0: never)
+  const uint64_t started_ns_;       // when this link began (the session's first registration is due after)
+  // Why the registration (and any leadership) has lapsed though no write was
+  // refused, "" when it has not (under mutex_): session_problem.
+  std::string session_problem(uint64_t now) const;
   GatewayInfo report_;
   bool leader_ = false;
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
@@ -120,7 +125,7 @@ class EtcdLink final : public ClusterLink {
   std::mt19937_64 jitter_{std::random_device{}()};
 
   // Session-thread state.
-  uint64_t lease_ok_ns_ = 0;  // last successful grant or keepalive
+  uint64_t lease_ok_ns_ = 0;  // last successful grant or keepalive (written under mutex_: status() reads it)
   PolicyState leader_policy_state_;
   // The policy leader_policy_state_ was evaluated under: another one (or
   // other settings) starts afresh, as a single gateway's policy command does.

@@ -1274,16 +1274,27 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
            policy_name(state_.policy.kind) +
            "\" and the store has no policy for all: set one (psgatectl policy NAME) so that every gateway runs the "
            "same";
-  if (const auto it = store_status.find("registration_error");
-      it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
-    return "not registered: " + it->get<std::string>();
+  for (const char* key : {"registration_error", "session_error"}) {
+    if (const auto it = store_status.find(key);
+        it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+      return "not registered: " + it->get<std::string>();
+  }
   return "";
 }
 
 json ControlPlane::cluster_status() const {
   json s = cluster_->status();
   s["trouble"] = cluster_trouble(s);
-  s["documents_held"] = cluster_view_ ? json(cluster_view_->held) : json::array();
+  // At most 100, as jobs_refused: a store full of bad progress documents
+  // must not make health megabytes (trouble says how many there are).
+  json held = json::array();
+  if (cluster_view_) {
+    for (const std::string& key : cluster_view_->held) {
+      if (held.size() == 100) break;
+      held.push_back(key);
+    }
+  }
+  s["documents_held"] = std::move(held);
   json refused = json::array();
   if (cluster_view_) {
     for (const auto& [id, job] : cluster_view_->refused_jobs) {

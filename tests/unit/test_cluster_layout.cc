@@ -1217,6 +1217,25 @@ TEST(WatchMessages, ProgressMovesTheRevisionOnlyForward) {
   EXPECT_EQ(m.revision(), 12);
 }
 
+// The reply to a progress request (watch id -1) may come ahead of events
+// still queued for the watch (etcd 3.4.23, etcd #15220): taking its revision
+// made those events a view at a revision already applied, not applied until
+// the next write.
+TEST(WatchMessages, AReplyToAProgressRequestDoesNotMoveTheRevision) {
+  StoreMirror m(kKeys, kClasses);
+  m.reset({}, 10);
+  WatchMessage reply;
+  reply.requested_progress = true;
+  reply.revision = 12;
+  EXPECT_EQ(apply_watch_message(m, reply), WatchOutcome::kNothing);
+  EXPECT_EQ(m.revision(), 10);
+  WatchMessage late;
+  late.revision = 12;
+  late.events.push_back(WatchEvent{true, kKeys.job(2), entry(job_document(spec(2)), 11)});
+  EXPECT_EQ(apply_watch_message(m, late), WatchOutcome::kChanged);
+  EXPECT_EQ(m.revision(), 11) << "the late event's view must be newer than what was applied before it";
+}
+
 TEST(WatchMessages, CompactedOrCancelledMeansReadEverythingAgain) {
   for (bool compacted : {true, false}) {
     StoreMirror m(kKeys, kClasses);
