@@ -14,8 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -39,6 +41,24 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
+// A test's scratch directory under the temporary directory (`path` empty
+// if it could not be made), removed with its files when the test passed,
+// kept for a look when it failed or PSGATE_KEEP_TEST_DIRS is set.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& tag) {
+    std::string templ = std::filesystem::temp_directory_path().string() + "/" + tag + "-XXXXXX";
+    if (mkdtemp(templ.data()) != nullptr) path = templ;
+  }
+  ~ScratchDir() {
+    if (path.empty() || ::testing::Test::HasFailure() || !env("PSGATE_KEEP_TEST_DIRS").empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string path;
+};
+
 const json* find_job(const json& jobs, uint64_t id) {
   for (const json& j : jobs) {
     if (j["id"].get<uint64_t>() == id) return &j;
@@ -49,9 +69,9 @@ const json* find_job(const json& jobs, uint64_t id) {
 TEST(GenSmoke, TwoJobsThroughPsgateOverMemifWithoutLoss) {
   const std::string psgate = env("PSGATE_BIN"), gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-smoke-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-smoke");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   const std::string tag = std::to_string(getpid());
   // Sockets are in the abstract namespace by default: the unique directory
   // name keeps concurrent runs apart.
@@ -234,9 +254,6 @@ rate = ")" << kRatePps << R"(pps"
 
   if (HasFailure()) {
     std::cerr << "psgate-gen output:\n" << g.output() << "\npsgate output:\n" << psg.output() << "\n";
-  } else if (env("PSGATE_KEEP_TEST_DIRS").empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
   }
 }
 
@@ -245,9 +262,9 @@ rate = ")" << kRatePps << R"(pps"
 TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-cli-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-cli");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   std::filesystem::create_directory(dir + "/out.json");
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--duration", "nan"}, "--duration: not a number of seconds"},
@@ -269,10 +286,6 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
     EXPECT_NE(g.output().find(expected), std::string::npos) << args[0] << ": " << g.output();
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/x.json.tmp"));
-  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
 }
 
 // A run on two net_null ports (links up at once; what they "receive" is
@@ -293,9 +306,9 @@ std::vector<std::string> null_run(const std::string& gen, const std::string& pre
 TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-out-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-out");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   {
     ChildProcess g(null_run(gen, "gfull", {"--json", "-"}), ChildProcess::Options{"/dev/full", dir + "/full.err", ""});
     EXPECT_EQ(g.wait(30), 1) << read_text_file(dir + "/full.err");
@@ -309,10 +322,6 @@ TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
     EXPECT_EQ(g.wait(30), 1) << g.output();
     EXPECT_NE(g.output().find("cannot write the report"), std::string::npos) << g.output();
   }
-  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
 }
 
 // A job name that is not UTF-8 (a --set value kept as given) is reported
@@ -320,18 +329,14 @@ TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
 TEST(GenCommandLine, ANameThatIsNotUtf8IsReportedNotACrash) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-utf-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-utf");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   ChildProcess g(null_run(gen, "gutf", {"--set", std::string("name=caf") + '\xe9', "--json", dir + "/gen.json"}),
                  dir + "/gen.out");
   ASSERT_EQ(g.wait(30), 0) << g.output();
   const json gj = json::parse(read_text_file(dir + "/gen.json"));
   EXPECT_EQ(gj["jobs"][0]["name"], "caf\xef\xbf\xbd") << gj["jobs"][0].dump();
-  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
 }
 
 // Progress lines due faster than they can be written (--interval 1 us)
@@ -340,9 +345,9 @@ TEST(GenCommandLine, ANameThatIsNotUtf8IsReportedNotACrash) {
 TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-int-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-int");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   std::vector<std::string> argv = null_run(gen, "gint", {"--interval", "0.000001"});
   argv[2] = "0";  // --duration 0: until signalled
   ChildProcess g(argv, ChildProcess::Options{dir + "/gen.out", "/dev/null", ""});
@@ -350,10 +355,6 @@ TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
   ASSERT_TRUE(g.running()) << g.output();
   g.signal(SIGINT);
   EXPECT_EQ(g.wait(20), 0) << "still running 20 s after SIGINT (or failed): " << g.output();
-  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
 }
 
 // memif buffers smaller than psgate-gen's frames: DPDK 22.11's memif
@@ -363,9 +364,9 @@ TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
 TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-bsize-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-bsize");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   ChildProcess g({gen, "--link-timeout", "1", "--duration", "1", "--", "--no-huge", "-m", "128", "--no-pci",
                   "--log-level=4", "--file-prefix=gbsize-" + std::to_string(getpid()),
                   "--vdev=net_memif0,role=client,socket=" + dir + "/h.sock,bsize=1024",
@@ -378,8 +379,6 @@ TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
       << g.output();
   EXPECT_EQ(g.output().find("net_memif1 (bsize"), std::string::npos)
       << "the default 2048 holds a frame: " << g.output();
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 // A stop signal while the generator waits for its links (no memif server
@@ -388,9 +387,9 @@ TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
 TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  std::string templ = std::filesystem::temp_directory_path().string() + "/psgate-gen-sig-XXXXXX";
-  ASSERT_NE(mkdtemp(templ.data()), nullptr);
-  const std::string dir = templ;
+  const ScratchDir scratch("psgate-gen-sig");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
   const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   ChildProcess g(
       {gen, "--json", dir + "/gen.json", "--link-timeout", "60", "--hold", "--rate", "1kpps", "--", "--no-huge", "-m",
@@ -412,10 +411,6 @@ TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
   EXPECT_EQ(gj["totals"]["tx_packets"], 0);
   EXPECT_EQ(gj["totals"]["lost"], 0);
   EXPECT_NE(g.output().find("nothing sent"), std::string::npos) << g.output();
-  if (!HasFailure() && env("PSGATE_KEEP_TEST_DIRS").empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
 }
 
 }  // namespace
