@@ -254,7 +254,9 @@ std::string format_stats(const ojson& result) {
     std::vector<std::string> keys;
     if (!port_names.empty()) {
       const ojson& first = ports[port_names[0]];
-      for (auto it = first.begin(); it != first.end(); ++it) {
+      // A port that is not an object (a daemon of another version, or not
+      // psgate) has no counters to list; walking it would throw.
+      for (auto it = first.begin(); first.is_object() && it != first.end(); ++it) {
         if (it.key() == "drops") continue;
         if (it.value().is_object()) {
           for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) keys.push_back(it.key() + "." + jt.key());
@@ -412,6 +414,8 @@ psgate::Result<bool> to_toml_array(const ojson& v, const std::string& path, toml
       into.push_back(std::move(t));
     } else if (e.is_string()) {
       into.push_back(e.get<std::string>());
+    } else if (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return psgate::Result<bool>::failure(at + ": " + e.dump() + " is beyond TOML's integers");
     } else if (e.is_number_integer()) {
       into.push_back(e.get<int64_t>());
     } else {
@@ -517,7 +521,7 @@ std::string format_confirmation(Kind kind, const nlohmann::json& request, const 
       const ojson& removed = get(result, "removed");
       const ojson& note = get(result, "note");
       return "removed job " + (removed.is_null() ? value_text(get(request, "job")) : value_text(removed)) +
-             (note.is_string() ? ": " + note.get<std::string>() : std::string()) + "\n";
+             (note.is_string() ? ": " + value_text(note) : std::string()) + "\n";
     }
     case Kind::kOrder: {
       std::string ids;

@@ -137,6 +137,9 @@ int watch(const Invocation& inv) {
     // A counter that went back (the daemon restarted) shows "-", not a rate.
     frame += format_watch(have_prev ? &prev : nullptr, reply->result, dt);
     std::cout << frame << std::flush;
+    // Output that fails (a closed or full stdout) ends the watch: main says
+    // so and exits 1, rather than polling the daemon for nobody until Ctrl-C.
+    if (!std::cout) break;
     prev = std::move(reply->result);
     prev_at = now;
     have_prev = true;
@@ -191,10 +194,10 @@ int load_jobs(Client& client, const Invocation& inv) {
     }
     done += n;
     for (const auto& [key, value] : reply->result.items()) {
-      if (key == "added" && value.is_array()) {
-        for (const auto& id : value) merged["added"].push_back(id);
-      } else {
+      if (key != "added") {
         merged[key] = value;
+      } else if (value.is_array()) {  // one that is not (not psgate's reply) is left out, not merged over the list
+        for (const auto& id : value) merged["added"].push_back(id);
       }
     }
   }
@@ -245,7 +248,16 @@ static int run_command(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   psgate::open_closed_standard_fds(/*output_fails=*/true);
-  const int status = run_command(argc, argv);
+  int status;
+  try {
+    status = run_command(argc, argv);
+  } catch (const nlohmann::json::exception& e) {
+    // A reply that is JSON but not of the shape this psgatectl reads (a
+    // daemon of another version, or not psgate): no usable reply, as for
+    // garbage, rather than an abort.
+    std::cerr << "psgatectl: the daemon's reply is not one this psgatectl understands: " << e.what() << "\n";
+    return kExitUnreachable;
+  }
   // What was printed must have reached its file: `psgatectl config --toml >
   // now.toml` on a full disk would otherwise leave a cut file and exit 0.
   errno = 0;

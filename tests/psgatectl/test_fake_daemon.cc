@@ -334,6 +334,22 @@ TEST(PsgatectlFakeDaemon, OutputThatCannotBeWrittenExitsOne) {
   EXPECT_NE(help.status, 0) << help.err;
 }
 
+// A watch whose output fails (stdout full or closed) ends there, exit 1
+// with the reason: it polled the daemon for nobody until its count or a
+// Ctrl-C.
+TEST(PsgatectlFakeDaemon, AWatchWhoseOutputFailsEndsAtOnce) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("stats", ojson::parse(R"({"ok": true, "result": {"ports": {}, "classes": [], "jobs": [], "totals": {}}})"));
+  const auto started = std::chrono::steady_clock::now();
+  CtlRun r = run_ctl({"-s", dir.socket(), "stats", "--watch", "--count", "5"}, {.stdout_path = "/dev/full"});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "cannot write the output")) << r.err;
+  EXPECT_EQ(d.requests().size(), 1u) << "it went on polling after its output failed";
+  EXPECT_LT(took, 3.0);
+}
+
 TEST(PsgatectlFakeDaemon, JsonPrintsTheDaemonsResultInItsOrder) {
   TempDir dir;
   FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);

@@ -245,6 +245,24 @@ TEST(PsgatectlFormat, WriteConfirmations) {
   }
 }
 
+// A removal's note can carry a store document's text (a job document that
+// did not parse): printed escaped like every other string of a reply, so
+// that it cannot drive the terminal.
+TEST(PsgatectlFormat, ARemovalsNoteIsPrintedEscaped) {
+  const std::string line = format_result(Kind::kJobsRemove, nlohmann::json::parse(R"({"cmd":"jobs.remove","job":3})"),
+                                         ojson::parse(R"({"removed": 3, "note": "bad \u001b]0;x\u0007 rule"})"));
+  EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  EXPECT_EQ(line.find('\x07'), std::string::npos) << line;
+  EXPECT_NE(line.find("removed job 3: bad "), std::string::npos) << line;
+}
+
+// A stats reply whose ports are not objects (a daemon of another version,
+// or not psgate): walking one threw, and psgatectl aborted.
+TEST(PsgatectlFormat, StatsWithPortsThatAreNotObjectsDoNotThrow) {
+  EXPECT_NO_THROW(
+      format_stats(ojson::parse(R"({"ports": {"wire": 1, "host": [1]}, "classes": [], "jobs": [], "totals": {}})")));
+}
+
 TEST(PsgatectlFormat, WatchRatesFromSuccessiveReplies) {
   const ojson prev = ojson::parse(R"({
     "ports": {"wire": {"tx_bytes": 1000}, "host": {"tx_bytes": 5000}},
@@ -425,6 +443,9 @@ rotate_on = "iteration"
 
 TEST(FormatConfigToml, RefusesWhatTomlCannotHold) {
   EXPECT_FALSE(format_config_toml(ojson::parse(R"({"a": [[1], {"b": 1}]})")).ok());
+  // Above INT64_MAX, in an array as outside one: it wrapped to a negative number.
+  EXPECT_FALSE(format_config_toml(ojson::parse(R"({"a": 18446744073709551615})")).ok());
+  EXPECT_FALSE(format_config_toml(ojson::parse(R"({"a": [1, 18446744073709551615]})")).ok());
   EXPECT_FALSE(format_config_toml(ojson::parse("[1]")).ok());
   auto nulls = format_config_toml(ojson::parse(R"({"t": {"x": null, "y": 1}})"));
   ASSERT_TRUE(nulls.ok());
