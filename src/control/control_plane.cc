@@ -1385,6 +1385,16 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
     }
     for (unsigned port : plan.shapers) {
       (void)merge_shaper_change(next.live[port], compiled_last[port], compiled[port]);
+      // The file's shaper is sound with the file's floors (it loaded); what
+      // can make it too low is a floor `psgatectl class` set since. Said
+      // here with its key and remedy: commit() would refuse it naming
+      // neither.
+      if (const auto problem = floors_problem(next.live[port])) {
+        refused_for_socket = true;
+        refused += (refused.empty() ? "" : "; ") + std::string("shaper.") + kPortNames[port] + ": " + *problem +
+                   " (with the floors `psgatectl class` set since the file was read)";
+        continue;
+      }
       applied.push_back(std::string("shaper.") + kPortNames[port]);
     }
   }

@@ -314,6 +314,23 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   EXPECT_TRUE(wire_shaper.value("rate", json()).is_null()) << unshaped.dump() << " after " << r.dump();
 }
 
+// A shaper the file lowers below floors set on the socket since it was
+// read: the file alone is sound (--check passes), the reload is refused
+// whole, naming the shaper's key and what to do, not only the sum.
+TEST_F(ControlTest, AReloadedShaperBelowSocketSetFloorsIsRefusedByName) {
+  const std::string base = control_config(fx);
+  fx.write_file("psgate.toml", base + "[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n");
+  ASSERT_EQ(ctl({"reload"}).status, 0);
+  ASSERT_EQ(ctl({"class", "wire", "3", "--floor", "600Mbit/s"}).status, 0);
+  fx.write_file("psgate.toml", base + "[shaper.wire]\nrate = \"500Mbit/s\"\nburst = \"1MiB\"\n");
+  const CtlResult r = ctl({"reload"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("shaper.wire: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("`psgatectl class`"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Nothing reloaded"), std::string::npos) << r.err;
+  EXPECT_EQ(ctl_json({"config"})["shaper"]["wire"]["rate"], "1Gbit/s");
+}
+
 TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
