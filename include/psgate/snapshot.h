@@ -126,6 +126,11 @@ class SnapshotPublisher {
   // frees the retired ones no lcore can still hold. Blocks (the caller, never
   // a data lcore) only while kMaxRetired are waiting.
   void publish(std::unique_ptr<Snapshot> next);
+  // Any thread, at stop: publish() no longer waits for retired snapshots (a
+  // data lcore stuck in a driver call never frees them, and the control
+  // thread waiting there could not be joined: the stop hung for good). What
+  // is retired after this is freed by reclaim() or the destructor.
+  void stop_waiting() { stop_waiting_.store(true, std::memory_order_release); }
   // Control thread only: frees the retired snapshots no lcore can still hold
   // (the control thread's tick calls it, so none lingers after the changes stop).
   void reclaim();
@@ -153,7 +158,8 @@ class SnapshotPublisher {
   std::atomic<const Snapshot*> current_;
   rte_rcu_qsbr* qsbr_;
   std::deque<Retired> retired_;  // oldest first (tokens increase)
-  mutable std::mutex readers_;   // read() against publish()'s swap; nothing else
+  std::atomic<bool> stop_waiting_{false};
+  mutable std::mutex readers_;  // read() against publish()'s swap; nothing else
 };
 
 }  // namespace psgate

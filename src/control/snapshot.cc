@@ -48,7 +48,7 @@ void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
   };
   const time_t began = seconds();
   time_t said = began;
-  while (retired_.size() > kMaxRetired) {
+  while (retired_.size() > kMaxRetired && !stop_waiting_.load(std::memory_order_acquire)) {
     timespec pause{0, 20'000};
     nanosleep(&pause, nullptr);
     reclaim();

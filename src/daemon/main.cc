@@ -292,6 +292,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // The scrapes end before the data plane stops: none reads a counter
     // while the lcores drain, or after they are gone.
     if (metrics) metrics->stop();
+    // The control thread may be waiting in a publish for a stuck lcore's
+    // quiescence, which never comes: let it go, or the join below hangs.
+    dp.publisher().stop_waiting();
     server->reset();  // no control change after this point
     // A second stop signal (an operator who will not wait out a long
     // drain_timeout) ends the drain at once; a SIGHUP meanwhile is no reload.

@@ -762,6 +762,46 @@ TEST(ReusedSlotGrace, ASlotWaitsForEveryReaderEvenWithNothingQueued) {
   EXPECT_EQ(g.control({{"cmd", "health"}})["result"]["job_slots_draining"], 0);
 }
 
+// A data lcore stuck in a driver call passes no quiescent state, so the
+// snapshots retired after it are never freed, and once kMaxRetired wait the
+// control thread waits in its next publish for good. At stop the daemon
+// lets it go (SnapshotPublisher::stop_waiting) before it joins that thread:
+// the join used to hang, SIGTERM or not. Held reader as above; the
+// publishes are class caps set back and forth.
+TEST(SnapshotPublisherStop, AStopEndsAPublishWaitingForAStuckReader) {
+  Gate g(
+      std::string("[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 64\n"
+                  "[dataplane]\nmbufs = 8191\n[stats]\ninterval = \"0s\"\n"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  SnapshotPublisher& publisher = g.harness().dataplane().publisher();
+  rte_rcu_qsbr* qsbr = publisher.qsbr();
+  ASSERT_EQ(rte_rcu_qsbr_thread_register(qsbr, 0), 0);
+  rte_rcu_qsbr_thread_online(qsbr, 0);
+  struct Reader {
+    rte_rcu_qsbr* qsbr;
+    ~Reader() {
+      rte_rcu_qsbr_thread_offline(qsbr, 0);
+      rte_rcu_qsbr_thread_unregister(qsbr, 0);
+    }
+  } reader{qsbr};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    publisher.stop_waiting();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  unsigned applied = 0;
+  for (unsigned i = 0; i < SnapshotPublisher::kMaxRetired + 8; ++i) {
+    const auto reply =
+        g.control({{"cmd", "class.set"}, {"port", "wire"}, {"class", 2}, {"cap", i % 2 ? "100Mbit/s" : "200Mbit/s"}});
+    applied += reply["ok"].get<bool>();
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  stopper.join();
+  EXPECT_EQ(applied, SnapshotPublisher::kMaxRetired + 8);
+  EXPECT_GE(took, 0.4) << "the publishes past kMaxRetired did not wait for the reader at all";
+  EXPECT_LT(took, 10.0) << "a publish went on waiting after stop_waiting";
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, ReusedSlotTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 

@@ -681,6 +681,17 @@ TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
     EXPECT_LT(took, 1.0) << "health took " << took << " s while an lcore is stuck and a port is down";
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
   }
+  // Changes go on meanwhile: each retires a snapshot the stuck lcore never
+  // lets go, and past 64 the control thread waits in its next publish for
+  // good (the request times out). The stop must still end psgate: it used to
+  // hang joining that thread.
+  for (int i = 0; i < 70; ++i) {
+    const std::string cap = i % 2 ? "100Mbit/s" : "200Mbit/s";
+    const std::string reply = socket_request(
+        fx.path("ctl.sock"), R"({"cmd":"class.set","port":"wire","class":2,"cap":")" + cap + "\"}\n", 2000);
+    const json r = json::parse(reply, nullptr, false);
+    if (!r.is_object() || r.value("ok", false) != true) break;  // the publish that waits
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const DaemonRun run = fx.stop_daemon(20);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
