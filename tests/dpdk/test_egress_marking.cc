@@ -730,6 +730,24 @@ TEST_P(ReusedSlotTest, AJobAddedBackBeforeItsSlotDrainedKeepsItsCounts) {
 // the slot under the next job. The run_once harness registers no reader,
 // so the test holds one (RCU thread 0: online, not quiescent) until it lets
 // the grace period end.
+// RCU reader thread 0, online and reporting no quiescence until the test
+// calls rte_rcu_qsbr_quiescent(qsbr, 0): a data lcore that holds on to an
+// older snapshot. Offline and unregistered again at the end of the scope.
+struct HeldRcuReader {
+  explicit HeldRcuReader(rte_rcu_qsbr* q) : qsbr(q), registered(rte_rcu_qsbr_thread_register(q, 0) == 0) {
+    if (registered) rte_rcu_qsbr_thread_online(qsbr, 0);
+  }
+  ~HeldRcuReader() {
+    if (!registered) return;
+    rte_rcu_qsbr_thread_offline(qsbr, 0);
+    rte_rcu_qsbr_thread_unregister(qsbr, 0);
+  }
+  HeldRcuReader(const HeldRcuReader&) = delete;
+  HeldRcuReader& operator=(const HeldRcuReader&) = delete;
+  rte_rcu_qsbr* qsbr;
+  bool registered;
+};
+
 TEST(ReusedSlotGrace, ASlotWaitsForEveryReaderEvenWithNothingQueued) {
   Gate g(
       std::string("[lcores]\nmain = 0\ndata = [1]\n[classes]\ncount = 8\ndepth = 64\n"
@@ -737,15 +755,8 @@ TEST(ReusedSlotGrace, ASlotWaitsForEveryReaderEvenWithNothingQueued) {
                   "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"));
   ASSERT_TRUE(g.ok()) << g.error();
   rte_rcu_qsbr* qsbr = g.harness().dataplane().publisher().qsbr();
-  ASSERT_EQ(rte_rcu_qsbr_thread_register(qsbr, 0), 0);
-  rte_rcu_qsbr_thread_online(qsbr, 0);
-  struct Reader {
-    rte_rcu_qsbr* qsbr;
-    ~Reader() {
-      rte_rcu_qsbr_thread_offline(qsbr, 0);
-      rte_rcu_qsbr_thread_unregister(qsbr, 0);
-    }
-  } reader{qsbr};
+  const HeldRcuReader reader(qsbr);
+  ASSERT_TRUE(reader.registered);
   g.feed({pull_frame(2222, 0, 0)});
   ASSERT_EQ(g.sent().size(), 1u) << "nothing of job 1's stays queued";
   auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
@@ -775,15 +786,8 @@ TEST(SnapshotPublisherStop, AStopEndsAPublishWaitingForAStuckReader) {
   ASSERT_TRUE(g.ok()) << g.error();
   SnapshotPublisher& publisher = g.harness().dataplane().publisher();
   rte_rcu_qsbr* qsbr = publisher.qsbr();
-  ASSERT_EQ(rte_rcu_qsbr_thread_register(qsbr, 0), 0);
-  rte_rcu_qsbr_thread_online(qsbr, 0);
-  struct Reader {
-    rte_rcu_qsbr* qsbr;
-    ~Reader() {
-      rte_rcu_qsbr_thread_offline(qsbr, 0);
-      rte_rcu_qsbr_thread_unregister(qsbr, 0);
-    }
-  } reader{qsbr};
+  const HeldRcuReader reader(qsbr);
+  ASSERT_TRUE(reader.registered);
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     publisher.stop_waiting();
