@@ -212,6 +212,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
 
 ControlServer::~ControlServer() {
   if (thread_.joinable()) {
+    stopping_.store(true);
     const uint64_t one = 1;
     (void)!write(stop_fd_, &one, sizeof one);
     thread_.join();
@@ -435,10 +436,12 @@ void ControlServer::run() {
   uint64_t wait_error_logged_ns = 0;
   // At most once a second: a failure that repeats comes back every round.
   LogThrottle accept_error_log(1'000'000'000);
-  bool running = true;
-  while (running) {
+  for (;;) {
     epoll_event events[64];
     const int n = epoll_wait(ep, events, 64, -1);
+    // A stop is acted on at once, not after the rest of the round: a cluster
+    // write or a client's turn before it in the batch can take seconds.
+    if (stopping_.load()) break;
     if (n < 0) {
       if (errno == EINTR) continue;
       // Not expected of a valid set; never a busy loop, and said (rarely).
@@ -450,10 +453,10 @@ void ControlServer::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n && !stopping_.load(); ++i) {
       const int fd = epoll_key_fd(events[i].data.u64);
       if (fd == stop_fd_) {
-        running = false;
+        continue;  // read through stopping_ (set before the eventfd is written)
       } else if (fd == options_.wake_fd) {
         drain_fd(fd);
         guarded("applying the cluster's view", [&] { control_->wake(monotonic_ns()); });
@@ -499,9 +502,10 @@ void ControlServer::run() {
         drain_fd(report_fd);
         if (options_.report) guarded("the statistics report", [&] { options_.report(); });
       } else if (fd == listen_fd_) {
-        // Accept until the queue is empty: one wake-up may stand for many
-        // clients, and a backlog left full refuses new ones (EAGAIN).
-        for (;;) {
+        // Accept until the queue is empty, or kMaxAcceptsPerWakeup: one
+        // wake-up may stand for many clients, and a backlog left full
+        // refuses new ones (EAGAIN).
+        for (unsigned taken = 0; taken < kMaxAcceptsPerWakeup; ++taken) {
           int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           // Out of descriptors: an idle client's may be had (evict_idle).
           if (c < 0 && (errno == EMFILE || errno == ENFILE) && evict_idle()) continue;

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,9 +69,16 @@ inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets
 inline constexpr uint64_t kIdleEvictNs = 10'000'000'000;
 // Connections the kernel queues before the control thread accepts them
 // (capped by net.core.somaxconn, 4096 by default since Linux 5.4). The thread
-// accepts until the queue is empty on every wake-up, but a long command holds
-// it: the backlog is what lets a burst of clients connect meanwhile.
+// accepts up to kMaxAcceptsPerWakeup on every wake-up, but a long command
+// holds it: the backlog is what lets a burst of clients connect meanwhile.
 inline constexpr int kListenBacklog = 4096;
+// Connections accepted (or refused) per wake-up. Clients connecting faster
+// than the thread accepts would otherwise keep it in the accept loop for
+// good: no tick (nor systemd's watchdog), no stop, no request answered. The
+// listening socket is level-triggered, so the rest wait for the next round.
+// As many as one round's events (64): clients that connect and hang up at
+// once are closed as fast as they come, so their places are free again.
+inline constexpr unsigned kMaxAcceptsPerWakeup = 64;
 
 class ControlServer {
  public:
@@ -117,6 +125,9 @@ class ControlServer {
   bool bound_ = false;                    // the socket file at the path is this server's (removed at the end)
   std::pair<dev_t, ino_t> bound_file_{};  // which file that is
   int stop_fd_ = -1;
+  // Set with the stop_fd_ write: looked at between events, so a stop waits
+  // for the event in hand only, not for the rest of its round.
+  std::atomic<bool> stopping_{false};
   // The thread's epoll set and timers, made by start() so that a failure is
   // start()'s error, not a thread that cannot serve.
   int epoll_fd_ = -1;

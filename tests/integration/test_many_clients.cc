@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "daemon_runner.h"
 #include "packet_builder.h"
@@ -800,6 +802,60 @@ TEST_F(ManyClientsTest, AClientThatNeverStopsSendingDoesNotHoldTheControlThread)
   const auto reply = flood.call("{\"cmd\": \"health\"}\n", kTimeoutMs);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(json::parse(*reply, nullptr, false)["ok"], true);
+}
+
+// Clients that connect and hang up faster than the control thread takes them
+// (a crash-looping script, a scanner on the socket): the thread accepted until
+// the queue was empty, which it never was while they went on, so it answered
+// nobody, ran no tick and did not see a SIGTERM until the flood ended. Now it
+// takes at most one round's worth a wake-up: every question is answered in
+// time (ok, or refused while every place is taken), and a stop stops.
+TEST_F(ManyClientsTest, AFloodOfConnectionsDoesNotHoldTheControlThread) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = sock();
+  ASSERT_LT(path.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  std::atomic<bool> stop{false};
+  std::atomic<long> connected{0};
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < 3; ++t) {
+    flooders.emplace_back([&] {
+      while (!stop.load()) {
+        const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) ++connected;
+        close(fd);
+      }
+    });
+  }
+  auto end_flood = [&] {
+    stop = true;
+    for (auto& t : flooders) t.join();
+    flooders.clear();
+  };
+  // Joined however the test ends (a failed ASSERT returns early).
+  const std::unique_ptr<void, std::function<void(void*)>> joined(&stop, [&](void*) { end_flood(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    const std::string line = socket_request(sock(), "{\"cmd\": \"health\"}\n", kTimeoutMs);
+    const json r = json::parse(line, nullptr, false);
+    const bool answered =
+        r.is_object() && (r["ok"] == true || r.value("error", "").rfind("too many control clients", 0) == 0);
+    EXPECT_TRUE(answered) << "request " << i << ": " << line;
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << "request " << i;
+  }
+  const auto stop_asked = Clock::now();
+  const DaemonRun run = fx.stop_daemon(30);
+  const auto stop_took = Clock::now() - stop_asked;
+  end_flood();
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_LT(stop_took, std::chrono::seconds(10));
+  EXPECT_GT(connected.load(), 10'000) << "the flood was too small to keep the daemon busy";
 }
 
 // Clients that send many read requests and close (a script killed mid-way,
