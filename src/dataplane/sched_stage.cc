@@ -73,7 +73,23 @@ void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsign
   if (sent) set_stalled(egress, false, now);
   if (egress.pending_count == 0) return;
   egress.pending_since_tsc = now;
-  if (egress.stalled) drop_pending(egress, counters, kDropTxFailed);
+  if (egress.stalled) [[unlikely]] {
+    // Stalled, and the port took nothing. A dead NIC refuses the packets
+    // behind the head too; a port stalled by one packet it refuses (and
+    // nothing else to send for the stall time) takes them: offered once,
+    // they end the stall, and the head is retried as any refused head is
+    // (send_past_refused_head: one packet out of order, as its probe).
+    rte_mbuf** p = egress.pending.data() + egress.pending_head;
+    if (egress.pending_count >= 2) {
+      if (const unsigned behind = tx_burst_counted(egress, counters, p + 1, egress.pending_count - 1, now)) {
+        std::memmove(p + 1, p + 1 + behind, (egress.pending_count - 1 - behind) * sizeof(*p));
+        egress.pending_count -= behind;
+        set_stalled(egress, false, now);
+        return;
+      }
+    }
+    drop_pending(egress, counters, kDropTxFailed);
+  }
 }
 
 // Packets of class `c` that pass through its empty FIFO at once (the

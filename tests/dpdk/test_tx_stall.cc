@@ -178,6 +178,50 @@ TEST_P(TxStallTest, APacketThePortRefusesAloneIsDroppedAndThePortGoesOn) {
               n_refused, took_s);
 }
 
+// A port that refuses one packet and then gets nothing else for the stall
+// time is taken for stalled; a burst whose head it refuses again must not
+// take the packets behind that head with it, as a dead NIC's would: the
+// port takes them, and they end the stall. (This lost packets when the
+// test above was held off its drain for 100 ms on a loaded machine.)
+TEST_P(TxStallTest, APortStalledByOneRefusedPacketKeepsThePacketsBehindTheNext) {
+  PipelineHarness h(config_body(GetParam()));
+  ASSERT_TRUE(h.ok()) << h.error();
+  constexpr uint16_t kRefusedSport = 6666;
+  ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
+  const std::vector<uint8_t> good = job_frame(1000), refused = job_frame(kRefusedSport);
+  ASSERT_EQ(inject(h, kWire, refused, 1), 1u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!h.dataplane().ports_stalled()[kHost] && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(h.dataplane().ports_stalled()[kHost]) << "a port refusing its only packet for 100 ms is stalled";
+  // One burst, refused head first (one ring enqueue: the lcore takes it whole).
+  constexpr unsigned kBehind = 5;
+  rte_mbuf* burst[1 + kBehind];
+  for (unsigned i = 0; i <= kBehind; ++i) {
+    const std::vector<uint8_t>& frame = i == 0 ? refused : good;
+    burst[i] = rte_pktmbuf_alloc(h.pool());
+    ASSERT_NE(burst[i], nullptr);
+    std::memcpy(rte_pktmbuf_append(burst[i], static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+  }
+  ASSERT_EQ(h.inject(kWire, burst, 1 + kBehind), 1 + kBehind);
+  unsigned delivered = 0;
+  for (int i = 0; i < 2000 && delivered < kBehind; ++i) {
+    delivered += drain_tx(h, kHost);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(delivered, kBehind) << "packets behind a refused head dropped while the port was taken for stalled";
+  // The second refused packet goes as the first went (alone at last, for the stall time).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (h.dataplane().read_totals(false).ports[kHost].drops[kDropTxFailed] < 2 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  h.stop();
+  const Totals t = h.dataplane().read_totals(false);
+  EXPECT_EQ(t.ports[kHost].drops[kDropTxFailed], 2u) << "only the two refused packets are tx_failed";
+  EXPECT_EQ(t.ports[kHost].tx_packets, kBehind);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+}
+
 // A port that is only busy for longer than the probe's 1 ms (a PAUSE, a
 // descheduled peer) and then frees room loses nothing: the probe finds
 // the room, and the head it skipped is offered again at once and taken.
