@@ -467,7 +467,7 @@ void ControlServer::run() {
         drain_fd(tick_fd);
         const uint64_t now = monotonic_ns();
         guarded("the periodic control step", [&] { control_->tick(now); });
-        if (options_.after_tick) options_.after_tick();
+        if (options_.after_tick) guarded("the watchdog and status step", [&] { options_.after_tick(); });
         // Clients that stopped reading their replies.
         std::vector<int> stalled;
         std::vector<int> owing;  // over the budget: replies unsent, not yet waiting

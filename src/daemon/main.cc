@@ -213,8 +213,16 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     };
     // systemd's watchdog (WatchdogSec= in the unit): alive while the control
     // thread ticks and every data lcore loops.
-    options.after_tick = [&dp] {
+    // And `systemctl status` says what health says, looked at once a second
+    // (on the control thread: the first look replaces READY's text) and sent
+    // when it changed.
+    options.after_tick = [&dp, &cp, status_due = Clock::now(), status_sent = std::string()]() mutable {
       if (!dp.any_lcore_stuck()) psgate::service::notify_watchdog();
+      if (!psgate::service::notify_wanted() || Clock::now() < status_due) return;
+      status_due = Clock::now() + std::chrono::seconds(1);
+      const nlohmann::json health = cp.handle_line(R"({"cmd":"health"})");
+      std::string status = psgate::service::status_text(health.value("result", nlohmann::json::object()));
+      if (status != status_sent) psgate::service::notify_status(status_sent = std::move(status));
     };
     auto server = psgate::ControlServer::start(cp, options);
     if (!server.ok()) return give_up_unserved(server.error(), 1);
@@ -380,7 +388,11 @@ int main(int argc, char** argv) {
       ->check(psgate::cli::seconds_up_to(1e9));
   app.add_flag("--check", check_only, "Validate the configuration and exit (0 if valid, 2 if not)");
   app.add_option("--stats-json", stats_json_path, "At exit, write the final counters to this file as JSON");
-  app.set_version_flag("--version", PSGATE_VERSION);
+  // A build without systemd's notify protocol says so: under the shipped
+  // Type=notify unit it would never be READY.
+  app.set_version_flag("--version",
+                       std::string(PSGATE_VERSION) +
+                           (psgate::service::notify_supported() ? "" : " (built without systemd notification)"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -393,6 +405,11 @@ int main(int argc, char** argv) {
   // reloads. Unblocked, their default action ended a start-up without a word
   // (exit 129 or 143).
   if (!check_only) psgate::block_stop_signals();
+  if (const char* ns = std::getenv("NOTIFY_SOCKET"); !check_only && ns && *ns && !psgate::service::notify_supported())
+    std::fprintf(stderr,
+                 "psgate: warning: started by a service manager that waits for READY=1 (NOTIFY_SOCKET is set), but "
+                 "this psgate was built without systemd notification (meson -Dsystemd=disabled): a Type=notify "
+                 "unit times out and restarts it; rebuild with -Dsystemd=enabled, or use Type=simple\n");
   // Written at exit: a path that cannot be written is found now, not after
   // a run whose final counters it would lose.
   if (!check_only && !stats_json_path.empty()) {

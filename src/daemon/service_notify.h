@@ -7,12 +7,21 @@
 // without libsystemd (meson -Dsystemd=disabled), every call does nothing.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 
 namespace psgate::service {
 
 void notify_ready(const std::string& status);
+// STATUS= alone: `systemctl status` shows what health says now, not what it
+// said at start (the control thread sends it when the text changes).
+void notify_status(const std::string& status);
+// The STATUS= text for a health reply: jobs, and ok or what is degraded.
+std::string status_text(const nlohmann::json& health);
+// Whether a service manager listens (NOTIFY_SOCKET) and this build speaks to it.
+bool notify_wanted();
 // `drain_ns`: how long the drain may take (dataplane.drain_timeout). The unit's
 // stop timeout is extended to that plus a margin for the rest of the exit,
 // so that a drain_timeout above TimeoutStopSec is not cut by SIGKILL
@@ -23,7 +32,8 @@ void notify_stopping(const std::string& status, uint64_t drain_ns);
 // gateway whose lcore or control thread stopped (a driver call that never
 // returns). Nothing without WatchdogSec= (no WATCHDOG_USEC).
 void notify_watchdog();
-// True when this build speaks the protocol (for --version's feature list).
+// True when this build speaks the protocol (--version says; a start under
+// systemd warns when it does not).
 bool notify_supported();
 
 }  // namespace psgate::service
