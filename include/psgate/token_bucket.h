@@ -23,7 +23,9 @@ namespace psgate {
 
 class TokenBucket {
  public:
-  static constexpr uint64_t kMaxPacketBytes = 65536;
+  // The largest charge: a 65,535-byte frame plus a port's overhead (at most
+  // 64 B): the deepest debt a refill repays (fill_ticks_).
+  static constexpr uint64_t kMaxPacketBytes = 65535 + 64;
 
   TokenBucket() = default;
   TokenBucket(uint64_t rate_bytes_per_sec, uint64_t burst_bytes, uint64_t tick_hz, uint64_t now)
@@ -33,8 +35,14 @@ class TokenBucket {
   }
 
   // Changes the rate (and keeps the tokens already earned, clamped to the burst).
-  void set_rate(uint64_t rate_bytes_per_sec, uint64_t now) {
+  void set_rate(uint64_t rate_bytes_per_sec, uint64_t now) { reconfigure(rate_bytes_per_sec, burst_bytes_, now); }
+  // Changes the rate and the burst: the tokens earned so far (at the old rate,
+  // up to `now`) are kept, clamped to the new burst. A larger burst is earned
+  // at the new rate, never handed out at once: a bucket refilled to full on
+  // every change would let a burst through per change, above the rate.
+  void reconfigure(uint64_t rate_bytes_per_sec, uint64_t burst_bytes, uint64_t now) {
     refill(now);
+    burst_bytes_ = burst_bytes;
     rate_ = rate_bytes_per_sec;
     capacity_ = static_cast<int64_t>(burst_bytes_ * tick_hz_);
     const uint64_t span = static_cast<uint64_t>(capacity_) + kMaxPacketBytes * tick_hz_;
@@ -44,8 +52,15 @@ class TokenBucket {
 
   void refill(uint64_t now) {
     const uint64_t elapsed = now - last_;
-    // A clock that went backwards (another lcore's TSC, a test) adds nothing.
-    if (static_cast<int64_t>(elapsed) <= 0) return;
+    if (static_cast<int64_t>(elapsed) <= 0) [[unlikely]] {
+      // A clock that went backwards adds nothing. By a little (clocks read
+      // on two cores, a test), it waits for the clock to pass the last
+      // refill; by more than 100 ms, the clock itself stepped back (a VM
+      // moved to a host whose TSC is behind): refills go on from the new
+      // reading, or the bucket would earn nothing for as long as the step.
+      if (static_cast<int64_t>(elapsed) < -static_cast<int64_t>(tick_hz_ / 10)) last_ = now;
+      return;
+    }
     last_ = now;
     if (elapsed >= fill_ticks_) {
       tokens_ = capacity_;

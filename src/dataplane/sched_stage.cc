@@ -552,6 +552,10 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
       set_stalled(egress, false, now);
     }
     if (egress.pending_count) {
+      // A TSC that stepped back (a VM moved) would make the wait below wrap
+      // to "forever" and drop what is pending as stalled: it counts from now.
+      if (static_cast<int64_t>(now - egress.pending_since_tsc) < 0) [[unlikely]]
+        egress.pending_since_tsc = now;
       // Port still busy: keep the queue inside psgate, for a while.
       if (now - egress.pending_since_tsc < shared.tx_probe_ticks) return 0;
       if (const unsigned past = send_past_refused_head(shared, egress, counters, now)) return past;

@@ -40,13 +40,15 @@ PortSchedulerBase::PortSchedulerBase(const PortSchedConfig& config, uint64_t now
   set_shaper_rate(config.shaper_bytes_per_sec, now);
 }
 
-// Keeps the tokens already earned when only the rate changes; a new burst (or
-// a bucket that did not exist) starts full, as at construction.
+// Keeps the tokens already earned (clamped to the new burst) when a bucket
+// changes; one that did not exist starts full, as at construction. (A new
+// burst started full too, so each change of it let a whole burst through on
+// top of what the old bucket had just spent.)
 TokenBucket PortSchedulerBase::rebuild(const TokenBucket& old, bool had, uint64_t bytes_per_sec, uint64_t burst_bytes,
                                        uint64_t tick_hz, uint64_t now) {
-  if (had && old.burst_bytes() == burst_bytes) {
+  if (had) {
     TokenBucket b = old;
-    b.set_rate(bytes_per_sec, now);
+    b.reconfigure(bytes_per_sec, burst_bytes, now);
     return b;
   }
   return TokenBucket(bytes_per_sec, burst_bytes, tick_hz, now);

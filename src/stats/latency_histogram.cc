@@ -34,14 +34,27 @@ void LatencyHistogram::merge(const LatencyHistogram& other) {
   // and not the other, and a count ahead of its buckets made percentile()
   // run past them and report max() for every quantile near 1.
   uint64_t n = 0;
+  unsigned lowest = kBuckets, highest = 0;  // of other's buckets read non-empty
   for (unsigned b = 0; b < kBuckets; ++b) {
     const uint64_t c = other.counts_[b];
     counts_[b] += c;
     n += c;
+    if (c) {
+      lowest = std::min(lowest, b);
+      highest = b;
+    }
   }
   count_ += n;
-  min_ = std::min(min_, other.min_);
-  max_ = std::max(max_, other.max_);
+  uint64_t other_min = other.min_, other_max = other.max_;
+  // Likewise a first sample's bucket seen before its min and max (min still
+  // UINT64_MAX, max 0): the bounds of the buckets read stand in for them,
+  // rather than a min of 2^64-1 and a max below it.
+  if (n != 0 && other_min > other_max) {
+    other_min = lowest == 0 ? 0 : bucket_upper_bound(lowest - 1) + 1;
+    other_max = bucket_upper_bound(highest);
+  }
+  min_ = std::min(min_, other_min);
+  max_ = std::max(max_, other_max);
 }
 
 uint64_t LatencyHistogram::percentile(double q) const {
@@ -58,7 +71,8 @@ uint64_t LatencyHistogram::percentile(double q) const {
   uint64_t seen = 0;
   for (unsigned b = 0; b < kBuckets; ++b) {
     seen += counts_[b];
-    if (seen >= rank) return std::clamp(bucket_upper_bound(b), min_, max_);
+    // (min_ <= max_ for anything recorded or merged; clamp requires it.)
+    if (seen >= rank) return min_ <= max_ ? std::clamp(bucket_upper_bound(b), min_, max_) : bucket_upper_bound(b);
   }
   return max_;  // unreachable while counts_ sums to count_
 }

@@ -606,18 +606,40 @@ TEST(ClassScheduler, LiveChanges) {
   for (unsigned n; (n = s.dequeue(sim.now, out, 32)) > 0;) got += n;
   EXPECT_EQ(got, kMbit / (1000 + overhead));  // exactly the burst
 
-  // A new burst through set_shaper: a full bucket of the new size, kept by a
+  // A new burst through set_shaper, on the bucket just emptied: nothing more
+  // at once (a full bucket of the new size on every change would let a burst
+  // through per change, above the rate); earned at the rate, and kept by a
   // later rate-only change.
   s.set_shaper(100 * kMbit, 10 * 1024, sim.now + 1);
   sim.top_up();
   got = 0;
   for (unsigned n; (n = s.dequeue(sim.now + 1, out, 32)) > 0;) got += n;
-  EXPECT_EQ(got, 10u);
-  s.set_shaper_rate(50 * kMbit, sim.now + kHz);  // 1 s later: full again
+  EXPECT_EQ(got, 0u);
+  for (unsigned n; (n = s.dequeue(sim.now + kHz, out, 32)) > 0;) got += n;
+  EXPECT_EQ(got, 10u);  // 1 s later: the new burst, earned
   sim.top_up();
   got = 0;
-  for (unsigned n; (n = s.dequeue(sim.now + kHz, out, 32)) > 0;) got += n;
+  s.set_shaper_rate(50 * kMbit, sim.now + 2 * kHz);  // 1 s later: full again
+  sim.top_up();
+  got = 0;
+  for (unsigned n; (n = s.dequeue(sim.now + 2 * kHz, out, 32)) > 0;) got += n;
   EXPECT_EQ(got, 10u);
+}
+
+// A cap's burst raised while its class has a backlog (psgatectl class ...
+// cap_burst): the bytes that leave in the next second are what the cap's
+// rate earns in it plus what the bucket held, never a new burst on top.
+// (The bucket was rebuilt full: each change of the burst let it through.)
+TEST(ClassScheduler, ABurstRaisedOnALiveCapIsEarnedNotHandedOut) {
+  Sched s(config(2, 4096), 0);
+  s.set_class_cap(0, 10 * kMbit, 64 * 1024, 0);
+  Sim sim{s, {1000, 0}};
+  const std::vector<uint64_t> before = sim.run(kHz, 100'000);  // 1 s: the 64 KiB burst and 1 s of rate
+  EXPECT_NEAR(static_cast<double>(before[0]), 10.0 * kMbit + 64 * 1024, 2000.0);
+  s.set_class_cap(0, 10 * kMbit, 8u << 20, sim.now);  // 8 MiB burst, on an empty bucket
+  const std::vector<uint64_t> after = sim.run(kHz, 100'000);
+  EXPECT_LE(after[0], 10 * kMbit + 2000) << "the new burst went out at once, above the cap's rate";
+  EXPECT_GE(after[0], 10 * kMbit - 2000);
 }
 
 TEST(ClassScheduler, FlushReturnsEveryItemOnce) {
@@ -762,13 +784,13 @@ class RefScheduler {
     TokenBucket cap;
     TokenBucket floor;
   };
-  // Same live-change rule as the scheduler: a rate-only change keeps the
-  // earned tokens; a new bucket or a new burst starts full.
+  // Same live-change rule as the scheduler: a change keeps the earned
+  // tokens (clamped to a new burst); a new bucket starts full.
   void set(TokenBucket& tb, bool& has, uint64_t rate, uint64_t burst, uint64_t now) {
     if (rate == 0) {
       has = false;
-    } else if (has && tb.burst_bytes() == burst) {
-      tb.set_rate(rate, now);
+    } else if (has) {
+      tb.reconfigure(rate, burst, now);
     } else {
       tb = TokenBucket(rate, burst, hz_, now);
       has = true;

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace psgate {
@@ -190,6 +192,35 @@ TEST(LatencyHistogram, MergeEqualsRecordingAll) {
   one.merge(parts[0]);
   EXPECT_EQ(one.min(), parts[0].min());
   EXPECT_EQ(one.max(), parts[0].max());
+}
+
+// A reader merging an lcore's histogram while it records its first sample
+// may see the sample's bucket before its min and max (still UINT64_MAX and
+// 0). The merge reported a min of 2^64-1, and percentile() called clamp with
+// its bounds the wrong way round (undefined; 0 here, an abort with
+// _GLIBCXX_ASSERTIONS). Such a read is made here by writing the totals the
+// lcore had not written yet back to their initial values.
+TEST(LatencyHistogram, AMergeThatSeesABucketBeforeItsMinAndMax) {
+  static_assert(std::is_standard_layout_v<LatencyHistogram>);
+  LatencyHistogram torn;
+  torn.record(5000);
+  uint64_t totals[3];  // count_, min_, max_: the first members
+  std::memcpy(totals, &torn, sizeof totals);
+  ASSERT_EQ(totals[0], 1u);
+  ASSERT_EQ(totals[1], 5000u);
+  totals[1] = UINT64_MAX;
+  totals[2] = 0;
+  std::memcpy(&torn, totals, sizeof totals);
+  LatencyHistogram merged;
+  merged.merge(torn);
+  const unsigned b = LatencyHistogram::bucket_of(5000);
+  EXPECT_EQ(merged.count(), 1u);
+  EXPECT_EQ(merged.min(), LatencyHistogram::bucket_upper_bound(b - 1) + 1);
+  EXPECT_EQ(merged.max(), LatencyHistogram::bucket_upper_bound(b));
+  EXPECT_LE(merged.min(), 5000u);
+  EXPECT_GE(merged.max(), 5000u);
+  EXPECT_EQ(merged.percentile(0.5), LatencyHistogram::bucket_upper_bound(b));
+  EXPECT_EQ(merged.percentile(1.0), LatencyHistogram::bucket_upper_bound(b));
 }
 
 }  // namespace
