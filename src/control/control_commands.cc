@@ -94,7 +94,9 @@ constexpr ArgSpec kProgressArgs[] = {
 constexpr ArgSpec kPolicyArgs[] = {
     optional("name", kPolicy, "NAME", "The policy to run; without it, show the current one", "round-robin"),
     optional("interval", kDuration, "--interval",
-             "round-robin: rotation period (default 20s); others: how often they re-evaluate (default 1s)", "20s"),
+             "round-robin: rotation period (default 20s); others (default 1s): the cluster leader's evaluation "
+             "period, held between 100ms and 1s (one gateway evaluates every 100ms)",
+             "20s"),
     optional("rotate_on", kRotateOn, "--rotate-on", "round-robin only: rotate on wall-clock time or at iteration ends",
              "iteration"),
 };

@@ -334,6 +334,23 @@ bool same_jobs_for_snapshot(const JobRegistry& a, const JobRegistry& b) {
   return true;
 }
 
+// Whether two sets of effective ranks put every job in the same classes. A
+// re-rank among ranks that share a class (every rank past the last job class
+// is that class: 40 jobs in 6 job classes) changes nothing the data plane
+// runs: it is not published, which under shortest-first (re-evaluated every
+// tick) was a snapshot and an RCU grace period every 100 ms.
+bool same_classes(const ConfigSpec& config, const std::unordered_map<uint32_t, JobRanks>& a,
+                  const std::unordered_map<uint32_t, JobRanks>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [id, r] : a) {
+    const auto it = b.find(id);
+    if (it == b.end() || class_for_rank(config, r.pull_rank) != class_for_rank(config, it->second.pull_rank) ||
+        class_for_rank(config, r.push_rank) != class_for_rank(config, it->second.push_rank))
+      return false;
+  }
+  return true;
+}
+
 // Calls `fn` with each rules file a job of `a` names that `b` does not (the
 // job gone from `b`, or its rules file another there).
 template <typename Fn>
@@ -408,7 +425,7 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   // 1. Compile (nothing visible changes; this may fail).
   auto ranks = effective_ranks(next, next.policy_state, now_ns);
   std::unique_ptr<Snapshot> snap;
-  const bool republish = !published_ || ranks != applied_ranks_ || !(next.live == state_.live) ||
+  const bool republish = !published_ || !same_classes(config_, ranks, applied_ranks_) || !(next.live == state_.live) ||
                          fresh_merge_ != nullptr || !same_jobs_for_snapshot(next.jobs, state_.jobs);
   if (republish) {
     std::vector<RankedJob> ranked;
@@ -539,6 +556,9 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     state_unsaved_ = persisted.error();
     state_retry_ns_ = now_ns + 1'000'000'000;
   }
+  // Not published, the ranks are in force all the same (metrics, the
+  // cluster report, the policy's next evaluation compare with them).
+  if (!republish) applied_ranks_ = std::move(ranks);
   state_ = std::move(next);
   publish_status();
   return true;

@@ -554,6 +554,49 @@ TEST_F(ControlTest, ConfigTomlStartsTheSameGateway) {
   EXPECT_EQ(second.stop_daemon().exit_status, 0);
 }
 
+// With more jobs than job classes, the jobs past the last job class share
+// it: a policy re-rank among them changes nothing the data plane runs, and
+// is not published (under shortest-first, re-evaluated every tick, each was
+// a snapshot and an RCU grace period every 100 ms). One that moves a job to
+// another class is.
+class ControlFewClassesTest : public ControlTest {
+ protected:
+  void SetUp() override { start("[classes]\ncount = 4\n"); }  // job classes 1 and 2; 3 the default
+};
+
+TEST_F(ControlFewClassesTest, AReRankThatMovesNoJobToAnotherClassIsNotPublished) {
+  for (const char* id : {"3", "4"})
+    ASSERT_EQ(ctl({"jobs", "add", id, "--match", std::string("dport=300") + id + ",proto=udp"}).status, 0);
+  ASSERT_EQ(ctl({"policy", "progress"}).status, 0);
+  ASSERT_EQ(ctl({"progress", "3", "0.5"}).status, 0);
+  ASSERT_EQ(ctl({"progress", "4", "0.7"}).status, 0);
+  // Least progressed first: 1 (class 1), then 2, 3, 4 (all class 2).
+  json list = ctl_json({"jobs", "list"});
+  ASSERT_EQ(job(list, 1)["class"], 1);
+  for (uint32_t id : {2u, 3u, 4u}) ASSERT_EQ(job(list, id)["class"], 2) << id;
+  // Settled: nothing else publishes meanwhile (a rule merge, say).
+  auto generation = [&] { return ctl_json({"health"})["generation"].get<uint64_t>(); };
+  uint64_t before = generation();
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const uint64_t now = generation();
+    if (now == before) break;
+    before = now;
+  }
+  // 3 passes 4 (0.8 > 0.7): a re-rank within class 2.
+  ASSERT_EQ(ctl({"progress", "3", "0.8"}).status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five ticks
+  EXPECT_EQ(generation(), before) << "a re-rank that changed no class was published";
+  list = ctl_json({"jobs", "list"});
+  EXPECT_EQ(job(list, 1)["class"], 1);
+  // 1 passes them all: 2 takes class 1, 1 goes to class 2. Published.
+  ASSERT_EQ(ctl({"progress", "1", "0.9"}).status, 0);
+  list = ctl_json({"jobs", "list"});
+  EXPECT_EQ(job(list, 2)["class"], 1);
+  EXPECT_EQ(job(list, 1)["class"], 2);
+  EXPECT_GT(generation(), before);
+}
+
 // The socket accepts exactly what the config loader accepts: a value is
 // checked, in force, by the loader's own functions (check_class,
 // check_shaper, check_job), and a refusal changes nothing.

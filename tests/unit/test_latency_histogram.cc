@@ -210,7 +210,7 @@ TEST(LatencyHistogram, AMergeThatSeesABucketBeforeItsMinAndMax) {
   ASSERT_EQ(totals[1], 5000u);
   totals[1] = UINT64_MAX;
   totals[2] = 0;
-  std::memcpy(&torn, totals, sizeof totals);
+  std::memcpy(static_cast<void*>(&torn), totals, sizeof totals);
   LatencyHistogram merged;
   merged.merge(torn);
   const unsigned b = LatencyHistogram::bucket_of(5000);
