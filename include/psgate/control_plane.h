@@ -223,6 +223,10 @@ class ControlPlane {
   // `policy_state` as the policy's evaluation does.
   std::unordered_map<uint32_t, JobRanks> effective_ranks(const ControlState& state, PolicyState& policy_state,
                                                          uint64_t now_ns) const;
+  // The job's own telemetry: none while the running snapshot has another
+  // job in its slot (a slot reused: the previous job's until the scheduler
+  // takes the snapshot that names this one and resets it).
+  JobTelemetry own_telemetry(const JobRecord& job) const;
   nlohmann::json job_json(const JobRecord& job, const Snapshot& snap) const;
   nlohmann::json job_json(uint32_t id) const;
   nlohmann::json policy_json() const;

@@ -281,8 +281,9 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
   std::unordered_map<uint32_t, JobRanks> ranks;
   const std::vector<const JobRecord*> ordered = state.jobs.in_rank_order();
   // Cluster mode: the cluster's leader evaluates the policy once for every
-  // gateway; a job its ranks do not cover yet (just added) goes below them.
-  if (cluster_ && state.policy.kind != PolicyKind::kStatic && state.cluster_ranks) {
+  // gateway (static: the store's order, apply_view); a job its ranks do not
+  // cover yet (just added) goes below them.
+  if (cluster_ && state.cluster_ranks) {
     // Saturating: a ranks document written by hand may hold UINT32_MAX,
     // which must not wrap a new job to the top.
     auto after = [](uint32_t rank) { return rank == UINT32_MAX ? rank : rank + 1; };
@@ -300,18 +301,11 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
     return ranks;
   }
   std::vector<PolicyJob> input;
-  // (None before the first publish: nothing has run, no job has telemetry.)
-  const Snapshot* running = dataplane_.publisher().current();
   for (const JobRecord* j : ordered) {
     PolicyJob pj;
     pj.id = j->spec.id;
     pj.reported = j->progress;
-    // A job not in the running snapshot yet (being added, maybe into a
-    // removed job's slot) has no traffic of its own: the slot's telemetry is
-    // the previous job's until the scheduler takes the snapshot and resets it.
-    const bool running_here =
-        running && j->slot < running->slots.size() && running->slots[j->slot].owner == j->sequence + 1;
-    const JobTelemetry t = running_here ? dataplane_.job_telemetry(j->slot) : JobTelemetry{};
+    const JobTelemetry t = own_telemetry(*j);
     pj.iterations_seen = t.bursts;
     pj.bytes_per_iteration = t.last_burst_bytes;
     pj.bytes_this_iteration = t.current_burst_bytes;
@@ -319,6 +313,16 @@ std::unordered_map<uint32_t, JobRanks> ControlPlane::effective_ranks(const Contr
   }
   for (const JobRanks& r : evaluate_policy(state.policy, policy_state, input, now_ns)) ranks[r.id] = r;
   return ranks;
+}
+
+JobTelemetry ControlPlane::own_telemetry(const JobRecord& job) const {
+  // A job not in the running snapshot yet (being added, maybe into a removed
+  // job's slot) has no traffic of its own. (None before the first publish:
+  // nothing has run.)
+  const Snapshot* running = dataplane_.publisher().current();
+  const bool running_here =
+      running && job.slot < running->slots.size() && running->slots[job.slot].owner == job.sequence + 1;
+  return running_here ? dataplane_.job_telemetry(job.slot) : JobTelemetry{};
 }
 
 namespace {
@@ -1000,8 +1004,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const StatsRequest&) const {
   for (json& j : out["jobs"]) {
     const JobRecord* rec = state_.jobs.find(j["id"].get<uint32_t>());
     if (!rec) continue;
-    const JobTelemetry t = dataplane_.job_telemetry(rec->slot);
-    j["telemetry"] = telemetry_json(t);
+    j["telemetry"] = telemetry_json(own_telemetry(*rec));
   }
   out["generation"] = generation_;
   out["policy"] = policy_name(state_.policy.kind);
@@ -1201,6 +1204,17 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
   if (next.policy.kind != PolicyKind::kStatic && view.ranks && view.ranks_policy == policy_name(next.policy.kind)) {
     next.cluster_ranks.emplace();
     for (const JobRanks& r : *view.ranks) (*next.cluster_ranks)[r.id] = r;
+  } else if (next.policy.kind == PolicyKind::kStatic) {
+    // The store's order, positions counted over every job in it: a job
+    // another gateway could not take here (max_jobs, a slot still draining)
+    // must not move the jobs below it up a class on this one, or a job's
+    // class (its caps, floors, ECN, DSCP) would differ between gateways.
+    next.cluster_ranks.emplace();
+    uint32_t position = 0;
+    for (uint32_t id : view.full_order()) {
+      if (next.jobs.find(id)) (*next.cluster_ranks)[id] = JobRanks{id, position, position};
+      ++position;
+    }
   }
   if (auto ok = commit(std::move(next), now_ns, IfUnsaved::kPublishWhatTheStoreHolds); !ok) return ok;
   // Jobs this gateway could not take (no free slot): the rest is in force.
@@ -1267,7 +1281,7 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   info.dropped = totals.drop_total();
   uint32_t top_rank = UINT32_MAX;
   for (const JobRecord* j : state_.jobs.in_rank_order()) {
-    const JobTelemetry t = dataplane_.job_telemetry(j->slot);
+    const JobTelemetry t = own_telemetry(*j);
     info.jobs[j->spec.id] = JobMeasure{t.bursts, t.last_burst_bytes, t.current_burst_bytes};
     auto r = applied_ranks_.find(j->spec.id);
     if (r != applied_ranks_.end() && r->second.pull_rank < top_rank) {
