@@ -86,9 +86,13 @@ int make_timer(uint64_t period_ns) {
 
 // A reload's reply in the log, as psgatectl would show it (SIGHUP has no
 // client to show it to).
-void log_reload(const nlohmann::json& reply) {
+// Every reload's outcome goes to the log, whoever asked (SIGHUP, or a client
+// on the socket: systemctl reload's psgatectl, a script, one that gave up
+// waiting and whose reply nobody reads), so the journal says what it did.
+void log_reload(const nlohmann::json& reply, const char* source) {
+  if (!reply.is_object()) return;
   if (!reply.value("ok", false)) {
-    spdlog::error("reload (SIGHUP): refused, nothing changed: {}", reply.value("error", std::string("?")));
+    spdlog::error("reload ({}): refused, nothing changed: {}", source, reply.value("error", std::string("?")));
     return;
   }
   const nlohmann::json& r = reply["result"];
@@ -100,9 +104,16 @@ void log_reload(const nlohmann::json& reply) {
     }
     return out.empty() ? std::string("none") : out;
   };
-  spdlog::info("reload (SIGHUP) of {}: applied: {}; needs a restart: {}; not applied: {}",
+  spdlog::info("reload ({}) of {}: applied: {}; needs a restart: {}; not applied: {}", source,
                r.value("file", std::string("?")), keys(r["applied"]), keys(r["restart_needed"]),
                keys(r["not_applied"]));
+}
+
+// Whether a request line asks for a reload (parsed only when it may).
+bool asks_reload(const std::string& line) {
+  if (line.find("reload") == std::string::npos) return false;
+  const nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
+  return request.is_object() && request.value("cmd", std::string()) == "reload";
 }
 
 void drain_fd(int fd) {
@@ -419,6 +430,7 @@ void ControlServer::run() {
       reply = error_reply(std::string("internal error: ") + e.what());
       spdlog::error("control: request failed: {}", e.what());
     }
+    if (asks_reload(line)) log_reload(reply, "control socket");
     if (!keep_reply) return;
     const size_t before = unsent;
     append_out(c, reply.dump(-1, ' ', false, json::error_handler_t::replace) + '\n');
@@ -462,7 +474,8 @@ void ControlServer::run() {
         guarded("applying the cluster's view", [&] { control_->wake(monotonic_ns()); });
       } else if (fd == options_.reload_fd) {
         drain_fd(fd);
-        guarded("the reload SIGHUP asked for", [&] { log_reload(control_->handle_line(R"({"cmd":"reload"})")); });
+        guarded("the reload SIGHUP asked for",
+                [&] { log_reload(control_->handle_line(R"({"cmd":"reload"})"), "SIGHUP"); });
       } else if (fd == tick_fd) {
         drain_fd(tick_fd);
         const uint64_t now = monotonic_ns();

@@ -217,6 +217,14 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   json r = ctl_json({"reload"});
   EXPECT_EQ(r["applied"], json::array());
   EXPECT_EQ(r["restart_needed"], json::array());
+  // Its outcome is in the log too, whoever asked (only SIGHUP's was): a
+  // client that gave up waiting (systemctl's psgatectl) saw no reply.
+  bool logged = false;
+  for (int i = 0; i < 50 && !logged; ++i) {
+    logged = read_text_file(fx.path("psgate.out")).find("reload (control socket) of") != std::string::npos;
+    if (!logged) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(logged) << read_text_file(fx.path("psgate.out"));
 
   // A socket change survives a reload of the unchanged file.
   ASSERT_EQ(ctl({"class", "wire", "2", "--cap", "300Mbit/s"}).status, 0);
