@@ -175,17 +175,25 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
 
 namespace {
 
-// The kernel's receive offloads that merge frames (GRO, LRO) on an
-// af_packet port's interface: the socket then hands psgate TCP segments
-// merged far past the MTU (physical NICs ship with GRO on), each dropped as
-// oversize, and a connection through psgate stalls. A bump in the wire
-// forwards frames as they came, so they are turned off, as the MTU is set.
+// The kernel interface's receive offloads that change frames before psgate
+// sees them. A bump in the wire forwards frames as they came, so they are
+// turned off, as the MTU is set, and put back at exit:
+// - on an af_packet port's interface, those that merge frames (GRO, LRO):
+//   the socket then hands psgate TCP segments merged far past the MTU
+//   (physical NICs ship with GRO on), each dropped as oversize, and a
+//   connection through psgate stalls;
+// - on an af_xdp port's interface, VLAN tag stripping (rx-vlan-offload, on by
+//   default on ixgbe, i40e, ice, mlx5): the NIC takes the tag off before XDP
+//   runs and AF_XDP hands over no trace of it, so every tagged frame left
+//   untagged, its VLAN and priority bits lost. (af_packet puts a stripped
+//   tag back itself.)
 // Records in `change` which it turned off.
-void merging_offloads_off(const std::string& role, const std::string& iface, KernelIfaceChange& change) {
+void kernel_offloads_off(const std::string& role, const std::string& iface, bool merging, bool vlan_strip,
+                         KernelIfaceChange& change) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    spdlog::warn("port {}: cannot check GRO and LRO on {} ({}): merged TCP segments would be dropped as oversize", role,
-                 iface, std::strerror(errno));
+    spdlog::warn("port {}: cannot check the receive offloads of {} ({}): {}", role, iface, std::strerror(errno),
+                 merging ? "merged TCP segments would be dropped as oversize" : "tags it strips would be lost");
     return;
   }
   ifreq ifr{};
@@ -194,23 +202,29 @@ void merging_offloads_off(const std::string& role, const std::string& iface, Ker
     ifr.ifr_data = reinterpret_cast<char*>(&v);
     return ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
   };
-  auto turn_off = [&](const char* name, uint32_t get, uint32_t set, uint32_t mask, const char* ethtool, bool& was_on) {
+  // `mask`: the offload's bit in a flags word, or ~0u for an on/off value.
+  auto turn_off = [&](const char* name, uint32_t get, uint32_t set, uint32_t mask, const char* ethtool,
+                      const char* harm, bool& was_on) {
     ethtool_value now{get, 0};
     if (!call(now) || (now.data & mask) == 0) return;
     ethtool_value off{set, mask == ~0u ? 0 : now.data & ~mask};
     if (call(off)) {
       was_on = true;
-      spdlog::info("port {}: {} turned off on {} (frames it merges would exceed the MTU; on again at exit)", role, name,
-                   iface);
+      spdlog::info("port {}: {} turned off on {} ({}; on again at exit)", role, name, iface, harm);
     } else {
-      spdlog::warn(
-          "port {}: {} is on on {} and could not be turned off ({}): TCP segments it merges are dropped as oversize; "
-          "ethtool -K {} {} off",
-          role, name, iface, std::strerror(errno), iface, ethtool);
+      spdlog::warn("port {}: {} is on on {} and could not be turned off ({}): {}; ethtool -K {} {} off", role, name,
+                   iface, std::strerror(errno), harm, iface, ethtool);
     }
   };
-  turn_off("GRO", ETHTOOL_GGRO, ETHTOOL_SGRO, ~0u, "gro", change.gro);
-  turn_off("LRO", ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_LRO, "lro", change.lro);
+  if (merging) {
+    const char* harm = "frames it merges would exceed the MTU and be dropped as oversize";
+    turn_off("GRO", ETHTOOL_GGRO, ETHTOOL_SGRO, ~0u, "gro", harm, change.gro);
+    turn_off("LRO", ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_LRO, "lro", harm, change.lro);
+  }
+  if (vlan_strip) {
+    turn_off("VLAN tag stripping", ETHTOOL_GFLAGS, ETHTOOL_SFLAGS, ETH_FLAG_RXVLAN, "rxvlan",
+             "the tags it strips before XDP would be lost to the frames psgate forwards", change.rxvlan);
+  }
   ::close(fd);
 }
 
@@ -270,6 +284,17 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
         ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
       }
       note(ok, "LRO on");
+    }
+    if (c.rxvlan) {
+      ethtool_value flags{ETHTOOL_GFLAGS, 0};
+      ifr.ifr_data = reinterpret_cast<char*>(&flags);
+      bool ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+      if (ok) {
+        ethtool_value on{ETHTOOL_SFLAGS, flags.data | ETH_FLAG_RXVLAN};
+        ifr.ifr_data = reinterpret_cast<char*>(&on);
+        ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+      }
+      note(ok, "VLAN tag stripping on");
     }
     if (c.promisc) {
       bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
@@ -340,7 +365,9 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   // af_packet's interface is the kernel's: what is changed on it below is
   // recorded (once per interface) and put back at exit.
   const bool af_packet = std::string_view(info.driver_name ? info.driver_name : "") == "net_af_packet";
-  const std::string iface = af_packet ? devarg_text(spec.device, "iface") : "";
+  // (af_xdp's too, for its receive offloads alone.)
+  const bool af_xdp = std::string_view(info.driver_name ? info.driver_name : "") == "net_af_xdp";
+  const std::string iface = af_packet || af_xdp ? devarg_text(spec.device, "iface") : "";
   // Into the interface's record, made at its first change: a later failing
   // step of this start leaves what was changed before it recorded, and an
   // interface re-created under psgate keeps the MTU first found (the
@@ -416,13 +443,14 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
         "fragments must pass",
         role, iface);
   }
-  if (af_packet) {
+  if ((af_packet || af_xdp) && !iface.empty()) {
     KernelIfaceChange turned_off{role, iface};
-    merging_offloads_off(role, iface, turned_off);
-    if (turned_off.gro || turned_off.lro) {
+    kernel_offloads_off(role, iface, af_packet, af_xdp, turned_off);
+    if (turned_off.gro || turned_off.lro || turned_off.rxvlan) {
       record([&](KernelIfaceChange& c) {
         c.gro = c.gro || turned_off.gro;
         c.lro = c.lro || turned_off.lro;
+        c.rxvlan = c.rxvlan || turned_off.rxvlan;
       });
     }
   }

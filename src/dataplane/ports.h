@@ -36,6 +36,7 @@ struct KernelIfaceChange {
   uint32_t mtu = 0;      // its MTU before psgate set it; 0: left as it was
   bool gro = false;      // GRO turned off by psgate
   bool lro = false;      // LRO turned off by psgate
+  bool rxvlan = false;   // VLAN tag stripping turned off by psgate (af_xdp)
   bool promisc = false;  // promiscuous mode turned on by psgate
 };
 // Puts back what `changes` record (an interface that is gone is skipped).

@@ -286,6 +286,47 @@ std::pair<int, std::string> shell(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// On an af_xdp port the NIC strips VLAN tags before XDP runs (rx-vlan-offload,
+// on by default on ixgbe, i40e, ice, mlx5, and on veths), and AF_XDP hands
+// psgate no trace of them: every tagged frame would leave untagged. psgate
+// turns the stripping off while it runs and puts it back at exit.
+TEST(RealWireAfXdp, VlanTagStrippingIsOffWhilePsgateRuns) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
+  DaemonFixture fx;
+  const std::string ns = "psgxdp" + std::to_string(getpid());
+  ASSERT_EQ(shell("ip netns add " + ns).first, 0);
+  struct Cleanup {
+    std::string ns;
+    ~Cleanup() { shell("ip netns del " + ns); }
+  } cleanup{ns};
+  ASSERT_EQ(shell("ip -n " + ns + " link add name xw0 type veth peer name xw1").first, 0);
+  ASSERT_EQ(shell("ip -n " + ns + " link add name xh0 type veth peer name xh1").first, 0);
+  for (const char* dev : {"xw0", "xw1", "xh0", "xh1"})
+    shell("ip -n " + ns + " link set dev " + std::string(dev) + " up");
+  const std::string features = "ip netns exec " + ns + " ethtool -k xh0";
+  ASSERT_EQ(shell("ip netns exec " + ns + " ethtool -K xh0 rxvlan on").first, 0);
+  ASSERT_NE(shell(features).second.find("rx-vlan-offload: on"), std::string::npos);
+  fx.write_file("xdp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
+                                "\", \"--log-level=3\"]\n"
+                                "[ports.wire]\ndevice = \"net_af_xdp0,iface=xw0\"\n"
+                                "[ports.host]\ndevice = \"net_af_xdp1,iface=xh0\"\n"
+                                "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
+                                fx.path("ctl.sock") + "\"\n");
+  const std::string run = "cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config ";
+  const std::string watch = "ip netns exec " + ns + " sh -c 'for i in $(seq 1500); do ethtool -k xh0 | grep -q " +
+                            "\"rx-vlan-offload: off\" && echo seen && exit 0; sleep 0.02; done; exit 1' & ";
+  auto [status, out] = shell("(" + watch + run + fx.path("xdp.toml") + " --duration 1; s=$?; wait; exit $s)");
+  // AF_XDP needs the kernel's XDP sockets: where it has none, the port
+  // cannot start, which is the machine's, not psgate's.
+  if (status != 0 && out.find("af_xdp") != std::string::npos && out.find("seen") == std::string::npos)
+    GTEST_SKIP() << out;
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("seen"), std::string::npos) << "VLAN tag stripping off while psgate ran: " << out;
+  EXPECT_NE(out.find("VLAN tag stripping turned off on xh0"), std::string::npos) << out;
+  EXPECT_NE(out.find("port host: xh0 as before psgate: VLAN tag stripping on"), std::string::npos) << out;
+  EXPECT_NE(shell(features).second.find("rx-vlan-offload: on"), std::string::npos) << "put back at exit";
+}
+
 // An MTU the device cannot carry is a configuration error naming the key
 // and the device's limit (exit 2), and the limit itself starts: af_packet
 // on a veth in a namespace of the test's own, whose default ring frames
