@@ -102,8 +102,8 @@ class PortSchedulerBase {
   // Live changes (control plane hands them to the owning lcore).
   void set_shaper_rate(uint64_t bytes_per_sec, uint64_t now);  // 0: unshaped
   // As set_shaper_rate, and replaces the burst too (set_shaper_rate keeps the
-  // configured one). Same token rule as the class setters: a rate-only change
-  // keeps the earned tokens, a new burst starts a full bucket.
+  // configured one). Same token rule as the class setters: a change keeps the
+  // tokens earned, at most the new burst; a bucket first set starts full.
   void set_shaper(uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);
   void set_class_cap(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);    // 0: none
   void set_class_floor(unsigned cls, uint64_t bytes_per_sec, uint64_t burst_bytes, uint64_t now);  // 0: none

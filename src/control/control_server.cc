@@ -109,11 +109,14 @@ void log_reload(const nlohmann::json& reply, const char* source) {
                keys(r["not_applied"]));
 }
 
-// Whether a request line asks for a reload (parsed only when it may).
+// Whether a request line asks for a reload (parsed only when it may). Throws
+// nothing, whatever the line: {"cmd": 1, "x": "reload"} is a client's too.
 bool asks_reload(const std::string& line) {
   if (line.find("reload") == std::string::npos) return false;
   const nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
-  return request.is_object() && request.value("cmd", std::string()) == "reload";
+  if (!request.is_object()) return false;
+  const auto cmd = request.find("cmd");
+  return cmd != request.end() && cmd->is_string() && cmd->get_ref<const std::string&>() == "reload";
 }
 
 void drain_fd(int fd) {
@@ -425,12 +428,12 @@ void ControlServer::run() {
     json reply;
     try {
       reply = control_->handle_line(line, keep_reply);
+      if (asks_reload(line)) log_reload(reply, "control socket");
     } catch (const std::exception& e) {
       // A handler bug must cost one request, not the gateway.
       reply = error_reply(std::string("internal error: ") + e.what());
       spdlog::error("control: request failed: {}", e.what());
     }
-    if (asks_reload(line)) log_reload(reply, "control socket");
     if (!keep_reply) return;
     const size_t before = unsent;
     append_out(c, reply.dump(-1, ' ', false, json::error_handler_t::replace) + '\n');

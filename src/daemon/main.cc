@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -215,10 +216,13 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // thread ticks and every data lcore loops.
     // And `systemctl status` says what health says, looked at once a second
     // (on the control thread: the first look replaces READY's text) and sent
-    // when it changed.
-    options.after_tick = [&dp, &cp, status_due = Clock::now(), status_sent = std::string()]() mutable {
+    // when it changed, while `serving` (READY sent, no stop begun).
+    std::atomic<bool> serving{false};
+    options.after_tick = [&dp, &cp, &serving, status_due = Clock::now(), status_sent = std::string()]() mutable {
       if (!dp.any_lcore_stuck()) psgate::service::notify_watchdog();
-      if (!psgate::service::notify_wanted() || Clock::now() < status_due) return;
+      // Only between READY and the stop: before, the start's own text says
+      // where it is (and whether it forwards at all); after, the drain's.
+      if (!serving.load() || !psgate::service::notify_wanted() || Clock::now() < status_due) return;
       status_due = Clock::now() + std::chrono::seconds(1);
       const nlohmann::json health = cp.handle_line(R"({"cmd":"health"})");
       std::string status = psgate::service::status_text(health.value("result", nlohmann::json::object()));
@@ -262,6 +266,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // `systemctl start` returns now, and psgatectl can connect.
     psgate::service::notify_ready(
         fmt::format("forwarding; {} jobs; control socket {}", cp.job_count(), config.control.socket));
+    serving = true;
 
     const bool bounded = duration_s > 0;
     const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
@@ -288,11 +293,13 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
             "SIG{} received: stopping RX and draining queues (for up to {}; a second SIGTERM or SIGINT "
             "stops at once)",
             sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", psgate::duration_text_exact(config.drain_timeout_ns));
+        serving = false;
         psgate::service::notify_stopping("draining queues", config.drain_timeout_ns);
         break;
       }
       if (bounded && Clock::now() >= end) {
         spdlog::info("duration of {} s reached: stopping RX and draining queues", duration_s);
+        serving = false;
         psgate::service::notify_stopping("draining queues", config.drain_timeout_ns);
         break;
       }

@@ -217,6 +217,15 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   json r = ctl_json({"reload"});
   EXPECT_EQ(r["applied"], json::array());
   EXPECT_EQ(r["restart_needed"], json::array());
+  // A request that only looks like one is answered, not a reason to look
+  // further: its "cmd" not a string (the check whether to log a reload read
+  // it as one, threw, and the uncaught exception ended the daemon).
+  for (const char* odd : {R"({"cmd": 1, "x": "reload"})", R"({"cmd": null, "note": "reload"})",
+                          R"({"cmd": ["reload"]})", R"(["reload"])"}) {
+    const json reply = json::parse(socket_request(sock(), std::string(odd) + "\n"), nullptr, false);
+    EXPECT_TRUE(reply.is_object() && reply["ok"] == false) << odd << ": " << reply.dump();
+    ASSERT_TRUE(fx.daemon_running()) << odd << ": " << fx.stop_daemon().output;
+  }
   // Its outcome is in the log too, whoever asked (only SIGHUP's was): a
   // client that gave up waiting (systemctl's psgatectl) saw no reply.
   bool logged = false;
