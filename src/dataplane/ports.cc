@@ -274,28 +274,17 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
       ifr.ifr_data = reinterpret_cast<char*>(&on);
       note(::ioctl(fd, SIOCETHTOOL, &ifr) == 0, "GRO on");
     }
-    if (c.lro) {
+    // A bit of the interface's ethtool flags word set again (read, then written).
+    auto flag_on = [&](uint32_t flag) {
       ethtool_value flags{ETHTOOL_GFLAGS, 0};
       ifr.ifr_data = reinterpret_cast<char*>(&flags);
-      bool ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
-      if (ok) {
-        ethtool_value on{ETHTOOL_SFLAGS, flags.data | ETH_FLAG_LRO};
-        ifr.ifr_data = reinterpret_cast<char*>(&on);
-        ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
-      }
-      note(ok, "LRO on");
-    }
-    if (c.rxvlan) {
-      ethtool_value flags{ETHTOOL_GFLAGS, 0};
-      ifr.ifr_data = reinterpret_cast<char*>(&flags);
-      bool ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
-      if (ok) {
-        ethtool_value on{ETHTOOL_SFLAGS, flags.data | ETH_FLAG_RXVLAN};
-        ifr.ifr_data = reinterpret_cast<char*>(&on);
-        ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
-      }
-      note(ok, "VLAN tag stripping on");
-    }
+      if (::ioctl(fd, SIOCETHTOOL, &ifr) != 0) return false;
+      ethtool_value on{ETHTOOL_SFLAGS, flags.data | flag};
+      ifr.ifr_data = reinterpret_cast<char*>(&on);
+      return ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+    };
+    if (c.lro) note(flag_on(ETH_FLAG_LRO), "LRO on");
+    if (c.rxvlan) note(flag_on(ETH_FLAG_RXVLAN), "VLAN tag stripping on");
     if (c.promisc) {
       bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
       if (ok) {
