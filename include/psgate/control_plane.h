@@ -36,7 +36,8 @@
 
 #include "psgate/cluster_link.h"
 #include "psgate/config.h"
-#include "psgate/control_request.h"  // the typed requests
+#include "psgate/control_commands.h"  // CommandSpec: which command a line ran
+#include "psgate/control_request.h"   // the typed requests
 #include "psgate/dataplane.h"
 #include "psgate/job_registry.h"
 #include "psgate/policy.h"
@@ -100,7 +101,10 @@ class ControlPlane {
   // reads (health, jobs.list, stats, config, cluster) is not run at all, and
   // null is returned: a script that floods such requests and closes would
   // otherwise hold the control thread for each of them, for nobody.
-  nlohmann::json handle_line(std::string_view line, bool reply_wanted = true);
+  // `ran`, when given, is set to the command whose handler ran (nullptr for
+  // a line that did not parse, or a read nobody could see), so a caller
+  // learns what was asked without parsing the line again.
+  nlohmann::json handle_line(std::string_view line, bool reply_wanted = true, const CommandSpec** ran = nullptr);
   // The same for a request built in-process (tests): serialised and handled
   // as the line a client would send.
   nlohmann::json handle(const nlohmann::json& request);

@@ -662,13 +662,16 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
 // path the fuzzer exercises) picks the request type, std::visit picks the
 // handler, apply() for that type; a command without one does not compile.
 // A handler's candidate state takes effect through commit() only.
-json ControlPlane::handle_line(std::string_view line, bool reply_wanted) {
+json ControlPlane::handle_line(std::string_view line, bool reply_wanted, const CommandSpec** ran) {
   std::optional<json> echo_id;
   std::string deprecation;
   auto parsed = parse_control_line(line, config_.class_count, &echo_id, &deprecation);
   release_drained_slots();  // a jobs.add must not find a drained slot still held
+  if (ran != nullptr) *ran = nullptr;
   // The command table's i-th command parses to ControlRequest's i-th alternative.
-  if (!reply_wanted && parsed && control_commands()[parsed->index()].reads_only) return json();
+  const CommandSpec* command = parsed ? &control_commands()[parsed->index()] : nullptr;
+  if (!reply_wanted && command != nullptr && command->reads_only) return json();
+  if (ran != nullptr) *ran = command;
   Reply r = fail("");
   if (!parsed) {
     r = fail(parsed.error());

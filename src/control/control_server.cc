@@ -17,12 +17,14 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "psgate/control_commands.h"
 #include "psgate/epoll_key.h"
 #include "psgate/log_throttle.h"
 #include "psgate/request_lines.h"
@@ -107,16 +109,6 @@ void log_reload(const nlohmann::json& reply, const char* source) {
   spdlog::info("reload ({}) of {}: applied: {}; needs a restart: {}; not applied: {}", source,
                r.value("file", std::string("?")), keys(r["applied"]), keys(r["restart_needed"]),
                keys(r["not_applied"]));
-}
-
-// Whether a request line asks for a reload (parsed only when it may). Throws
-// nothing, whatever the line: {"cmd": 1, "x": "reload"} is a client's too.
-bool asks_reload(const std::string& line) {
-  if (line.find("reload") == std::string::npos) return false;
-  const nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
-  if (!request.is_object()) return false;
-  const auto cmd = request.find("cmd");
-  return cmd != request.end() && cmd->is_string() && cmd->get_ref<const std::string&>() == "reload";
 }
 
 void drain_fd(int fd) {
@@ -427,8 +419,9 @@ void ControlServer::run() {
   auto answer = [&](Connection& c, const std::string& line, bool keep_reply) {
     json reply;
     try {
-      reply = control_->handle_line(line, keep_reply);
-      if (asks_reload(line)) log_reload(reply, "control socket");
+      const CommandSpec* ran = nullptr;
+      reply = control_->handle_line(line, keep_reply, &ran);
+      if (ran != nullptr && std::string_view(ran->name) == "reload") log_reload(reply, "control socket");
     } catch (const std::exception& e) {
       // A handler bug must cost one request, not the gateway.
       reply = error_reply(std::string("internal error: ") + e.what());
