@@ -93,7 +93,9 @@ constexpr const char* unit_name(CounterUnit u) {
   X(kDropLinkDown, "link_down", "the egress port's link was down: nowhere to send it")                                \
   X(kDropRunt, "runt", "shorter than 17 bytes (an Ethernet header and 3): nothing a NIC can send")                    \
   X(kDropTooManySegments, "too_many_segments",                                                                        \
-    "an mbuf chain of more segments than the egress device sends as one packet (its nb_mtu_seg_max)")
+    "an mbuf chain of more segments than the egress device sends as one packet (its nb_mtu_seg_max)")                 \
+  X(kDropMacControl, "mac_control",                                                                                   \
+    "802.3 MAC Control (ethertype 0x8808: PAUSE, PFC): addressed to the link it came in on, never relayed")
 
 // X(field, unit, kind, column, width, help): a port's counters. Ingress
 // counters are charged to the port the packet came in on, egress counters

@@ -38,6 +38,11 @@ struct ParsedPacket {
   // control (ARP, LLDP, LACP, STP, ...; IPv6 ND and MLD; IGMP, OSPF, PIM and
   // VRRP sent link-local), the list in packet_parser.cc.
   bool network_control = false;
+  // 802.3 MAC Control (ethertype 0x8808: PAUSE, PFC, tagged or not): a
+  // request to the MAC at the other end of the link it came in on, which
+  // 802.3 never relays (a bridge discards it). Relayed across the bump, it
+  // would pause the far side's sender for a congestion that is not its own.
+  bool mac_control = false;
   // A non-first fragment carries no L4 header: it matches on addresses only.
   bool non_first_fragment = false;
   // Part of a fragmented datagram, first fragment or later (IPv4: MF set or

@@ -28,6 +28,7 @@ constexpr uint32_t kIpv6HeaderLen = 40;
 
 constexpr uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr uint16_t kEtherTypeIpv6 = 0x86dd;
+constexpr uint16_t kEtherTypeMacControl = 0x8808;  // 802.3 clause 31: PAUSE, PFC
 
 constexpr uint8_t kProtoHopByHop = 0;
 constexpr uint8_t kProtoTcp = 6;
@@ -54,11 +55,12 @@ inline uint32_t load_be32(const uint8_t* p) { return uint32_t{load_be16(p)} << 1
 // ARP makes a host believe its peer is gone). Every other non-IP ethertype
 // (MPLS, PPPoE, FCoE, RoCEv1, MACsec, ...) can carry bulk traffic and must not
 // get the uncapped top class: it is forwarded unclassified.
+// MAC control (0x8808) is not among them: it is never relayed at all
+// (ParsedPacket::mac_control).
 inline bool is_link_control_ethertype(uint16_t type) {
   switch (type) {
     case 0x0806:  // ARP
     case 0x8035:  // RARP
-    case 0x8808:  // MAC control (PAUSE, PFC)
     case 0x8809:  // slow protocols (LACP, marker, OAM)
     case 0x888e:  // EAPOL (802.1X)
     case 0x88cc:  // LLDP
@@ -331,6 +333,7 @@ void parse_packet(const uint8_t* data, uint32_t len, uint32_t frame_len, ParsedP
   } else {
     out.malformed = false;
     out.network_control = is_link_control_ethertype(type);
+    out.mac_control = type == kEtherTypeMacControl;
   }
 }
 

@@ -41,8 +41,8 @@ inline void parse_mbuf(rte_mbuf* m, ParsedPacket& out) {
 
 // What the class step does with a packet the slow path saw (a job slot, or
 // none: unclassified IP goes to the default class like malformed frames do,
-// but is counted apart).
-enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed };
+// but is counted apart; MAC control is dropped).
+enum : uint8_t { kKindIp = 0, kKindNetworkControl, kKindMalformed, kKindMacControl };
 
 }  // namespace
 
@@ -168,7 +168,10 @@ void classify_slow(RxContext& rx, const Snapshot& snap, rte_mbuf* const* pkts, u
     // A malformed packet whose IP header is sound is rewritten too (its
     // class's DSCP remark, ECN): only the header's own bytes are touched.
     ip_version[i] = (p.l3 != L3Kind::kNonIp && (!p.malformed || p.ip_header_sound)) ? static_cast<uint8_t>(p.l3) : 0;
-    kind[i] = p.network_control ? kKindNetworkControl : p.malformed ? kKindMalformed : kKindIp;
+    kind[i] = p.network_control ? kKindNetworkControl
+              : p.malformed     ? kKindMalformed
+              : p.mac_control   ? kKindMacControl
+                                : kKindIp;
     if (p.l3 == L3Kind::kNonIp || p.malformed || p.network_control) {
       // A first fragment too short for its L4 header (RFC 1858's tiny
       // fragment) has no job; remembered as such, so that its later
@@ -326,9 +329,11 @@ struct Admitted {
   const unsigned default_class = shared.default_class;
   const int meta_offset = g_packet_meta_offset;
   const uint64_t hits = bc.hits;
-  // Policed packets are counted as they come and freed together afterwards.
-  rte_mbuf* policed[kMaxBurst];
-  unsigned n_policed = 0;
+  // Policed packets (and MAC control, never relayed) are counted as they
+  // come and freed together afterwards.
+  rte_mbuf* dropped[kMaxBurst];
+  unsigned n_dropped = 0;
+  unsigned n_policed = 0;  // the rest of `dropped` is MAC control
   unsigned n_out = 0;
   uint64_t classes = 0;
   // The loop four times: for a burst that hit the cache throughout (every
@@ -349,6 +354,10 @@ struct Admitted {
       } else if (!common && bc.kind[i] == kKindMalformed) {
         cls = default_class;
         in_counters.rx_malformed.inc();
+      } else if (!common && bc.kind[i] == kKindMacControl) [[unlikely]] {
+        bytes -= m->pkt_len;
+        dropped[n_dropped++] = m;
+        continue;
       } else if (slot >= slot_count) {  // Classifier::kNoMatch and kNoJob are both above any slot
         slot = kNoJob;
         cls = default_class;
@@ -362,7 +371,8 @@ struct Admitted {
           if (!tb.conforms(m->pkt_len)) {
             counters.jobs[slot].policed.inc();
             bytes -= m->pkt_len;
-            policed[n_policed++] = m;
+            dropped[n_dropped++] = m;
+            ++n_policed;
             continue;
           }
           tb.consume(m->pkt_len);
@@ -397,9 +407,11 @@ struct Admitted {
   out.n = n_out;
   out.classes = classes;
   out.bytes = bytes;
-  if (n_policed) {
-    counters.ports[in_port ^ 1u].drops[kDropPoliced].add(n_policed);
-    rte_pktmbuf_free_bulk(policed, n_policed);
+  if (n_dropped) [[unlikely]] {
+    std::array<Counter, kDropReasonCount>& drops = counters.ports[in_port ^ 1u].drops;
+    if (n_policed) drops[kDropPoliced].add(n_policed);
+    if (n_dropped > n_policed) drops[kDropMacControl].add(n_dropped - n_policed);
+    rte_pktmbuf_free_bulk(dropped, n_dropped);
   }
 }
 

@@ -369,5 +369,55 @@ TEST(Admission, CountsTheBytesOfWhatTheGuardKept) {
   EXPECT_EQ(t.ports[kWire].tx_bytes, kept);
 }
 
+// MAC control (PAUSE, PFC) is the link's business: relayed across the bump
+// it would pause the far side's sender for a congestion that is not its own
+// (802.3 never relays it; a bridge discards it). Dropped and counted as
+// such, in a burst with a policed packet and the rest forwarded: each drop
+// under its own reason, the bytes of what was kept counted through the FIFO.
+TEST(Admission, MacControlIsDroppedAndCountedNeverRelayed) {
+  Gateway g;
+  ASSERT_TRUE(g.ok()) << g.error();
+  // Job 3 polices to next to nothing: its second packet is over the burst.
+  const nlohmann::json added = g.control({{"cmd", "jobs.add"},
+                                          {"job", 3},
+                                          {"rank", 2},
+                                          {"match", {"src=10.0.0.7/32,proto=udp"}},
+                                          {"police", "8kbit/s"},
+                                          {"police_burst", "1500B"}});
+  ASSERT_TRUE(added.at("ok").get<bool>()) << added.dump();
+  auto raw = [](uint16_t ethertype, std::vector<pkt::VlanTag> tags) {
+    pkt::PacketSpec s;
+    s.l3 = pkt::L3::kNone;
+    s.ethertype = ethertype;
+    s.vlans = std::move(tags);
+    s.dst_mac = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+    s.payload_len = 46;
+    return pkt::build_packet(s);
+  };
+  auto policed_job = [](uint16_t id) {
+    pkt::PacketSpec s = pkt::from_ps(7000, id, 1000);
+    s.proto = pkt::kUdp;
+    s.src4 = {10, 0, 0, 7};
+    return pkt::build_packet(s);
+  };
+  const std::vector<uint8_t> job1 = host_frame(pkt::kUdp, 1, 5000);
+  const std::vector<uint8_t> pause = raw(0x8808, {});
+  const std::vector<uint8_t> pfc_tagged = raw(0x8808, {{pkt::kTpid8021Q, 3}});
+  const std::vector<uint8_t> lacp = raw(0x8809, {});
+  const std::vector<uint8_t> within = policed_job(1), over = policed_job(2);
+  g.send_burst({job1, pause, within, lacp, pfc_tagged, over, job1});
+  const Totals t = g.totals();
+  EXPECT_EQ(t.ports[kWire].drops[kDropMacControl], 2u);
+  EXPECT_EQ(t.ports[kWire].drops[kDropPoliced], 1u);
+  EXPECT_EQ(t.ports[kHost].rx_network_control, 1u) << "LACP is link control, relayed in class 0";
+  EXPECT_EQ(t.ports[kWire].tx_packets, 4u);
+  const uint64_t kept = 2 * job1.size() + within.size() + lacp.size();
+  EXPECT_EQ(t.ports[kWire].tx_bytes, kept);
+  uint64_t enqueued = 0;
+  for (unsigned c = 0; c < t.class_count; ++c) enqueued += t.cls(kWire, c).enqueued_bytes;
+  EXPECT_EQ(enqueued, kept);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+}
+
 }  // namespace
 }  // namespace psgate::testing

@@ -184,7 +184,15 @@ unsigned count_tags(const std::vector<uint8_t>& f) {
   return tags;
 }
 
-enum class Fate { kCarried, kBad, kRunt, kOversize };
+// What the parser makes of the whole frame: the data path must agree,
+// however the frame was cut into segments.
+bool is_mac_control(const std::vector<uint8_t>& frame) {
+  ParsedPacket parsed;
+  parse_packet(frame.data(), static_cast<uint32_t>(frame.size()), parsed);
+  return parsed.mac_control;
+}
+
+enum class Fate { kCarried, kBad, kRunt, kOversize, kMacControl };
 
 struct Packet {
   std::vector<uint8_t> frame;
@@ -320,6 +328,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       pk.fate = Fate::kRunt;
     } else if (flen > max_frame_bytes(kMtu, tags_seen)) {
       pk.fate = Fate::kOversize;
+    } else if (is_mac_control(pk.frame)) {
+      pk.fate = Fate::kMacControl;  // PAUSE, PFC: never relayed
     } else {
       pk.fate = Fate::kCarried;
       pk.ipv4_checksum_ok = ipv4_checksum_valid(pk.frame);
@@ -340,12 +350,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Passes until everything left (a burst is at most 32 per port and pass).
   for (int pass = 0; pass < 8; ++pass) w.dataplane->run_once();
 
-  unsigned carried = 0, bad = 0, runt = 0, oversize = 0;
+  unsigned carried = 0, bad = 0, runt = 0, oversize = 0, mac_control = 0;
   for (const Packet& p : packets) {
     carried += p.fate == Fate::kCarried;
     bad += p.fate == Fate::kBad;
     runt += p.fate == Fate::kRunt;
     oversize += p.fate == Fate::kOversize;
+    mac_control += p.fate == Fate::kMacControl;
   }
   unsigned transmitted = 0;
   for (unsigned port = 0; port < 2; ++port) {
@@ -392,6 +403,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fail("bad_mbuf " + std::to_string(delta(kDropBadMbuf)) + ", expected " + std::to_string(bad));
   if (delta(kDropRunt) != runt) fail("runt count");
   if (delta(kDropOversize) != oversize) fail("oversize count");
+  if (delta(kDropMacControl) != mac_control) fail("mac_control count");
   if (rte_mempool_avail_count(w.pool) != avail_before) fail("mbufs leaked from the frame pool");
   return 0;
 }

@@ -86,6 +86,7 @@ struct Expect {
   L3Kind l3 = L3Kind::kIpv4;
   bool malformed = false;
   bool network_control = false;
+  bool mac_control = false;
   bool non_first_fragment = false;
   bool fragment = false;
   uint32_t fragment_id = 0;
@@ -107,6 +108,7 @@ void expect_matches(const ParsedPacket& p, const Expect& w) {
   EXPECT_EQ(p.l3, w.l3);
   EXPECT_EQ(p.malformed, w.malformed);
   EXPECT_EQ(p.network_control, w.network_control);
+  EXPECT_EQ(p.mac_control, w.mac_control);
   EXPECT_EQ(p.non_first_fragment, w.non_first_fragment);
   EXPECT_EQ(p.fragment, w.fragment);
   EXPECT_EQ(p.fragment_id, w.fragment_id);
@@ -527,7 +529,25 @@ std::vector<Case> good_cases() {
   c.push_back({"llc_snap_cdp",
                llc(300, 300, {0xaa, 0xaa, 0x03, 0, 0, 0x0c, 0x20, 0x00}),
                {.l3 = kNon, .network_control = true}});
-  for (uint16_t type : {0x8035, 0x8808, 0x8809, 0x888e, 0x88f7, 0x8902}) {
+  // MAC control (PAUSE, PFC), tagged or not: never relayed, not class 0; nor
+  // its ethertype inside SNAP, which no MAC consumes: bulk as any other.
+  c.push_back({"mac_control_pause",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kNone;
+                 s.ethertype = 0x8808;
+                 s.payload_len = 46;
+               }),
+               {.l3 = kNon, .mac_control = true}});
+  c.push_back({"mac_control_pfc_tagged",
+               build([](auto& s) {
+                 s.l3 = pk::L3::kNone;
+                 s.vlans = {{0x8100, 7}};
+                 s.ethertype = 0x8808;
+                 s.payload_len = 46;
+               }),
+               {.l3 = kNon, .mac_control = true}});
+  c.push_back({"llc_snap_mac_control", llc(46, 46, {0xaa, 0xaa, 0x03, 0, 0, 0, 0x88, 0x08}), {.l3 = kNon}});
+  for (uint16_t type : {0x8035, 0x8809, 0x888e, 0x88f7, 0x8902}) {
     c.push_back({"link_control_ethertype_" + std::to_string(type),
                  build([type](auto& s) {
                    s.l3 = pk::L3::kNone;
