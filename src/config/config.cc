@@ -565,7 +565,16 @@ class Parser : TomlReader {
       c.control.socket = *s;
     }
     if (failed()) return false;
-    if (const std::string* s = string(*t, "state", "control")) c.control.state = *s;
+    if (const std::string* s = string(*t, "state", "control")) {
+      // An empty one (a template's unset variable) would run without a state
+      // file, losing every socket change at the next restart, unsaid: leave
+      // the key out for that. One that ends in "/" names a directory.
+      if (s->empty()) return fail("control.state", "must not be empty (leave the key out to run without a state file)");
+      if (const std::string name = std::filesystem::path(*s).filename().string();
+          name.empty() || name == "." || name == "..")
+        return fail("control.state", toml_quote(*s) + " names a directory: it must name a file");
+      c.control.state = *s;
+    }
     if (failed()) return false;
     // One file cannot be both: the socket's start replaces a stale socket
     // there, and the state file is rewritten in place of whatever is there.

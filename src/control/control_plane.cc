@@ -203,6 +203,14 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
                had_live ? ", class and shaper settings" : "");
+  // An edit of [[jobs]] that this start does not apply is said so, not
+  // left to an info line.
+  if (const std::string unlike = config.cluster ? "" : config_jobs_unlike_state(config.jobs, cp->state_.jobs);
+      !unlike.empty())
+    spdlog::warn(
+        "{}: its [[jobs]] differ from the state file's ({}), whose jobs are in force: change jobs with "
+        "psgatectl (or remove the state file to start from the config's)",
+        config.source, unlike);
   if (!from_file.empty()) {
     std::string keys;
     for (const std::string& k : from_file) keys += (keys.empty() ? "" : ", ") + k;
@@ -618,9 +626,13 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
       merger_.maybe_start(current->partitions, state_.jobs, current->merged, rules_changed_ns_, now_ns);
     }
   }
-  // Rules files no state file names since a while (commit()).
+  // Rules files no state file names since a while (commit()), unless a job
+  // in force names one again: never a live job's rules.
   while (!unnamed_rules_files_.empty() && unnamed_rules_files_.front().second <= now_ns) {
-    ::unlink((rules_dir_path(config_.control.state) + "/" + unnamed_rules_files_.front().first).c_str());
+    const std::string& name = unnamed_rules_files_.front().first;
+    const auto jobs = state_.jobs.in_age_order();
+    if (std::none_of(jobs.begin(), jobs.end(), [&](const JobRecord* j) { return j->rules_file == name; }))
+      ::unlink((rules_dir_path(config_.control.state) + "/" + name).c_str());
     unnamed_rules_files_.pop_front();
   }
   // The state file that could not be written (commit()), again. Without the

@@ -144,6 +144,11 @@ Result<bool> ControlServer::check_path(const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
     return Result<bool>::failure("control socket path must be 1.." + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
                                  " bytes");
+  // A path that ends in "/" (or ".", "..") names a directory, which psgate
+  // would create and then find is no socket.
+  if (const std::string name = std::filesystem::path(path).filename().string();
+      name.empty() || name == "." || name == "..")
+    return Result<bool>::failure("control socket " + path + ": must name a socket file, not a directory");
   struct stat st {};
   // The nearest ancestor that exists must be a directory (the rest is
   // created at start): one that is a file makes every path under it fail,
@@ -162,6 +167,21 @@ Result<bool> ControlServer::check_path(const std::string& path) {
   if (lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
     return Result<bool>::failure("control socket " + path +
                                  ": exists and is not a socket; [control] socket must name a path psgate may create");
+  return true;
+}
+
+Result<bool> ControlServer::check_writable(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  struct stat st {};
+  while (::stat(dir.c_str(), &st) != 0 && dir.has_parent_path() && dir.parent_path() != dir) dir = dir.parent_path();
+  if (::stat(dir.c_str(), &st) != 0) dir = ".";  // a relative path's first part: made in the working directory
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    return Result<bool>::failure("control socket " + path + ": " + dir.string() +
+                                 " is not writable: " + std::strerror(err) +
+                                 (err == EROFS ? " (a read-only filesystem: name a path under /run)" : ""));
+  }
   return true;
 }
 

@@ -109,6 +109,11 @@ class ControlServer {
   // directory, and that names nothing but a socket (only a socket is ever
   // replaced: anything else is the operator's to fix).
   static Result<bool> check_path(const std::string& path);
+  // Whether this process may create the socket (and the directories above it
+  // that are missing): the nearest existing ancestor must be writable. A
+  // read-only place (ProtectSystem= makes /etc and /usr so for the service)
+  // failed only at bind, after DPDK had started: exit 1, restarted for ever.
+  static Result<bool> check_writable(const std::string& path);
   // Whether a live server answers on `path` (a psgate already running with
   // this socket): asked before DPDK starts, so that a second one stops
   // before it opens devices or touches the state.

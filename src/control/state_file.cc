@@ -521,6 +521,10 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   for (const JobRecord* j : saved.jobs.in_age_order())
     if (const auto serial = rules_file_serial(j->rules_file); serial && *serial >= saved.rules_serial)
       saved.rules_serial = *serial + 1;
+  if (saved.rules_serial >= kRulesSerialLimit)
+    return R::failure("state file " + path + ": \"rules_serial\" " + std::to_string(saved.rules_serial) +
+                      " is past the largest psgate counts to (" + std::to_string(kRulesSerialLimit - 1) +
+                      "): hand-edited? (nothing was loaded)");
   // The config file's record is a baseline, not state: one that cannot be
   // used (hand-edited, or of another classes.count, recorded after a reload
   // of a file that changed it) is left out, and the saved values stand, as
@@ -553,6 +557,29 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
   }
 }
 
+std::string config_jobs_unlike_state(const std::vector<JobSpec>& config_jobs, const JobRegistry& state_jobs) {
+  std::vector<std::string> differences;
+  auto same_but_rank = [](JobSpec a, const JobSpec& b) {
+    a.rank = b.rank;
+    return a == b;
+  };
+  std::set<uint32_t> in_config;
+  for (const JobSpec& job : config_jobs) {
+    in_config.insert(job.id);
+    const JobRecord* saved = state_jobs.find(job.id);
+    if (saved == nullptr) differences.push_back("job " + std::to_string(job.id) + " is not in the state file");
+    else if (!same_but_rank(job, saved->spec)) differences.push_back("job " + std::to_string(job.id) + " differs");
+  }
+  for (const JobRecord* saved : state_jobs.in_age_order())
+    if (!in_config.count(saved->spec.id))
+      differences.push_back("job " + std::to_string(saved->spec.id) + " is not in the config");
+  std::string out;
+  constexpr size_t kNamed = 5;
+  for (size_t i = 0; i < differences.size() && i < kNamed; ++i) out += (i ? ", " : "") + differences[i];
+  if (differences.size() > kNamed) out += " and " + std::to_string(differences.size() - kNamed) + " more";
+  return out;
+}
+
 std::string rules_dir_path(const std::string& state_path) { return state_path + ".rules"; }
 
 std::string rules_file_name(uint32_t job_id, uint64_t serial) {
@@ -566,7 +593,9 @@ std::optional<uint64_t> rules_file_serial(const std::string& name) {
   const std::string digits = name.substr(dot + 1, name.size() - 5 - (dot + 1));
   if (digits.empty() || digits.size() > 19 || digits.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
-  return std::stoull(digits);
+  const uint64_t serial = std::stoull(digits);
+  if (serial >= kRulesSerialLimit) return std::nullopt;
+  return serial;
 }
 
 std::string rules_file_text(const JobRecord& job) {
@@ -764,8 +793,7 @@ uint64_t next_rules_serial_in(const std::string& dir) {
   uint64_t next = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (auto serial = rules_file_serial(entry.path().filename().string()); serial && *serial < UINT64_MAX)
-      next = std::max(next, *serial + 1);
+    if (auto serial = rules_file_serial(entry.path().filename().string())) next = std::max(next, *serial + 1);
   return next;
 }
 

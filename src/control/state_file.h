@@ -68,7 +68,13 @@ struct SavedState {
 std::string rules_dir_path(const std::string& state_path);
 // A job's rules file: its name (job-<id>.<serial>.json) and its text.
 std::string rules_file_name(uint32_t job_id, uint64_t serial);
-// The serial of a name rules_file_name wrote; none for any other name.
+// Rules files are numbered below this (10^18: more changes than a gateway
+// makes). A state file that would count on from here is refused: counting
+// on would wrap and reuse a name, and a removed job's file, deleted a minute
+// later, would take a live job's rules with it.
+inline constexpr uint64_t kRulesSerialLimit = 1'000'000'000'000'000'000;
+// The serial of a name rules_file_name wrote (below kRulesSerialLimit); none
+// for any other name.
 std::optional<uint64_t> rules_file_serial(const std::string& name);
 // One past the largest serial of the rules files directly in `dir` (0: none).
 uint64_t next_rules_serial_in(const std::string& dir);
@@ -100,6 +106,12 @@ Result<std::optional<SavedState>> read_state_file(const std::string& path, uint3
 // `now`: the config file's settings (compiled). Returns the keys taken from
 // the file; nothing without a record.
 std::vector<std::string> take_file_changes(SavedState& saved, const FileSettings& now, const ConfigSpec& config);
+
+// How the config's [[jobs]] differ from a state file's jobs, which a start
+// uses instead ("" when they agree): an edit of [[jobs]] a start would not
+// apply, said at start and by --check. Ranks are left out: the socket's
+// `order` changes them, and the state's are the ones meant.
+std::string config_jobs_unlike_state(const std::vector<JobSpec>& config_jobs, const JobRegistry& state_jobs);
 
 // What a state file restores must pass the loader's own checks (check_class,
 // check_shaper, check_job in config.h) against `config` (the class depths):

@@ -360,6 +360,12 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A stop or reload signal from here waits for run() to take it: a stop
+  // during start-up stops once started (drained, counted, exit 0), a SIGHUP
+  // reloads. Blocked first thing: the command line and the config take tens
+  // of milliseconds, and a SIGHUP in them (a script that reloads right after
+  // launching) ended the start without a word (exit 129).
+  const sigset_t stop_signals = psgate::block_stop_signals();
   psgate::open_closed_standard_fds();
   CLI::App app{
       "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
@@ -407,11 +413,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
-  // From here a stop or reload signal waits for run() to take it: a stop
-  // during start-up stops once started (drained, counted, exit 0), a SIGHUP
-  // reloads. Unblocked, their default action ended a start-up without a word
-  // (exit 129 or 143).
-  if (!check_only) psgate::block_stop_signals();
+  // --check forwards nothing: a signal ends it as it would any command
+  // (one pending since the start ends it now).
+  if (check_only) pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   if (const char* ns = std::getenv("NOTIFY_SOCKET"); !check_only && ns && *ns && !psgate::service::notify_supported())
     std::fprintf(stderr,
                  "psgate: warning: started by a service manager that waits for READY=1 (NOTIFY_SOCKET is set), but "
@@ -513,6 +517,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "psgate: %s: %s\n", config_path.c_str(), sock.error().c_str());
     return 2;
   }
+  if (auto writable = psgate::ControlServer::check_writable(config->control.socket); !writable) {
+    // As for the state file: what root may write is not a group member's
+    // --check to see.
+    if (!check_only || ::geteuid() == 0) {
+      std::fprintf(stderr, "psgate: %s: %s\n", config_path.c_str(), writable.error().c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "psgate: warning: %s: %s (checked as uid %u, not as the root the service runs as)\n",
+                 config_path.c_str(), writable.error().c_str(), static_cast<unsigned>(::geteuid()));
+  }
   // Cluster TLS files: unreadable is a config error, found by --check too, not
   // a store that silently never answers.
   if (config->cluster) {
@@ -537,6 +551,13 @@ int main(int argc, char** argv) {
     if (!saved) {
       std::fprintf(stderr, "psgate: %s\n", saved.error().c_str());
       return 2;
+    }
+    if (*saved && !config->cluster) {
+      if (const std::string unlike = psgate::config_jobs_unlike_state(config->jobs, (*saved)->jobs); !unlike.empty())
+        std::fprintf(stderr,
+                     "psgate: warning: %s: its [[jobs]] differ from the state file %s (%s), whose jobs a start "
+                     "uses: change jobs with psgatectl (or remove the state file to start from the config's)\n",
+                     config_path.c_str(), config->control.state.c_str(), unlike.c_str());
     }
     std::printf("%s: configuration is valid\n", config_path.c_str());
     return 0;

@@ -5,11 +5,14 @@
 // lcore).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -529,6 +532,48 @@ TEST(DaemonConfig, ASocketPathNamingAFileIsRefusedAndTheFileKept) {
   std::ifstream kept(fx.path("ctl.sock"));
   std::string line;
   EXPECT_TRUE(std::getline(kept, line) && line == "precious") << "the file was removed or changed";
+}
+
+// A socket path psgate cannot create is a config error found by --check
+// (exit 2), not a bind that fails after DPDK started (exit 1, which the
+// unit restarts every 2 s for ever): one that ends in "/" (a start made the
+// directory, then found it was no socket), and one on a read-only
+// filesystem (a socket under /etc, which ProtectSystem= makes read-only).
+TEST(DaemonConfig, ASocketPathPsgateCannotCreateIsRefusedBeforeTheStart) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  auto with_socket = [](const std::string& path) {
+    std::string config = make_config({});
+    const std::string sock_line = "socket = \"ctl.sock\"";
+    config.replace(config.find(sock_line), sock_line.size(), "socket = \"" + path + "\"");
+    return config;
+  };
+  fx.write_file("slash.toml", with_socket("sock.dir/"));
+  for (const char* how : {"--check", "--duration"}) {
+    const DaemonRun run =
+        fx.run("slash.toml",
+               how == std::string("--check") ? std::vector<std::string>{how} : std::vector<std::string>{how, "1"}, 30);
+    EXPECT_EQ(run.exit_status, 2) << how << ": " << run.output;
+    EXPECT_NE(run.output.find("must name a socket file, not a directory"), std::string::npos) << run.output;
+  }
+  struct stat st {};
+  EXPECT_NE(::stat(fx.path("sock.dir").c_str(), &st), 0) << "a refused start made the directory";
+
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a read-only tmpfs";
+  const std::string ro = fx.path("ro");
+  ASSERT_EQ(::mkdir(ro.c_str(), 0755), 0);
+  if (::mount("tmpfs", ro.c_str(), "tmpfs", MS_RDONLY, "size=64k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
+  for (const char* sock : {"ro/k.sock", "ro/sub/k.sock"}) {
+    fx.write_file("ro.toml", with_socket(sock));
+    const DaemonRun check = fx.run("ro.toml", {"--check"}, 30);
+    const DaemonRun start = fx.run("ro.toml", {"--duration", "1"}, 30);
+    EXPECT_EQ(check.exit_status, 2) << sock << ": " << check.output;
+    EXPECT_EQ(start.exit_status, 2) << sock << ": " << start.output;
+    EXPECT_NE(check.output.find("is not writable: Read-only file system"), std::string::npos) << check.output;
+  }
+  ::umount2(ro.c_str(), MNT_DETACH);
 }
 
 TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {

@@ -182,6 +182,13 @@ TEST(StateFile, RulesLiveInTheirOwnFilesAndTheStateFileNamesThem) {
   EXPECT_EQ(text_of(dir + "/unnamed-x-2/" + rules_file_name(9, 40)), "second");
   EXPECT_EQ(::stat((dir + "/job-3.5.json").c_str(), &st), 0) << "a named file stays";
   EXPECT_EQ(next_rules_serial_in(dir), 7u) << "past job-4.6.json, the largest left";
+  // A name past what psgate counts to is none of its own: the next serial
+  // is not pushed to the top (where counting on would wrap).
+  ASSERT_TRUE(write_rules_file(dir, "job-9.18446744073709551614.json", "{}"));
+  ASSERT_TRUE(write_rules_file(dir, "job-9.9999999999999999999.json", "{}"));
+  EXPECT_EQ(next_rules_serial_in(dir), 7u);
+  EXPECT_EQ(rules_file_serial("job-9.999999999999999999.json"), 999'999'999'999'999'999u);
+  EXPECT_EQ(rules_file_serial("job-9.1000000000000000000.json"), std::nullopt);
 
   // A missing or foreign rules file is an error naming it; nothing is loaded.
   std::ofstream(dir + "/job-4.6.json") << R"({"job": 3, "match": ["proto=udp"]})";
@@ -482,6 +489,10 @@ TEST(StateFile, HandEditedValuesOfTheWrongKindAreRefusedByName) {
       {"\"dscp\":-1", "\"dscp\":18446744073709551615", "classes[0].dscp: out of range"},
       {"\"ecn_threshold\":0", "\"ecn_threshold\":4294967296", "classes[0].ecn_threshold: out of range"},
       {"\"rules_serial\": 1", "\"rules_serial\": -5", "\"rules_serial\" missing or not a non-negative integer"},
+      // Counting on from the top would wrap to 0 and reuse a live job's
+      // rules file name (deleted a minute later with a removed job's).
+      {"\"rules_serial\": 1", "\"rules_serial\": 18446744073709551615", "past the largest psgate counts to"},
+      {"\"rules_serial\": 1", "\"rules_serial\": 1000000000000000000", "past the largest psgate counts to"},
   };
   for (const auto& e : edits) {
     std::string text = good;
@@ -741,4 +752,31 @@ TEST(StateFile, ManyRulesFilesAreWrittenWhole) {
 }
 
 }  // namespace
+// A start with a state file uses its jobs, not the config's [[jobs]]: an
+// edit of [[jobs]] is said (at start and by --check), a rank is not (the
+// socket's order changes ranks; the state's are meant).
+TEST(StateFile, ConfigJobsUnlikeTheStateAreNamed) {
+  const JobRegistry saved = one_job();
+  JobSpec same = saved.find(3)->spec;
+  EXPECT_EQ(config_jobs_unlike_state({same}, saved), "");
+  same.rank = 5;
+  EXPECT_EQ(config_jobs_unlike_state({same}, saved), "") << "a rank alone is the order's";
+  JobSpec edited = saved.find(3)->spec;
+  edited.match.push_back(*parse_match_rule("dst=10.0.0.6/32"));
+  EXPECT_EQ(config_jobs_unlike_state({edited}, saved), "job 3 differs");
+  JobSpec added;
+  added.id = 9;
+  added.match.push_back(*parse_match_rule("dst=10.0.0.9/32"));
+  EXPECT_EQ(config_jobs_unlike_state({saved.find(3)->spec, added}, saved), "job 9 is not in the state file");
+  EXPECT_EQ(config_jobs_unlike_state({}, saved), "job 3 is not in the config");
+  std::vector<JobSpec> many;
+  for (uint32_t id = 10; id < 20; ++id) {
+    added.id = id;
+    many.push_back(added);
+  }
+  EXPECT_EQ(config_jobs_unlike_state(many, saved),
+            "job 10 is not in the state file, job 11 is not in the state file, job 12 is not in the state file, "
+            "job 13 is not in the state file, job 14 is not in the state file and 6 more");
+}
+
 }  // namespace psgate
