@@ -95,7 +95,9 @@ constexpr const char* unit_name(CounterUnit u) {
   X(kDropTooManySegments, "too_many_segments",                                                                        \
     "an mbuf chain of more segments than the egress device sends as one packet (its nb_mtu_seg_max)")                 \
   X(kDropMacControl, "mac_control",                                                                                   \
-    "802.3 MAC Control (ethertype 0x8808: PAUSE, PFC): addressed to the link it came in on, never relayed")
+    "802.3 MAC Control (ethertype 0x8808: PAUSE, PFC): addressed to the link it came in on, never relayed")           \
+  X(kDropVlanStripped, "vlan_stripped",                                                                               \
+    "the driver stripped its VLAN tag, and it could not be put back (a shared buffer, no headroom)")
 
 // X(field, unit, kind, column, width, help): a port's counters. Ingress
 // counters are charged to the port the packet came in on, egress counters

@@ -9,6 +9,8 @@
 //                    ├─ broken buffer  ──▶ freed as far as it can be trusted, bad_mbuf
 //                    ├─ < 17 bytes     ──▶ runt
 //                    ├─ empty segments ──▶ unlinked from the chain and freed
+//                    ├─ offload flags  ──▶ a stripped VLAN tag put back (vlan_stripped if it
+//                    │                     cannot be), transmit requests cleared
 //                    ├─ > MTU + L2 + its tags ──▶ oversize
 //                    ├─ more segments than the egress device sends ──▶ too_many_segments
 //                    └─ a sane chain   ──▶ forwarded like any packet
@@ -34,8 +36,29 @@ namespace psgate {
 // rte_mbuf_check's rules without its panic: a pool, a buffer and a
 // reference for every segment, segment data inside each buffer, a chain
 // exactly nb_segs long whose data lengths add up to pkt_len. Walks at most
-// nb_segs segments.
+// nb_segs segments. A segment flagged as attached must be: an external
+// buffer with its shared info and free callback, an indirect one whose
+// buffer is another mbuf's (a direct mbuf flagged indirect would be freed
+// twice: once as the "direct" one it names, itself, once as itself).
 bool mbuf_is_sane(const rte_mbuf* m);
+
+// The offload flags the fast check sends to the full one: attached buffers
+// (their bookkeeping is checked there), a VLAN tag the driver stripped
+// (psgate asks for none: forwarded as it came, the frame would leave
+// without its tag), and transmit requests (a driver acts on them: one
+// would insert vlan_tci, or segment the frame). A driver whose every buffer
+// is external (mlx5's multi-packet RX queues) pays the full check.
+inline constexpr uint64_t kOffloadFlagsToCheck = RTE_MBUF_F_INDIRECT | RTE_MBUF_F_EXTERNAL |
+                                                 RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ_STRIPPED |
+                                                 RTE_MBUF_F_TX_OFFLOAD_MASK;
+
+// Puts the VLAN tags a driver stripped (RTE_MBUF_F_RX_VLAN_STRIPPED: one,
+// from vlan_tci, TPID 0x8100; with RTE_MBUF_F_RX_QINQ_STRIPPED the outer one
+// too, from vlan_tci_outer, TPID 0x88a8, 802.1ad's) back in front of the
+// ethertype, in the headroom, and clears the flags. False when it cannot (a
+// shared or attached head, too little headroom): the frame must not go on
+// without them. pkt_len and data_len grow by 4 bytes a tag.
+bool restore_stripped_vlan_tags(rte_mbuf* m);
 
 // Frees a buffer mbuf_is_sane refused without trusting its chain: the
 // segments nb_segs vouches for (at most kMaxBrokenSegsFreed), one by one,
@@ -59,19 +82,28 @@ void unlink_empty_segments(rte_mbuf* m);
 // kMaxVlanTags), read across segments if needed.
 unsigned vlan_tag_count(const rte_mbuf* m);
 
-// Zero exactly when `m` is one segment with one reference that holds pkt_len
-// bytes inside its buffer, kMinForwardFrame bytes up to kMinForwardFrame +
-// `max_above_min` long. Terms
-// are OR-ed, not branched on; the two range checks are differences whose
-// sign bit is set when they fail (one shift for both). The reference count
-// and the segment count are adjacent 16-bit fields, checked by one load: a
-// count of 0 (a buffer the driver handed over already freed) must not be
-// freed again, and a shared one (2 or more) is legal but rare, so both go to
-// the full check. `next` shares the cache line of the metadata the RX stage
-// writes anyway. A single segment's pool and buffer pointers are trusted.
+// The offload flags' and the buffer pointer's part of the fast check,
+// nonzero when either needs the full one: a flag of kOffloadFlagsToCheck,
+// or a buffer at address 0 (0 - 1 sets the top bit, which no user-space
+// address has). It distributes over OR: rx_guard_burst takes it once, of its
+// packets' flags and addresses OR-ed.
+inline uint64_t mbuf_flags_odd(uint64_t ol_flags, const void* buf_addr) {
+  return (ol_flags & kOffloadFlagsToCheck) | ((reinterpret_cast<uintptr_t>(buf_addr) - 1) >> 63);
+}
+
+// The rest: zero exactly when `m` is one segment with one reference that
+// holds pkt_len bytes inside its buffer, kMinForwardFrame bytes up to
+// kMinForwardFrame + `max_above_min` long. Terms are OR-ed, not branched on;
+// the two range checks are differences whose sign bit is set when they fail
+// (one shift for both). The reference count and the segment count are
+// adjacent 16-bit fields, checked by one load: a count of 0 (a buffer the
+// driver handed over already freed) must not be freed again, and a shared
+// one (2 or more) is legal but rare, so both go to the full check. `next`
+// and the offload flags share the cache line of the metadata the RX stage
+// writes anyway. A single segment's pool is trusted.
 static_assert(offsetof(rte_mbuf, nb_segs) == offsetof(rte_mbuf, refcnt) + sizeof(uint16_t) &&
               sizeof(rte_mbuf::refcnt) == sizeof(uint16_t) && sizeof(rte_mbuf::nb_segs) == sizeof(uint16_t));
-inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_min) {
+inline uint64_t mbuf_fast_odd_shape(const rte_mbuf* m, uint32_t max_above_min) {
   const uint32_t len = m->pkt_len;
   uint32_t refs_and_segs;  // refcnt | nb_segs << 16 (little-endian)
   std::memcpy(&refs_and_segs, reinterpret_cast<const char*>(m) + offsetof(rte_mbuf, refcnt), sizeof refs_and_segs);
@@ -79,6 +111,10 @@ inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_min) {
   const int64_t size = int64_t{max_above_min} - uint32_t(len - kMinForwardFrame);   // < 0: runt or over the MTU
   return (uint64_t{refs_and_segs} ^ 0x00010001u) | (uint64_t{m->data_len} ^ len) |
          reinterpret_cast<uintptr_t>(m->next) | (static_cast<uint64_t>(room | size) >> 63);
+}
+// Zero exactly when `m` may skip the full check.
+inline uint64_t mbuf_fast_odd(const rte_mbuf* m, uint32_t max_above_min) {
+  return mbuf_fast_odd_shape(m, max_above_min) | mbuf_flags_odd(m->ol_flags, m->buf_addr);
 }
 
 // The slow half of rx_guard_burst: sorts out a burst in which some packet
@@ -101,10 +137,15 @@ inline unsigned rx_guard_burst(rte_mbuf** pkts, unsigned n, uint32_t max_untagge
   const uint32_t max_above_min = max_untagged_frame - kMinForwardFrame;
   uint64_t odd = 0;
   uint64_t sum = 0;
+  uint64_t flags = 0;  // mbuf_flags_odd taken once, of the burst's flags and addresses OR-ed
+  uintptr_t addresses = 0;
   for (unsigned i = 0; i < n; ++i) {
     sum += pkts[i]->pkt_len;
-    odd |= mbuf_fast_odd(pkts[i], max_above_min);
+    odd |= mbuf_fast_odd_shape(pkts[i], max_above_min);
+    flags |= pkts[i]->ol_flags;
+    addresses |= reinterpret_cast<uintptr_t>(pkts[i]->buf_addr) - 1;
   }
+  odd |= (flags & kOffloadFlagsToCheck) | (addresses >> 63);
   if (__builtin_expect(odd == 0, 1)) {
     bytes = sum;
     return n;

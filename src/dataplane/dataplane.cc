@@ -84,17 +84,22 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
 
   // Ports.
   const PortSpec* specs[kPortCount] = {&config.wire, &config.host};
-  // Full queues hold mbufs; so do RX descriptor rings. A pool smaller than
-  // that runs dry under overload and the NIC drops (counted as nic rx_nombuf).
+  // Full queues hold mbufs; so do RX descriptor rings, the pipelined mode's
+  // hand-off rings (one per RX lcore, egress port and class) and each
+  // egress port's packets waiting for TX. A pool smaller than that runs dry
+  // under overload and the NIC drops whatever comes, class 0 too (counted
+  // as nic rx_nombuf).
   uint64_t queued = 0;
   for (const ClassSpec& cls : config.classes) queued += cls.depth;
   uint64_t needed = 0;
-  for (const PortSpec* spec : specs) needed += queued + uint64_t{n_rx} * spec->rx_desc + spec->tx_desc;
+  for (const PortSpec* spec : specs)
+    needed += queued + uint64_t{n_rx} * spec->rx_desc + spec->tx_desc + kMaxBurst;  // + pending TX
+  if (pipelined) needed += uint64_t{n_rx} * kPortCount * config.class_count * (config.ring_size - 1);
   if (config.mbufs < needed) {
     spdlog::warn(
-        "dataplane.mbufs = {} is below what full queues and descriptor rings can hold ({}): "
-        "under overload the NIC will drop for lack of buffers",
-        config.mbufs, needed);
+        "dataplane.mbufs = {} is below what full queues, descriptor rings{} can hold ({}): "
+        "under overload the NIC will drop for lack of buffers, whatever their class",
+        config.mbufs, pipelined ? " and hand-off rings" : "", needed);
   }
   PortCapacity caps[kPortCount];
   for (unsigned p = 0; p < kPortCount; ++p) {

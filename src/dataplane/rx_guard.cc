@@ -15,7 +15,18 @@ namespace {
 // A buffer a pool can take back: it has one, and a reference (a count of 0
 // is no live mbuf's: freeing it would wrap the count and lose the buffer).
 inline bool live_pool_buffer(const rte_mbuf* seg) {
-  return seg->pool != nullptr && seg->buf_addr != nullptr && rte_mbuf_refcnt_read(seg) != 0;
+  if (seg->pool == nullptr || seg->buf_addr == nullptr || rte_mbuf_refcnt_read(seg) == 0) return false;
+  // Freeing an attached segment goes through its attachment: an external
+  // buffer's shared info (its callback frees the buffer), an indirect one's
+  // direct mbuf, found from the buffer address. A flag without them would
+  // call through a null pointer, or free the segment as its own "direct"
+  // mbuf and then again as itself.
+  if (RTE_MBUF_HAS_EXTBUF(seg)) return seg->shinfo != nullptr && seg->shinfo->free_cb != nullptr;
+  if (RTE_MBUF_CLONED(seg)) {
+    const rte_mbuf* direct = rte_mbuf_from_indirect(const_cast<rte_mbuf*>(seg));
+    return direct != seg && rte_mbuf_refcnt_read(direct) != 0;
+  }
+  return true;
 }
 
 }  // namespace
@@ -100,6 +111,30 @@ void unlink_empty_segments(rte_mbuf* m) {
   if (next->data_len == 0) unlink_after(m, m, next);
 }
 
+bool restore_stripped_vlan_tags(rte_mbuf* m) {
+  const bool inner = m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED;
+  const bool outer = m->ol_flags & RTE_MBUF_F_RX_QINQ_STRIPPED;
+  const uint16_t room = static_cast<uint16_t>(4 * (inner + outer));
+  // Written in place in front of the data: a buffer another holder reads
+  // (shared, attached) must not change, and the head's data_len must hold
+  // the MAC addresses that move.
+  if (!RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) != 1 || rte_pktmbuf_headroom(m) < room ||
+      m->data_len < 2 * RTE_ETHER_ADDR_LEN || uint32_t{m->data_len} + room > UINT16_MAX)
+    return false;
+  auto* moved = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, room));
+  std::memmove(moved, moved + room, 2 * RTE_ETHER_ADDR_LEN);
+  uint8_t* tag = moved + 2 * RTE_ETHER_ADDR_LEN;
+  auto put = [&tag](uint16_t tpid, uint16_t tci) {
+    const uint8_t bytes[4] = {uint8_t(tpid >> 8), uint8_t(tpid), uint8_t(tci >> 8), uint8_t(tci)};
+    std::memcpy(tag, bytes, sizeof bytes);
+    tag += sizeof bytes;
+  };
+  if (outer) put(RTE_ETHER_TYPE_QINQ, m->vlan_tci_outer);
+  if (inner) put(RTE_ETHER_TYPE_VLAN, m->vlan_tci);
+  m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ_STRIPPED);
+  return true;
+}
+
 unsigned vlan_tag_count(const rte_mbuf* m) {
   unsigned tags = 0;
   for (; tags < kMaxVlanTags; ++tags) {
@@ -127,7 +162,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
                            bool one_dot1q_tag_room, std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
   uint64_t sum = 0;
   unsigned kept = 0;
-  unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0;
+  unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0, vlan_stripped = 0;
   rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
   unsigned n_dropped = 0;
   for (unsigned i = 0; i < n; ++i) {
@@ -142,9 +177,20 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       free_broken_mbuf(m);
       continue;
     }
+    if (m->next != nullptr) unlink_empty_segments(m);  // a NIC may refuse a 0-byte TX descriptor
+    // Transmit requests are the sender's to make (psgate makes none); a
+    // stripped tag goes back on before the frame is judged and classified,
+    // and counted as received with it, as the wire carried it.
+    m->ol_flags &= ~RTE_MBUF_F_TX_OFFLOAD_MASK;
+    if ((m->ol_flags & (RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ_STRIPPED)) && !restore_stripped_vlan_tags(m))
+        [[unlikely]] {
+      sum += m->pkt_len;
+      ++vlan_stripped;
+      dropped[n_dropped++] = m;
+      continue;
+    }
     const uint32_t len = m->pkt_len;
     sum += len;
-    if (m->next != nullptr) unlink_empty_segments(m);  // a NIC may refuse a 0-byte TX descriptor
     if (len < kMinForwardFrame) {
       ++runt;
       dropped[n_dropped++] = m;
@@ -173,6 +219,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
   if (runt) drops[kDropRunt].add(runt);
   if (oversize) drops[kDropOversize].add(oversize);
   if (too_many_segments) drops[kDropTooManySegments].add(too_many_segments);
+  if (vlan_stripped) drops[kDropVlanStripped].add(vlan_stripped);
   if (n_dropped) rte_pktmbuf_free_bulk(dropped, n_dropped);
   bytes = sum;
   return kept;

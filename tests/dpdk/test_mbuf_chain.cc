@@ -268,6 +268,95 @@ TEST_F(MbufChain, GuardForwardsASharedBuffer) {
   rte_pktmbuf_free(m);
 }
 
+// Offload flags a driver set oddly: a direct mbuf flagged indirect (freed
+// as its own "direct" mbuf, then again: twice in the pool) or external with
+// no shared info (a call through a null pointer at the first free), and a
+// buffer pointer of 0 (the parser would read near address 0): never read,
+// bad_mbuf, and not one mbuf freed twice (TearDown counts the pool). A real
+// clone (indirect, its direct mbuf another) goes on.
+TEST_F(MbufChain, GuardRefusesAttachmentFlagsWithoutTheirAttachment) {
+  std::array<Counter, kDropReasonCount> drops;
+  const Bytes frame = ipv4_frame(0);
+  rte_mbuf* flagged_indirect = chain(frame, {});
+  flagged_indirect->ol_flags |= RTE_MBUF_F_INDIRECT;
+  rte_mbuf* flagged_external = chain(frame, {});
+  flagged_external->ol_flags |= RTE_MBUF_F_EXTERNAL;
+  rte_mbuf* no_buffer = chain(frame, {});
+  void* const buffer = no_buffer->buf_addr;
+  no_buffer->buf_addr = nullptr;
+  rte_mbuf* original = chain(frame, {});
+  rte_mbuf* clone = rte_pktmbuf_clone(original, pool_);
+  ASSERT_NE(clone, nullptr);
+  rte_mbuf* burst[4] = {flagged_indirect, flagged_external, no_buffer, clone};
+  uint64_t bytes = 0;
+  const unsigned kept = rx_guard_burst(burst, 4, 1514, drops, bytes);
+  ASSERT_EQ(kept, 1u);
+  EXPECT_EQ(burst[0], clone);
+  EXPECT_EQ(drops[kDropBadMbuf].get(), 3u);
+  EXPECT_EQ(flatten(clone), frame);
+  rte_pktmbuf_free(clone);
+  rte_pktmbuf_free(original);
+  // Never freed (a buffer of 0 is no pool's): put back here. The flagged
+  // ones were freed by the guard as far as they could be trusted: not.
+  no_buffer->buf_addr = buffer;
+  rte_pktmbuf_free(no_buffer);
+  flagged_indirect->ol_flags &= ~RTE_MBUF_F_INDIRECT;
+  flagged_external->ol_flags &= ~RTE_MBUF_F_EXTERNAL;
+  rte_pktmbuf_free(flagged_indirect);
+  rte_pktmbuf_free(flagged_external);
+}
+
+// psgate asks no driver to strip VLAN tags; one that does anyway (a VF under
+// a port VLAN, a default) hands the frame over without them. Forwarded like
+// that it would leave untagged: the tags go back on (802.1Q inner, 802.1ad
+// outer), and what cannot take them (no headroom) is dropped as
+// vlan_stripped, not sent untagged. Transmit requests are cleared: a driver
+// would act on them (insert vlan_tci again, segment).
+TEST_F(MbufChain, GuardPutsStrippedVlanTagsBackAndClearsTransmitRequests) {
+  std::array<Counter, kDropReasonCount> drops;
+  const Bytes frame = ipv4_frame(0);
+  pk::PacketSpec one_tag_spec;
+  one_tag_spec.tos = 0;
+  one_tag_spec.ipv4_options = {1, 1, 1, 1};
+  one_tag_spec.payload_len = 100;
+  one_tag_spec.vlans = {{pk::kTpid8021Q, 0x2064}};
+  const Bytes one_tag = pk::build_packet(one_tag_spec);
+  pk::PacketSpec two_tags_spec = one_tag_spec;
+  two_tags_spec.vlans = {{pk::kTpid8021ad, 0x0007}, {pk::kTpid8021Q, 0x2064}};
+  const Bytes two_tags = pk::build_packet(two_tags_spec);
+
+  rte_mbuf* stripped = chain(frame, {40});
+  stripped->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+  stripped->vlan_tci = 0x2064;
+  rte_mbuf* qinq = chain(frame, {});
+  qinq->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ | RTE_MBUF_F_RX_QINQ_STRIPPED;
+  qinq->vlan_tci = 0x2064;
+  qinq->vlan_tci_outer = 0x0007;
+  rte_mbuf* no_room = chain(frame, {});
+  no_room->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+  std::memmove(rte_pktmbuf_mtod_offset(no_room, uint8_t*, -static_cast<int>(no_room->data_off)),
+               rte_pktmbuf_mtod(no_room, uint8_t*), no_room->data_len);
+  no_room->data_off = 0;
+  rte_mbuf* requests = chain(frame, {});
+  requests->ol_flags |= RTE_MBUF_F_TX_VLAN | RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IP_CKSUM;
+  rte_mbuf* burst[4] = {stripped, qinq, no_room, requests};
+  uint64_t bytes = 0;
+  const unsigned kept = rx_guard_burst(burst, 4, 1514, drops, bytes);
+  ASSERT_EQ(kept, 3u);
+  EXPECT_EQ(drops[kDropVlanStripped].get(), 1u);
+  EXPECT_EQ(flatten(burst[0]), one_tag);
+  EXPECT_EQ(burst[0]->pkt_len, one_tag.size());
+  EXPECT_EQ(flatten(burst[1]), two_tags);
+  EXPECT_EQ(burst[1]->pkt_len, two_tags.size());
+  EXPECT_EQ(burst[0]->ol_flags & (RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ_STRIPPED), 0u);
+  EXPECT_EQ(burst[1]->ol_flags & (RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ_STRIPPED), 0u);
+  EXPECT_EQ(burst[2], requests);
+  EXPECT_EQ(burst[2]->ol_flags & RTE_MBUF_F_TX_OFFLOAD_MASK, 0u);
+  EXPECT_EQ(flatten(burst[2]), frame);
+  EXPECT_EQ(bytes, one_tag.size() + two_tags.size() + 2 * frame.size()) << "received: with the tags put back";
+  for (unsigned i = 0; i < kept; ++i) rte_pktmbuf_free(burst[i]);
+}
+
 TEST_F(MbufChain, GuardSortsRuntsAndOversizeByTheirTags) {
   std::array<Counter, kDropReasonCount> drops;
   pk::PacketSpec tagged;

@@ -11,13 +11,15 @@
 // up to 20,000 bytes, cut into up to 8 mbuf segments of any sizes (empty
 // ones too), and optionally one of the broken-buffer faults drivers are known
 // for (pkt_len or nb_segs that disagree with the chain, data outside the
-// buffer). After the pass, every packet must be accounted for exactly as
-// psgate's contract says:
+// buffer), or transmit requests in its offload flags. After the pass, every
+// packet must be accounted for exactly as psgate's contract says:
 //   broken buffer              -> bad_mbuf
 //   shorter than 17 bytes      -> runt (kMinForwardFrame)
 //   longer than MTU + 14 + 4 x its VLAN tags (up to 4) -> oversize
-//   anything else              -> transmitted, as a sane mbuf, its IPv4 header
-//                                 checksum still valid after the rewrite
+//   MAC control (PAUSE, PFC)   -> mac_control
+//   anything else              -> transmitted, as a sane mbuf without transmit
+//                                 requests, its IPv4 header checksum still
+//                                 valid after the rewrite
 // and every mbuf must be back in its pool. Any deviation aborts (a crash for
 // libFuzzer), as does anything ASan or UBSan sees.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -318,6 +320,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s->data_off = static_cast<uint16_t>(s->buf_len - s->data_len + 1);
         break;
       }
+      case 5:  // transmit requests on a received frame: cleared, never acted on
+        head->ol_flags |= RTE_MBUF_F_TX_VLAN | RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IP_CKSUM;
+        broken = false;
+        break;
       default:
         broken = false;
     }
@@ -370,6 +376,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const Packet& p = *it->second;
         if (p.fate != Fate::kCarried) fail("transmitted a packet that must be dropped");
         if (!mbuf_is_sane(m)) fail("transmitted a broken mbuf");
+        if (m->ol_flags & RTE_MBUF_F_TX_OFFLOAD_MASK) fail("transmitted with a transmit request it came with");
         const std::vector<uint8_t> out = read_chain(m);
         if (out.size() != p.frame.size()) fail("length changed in transit");
         if (p.ipv4_checksum_ok && !ipv4_checksum_valid(out)) fail("IPv4 checksum broken by the rewrite");
