@@ -67,8 +67,16 @@ bool restore_stripped_vlan_tags(rte_mbuf* m);
 // freeing would wrap) or that was freed already (a chain that loops). A
 // corrupt `next` beyond them is never followed: those buffers, if any, are
 // lost to the pool rather than freed twice.
+// `freed`, when given, carries the segments freed so far across the calls
+// for one burst: two broken chains of a burst that share a segment (a
+// corrupt `next`) must not free it twice. When it is full, nothing more is
+// freed (lost to the pool, never handed out twice).
 inline constexpr unsigned kMaxBrokenSegsFreed = 128;
-void free_broken_mbuf(rte_mbuf* m);
+struct FreedSegments {
+  rte_mbuf* segs[kMaxBrokenSegsFreed];
+  unsigned n = 0;
+};
+void free_broken_mbuf(rte_mbuf* m, FreedSegments* freed = nullptr);
 
 // Unlinks and frees the segments of a sane chain that hold no data: some
 // NICs treat a 0-byte TX descriptor as a malicious driver event. An empty

@@ -219,9 +219,12 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
   server->bound_ = true;
   struct stat created {};
   if (stat(path.c_str(), &created) == 0) server->bound_file_ = {created.st_dev, created.st_ino};
-  if (chmod(path.c_str(), 0660) != 0) return R::failure("control socket " + path + ": chmod: " + errno_text());
+  // Listening before the chmod: a second start that finds the socket in
+  // between must find it answering (owner-only until the chmod), not refused
+  // and so "stale", which it would unlink and take over.
   if (listen(server->listen_fd_, kListenBacklog) != 0)
     return R::failure("control socket " + path + ": listen: " + errno_text());
+  if (chmod(path.c_str(), 0660) != 0) return R::failure("control socket " + path + ": chmod: " + errno_text());
   server->stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (server->stop_fd_ < 0) return R::failure("control socket: eventfd: " + errno_text());
   server->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);

@@ -47,23 +47,25 @@ bool mbuf_is_sane(const rte_mbuf* m) {
   return seg == nullptr && sum == m->pkt_len;  // longer than nb_segs, or lengths that disagree
 }
 
-void free_broken_mbuf(rte_mbuf* m) {
+void free_broken_mbuf(rte_mbuf* m, FreedSegments* shared) {
   // The segments nb_segs vouches for, at most kMaxBrokenSegsFreed, one by one,
   // each detached from its `next` first; it stops at the first that is not a
   // live pool buffer or that came up before (a chain that loops back): such
   // a segment freed would be in its pool twice, and handed out twice.
-  // Segments past the limit, if a broken chain had more, stay unfreed.
-  rte_mbuf* freed[kMaxBrokenSegsFreed];
-  unsigned n_freed = 0;
+  // Segments past the limit, if a broken chain had more, stay unfreed. (A
+  // freed segment cannot be told from a live one: a pool keeps a reference
+  // count of 1 on its free buffers.)
+  FreedSegments own;
+  FreedSegments& freed = shared != nullptr ? *shared : own;
   unsigned left = m->nb_segs == 0 ? 1 : m->nb_segs;
-  while (m != nullptr && left-- > 0 && n_freed < kMaxBrokenSegsFreed && live_pool_buffer(m)) {
-    for (unsigned k = 0; k < n_freed; ++k)
-      if (freed[k] == m) return;
+  while (m != nullptr && left-- > 0 && freed.n < kMaxBrokenSegsFreed && live_pool_buffer(m)) {
+    for (unsigned k = 0; k < freed.n; ++k)
+      if (freed.segs[k] == m) return;
     rte_mbuf* next = m->next;
     m->next = nullptr;
     m->nb_segs = 1;
     rte_pktmbuf_free_seg(m);
-    freed[n_freed++] = m;
+    freed.segs[freed.n++] = m;
     m = next;
   }
 }
@@ -165,6 +167,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
   unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0, vlan_stripped = 0;
   rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
   unsigned n_dropped = 0;
+  FreedSegments freed;  // by every broken chain of the burst: none freed twice
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (mbuf_fast_odd(m, max_untagged_frame - kMinForwardFrame) == 0) {
@@ -174,7 +177,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
     }
     if (!mbuf_is_sane(m)) {
       ++bad;
-      free_broken_mbuf(m);
+      free_broken_mbuf(m, &freed);
       continue;
     }
     if (m->next != nullptr) unlink_empty_segments(m);  // a NIC may refuse a 0-byte TX descriptor

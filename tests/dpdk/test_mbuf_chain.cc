@@ -6,6 +6,7 @@
 #include <rte_mbuf.h>
 
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,18 @@ class MbufChain : public ::testing::Test {
     rte_mempool_free(pool_);
     pool_ = nullptr;
   }
-  void TearDown() override { EXPECT_EQ(rte_mempool_avail_count(pool_), 1023u) << "mbufs leaked or freed twice"; }
+  // Every buffer back exactly once. rte_mempool_avail_count cannot tell a
+  // buffer freed twice (it caps at the pool's size, and the ring holds one
+  // more): the pool is emptied instead, and what it hands out counted, a
+  // buffer handed out twice too.
+  void TearDown() override {
+    std::vector<rte_mbuf*> all;
+    for (rte_mbuf* m; (m = rte_pktmbuf_alloc(pool_)) != nullptr;) all.push_back(m);
+    const std::set<rte_mbuf*> distinct(all.begin(), all.end());
+    EXPECT_EQ(all.size(), 1023u) << "mbufs leaked or freed twice";
+    EXPECT_EQ(distinct.size(), all.size()) << "a buffer was freed twice: handed out twice";
+    for (rte_mbuf* m : distinct) rte_pktmbuf_free(m);
+  }
 
   // `frame` cut at `cuts` (offsets, ascending) into a chain.
   static rte_mbuf* chain(const Bytes& frame, const std::vector<uint32_t>& cuts) {
@@ -266,6 +278,31 @@ TEST_F(MbufChain, GuardForwardsASharedBuffer) {
   EXPECT_EQ(drops[kDropBadMbuf].get(), 0u);
   rte_pktmbuf_free(m);
   rte_pktmbuf_free(m);
+}
+
+// Two broken chains of one burst that share a segment (a corrupt `next`):
+// the segment goes back to its pool once, not once for each chain (a pool
+// keeps a reference count of 1 on its free buffers, so the second chain's
+// walk cannot tell it was freed).
+TEST_F(MbufChain, GuardFreesASegmentTwoBrokenChainsShareOnce) {
+  std::array<Counter, kDropReasonCount> drops;
+  const Bytes frame = ipv4_frame(0);
+  rte_mbuf* a = chain(frame, {40});
+  rte_mbuf* b = chain(frame, {40});
+  rte_mbuf* shared = a->next;
+  rte_pktmbuf_free_seg(b->next);  // b's own tail, replaced by a's
+  b->next = shared;
+  a->pkt_len += 1;  // both broken: lengths that disagree with the chain
+  b->pkt_len += 1;
+  // Held meanwhile: a full pool's ring has no room for a buffer freed a
+  // second time (the pool drops it unseen); with room, TearDown sees it
+  // handed out twice.
+  rte_mbuf* held = rte_pktmbuf_alloc(pool_);
+  rte_mbuf* burst[2] = {a, b};
+  uint64_t bytes = 0;
+  EXPECT_EQ(rx_guard_burst(burst, 2, 1514, drops, bytes), 0u);
+  EXPECT_EQ(drops[kDropBadMbuf].get(), 2u);
+  rte_pktmbuf_free(held);
 }
 
 // Offload flags a driver set oddly: a direct mbuf flagged indirect (freed
