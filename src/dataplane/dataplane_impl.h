@@ -58,7 +58,11 @@ struct PortWatch {
   NicTotals nic_detached;
   // kKernelIface: polls that could not look at the interface (no descriptor left).
   LogThrottle unknown_logged{60'000'000'000};
+  // kKernelIface: when the offloads and promiscuous mode psgate set are
+  // next looked at (steady ns).
+  uint64_t next_settings_look_ns = 0;
 };
+inline constexpr uint64_t kSettingsLookNs = 1'000'000'000;
 
 // The data lcores' heartbeat (lcore_watch.cc; control thread only).
 struct LcoreWatch {

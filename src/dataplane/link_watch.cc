@@ -243,6 +243,12 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
   }
   note_iface_mtu(d, p, st.mtu);
   publish(d, p, st.running, "interface " + w.iface + " down");
+  // What psgate set on the interface at start, once a second: another
+  // program may have set it back (keep_kernel_iface_settings).
+  if (const uint64_t now = steady_ns(); now >= w.next_settings_look_ns) {
+    w.next_settings_look_ns = now + kSettingsLookNs;
+    keep_kernel_iface_settings(kPortNames[p], w.iface, /*af_packet=*/w.reprobe, d.iface_changes);
+  }
 }
 
 // Interrupt thread: a link change the device announced is acted on at once

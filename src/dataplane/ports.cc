@@ -187,9 +187,11 @@ namespace {
 //   runs and AF_XDP hands over no trace of it, so every tagged frame left
 //   untagged, its VLAN and priority bits lost. (af_packet puts a stripped
 //   tag back itself.)
-// Records in `change` which it turned off.
+// Records in `change` which it turned off. `again`: a look while psgate
+// runs (keep_kernel_iface_settings): an offload found on was turned on
+// under psgate, said as a warning.
 void kernel_offloads_off(const std::string& role, const std::string& iface, bool merging, bool vlan_strip,
-                         KernelIfaceChange& change) {
+                         KernelIfaceChange& change, bool again = false) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     spdlog::warn("port {}: cannot check the receive offloads of {} ({}): {}", role, iface, std::strerror(errno),
@@ -210,8 +212,13 @@ void kernel_offloads_off(const std::string& role, const std::string& iface, bool
     ethtool_value off{set, mask == ~0u ? 0 : now.data & ~mask};
     if (call(off)) {
       was_on = true;
-      spdlog::info("port {}: {} turned off on {} ({}; on again at exit)", role, name, iface, harm);
-    } else {
+      if (again)
+        spdlog::warn(
+            "port {}: {} was turned on on {} while psgate ran (NetworkManager, an ethtool): turned off "
+            "again ({})",
+            role, name, iface, harm);
+      else spdlog::info("port {}: {} turned off on {} ({}; on again at exit)", role, name, iface, harm);
+    } else if (!again) {  // said at start; not again every second (a setting the driver fixes on)
       spdlog::warn("port {}: {} is on on {} and could not be turned off ({}): {}; ethtool -K {} {} off", role, name,
                    iface, std::strerror(errno), harm, iface, ethtool);
     }
@@ -251,7 +258,57 @@ bool kernel_promiscuous(const std::string& iface) {
   return ok && (ifr.ifr_flags & IFF_PROMISC) != 0;
 }
 
+// The interface's record in `changes`, made at its first change: a later
+// failing step of a start leaves what was changed before it recorded, and
+// an interface re-created under psgate keeps the MTU first found (the
+// operator's), while what psgate turned off on the new one is added.
+KernelIfaceChange& iface_record(std::vector<KernelIfaceChange>& changes, const std::string& role,
+                                const std::string& iface) {
+  auto it = std::find_if(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
+  if (it == changes.end()) it = changes.insert(changes.end(), KernelIfaceChange{role, iface});
+  return *it;
+}
+
 }  // namespace
+
+unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet,
+                                    std::vector<KernelIfaceChange>& changes) {
+  KernelIfaceChange turned_off{role, iface};
+  kernel_offloads_off(role, iface, af_packet, !af_packet, turned_off, /*again=*/true);
+  unsigned put_back = turned_off.gro + turned_off.lro + turned_off.rxvlan;
+  if (put_back) {
+    KernelIfaceChange& c = iface_record(changes, role, iface);
+    c.gro = c.gro || turned_off.gro;
+    c.lro = c.lro || turned_off.lro;
+    c.rxvlan = c.rxvlan || turned_off.rxvlan;
+  }
+  // af_packet's promiscuous mode is the interface's own flag: off, frames
+  // for other MAC addresses never reach psgate (a bump forwards them all).
+  if (af_packet && !kernel_promiscuous(iface)) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
+    const bool ok =
+        fd >= 0 && ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 &&
+        (ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_PROMISC), ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0);
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (ok) {
+      ++put_back;
+      iface_record(changes, role, iface).promisc = true;
+      spdlog::warn(
+          "port {}: promiscuous mode was turned off on {} while psgate ran: turned on again (frames for "
+          "other MAC addresses would not reach psgate)",
+          role, iface);
+    } else if (static std::set<std::string> warned; warned.insert(iface).second) {  // once, not every second
+      spdlog::warn(
+          "port {}: promiscuous mode is off on {} and could not be turned on ({}): frames for other MAC "
+          "addresses do not reach psgate; ip link set {} promisc on",
+          role, iface, std::strerror(err), iface);
+    }
+  }
+  return put_back;
+}
 
 void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -357,16 +414,8 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   // (af_xdp's too, for its receive offloads alone.)
   const bool af_xdp = std::string_view(info.driver_name ? info.driver_name : "") == "net_af_xdp";
   const std::string iface = af_packet || af_xdp ? devarg_text(spec.device, "iface") : "";
-  // Into the interface's record, made at its first change: a later failing
-  // step of this start leaves what was changed before it recorded, and an
-  // interface re-created under psgate keeps the MTU first found (the
-  // operator's), while what psgate turned off on the new one is added.
-  auto record = [&](auto&& change) {
-    auto it =
-        std::find_if(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
-    if (it == changes.end()) it = changes.insert(changes.end(), KernelIfaceChange{role, iface});
-    change(*it);
-  };
+  // Into the interface's record (iface_record).
+  auto record = [&](auto&& change) { change(iface_record(changes, role, iface)); };
   const uint32_t mtu_before = af_packet ? kernel_mtu(iface) : 0;
   // Read before the start, where ethdev applies its own promiscuous setting
   // (off at a first start, which clears an operator's IFF_PROMISC): one the
@@ -411,6 +460,17 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
             " B, the mbufs that ports." + role + ".mtu " + std::to_string(spec.mtu) +
             " asks for (raise the mtu, or leave the larger records out of the capture), or the capture has more " +
             "records than the mbuf pool has free (raise dataplane.mbufs)");
+      }
+      // af_xdp makes its XDP socket here: a driver without the XDP support
+      // it asks for (macvlan, some virtual devices) refuses it, and only
+      // libxdp's stderr said why. A restart cannot mend it (exit 2).
+      if (rc == -EINVAL && af_xdp) {
+        if (config_error) *config_error = true;
+        return Result<bool>::failure(
+            "port " + role + ": RX queue " + std::to_string(q) + " setup failed: " + std::strerror(EINVAL) +
+            ": the AF_XDP socket on " + iface + " was refused: its driver lacks the XDP support af_xdp needs " +
+            "(macvlan and some virtual devices have none), or another XDP program is attached to it (ip link show " +
+            iface + "); use net_af_packet for " + iface);
       }
       return fail("RX queue " + std::to_string(q) + " setup failed", rc);
     }

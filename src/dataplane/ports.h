@@ -42,6 +42,17 @@ struct KernelIfaceChange {
 // Puts back what `changes` record (an interface that is gone is skipped).
 void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);
 
+// What psgate set on a kernel interface at start, looked at again while it
+// runs (link_watch.cc, once a second): GRO and LRO off on an af_packet
+// port's interface, VLAN stripping off on an af_xdp one's, promiscuous mode
+// on for af_packet. Something that turned one back (NetworkManager, a
+// script's ethtool) would have merged frames dropped as oversize, tags lost
+// or frames never received, with nothing said: each is set again, warned
+// of, and recorded in `changes` for the restore at exit. Returns how many
+// settings it put back.
+unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet,
+                                    std::vector<KernelIfaceChange>& changes);
+
 // Configures the MTU and the offloads of `frames`, nb_rxq RX queues (RSS
 // across them when the device supports it) and nb_txq TX queues,
 // promiscuous mode, and starts the port. `config_error`, if given, is set
