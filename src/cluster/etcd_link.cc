@@ -691,6 +691,8 @@ void EtcdLink::begin_term(const ClusterView& view, int64_t leader_created) {
   }
   leader_policy_params_ = view.policy.value_or(config_policy_);
   leader_evaluated_ns_ = 0;
+  // What an earlier term compacted may be of a store since replaced.
+  compaction_.restart();
 }
 
 // One leadership step: campaign when there is no leader; while leader,
@@ -894,14 +896,8 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
 // period earlier. A watch that far behind is compacted and reads the
 // prefix again (follow_loop), as for a compaction by anyone else.
 void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now) {
-  if (spec_.compact_every_ns == 0) return;
-  if (compact_mark_ns_ != 0 && elapsed(compact_mark_ns_, now) < spec_.compact_every_ns) return;
-  const int64_t target = compact_mark_rev_;
-  const bool same_store = view.store_epoch == compact_mark_epoch_ && target <= view.revision;
-  compact_mark_rev_ = view.revision;
-  compact_mark_epoch_ = view.store_epoch;
-  compact_mark_ns_ = now;
-  if (target <= compacted_to_ || !same_store) return;
+  const int64_t target = compaction_.due(view.store_epoch, view.revision, now);
+  if (target == 0) return;
   auto kv = pb::KV::NewStub(channel(ep));
   pb::CompactionRequest req;
   req.set_revision(target);
@@ -912,7 +908,7 @@ void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now)
   // "required revision has been compacted": someone compacted further
   // (another leader before us, the store's own retention): as good.
   if (st.ok() || st.error_message().find("compacted") != std::string::npos) {
-    compacted_to_ = target;
+    compaction_.compacted(view.store_epoch, target);
     spdlog::info("cluster: store history before revision {} compacted (cluster.compact_every {})", target,
                  duration_text_exact(spec_.compact_every_ns));
   } else if (compact_error_log_.admit(now)) {

@@ -30,6 +30,7 @@
 
 #include "psgate/cluster_link.h"
 #include "psgate/config.h"
+#include "psgate/history_compaction.h"
 #include "psgate/log_throttle.h"
 
 namespace grpc {
@@ -138,12 +139,8 @@ class EtcdLink final : public ClusterLink {
   uint64_t ranks_removed_epoch_ = 0;
   uint64_t leader_evaluated_ns_ = 0;
   LogThrottle ranks_error_log_{60'000'000'000};  // failed ranks writes
-  // The leader's compaction (compact_history): the revision seen one period
-  // ago, of which store epoch, and when; the last revision compacted to.
-  int64_t compact_mark_rev_ = 0;
-  uint64_t compact_mark_epoch_ = 0;
-  uint64_t compact_mark_ns_ = 0;
-  int64_t compacted_to_ = 0;
+  // The leader's compaction (compact_history): when, and to which revision.
+  HistoryCompaction compaction_{spec_.compact_every_ns};
   LogThrottle compact_error_log_{60'000'000'000};
 
   int wake_fd_ = -1;  // eventfd: written on every new view
