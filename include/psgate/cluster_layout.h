@@ -137,6 +137,11 @@ struct ClusterView {
   // now holds for them (health degraded).
   std::vector<std::string> held;
   std::set<std::string> held_keys;  // their keys
+  // The order, policy and ranks documents refused, held or not: why, by key.
+  // Held or not is each gateway's own (a gateway started after the bad
+  // write has nothing to hold and reads the key as absent), so this, not
+  // `held`, is what every gateway sees alike.
+  std::map<std::string, std::string> refused_documents;
   // Changes when what a gateway applies changes (jobs, order, policy,
   // progress, ranks), not on registrations: the newest modification among
   // those keys and how many there are (so a deletion counts too).
@@ -149,6 +154,15 @@ struct ClusterView {
   // Every job id, top first: the order's, then the rest oldest first.
   std::vector<uint32_t> full_order() const;
 };
+
+// Why the gateways may not all follow what the store holds, "" if nothing
+// says so: a refused job document (held here or never parsed), or a refused
+// order, policy or ranks document. Every gateway reads these alike, and each
+// says so (health's trouble, naming them): a gateway that held the last good
+// document and one started after the bad write (which reads the key as
+// absent, or never had the job) would otherwise apply different states,
+// each saying "ok".
+std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& keys);
 
 // Whether `v` is to be applied by a gateway that applied `revision` of
 // store epoch `epoch`: a later revision, or a store that started over.
@@ -256,7 +270,8 @@ struct StoreWrite {
   bool empty() const { return puts.empty() && deletes.empty(); }
 };
 // The store writes that remove job `id` whose document never parsed
-// (seen.refused_jobs): no gateway holds it, so no registry change names it.
+// (seen.refused_jobs): this gateway does not hold it, so no registry change
+// names it.
 // As a removal does: its key (fenced on the revision seen: a good document
 // written meanwhile is not deleted unseen), its progress, and its place in
 // the stored order (fenced on the order seen), so that the id added again

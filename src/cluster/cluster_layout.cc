@@ -479,11 +479,15 @@ ClusterView StoreMirror::view() const {
     ++part.second;
   };
   auto applied = [&](const StoreEntry& e) { count_into(v.applied_part, e); };
+  const auto refused_document = [&](const std::string& key, const std::string& why) {
+    if (key == keys_.order() || key == keys_.policy() || key == keys_.ranks()) v.refused_documents[key] = why;
+  };
   for (const auto& [key, e] : entries_) {
     if (auto held = held_.find(key); held != held_.end()) {
       v.held.push_back(key + ": " + held->second + " (the last good document stays in force)");
       v.held_keys.insert(key);
       v.problems.push_back(v.held.back());
+      refused_document(key, held->second);
     }
     if (key.rfind(keys_.jobs(), 0) == 0) {
       applied(e);
@@ -504,13 +508,21 @@ ClusterView StoreMirror::view() const {
       // must replace it, not fail "changed meanwhile" for ever.
       v.order_revision = e.mod_revision;
       auto order = parse_order_document(e.value, class_count);
-      if (order) v.order = std::move(*order);
-      else problem(key, order.error());
+      if (order) {
+        v.order = std::move(*order);
+      } else {
+        problem(key, order.error());
+        refused_document(key, order.error());
+      }
     } else if (key == keys_.policy()) {
       applied(e);
       auto policy = parse_policy_document(e.value, class_count);
-      if (policy) v.policy = *policy;
-      else problem(key, policy.error());
+      if (policy) {
+        v.policy = *policy;
+      } else {
+        problem(key, policy.error());
+        refused_document(key, policy.error());
+      }
     } else if (key == keys_.ranks()) {
       applied(e);
       auto ranks = parse_ranks_document(e.value);
@@ -520,6 +532,7 @@ ClusterView StoreMirror::view() const {
         v.ranks_rotation = ranks->rotation;
       } else {
         problem(key, ranks.error());
+        refused_document(key, ranks.error());
       }
     } else if (key.rfind(keys_.gateways(), 0) == 0) {
       const ParsedGateway& g = gateways_.at(key);
@@ -548,6 +561,39 @@ ClusterView StoreMirror::view() const {
     return a.created != b.created ? a.created < b.created : a.spec.id < b.spec.id;
   });
   return v;
+}
+
+std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& keys) {
+  std::string trouble;
+  const auto add = [&trouble](const std::string& part) { trouble += (trouble.empty() ? "" : "; ") + part; };
+  // Never parsed here (refused_jobs) or held here over a good one: the
+  // same ids on every gateway, whichever it is.
+  std::set<uint32_t> jobs;
+  for (const auto& [id, job] : v.refused_jobs) jobs.insert(id);
+  for (const std::string& key : v.held_keys)
+    if (auto id = id_after(key, keys.jobs())) jobs.insert(*id);
+  if (!jobs.empty()) {
+    // A few keys named, not thousands: health must stay small
+    // (cluster.jobs_refused and documents_held list up to 100, with why).
+    constexpr size_t kNamed = 3;
+    std::string named;
+    size_t n = 0;
+    for (uint32_t id : jobs) {
+      if (n++ == kNamed) {
+        named += ", ...";
+        break;
+      }
+      named += (named.empty() ? "" : ", ") + keys.job(id);
+    }
+    add(std::to_string(jobs.size()) + " job document(s) refused (" + named +
+        "): a gateway that had such a job in force keeps it, others do not have it (psgatectl jobs rm ID deletes "
+        "one)");
+  }
+  for (const auto& [key, why] : v.refused_documents) {
+    add(key + " refused (" + why +
+        "): a gateway that had a good one in force keeps it, one started since reads the key as absent");
+  }
+  return trouble;
 }
 
 WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& m) {

@@ -828,12 +828,12 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   }
   if (policy.kind == PolicyKind::kStatic) {
     // Every gateway follows the order itself and no ranks are written; a bad
-    // ranks document (held) would keep every gateway degraded for a
+    // ranks document (held or not) would keep every gateway degraded for a
     // document nobody reads, so it is removed (while we lead: fenced).
     // Each try is a raft proposal: not again until the view has caught up
     // with the last one (as for a campaign).
     const bool caught_up = view->store_epoch != ranks_removed_epoch_ || view->revision >= ranks_removed_at_;
-    if (view->held_keys.count(keys_.ranks()) && caught_up) {
+    if (view->refused_documents.count(keys_.ranks()) && caught_up) {
       pb::TxnRequest txn;
       compare_created(txn, keys_.leader(), fence);
       txn.add_success()->mutable_request_delete_range()->set_key(keys_.ranks());

@@ -893,8 +893,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const JobsRemoveRequest& req) 
   auto removed = next.jobs.remove(req.id);
   if (!removed) {
     // A job document in the store that never parsed (written by hand or by
-    // a broken scheduler): no gateway holds the job, but its key blocks the
-    // id; removing the job is deleting that key.
+    // a broken scheduler): this gateway does not hold the job (one that had
+    // it in force before the bad write does), but its key blocks the id;
+    // removing the job is deleting that key.
     if (const std::string* why = refused_job_document(req.id)) {
       const uint32_t id = req.id;
       const std::string note =
@@ -1312,6 +1313,12 @@ std::string ControlPlane::cluster_trouble() const { return cluster_trouble(clust
 std::string ControlPlane::cluster_trouble(const json& store_status) const {
   if (!cluster_->connected()) return "store unreachable";
   if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
+  // Before what is held: the same words on every gateway, whether it held
+  // a good document or started after the bad one was written.
+  if (cluster_view_) {
+    if (std::string refused = refused_documents_trouble(*cluster_view_, *cluster_keys_); !refused.empty())
+      return refused;
+  }
   if (cluster_view_ && !cluster_view_->held.empty())
     return std::to_string(cluster_view_->held.size()) + " store document(s) refused, the last good kept";
   // No P/policy: each gateway runs its own [policy], and the leader ranks by

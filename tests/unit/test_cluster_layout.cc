@@ -330,6 +330,61 @@ TEST(StoreMirror, ABadDocumentOverAGoodOneLeavesTheGoodOneInForce) {
   EXPECT_TRUE(contains_problem(fresh.view(), kKeys.order()));
 }
 
+// The auditor's case: job 7's document rewritten with a bad rule. The
+// gateway that had job 7 in force holds it; one started after the write
+// never has it; after a restart neither does. All of them must say the same
+// trouble, naming the key, and so for a bad order, policy or ranks document
+// whether a good one was in force before or not (it said "ok" where nothing
+// was held: hosts disagreed with health ok everywhere).
+TEST(StoreMirror, RefusedDocumentsAreTheSameTroubleOnEveryGatewayHeldOrNot) {
+  const std::string bad_job = R"({"schema":1,"job":7,"match":["dst=10.0.0.7/33"]})";
+  const std::string bad_order = R"({"schema":1,"order":[7],"by":"scheduler"})";
+  const std::string bad_policy = R"({"schema":1,"name":"fastest"})";
+  const std::string bad_ranks = R"({"schema":1,"ranks":"none"})";
+  StoreMirror running(kKeys, kClasses);  // had the good documents in force
+  running.put(kKeys.job(7), entry(job_document(spec(7)), 1));
+  running.put(kKeys.order(), entry(R"({"schema":1,"order":[7]})", 2));
+  running.put(kKeys.policy(), entry(R"({"schema":1,"name":"fifo"})", 3));
+  running.put(kKeys.ranks(), entry(R"({"schema":1,"policy":"fifo","ranks":[[7,0,0]]})", 4));
+  ASSERT_EQ(refused_documents_trouble(running.view(), kKeys), "") << "nothing refused: no trouble";
+  running.put(kKeys.job(7), entry(bad_job, 1, 5));
+  running.put(kKeys.order(), entry(bad_order, 2, 6));
+  running.put(kKeys.policy(), entry(bad_policy, 3, 7));
+  running.put(kKeys.ranks(), entry(bad_ranks, 4, 8));
+  ASSERT_EQ(ids(running.view()), (std::vector<uint32_t>{7})) << "held: the good job stays in force";
+  ASSERT_TRUE(running.view().refused_jobs.empty());
+  StoreMirror started_since(kKeys, kClasses);  // a gateway started (or restarted) after the bad writes
+  started_since.reset({{kKeys.job(7), entry(bad_job, 1, 5)},
+                       {kKeys.order(), entry(bad_order, 2, 6)},
+                       {kKeys.policy(), entry(bad_policy, 3, 7)},
+                       {kKeys.ranks(), entry(bad_ranks, 4, 8)}},
+                      8);
+  ASSERT_TRUE(ids(started_since.view()).empty()) << "nothing to hold: job 7 is not there";
+  ASSERT_TRUE(started_since.view().held.empty());
+  const std::string trouble = refused_documents_trouble(running.view(), kKeys);
+  EXPECT_EQ(refused_documents_trouble(started_since.view(), kKeys), trouble);
+  for (const std::string& key : {kKeys.job(7), kKeys.order(), kKeys.policy(), kKeys.ranks()})
+    EXPECT_NE(trouble.find(key), std::string::npos) << key << " not named in: " << trouble;
+  // One bad document alone is trouble too.
+  StoreMirror order_only(kKeys, kClasses);
+  order_only.put(kKeys.order(), entry(bad_order, 1));
+  EXPECT_NE(refused_documents_trouble(order_only.view(), kKeys).find(kKeys.order()), std::string::npos);
+  // A bad progress or registration document or a stray key is a problem
+  // (logged), not a disagreement on what the gateways apply.
+  StoreMirror others(kKeys, kClasses);
+  others.put(kKeys.progress(1), entry(R"({"schema":1,"fraction":7})", 1));
+  others.put(kKeys.gateway("gw-a"), entry("not json", 2));
+  others.put(kKeys.all() + "stray", entry("x", 3));
+  EXPECT_FALSE(others.view().problems.empty());
+  EXPECT_EQ(refused_documents_trouble(others.view(), kKeys), "");
+  // Many refused jobs: a few named, all counted.
+  StoreMirror many(kKeys, kClasses);
+  for (uint32_t id = 1; id <= 50; ++id) many.put(kKeys.job(id), entry("{not json", id));
+  const std::string many_trouble = refused_documents_trouble(many.view(), kKeys);
+  EXPECT_NE(many_trouble.find("50 job document(s)"), std::string::npos) << many_trouble;
+  EXPECT_LT(many_trouble.size(), 400u) << many_trouble;
+}
+
 // A document with a repeated key is refused, as the socket refuses such a
 // request (read with its last value, the store would accept what the
 // socket never does).
