@@ -65,7 +65,9 @@ struct ControlState {
   // every value it does not name).
   std::array<PortLive, kPortCount> live;
   // Cluster mode with a non-static policy: the ranks the cluster's policy
-  // leader computed (by job id), in force instead of a local evaluation.
+  // leader computed (by job id), in force instead of a local evaluation
+  // (static: the store's order as positions, apply_view). Kept in the state
+  // file, so that a restart while the store is unreachable ranks on them.
   std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks;
   // The config file as last read, at start or by `reload`, which applies what
   // changed in the file since (config/reload.h). Never null.

@@ -189,6 +189,11 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
     return create(dataplane, config);  // as without a state file now
   }
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
+  // The ranks this gateway forwarded on in a cluster, in force until the
+  // store is read (a restart while it is unreachable goes on ranking as
+  // the others do). Not in single-host mode: a gateway taken out of a
+  // cluster ranks by its own policy (and writes them out of its file).
+  if (config.cluster) initial.cluster_ranks = std::move(s.cluster_ranks);
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
   cp->rules_serial_ = s.rules_serial;
   cp->state_was_read_ = true;
@@ -200,9 +205,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   // write, fails, and reports health degraded with the reason, retrying each
   // second, rather than a healthy gateway that refuses every change.
   if (!*usable) cp->persisted_text_.clear();
-  spdlog::info("state file {}: restored {} jobs, policy {}{}; the config's [[jobs]] are not used while it exists",
+  spdlog::info("state file {}: restored {} jobs, policy {}{}{}; the config's [[jobs]] are not used while it exists",
                config.control.state, cp->state_.jobs.size(), policy_name(cp->state_.policy.kind),
-               had_live ? ", class and shaper settings" : "");
+               had_live ? ", class and shaper settings" : "", cp->state_.cluster_ranks ? ", the cluster's ranks" : "");
   // An edit of [[jobs]] that this start does not apply is said so, not
   // left to an info line.
   if (const std::string unlike = config.cluster ? "" : config_jobs_unlike_state(config.jobs, cp->state_.jobs);
@@ -418,7 +423,8 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
     file_settings_ = FileSettings{next.config_file->policy, compile_ports(*next.config_file)};
     file_settings_of_ = next.config_file;  // held: a later file cannot take its address
   }
-  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, comparable ? &file_settings_ : nullptr);
+  text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, comparable ? &file_settings_ : nullptr,
+                            next.cluster_ranks ? &*next.cluster_ranks : nullptr);
   if (text != persisted_text_) {
     if (auto written = write_state_(path, text); !written) return written;
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -90,6 +91,35 @@ Result<PolicyParams> policy_from_json(const json& p) {
     policy.rotate_on = *on;
   }
   return policy;
+}
+
+// By id, so that one state renders one text.
+std::string cluster_ranks_to_text(const std::unordered_map<uint32_t, JobRanks>& ranks) {
+  std::vector<JobRanks> sorted;
+  sorted.reserve(ranks.size());
+  for (const auto& [id, r] : ranks) sorted.push_back(r);
+  std::sort(sorted.begin(), sorted.end(), [](const JobRanks& a, const JobRanks& b) { return a.id < b.id; });
+  std::string text = "[";
+  for (const JobRanks& r : sorted) {
+    if (text.size() > 1) text += ",";
+    text += "[" + std::to_string(r.id) + "," + std::to_string(r.pull_rank) + "," + std::to_string(r.push_rank) + "]";
+  }
+  return text + "]";
+}
+
+Result<std::unordered_map<uint32_t, JobRanks>> cluster_ranks_from_json(const json& list) {
+  using R = Result<std::unordered_map<uint32_t, JobRanks>>;
+  const auto u32 = [](const json& v) { return v.is_number_unsigned() && v.get<uint64_t>() <= UINT32_MAX; };
+  if (!list.is_array()) return R::failure("cluster_ranks: not a list of [job, pull_rank, push_rank]");
+  std::unordered_map<uint32_t, JobRanks> ranks;
+  for (const json& r : list) {
+    if (!r.is_array() || r.size() != 3 || !u32(r[0]) || !u32(r[1]) || !u32(r[2]) || r[0].get<uint32_t>() == 0)
+      return R::failure("cluster_ranks: " + r.dump() + " is not [job, pull_rank, push_rank] (whole numbers, job > 0)");
+    const uint32_t id = r[0].get<uint32_t>();
+    if (!ranks.emplace(id, JobRanks{id, r[1].get<uint32_t>(), r[2].get<uint32_t>()}).second)
+      return R::failure("cluster_ranks: job " + std::to_string(id) + " listed twice");
+  }
+  return ranks;
 }
 
 // Whether an error opening or reading a file says nothing of its content:
@@ -502,7 +532,7 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path), &rules_cannot_read);
   if (rules_cannot_read) failure = StateReadFailure::kCannotRead;
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
-  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt};
+  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt, std::nullopt};
   if (version >= 2) {
     auto live = ports_from_json(state.contains("ports") ? state["ports"] : json(), class_count);
     if (!live) return R::failure("state file " + path + ": " + live.error() + " (nothing was loaded)");
@@ -534,6 +564,11 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     auto policy = policy_from_json(f["policy"]);
     auto ports = ports_from_json(f.contains("ports") ? f["ports"] : json(), class_count);
     if (policy && ports) saved.file = FileSettings{*policy, std::move(*ports)};
+  }
+  if (state.contains("cluster_ranks")) {
+    auto ranks = cluster_ranks_from_json(state["cluster_ranks"]);
+    if (!ranks) return R::failure("state file " + path + ": " + ranks.error() + " (nothing was loaded)");
+    saved.cluster_ranks = std::move(*ranks);
   }
   saved.text = std::move(text);
   return std::optional<SavedState>(std::move(saved));
@@ -614,7 +649,8 @@ bool StateTextRenderer::JobLine::renders(const JobRecord& j) const {
 
 std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParams& policy,
                                       const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
-                                      const FileSettings* file) {
+                                      const FileSettings* file,
+                                      const std::unordered_map<uint32_t, JobRanks>* cluster_ranks) {
   if (!ports_text_ || !(ports_ == live)) {
     ports_ = live;
     ports_text_ = ports_to_json(live).dump();
@@ -627,11 +663,18 @@ std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParam
     file_text_ =
         ",\n \"file\": " + json{{"policy", policy_to_json(file->policy)}, {"ports", ports_to_json(file->ports)}}.dump();
   }
+  if (!cluster_ranks) {
+    cluster_ranks_.reset();
+    cluster_ranks_text_.clear();
+  } else if (!cluster_ranks_ || *cluster_ranks_ != *cluster_ranks) {
+    cluster_ranks_ = *cluster_ranks;
+    cluster_ranks_text_ = ",\n \"cluster_ranks\": " + cluster_ranks_to_text(*cluster_ranks);
+  }
   ++renders_;
   // One job per line: readable, and a fraction of the size of an indented dump.
   std::string text = "{\"version\": 3, \"rules_serial\": " + std::to_string(rules_serial) +
                      ",\n \"policy\": " + policy_to_json(policy).dump() + ",\n \"ports\": " + *ports_text_ +
-                     file_text_ + ",\n \"jobs\": [";
+                     file_text_ + cluster_ranks_text_ + ",\n \"jobs\": [";
   text.reserve(text.size() + jobs.size() * (lines_.empty() ? 128 : text_per_job_) + 8);
   bool first = true;
   for (const JobRecord* j : jobs.in_age_order()) {
@@ -658,8 +701,8 @@ std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParam
 
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
                             const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
-                            const FileSettings* file) {
-  return StateTextRenderer().render(jobs, policy, live, rules_serial, file);
+                            const FileSettings* file, const std::unordered_map<uint32_t, JobRanks>* cluster_ranks) {
+  return StateTextRenderer().render(jobs, policy, live, rules_serial, file, cluster_ranks);
 }
 
 namespace {

@@ -27,12 +27,18 @@
 //    "ports": {"wire"|"host": {"shaper_bytes_per_sec", "shaper_burst_bytes",
 //              "classes": [{"cap_bytes_per_sec", "cap_burst_bytes", "floor_bytes_per_sec",
 //                           "floor_burst_bytes", "ecn_threshold", "dscp"}, ...]}},
-//    "file": {"policy": {...}, "ports": {...}}?}
+//    "file": {"policy": {...}, "ports": {...}}?,
+//    "cluster_ranks": [[id, pull_rank, push_rank], ...]?}
 // "file" is what the configuration file itself said of those settings when
 // the state was written (as "policy" and "ports"; absent in files written
 // before psgate recorded it): a start takes what the file changed since
 // (apply_file_changes, config/reload.h), so an edit followed by a restart
 // is not silently overridden by the saved values.
+// "cluster_ranks" (cluster mode; absent in files written before psgate kept
+// them, and where none were in force) are the ranks the cluster applied, by
+// job id (ControlState::cluster_ranks): a gateway restarted while the store
+// is unreachable forwards on them, as the other gateways keep doing, not on
+// a ranking of its own (the plain order, under a policy that is not static).
 // (0 = none; dscp -1 = keep.) A rules file: {"job": id, "match": ["rule", ...]}.
 // "rules_serial" numbers the next rules file, so a name is never reused
 // while a state file may name it. Jobs are listed in the order they were
@@ -58,10 +64,11 @@ namespace psgate {
 struct SavedState {
   JobRegistry jobs;
   PolicyParams policy;
-  std::optional<std::array<PortLive, kPortCount>> live;  // absent in a version 1 file
-  uint64_t rules_serial = 0;                             // the next rules file's number
-  std::string text;                                      // the file as read
-  std::optional<FileSettings> file;                      // the config file's settings when written
+  std::optional<std::array<PortLive, kPortCount>> live;                 // absent in a version 1 file
+  uint64_t rules_serial = 0;                                            // the next rules file's number
+  std::string text;                                                     // the file as read
+  std::optional<FileSettings> file;                                     // the config file's settings when written
+  std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks;  // the cluster's ranks in force when written
 };
 
 // The directory of the rules files of the state file at `state_path`.
@@ -138,7 +145,8 @@ Result<bool> check_state_dir_writable(const std::string& path);
 // rules file (JobRecord::rules_file).
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
                             const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
-                            const FileSettings* file = nullptr);
+                            const FileSettings* file = nullptr,
+                            const std::unordered_map<uint32_t, JobRanks>* cluster_ranks = nullptr);
 
 // state_file_text's text, byte for byte, for one state after another: each
 // job's line is kept from the previous render and rendered again only when
@@ -150,7 +158,8 @@ std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
 class StateTextRenderer {
  public:
   std::string render(const JobRegistry& jobs, const PolicyParams& policy, const std::array<PortLive, kPortCount>& live,
-                     uint64_t rules_serial, const FileSettings* file = nullptr);
+                     uint64_t rules_serial, const FileSettings* file = nullptr,
+                     const std::unordered_map<uint32_t, JobRanks>* cluster_ranks = nullptr);
 
  private:
   // The fields a job's line shows (its id is the key), and the line.
@@ -171,6 +180,10 @@ class StateTextRenderer {
   std::optional<std::string> ports_text_;  // ports_ rendered
   std::optional<FileSettings> file_;
   std::string file_text_;  // file_ rendered (with its key), empty for none
+  // The cluster's ranks rendered (with their key), empty for none: a
+  // policy's re-rank changes only them and a few jobs' lines.
+  std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks_;
+  std::string cluster_ranks_text_;
 };
 
 // Replaces the file at `path` with `text` atomically and durably: write a

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 
 namespace psgate {
 namespace {
@@ -74,6 +75,59 @@ TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
   EXPECT_TRUE(*(*saved)->live == live);
   // Written for another classes.count: refused, nothing loaded.
   EXPECT_FALSE(read_state_file(t.path("state.json"), 8, 4));
+}
+
+// Cluster mode: the ranks the cluster's policy leader computed are what
+// this gateway forwarded on. Not kept, a gateway restarted while the store
+// was unreachable ranked by the plain order instead, apart from every other
+// gateway under any policy but static.
+TEST(StateFile, KeepsTheClustersRanks) {
+  TempDir t("psgate-state");
+  const std::string path = t.path("state.json");
+  const PolicyParams progress{PolicyKind::kProgress, 1'000'000'000};
+  const std::unordered_map<uint32_t, JobRanks> ranks = {{3, JobRanks{3, 2, 1}}, {9, JobRanks{9, 0, UINT32_MAX}}};
+  ASSERT_TRUE(
+      write_state_text(path, state_file_text(one_job_stored(path), progress, two_classes(), 1, nullptr, &ranks)));
+  auto saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  ASSERT_TRUE(saved->has_value());
+  ASSERT_TRUE((*saved)->cluster_ranks.has_value()) << "the cluster's ranks were not kept";
+  EXPECT_EQ(*(*saved)->cluster_ranks, ranks) << "a job no longer held (9) keeps its ranks too";
+  EXPECT_EQ((*saved)->policy.kind, PolicyKind::kProgress);
+  // Written again from what was read: the same text (a start rewrites the
+  // file only when its rendering differs).
+  EXPECT_EQ(state_file_text((*saved)->jobs, (*saved)->policy, *(*saved)->live, 1, nullptr, &*(*saved)->cluster_ranks),
+            (*saved)->text);
+  // None in force (single-host mode, or none read yet): none written, none read.
+  ASSERT_TRUE(write_state_text(path, state_file_text(one_job_stored(path), progress, two_classes(), 1)));
+  saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved && *saved) << (saved ? "" : saved.error());
+  EXPECT_FALSE((*saved)->cluster_ranks.has_value());
+  // Hand-edited into something else: refused by name, nothing loaded.
+  for (const char* bad : {R"("cluster_ranks": {"3": 1})", R"("cluster_ranks": [[3, 1]])",
+                          R"("cluster_ranks": [[3, -1, 0]])", R"("cluster_ranks": [[0, 1, 1]])",
+                          R"("cluster_ranks": [[3, 1, 1], [3, 2, 2]])", R"("cluster_ranks": [[3, 4294967296, 1]])"}) {
+    std::string text = state_file_text(one_job_stored(path), progress, two_classes(), 1);
+    text.replace(text.find("\"jobs\""), 0, std::string(bad) + ", ");
+    ASSERT_TRUE(write_state_text(path, text));
+    auto refused = read_state_file(path, 8, 2);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find("cluster_ranks"), std::string::npos) << refused.error();
+  }
+}
+
+// A state file written before psgate kept the cluster's ranks loads as it
+// did: none kept (the store's, once read, are applied).
+TEST(StateFile, AFileWithoutTheClustersRanksStillLoads) {
+  TempDir t("psgate-state");
+  std::ofstream(t.path("state.json"))
+      << R"({"version": 1, "jobs": [{"id": 3, "name": "three", "rank": 0, "match": ["dst=10.0.0.5/32"]}],
+            "policy": {"name": "progress"}})";
+  auto saved = read_state_file(t.path("state.json"), 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  ASSERT_TRUE(saved->has_value());
+  EXPECT_EQ((*saved)->jobs.size(), 1u);
+  EXPECT_FALSE((*saved)->cluster_ranks.has_value());
 }
 
 TEST(StateFile, VersionOneFilesStillLoadWithTheConfigsClasses) {
@@ -562,6 +616,7 @@ TEST(StateFile, AnIncrementalRenderEqualsAFullRenderAfterEveryChange) {
   auto live = two_classes();
   uint64_t serial = 0;
   StateTextRenderer renderer;
+  std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks;
   std::vector<uint32_t> ids;
   for (int step = 0; step < 3000; ++step) {
     const uint32_t what = pick(9);
@@ -604,7 +659,18 @@ TEST(StateFile, AnIncrementalRenderEqualsAFullRenderAfterEveryChange) {
       live[pick(2)].classes[pick(2)].cap_bytes_per_sec = 1000ull * pick(4);
       live[0].shaper_burst_bytes = 1500ull * (1 + pick(3));
     }
-    ASSERT_EQ(renderer.render(jobs, policy, live, serial), state_file_text(jobs, policy, live, serial))
+    if (pick(5) == 0) {  // the cluster's ranks: none, or some jobs' (a leader's re-rank)
+      if (pick(3) == 0) {
+        cluster_ranks.reset();
+      } else {
+        if (!cluster_ranks) cluster_ranks.emplace();
+        const uint32_t id = ids[pick(static_cast<uint32_t>(ids.size()))];
+        (*cluster_ranks)[id] = JobRanks{id, pick(10), pick(10)};
+      }
+    }
+    const auto* ranks = cluster_ranks ? &*cluster_ranks : nullptr;
+    ASSERT_EQ(renderer.render(jobs, policy, live, serial, nullptr, ranks),
+              state_file_text(jobs, policy, live, serial, nullptr, ranks))
         << "after step " << step;
   }
 }
