@@ -261,18 +261,18 @@ void EtcdLink::sleep_backoff(uint64_t& backoff_ns) {
 void EtcdLink::set_connected(bool up, const std::string& error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (up) {
-    if (!connected_ && degraded_since_s_ != 0)
+    if (!follow_state_.connected() && degraded_since_s_ != 0)
       spdlog::info("cluster: store reachable again at {}", endpoints_[follow_endpoint_].target);
-    connected_ = true;
+    follow_state_.read_whole();
     degraded_since_s_ = 0;
     last_error_.clear();
     return;
   }
-  if (connected_ || degraded_since_s_ == 0) {
+  if (follow_state_.connected() || degraded_since_s_ == 0) {
     degraded_since_s_ = unix_now_s();
     spdlog::warn("cluster: store unreachable ({}); forwarding on the last order applied", error);
   }
-  connected_ = false;
+  follow_state_.lost();
   last_error_ = error;
 }
 
@@ -326,7 +326,7 @@ std::shared_ptr<const ClusterView> EtcdLink::newer_than(uint64_t epoch, int64_t 
 
 bool EtcdLink::connected() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return connected_;
+  return follow_state_.connected();
 }
 
 void EtcdLink::report(const GatewayInfo& info) {
@@ -343,7 +343,7 @@ json EtcdLink::status() const {
   return {{"name", spec_.name},
           {"prefix", spec_.prefix},
           {"endpoint", endpoints_[follow_endpoint_].target},
-          {"connected", connected_},
+          {"connected", follow_state_.connected()},
           {"degraded_since", degraded_since_s_ != 0 ? json(degraded_since_s_) : json(nullptr)},
           {"last_error", last_error_},
           {"store_revision", view_ ? view_->revision : 0},
@@ -489,7 +489,11 @@ void EtcdLink::follow_loop() {
         std::lock_guard<std::mutex> lock(mutex_);
         last_watch_message_ns_ = now_ns();
       }
-      if (resp.created()) created = true;
+      if (resp.created()) {
+        created = true;
+        std::lock_guard<std::mutex> lock(mutex_);
+        follow_state_.watch_created();
+      }
       WatchMessage m;
       m.created = resp.created();
       m.canceled = resp.canceled();
@@ -524,6 +528,10 @@ void EtcdLink::follow_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       watch_context_ = nullptr;
       ++watch_restarts_;
+      // Still connected, maybe (a watch cancelled for silence or compacted),
+      // but nothing after this view is delivered until the next watch: the
+      // leader pauses (lead()).
+      follow_state_.watch_ended();
     }
     {
       // No progress request runs on the stream past this point.
@@ -707,7 +715,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     view = view_;
-    following = connected_;
+    following = follow_state_.view_current();
     leader = leader_;
     lease = lease_id_;
     fence = leader_created_;

@@ -32,6 +32,7 @@
 #include "psgate/config.h"
 #include "psgate/history_compaction.h"
 #include "psgate/log_throttle.h"
+#include "psgate/store_follow_state.h"
 
 namespace grpc {
 class Channel;
@@ -94,8 +95,8 @@ class EtcdLink final : public ClusterLink {
 
   mutable std::mutex mutex_;  // guards the fields below
   std::shared_ptr<const ClusterView> view_;
-  bool connected_ = false;
-  double degraded_since_s_ = 0;  // unix time the store was lost (0: connected, or never reached)
+  StoreFollowState follow_state_;  // the store answers; the view is current (a watch follows it)
+  double degraded_since_s_ = 0;    // unix time the store was lost (0: connected, or never reached)
   std::string last_error_;
   std::string registration_error_;  // why this gateway is not registered ("": it is)
   int64_t registered_lease_ = 0;    // the lease our registration was last written under (0: none)
