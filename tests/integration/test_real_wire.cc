@@ -286,6 +286,31 @@ std::pair<int, std::string> shell(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// A network namespace of the test's own (`prefix` and the pid), removed when
+// the test ends, holding veth pairs with both ends up.
+class TestNamespace {
+ public:
+  explicit TestNamespace(const std::string& prefix) : name_(prefix + std::to_string(getpid())) {
+    made_ = shell("ip netns add " + name_).first == 0;
+  }
+  ~TestNamespace() {
+    if (made_) shell("ip netns del " + name_);
+  }
+  TestNamespace(const TestNamespace&) = delete;
+  TestNamespace& operator=(const TestNamespace&) = delete;
+  bool made() const { return made_; }
+  const std::string& name() const { return name_; }
+  bool add_veth(const std::string& a, const std::string& b) const {
+    if (shell("ip -n " + name_ + " link add name " + a + " type veth peer name " + b).first != 0) return false;
+    for (const std::string& end : {a, b}) shell("ip -n " + name_ + " link set dev " + end + " up");
+    return true;
+  }
+
+ private:
+  std::string name_;
+  bool made_ = false;
+};
+
 // On an af_xdp port the NIC strips VLAN tags before XDP runs (rx-vlan-offload,
 // on by default on ixgbe, i40e, ice, mlx5, and on veths), and AF_XDP hands
 // psgate no trace of them: every tagged frame would leave untagged. psgate
@@ -293,16 +318,11 @@ std::pair<int, std::string> shell(const std::string& command) {
 TEST(RealWireAfXdp, VlanTagStrippingIsOffWhilePsgateRuns) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  const std::string ns = "psgxdp" + std::to_string(getpid());
-  ASSERT_EQ(shell("ip netns add " + ns).first, 0);
-  struct Cleanup {
-    std::string ns;
-    ~Cleanup() { shell("ip netns del " + ns); }
-  } cleanup{ns};
-  ASSERT_EQ(shell("ip -n " + ns + " link add name xw0 type veth peer name xw1").first, 0);
-  ASSERT_EQ(shell("ip -n " + ns + " link add name xh0 type veth peer name xh1").first, 0);
-  for (const char* dev : {"xw0", "xw1", "xh0", "xh1"})
-    shell("ip -n " + ns + " link set dev " + std::string(dev) + " up");
+  TestNamespace net("psgxdp");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  ASSERT_TRUE(net.add_veth("xw0", "xw1"));
+  ASSERT_TRUE(net.add_veth("xh0", "xh1"));
   const std::string features = "ip netns exec " + ns + " ethtool -k xh0";
   ASSERT_EQ(shell("ip netns exec " + ns + " ethtool -K xh0 rxvlan on").first, 0);
   ASSERT_NE(shell(features).second.find("rx-vlan-offload: on"), std::string::npos);
@@ -335,14 +355,10 @@ TEST(RealWireAfXdp, VlanTagStrippingIsOffWhilePsgateRuns) {
 TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamedWithExitTwo) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  const std::string ns = "psgmv" + std::to_string(getpid());
-  ASSERT_EQ(shell("ip netns add " + ns).first, 0);
-  struct Cleanup {
-    std::string ns;
-    ~Cleanup() { shell("ip netns del " + ns); }
-  } cleanup{ns};
-  ASSERT_EQ(shell("ip -n " + ns + " link add name mvp0 type veth peer name mvp1").first, 0);
-  shell("ip -n " + ns + " link set dev mvp0 up");
+  TestNamespace net("psgmv");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  ASSERT_TRUE(net.add_veth("mvp0", "mvp1"));
   for (const char* dev : {"mv0", "mv1"}) {
     if (shell("ip -n " + ns + " link add name " + std::string(dev) + " link mvp0 type macvlan mode bridge").first != 0)
       GTEST_SKIP() << "no macvlan in this kernel";
@@ -371,16 +387,11 @@ TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamedWithExitTwo) {
 TEST(RealWireAfPacket, SettingsTurnedBackUnderPsgateAreSetAgain) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  const std::string ns = "psgset" + std::to_string(getpid());
-  ASSERT_EQ(shell("ip netns add " + ns).first, 0);
-  struct Cleanup {
-    std::string ns;
-    ~Cleanup() { shell("ip netns del " + ns); }
-  } cleanup{ns};
-  ASSERT_EQ(shell("ip -n " + ns + " link add name sw0 type veth peer name sw1").first, 0);
-  ASSERT_EQ(shell("ip -n " + ns + " link add name sh0 type veth peer name sh1").first, 0);
-  for (const char* dev : {"sw0", "sw1", "sh0", "sh1"})
-    shell("ip -n " + ns + " link set dev " + std::string(dev) + " up");
+  TestNamespace net("psgset");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  ASSERT_TRUE(net.add_veth("sw0", "sw1"));
+  ASSERT_TRUE(net.add_veth("sh0", "sh1"));
   fx.write_file("afp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
                                 "\", \"--log-level=3\"]\n"
                                 "[ports.wire]\ndevice = \"net_af_packet0,iface=sw0\"\n"
@@ -410,16 +421,11 @@ TEST(RealWireAfPacket, SettingsTurnedBackUnderPsgateAreSetAgain) {
 TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  const std::string ns = "psgmtu" + std::to_string(getpid());
-  ASSERT_EQ(shell("ip netns add " + ns).first, 0);
-  struct Cleanup {
-    std::string ns;
-    ~Cleanup() { shell("ip netns del " + ns); }
-  } cleanup{ns};
-  ASSERT_EQ(shell("ip -n " + ns + " link add name mt0 type veth peer name mt1").first, 0);
-  ASSERT_EQ(shell("ip -n " + ns + " link add name mt2 type veth peer name mt3").first, 0);
-  for (const char* dev : {"mt0", "mt1", "mt2", "mt3"})
-    shell("ip -n " + ns + " link set dev " + std::string(dev) + " up");
+  TestNamespace net("psgmtu");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  ASSERT_TRUE(net.add_veth("mt0", "mt1"));
+  ASSERT_TRUE(net.add_veth("mt2", "mt3"));
   auto config = [&](unsigned mtu, const std::string& afp_args) {
     return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
            "\", \"--log-level=3\"]\n"
