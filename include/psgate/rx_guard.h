@@ -60,22 +60,35 @@ inline constexpr uint64_t kOffloadFlagsToCheck = RTE_MBUF_F_INDIRECT | RTE_MBUF_
 // without them. pkt_len and data_len grow by 4 bytes a tag.
 bool restore_stripped_vlan_tags(rte_mbuf* m);
 
+// The segments the broken chains of one burst freed. A freed segment
+// cannot be told from a live one (a pool keeps a reference count of 1 on its
+// free buffers): one that two broken chains share (a corrupt `next`), or that
+// a sound packet of the burst holds, must be looked up here, not freed twice
+// or sent after it was freed. Past kCapacity, segments are still freed,
+// unrecorded.
+struct FreedSegments {
+  static constexpr unsigned kCapacity = 1024;
+  rte_mbuf* segs[kCapacity];
+  unsigned n = 0;
+  bool holds(const rte_mbuf* m) const {
+    for (unsigned k = 0; k < n; ++k)
+      if (segs[k] == m) return true;
+    return false;
+  }
+  void add(rte_mbuf* m) {
+    if (n < kCapacity) segs[n++] = m;
+  }
+};
+
 // Frees a buffer mbuf_is_sane refused without trusting its chain: the
 // segments nb_segs vouches for (at most kMaxBrokenSegsFreed), one by one,
 // each detached from its `next` first, up to the first that is not a live
 // buffer of a pool (no pool, no buffer, or a reference count of 0, which
-// freeing would wrap) or that was freed already (a chain that loops). A
+// freeing would wrap), that came up before in this chain (a chain that
+// loops) or that `freed` holds (another broken chain's, freed already). A
 // corrupt `next` beyond them is never followed: those buffers, if any, are
-// lost to the pool rather than freed twice.
-// `freed`, when given, carries the segments freed so far across the calls
-// for one burst: two broken chains of a burst that share a segment (a
-// corrupt `next`) must not free it twice. When it is full, nothing more is
-// freed (lost to the pool, never handed out twice).
+// lost to the pool rather than freed twice. What it frees goes into `freed`.
 inline constexpr unsigned kMaxBrokenSegsFreed = 128;
-struct FreedSegments {
-  rte_mbuf* segs[kMaxBrokenSegsFreed];
-  unsigned n = 0;
-};
 void free_broken_mbuf(rte_mbuf* m, FreedSegments* freed = nullptr);
 
 // Unlinks and frees the segments of a sane chain that hold no data: some

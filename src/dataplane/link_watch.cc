@@ -247,7 +247,7 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
   // program may have set it back (keep_kernel_iface_settings).
   if (const uint64_t now = steady_ns(); now >= w.next_settings_look_ns) {
     w.next_settings_look_ns = now + kSettingsLookNs;
-    keep_kernel_iface_settings(kPortNames[p], w.iface, /*af_packet=*/w.reprobe, d.iface_changes);
+    keep_kernel_iface_settings(kPortNames[p], w.iface, /*af_packet=*/w.reprobe);
   }
 }
 

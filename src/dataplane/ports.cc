@@ -271,17 +271,10 @@ KernelIfaceChange& iface_record(std::vector<KernelIfaceChange>& changes, const s
 
 }  // namespace
 
-unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet,
-                                    std::vector<KernelIfaceChange>& changes) {
+unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet) {
   KernelIfaceChange turned_off{role, iface};
   kernel_offloads_off(role, iface, af_packet, !af_packet, turned_off, /*again=*/true);
   unsigned put_back = turned_off.gro + turned_off.lro + turned_off.rxvlan;
-  if (put_back) {
-    KernelIfaceChange& c = iface_record(changes, role, iface);
-    c.gro = c.gro || turned_off.gro;
-    c.lro = c.lro || turned_off.lro;
-    c.rxvlan = c.rxvlan || turned_off.rxvlan;
-  }
   // af_packet's promiscuous mode is the interface's own flag: off, frames
   // for other MAC addresses never reach psgate (a bump forwards them all).
   if (af_packet && !kernel_promiscuous(iface)) {
@@ -295,7 +288,6 @@ unsigned keep_kernel_iface_settings(const std::string& role, const std::string& 
     if (fd >= 0) ::close(fd);
     if (ok) {
       ++put_back;
-      iface_record(changes, role, iface).promisc = true;
       spdlog::warn(
           "port {}: promiscuous mode was turned off on {} while psgate ran: turned on again (frames for "
           "other MAC addresses would not reach psgate)",
@@ -461,16 +453,17 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
             " asks for (raise the mtu, or leave the larger records out of the capture), or the capture has more " +
             "records than the mbuf pool has free (raise dataplane.mbufs)");
       }
-      // af_xdp makes its XDP socket here: a driver without the XDP support
-      // it asks for (macvlan, some virtual devices) refuses it, and only
-      // libxdp's stderr said why. A restart cannot mend it (exit 2).
+      // af_xdp makes its XDP socket here, and DPDK 22.11 says EINVAL
+      // whatever failed: only libxdp's stderr said why. The likely causes
+      // are named; some pass (a queue a dying process still holds), so it
+      // stays a failed start (exit 1, restarted), not a config error.
       if (rc == -EINVAL && af_xdp) {
-        if (config_error) *config_error = true;
         return Result<bool>::failure(
             "port " + role + ": RX queue " + std::to_string(q) + " setup failed: " + std::strerror(EINVAL) +
-            ": the AF_XDP socket on " + iface + " was refused: its driver lacks the XDP support af_xdp needs " +
-            "(macvlan and some virtual devices have none), or another XDP program is attached to it (ip link show " +
-            iface + "); use net_af_packet for " + iface);
+            ": the AF_XDP socket on " + iface + " was refused (libxdp's lines above say why): its driver may " +
+            "lack the XDP support af_xdp needs (macvlan and some virtual devices have none: use net_af_packet " +
+            "for " + iface + "), another XDP program or socket may hold it (ip link show " + iface +
+            "), or the locked-memory limit may be too low (LimitMEMLOCK=)");
       }
       return fail("RX queue " + std::to_string(q) + " setup failed", rc);
     }

@@ -47,11 +47,12 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);
 // port's interface, VLAN stripping off on an af_xdp one's, promiscuous mode
 // on for af_packet. Something that turned one back (NetworkManager, a
 // script's ethtool) would have merged frames dropped as oversize, tags lost
-// or frames never received, with nothing said: each is set again, warned
-// of, and recorded in `changes` for the restore at exit. Returns how many
-// settings it put back.
-unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet,
-                                    std::vector<KernelIfaceChange>& changes);
+// or frames never received, with nothing said: each is set again and
+// warned of. Nothing is recorded for the restore at exit, which puts back
+// what psgate found at start (KernelIfaceChange): a setting it found as it
+// wanted is the operator's, whichever program changed it meanwhile.
+// Returns how many settings it put back.
+unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet);
 
 // Configures the MTU and the offloads of `frames`, nb_rxq RX queues (RSS
 // across them when the device supports it) and nb_txq TX queues,

@@ -47,25 +47,26 @@ bool mbuf_is_sane(const rte_mbuf* m) {
   return seg == nullptr && sum == m->pkt_len;  // longer than nb_segs, or lengths that disagree
 }
 
-void free_broken_mbuf(rte_mbuf* m, FreedSegments* shared) {
+void free_broken_mbuf(rte_mbuf* m, FreedSegments* freed) {
   // The segments nb_segs vouches for, at most kMaxBrokenSegsFreed, one by one,
   // each detached from its `next` first; it stops at the first that is not a
-  // live pool buffer or that came up before (a chain that loops back): such
-  // a segment freed would be in its pool twice, and handed out twice.
-  // Segments past the limit, if a broken chain had more, stay unfreed. (A
-  // freed segment cannot be told from a live one: a pool keeps a reference
-  // count of 1 on its free buffers.)
-  FreedSegments own;
-  FreedSegments& freed = shared != nullptr ? *shared : own;
+  // live pool buffer or that came up before (a chain that loops back, or
+  // another broken chain's): such a segment freed would be in its pool
+  // twice, and handed out twice. Segments past the limit, if a broken chain
+  // had more, stay unfreed.
+  rte_mbuf* mine[kMaxBrokenSegsFreed];
+  unsigned n_mine = 0;
   unsigned left = m->nb_segs == 0 ? 1 : m->nb_segs;
-  while (m != nullptr && left-- > 0 && freed.n < kMaxBrokenSegsFreed && live_pool_buffer(m)) {
-    for (unsigned k = 0; k < freed.n; ++k)
-      if (freed.segs[k] == m) return;
+  while (m != nullptr && left-- > 0 && n_mine < kMaxBrokenSegsFreed && live_pool_buffer(m)) {
+    for (unsigned k = 0; k < n_mine; ++k)
+      if (mine[k] == m) return;
+    if (freed != nullptr && freed->holds(m)) return;
     rte_mbuf* next = m->next;
     m->next = nullptr;
     m->nb_segs = 1;
     rte_pktmbuf_free_seg(m);
-    freed.segs[freed.n++] = m;
+    mine[n_mine++] = m;
+    if (freed != nullptr) freed->add(m);
     m = next;
   }
 }
@@ -217,6 +218,28 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       continue;
     }
     pkts[kept++] = m;  // a sane chain, or a tagged frame within its limit
+  }
+  if (freed.n != 0) [[unlikely]] {
+    // A packet of the burst that holds a segment a broken chain freed (its
+    // corrupt `next` led there) would be sent, or freed, from the pool:
+    // counted as broken too, and left unfreed (what is left of it is lost
+    // to the pool rather than freed twice). A freed segment's `next` is 0.
+    auto holds_freed = [&](const rte_mbuf* m) {
+      const unsigned segs = m->nb_segs;
+      for (unsigned k = 0; m != nullptr && k < segs; ++k, m = m->next)
+        if (freed.holds(m)) return true;
+      return false;
+    };
+    unsigned still = 0;
+    for (unsigned i = 0; i < kept; ++i) {
+      if (holds_freed(pkts[i])) ++bad;
+      else pkts[still++] = pkts[i];
+    }
+    kept = still;
+    still = 0;
+    for (unsigned i = 0; i < n_dropped; ++i)
+      if (!holds_freed(dropped[i])) dropped[still++] = dropped[i];  // counted under its reason, not freed
+    n_dropped = still;
   }
   if (bad) drops[kDropBadMbuf].add(bad);
   if (runt) drops[kDropRunt].add(runt);

@@ -305,6 +305,49 @@ TEST_F(MbufChain, GuardFreesASegmentTwoBrokenChainsShareOnce) {
   rte_pktmbuf_free(held);
 }
 
+// A burst of many broken chains of several segments each: every segment
+// goes back (a limit on what one burst may free, not on what one chain may,
+// left all but the first 128 segments out of the pool, drained in a few
+// hundred such bursts). TearDown counts the pool.
+TEST_F(MbufChain, GuardFreesEveryBrokenChainOfAFullBurst) {
+  std::array<Counter, kDropReasonCount> drops;
+  Bytes frame(1400, 0x5a);
+  rte_mbuf* burst[64];
+  for (rte_mbuf*& m : burst) {
+    m = chain(frame, {280, 560, 840, 1120});  // 5 segments
+    m->pkt_len += 1;
+  }
+  uint64_t bytes = 0;
+  EXPECT_EQ(rx_guard_burst(burst, 64, 1514, drops, bytes), 0u);
+  EXPECT_EQ(drops[kDropBadMbuf].get(), 64u);
+}
+
+// A broken chain whose corrupt `next` leads to a sound packet of the same
+// burst, before it or after it: the guard frees that packet's buffer with the
+// chain, so it must not send it (from the pool) nor free it again. Both are
+// counted as broken; TearDown sees no buffer handed out twice.
+TEST_F(MbufChain, GuardSendsNoPacketABrokenChainFreed) {
+  const Bytes frame = ipv4_frame(0);
+  for (bool sound_first : {true, false}) {
+    SCOPED_TRACE(sound_first ? "sound packet first" : "broken chain first");
+    std::array<Counter, kDropReasonCount> drops;
+    rte_mbuf* sound = chain(frame, {});
+    rte_mbuf* broken = chain(frame, {});
+    broken->next = sound;  // two segments, as nb_segs says, but pkt_len says one's worth: broken
+    broken->nb_segs = 2;
+    rte_mbuf* other = chain(frame, {});
+    rte_mbuf* held = rte_pktmbuf_alloc(pool_);  // room in the pool's ring for a buffer freed twice
+    rte_mbuf* burst[3] = {sound_first ? sound : broken, sound_first ? broken : sound, other};
+    uint64_t bytes = 0;
+    const unsigned kept = rx_guard_burst(burst, 3, 1514, drops, bytes);
+    ASSERT_EQ(kept, 1u);
+    EXPECT_EQ(burst[0], other);
+    EXPECT_EQ(drops[kDropBadMbuf].get(), 2u);
+    rte_pktmbuf_free(other);
+    rte_pktmbuf_free(held);
+  }
+}
+
 // Offload flags a driver set oddly: a direct mbuf flagged indirect (freed
 // as its own "direct" mbuf, then again: twice in the pool) or external with
 // no shared info (a call through a null pointer at the first free), and a

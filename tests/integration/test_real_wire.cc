@@ -349,10 +349,10 @@ TEST(RealWireAfXdp, VlanTagStrippingIsOffWhilePsgateRuns) {
 
 // af_xdp on an interface whose driver has no XDP support of the kind it
 // asks for (macvlan): the start said only "RX queue 0 setup failed:
-// Invalid argument" (libxdp's stderr alone said why) and exited 1, which the
-// unit restarts every 2 s for ever. Now the cause and the way out are
-// named, exit 2.
-TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamedWithExitTwo) {
+// Invalid argument" (libxdp's stderr alone said why). Now the likely causes
+// and the way out are named. Exit 1, a failed start: DPDK says EINVAL for
+// every failure there, some of which pass (a queue a dying process holds).
+TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamed) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
   TestNamespace net("psgmv");
@@ -374,7 +374,7 @@ TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamedWithExitTwo) {
                              fx.path("mv.toml") + " --duration 1");
   if (out.find("XDP") == std::string::npos && out.find("xdp") == std::string::npos) GTEST_SKIP() << out;
   if (status == 0) GTEST_SKIP() << "this kernel runs AF_XDP on macvlan: " << out;
-  EXPECT_EQ(status, 2) << out;
+  EXPECT_EQ(status, 1) << out;
   EXPECT_NE(out.find("the AF_XDP socket on mv0 was refused"), std::string::npos) << out;
   EXPECT_NE(out.find("use net_af_packet for mv0"), std::string::npos) << out;
 }
