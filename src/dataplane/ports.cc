@@ -258,6 +258,14 @@ bool kernel_promiscuous(const std::string& iface) {
   return ok && (ifr.ifr_flags & IFF_PROMISC) != 0;
 }
 
+// Sets or clears IFF_PROMISC on the interface `ifr` names (read, then
+// written: the other flags as they are). False, errno set, when it cannot.
+bool set_promiscuous(int fd, ifreq& ifr, bool on) {
+  if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) return false;
+  ifr.ifr_flags = static_cast<short>(on ? ifr.ifr_flags | IFF_PROMISC : ifr.ifr_flags & ~IFF_PROMISC);
+  return ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+}
+
 // The interface's record in `changes`, made at its first change: a later
 // failing step of a start leaves what was changed before it recorded, and
 // an interface re-created under psgate keeps the MTU first found (the
@@ -271,23 +279,19 @@ KernelIfaceChange& iface_record(std::vector<KernelIfaceChange>& changes, const s
 
 }  // namespace
 
-unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet) {
-  KernelIfaceChange turned_off{role, iface};
+void keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet) {
+  KernelIfaceChange turned_off{role, iface};  // what was found turned back (nothing is recorded)
   kernel_offloads_off(role, iface, af_packet, !af_packet, turned_off, /*again=*/true);
-  unsigned put_back = turned_off.gro + turned_off.lro + turned_off.rxvlan;
   // af_packet's promiscuous mode is the interface's own flag: off, frames
   // for other MAC addresses never reach psgate (a bump forwards them all).
   if (af_packet && !kernel_promiscuous(iface)) {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     ifreq ifr{};
     std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
-    const bool ok =
-        fd >= 0 && ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 &&
-        (ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_PROMISC), ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0);
+    const bool ok = fd >= 0 && set_promiscuous(fd, ifr, true);
     const int err = errno;
     if (fd >= 0) ::close(fd);
     if (ok) {
-      ++put_back;
       spdlog::warn(
           "port {}: promiscuous mode was turned off on {} while psgate ran: turned on again (frames for "
           "other MAC addresses would not reach psgate)",
@@ -299,7 +303,6 @@ unsigned keep_kernel_iface_settings(const std::string& role, const std::string& 
           role, iface, std::strerror(err), iface);
     }
   }
-  return put_back;
 }
 
 void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
@@ -334,14 +337,7 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
     };
     if (c.lro) note(flag_on(ETH_FLAG_LRO), "LRO on");
     if (c.rxvlan) note(flag_on(ETH_FLAG_RXVLAN), "VLAN tag stripping on");
-    if (c.promisc) {
-      bool ok = ::ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
-      if (ok) {
-        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags & ~IFF_PROMISC);
-        ok = ::ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
-      }
-      note(ok, "promiscuous mode off");
-    }
+    if (c.promisc) note(set_promiscuous(fd, ifr, false), "promiscuous mode off");
     if (!put_back.empty()) spdlog::info("port {}: {} as before psgate: {}", c.role, c.iface, put_back);
     if (!failed.empty())
       spdlog::warn("port {}: could not put back on {}: {} ({})", c.role, c.iface, failed, std::strerror(errno));

@@ -51,8 +51,7 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);
 // warned of. Nothing is recorded for the restore at exit, which puts back
 // what psgate found at start (KernelIfaceChange): a setting it found as it
 // wanted is the operator's, whichever program changed it meanwhile.
-// Returns how many settings it put back.
-unsigned keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet);
+void keep_kernel_iface_settings(const std::string& role, const std::string& iface, bool af_packet);
 
 // Configures the MTU and the offloads of `frames`, nb_rxq RX queues (RSS
 // across them when the device supports it) and nb_txq TX queues,
