@@ -8,6 +8,8 @@
 //                full check (rte_mbuf_check's rules, the chain walked)
 //                    ├─ broken buffer  ──▶ freed as far as it can be trusted, bad_mbuf
 //                    ├─ < 17 bytes     ──▶ runt
+//                    ├─ shared buffer  ──▶ forwarded as a copy of psgate's own (shared_buffer
+//                    │                     if no mbuf is free for it)
 //                    ├─ empty segments ──▶ unlinked from the chain and freed
 //                    ├─ offload flags  ──▶ a stripped VLAN tag put back (vlan_stripped if it
 //                    │                     cannot be), transmit requests cleared
@@ -98,6 +100,22 @@ void free_broken_mbuf(rte_mbuf* m, FreedSegments* freed = nullptr);
 // (reference count above 1) is left alone. The packet's bytes and their
 // order are unchanged.
 void unlink_empty_segments(rte_mbuf* m);
+
+// Whether some segment of the chain holds no data.
+bool has_empty_segment(const rte_mbuf* m);
+
+// Whether another holder reads some of the packet's bytes: a segment with
+// more than one reference (rte_mbuf_refcnt_update, a clone's direct mbuf)
+// or attached to another mbuf's buffer (indirect: a clone). An external
+// buffer is not: drivers that use them (mlx5's multi-packet RX queues) give
+// each packet its own stretch of it.
+bool shares_bytes(const rte_mbuf* m);
+
+// A copy of the packet, direct, in as few segments as its head's pool fills,
+// none empty (rte_pktmbuf_copy skips them; the packet's fields and dynamic
+// fields come along). Null when the pool has no mbuf to spare or holds no
+// data (a pool of indirect mbufs).
+rte_mbuf* copy_packet(const rte_mbuf* m);
 
 // The number of 802.1Q/802.1ad tags in front of the frame's ethertype (up to
 // kMaxVlanTags), read across segments if needed.

@@ -161,11 +161,31 @@ unsigned outer_dot1q_tag(const rte_mbuf* m) {
 
 }  // namespace
 
+bool has_empty_segment(const rte_mbuf* m) {
+  for (; m != nullptr; m = m->next)
+    if (m->data_len == 0) return true;
+  return false;
+}
+
+bool shares_bytes(const rte_mbuf* m) {
+  for (; m != nullptr; m = m->next)
+    if (rte_mbuf_refcnt_read(m) != 1 || RTE_MBUF_CLONED(m)) return true;
+  return false;
+}
+
+rte_mbuf* copy_packet(const rte_mbuf* m) {
+  // The head's pool, unless it holds no data (a pool of indirect mbufs, for
+  // clones): a copy into it would take every mbuf it has and still fail.
+  rte_mempool* pool = m->pool;
+  if (rte_pktmbuf_data_room_size(pool) <= RTE_PKTMBUF_HEADROOM) return nullptr;
+  return rte_pktmbuf_copy(m, pool, 0, UINT32_MAX);
+}
+
 unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_frame, unsigned max_segs,
                            bool one_dot1q_tag_room, std::array<Counter, kDropReasonCount>& drops, uint64_t& bytes) {
   uint64_t sum = 0;
   unsigned kept = 0;
-  unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0, vlan_stripped = 0;
+  unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0, vlan_stripped = 0, shared_buffer = 0;
   rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
   unsigned n_dropped = 0;
   FreedSegments freed;  // by every broken chain of the burst: none freed twice
@@ -180,6 +200,20 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       ++bad;
       free_broken_mbuf(m, &freed);
       continue;
+    }
+    // Bytes another holder reads (a clone's reference) are never written:
+    // psgate forwards its own copy, which its rewrites, the unlinking of
+    // empty segments and the restored VLAN tags may change.
+    if (shares_bytes(m)) [[unlikely]] {
+      rte_mbuf* copy = copy_packet(m);
+      if (copy == nullptr) {
+        sum += m->pkt_len;
+        ++(m->pkt_len < kMinForwardFrame ? runt : shared_buffer);  // rte_pktmbuf_copy refuses 0 bytes
+        dropped[n_dropped++] = m;
+        continue;
+      }
+      rte_pktmbuf_free(m);  // the other holder keeps its reference
+      m = copy;
     }
     if (m->next != nullptr) unlink_empty_segments(m);  // a NIC may refuse a 0-byte TX descriptor
     // Transmit requests are the sender's to make (psgate makes none); a
@@ -246,6 +280,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
   if (oversize) drops[kDropOversize].add(oversize);
   if (too_many_segments) drops[kDropTooManySegments].add(too_many_segments);
   if (vlan_stripped) drops[kDropVlanStripped].add(vlan_stripped);
+  if (shared_buffer) drops[kDropSharedBuffer].add(shared_buffer);
   if (n_dropped) rte_pktmbuf_free_bulk(dropped, n_dropped);
   bytes = sum;
   return kept;

@@ -266,18 +266,50 @@ TEST_F(MbufChain, GuardNeverFreesABufferTwice) {
 }
 
 // A shared buffer (a reference count of 2: legal, a clone's) leaves the
-// fast check for the full one, which forwards it.
-TEST_F(MbufChain, GuardForwardsASharedBuffer) {
+// fast check for the full one, which forwards a copy of psgate's own: the
+// class's DSCP/ECN rewrite must not change what the other holder reads.
+// The guard lets go of its reference; the other holder's bytes are as they
+// were. With no mbuf free for the copy, a counted drop.
+TEST_F(MbufChain, GuardForwardsACopyOfASharedBuffer) {
   std::array<Counter, kDropReasonCount> drops;
-  rte_mbuf* m = chain(ipv4_frame(0), {});
+  const Bytes frame = ipv4_frame(0);
+  rte_mbuf* m = chain(frame, {});
+  m->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+  m->vlan_tci = 0x2064;
   rte_mbuf_refcnt_set(m, 2);
   EXPECT_NE(mbuf_fast_odd(m, 1500), 0u);
   rte_mbuf* burst[1] = {m};
   uint64_t bytes = 0;
-  EXPECT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
-  EXPECT_EQ(drops[kDropBadMbuf].get(), 0u);
+  ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+  EXPECT_NE(burst[0], m);
+  EXPECT_EQ(rte_mbuf_refcnt_read(burst[0]), 1u);
+  EXPECT_EQ(flatten(burst[0]).size(), frame.size() + 4) << "the stripped tag back on, in the copy";
+  EXPECT_EQ(flatten(m), frame) << "the other holder's bytes unchanged";
+  EXPECT_EQ(rte_mbuf_refcnt_read(m), 1u) << "the guard's reference let go";
+  EXPECT_EQ(drops[kDropBadMbuf].get() + drops[kDropVlanStripped].get() + drops[kDropSharedBuffer].get(), 0u);
+  rte_pktmbuf_free(burst[0]);
+
+  rte_mbuf_refcnt_set(m, 2);
+  std::vector<rte_mbuf*> taken;
+  for (rte_mbuf* t; (t = rte_pktmbuf_alloc(pool_)) != nullptr;) taken.push_back(t);
+  burst[0] = m;
+  bytes = 0;
+  EXPECT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 0u);
+  EXPECT_EQ(drops[kDropSharedBuffer].get(), 1u);
+  EXPECT_EQ(bytes, frame.size()) << "received, though dropped";
+  EXPECT_EQ(rte_mbuf_refcnt_read(m), 1u);
+  for (rte_mbuf* t : taken) rte_pktmbuf_free(t);
   rte_pktmbuf_free(m);
-  rte_pktmbuf_free(m);
+
+  // An empty one is a runt, whatever its references (rte_pktmbuf_copy
+  // refuses to copy 0 bytes).
+  rte_mbuf* empty = rte_pktmbuf_alloc(pool_);
+  rte_mbuf_refcnt_set(empty, 2);
+  burst[0] = empty;
+  EXPECT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 0u);
+  EXPECT_EQ(drops[kDropRunt].get(), 1u);
+  EXPECT_EQ(drops[kDropSharedBuffer].get(), 1u);
+  rte_pktmbuf_free(empty);
 }
 
 // Two broken chains of one burst that share a segment (a corrupt `next`):
@@ -371,10 +403,11 @@ TEST_F(MbufChain, GuardRefusesAttachmentFlagsWithoutTheirAttachment) {
   uint64_t bytes = 0;
   const unsigned kept = rx_guard_burst(burst, 4, 1514, drops, bytes);
   ASSERT_EQ(kept, 1u);
-  EXPECT_EQ(burst[0], clone);
+  EXPECT_EQ(flatten(burst[0]), frame);
+  EXPECT_TRUE(RTE_MBUF_DIRECT(burst[0])) << "a clone goes on as a copy: its bytes are the original's";
   EXPECT_EQ(drops[kDropBadMbuf].get(), 3u);
-  EXPECT_EQ(flatten(clone), frame);
-  rte_pktmbuf_free(clone);
+  EXPECT_EQ(rte_mbuf_refcnt_read(original), 1u) << "the clone freed";
+  rte_pktmbuf_free(burst[0]);
   rte_pktmbuf_free(original);
   // Never freed (a buffer of 0 is no pool's): put back here. The flagged
   // ones were freed by the guard as far as they could be trusted: not.
@@ -578,15 +611,26 @@ TEST_F(MbufChain, GuardUnlinksEmptySegments) {
   EXPECT_EQ(rte_mempool_avail_count(small), 63u);
   rte_mempool_free(small);
 
-  // A chain another holder shares is left as it is: taking a segment out of
-  // it would lose that segment for the other holder.
-  rte_mbuf* shared = chain(frame, {30, 30});
-  for (rte_mbuf* seg = shared; seg != nullptr; seg = seg->next) rte_mbuf_refcnt_update(seg, 1);
-  burst[0] = shared;
-  ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
-  EXPECT_EQ(shared->nb_segs, 3u);
-  rte_pktmbuf_free(shared);
-  rte_pktmbuf_free(shared);
+  // A chain another holder shares is left as it is (taking a segment out of
+  // it would lose that segment for the other holder): a copy goes on, none
+  // of its segments empty.
+  for (const std::vector<uint32_t>& cuts : {std::vector<uint32_t>{30, 30}, std::vector<uint32_t>{0, 30}}) {
+    rte_mbuf* shared = chain(frame, cuts);
+    for (rte_mbuf* seg = shared; seg != nullptr; seg = seg->next) rte_mbuf_refcnt_update(seg, 1);
+    burst[0] = shared;
+    ASSERT_EQ(rx_guard_burst(burst, 1, 1514, drops, bytes), 1u);
+    EXPECT_NE(burst[0], shared);
+    EXPECT_FALSE(has_empty_segment(burst[0]));
+    EXPECT_EQ(flatten(burst[0]), frame);
+    EXPECT_EQ(burst[0]->pkt_len, frame.size());
+    EXPECT_TRUE(mbuf_is_sane(burst[0]));
+    EXPECT_EQ(shared->nb_segs, 3u) << "the other holder's chain is unchanged";
+    EXPECT_EQ(flatten(shared), frame);
+    for (const rte_mbuf* seg = shared; seg != nullptr; seg = seg->next) EXPECT_EQ(rte_mbuf_refcnt_read(seg), 1u);
+    rte_pktmbuf_free(burst[0]);
+    rte_pktmbuf_free(shared);
+  }
+  EXPECT_EQ(drops[kDropSharedBuffer].get(), 0u);
 }
 
 }  // namespace

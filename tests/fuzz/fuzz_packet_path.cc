@@ -11,14 +11,17 @@
 // up to 20,000 bytes, cut into up to 8 mbuf segments of any sizes (empty
 // ones too), and optionally one of the broken-buffer faults drivers are known
 // for (pkt_len or nb_segs that disagree with the chain, data outside the
-// buffer), or transmit requests in its offload flags. After the pass, every
-// packet must be accounted for exactly as psgate's contract says:
+// buffer), or transmit requests in its offload flags, or a chain shared with
+// another holder (a clone's reference: the fuzzer keeps one). After the pass,
+// every packet must be accounted for exactly as psgate's contract says:
 //   broken buffer              -> bad_mbuf
 //   shorter than 17 bytes      -> runt (kMinForwardFrame)
 //   longer than MTU + 14 + 4 x its VLAN tags (up to 4) -> oversize
 //   MAC control (PAUSE, PFC)   -> mac_control
 //   anything else              -> transmitted, as a sane mbuf without transmit
-//                                 requests, its IPv4 header checksum still
+//                                 requests or empty segments (a shared chain:
+//                                 as a copy, the other holder's bytes left as
+//                                 they were), its IPv4 header checksum still
 //                                 valid after the rewrite
 // and every mbuf must be back in its pool. Any deviation aborts (a crash for
 // libFuzzer), as does anything ASan or UBSan sees.
@@ -202,7 +205,14 @@ struct Packet {
   unsigned declared_segments = 0;   // nb_segs as handed over (a fault may lower it)
   Fate fate = Fate::kCarried;
   bool ipv4_checksum_ok = false;  // the frame parses as IPv4 with a valid header checksum
+  bool shared = false;            // the fuzzer holds a reference on every segment too
+  bool transmitted = false;
 };
+
+// Each packet's index, in a field psgate never writes and a copy keeps
+// (rte_pktmbuf_copy copies `port`): a copy psgate sends instead of a shared
+// chain is known by it.
+constexpr uint16_t kFirstPacketTag = 1000;
 
 std::vector<uint8_t> read_chain(const rte_mbuf* m) {
   std::vector<uint8_t> out;
@@ -324,6 +334,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         head->ol_flags |= RTE_MBUF_F_TX_VLAN | RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IP_CKSUM;
         broken = false;
         break;
+      case 6:  // shared with another holder: psgate must leave its chain as it is
+        for (rte_mbuf* seg : pk.segments) rte_mbuf_refcnt_update(seg, 1);
+        pk.shared = true;
+        broken = false;
+        break;
       default:
         broken = false;
     }
@@ -349,6 +364,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < packets.size(); ++i) {
     const unsigned port = i & 1;
     rte_mbuf* head = packets[i].segments[0];
+    head->port = static_cast<uint16_t>(kFirstPacketTag + i);
     by_head[head] = &packets[i];
     if (rte_ring_sp_enqueue(w.rx[port], head) != 0) fail("rx ring full");
     ++injected[port];
@@ -372,10 +388,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (unsigned k = 0; k < got; ++k) {
         rte_mbuf* m = static_cast<rte_mbuf*>(objs[k]);
         auto it = by_head.find(m);
-        if (it == by_head.end()) fail("transmitted an mbuf that was never sent in");
-        const Packet& p = *it->second;
+        Packet* found = nullptr;
+        if (it != by_head.end()) {
+          found = const_cast<Packet*>(it->second);
+        } else if (m->port >= kFirstPacketTag && m->port - kFirstPacketTag < packets.size() &&
+                   packets[m->port - kFirstPacketTag].shared) {
+          found = &packets[m->port - kFirstPacketTag];  // a copy of a shared chain
+        }
+        if (found == nullptr) fail("transmitted an mbuf that was never sent in");
+        if (found->shared && it != by_head.end()) fail("transmitted a shared chain itself, not a copy");
+        if (found->transmitted) fail("transmitted a packet twice");
+        found->transmitted = true;
+        const Packet& p = *found;
         if (p.fate != Fate::kCarried) fail("transmitted a packet that must be dropped");
         if (!mbuf_is_sane(m)) fail("transmitted a broken mbuf");
+        if (has_empty_segment(m)) fail("transmitted an empty segment (a 0-byte TX descriptor)");
         if (m->ol_flags & RTE_MBUF_F_TX_OFFLOAD_MASK) fail("transmitted with a transmit request it came with");
         const std::vector<uint8_t> out = read_chain(m);
         if (out.size() != p.frame.size()) fail("length changed in transit");
@@ -386,8 +413,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   // Segments past a lowered nb_segs are the fuzzer's to free (psgate must
-  // never follow a chain past what nb_segs vouches for).
+  // never follow a chain past what nb_segs vouches for), and so is its
+  // reference on a shared chain, which must be as it was handed over.
   for (const Packet& p : packets) {
+    if (p.shared) {
+      if (read_chain(p.segments[0]) != p.frame) fail("a shared chain changed under its other holder");
+      rte_pktmbuf_free(p.segments[0]);
+    }
     for (size_t s = p.declared_segments; s < p.segments.size(); ++s) {
       p.segments[s]->next = nullptr;
       rte_pktmbuf_free_seg(p.segments[s]);
