@@ -31,6 +31,18 @@ class LogThrottle {
     unsaid_ = 0;
     return true;
   }
+  // For an event whose latest occurrence says how things stand (a link that
+  // went down, then up): whether occurrences were held back and a line is
+  // due again at `now_ns`, so that the caller says the state they left,
+  // which the last line may no longer tell. Not an occurrence itself; when
+  // it says yes, held_back() counts those it stands for.
+  bool catch_up(uint64_t now_ns) {
+    if (unsaid_ == 0 || now_ns - said_ns_ < interval_ns_) return false;
+    said_ns_ = now_ns;
+    held_back_ = unsaid_;
+    unsaid_ = 0;
+    return true;
+  }
   // Occurrences between the line before and the one admit() just allowed.
   uint64_t held_back() const { return held_back_; }
   // Every occurrence admit() was told of, logged or not.

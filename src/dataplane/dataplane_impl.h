@@ -58,6 +58,9 @@ struct PortWatch {
   NicTotals nic_detached;
   // kKernelIface: polls that could not look at the interface (no descriptor left).
   LogThrottle unknown_logged{60'000'000'000};
+  // Link changes: a flapping NIC that raises an interrupt for each would
+  // otherwise log a line for every one (their count is in `changes`).
+  LogThrottle change_logged{1'000'000'000};
   // kKernelIface: when the offloads and promiscuous mode psgate set are
   // next looked at (steady ns).
   uint64_t next_settings_look_ns = 0;

@@ -114,6 +114,18 @@ void note_iface_mtu(Dataplane::Impl& d, unsigned p, uint32_t iface_mtu) {
   }
 }
 
+// A link's state, as a change or as what `held_back` changes left.
+void log_link(unsigned p, bool up, const std::string& detail, uint64_t held_back) {
+  const std::string changes =
+      held_back ? " (" + std::to_string(held_back) + " link changes not logged since the last such line)" : "";
+  if (up) {
+    spdlog::info("port {}: link up{}", kPortNames[p], changes);
+  } else {
+    spdlog::warn("port {}: link down ({}): not polled, its traffic dropped as link_down{}", kPortNames[p], detail,
+                 changes);
+  }
+}
+
 // Publishes a change; a port going down is quiesced before this returns.
 // Returns false when the lcores did not all report in time (the port may
 // still be in use).
@@ -126,13 +138,12 @@ bool publish(Dataplane::Impl& d, unsigned p, bool up, const std::string& detail)
     w.since_unix_ns = realtime_ns();
     ++w.changes;
     w.detail = up ? "" : detail;
-    if (up) {
-      spdlog::info("port {}: link up", kPortNames[p]);
-    } else {
-      spdlog::warn("port {}: link down ({}): not polled, its traffic dropped as link_down", kPortNames[p], detail);
-    }
-  } else if (!up) {
-    w.detail = detail;
+    if (w.change_logged.admit(steady_ns())) log_link(p, up, detail, w.change_logged.held_back());
+  } else {
+    if (!up) w.detail = detail;
+    // Changes held back: the state they left, once a line is due (this is
+    // called at every poll, 10 times a second).
+    if (w.change_logged.catch_up(steady_ns())) log_link(p, up, w.detail, w.change_logged.held_back());
   }
   if (up) {
     w.quiesced = false;
@@ -226,7 +237,11 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
   // the interface found now is the one, not a replacement to detach for.
   if (w.ifindex == 0 && !w.detached) w.ifindex = st.ifindex;
   if (w.detached) {
-    if (st.ifindex != 0 && st.running && reattach(d, p)) publish(d, p, true, "");
+    if (st.ifindex != 0 && st.running && reattach(d, p)) {
+      publish(d, p, true, "");
+    } else if (w.change_logged.catch_up(steady_ns())) {
+      log_link(p, false, w.detail, w.change_logged.held_back());
+    }
     return;
   }
   if (st.ifindex != w.ifindex) {

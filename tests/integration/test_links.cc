@@ -548,6 +548,62 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   expect_conservation(run);
 }
 
+// A flapping link (a bad cable, a NIC raising an interrupt at every change)
+// is not a line per change: at most one a second, each saying how many it
+// stands for, and once it settles a line says the state it settled in.
+TEST(Links, AFlappingLinkIsLoggedOnceASecondEndingWithItsState) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  const std::string ns = "psgf" + std::to_string(getpid());
+  NetnsScope scope(ns);
+  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+  ASSERT_TRUE(make_veth("fw0", "fw1") && make_veth("fh0", "fh1"));
+  DaemonFixture fx;
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "flap", "net_af_packet", "fw0", "fh0", common_tail()));
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  // 3 s of changes every 150 ms (the link watch looks every 100 ms), ending down.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(run_cmd(std::string("ip link set fh0 ") + (i % 2 ? "up" : "down")), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  ASSERT_EQ(run_cmd("ip link set fh0 down"), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // settled: the catch-up line is due
+  const json health = request(fx, "health");
+  ASSERT_TRUE(health.is_object());
+  const uint64_t changes = health["links"]["host"]["changes"].get<uint64_t>();
+  EXPECT_GE(changes, 10u) << "the watch saw the flapping: " << health.dump();
+  EXPECT_EQ(health["links"]["host"]["state"], "down");
+  ASSERT_EQ(run_cmd("ip link set fh0 up"), 0);
+  ASSERT_TRUE(eventually(5, [&] { return request(fx, "health")["status"] == "ok"; }));
+  const DaemonRun run = fx.stop_daemon(30);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  // The host port's link lines while it flapped: all but the last "link up".
+  std::vector<std::string> lines;
+  std::istringstream in(run.output);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("port host: link ") != std::string::npos) lines.push_back(line);
+  ASSERT_GE(lines.size(), 2u) << run.output;
+  lines.pop_back();
+  EXPECT_LE(lines.size(), static_cast<size_t>(seconds) + 3) << changes << " changes in " << seconds << " s:\n"
+                                                            << run.output;
+  EXPECT_NE(lines.back().find("port host: link down (interface fh0 down)"), std::string::npos)
+      << "the last line says how it settled: " << lines.back();
+  // Every change is in a line (a change's own, or the line that catches up)
+  // or in a line's count of those not logged.
+  uint64_t accounted = 0;
+  for (const std::string& line : lines) {
+    ++accounted;
+    const size_t at = line.find(" link changes not logged");
+    if (at != std::string::npos) {
+      const size_t open = line.rfind('(', at);
+      accounted += std::stoull(line.substr(open + 1, at - open - 1));
+    }
+  }
+  EXPECT_GE(accounted, changes) << run.output;
+}
+
 // Control clients that take every file descriptor psgate has (a low
 // RLIMIT_NOFILE) must not touch forwarding. The af_packet link watch once
 // read "out of descriptors" as "interface gone" (if_nametoindex says 0 with

@@ -45,5 +45,23 @@ TEST(LogThrottle, ALineIsDueAgainExactlyOneIntervalLater) {
   EXPECT_EQ(t.total(), 4u);
 }
 
+// A link that flaps: the line of the first change, then nothing within the
+// interval, then, once it is due and whether or not the state changes
+// again, one line for what the held-back changes left.
+TEST(LogThrottle, CatchUpSaysOnceWhatTheHeldBackOccurrencesLeft) {
+  LogThrottle t(1 * kS);
+  EXPECT_FALSE(t.catch_up(0)) << "nothing held back";
+  ASSERT_TRUE(t.admit(10 * kS));
+  EXPECT_FALSE(t.catch_up(12 * kS)) << "nothing held back: the last line still tells";
+  ASSERT_TRUE(t.admit(20 * kS));
+  for (uint64_t i = 1; i <= 5; ++i) EXPECT_FALSE(t.admit(20 * kS + i * 100'000'000));
+  EXPECT_FALSE(t.catch_up(21 * kS - 1)) << "not due yet";
+  EXPECT_TRUE(t.catch_up(21 * kS));
+  EXPECT_EQ(t.held_back(), 5u);
+  EXPECT_FALSE(t.catch_up(30 * kS)) << "said once";
+  EXPECT_EQ(t.total(), 7u) << "a catch-up line is not an occurrence";
+  EXPECT_FALSE(t.admit(21 * kS + 1)) << "an interval after the catch-up line";
+}
+
 }  // namespace
 }  // namespace psgate
