@@ -267,13 +267,17 @@ bool set_promiscuous(int fd, ifreq& ifr, bool on) {
 }
 
 // The interface's record in `changes`, made at its first change: a later
-// failing step of a start leaves what was changed before it recorded, and
-// an interface re-created under psgate keeps the MTU first found (the
-// operator's), while what psgate turned off on the new one is added.
+// failing step of a start leaves what was changed before it recorded. An
+// interface re-created under psgate (af_packet probes it again) is another:
+// its record starts afresh from what psgate found on it, as the first one's
+// settings went with it (GRO psgate turned off there is no reason to turn
+// GRO on here).
 KernelIfaceChange& iface_record(std::vector<KernelIfaceChange>& changes, const std::string& role,
                                 const std::string& iface) {
+  const unsigned ifindex = if_nametoindex(iface.c_str());
   auto it = std::find_if(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
   if (it == changes.end()) it = changes.insert(changes.end(), KernelIfaceChange{role, iface});
+  if (it->ifindex != ifindex) *it = KernelIfaceChange{role, iface, ifindex};
   return *it;
 }
 
@@ -309,7 +313,8 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
   for (const KernelIfaceChange& c : changes) {
-    if (if_nametoindex(c.iface.c_str()) == 0) continue;  // gone: nothing to put back
+    // Gone, or another of that name since: nothing of this one's to put back.
+    if (c.ifindex == 0 || if_nametoindex(c.iface.c_str()) != c.ifindex) continue;
     ifreq ifr{};
     std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", c.iface.c_str());
     std::string put_back, failed;

@@ -33,13 +33,15 @@ Result<PortCapacity> port_capacity(const std::string& role, uint16_t port_id, co
 struct KernelIfaceChange {
   std::string role;      // the port's: "wire" or "host"
   std::string iface;     // the kernel interface
+  unsigned ifindex = 0;  // which one of that name: a re-created interface is another
   uint32_t mtu = 0;      // its MTU before psgate set it; 0: left as it was
   bool gro = false;      // GRO turned off by psgate
   bool lro = false;      // LRO turned off by psgate
   bool rxvlan = false;   // VLAN tag stripping turned off by psgate (af_xdp)
   bool promisc = false;  // promiscuous mode turned on by psgate
 };
-// Puts back what `changes` record (an interface that is gone is skipped).
+// Puts back what `changes` record (an interface that is gone, or another
+// of the same name, is skipped).
 void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes);
 
 // What psgate set on a kernel interface at start, looked at again while it

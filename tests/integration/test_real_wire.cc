@@ -413,6 +413,43 @@ TEST(RealWireAfPacket, SettingsTurnedBackUnderPsgateAreSetAgain) {
   EXPECT_NE(out.find("PROMISC"), std::string::npos) << "promiscuous again while psgate ran: " << out;
 }
 
+// What psgate puts back at exit belongs to the interface it changed: one
+// deleted and created again under psgate (af_packet probes the new one) is
+// another, and what psgate turned off on the first (GRO) is not turned on
+// on the second, where psgate found it off already. What psgate did change
+// on the second (promiscuous mode on) is put back on it.
+TEST(RealWireAfPacket, AnInterfaceCreatedAgainGetsOnlyItsOwnSettingsBackAtExit) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
+  DaemonFixture fx;
+  TestNamespace net("psgre");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  ASSERT_TRUE(net.add_veth("rw0", "rw1"));
+  ASSERT_TRUE(net.add_veth("rh0", "rh1"));
+  const std::string in_ns = "ip netns exec " + ns + " ";
+  ASSERT_EQ(shell(in_ns + "ethtool -K rh0 gro on").first, 0);
+  fx.write_file("afp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
+                                "\", \"--log-level=3\"]\n"
+                                "[ports.wire]\ndevice = \"net_af_packet0,iface=rw0\"\n"
+                                "[ports.host]\ndevice = \"net_af_packet1,iface=rh0\"\n"
+                                "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
+                                fx.path("ctl.sock") + "\"\n");
+  // 1.5 s in: rh0 deleted and made again, GRO off; psgate probes it again.
+  const std::string recreate =
+      "(sleep 1.5; ip -n " + ns + " link del rh0; ip -n " + ns + " link add name rh0 type veth peer name rh1; " +
+      in_ns + "ethtool -K rh0 gro off; ip -n " + ns + " link set rh0 up; ip -n " + ns + " link set rh1 up) & ";
+  auto [status, out] = shell("(" + recreate + "cd " + fx.dir() + " && " + in_ns + psgate_binary() + " --config " +
+                             fx.path("afp.toml") + " --duration 5; s=$?; wait; exit $s)");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("GRO turned off on rh0"), std::string::npos) << "on the first rh0: " << out;
+  EXPECT_NE(out.find("probed again"), std::string::npos) << "the second rh0 in use: " << out;
+  EXPECT_NE(shell(in_ns + "ethtool -k rh0").second.find("generic-receive-offload: off"), std::string::npos)
+      << "GRO as psgate found it on this rh0: " << out;
+  EXPECT_EQ(out.find("GRO on"), std::string::npos) << out;
+  EXPECT_EQ(shell("ip -n " + ns + " link show rh0").second.find("PROMISC"), std::string::npos)
+      << "promiscuous mode psgate set on the second rh0 put back: " << out;
+}
+
 // An MTU the device cannot carry is a configuration error naming the key
 // and the device's limit (exit 2), and the limit itself starts: af_packet
 // on a veth in a namespace of the test's own, whose default ring frames
