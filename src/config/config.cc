@@ -124,25 +124,32 @@ class Parser : TomlReader {
     return true;
   }
 
-  // Whether `arg` is, or starts, one of EAL's lcore options as EAL's getopt
-  // reads it: short options bundled behind one dash ("-vl0" is -v -l 0) up
-  // to the first that takes a value, long ones also by an abbreviation
-  // ("--lcor=..." is --lcores).
-  static bool eal_core_option(const std::string& arg) {
-    if (arg.size() < 2 || arg[0] != '-') return false;
+  // What EAL's getopt would make of `arg` that psgate cannot let it: short
+  // options bundled behind one dash ("-vl0" is -v -l 0) up to the first that
+  // takes a value, long ones also by an abbreviation ("--lcor=..." is
+  // --lcores). Values of other options (the "512" of "-m", "512") are none.
+  enum class EalArgClash { kNone, kCores, kDevices, kHelp, kEndOfOptions };
+  static EalArgClash eal_arg_clash(const std::string& arg) {
+    if (arg == "--") return EalArgClash::kEndOfOptions;
+    if (arg.size() < 2 || arg[0] != '-') return EalArgClash::kNone;
     if (arg[1] != '-') {
       for (size_t k = 1; k < arg.size(); ++k) {
         const char o = arg[k];
-        if (o == 'l' || o == 'c' || o == 's' || o == 'S') return true;
-        if (o != 'h' && o != 'v') return false;  // every other short option takes a value: the rest is it
+        if (o == 'l' || o == 'c' || o == 's' || o == 'S') return EalArgClash::kCores;
+        if (o == 'a' || o == 'b') return EalArgClash::kDevices;
+        if (o == 'h') return EalArgClash::kHelp;
+        if (o != 'v') return EalArgClash::kNone;  // every other short option takes a value: the rest is it
       }
-      return false;
+      return EalArgClash::kNone;
     }
     const std::string name = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
-    if (name.empty()) return false;
+    if (name.empty()) return EalArgClash::kNone;
     for (std::string_view core : {"lcores", "main-lcore", "master-lcore"})
-      if (core.starts_with(name)) return true;
-    return false;
+      if (core.starts_with(name)) return EalArgClash::kCores;
+    for (std::string_view device : {"vdev", "allow", "block", "pci-whitelist", "pci-blacklist"})
+      if (device.starts_with(name)) return EalArgClash::kDevices;
+    if (name.size() >= 2 && std::string_view("help").starts_with(name)) return EalArgClash::kHelp;
+    return EalArgClash::kNone;
   }
 
   bool parse_eal(const toml::table& root, ConfigSpec& c) {
@@ -158,13 +165,35 @@ class Parser : TomlReader {
       const auto* s = (*a)[i].as_string();
       if (s == nullptr) return fail(p, "expected a string, got " + describe_typed((*a)[i]));
       const std::string& arg = s->get();
-      // psgate pins its threads itself from [lcores]; EAL core options would
-      // silently disagree with it, and a service core (-s, -S) is an lcore
-      // EAL keeps for its services: psgate's data loop never runs there.
-      if (eal_core_option(arg)) {
-        return fail(p, toml_quote(arg) +
-                           " is not allowed here: set lcores in [lcores] (EAL's core and service-core "
-                           "options -l, -c, -s, -S, --lcores, --main-lcore would disagree with them)");
+      switch (eal_arg_clash(arg)) {
+        case EalArgClash::kNone:
+          break;
+        // psgate pins its threads itself from [lcores]; EAL core options would
+        // silently disagree with it, and a service core (-s, -S) is an lcore
+        // EAL keeps for its services: psgate's data loop never runs there.
+        case EalArgClash::kCores:
+          return fail(p, toml_quote(arg) +
+                             " is not allowed here: set lcores in [lcores] (EAL's core and service-core "
+                             "options -l, -c, -s, -S, --lcores, --main-lcore would disagree with them)");
+        // psgate adds its ports' devices itself, after eal.args: EAL takes the
+        // first it is given of a name, so one here would silently replace the
+        // port's own arguments (and -b could hide the port's device).
+        case EalArgClash::kDevices:
+          return fail(p, toml_quote(arg) +
+                             " is not allowed here: devices go in ports.wire.device and ports.host.device (EAL's "
+                             "device options --vdev, -a/--allow, -b/--block would replace or hide them)");
+        // EAL prints its usage and ends the process with status 0: a start
+        // that serves nothing, reported as a success.
+        case EalArgClash::kHelp:
+          return fail(p, toml_quote(arg) +
+                             " is not allowed here: EAL would print its usage and exit without "
+                             "starting (dpdk-testpmd --help lists EAL's options)");
+        // EAL stops reading there: psgate's own arguments after eal.args
+        // (lcores, devices) would be ignored.
+        case EalArgClash::kEndOfOptions:
+          return fail(p,
+                      "\"--\" is not allowed here: EAL would stop reading its arguments there, and ignore "
+                      "the lcores and devices psgate adds after them");
       }
       c.eal_args.push_back(arg);
     }

@@ -91,7 +91,8 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   spdlog::debug("EAL arguments: {}", fmt::join(args, " "));
-  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+  const int eal_used = rte_eal_init(static_cast<int>(argv.size()), argv.data());
+  if (eal_used < 0) {
     // EAL's errno alone misleads: no hugepages reserved reads "Permission
     // denied" for root. Its own log above says which step failed.
     // EINVAL: EAL refused its arguments (an option of eal.args it does not
@@ -105,6 +106,18 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
           fmt::join(args, " "), config.source);
       return 2;
     }
+    // ENODEV: a device string EAL cannot parse (no driver of that name, a
+    // malformed PCI address). eal.args holds no device options (config.cc),
+    // so it is one of the ports': a config error.
+    if (rte_errno == ENODEV) {
+      spdlog::error(
+          "DPDK EAL cannot parse a port's device (ports.wire.device \"{}\", ports.host.device \"{}\" in {}): a "
+          "driver name it does not know (net_af_packet, net_af_xdp, net_memif, net_pcap, net_ring, net_null, "
+          "net_tap...), or a malformed PCI address (or it could not scan the machine's buses); see EAL's messages "
+          "above",
+          config.wire.device, config.host.device, config.source);
+      return 2;
+    }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
     if (const std::string in_use = psgate::eal_prefix_in_use(args); !in_use.empty()) {
       spdlog::error("DPDK EAL initialisation failed: {}: each psgate needs its own --file-prefix in eal.args", in_use);
@@ -114,6 +127,16 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         "DPDK EAL initialisation failed: {} (see EAL's messages above{})", rte_strerror(rte_errno),
         huge ? "; hugepages reserved and mounted? HugePages_Free in /proc/meminfo, dpdk-hugepages.py -s" : "");
     return 1;
+  }
+  // EAL reads options only (getopt moves the rest to the end): a word of
+  // eal.args that is neither an option nor an option's value would be
+  // ignored, unsaid.
+  if (eal_used + 1 < static_cast<int>(argv.size())) {
+    std::vector<std::string> unused(argv.begin() + eal_used + 1, argv.end());
+    spdlog::error("eal.args in {}: EAL does not take {} (not an option, nor the value of one)", config.source,
+                  fmt::join(unused, " "));
+    psgate::eal_cleanup_after_interrupts();
+    return 2;
   }
   // rte_eal_cleanup once EAL's interrupt thread has caught up with the ports'
   // teardown: racing it crashed an exit now and then (psgate/eal_teardown.h).
@@ -267,6 +290,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     psgate::service::notify_ready(
         fmt::format("forwarding; {} jobs; control socket {}", cp.job_count(), config.control.socket));
     serving = true;
+    spdlog::set_level(spdlog::level::from_str(config.log_level));  // errors were shown whatever it said (main)
 
     const bool bounded = duration_s > 0;
     const auto end = started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
@@ -586,6 +610,9 @@ int main(int argc, char** argv) {
   if (!state_lock->warning().empty()) std::fprintf(stderr, "psgate: warning: %s\n", state_lock->warning().c_str());
   auto logger = spdlog::stderr_color_mt("psgate");
   spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  // A start that fails says why whatever log.level asks (critical, off):
+  // errors are shown until the gateway forwards, and the file's level from
+  // then on (run).
+  spdlog::set_level(std::min(spdlog::level::from_str(config->log_level), spdlog::level::err));
   return run(*config, duration_s, stats_json_path);
 }

@@ -745,6 +745,43 @@ TEST(DaemonConfig, AnEalOptionEalRefusesIsAConfigError) {
   EXPECT_NE(run.output.find("DPDK EAL refused its arguments"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("check eal.args in"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("hugepages reserved"), std::string::npos) << run.output;
+
+  // A word EAL takes for no option (getopt moves it aside, unused): it
+  // would be ignored, unsaid.
+  config = make_config({});
+  config.replace(config.find(log_arg), log_arg.size(), log_arg + ", \"no-pci\"");
+  fx.write_file("word.toml", config);
+  const DaemonRun word = fx.run("word.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(word.exit_status, 2) << word.output;
+  EXPECT_NE(word.output.find("EAL does not take no-pci (not an option, nor the value of one)"), std::string::npos)
+      << word.output;
+}
+
+// A device string EAL cannot parse (a driver name it does not know) is the
+// configuration's: exit 2, naming the ports' keys (was exit 1, "No such
+// device", restarted for ever).
+TEST(DaemonConfig, ADriverNameEalDoesNotKnowIsAConfigError) {
+  DaemonFixture fx;
+  std::string config = make_config({});
+  const std::string pcap = "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap";
+  ASSERT_NE(config.find(pcap), std::string::npos);
+  config.replace(config.find(pcap), pcap.size(), "net_nul0");
+  fx.write_file("psgate.toml", config);
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("cannot parse a port's device (ports.wire.device \"net_nul0\""), std::string::npos)
+      << run.output;
+}
+
+// log.level = "off" (or critical) hides the log while psgate runs, not why
+// a start failed: errors are shown until it forwards.
+TEST(DaemonConfig, AFailedStartSaysWhyWhateverTheLogLevel) {
+  DaemonFixture fx;
+  fx.write_file("psgate.toml", make_config({}) + "[log]\nlevel = \"off\"\n");
+  // The capture is missing: the device cannot be created (exit 1).
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 20);
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_NE(run.output.find("device 'net_pcap0' was not created"), std::string::npos) << run.output;
 }
 
 }  // namespace

@@ -191,6 +191,26 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.control.state, "/var/lib/psgate/state.json");
 }
 
+// EAL options near the refused ones, and values of other options, pass.
+TEST(ConfigParse, EalOptionsThatLeaveLcoresAndDevicesAloneAreKept) {
+  const std::vector<std::string> args = {"--huge-dir=/mnt/huge",
+                                         "--vfio-intr=msix",
+                                         "-d",
+                                         "/usr/lib/x.so",
+                                         "--base-virtaddr=0x100000000",
+                                         "-m",
+                                         "512",
+                                         "-v",
+                                         "--no-pci",
+                                         "-n",
+                                         "4"};
+  std::string list;
+  for (const std::string& a : args) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+  const auto r = parse_config(doc("[eal]\nargs = [" + list + "]\n"), "eal.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->eal_args, args);
+}
+
 TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   const auto r = parse_config(doc(""), "min.toml");
   ASSERT_TRUE(r.ok()) << r.error();
@@ -460,6 +480,19 @@ std::vector<BadCase> bad_cases() {
       {d("[eal]\nargs = [\"--file-prefix=a\\u0000b\"]"), "eal.args[0]", "control character"},
       {d("[control]\nsocket = \"/tmp/a.sock\\u0000/etc/passwd\""), "control.socket", "control character"},
       {d("[eal]\nargs = [\"--main-lcore=0\"]"), "eal.args[0]", "set lcores"},
+      // Devices are the ports': EAL takes the first of a name, after eal.args
+      // psgate's own would be shadowed (or, -b, hidden).
+      {d("[eal]\nargs = [\"--vdev=net_null0\"]"), "eal.args[0]", "devices go in ports.wire.device"},
+      {d("[eal]\nargs = [\"--no-pci\", \"--vd\", \"net_null0\"]"), "eal.args[1]", "devices go in"},
+      {d("[eal]\nargs = [\"-a\", \"0000:01:00.0\"]"), "eal.args[0]", "devices go in"},
+      {d("[eal]\nargs = [\"-v\", \"-b0000:01:00.0\"]"), "eal.args[1]", "devices go in"},
+      {d("[eal]\nargs = [\"--allow=0000:01:00.0\"]"), "eal.args[0]", "devices go in"},
+      {d("[eal]\nargs = [\"--block\", \"0000:01:00.0\"]"), "eal.args[0]", "devices go in"},
+      // EAL's usage and exit 0, or the end of its options.
+      {d("[eal]\nargs = [\"--help\"]"), "eal.args[0]", "print its usage and exit"},
+      {d("[eal]\nargs = [\"--hel\"]"), "eal.args[0]", "print its usage and exit"},
+      {d("[eal]\nargs = [\"-vh\"]"), "eal.args[0]", "print its usage and exit"},
+      {d("[eal]\nargs = [\"--no-huge\", \"--\", \"x\"]"), "eal.args[1]", "stop reading its arguments"},
       {d("[eal]\nargs = \"--no-huge\""), "eal.args", "expected an array of strings"},
       {d("[eal]\nargs = [512]"), "eal.args[0]", "expected a string, got integer 512"},
       {d("[eal]\nargz = []"), "eal.argz", "unknown key (did you mean \"args\"?)"},
