@@ -951,6 +951,15 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClassSetRequest& req) co
   if (want.floor_bytes_per_sec && !want.floor_burst_bytes) want.floor_burst_bytes = kDefaultBurst;
   if (req.ecn_threshold) want.actions.ecn_threshold = *req.ecn_threshold;
   if (req.dscp.present) want.actions.dscp = req.dscp.value ? static_cast<int>(*req.dscp.value) : kNoDscp;
+  // A burst for a rate that is not set would be kept unseen (no reply or
+  // `config` shows it) and taken by a later rate in place of the default:
+  // refused, as a config file's is.
+  if (req.cap_burst_bytes.value && !want.cap_bytes_per_sec)
+    return Result<Outcome>::failure("class " + std::to_string(cls) + " on " + kPortNames[port] +
+                                    ": cap_burst given without a cap (set both, or the cap first)");
+  if (req.floor_burst_bytes.value && !want.floor_bytes_per_sec)
+    return Result<Outcome>::failure("class " + std::to_string(cls) + " on " + kPortNames[port] +
+                                    ": floor_burst given without a floor (set both, or the floor first)");
   // The parser checked the request's own values; the class as it would be in
   // force (with what the request does not name, and the class's depth) must
   // pass the loader's own check, so the socket accepts what a config file may
@@ -966,6 +975,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClassSetRequest& req) co
 }
 
 Result<ControlPlane::Outcome> ControlPlane::apply(const ShaperSetRequest& req) const {
+  if (req.burst_bytes && !req.rate_bps)  // kept unseen, and taken by a later rate: refused, as in a config file
+    return Result<Outcome>::failure(std::string("shaper on ") + kPortNames[req.port] +
+                                    ": burst given without a rate (set both)");
   ControlState next = state_;
   PortLive& live = next.live[req.port];
   live.shaper_bytes_per_sec = req.rate_bps ? bytes_per_sec(*req.rate_bps) : 0;
@@ -980,10 +992,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ShaperSetRequest& req) c
   return Outcome{Candidate{
       std::move(next), [port](const ControlPlane& cp) {
         const PortLive& l = cp.state_.live[port];
-        return json{
-            {"port", kPortNames[port]},
-            {"rate", rate_json(l.shaper_bytes_per_sec)},
-            {"burst", l.shaper_bytes_per_sec ? json(std::to_string(l.shaper_burst_bytes) + "B") : json(nullptr)}};
+        return json{{"port", kPortNames[port]},
+                    {"rate", rate_json(l.shaper_bytes_per_sec)},
+                    {"burst", l.shaper_bytes_per_sec ? json(size_text_exact(l.shaper_burst_bytes)) : json(nullptr)}};
       }}};
 }
 

@@ -633,6 +633,10 @@ TEST_F(ControlStrictTest, TheSocketRefusesWhatTheLoaderRefuses) {
       {{"class", "host", "5", "--ecn-threshold", "16"}, "ecn_threshold 16 must be below depth 16"},
       // A floor above the cap in force (set by an earlier request).
       {{"class", "wire", "2", "--floor", "20Mbit/s"}, "floor 20Mbit/s is above cap 10Mbit/s"},
+      // A burst for no rate (the loader: "given without cap"): it would be
+      // kept unseen and taken by a later rate instead of the default.
+      {{"class", "wire", "6", "--cap-burst", "2MiB"}, "cap_burst given without a cap"},
+      {{"class", "host", "6", "--floor-burst", "2MiB"}, "floor_burst given without a floor"},
   };
   ASSERT_EQ(ctl({"class", "wire", "2", "--cap", "10Mbit/s"}).status, 0);
   const json capped = ctl_json({"config"});
@@ -651,6 +655,12 @@ TEST_F(ControlStrictTest, TheSocketRefusesWhatTheLoaderRefuses) {
                                          "\n"));
   EXPECT_EQ(refused["ok"], false);
   EXPECT_NE(refused["error"].get<std::string>().find("\"ecn_threshold\""), std::string::npos) << refused.dump();
+  const json no_rate =
+      json::parse(socket_request(sock(), R"({"cmd":"shaper.set","port":"host","rate":null,"burst":"1MiB"})"
+                                         "\n"));
+  EXPECT_EQ(no_rate["ok"], false) << no_rate.dump();
+  EXPECT_NE(no_rate["error"].get<std::string>().find("burst given without a rate"), std::string::npos)
+      << no_rate.dump();
   // Nothing refused changed anything.
   json now = ctl_json({"config"});
   EXPECT_EQ(now["classes"]["5"]["host"]["ecn_threshold"], 15);
