@@ -356,7 +356,8 @@ json EtcdLink::status() const {
           {"write_errors", write_errors_},
           {"leader_terms", leader_terms_},
           {"registration_error", registration_error_},
-          {"session_error", session_problem(now_ns())}};
+          {"session_error", session_problem(now_ns())},
+          {"full_read_error", full_read_failures_.problem(now_ns())}};
 }
 
 // The session keeps this gateway's lease alive and its registration
@@ -430,8 +431,28 @@ void EtcdLink::follow_loop() {
         // Compacted past the first page's revision while paging: start
         // over at the newest, on this member (it answers).
         const bool compacted = s.error_code() == grpc::StatusCode::OUT_OF_RANGE;
+        // Retried with backoff for as long as it fails, and said in health
+        // once it fails again and again (FullReadFailures): the view is the
+        // one from before, which no longer moves.
         if (compacted) {
-          spdlog::warn("cluster: full read compacted at revision {} while paging: reading again", at);
+          bool became_trouble;
+          std::string trouble;
+          unsigned streak;
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            const uint64_t t = now_ns();
+            became_trouble = full_read_failures_.failed(t, status_text(s));
+            trouble = full_read_failures_.problem(t);
+            streak = full_read_failures_.streak();
+          }
+          // Each failure said until it is trouble, then that once: not a
+          // line every 5 s for as long as it lasts.
+          if (became_trouble) {
+            spdlog::warn("cluster: {} (health degraded until a full read succeeds)", trouble);
+          } else if (trouble.empty()) {
+            spdlog::warn("cluster: full read compacted at revision {} while paging ({} in a row): reading again", at,
+                         streak);
+          }
           sleep_backoff(backoff);
           continue;
         }
@@ -451,8 +472,13 @@ void EtcdLink::follow_loop() {
       }
       publish_view(mirror);
       set_connected(true, "");
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++full_reads_;
+      unsigned failed_before;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++full_reads_;
+        failed_before = full_read_failures_.succeeded();
+      }
+      if (failed_before > 0) spdlog::info("cluster: full read done after {} compacted away in a row", failed_before);
     }
     // 2. Every change after that revision.
     auto watch = pb::Watch::NewStub(ch);

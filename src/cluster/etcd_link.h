@@ -30,6 +30,7 @@
 
 #include "psgate/cluster_link.h"
 #include "psgate/config.h"
+#include "psgate/full_read_failures.h"
 #include "psgate/history_compaction.h"
 #include "psgate/log_throttle.h"
 #include "psgate/store_follow_state.h"
@@ -110,6 +111,9 @@ class EtcdLink final : public ClusterLink {
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
   uint64_t leader_epoch_ = 0;   // the store epoch it is a revision of (ClusterView::store_epoch)
   int64_t lease_id_ = 0;
+  // Full reads compacted away under the follow thread, in a row: said in
+  // status() (health degraded) after 3, or 10 s after the first.
+  FullReadFailures full_read_failures_{3, 10'000'000'000};
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
   uint64_t last_watch_message_ns_ = 0;

@@ -1329,6 +1329,11 @@ std::string ControlPlane::cluster_trouble() const { return cluster_trouble(clust
 
 std::string ControlPlane::cluster_trouble(const json& store_status) const {
   if (!cluster_->connected()) return "store unreachable";
+  // The store answers, but the prefix cannot be read whole (compacted away
+  // under every read): this gateway follows nothing new.
+  if (const auto it = store_status.find("full_read_error");
+      it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+    return "store not followed: " + it->get<std::string>();
   if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
   // Before what is held: the same words on every gateway, whether it held
   // a good document or started after the bad one was written.
