@@ -11,6 +11,7 @@
 #include "config/config_json.h"
 #include "psgate/control_request.h"
 #include "psgate/job_registry.h"
+#include "psgate/text.h"
 #include "psgate/units.h"
 
 namespace psgate {
@@ -95,6 +96,33 @@ std::optional<uint32_t> id_after(std::string_view key, std::string_view dir) {
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
   if (ec != std::errc() || end != digits.data() + digits.size() || id == 0) return std::nullopt;
   return id;
+}
+
+// The layout's job and registration keys: P/jobs/<id> (canonical, as
+// id_after reads it) and P/gateways/<name>, a name a gateway could be
+// configured with (cluster.name: name_problem, no '/'). Anything else under
+// those prefixes is a key of nobody's, ignored as any key outside the
+// layout is: its value not kept, and no change to what a gateway applies.
+// Taken for a job, "P/jobs/02" or "P/jobs/x" kept its value (up to etcd's
+// 1.5 MiB) and moved ClusterView::jobs_part, so every write to it made every
+// gateway apply the store again.
+bool is_job_key(const ClusterKeys& keys, std::string_view key) { return id_after(key, keys.jobs()).has_value(); }
+
+bool is_gateway_key(const ClusterKeys& keys, std::string_view key) {
+  const std::string dir = keys.gateways();
+  if (key.size() <= dir.size() || key.substr(0, dir.size()) != dir) return false;
+  const std::string_view name = key.substr(dir.size());
+  return name.find('/') == std::string_view::npos && name_problem(name).empty();
+}
+
+// Why `key`, none of the layout's, is ignored (view().problems).
+std::string stray_key_problem(const ClusterKeys& keys, const std::string& key) {
+  if (key.rfind(keys.jobs(), 0) == 0)
+    return "not a job key (P/jobs/<id>, id 1..4294967295 without leading zeros; ignored)";
+  if (key.rfind(keys.gateways(), 0) == 0)
+    return "not a gateway key (P/gateways/<name>, a name cluster.name could be: 1..64 bytes, no '/', no control or "
+           "invisible characters; ignored)";
+  return "not a key of the cluster layout (ignored)";
 }
 
 }  // namespace
@@ -367,7 +395,7 @@ void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revis
 }
 
 bool StoreMirror::keeps_value(const std::string& key) const {
-  return key.rfind(keys_.jobs(), 0) == 0 || key.rfind(keys_.gateways(), 0) == 0 || id_after(key, keys_.progresses()) ||
+  return is_job_key(keys_, key) || is_gateway_key(keys_, key) || id_after(key, keys_.progresses()) ||
          key == keys_.order() || key == keys_.policy() || key == keys_.ranks() || key == keys_.leader();
 }
 
@@ -389,7 +417,7 @@ void StoreMirror::put(const std::string& key, StoreEntry entry) {
   // Only over the same key's earlier version: one deleted and put again (a
   // delete this mirror missed while it read the store again) is a new key.
   held_.erase(key);
-  if (key.rfind(keys_.jobs(), 0) == 0) {
+  if (is_job_key(keys_, key)) {
     ParsedJob parsed = parse_job(key, entry);
     if (auto was = jobs_.find(key);
         !parsed.job && was != jobs_.end() && was->second.job && was->second.job->created == entry.create_revision) {
@@ -405,7 +433,7 @@ void StoreMirror::put(const std::string& key, StoreEntry entry) {
       entry.value = was->second.value;  // its revisions are the new document's (a write is fenced on them)
     }
   }
-  if (key.rfind(keys_.gateways(), 0) == 0) gateways_[key] = parse_gateway_entry(key, entry);
+  if (is_gateway_key(keys_, key)) gateways_[key] = parse_gateway_entry(key, entry);
   if (!keeps_value(key)) std::string().swap(entry.value);
   entries_[key] = std::move(entry);
 }
@@ -423,19 +451,16 @@ StoreMirror::ParsedGateway StoreMirror::parse_gateway_entry(const std::string& k
   // Gateways are listed by name: a document under another gateway's key
   // would replace that gateway's entry (its telemetry, which the leader
   // sums), so the name must be the key's, as for job ids.
+  // (The key's name is one a gateway could be configured with, cluster.name:
+  // is_gateway_key. One that could not be configured was written by hand,
+  // and would be listed, and its telemetry summed, as a gateway's.)
   if (g->name != key.substr(keys_.gateways().size()))
     return {std::nullopt, "\"name\" is \"" + g->name + "\", not the key's"};
-  // A gateway's name as its config must give it (cluster.name): one that
-  // could not be configured was written by hand, and would be listed, and
-  // its telemetry summed, as a gateway's.
-  if (std::string problem = name_problem(g->name); !problem.empty()) return {std::nullopt, "\"name\" " + problem};
-  if (g->name.find('/') != std::string::npos) return {std::nullopt, "\"name\" must not contain '/'"};
   return {std::move(*g), ""};
 }
 
 StoreMirror::ParsedJob StoreMirror::parse_job(const std::string& key, const StoreEntry& e) const {
-  auto id = id_after(key, keys_.jobs());
-  if (!id) return {std::nullopt, "not a job key (P/jobs/<id>, id 1..4294967295)"};
+  const auto id = id_after(key, keys_.jobs());  // a job key's (put parses no other)
   if (e.value.size() > kMaxJobDocumentBytes)
     return {std::nullopt, std::to_string(e.value.size()) + " bytes, more than a job document may have (" +
                               std::to_string(kMaxJobDocumentBytes) +
@@ -489,14 +514,14 @@ ClusterView StoreMirror::view() const {
       v.problems.push_back(v.held.back());
       refused_document(key, held->second);
     }
-    if (key.rfind(keys_.jobs(), 0) == 0) {
+    if (is_job_key(keys_, key)) {
       applied(e);
       count_into(v.jobs_part, e);
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
       if (!parsed.problem.empty()) problem(key, parsed.problem);  // refused, or applied with a part ignored
-      if (auto id = id_after(key, keys_.jobs()); id && !parsed.job)
-        v.refused_jobs[*id] = ClusterView::RefusedJob{parsed.problem, e.mod_revision};
+      if (!parsed.job)
+        v.refused_jobs[*id_after(key, keys_.jobs())] = ClusterView::RefusedJob{parsed.problem, e.mod_revision};
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
       auto progress = parse_progress_document(*pid, e.value, class_count);
@@ -534,7 +559,7 @@ ClusterView StoreMirror::view() const {
         problem(key, ranks.error());
         refused_document(key, ranks.error());
       }
-    } else if (key.rfind(keys_.gateways(), 0) == 0) {
+    } else if (is_gateway_key(keys_, key)) {
       const ParsedGateway& g = gateways_.at(key);
       if (g.gateway) v.gateways[g.gateway->name] = *g.gateway;
       else problem(key, g.problem);
@@ -552,7 +577,7 @@ ClusterView StoreMirror::view() const {
       }
       v.leader = doc["name"].get<std::string>();
     } else {
-      problem(key, "not a key of the cluster layout (ignored)");
+      problem(key, stray_key_problem(keys_, key));
     }
   }
   // Jobs added in one transaction (jobs.load) share a create revision; the

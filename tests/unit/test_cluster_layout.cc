@@ -488,6 +488,61 @@ TEST(StoreMirror, AKeyOutsideTheLayoutKeepsNoValue) {
   EXPECT_EQ(v.order, (std::vector<uint32_t>{1}));
 }
 
+// Under P/jobs/ and P/gateways/, a key whose name does not parse as the
+// layout says (a job id not canonical, a gateway name no cluster.name could
+// be) is no job or registration: ignored as any key outside the layout. Its
+// value was kept, and a write to a stray job key moved what a gateway
+// applies (applied_part, jobs_part), so every gateway applied the store
+// again at each one.
+TEST(StoreMirror, StrayKeysUnderJobsAndGatewaysAreIgnored) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(1), entry(job_document(spec(1)), 1));
+  GatewayInfo g;
+  g.name = "gw-a";
+  g.health = "ok";
+  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 2));
+  const ClusterView before = m.view();
+  const std::vector<std::string> stray = {kKeys.jobs() + "02",
+                                          kKeys.jobs() + "x",
+                                          kKeys.jobs() + "1/x",
+                                          kKeys.jobs() + "0",
+                                          kKeys.jobs(),
+                                          kKeys.gateways(),
+                                          kKeys.gateways() + "a/b",
+                                          kKeys.gateways() + "gw\x01",
+                                          kKeys.gateways() + std::string(65, 'g')};
+  int64_t rev = 3;
+  for (const std::string& key : stray) {
+    EXPECT_FALSE(m.keeps_value(key)) << key;
+    m.put(key, entry(std::string(1000, 'x'), rev, rev));
+    ++rev;
+  }
+  // Written again, as documents that would parse under a layout key.
+  for (const std::string& key : stray) {
+    m.put(key, entry(key.rfind(kKeys.jobs(), 0) == 0 ? job_document(spec(2)) : gateway_json(g).dump(), 3, rev));
+    ++rev;
+    EXPECT_TRUE(m.entries().at(key).value.empty()) << key << ": its value kept";
+  }
+  const ClusterView v = m.view();
+  EXPECT_EQ(v.applied_part, before.applied_part) << "nothing a gateway applies changed: no re-apply";
+  EXPECT_EQ(v.jobs_part, before.jobs_part);
+  EXPECT_EQ(ids(v), (std::vector<uint32_t>{1}));
+  EXPECT_TRUE(v.refused_jobs.empty());
+  ASSERT_EQ(v.gateways.size(), 1u);
+  EXPECT_EQ(v.gateways.count("gw-a"), 1u);
+  EXPECT_EQ(refused_documents_trouble(v, kKeys), "") << "no document of the layout refused";
+  for (const std::string& key : stray) {
+    const auto p = std::find_if(v.problems.begin(), v.problems.end(),
+                                [&](const std::string& text) { return text.rfind(key + ": ", 0) == 0; });
+    ASSERT_NE(p, v.problems.end()) << key << " not reported";
+    EXPECT_NE(p->find("ignored"), std::string::npos) << *p;
+  }
+  // The layout's own keys keep theirs.
+  for (const std::string& key :
+       {kKeys.job(2), kKeys.job(4294967295u), kKeys.gateway("gw-b"), kKeys.gateway(std::string(64, 'g'))})
+    EXPECT_TRUE(m.keeps_value(key)) << key;
+}
+
 TEST(StoreMirror, WronglyTypedSchemaIsAProblemNotAnException) {
   // "schema" of the wrong JSON type, in every document kind that checks it.
   StoreMirror m(kKeys, kClasses);
