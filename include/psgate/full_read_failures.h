@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Full reads of the store's prefix that fail although the store answers,
-// as pure logic with the clock passed in (etcd_link.cc's follow thread
-// counts them; tests drive it directly).
+// Full reads of the store's prefix compacted away although the store
+// answers, as pure logic with the clock passed in (etcd_link.cc's follow
+// thread counts them; tests drive it directly).
 //
 // A full read is paged, each page at the first page's revision; a
 // compaction past that revision between two pages fails the read with
 // etcd's "required revision has been compacted", and the follow thread
-// reads again from the newest revision. Once is routine (the policy leader
-// compacts every cluster.compact_every). Without a bound, a read that is
-// compacted away every time (a prefix too large to page through between
-// two compactions of an aggressive --auto-compaction-retention) was retried
-// for ever with health "ok", on a view that no longer moved. After
-// `report_after` failures in a row, or `report_after_ns` since the first of
-// them, problem() says so (health degraded); the reads go on with backoff,
-// and the first that succeeds clears it.
+// reads again from the newest revision. So does a read whose watch (from
+// its revision + 1) is compacted before it caught up. Once is routine (the
+// policy leader compacts every cluster.compact_every). Without a bound, a
+// read that is compacted away every time (a prefix too large to page
+// through between two compactions of an aggressive
+// --auto-compaction-retention) was retried for ever with health "ok", on a
+// view that no longer moved. After `report_after` failures in a row, or
+// `report_after_ns` since the first of them, problem() says so (health
+// degraded); the reads go on with backoff, and the first read that a watch
+// then follows (the view current again) clears it.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@ class FullReadFailures {
   FullReadFailures(unsigned report_after, uint64_t report_after_ns)
       : report_after_(report_after), report_after_ns_(report_after_ns) {}
 
-  // A full read failed at `now_ns` because of `why`. Returns true when this
+  // A full read was compacted away at `now_ns` (etcd said `why`). Returns true when this
   // failure is the one that makes it trouble (problem() turns non-empty
   // with it, unless time did first): the caller says so once in its log.
   bool failed(uint64_t now_ns, std::string why) {
@@ -35,7 +37,8 @@ class FullReadFailures {
     last_why_ = std::move(why);
     return streak_ == report_after_;
   }
-  // A full read succeeded: whatever failed before is over. Returns how many
+  // A full read succeeded and a watch follows it: whatever failed before
+  // is over. Returns how many
   // had failed in a row (0: none), for the caller's log.
   unsigned succeeded() {
     const unsigned was = streak_;
@@ -50,7 +53,7 @@ class FullReadFailures {
     if (streak_ == 0) return "";
     const uint64_t for_ns = now_ns > first_ns_ ? now_ns - first_ns_ : 0;  // a clock read before the stamp: no time
     if (streak_ < report_after_ && for_ns < report_after_ns_) return "";
-    return std::to_string(streak_) + " full read(s) of the prefix in a row failed over " +
+    return std::to_string(streak_) + " full read(s) of the prefix in a row compacted away over " +
            std::to_string(for_ns / 1'000'000) + " ms though the store answers (" + last_why_ +
            "): the view is the one from before and no longer moves; reading again with backoff";
   }

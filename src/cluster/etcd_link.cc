@@ -387,6 +387,39 @@ std::string EtcdLink::session_problem(uint64_t now) const {
 
 // ---- following the prefix ----------------------------------------------------------
 
+// A full read compacted away under the follow thread, while paging or
+// before its watch caught up: counted (FullReadFailures), and said in health
+// once it happens again and again. The log says each until then, then that
+// once: not a line every 5 s for as long as it lasts.
+void EtcdLink::full_read_compacted(const std::string& what, const std::string& why) {
+  bool became_trouble;
+  std::string trouble;
+  unsigned streak;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uint64_t t = now_ns();
+    became_trouble = full_read_failures_.failed(t, why);
+    trouble = full_read_failures_.problem(t);
+    streak = full_read_failures_.streak();
+  }
+  if (became_trouble) {
+    spdlog::warn("cluster: {} (health degraded until the prefix is read and followed again)", trouble);
+  } else if (trouble.empty()) {
+    spdlog::warn("cluster: {} ({} in a row): reading everything again", what, streak);
+  }
+}
+
+void EtcdLink::view_followed() {
+  unsigned failed_before;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed_before = full_read_failures_.succeeded();
+  }
+  if (failed_before > 0)
+    spdlog::info("cluster: the prefix read and followed again after {} full read(s) compacted away in a row",
+                 failed_before);
+}
+
 void EtcdLink::follow_loop() {
   uint64_t backoff = kMinBackoffNs;
   // Gateways start on different members (by name), so that the watches are
@@ -431,28 +464,8 @@ void EtcdLink::follow_loop() {
         // Compacted past the first page's revision while paging: start
         // over at the newest, on this member (it answers).
         const bool compacted = s.error_code() == grpc::StatusCode::OUT_OF_RANGE;
-        // Retried with backoff for as long as it fails, and said in health
-        // once it fails again and again (FullReadFailures): the view is the
-        // one from before, which no longer moves.
         if (compacted) {
-          bool became_trouble;
-          std::string trouble;
-          unsigned streak;
-          {
-            std::lock_guard<std::mutex> lock(mutex_);
-            const uint64_t t = now_ns();
-            became_trouble = full_read_failures_.failed(t, status_text(s));
-            trouble = full_read_failures_.problem(t);
-            streak = full_read_failures_.streak();
-          }
-          // Each failure said until it is trouble, then that once: not a
-          // line every 5 s for as long as it lasts.
-          if (became_trouble) {
-            spdlog::warn("cluster: {} (health degraded until a full read succeeds)", trouble);
-          } else if (trouble.empty()) {
-            spdlog::warn("cluster: full read compacted at revision {} while paging ({} in a row): reading again", at,
-                         streak);
-          }
+          full_read_compacted(fmt::format("full read compacted at revision {} while paging", at), status_text(s));
           sleep_backoff(backoff);
           continue;
         }
@@ -472,13 +485,8 @@ void EtcdLink::follow_loop() {
       }
       publish_view(mirror);
       set_connected(true, "");
-      unsigned failed_before;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++full_reads_;
-        failed_before = full_read_failures_.succeeded();
-      }
-      if (failed_before > 0) spdlog::info("cluster: full read done after {} compacted away in a row", failed_before);
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++full_reads_;
     }
     // 2. Every change after that revision.
     auto watch = pb::Watch::NewStub(ch);
@@ -510,15 +518,17 @@ void EtcdLink::follow_loop() {
     }
     pb::WatchResponse resp;
     bool created = false;
+    bool current = false;  // the view is current (follow_state_): the watch is created and cannot be compacted away
     while (healthy && !stop_ && stream->Read(&resp)) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         last_watch_message_ns_ = now_ns();
       }
+      bool became_current = false;
       if (resp.created()) {
         created = true;
         std::lock_guard<std::mutex> lock(mutex_);
-        follow_state_.watch_created();
+        became_current = current = follow_state_.watch_created(resp.header().revision(), mirror.revision());
       }
       WatchMessage m;
       m.created = resp.created();
@@ -534,20 +544,33 @@ void EtcdLink::follow_loop() {
       }
       const WatchOutcome outcome = apply_watch_message(mirror, m);
       if (outcome == WatchOutcome::kReadAgain) {
-        spdlog::warn(
-            "cluster: watch {} ({}): reading everything again",
-            m.compact_revision > 0 ? "compacted at revision " + std::to_string(m.compact_revision) : "cancelled",
-            m.cancel_reason);
+        const std::string what =
+            m.compact_revision > 0 ? "compacted at revision " + std::to_string(m.compact_revision) : "cancelled";
+        // Compacted before it delivered anything: the read it was to follow
+        // was compacted away as surely as one while paging, and a store
+        // compacted between every read and its watch would otherwise be
+        // read again and again, never followed, with health ok.
+        if (m.compact_revision > 0 && created && !current) {
+          full_read_compacted(
+              fmt::format("the watch from revision {} {} before it delivered anything", mirror.revision() + 1, what),
+              m.cancel_reason.empty() ? "watch " + what : m.cancel_reason);
+        } else {
+          spdlog::warn("cluster: watch {} ({}): reading everything again", what, m.cancel_reason);
+        }
         break;
       }
       if (outcome == WatchOutcome::kChanged) {
         publish_view(mirror);
         std::lock_guard<std::mutex> lock(mutex_);
         events_ += m.events.size();
+        if (follow_state_.watch_delivered()) became_current = current = true;
       }
-      if (created) {
-        set_connected(true, "");
+      if (created) set_connected(true, "");
+      // Followed from here: the next failure backs off from the start, and
+      // reads compacted away before are over.
+      if (became_current) {
         backoff = kMinBackoffNs;
+        view_followed();
       }
     }
     {

@@ -70,6 +70,11 @@ class EtcdLink final : public ClusterLink {
   void publish(std::shared_ptr<const ClusterView> view);
   void publish_view(const StoreMirror& mirror);
   void sleep_backoff(uint64_t& backoff_ns);
+  // A full read compacted away (`what` happened, etcd said `why`): counted
+  // in full_read_failures_, logged. view_followed: the view is current
+  // again (a watch follows it), which ends such a streak.
+  void full_read_compacted(const std::string& what, const std::string& why);
+  void view_followed();
   // Session steps; each returns false on a store error.
   bool grant_lease(size_t endpoint);
   bool keep_alive(size_t endpoint);
@@ -111,8 +116,9 @@ class EtcdLink final : public ClusterLink {
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
   uint64_t leader_epoch_ = 0;   // the store epoch it is a revision of (ClusterView::store_epoch)
   int64_t lease_id_ = 0;
-  // Full reads compacted away under the follow thread, in a row: said in
-  // status() (health degraded) after 3, or 10 s after the first.
+  // Full reads compacted away under the follow thread (while paging, or
+  // before their watch caught up), in a row: said in status() (health
+  // degraded) after 3, or 10 s after the first.
   FullReadFailures full_read_failures_{3, 10'000'000'000};
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // FullReadFailures: a full read of the prefix compacted away under it is
 // retried; once is routine, but one that keeps failing is said (health
-// degraded) after a few in a row or a while, and a read that succeeds
-// clears it. The clock is passed in.
+// degraded) after a few in a row or a while, and a read that succeeds (a
+// watch following it) clears it. The clock is passed in.
 #include "psgate/full_read_failures.h"
 
 #include <gtest/gtest.h>
