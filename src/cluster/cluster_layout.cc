@@ -514,14 +514,13 @@ ClusterView StoreMirror::view() const {
       v.problems.push_back(v.held.back());
       refused_document(key, held->second);
     }
-    if (is_job_key(keys_, key)) {
+    if (const auto id = id_after(key, keys_.jobs())) {  // is_job_key
       applied(e);
       count_into(v.jobs_part, e);
       const ParsedJob& parsed = jobs_.at(key);
       if (parsed.job) v.jobs.push_back(*parsed.job);
       if (!parsed.problem.empty()) problem(key, parsed.problem);  // refused, or applied with a part ignored
-      if (!parsed.job)
-        v.refused_jobs[*id_after(key, keys_.jobs())] = ClusterView::RefusedJob{parsed.problem, e.mod_revision};
+      if (!parsed.job) v.refused_jobs[*id] = ClusterView::RefusedJob{parsed.problem, e.mod_revision};
     } else if (auto pid = id_after(key, keys_.progresses())) {
       applied(e);
       auto progress = parse_progress_document(*pid, e.value, class_count);

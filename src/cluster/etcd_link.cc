@@ -550,7 +550,7 @@ void EtcdLink::follow_loop() {
         // was compacted away as surely as one while paging, and a store
         // compacted between every read and its watch would otherwise be
         // read again and again, never followed, with health ok.
-        if (m.compact_revision > 0 && created && !current) {
+        if (m.compact_revision > 0 && !current) {
           full_read_compacted(
               fmt::format("the watch from revision {} {} before it delivered anything", mirror.revision() + 1, what),
               m.cancel_reason.empty() ? "watch " + what : m.cancel_reason);

@@ -1328,12 +1328,15 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
 std::string ControlPlane::cluster_trouble() const { return cluster_trouble(cluster_->status()); }
 
 std::string ControlPlane::cluster_trouble(const json& store_status) const {
+  // One of the link's status texts ("" where absent or not a text).
+  const auto said = [&store_status](const char* key) {
+    const auto it = store_status.find(key);
+    return it != store_status.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   if (!cluster_->connected()) return "store unreachable";
   // The store answers, but the prefix cannot be read whole (compacted away
   // under every read): this gateway follows nothing new.
-  if (const auto it = store_status.find("full_read_error");
-      it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
-    return "store not followed: " + it->get<std::string>();
+  if (std::string why = said("full_read_error"); !why.empty()) return "store not followed: " + why;
   if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
   // Before what is held: the same words on every gateway, whether it held
   // a good document or started after the bad one was written.
@@ -1352,11 +1355,8 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
            policy_name(state_.policy.kind) +
            "\" and the store has no policy for all: set one (psgatectl policy NAME) so that every gateway runs the "
            "same";
-  for (const char* key : {"registration_error", "session_error"}) {
-    if (const auto it = store_status.find(key);
-        it != store_status.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
-      return "not registered: " + it->get<std::string>();
-  }
+  for (const char* key : {"registration_error", "session_error"})
+    if (std::string why = said(key); !why.empty()) return "not registered: " + why;
   return "";
 }
 
