@@ -18,8 +18,10 @@
 
 #include "config/compile.h"
 #include "config/reload.h"
+#include "control/control_server.h"
 #include "control/state_file.h"
 #include "psgate/control_commands.h"
+#include "psgate/lcore_check.h"
 #include "psgate/snapshot.h"
 #include "stats/stats_json.h"
 
@@ -1410,10 +1412,38 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClusterRequest&) const {
 // socket can change are applied where the file changed them since it was
 // last read; everything else that differs is named as needing a restart. A
 // file that does not load changes nothing, and the reply says why.
+namespace {
+
+// What a start checks beyond the parser (main.cc: the CPUs, the socket's
+// and the state file's paths), for the keys a reload leaves to the next
+// start: a reload that answers "needs a restart: lcores.data" for a file
+// that start would refuse (exit 2) leaves a service that does not come back.
+Result<bool> next_start_problem(const ConfigSpec& now, const ReloadPlan& plan) {
+  auto changed = [&](std::string_view prefix) {
+    return std::any_of(plan.restart_needed.begin(), plan.restart_needed.end(),
+                       [&](const std::string& key) { return key.starts_with(prefix); });
+  };
+  if (changed("lcores.")) {
+    if (auto lcores = check_lcores_exist(now, affinity_cpus(), now.source, online_cpus()); !lcores) return lcores;
+  }
+  if (changed("control.socket")) {
+    if (auto sock = ControlServer::check_path(now.control.socket); !sock)
+      return Result<bool>::failure(now.source + ": " + sock.error());
+  }
+  if (changed("control.state")) {
+    if (auto kind = check_state_file_kind(now.control.state); !kind) return kind;
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
   auto file = read_config_for_reload(config_.source);
   if (!file) return Result<Outcome>::failure(file.error() + " (nothing reloaded)");
   const ReloadPlan plan = plan_reload(config_, *state_.config_file, *file);
+  if (auto start = next_start_problem(*file, plan); !start)
+    return Result<Outcome>::failure(start.error() + " (nothing reloaded: the next start would refuse this file)");
   auto now = std::make_shared<const ConfigSpec>(std::move(*file));
   const ConfigSpec& base = reload_base(config_, *state_.config_file, *now);
   json applied = json::array(), not_applied = json::array();

@@ -331,6 +331,33 @@ TEST_F(ControlTest, ReloadAppliesWhatChangedInTheFileAndNamesWhatNeedsARestart) 
   EXPECT_TRUE(wire_shaper.value("rate", json()).is_null()) << unshaped.dump() << " after " << r.dump();
 }
 
+// A reload names what waits for a restart; a file that the restart would
+// refuse (an lcore this machine lacks, a socket path under a file) is
+// refused now, not answered "needs a restart" for a service that will not
+// come back.
+TEST_F(ControlTest, AReloadOfAFileTheNextStartWouldRefuseIsRefused) {
+  const std::string base = control_config(fx);
+  std::string far = base;
+  far.replace(far.find("data = [1]"), 10, "data = [99]");
+  fx.write_file("psgate.toml", far);
+  const CtlResult lcores = ctl({"reload"});
+  EXPECT_EQ(lcores.status, 1) << lcores.out << lcores.err;
+  EXPECT_NE(lcores.err.find("lcores.data[0]: lcore 99 does not exist"), std::string::npos) << lcores.err;
+  EXPECT_NE(lcores.err.find("the next start would refuse this file"), std::string::npos) << lcores.err;
+  fx.write_file("a-file", "not a directory");
+  std::string under = base;
+  under.replace(under.find("socket = \"ctl.sock\""), 19, "socket = \"a-file/ctl.sock\"");
+  fx.write_file("psgate.toml", under);
+  const CtlResult sock_under = ctl({"reload"});
+  EXPECT_EQ(sock_under.status, 1) << sock_under.out << sock_under.err;
+  EXPECT_NE(sock_under.err.find("a-file"), std::string::npos) << sock_under.err;
+  EXPECT_NE(sock_under.err.find("the next start would refuse this file"), std::string::npos) << sock_under.err;
+  // Nothing of either was taken: the file as it runs reloads as unchanged.
+  fx.write_file("psgate.toml", base);
+  const json r = ctl_json({"reload"});
+  EXPECT_EQ(r["restart_needed"], json::array()) << r.dump();
+}
+
 // A shaper the file lowers below floors set on the socket since it was
 // read: the file alone is sound (--check passes), the reload is refused
 // whole, naming the shaper's key and what to do, not only the sum.
