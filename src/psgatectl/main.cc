@@ -174,6 +174,11 @@ int load_jobs(Client& client, const Invocation& inv) {
       const char* last = reply->error.data() + (close == std::string::npos ? 5 : close);
       if (auto [end, ec] = std::from_chars(first, last, index); ec == std::errc() && end == last && end != first)
         reply->error.replace(5, close - 5, std::to_string(index + done));
+      // "none added" is the request's: of a file sent in several, the jobs
+      // of the requests before it stay (said on the next line).
+      const std::string none = "; none added";
+      if (groups->size() > 1 && reply->error.ends_with(none))
+        reply->error.replace(reply->error.size() - none.size(), none.size(), "; none of this request's jobs added");
     }
     if (const int status = failure_status(reply); status != kExitOk) {
       // Refused: not applied. No reply: perhaps applied, perhaps not.

@@ -522,6 +522,8 @@ TEST_F(ControlTest, JobsLoadSendsALargeFileInRequestsAndStopsAtARefusal) {
   EXPECT_EQ(refused.status, 1);
   EXPECT_NE(refused.err.find("job 1 already exists"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("was not applied"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("none of this request's jobs added"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("; none added"), std::string::npos) << "not the whole file's: " << refused.err;
   const size_t loaded_before = ctl_json({"jobs", "list"})["jobs"].size() - 42;
   EXPECT_GT(loaded_before, 0u) << refused.err;
   EXPECT_LT(loaded_before, 11u) << "the refused request was applied in part";
