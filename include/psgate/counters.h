@@ -97,7 +97,7 @@ constexpr const char* unit_name(CounterUnit u) {
   X(kDropMacControl, "mac_control",                                                                                   \
     "802.3 MAC Control (ethertype 0x8808: PAUSE, PFC): addressed to the link it came in on, never relayed")           \
   X(kDropVlanStripped, "vlan_stripped",                                                                               \
-    "the driver stripped its VLAN tag, and it could not be put back (a shared buffer, no headroom)")                  \
+    "the driver stripped its VLAN tag, and it could not be put back (under 4 bytes of headroom a tag)")               \
   X(kDropSharedBuffer, "shared_buffer",                                                                               \
     "a buffer another holder shares (a clone's reference), forwarded only as a copy of psgate's own, and no mbuf "    \
     "was free for the copy")

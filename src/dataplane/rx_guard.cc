@@ -174,10 +174,11 @@ bool shares_bytes(const rte_mbuf* m) {
 }
 
 rte_mbuf* copy_packet(const rte_mbuf* m) {
-  // The head's pool, unless it holds no data (a pool of indirect mbufs, for
-  // clones): a copy into it would take every mbuf it has and still fail.
-  rte_mempool* pool = m->pool;
-  if (rte_pktmbuf_data_room_size(pool) <= RTE_PKTMBUF_HEADROOM) return nullptr;
+  // Into the pool of the buffer that holds the bytes: a clone's head is an
+  // indirect mbuf, whose own pool usually holds no data (DPDK's examples
+  // make clone pools of data room 0); its direct mbuf's is a packet pool.
+  rte_mempool* pool = RTE_MBUF_CLONED(m) ? rte_mbuf_from_indirect(const_cast<rte_mbuf*>(m))->pool : m->pool;
+  if (pool == nullptr || rte_pktmbuf_data_room_size(pool) <= RTE_PKTMBUF_HEADROOM) return nullptr;
   return rte_pktmbuf_copy(m, pool, 0, UINT32_MAX);
 }
 
@@ -188,17 +189,58 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
   unsigned bad = 0, runt = 0, oversize = 0, too_many_segments = 0, vlan_stripped = 0, shared_buffer = 0;
   rte_mbuf* dropped[64];  // a burst is at most 64 packets (dataplane.burst)
   unsigned n_dropped = 0;
-  FreedSegments freed;  // by every broken chain of the burst: none freed twice
+  uint64_t suspects = 0;  // bit k: pkts[k] (as kept) failed the fast check, sound
+  FreedSegments freed;    // by every broken chain of the burst: none freed twice
+
+  // 1. Broken buffers freed, as far as they can be trusted; the rest kept.
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    if (mbuf_fast_odd(m, max_untagged_frame - kMinForwardFrame) == 0) {
-      sum += m->pkt_len;
-      pkts[kept++] = m;
-      continue;
+    if (mbuf_fast_odd(m, max_untagged_frame - kMinForwardFrame) != 0) {
+      if (!mbuf_is_sane(m)) {
+        ++bad;
+        free_broken_mbuf(m, &freed);
+        continue;
+      }
+      suspects |= uint64_t{1} << kept;
     }
-    if (!mbuf_is_sane(m)) {
-      ++bad;
-      free_broken_mbuf(m, &freed);
+    pkts[kept++] = m;
+  }
+
+  // 2. A packet of the burst that holds a segment a broken chain freed (its
+  //    corrupt `next` led there) would be sent, or freed, from the pool:
+  //    counted as broken too, and left unfreed (what is left of it is lost
+  //    to the pool rather than freed twice; a reference it shared with
+  //    another holder was the broken chain's to let go). A freed segment's
+  //    `next` is 0. Before anything below takes mbufs from the pool, which
+  //    may hand out the very ones freed here.
+  if (freed.n != 0) [[unlikely]] {
+    auto holds_freed = [&](const rte_mbuf* m) {
+      const unsigned segs = m->nb_segs;
+      for (unsigned k = 0; m != nullptr && k < segs; ++k, m = m->next)
+        if (freed.holds(m)) return true;
+      return false;
+    };
+    unsigned still = 0;
+    uint64_t still_suspects = 0;
+    for (unsigned i = 0; i < kept; ++i) {
+      if (holds_freed(pkts[i])) {
+        ++bad;
+        continue;
+      }
+      still_suspects |= (suspects >> i & 1) << still;
+      pkts[still++] = pkts[i];
+    }
+    kept = still;
+    suspects = still_suspects;
+  }
+
+  // 3. The sound packets the fast check sent here, in place.
+  unsigned out = 0;
+  for (unsigned i = 0; i < kept; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (!(suspects >> i & 1)) {
+      sum += m->pkt_len;
+      pkts[out++] = m;
       continue;
     }
     // Bytes another holder reads (a clone's reference) are never written:
@@ -251,29 +293,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       dropped[n_dropped++] = m;
       continue;
     }
-    pkts[kept++] = m;  // a sane chain, or a tagged frame within its limit
-  }
-  if (freed.n != 0) [[unlikely]] {
-    // A packet of the burst that holds a segment a broken chain freed (its
-    // corrupt `next` led there) would be sent, or freed, from the pool:
-    // counted as broken too, and left unfreed (what is left of it is lost
-    // to the pool rather than freed twice). A freed segment's `next` is 0.
-    auto holds_freed = [&](const rte_mbuf* m) {
-      const unsigned segs = m->nb_segs;
-      for (unsigned k = 0; m != nullptr && k < segs; ++k, m = m->next)
-        if (freed.holds(m)) return true;
-      return false;
-    };
-    unsigned still = 0;
-    for (unsigned i = 0; i < kept; ++i) {
-      if (holds_freed(pkts[i])) ++bad;
-      else pkts[still++] = pkts[i];
-    }
-    kept = still;
-    still = 0;
-    for (unsigned i = 0; i < n_dropped; ++i)
-      if (!holds_freed(dropped[i])) dropped[still++] = dropped[i];  // counted under its reason, not freed
-    n_dropped = still;
+    pkts[out++] = m;  // a sane chain, or a tagged frame within its limit
   }
   if (bad) drops[kDropBadMbuf].add(bad);
   if (runt) drops[kDropRunt].add(runt);
@@ -283,7 +303,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
   if (shared_buffer) drops[kDropSharedBuffer].add(shared_buffer);
   if (n_dropped) rte_pktmbuf_free_bulk(dropped, n_dropped);
   bytes = sum;
-  return kept;
+  return out;
 }
 
 }  // namespace psgate

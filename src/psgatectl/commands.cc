@@ -308,8 +308,9 @@ constexpr BurstOf kBursts[] = {
     {"shaper.set", "burst", "rate"},
 };
 
-// Combinations the protocol accepts (it ignores the extra argument, or keeps
-// it for a later rate) that on a command line are surely mistakes.
+// Combinations that on a command line are surely mistakes, said before
+// anything is sent (the daemon refuses a burst for a rate that is not in
+// force too, once it knows which is).
 void check_combinations(const Leaf& leaf, const json& req) {
   const std::string_view cmd = leaf.spec->name;
   for (const BurstOf& b : kBursts) {

@@ -380,6 +380,63 @@ TEST_F(MbufChain, GuardSendsNoPacketABrokenChainFreed) {
   }
 }
 
+// The same with a sound packet another holder shares (reference count 2):
+// the broken chain's walk lets go of the guard's reference, and the guard
+// neither copies the packet nor lets go of it a second time: the other
+// holder's reference is still good (TearDown sees no buffer handed out
+// twice).
+TEST_F(MbufChain, GuardLetsGoOfASharedPacketOnceWhenABrokenChainReachesIt) {
+  const Bytes frame = ipv4_frame(0);
+  for (bool sound_first : {true, false}) {
+    SCOPED_TRACE(sound_first ? "shared packet first" : "broken chain first");
+    std::array<Counter, kDropReasonCount> drops;
+    rte_mbuf* sound = chain(frame, {});
+    rte_mbuf_refcnt_update(sound, 1);  // the other holder's
+    rte_mbuf* broken = chain(frame, {});
+    broken->next = sound;
+    broken->nb_segs = 2;
+    rte_mbuf* held = rte_pktmbuf_alloc(pool_);  // room in the pool's ring for a buffer freed twice
+    rte_mbuf* burst[2] = {sound_first ? sound : broken, sound_first ? broken : sound};
+    uint64_t bytes = 0;
+    EXPECT_EQ(rx_guard_burst(burst, 2, 1514, drops, bytes), 0u);
+    EXPECT_EQ(drops[kDropBadMbuf].get(), 2u);
+    EXPECT_EQ(drops[kDropSharedBuffer].get(), 0u);
+    EXPECT_EQ(rte_mbuf_refcnt_read(sound), 1u) << "the other holder's reference, and only it, left";
+    rte_pktmbuf_free(sound);
+    rte_pktmbuf_free(held);
+  }
+}
+
+// A shared packet's copy comes from a pool whose per-lcore cache hands out
+// the buffer freed last: a broken chain of the same burst freed before it
+// must not make the copy look like one of its own segments (counted
+// bad_mbuf and never freed: a good packet lost and its buffer leaked).
+TEST_F(MbufChain, GuardForwardsACopyThatReusesABufferABrokenChainFreed) {
+  rte_mempool* cached = rte_pktmbuf_pool_create("chain_cached", 511, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  ASSERT_NE(cached, nullptr);
+  const Bytes frame = ipv4_frame(0);
+  auto one = [&] {
+    rte_mbuf* m = rte_pktmbuf_alloc(cached);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+    return m;
+  };
+  std::array<Counter, kDropReasonCount> drops;
+  rte_mbuf* broken = one();
+  broken->pkt_len += 1;
+  rte_mbuf* shared = one();
+  rte_mbuf_refcnt_update(shared, 1);
+  rte_mbuf* burst[2] = {broken, shared};
+  uint64_t bytes = 0;
+  ASSERT_EQ(rx_guard_burst(burst, 2, 1514, drops, bytes), 1u);
+  EXPECT_EQ(drops[kDropBadMbuf].get(), 1u);
+  EXPECT_NE(burst[0], shared);
+  EXPECT_EQ(flatten(burst[0]), frame);
+  rte_pktmbuf_free(burst[0]);
+  rte_pktmbuf_free(shared);
+  EXPECT_EQ(rte_mempool_avail_count(cached), 511u) << "every buffer back";
+  rte_mempool_free(cached);
+}
+
 // Offload flags a driver set oddly: a direct mbuf flagged indirect (freed
 // as its own "direct" mbuf, then again: twice in the pool) or external with
 // no shared info (a call through a null pointer at the first free), and a
@@ -397,7 +454,10 @@ TEST_F(MbufChain, GuardRefusesAttachmentFlagsWithoutTheirAttachment) {
   void* const buffer = no_buffer->buf_addr;
   no_buffer->buf_addr = nullptr;
   rte_mbuf* original = chain(frame, {});
-  rte_mbuf* clone = rte_pktmbuf_clone(original, pool_);
+  // A clone pool as DPDK's examples make them: no data room of its own.
+  rte_mempool* clones = rte_pktmbuf_pool_create("chain_clones", 63, 0, 0, 0, SOCKET_ID_ANY);
+  ASSERT_NE(clones, nullptr);
+  rte_mbuf* clone = rte_pktmbuf_clone(original, clones);
   ASSERT_NE(clone, nullptr);
   rte_mbuf* burst[4] = {flagged_indirect, flagged_external, no_buffer, clone};
   uint64_t bytes = 0;
@@ -407,8 +467,12 @@ TEST_F(MbufChain, GuardRefusesAttachmentFlagsWithoutTheirAttachment) {
   EXPECT_TRUE(RTE_MBUF_DIRECT(burst[0])) << "a clone goes on as a copy: its bytes are the original's";
   EXPECT_EQ(drops[kDropBadMbuf].get(), 3u);
   EXPECT_EQ(rte_mbuf_refcnt_read(original), 1u) << "the clone freed";
+  EXPECT_EQ(drops[kDropSharedBuffer].get(), 0u) << "copied into its direct mbuf's pool, not the clone pool";
+  EXPECT_EQ(burst[0]->pool, pool_);
   rte_pktmbuf_free(burst[0]);
   rte_pktmbuf_free(original);
+  EXPECT_EQ(rte_mempool_avail_count(clones), 63u);
+  rte_mempool_free(clones);
   // Never freed (a buffer of 0 is no pool's): put back here. The flagged
   // ones were freed by the guard as far as they could be trusted: not.
   no_buffer->buf_addr = buffer;
