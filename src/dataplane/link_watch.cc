@@ -114,10 +114,15 @@ void note_iface_mtu(Dataplane::Impl& d, unsigned p, uint32_t iface_mtu) {
   }
 }
 
-// A link's state, as a change or as what `held_back` changes left.
-void log_link(unsigned p, bool up, const std::string& detail, uint64_t held_back) {
-  const std::string changes =
-      held_back ? " (" + std::to_string(held_back) + " link changes not logged since the last such line)" : "";
+// A link's state: a change, after `held_back` earlier ones not logged, or
+// (`catch_up`) what `held_back` changes not logged left.
+void log_link(unsigned p, bool up, const std::string& detail, uint64_t held_back, bool catch_up = false) {
+  std::string changes;
+  if (catch_up) {
+    changes = " (the state " + std::to_string(held_back) + " link changes not logged left)";
+  } else if (held_back) {
+    changes = " (" + std::to_string(held_back) + " earlier link changes not logged)";
+  }
   if (up) {
     spdlog::info("port {}: link up{}", kPortNames[p], changes);
   } else {
@@ -143,7 +148,7 @@ bool publish(Dataplane::Impl& d, unsigned p, bool up, const std::string& detail)
     if (!up) w.detail = detail;
     // Changes held back: the state they left, once a line is due (this is
     // called at every poll, 10 times a second).
-    if (w.change_logged.catch_up(steady_ns())) log_link(p, up, w.detail, w.change_logged.held_back());
+    if (w.change_logged.catch_up(steady_ns())) log_link(p, up, w.detail, w.change_logged.held_back(), true);
   }
   if (up) {
     w.quiesced = false;
@@ -240,7 +245,7 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
     if (st.ifindex != 0 && st.running && reattach(d, p)) {
       publish(d, p, true, "");
     } else if (w.change_logged.catch_up(steady_ns())) {
-      log_link(p, false, w.detail, w.change_logged.held_back());
+      log_link(p, false, w.detail, w.change_logged.held_back(), true);
     }
     return;
   }
