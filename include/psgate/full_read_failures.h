@@ -28,22 +28,31 @@ class FullReadFailures {
   FullReadFailures(unsigned report_after, uint64_t report_after_ns)
       : report_after_(report_after), report_after_ns_(report_after_ns) {}
 
-  // A full read was compacted away at `now_ns` (etcd said `why`). Returns true when this
-  // failure is the one that makes it trouble (problem() turns non-empty
-  // with it, unless time did first): the caller says so once in its log.
+  // A full read was compacted away at `now_ns` (etcd said `why`). Returns
+  // true the first time in the streak that problem() is not empty after it,
+  // whether the count or the time made it so: the caller says so once in
+  // its log.
   bool failed(uint64_t now_ns, std::string why) {
     if (streak_ == 0) first_ns_ = now_ns;
     ++streak_;
     last_why_ = std::move(why);
-    return streak_ == report_after_;
+    if (reported_ || problem(now_ns).empty()) return false;
+    reported_ = true;
+    return true;
+  }
+  // The store is not reachable: what fails now is not a compacted read, and
+  // the streak starts again once it is back.
+  void reset() {
+    streak_ = 0;
+    reported_ = false;
+    last_why_.clear();
   }
   // A full read succeeded and a watch follows it: whatever failed before
   // is over. Returns how many
   // had failed in a row (0: none), for the caller's log.
   unsigned succeeded() {
     const unsigned was = streak_;
-    streak_ = 0;
-    last_why_.clear();
+    reset();
     return was;
   }
 
@@ -66,6 +75,7 @@ class FullReadFailures {
   unsigned streak_ = 0;    // failures since the last success
   uint64_t first_ns_ = 0;  // when the first of them failed
   std::string last_why_;
+  bool reported_ = false;  // failed() said so in this streak
 };
 
 }  // namespace psgate

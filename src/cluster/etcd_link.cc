@@ -273,6 +273,7 @@ void EtcdLink::set_connected(bool up, const std::string& error) {
     spdlog::warn("cluster: store unreachable ({}); forwarding on the last order applied", error);
   }
   follow_state_.lost();
+  full_read_failures_.reset();  // "though the store answers" no longer holds
   last_error_ = error;
 }
 

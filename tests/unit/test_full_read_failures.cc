@@ -53,5 +53,20 @@ TEST(FullReadFailures, ALongTimeSinceTheFirstFailureIsTroubleToo) {
   EXPECT_EQ(f.problem(100'000 * kMs), "");
 }
 
+// Trouble reached by time is said by the next failure, once; losing the
+// store starts the streak again (its failures are not compacted reads).
+TEST(FullReadFailures, TroubleByTimeIsSaidOnceAndALostStoreStartsAfresh) {
+  FullReadFailures f(3, 10'000 * kMs);
+  EXPECT_FALSE(f.failed(5'000 * kMs, kCompacted));
+  EXPECT_TRUE(f.failed(16'000 * kMs, kCompacted)) << "the second failure, 11 s after the first: trouble, said";
+  EXPECT_FALSE(f.failed(17'000 * kMs, kCompacted)) << "said once";
+  EXPECT_NE(f.problem(17'000 * kMs), "");
+  f.reset();
+  EXPECT_EQ(f.problem(30'000 * kMs), "");
+  EXPECT_FALSE(f.failed(31'000 * kMs, kCompacted));
+  EXPECT_FALSE(f.failed(32'000 * kMs, kCompacted));
+  EXPECT_TRUE(f.failed(33'000 * kMs, kCompacted)) << "a new streak is said again";
+}
+
 }  // namespace
 }  // namespace psgate
