@@ -5,6 +5,7 @@
 //
 // Exit status: 0 after a clean run (or a valid --check), 2 for a bad command
 // line or config, 1 when DPDK or a device cannot be set up.
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <signal.h>
@@ -107,16 +108,22 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return 2;
     }
     // ENODEV: a device string EAL cannot parse (no driver of that name, a
-    // malformed PCI address). eal.args holds no device options (config.cc),
-    // so it is one of the ports': a config error.
+    // malformed PCI address), or buses it could not scan (the machine's).
+    // eal.args holds no device options (config.cc): a port's string that
+    // does not parse now either is the configuration's (exit 2).
     if (rte_errno == ENODEV) {
-      spdlog::error(
-          "DPDK EAL cannot parse a port's device (ports.wire.device \"{}\", ports.host.device \"{}\" in {}): a "
-          "driver name it does not know (net_af_packet, net_af_xdp, net_memif, net_pcap, net_ring, net_null, "
-          "net_tap...), or a malformed PCI address (or it could not scan the machine's buses); see EAL's messages "
-          "above",
-          config.wire.device, config.host.device, config.source);
-      return 2;
+      for (auto [key, spec] : {std::pair{"ports.wire.device", &config.wire}, {"ports.host.device", &config.host}}) {
+        rte_devargs parsed{};
+        // (Not reset: rte_devargs_reset is experimental in 22.11, and the
+        // process ends here either way.)
+        if (rte_devargs_parse(&parsed, spec->device.c_str()) != 0) {
+          spdlog::error(
+              "{}: {} \"{}\": DPDK knows no device of that name (a driver name it does not know: net_af_packet, "
+              "net_af_xdp, net_memif, net_pcap, net_ring, net_null, net_tap...; or a malformed PCI address)",
+              config.source, key, spec->device);
+          return 2;
+        }
+      }
     }
     const bool huge = std::find(args.begin(), args.end(), "--no-huge") == args.end();
     if (const std::string in_use = psgate::eal_prefix_in_use(args); !in_use.empty()) {

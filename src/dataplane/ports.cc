@@ -277,7 +277,9 @@ KernelIfaceChange& iface_record(std::vector<KernelIfaceChange>& changes, const s
   const unsigned ifindex = if_nametoindex(iface.c_str());
   auto it = std::find_if(changes.begin(), changes.end(), [&](const KernelIfaceChange& c) { return c.iface == iface; });
   if (it == changes.end()) it = changes.insert(changes.end(), KernelIfaceChange{role, iface});
-  if (it->ifindex != ifindex) *it = KernelIfaceChange{role, iface, ifindex};
+  // (An index that could not be read, 0, out of descriptors: taken for the same one.)
+  if (ifindex != 0 && it->ifindex != 0 && it->ifindex != ifindex) *it = KernelIfaceChange{role, iface, ifindex};
+  if (it->ifindex == 0) it->ifindex = ifindex;
   return *it;
 }
 
@@ -313,8 +315,10 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
   for (const KernelIfaceChange& c : changes) {
-    // Gone, or another of that name since: nothing of this one's to put back.
-    if (c.ifindex == 0 || if_nametoindex(c.iface.c_str()) != c.ifindex) continue;
+    // Gone, or another of that name since: nothing of this one's to put back
+    // (one whose index could never be read is taken by its name).
+    const unsigned now = if_nametoindex(c.iface.c_str());
+    if (now == 0 || (c.ifindex != 0 && now != c.ifindex)) continue;
     ifreq ifr{};
     std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", c.iface.c_str());
     std::string put_back, failed;
