@@ -119,8 +119,9 @@ constexpr std::array<CommandSpec, 15> kCommands{{
      kReadsOnly},
     {"jobs.add", "jobs add", "Add a job that owns the traffic its match rules select", kJobsAddArgs, parsers::jobs_add},
     {"jobs.load", "jobs load",
-     "Add many jobs at once, all or none per request (psgatectl sends a large file in several, up to the first refused)", kJobsLoadArgs,
-     parsers::jobs_load},
+     "Add many jobs at once, all or none per request (psgatectl sends a large file in several, up to the first "
+     "refused)",
+     kJobsLoadArgs, parsers::jobs_load},
     {"jobs.remove", "jobs rm", "Remove a job; its traffic falls back to the default class", kJobsRemoveArgs,
      parsers::jobs_remove},
     {"order", "order",
