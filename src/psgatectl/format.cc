@@ -221,7 +221,11 @@ std::string format_jobs(const ojson& result) {
       const ojson& rules = get(j, "match");
       std::vector<std::string> rule_text;
       if (rules.is_array()) {
-        for (const auto& r : rules) rule_text.push_back(value_text(r));
+        // The empty rule (every IP packet no earlier rule takes) said as
+        // such, not as a blank that reads as a job without rules.
+        for (const auto& r : rules)
+          rule_text.push_back(r.is_string() && r.get_ref<const std::string&>().empty() ? "\"\" (every IP packet)"
+                                                                                       : value_text(r));
       }
       if (rule_text.empty()) rule_text.push_back("-");
       t.add_row({value_text(get(j, "id")), value_text(get(j, "name")), value_text(get(j, "rank")),

@@ -71,6 +71,14 @@ TEST(PsgatectlFormat, JobsTableIsAligned) {
   for (const auto& l : lines) EXPECT_NE(l.back(), ' ') << "trailing blank: '" << l << "'";
 }
 
+// A job whose rule is the empty one takes every IP packet: said so, not a
+// blank cell that reads as a job without rules.
+TEST(PsgatectlFormat, TheEmptyRuleIsShownAsEveryIpPacket) {
+  const std::string out = format_jobs(ojson::parse(R"({"jobs": [{"id": 3, "name": "all", "rank": 0, "class": 1,
+    "pull_class": 1, "push_class": 1, "match": [""], "police": null, "progress": null}]})"));
+  EXPECT_NE(line_with(out, "all").find("\"\" (every IP packet)"), std::string::npos) << out;
+}
+
 TEST(PsgatectlFormat, EmptyJobList) {
   const std::string out = format_jobs(ojson::parse(R"({"jobs": []})"));
   EXPECT_NE(out.find("ID"), std::string::npos);
