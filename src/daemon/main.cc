@@ -498,6 +498,17 @@ int main(int argc, char** argv) {
   // the file as a start would (a start reads it in ControlPlane::create). A
   // state file on a filesystem mounted read-only only warns (a disk
   // condition: check_state_dir_writable).
+  // The config file itself (a template's state = the config's own path):
+  // read as a state file it is "not valid JSON", and the remedy that error
+  // gives, move it away, would take the config.
+  if (std::error_code same_error;
+      !config->control.state.empty() && std::filesystem::equivalent(config->control.state, config_path, same_error)) {
+    std::fprintf(stderr,
+                 "psgate: %s: control.state: \"%s\" is this config file itself: the state file must be a file of "
+                 "its own (e.g. /var/lib/psgate/state.json)\n",
+                 config_path.c_str(), config->control.state.c_str());
+    return 2;
+  }
   if (auto kind = psgate::check_state_file_kind(config->control.state); !kind) {
     std::fprintf(stderr, "psgate: %s\n", kind.error().c_str());
     return 2;

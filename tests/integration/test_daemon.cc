@@ -474,6 +474,19 @@ TEST(DaemonConfig, CheckRefusesWhatAStartWouldRefuse) {
       EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << "one line: " << run.output;
     }
   }
+  // A state file that is the config file itself (relative, as the daemon
+  // runs in the test's directory): named as such, not "not valid JSON ...
+  // move it away", which would take the config.
+  std::string self = make_config({});
+  self.replace(self.find("[control]\n"), 10, "[control]\nstate = \"psgate.toml\"\n");
+  fx.write_file("psgate.toml", self);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--check"}, {"--duration", "1"}}) {
+    DaemonRun run = fx.run("psgate.toml", args, 20);
+    EXPECT_EQ(run.exit_status, 2) << args[0] << ": " << run.output;
+    EXPECT_NE(run.output.find("control.state: \"psgate.toml\" is this config file itself"), std::string::npos)
+        << run.output;
+    EXPECT_EQ(run.output.find("EAL"), std::string::npos) << "DPDK must not start: " << run.output;
+  }
   // The smallest cache a start accepts passes --check.
   fx.write_file("psgate.toml", make_config({.dataplane_extra = "flow_cache = 8"}));
   DaemonRun ok = fx.run("psgate.toml", {"--check"}, 20);
