@@ -532,6 +532,11 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
         if (sub->parsed()) throw UsageError{group->hint};
       throw UsageError{"give a command: " + one_of(top_words)};
     }
+    // -s checks its own value; one from $PSGATE_SOCKET is checked here, as
+    // the same mistake (a usage error, not a daemon that cannot be reached).
+    if (g.socket.size() >= sizeof(sockaddr_un{}.sun_path))
+      throw UsageError{"the control socket's path (-s, $PSGATE_SOCKET) is longer than " +
+                       std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes"};
     Invocation inv = build(*chosen, g);
     inv.socket = g.socket;
     const uint64_t timeout_ns = *psgate::parse_duration_ns(g.timeout);

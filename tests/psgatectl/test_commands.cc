@@ -158,6 +158,16 @@ TEST(PsgatectlCommands, SocketTimeoutAndWatchCount) {
     EXPECT_EQ(o.invocation->timeout_ms, c.timeout_ms);
     EXPECT_EQ(o.invocation->watch_count, c.watch_count);
   }
+  // A path no socket can have is a usage error whichever way it came (it
+  // was "cannot reach", exit 3, from $PSGATE_SOCKET).
+  const std::string long_path = "/tmp/" + std::string(120, 'x');
+  for (const auto& [args, env] : {std::pair{std::vector<std::string>{"health"}, long_path.c_str()},
+                                  std::pair{std::vector<std::string>{"-s", long_path, "health"}, "/tmp/ok.sock"}}) {
+    ParseOutcome o = parse(args, env);
+    EXPECT_FALSE(o.invocation.has_value());
+    EXPECT_EQ(o.exit_code, kExitUsage) << o.err;
+    EXPECT_NE(o.err.find("longer than 107 bytes"), std::string::npos) << o.err;
+  }
 }
 
 struct UsageCase {
