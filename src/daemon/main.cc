@@ -493,11 +493,6 @@ int main(int argc, char** argv) {
                    here.error().c_str());
     }
   }
-  // The state file's path: a directory, or a directory this process cannot
-  // write, is refused before DPDK starts, by --check too, which also reads
-  // the file as a start would (a start reads it in ControlPlane::create). A
-  // state file on a filesystem mounted read-only only warns (a disk
-  // condition: check_state_dir_writable).
   // The config file itself (a template's state = the config's own path):
   // read as a state file it is "not valid JSON", and the remedy that error
   // gives, move it away, would take the config.
@@ -509,6 +504,11 @@ int main(int argc, char** argv) {
                  config_path.c_str(), config->control.state.c_str());
     return 2;
   }
+  // The state file's path: a directory, or a directory this process cannot
+  // write, is refused before DPDK starts, by --check too, which also reads
+  // the file as a start would (a start reads it in ControlPlane::create). A
+  // state file on a filesystem mounted read-only only warns (a disk
+  // condition: check_state_dir_writable).
   if (auto kind = psgate::check_state_file_kind(config->control.state); !kind) {
     std::fprintf(stderr, "psgate: %s\n", kind.error().c_str());
     return 2;

@@ -455,13 +455,7 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
   app.add_option("-s,--socket", g.socket,
                  std::string("Control socket (default: $PSGATE_SOCKET, else ") + kDefaultSocket + ")")
       ->type_name("PATH")
-      ->check(check([](const std::string& s) -> std::string {
-        if (s.empty()) return "must not be empty";
-        if (s.size() >= sizeof(sockaddr_un{}.sun_path)) {
-          return "path longer than " + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes";
-        }
-        return "";
-      }));
+      ->check(check([](const std::string& s) -> std::string { return s.empty() ? "must not be empty" : ""; }));
   app.add_option("--timeout", g.timeout,
                  "How long to wait for the daemon to accept and answer a request,\n"
                  "e.g. 500ms, 10s (default 5s, at most 86400s; rounded up to whole ms)")
@@ -532,10 +526,10 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
         if (sub->parsed()) throw UsageError{group->hint};
       throw UsageError{"give a command: " + one_of(top_words)};
     }
-    // -s checks its own value; one from $PSGATE_SOCKET is checked here, as
-    // the same mistake (a usage error, not a daemon that cannot be reached).
+    // The path's length, whether from -s or $PSGATE_SOCKET: one check for
+    // both (a usage error, not a daemon that cannot be reached).
     if (g.socket.size() >= sizeof(sockaddr_un{}.sun_path))
-      throw UsageError{"the control socket's path (-s, $PSGATE_SOCKET) is longer than " +
+      throw UsageError{"--socket/$PSGATE_SOCKET: path longer than " +
                        std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes"};
     Invocation inv = build(*chosen, g);
     inv.socket = g.socket;
