@@ -44,6 +44,8 @@ inline constexpr uint32_t kMinFlowCacheEntries = 8;
 inline constexpr uint32_t kMaxFlowCacheEntries = uint32_t{1} << 26;  // 4 GiB of IPv6 entries
 inline constexpr uint32_t kMinMbufs = 1024;
 inline constexpr uint32_t kMaxMbufs = (uint32_t{1} << 30) - 1;
+// dataplane.mbufs = "auto": as many as full queues and rings hold.
+inline constexpr uint32_t kAutoMbufs = 0;
 
 struct RateSpec {
   uint64_t rate_bps = 0;     // bits per second, > 0
@@ -151,7 +153,7 @@ struct ConfigSpec {
   std::vector<JobSpec> jobs;            // distinct ids
   uint32_t burst = 32;                  // packets per RX/TX burst, 1..64
   uint32_t ring_size = 1024;            // per (RX lcore, egress port, class) ring, power of two
-  uint32_t mbufs = 16383;               // mbuf pool size
+  uint32_t mbufs = kAutoMbufs;          // mbuf pool size, or sized at start
   uint32_t flow_cache_entries = 65536;  // per RX lcore, 0 disables
   uint32_t max_jobs = 4096;             // job slots (counters are sized by it)
   uint64_t drain_timeout_ns = 500'000'000;

@@ -517,7 +517,19 @@ class Parser : TomlReader {
     if (!is_power_of_two(c.ring_size)) {
       return fail("dataplane.ring_size", std::to_string(c.ring_size) + " is not a power of two");
     }
-    if (!integer(*t, "mbufs", p, kMinMbufs, kMaxMbufs, c.mbufs)) return false;
+    // "auto" (the default, kAutoMbufs) sizes the pool at start to what the
+    // queues and descriptor rings can hold, which depends on keys of other
+    // tables and on how many RX queues the lcores make.
+    if (const toml::node* n = t->get("mbufs"); n != nullptr && n->is_string()) {
+      if (n->as_string()->get() != "auto") {
+        return fail("dataplane.mbufs", toml_quote(n->as_string()->get()) + " is not \"auto\" or a number of buffers");
+      }
+      c.mbufs = kAutoMbufs;
+    } else if (n != nullptr && !n->is_integer()) {
+      return wrong_type("dataplane.mbufs", *n, "a number of buffers or \"auto\"");
+    } else if (!integer(*t, "mbufs", p, kMinMbufs, kMaxMbufs, c.mbufs)) {
+      return false;
+    }
     if (!integer(*t, "flow_cache", p, 0, u32max, c.flow_cache_entries)) return false;
     // The flow cache's own limits (FlowCache::create), which a start would
     // otherwise be the first to meet.

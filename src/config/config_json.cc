@@ -140,7 +140,7 @@ json config_to_json(const ConfigSpec& c) {
               {"dataplane",
                {{"burst", c.burst},
                 {"ring_size", c.ring_size},
-                {"mbufs", c.mbufs},
+                {"mbufs", c.mbufs == kAutoMbufs ? json("auto") : json(c.mbufs)},
                 {"flow_cache", c.flow_cache_entries},
                 {"max_jobs", c.max_jobs},
                 {"drain_timeout", duration_text_exact(c.drain_timeout_ns)},

@@ -95,7 +95,11 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   for (const PortSpec* spec : specs)
     needed += queued + uint64_t{n_rx} * spec->rx_desc + spec->tx_desc + kMaxBurst;  // + pending TX
   if (pipelined) needed += uint64_t{n_rx} * kPortCount * config.class_count * (config.ring_size - 1);
-  if (config.mbufs < needed) {
+  // Each lcore's pool cache (256, flushed at 1.5 times that) holds buffers
+  // the others cannot take: the data lcores' and the main lcore's.
+  needed += uint64_t{n + 1} * 384;
+  const bool auto_mbufs = config.mbufs == kAutoMbufs;
+  if (!auto_mbufs && config.mbufs < needed) {
     spdlog::warn(
         "dataplane.mbufs = {} is below what full queues, descriptor rings{} can hold ({}): "
         "under overload the NIC will drop for lack of buffers, whatever their class",
@@ -121,16 +125,64 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   for (auto& max : shared.max_untagged_frame) max.store(max_frame_bytes(config.wire.mtu, 0), std::memory_order_relaxed);
   for (unsigned p = 0; p < kPortCount; ++p) shared.max_tx_segs[p] = frames->max_segs[p];
   for (unsigned p = 0; p < kPortCount; ++p) shared.one_dot1q_tag_room[p] = caps[p].one_dot1q_tag_room;
-  d->pool = rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), config.mbufs, 256, 0,
-                                    static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
+  const uint32_t buffer_bytes = frames->data_room + RTE_PKTMBUF_HEADROOM + 256;  // + mbuf header, pool overhead
+  auto mib_of = [&](uint64_t count) { return (count * buffer_bytes + (1 << 20) - 1) >> 20; };
+  auto create_pool = [&](uint32_t count) {
+    return rte_pktmbuf_pool_create(("psgate_mbufs" + tag).c_str(), count, 256, 0,
+                                   static_cast<uint16_t>(frames->data_room + RTE_PKTMBUF_HEADROOM), socket);
+  };
+  uint32_t pool_size =
+      auto_mbufs ? static_cast<uint32_t>(std::clamp<uint64_t>(needed, kMinMbufs, kMaxMbufs)) : config.mbufs;
+  d->pool = create_pool(pool_size);
+  // "auto" is the default: a gateway whose EAL memory cannot hold what its
+  // queues could (jumbo buffers under a small -m) still starts, with what
+  // fits, rather than refusing a file that names no size at all. Each try
+  // takes a quarter less; once one fits, the pool takes a quarter less again,
+  // so that what the start allocates after it (flow caches, rings, counters)
+  // is not left without memory.
+  auto out_of_memory = [] { return rte_errno == ENOMEM || rte_errno == ENOBUFS || rte_errno == ENOSPC; };
+  bool shrunk = false;
+  while (!d->pool && auto_mbufs && out_of_memory() && pool_size * 3 / 4 >= kMinMbufs) {
+    pool_size = pool_size * 3 / 4;
+    d->pool = create_pool(pool_size);
+    shrunk = true;
+  }
+  if (d->pool && shrunk && pool_size * 3 / 4 >= kMinMbufs) {
+    rte_mempool_free(d->pool);
+    pool_size = pool_size * 3 / 4;
+    d->pool = create_pool(pool_size);
+  }
   if (!d->pool) {
-    const uint64_t mib =
-        (uint64_t{config.mbufs} * (frames->data_room + RTE_PKTMBUF_HEADROOM + 256) + (1 << 20) - 1) >> 20;
+    if (auto_mbufs) {
+      return CreateResult::failure("dataplane.mbufs = \"auto\": cannot create a pool of even " +
+                                   std::to_string(pool_size) + " buffers (at least " +
+                                   std::to_string(mib_of(pool_size)) + " MiB): " + rte_strerror(rte_errno) +
+                                   "; give DPDK more memory ([eal] args -m, hugepages)");
+    }
     return CreateResult::failure("dataplane.mbufs = " + std::to_string(config.mbufs) +
-                                 ": cannot create the pool (about " + std::to_string(mib) +
+                                 ": cannot create the pool (at least " + std::to_string(mib_of(config.mbufs)) +
                                  " MiB): " + rte_strerror(rte_errno) +
                                  "; lower dataplane.mbufs or give DPDK more memory ([eal] args -m, hugepages)");
   }
+  // What the pool really took: without hugepages an mbuf never crosses a
+  // 4 KiB page, so a 2 KiB-buffer pool takes about twice mib_of's figure.
+  uint64_t pool_bytes = 0;
+  rte_mempool_mem_iter(
+      d->pool,
+      [](rte_mempool*, void* bytes, rte_mempool_memhdr* chunk, unsigned) {
+        *static_cast<uint64_t*>(bytes) += chunk->len;
+      },
+      &pool_bytes);
+  const uint64_t pool_mib = (pool_bytes + (1 << 20) - 1) >> 20;
+  if (auto_mbufs && pool_size < needed) {
+    spdlog::warn(
+        "dataplane.mbufs = \"auto\": {} buffers (about {} MiB), what DPDK's memory has room for, below what full "
+        "queues, descriptor rings{} can hold ({}): under overload the NIC will drop for lack of buffers, whatever "
+        "their class; give DPDK more memory ([eal] args -m, hugepages)",
+        pool_size, pool_mib, pipelined ? " and hand-off rings" : "", needed);
+  }
+  spdlog::info("mbuf pool: {} buffers of {} B ({} MiB){}", pool_size, frames->data_room, pool_mib,
+               auto_mbufs ? ", sized by dataplane.mbufs = \"auto\"" : "");
   for (unsigned p = 0; p < kPortCount; ++p) {
     bool config_error = false;
     auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool, d->iface_changes,

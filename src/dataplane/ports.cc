@@ -456,7 +456,7 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
             "mbuf of its own): either a record is larger than " + std::to_string(frames.data_room) +
             " B, the mbufs that ports." + role + ".mtu " + std::to_string(spec.mtu) +
             " asks for (raise the mtu, or leave the larger records out of the capture), or the capture has more " +
-            "records than the mbuf pool has free (raise dataplane.mbufs)");
+            "records than the mbuf pool has free (raise dataplane.mbufs: the start logs the pool as \"mbuf pool\")");
       }
       // af_xdp makes its XDP socket here, and DPDK 22.11 says EINVAL
       // whatever failed: only libxdp's stderr said why. The likely causes

@@ -506,9 +506,64 @@ TEST(DaemonConfig, AnMbufPoolThatDoesNotFitNamesItsKey) {
   fx.write_file("psgate.toml", config);
   DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 60);
   EXPECT_EQ(run.exit_status, 1) << run.output;
-  EXPECT_NE(run.output.find("dataplane.mbufs = 1048575: cannot create the pool (about "), std::string::npos)
+  EXPECT_NE(run.output.find("dataplane.mbufs = 1048575: cannot create the pool (at least "), std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("lower dataplane.mbufs or give DPDK more memory"), std::string::npos) << run.output;
+}
+
+// dataplane.mbufs = "auto" (the default) sizes the pool to what the class
+// queues and descriptor rings hold, so a file that leaves the key out starts
+// without the "NIC will drop" warning; under an EAL memory too small for
+// that, the pool is cut to what fits, the start says so, and the gateway
+// forwards.
+TEST(DaemonConfig, AnAutoMbufPoolHoldsTheQueuesOrWhatFitsAndSaysSo) {
+  auto start = [](const std::string& memory, DaemonRun& run, Frames& in, DaemonFixture& fx) {
+    in = {pkt::build_packet(to_ps(2222, 1)), pkt::build_packet(to_ps(9999, 2))};
+    fx.write_pcap("wire-in.pcap", in);
+    fx.write_pcap("host-in.pcap", {});
+    ConfigOptions o;
+    o.jobs = kTwoJobs;
+    std::string config = make_config(o);
+    const size_t at = config.find("mbufs = 8191\n");
+    EXPECT_NE(at, std::string::npos);
+    config.erase(at, 13);
+    const size_t m = config.find("\"-m\", \"256\"");
+    EXPECT_NE(m, std::string::npos);
+    config.replace(m, 11, "\"-m\", \"" + memory + "\"");
+    fx.write_file("psgate.toml", config);
+    run = fx.run("psgate.toml", {"--duration", "1"}, 60);
+  };
+  auto pool_size = [](const std::string& output) -> long {
+    const size_t at = output.find("mbuf pool: ");
+    if (at == std::string::npos) return -1;
+    return std::stol(output.substr(at + 11));
+  };
+  const long class_queues = 2 * 8 * 1024;  // both ports' full class queues, before any ring
+  {
+    DaemonFixture fx;
+    DaemonRun run;
+    Frames in;
+    start("256", run, in, fx);
+    ASSERT_EQ(run.exit_status, 0) << run.output;
+    EXPECT_GT(pool_size(run.output), class_queues) << run.output;
+    EXPECT_NE(run.output.find("sized by dataplane.mbufs = \"auto\""), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("below what full queues"), std::string::npos) << run.output;
+    EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), in.size());
+  }
+  {
+    DaemonFixture fx;
+    DaemonRun run;
+    Frames in;
+    start("40", run, in, fx);
+    ASSERT_EQ(run.exit_status, 0) << run.output;
+    const long size = pool_size(run.output);
+    EXPECT_GE(size, 1024) << run.output;
+    EXPECT_LT(size, class_queues) << run.output;
+    EXPECT_NE(run.output.find("dataplane.mbufs = \"auto\": " + std::to_string(size) + " buffers"), std::string::npos)
+        << run.output;
+    EXPECT_NE(run.output.find("below what full queues"), std::string::npos) << run.output;
+    EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), in.size());
+  }
 }
 
 // A control socket path that names something other than a socket (a

@@ -243,6 +243,7 @@ TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   EXPECT_EQ(c.burst, d.burst);
   EXPECT_EQ(c.ring_size, d.ring_size);
   EXPECT_EQ(c.mbufs, d.mbufs);
+  EXPECT_EQ(d.mbufs, kAutoMbufs);  // sized at start to what the queues hold
   EXPECT_EQ(c.flow_cache_entries, d.flow_cache_entries);
   EXPECT_EQ(c.max_jobs, d.max_jobs);
   EXPECT_EQ(c.drain_timeout_ns, d.drain_timeout_ns);
@@ -650,6 +651,8 @@ std::vector<BadCase> bad_cases() {
       {d("[dataplane]\nring_size = 32"), "dataplane.ring_size", "out of range 64..65536"},
       {d("[dataplane]\nring_size = 131072"), "dataplane.ring_size", "out of range"},
       {d("[dataplane]\nmbufs = 1023"), "dataplane.mbufs", "out of range 1024.."},
+      {d("[dataplane]\nmbufs = \"Auto\""), "dataplane.mbufs", "\"Auto\" is not \"auto\" or a number of buffers"},
+      {d("[dataplane]\nmbufs = 1.5"), "dataplane.mbufs", "a number of buffers or \"auto\""},
       {d("[dataplane]\nmbufs = 4294967296"), "dataplane.mbufs", "out of range"},
       {d("[dataplane]\nflow_cache = -1"), "dataplane.flow_cache", "out of range"},
       // Start-time limits, refused by the loader so that --check refuses them.
