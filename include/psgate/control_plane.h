@@ -55,6 +55,15 @@ struct RankedJob;  // config/compile.h
 
 // Everything a change can change. A handler builds a new one from a copy;
 // commit() makes it the one in force.
+// A directory's identity (device, inode) and when its entries last changed.
+struct DirectoryId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t mtime_ns = 0;
+  bool operator==(const DirectoryId&) const = default;
+  bool same_directory(const DirectoryId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
 struct ControlState {
   JobRegistry jobs;
   PolicyParams policy;
@@ -86,6 +95,11 @@ class ControlPlane {
   // come from the store, and the socket's commands that change them write to
   // the store instead; class and shaper settings stay per gateway.
   void follow_cluster(ClusterLink* link, const ClusterSpec& spec);
+  // The state file runs without its lock (StateLock's warning): health and
+  // the cluster report say degraded, naming it as the state file's error.
+  void note_state_unlocked(const std::string& why) {
+    state_unlocked_ = "state file " + config_.control.state + ": " + why + " (restart psgate once it can be locked)";
+  }
 
   // Publishes the initial job set (the state file's, if any).
   Result<bool> start();
@@ -245,10 +259,12 @@ class ControlPlane {
   std::unordered_map<uint32_t, JobRanks> applied_ranks_;
   bool published_ = false;      // start() has published this control plane's first snapshot
   std::string persisted_text_;  // the state file's content as last written ("" before the first write)
-  // The rules directory as last read or written (device, inode): another one
-  // there, or none, means it was removed while psgate ran, and persist()
-  // writes the rules files that are missing again.
-  std::optional<std::pair<uint64_t, uint64_t>> rules_dir_id_;
+  // The rules directory as last read or written: another one there, or
+  // none, or a change to it (its mtime: a file deleted), and persist()
+  // writes the rules files that are missing again (watch_state_on_disk
+  // looks each second).
+  std::optional<DirectoryId> rules_dir_id_;
+  uint64_t state_watch_ns_ = 0;  // watch_state_on_disk's next look
   // The state file's record of the config file's settings, compiled once
   // per file read (persist() renders it at every commit, re-ranks included).
   std::shared_ptr<const ConfigSpec> file_settings_of_;
@@ -297,11 +313,18 @@ class ControlPlane {
   // next change would be refused too, so health says degraded until the
   // tick has written the state in force's file again (retry_refused_write).
   std::string state_refused_;
+  // The state file's lock could not be taken at start (no space or inodes
+  // for the lock file, a read-only directory): a second psgate on the same
+  // file would not be noticed, so health says degraded until a restart.
+  std::string state_unlocked_;
   uint64_t refused_retry_ns_ = 0;
   // What health and the cluster report call state_file_error: the state in
   // force unwritten, else the refused change's write.
-  const std::string& state_file_error() const { return state_unsaved_.empty() ? state_refused_ : state_unsaved_; }
+  const std::string& state_file_error() const {
+    return !state_unsaved_.empty() ? state_unsaved_ : !state_refused_.empty() ? state_refused_ : state_unlocked_;
+  }
   void retry_refused_write(uint64_t now_ns);
+  void watch_state_on_disk(uint64_t now_ns);
   // Rules files of removed jobs, and when to remove them (oldest first).
   static constexpr uint64_t kUnnamedRulesFileLifeNs = 60'000'000'000;
   std::deque<std::pair<std::string, uint64_t>> unnamed_rules_files_;

@@ -119,11 +119,12 @@ ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, Contr
 
 namespace {
 
-// The directory's (device, inode), or nullopt when there is none.
-std::optional<std::pair<uint64_t, uint64_t>> directory_id(const std::string& dir) {
+// The directory's identity and last change, or nullopt when there is none.
+std::optional<DirectoryId> directory_id(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
-  return std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino};
+  return DirectoryId{st.st_dev, st.st_ino,
+                     static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull + st.st_mtim.tv_nsec};
 }
 
 }  // namespace
@@ -146,7 +147,15 @@ std::string utc_stamp() {
 // the gateway starts as without one: its rules files are set aside by
 // start() as no state names them. True when it was.
 bool set_aside_unloadable_state(const std::string& path, const std::string& why) {
-  const std::string aside = path + ".unloadable-" + utc_stamp();
+  // A name of its own, never an earlier copy's (two starts in one second,
+  // or a clock stepped back): rename would replace it unsaid.
+  const std::string stamped = path + ".unloadable-" + utc_stamp();
+  std::string aside = stamped;
+  struct stat st {};
+  for (unsigned n = 2; ::lstat(aside.c_str(), &st) == 0; ++n) {
+    if (n > 100) return false;
+    aside = stamped + "-" + std::to_string(n);
+  }
   if (::rename(path.c_str(), aside.c_str()) != 0) return false;
   spdlog::error(
       "state file {} does not load ({}); cluster mode: renamed to {}, starting without it and following "
@@ -246,8 +255,15 @@ Result<bool> ControlPlane::start() {
   // backup restored rules directory first. They are the only record of
   // those jobs' rules, so they are moved aside, not removed, and before
   // this start writes its own (whose names could be theirs).
+  // A temporary a crash left between its write and its rename: never
+  // named by anything, it only holds disk space (and ends up in backups of
+  // state.json*). The state file's lock is held, so no writer owns it.
+  if (!config_.control.state.empty()) ::unlink((config_.control.state + ".tmp").c_str());
   if (!state_was_read_ && !config_.control.state.empty()) {
     const std::string dir = rules_dir_path(config_.control.state), aside = "unnamed-" + utc_stamp();
+    // This start's own rules files take names after theirs, never over
+    // them (next_rules_serial_in reads the set-aside directories too).
+    rules_serial_ = std::max(rules_serial_, next_rules_serial_in(dir));
     const RulesSetAside set = set_aside_unnamed_rules_files(dir, state_.jobs, aside);
     if (set.moved)
       spdlog::warn(
@@ -259,9 +275,6 @@ Result<bool> ControlPlane::start() {
           "state file {} does not exist, and rules files no state names in {}/ could not be set aside ({}); copy "
           "them away now: a later start removes them",
           config_.control.state, dir, set.error);
-    // Whatever is left there, this start's own rules files take names
-    // after theirs, never over them.
-    rules_serial_ = std::max(rules_serial_, next_rules_serial_in(dir));
   }
   // A state file that cannot be written now (disk full at boot) leaves the
   // gateway forwarding on what it read, degraded, retrying every second.
@@ -386,22 +399,29 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   const std::string& path = config_.control.state;
   const std::string dir = rules_dir_path(path);
   // The rules directory removed (an operator's rm -rf of the state
-  // directory) or replaced while psgate ran: the state file written next
-  // named rules files that were gone, and the next start refused it, every
-  // job lost. The missing rules files are written again instead (only
-  // those: a retry after a state write that failed finds the ones it wrote).
-  if (rules_dir_id_ && directory_id(dir) != rules_dir_id_) {
+  // directory) or replaced, or rules files in it deleted, while psgate ran:
+  // the state file written next named rules files that were gone, and the
+  // next start refused it, every job lost. The missing rules files are
+  // written again instead (only those: a retry after a state write that
+  // failed finds the ones it wrote). Any change to the directory since the
+  // last write (its mtime) has the files looked for.
+  const std::optional<DirectoryId> dir_now = directory_id(dir);
+  if (rules_dir_id_ && dir_now != rules_dir_id_) {
     size_t missing = 0;
     for (const JobRecord* j : next.jobs.in_age_order()) {
       if (j->rules_file.empty() || ::access((dir + "/" + j->rules_file).c_str(), F_OK) == 0) continue;
       next.jobs.set_rules_file(j->spec.id, "");
       ++missing;
     }
-    if (missing)
+    if (missing && (!dir_now || !dir_now->same_directory(*rules_dir_id_))) {
       spdlog::warn(
           "state file {}: its rules directory {} was removed or replaced while psgate ran: {} rules files are "
           "written again (the state file's lock went with it if it was there: restart psgate to take it again)",
           path, dir, missing);
+    } else if (missing) {
+      spdlog::warn("state file {}: {} rules files under {} were removed while psgate ran: written again", path, missing,
+                   dir);
+    }
   }
   std::vector<std::pair<std::string, std::string>> rules_files;  // name, text
   std::vector<uint32_t> rules_of;                                // their jobs
@@ -619,6 +639,40 @@ void ControlPlane::retry_refused_write(uint64_t now_ns) {
   state_refused_.clear();
 }
 
+// A state file or rules files removed from under a running gateway (an
+// operator's clean-up, a mistaken rm): nothing noticed until the next
+// change, and a restart before it started from the config's jobs, or
+// refused a state file naming rules files that were gone. Once a second,
+// what is gone is written again from the state in force.
+void ControlPlane::watch_state_on_disk(uint64_t now_ns) {
+  const std::string& path = config_.control.state;
+  if (path.empty() || persisted_text_.empty() || !state_unsaved_.empty() || !state_refused_.empty()) return;
+  if (now_ns < state_watch_ns_) return;
+  state_watch_ns_ = now_ns + 1'000'000'000;
+  const std::optional<DirectoryId> dir_now = directory_id(rules_dir_path(path));
+  if (dir_now != rules_dir_id_) {
+    const std::string dir = rules_dir_path(path);
+    const auto jobs = state_.jobs.in_age_order();
+    const bool missing = std::any_of(jobs.begin(), jobs.end(), [&](const JobRecord* j) {
+      return !j->rules_file.empty() && ::access((dir + "/" + j->rules_file).c_str(), F_OK) != 0;
+    });
+    if (missing) {
+      // persist() finds them, writes them again and the state file naming
+      // them; a failure is the commit's, retried as any unwritten state.
+      (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishStateInForce);
+      return;
+    }
+    rules_dir_id_ = dir_now;  // changed by something else (psgate's own clean-up of old rules files)
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 || errno != ENOENT) return;
+  spdlog::warn("state file {} was removed while psgate ran: written again", path);
+  if (auto written = write_state_(path, persisted_text_); !written) {
+    state_refused_ = written.error();  // health degraded; retry_refused_write tries again each second
+    refused_retry_ns_ = now_ns + 1'000'000'000;
+  }
+}
+
 void ControlPlane::tick_policy(uint64_t now_ns) {
   dataplane_.poll_links();
   dataplane_.watch_lcores(now_ns);
@@ -649,6 +703,7 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
     (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishStateInForce);
   else if (!state_refused_.empty() && now_ns >= refused_retry_ns_) retry_refused_write(now_ns);
+  watch_state_on_disk(now_ns);
   if (cluster_) {
     // The store decides jobs, order and policy; the leader evaluates the policy.
     follow_step(now_ns);

@@ -331,8 +331,9 @@ Result<std::array<PortLive, kPortCount>> ports_from_json(const json& ports, unsi
   return live;
 }
 
-std::string io_error(const std::string& path, const char* what) {
-  return "state file " + path + ": " + what + ": " + std::strerror(errno);
+// `kind`: "state file" or "rules file", as the operator looks for it.
+std::string io_error(const char* kind, const std::string& path, const char* what) {
+  return std::string(kind) + " " + path + ": " + what + ": " + std::strerror(errno);
 }
 
 }  // namespace
@@ -711,16 +712,21 @@ namespace {
 // `path`: a crash leaves the old file or the new one, never half of one.
 // `sync`: the data made durable before the rename; write_rules_files
 // passes false and syncs the filesystem once for many files.
-Result<bool> replace_file(const std::string& path, const std::string& text, bool sync = true) {
+Result<bool> replace_file(const char* kind, const std::string& path, const std::string& text, bool sync = true) {
   const std::string tmp = path + ".tmp";
   auto fail_io = [&](const char* what) {
-    Result<bool> r = Result<bool>::failure(io_error(path, what));
+    Result<bool> r = Result<bool>::failure(io_error(kind, path, what));
     ::unlink(tmp.c_str());  // never leave a partial temporary behind (it may fill a small disk)
     return r;
   };
   make_directories_durably(std::filesystem::path(path).parent_path().string());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (fd < 0) return Result<bool>::failure(io_error(path, "cannot create"));
+  // A new file, never one found there: a symbolic link planted at the
+  // temporary's name (a state directory others can write) would have had
+  // root write the state over its target, and the rename then made the link
+  // the state file. A temporary a crash left is removed first.
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+  if (fd < 0) return Result<bool>::failure(io_error(kind, path, "cannot create"));
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -764,7 +770,7 @@ Result<bool> sync_directory(const std::string& dir) {
 }
 
 Result<bool> write_state_text(const std::string& path, const std::string& text, std::string* warning) {
-  if (auto replaced = replace_file(path, text); !replaced) return replaced;
+  if (auto replaced = replace_file("state file", path, text); !replaced) return replaced;
   // The rename is durable once the directory is synced. Past the rename the
   // new file is the one every reader (and a restart) sees, so the change is
   // made: a failing directory sync cannot undo it and is only reported.
@@ -774,7 +780,7 @@ Result<bool> write_state_text(const std::string& path, const std::string& text, 
 }
 
 Result<bool> write_rules_file(const std::string& dir, const std::string& name, const std::string& text) {
-  return replace_file(dir + "/" + name, text);
+  return replace_file("rules file", dir + "/" + name, text);
 }
 
 Result<bool> write_rules_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
@@ -806,7 +812,7 @@ Result<bool> write_rules_files(const std::string& dir, const std::vector<std::pa
   }
   written.reserve(files.size());
   for (const auto& [name, text] : files) {
-    if (auto w = replace_file(dir + "/" + name, text, !one_sync); !w) return undo(w);
+    if (auto w = replace_file("rules file", dir + "/" + name, text, !one_sync); !w) return undo(w);
     written.push_back(dir + "/" + name);
   }
   if (one_sync && ::syncfs(dfd) != 0)
@@ -835,8 +841,17 @@ std::vector<std::filesystem::path> unnamed_rules_files(const std::string& dir, c
 uint64_t next_rules_serial_in(const std::string& dir) {
   uint64_t next = 0;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (auto serial = rules_file_serial(entry.path().filename().string())) next = std::max(next, *serial + 1);
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (auto serial = rules_file_serial(name)) next = std::max(next, *serial + 1);
+    // Files set aside (set_aside_unnamed_rules_files) count too: moved back
+    // by hand (operations.md), none may have a live file's name.
+    if (name.rfind("unnamed-", 0) == 0 && entry.is_directory(ec)) {
+      std::error_code sub_ec;
+      for (const auto& aside : std::filesystem::directory_iterator(entry.path(), sub_ec))
+        if (auto serial = rules_file_serial(aside.path().filename().string())) next = std::max(next, *serial + 1);
+    }
+  }
   return next;
 }
 

@@ -78,7 +78,9 @@ void raise_open_file_limit() {
         lim.rlim_cur, psgate::kMaxClients);
 }
 
-int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path) {
+// `unlocked`: why the state file's lock could not be taken ("": it is held).
+int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path,
+        const std::string& unlocked) {
   const sigset_t stop_signals = psgate::block_stop_signals();
   // Output that nobody reads any more (`psgate | tee log` whose tee went, a
   // closed journal pipe) is lost, not fatal: a write to it fails with EPIPE
@@ -193,6 +195,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     if (!control.ok()) return give_up(control.error(), 2);
     psgate::ControlPlane& cp = **control;
     if (cluster) cp.follow_cluster(cluster.get(), *config.cluster);
+    if (!unlocked.empty()) cp.note_state_unlocked(unlocked);
     if (auto ok = cp.start(); !ok) {
       // The first write of the state file failing is the state path's fault
       // (an operator's setting), like a config error.
@@ -632,5 +635,5 @@ int main(int argc, char** argv) {
   // errors are shown until the gateway forwards, and the file's level from
   // then on (run).
   spdlog::set_level(std::min(spdlog::level::from_str(config->log_level), spdlog::level::err));
-  return run(*config, duration_s, stats_json_path);
+  return run(*config, duration_s, stats_json_path, state_lock->warning());
 }

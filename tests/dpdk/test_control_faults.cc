@@ -185,6 +185,24 @@ TEST_F(ControlFaultsTest, ClassAndShaperChangesSurviveARestartAndAReadWritesNoth
   EXPECT_EQ(now["classes"]["1"]["wire"]["cap"], "1Gbit/s");
 }
 
+// A state file whose lock could not be taken at start (no space or inodes
+// for the lock file): a second psgate on the same file would not be
+// noticed, and the only trace was a warning on stderr at start, health ok.
+TEST_F(ControlFaultsTest, AStateFileRunWithoutItsLockIsDegraded) {
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  ASSERT_EQ(h->control().handle({{"cmd", "health"}})["result"]["status"], "ok");
+  h->control().note_state_unlocked("cannot lock x.lock (No space left on device)");
+  const json health = h->control().handle({{"cmd", "health"}})["result"];
+  EXPECT_EQ(health["status"], "degraded") << health.dump();
+  EXPECT_NE(health["state_file_error"].get<std::string>().find("restart psgate once it can be locked"),
+            std::string::npos)
+      << health.dump();
+  // A change is still made and written: the lock guards against another
+  // gateway, not the writes.
+  EXPECT_EQ(h->control().handle(kChanges[4])["ok"], true);
+}
+
 // An exception in the control thread's periodic work (here a snapshot
 // build that runs out of memory as a round-robin rotates) costs that step,
 // not the gateway: the thread goes on serving the socket. It used to leave

@@ -442,6 +442,48 @@ TEST_F(StateTest, AStateDirectoryRemovedWhileRunningIsWrittenWholeAgain) {
   EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
+// The state file, a rules file, or the whole state directory removed while
+// psgate runs, and no change after it: nothing was noticed until the next
+// change, so a restart before one started from the config's jobs (the job
+// added since lost) or refused the state file (a rules file it names gone).
+// Within about a second the gateway writes what is gone again.
+TEST_F(StateTest, StateFilesRemovedWhileRunningAreWrittenAgainUnasked) {
+  write_setup("st/state.json");
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  ASSERT_EQ(ctl({"jobs", "add", "3", "-m", "dst=10.0.0.3/32"}).status, 0);
+  const std::string rules = fx.path("st/state.json.rules");
+  auto rules_files = [&] {
+    std::set<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(rules, ec)) names.insert(e.path().filename());
+    return names;
+  };
+  auto eventually = [](auto&& done) {
+    for (int i = 0; i < 50 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return done();
+  };
+  const size_t files = rules_files().size();
+  ASSERT_EQ(files, 3u);
+  auto whole = [&] { return std::filesystem::exists(fx.path("st/state.json")) && rules_files().size() == files; };
+  // One rules file.
+  std::filesystem::remove(rules + "/" + *rules_files().begin());
+  EXPECT_TRUE(eventually(whole)) << "a removed rules file was not written again";
+  // The state file.
+  std::filesystem::remove(fx.path("st/state.json"));
+  EXPECT_TRUE(eventually(whole)) << "a removed state file was not written again";
+  // Everything.
+  std::filesystem::remove_all(fx.path("st"));
+  EXPECT_TRUE(eventually(whole)) << "a removed state directory was not written again";
+  EXPECT_EQ(ctl_json({"health"})["status"], "ok");
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_EQ(stopped.exit_status, 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("rules files under"), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("was removed while psgate ran: written again"), std::string::npos) << stopped.output;
+  ASSERT_TRUE(start()) << fx.stop_daemon().output;
+  EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(fx.stop_daemon().exit_status, 0);
+}
+
 // A start that fails once its state file is written (here the metrics port
 // is taken) served nobody: the file it wrote from the config goes again, so
 // that the next start takes the config's [[jobs]], edited meanwhile, rather
