@@ -381,7 +381,7 @@ void add_client_options(Leaf& leaf, Globals& g) {
   CLI::Option* json_opt = sub->add_flag("--json", g.json_output,
                                         load ? "Print the daemon's replies as one JSON object: {\"added\": [job ids], "
                                                "\"requests\": N}"
-                                             : "Print the result exactly as the daemon sent it");
+                                             : "Print the reply's result as JSON (indented), not a table");
   if (leaf.spec->name == std::string_view("config")) {
     sub->add_flag("--toml", g.toml,
                   "Print it as a TOML config file: psgate --config FILE starts a gateway that runs the same")
