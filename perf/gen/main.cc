@@ -25,6 +25,7 @@
 #include "gen_ports.h"
 #include "profile.h"
 #include "psgate/cli_checks.h"
+#include "psgate/eal_arg_clash.h"
 #include "psgate/eal_prefix.h"
 #include "psgate/eal_teardown.h"
 #include "psgate/output_file.h"
@@ -126,7 +127,8 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   ::signal(SIGPIPE, SIG_IGN);
   std::vector<char*> argv;
   for (std::string& a : eal_args) argv.push_back(a.data());
-  if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+  const int eal_used = rte_eal_init(static_cast<int>(argv.size()), argv.data());
+  if (eal_used < 0) {
     const std::string in_use = psgate::eal_prefix_in_use(eal_args);
     if (!in_use.empty())
       std::fprintf(stderr, "psgate-gen: DPDK EAL initialisation failed: %s: give each process its own --file-prefix\n",
@@ -142,6 +144,18 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
     if (!psgate::eal_cleanup_after_interrupts())
       std::fprintf(stderr, "psgate-gen: DPDK's interrupt thread did not answer; EAL left as it is at exit\n");
   };
+  // EAL stops at the first word that is no option of its own (getopt moves
+  // such words to the end) and leaves the rest to the program; psgate-gen
+  // takes nothing there, so a stray word ("-m 256 512") or what follows it
+  // would be dropped without a word: a run other than the one asked for.
+  if (eal_used + 1 < static_cast<int>(argv.size())) {
+    std::string unused;
+    for (size_t i = static_cast<size_t>(eal_used) + 1; i < argv.size(); ++i) unused += std::string(" ") + argv[i];
+    std::fprintf(stderr, "psgate-gen: EAL did not take these arguments after '--':%s (EAL options only)\n",
+                 unused.c_str());
+    end_eal();
+    return 2;
+  }
   // The ports set up so far: closed before EAL ends, on every way out (an
   // open memif port would be closed inside rte_eal_cleanup, after the wait).
   std::vector<uint16_t> ports;
@@ -384,6 +398,27 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+
+  // EAL acts on these itself, before psgate-gen could report anything:
+  // --help prints EAL's usage and ends the process with status 0 (a run that
+  // did nothing, reported as a success), and after a second "--" EAL reads
+  // nothing more. A usage error instead, as psgate does for its eal.args.
+  for (size_t i = 1; i < eal_args.size(); ++i) {
+    const psgate::EalArgClash clash = psgate::eal_arg_clash(eal_args[i]);
+    if (clash == psgate::EalArgClash::kHelp) {
+      std::fprintf(stderr,
+                   "psgate-gen: EAL argument \"%s\" is not allowed: EAL would print its usage and exit 0 "
+                   "without a run (dpdk-testpmd --help lists EAL's options)\n",
+                   eal_args[i].c_str());
+      return 2;
+    }
+    if (clash == psgate::EalArgClash::kEndOfOptions) {
+      std::fprintf(stderr,
+                   "psgate-gen: a second '--' is not allowed: EAL would stop reading its arguments there and "
+                   "ignore the rest\n");
+      return 2;
+    }
   }
 
   toml::table overrides;

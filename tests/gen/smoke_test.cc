@@ -288,6 +288,47 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/x.json.tmp"));
 }
 
+// EAL arguments that EAL acts on by itself, or drops: --help made EAL print
+// its usage and exit 0 (a run of nothing, reported as a success), and a word
+// EAL does not take (a second value, anything after a second "--") was
+// ignored without a word. Each is a usage error now (exit 2, naming it).
+TEST(GenCommandLine, EalHelpAndArgumentsEalDoesNotTakeAreUsageErrors) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-eal");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--help"}, "EAL argument \"--help\" is not allowed"},
+      {{"-h"}, "EAL argument \"-h\" is not allowed"},
+      {{"-vh"}, "EAL argument \"-vh\" is not allowed"},
+      {{"--hel"}, "EAL argument \"--hel\" is not allowed"},
+      {{"--", "--vdev=net_null2"}, "a second '--' is not allowed"},
+      {{"512"}, "EAL did not take these arguments after '--': 512"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv{gen,
+                                  "--duration",
+                                  "0.2",
+                                  "--link-timeout",
+                                  "1",
+                                  "-q",
+                                  "--",
+                                  "--no-huge",
+                                  "-m",
+                                  "128",
+                                  "--no-pci",
+                                  "--log-level=4",
+                                  "--vdev=net_null0",
+                                  "--vdev=net_null1",
+                                  "--file-prefix=geal-" + std::to_string(getpid())};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess g(argv, dir + "/gen.out");
+    EXPECT_EQ(g.wait(30), 2) << args[0] << ": " << g.output();
+    EXPECT_NE(g.output().find(expected), std::string::npos) << args[0] << ": " << g.output();
+  }
+}
+
 // A run on two net_null ports (links up at once; what they "receive" is
 // counted as frames without a stamp), 0.3 s at 1 kpps, EAL as the tests run it.
 std::vector<std::string> null_run(const std::string& gen, const std::string& prefix, std::vector<std::string> options) {
