@@ -32,6 +32,34 @@ constexpr std::string_view kJobKeys[] = {"id",          "name",    "count", "ps"
                                          "worker_port", "flows",   "proto", "size", "direction", "rate",
                                          "pacer_depth", "pattern", "push",  "pull", "gap"};
 
+using u128 = unsigned __int128;
+
+// Whether `text`, a quantity that `parse` accepted ("1.5kpps", "64B"), is a
+// whole number of the unit `parse` returns: units' parsers round to the
+// nearest integer, which for a rate or a size would run something other
+// than what was written ("1.5pps" sent 2 packets a second). The unit's
+// factor is what `parse` makes of "1<unit>", so every unit the parser knows
+// is covered and its tables stay in one place (psgate/units.h).
+bool whole_quantity(std::string_view text, Result<uint64_t> (*parse)(std::string_view)) {
+  const size_t unit_at = std::min(text.find_first_not_of("0123456789."), text.size());
+  const std::string_view number = text.substr(0, unit_at);
+  const size_t dot = number.find('.');
+  if (dot == std::string_view::npos) return true;
+  std::string_view fraction = number.substr(dot + 1);
+  while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
+  if (fraction.empty()) return true;
+  const auto factor = parse("1" + std::string(text.substr(unit_at)));
+  // The parser took at most 24 digits after the point and its factors are at
+  // most 1e12: the product stays below 2^128.
+  if (!factor.ok() || fraction.size() > 24) return false;
+  u128 digits = 0, scale = 1;
+  for (char c : fraction) {
+    digits = digits * 10 + static_cast<unsigned>(c - '0');
+    scale *= 10;
+  }
+  return digits * *factor % scale == 0;
+}
+
 // The generic reading (typed getters, unknown keys with "did you mean",
 // one-line errors) is psgate's config reader; this is the profile's schema.
 // Profiles say "5 is not a string" where the config says "expected a string,
@@ -210,6 +238,9 @@ class Parser : TomlReader {
             : n->is_string() ? parse_size_bytes(s)
                              : Result<uint64_t>::failure(describe_value(*n) + " is not a size");
         if (!bytes.ok()) return set_error(path + ".size", bytes.error() + ", \"imix\" or \"ps\"");
+        // "64.5B" was sent as 65-byte frames.
+        if (n->is_string() && !whole_quantity(s, parse_size_bytes))
+          return set_error(path + ".size", "\"" + s + "\" is not a whole number of bytes");
         if (*bytes < min_size || *bytes > kMaxFrameSize) {
           return set_error(path + ".size", std::to_string(*bytes) + " bytes is outside " + std::to_string(min_size) +
                                                ".." + std::to_string(kMaxFrameSize) +
@@ -247,6 +278,19 @@ class Parser : TomlReader {
         j.rate_mode = RateMode::kBps;
         j.rate = *r;
       }
+      // Refused rather than rounded: a benchmark's offered rate must be the
+      // one it was given. The pacer counts whole packets (or bits) per
+      // second in exact integer arithmetic, so any whole rate is kept
+      // exactly over any run length ("1.5kpps" is 1500); a fraction of a
+      // unit per second ("1.5pps" went out as 2) it cannot keep, and
+      // rounding it would change the rate by up to a third.
+      const bool pps = j.rate_mode == RateMode::kPps;
+      if (!whole_quantity(*s, pps ? parse_pps : parse_rate_bps)) {
+        return set_error(path + ".rate", "\"" + *s + "\" is not a whole number of " +
+                                             (pps ? "packets per second" : "bits per second") +
+                                             ": the pacer sends whole ones, and rounding would send another rate "
+                                             "than the one given");
+      }
       if (j.rate_mode != RateMode::kMax && j.rate == 0) return set_error(path + ".rate", "must be above zero");
     } else if (failed()) {
       return false;
@@ -266,8 +310,13 @@ class Parser : TomlReader {
     } else if (failed()) {
       return false;
     }
-    if (!quantity(t, "push", path, parse_size_bytes, "64KiB", j.push_bytes)) return false;
-    if (!quantity(t, "pull", path, parse_size_bytes, "64KiB", j.pull_bytes)) return false;
+    for (auto [key, out] : {std::pair{"push", &j.push_bytes}, std::pair{"pull", &j.pull_bytes}}) {
+      if (!quantity(t, key, path, parse_size_bytes, "64KiB", *out)) return false;
+      // As for size: "1.5B" was rounded to 2 bytes.
+      if (const toml::node* n = t.get(key);
+          n && n->is_string() && !whole_quantity(n->as_string()->get(), parse_size_bytes))
+        return set_error(path + "." + key, "\"" + n->as_string()->get() + "\" is not a whole number of bytes");
+    }
     if (!quantity(t, "gap", path, parse_duration_ns, "500ms", j.gap_ns)) return false;
     if (j.gap_ns > kMaxTimeNs) return set_error(path + ".gap", "at most 100000000s (about 3 years)");
     if (j.pattern == Pattern::kIteration) {

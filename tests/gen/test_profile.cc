@@ -234,6 +234,14 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\nrat = \"1kpps\"\n", "jobs[0].rat: unknown key"},
       {"[[jobs]]\nrate = \"1kbit\"\n", "jobs[0].rate"},
       {"[[jobs]]\nrate = \"0pps\"\n", "jobs[0].rate: must be above zero"},
+      // Fractions of a unit were rounded: 1.5 pps went out as 2, 0.4 pps was "0".
+      {"[[jobs]]\nrate = \"1.5pps\"\n", "jobs[0].rate: \"1.5pps\" is not a whole number of packets per second"},
+      {"[[jobs]]\nrate = \"0.4pps\"\n", "jobs[0].rate: \"0.4pps\" is not a whole number of packets"},
+      {"[[jobs]]\nrate = \"1.0005kpps\"\n", "not a whole number of packets per second"},
+      {"[[jobs]]\nrate = \"1000.5bit/s\"\n", "jobs[0].rate: \"1000.5bit/s\" is not a whole number of bits"},
+      {"[[jobs]]\nsize = \"64.5B\"\n", "jobs[0].size: \"64.5B\" is not a whole number of bytes"},
+      {"[[jobs]]\nsize = \"1.4KiB\"\n", "jobs[0].size: \"1.4KiB\" is not a whole number of bytes"},
+      {"[[jobs]]\npattern = \"iteration\"\npull = \"1.5B\"\n", "jobs[0].pull: \"1.5B\" is not a whole"},
       {"[[jobs]]\nsize = \"63B\"\n", "jobs[0].size: 63 bytes is outside 64..1518"},
       {"[[jobs]]\nsize = \"1519B\"\n", "jobs[0].size"},
       {"[[jobs]]\nproto = \"tcp\"\nsize = 64\n", "minimum holds the IPv4/TCP"},
@@ -271,6 +279,28 @@ TEST(Profile, BadProfilesNameTheKey) {
     EXPECT_NE(p.error().find(c.error), std::string::npos) << "profile:\n" << c.text << "\nerror: " << p.error();
     EXPECT_EQ(p.error().rfind("p.toml", 0), 0u) << p.error();
   }
+}
+
+// A fraction in the text is fine where the unit makes it whole: the rate is
+// kept exactly, not rounded.
+TEST(Profile, FractionsThatMakeWholeUnitsAreKeptExactly) {
+  const std::pair<const char*, uint64_t> rates[] = {{"1.5kpps", 1500},
+                                                    {"0.001kpps", 1},
+                                                    {"2.50pps", 0},
+                                                    {"2.0pps", 2},
+                                                    {"1.000001Mpps", 1'000'001},
+                                                    {"9.5Gbit/s", 9'500'000'000},
+                                                    {"1.5kbps", 1500},
+                                                    {"0.5bit/s", 0}};
+  for (const auto& [text, rate] : rates) {
+    auto p = parse({}, {std::string("rate=") + text});
+    ASSERT_EQ(p.ok(), rate != 0) << text << ": " << (p.ok() ? "" : p.error());
+    if (p.ok()) EXPECT_EQ(p->jobs[0].rate, rate) << text;
+  }
+  auto push = parse({}, {"pattern=iteration", "push=1.5KiB", "pull=0.5KB"});
+  ASSERT_TRUE(push.ok()) << push.error();
+  EXPECT_EQ(push->jobs[0].push_bytes, 1536u);
+  EXPECT_EQ(push->jobs[0].pull_bytes, 500u);
 }
 
 TEST(Profile, MinFrameSizes) {
