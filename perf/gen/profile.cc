@@ -337,8 +337,15 @@ class Parser : TomlReader {
     const uint64_t hosts = worker_hosts_needed(j.workers, j.worker_port, j.flows);
     const uint64_t limit = j.worker_addr.v6 ? UINT64_MAX : UINT32_MAX;
     if (j.worker_addr.lo > limit - (hosts - 1)) {
-      return set_error(path + ".worker_addr", format_addr(j.worker_addr) + " + " + std::to_string(hosts) +
-                                                  " worker addresses overflow the address space");
+      // IPv6 worker addresses count up in the low 64 bits only (no carry into
+      // the prefix: FlowMap), so that is what runs out, not the address space.
+      const Addr last{j.worker_addr.v6, j.worker_addr.hi, limit};
+      return set_error(path + ".worker_addr",
+                       format_addr(j.worker_addr) + " + " + std::to_string(hosts) + " worker addresses overflow " +
+                           (j.worker_addr.v6 ? "the address's low 64 bits (worker addresses count up in them, "
+                                               "without a carry into the upper 64: the last one is "
+                                             : "the IPv4 address space (the last address is ") +
+                           format_addr(last) + "); give a lower worker_addr or fewer workers or flows");
     }
 
     if (count > 1 && uint64_t{j.ps_port} + count - 1 > 65535) {

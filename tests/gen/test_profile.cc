@@ -257,7 +257,11 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\nflows = 16777217\n", "jobs[0].flows"},
       {"[[jobs]]\nps = \"10.0.0.5\"\n", "jobs[0].ps"},
       {"[[jobs]]\nworker_addr = \"fd00::1\"\n", "same family"},
-      {"[[jobs]]\nworker_addr = \"255.255.255.250\"\nworkers = 10\n", "overflow the address space"},
+      {"[[jobs]]\nworker_addr = \"255.255.255.250\"\nworkers = 10\n", "overflow the IPv4 address space"},
+      // Worker addresses count up in the low 64 bits: that is what overflows,
+      // not "the address space" (fd01::ffff:... has plenty above it).
+      {"[[jobs]]\nps = \"[fd00::5]:1\"\nworker_addr = \"fd01::ffff:ffff:ffff:fffe\"\nworkers = 4\n",
+       "fd01::ffff:ffff:ffff:fffe + 4 worker addresses overflow the address's low 64 bits"},
       {"[[jobs]]\nworker_port = 0\n", "jobs[0].worker_port"},
       {"[[jobs]]\nps = \"10.0.0.5:65535\"\ncount = 2\n", "jobs[0].count"},
       // Copies of job 4294967295 were numbered from it on, wrapping to 0.
