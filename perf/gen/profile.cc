@@ -362,6 +362,15 @@ class Parser : TomlReader {
       c.id = static_cast<uint32_t>(j.id + k);
       c.ps_port = static_cast<uint16_t>(j.ps_port + k);
       c.name = name ? (count > 1 ? *name + "-" + std::to_string(k) : *name) : "job-" + std::to_string(c.id);
+      // psgate's rule for job names (text.h), so that a name shown in the
+      // report is what it looks like and fits where psgate's would; checked
+      // on the copy's name, whose "-k" can take it past 64 bytes.
+      if (const std::string problem = name_problem(c.name); !problem.empty()) {
+        return set_error(path + ".name", toml_quote(c.name) + " " + problem +
+                                             (name && count > 1 ? " (the name of copy " + std::to_string(k) +
+                                                                      ": the name, '-' and the copy's number)"
+                                                                : ""));
+      }
       p.jobs.push_back(std::move(c));
     }
     return true;

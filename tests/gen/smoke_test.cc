@@ -365,9 +365,10 @@ TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
   }
 }
 
-// A job name that is not UTF-8 (a --set value kept as given) is reported
-// with U+FFFD: it used to throw while writing the JSON, after the run.
-TEST(GenCommandLine, ANameThatIsNotUtf8IsReportedNotACrash) {
+// A job name that is not UTF-8 (a --set value kept as given) is refused
+// before the run, by psgate's rule for job names: it used to throw while
+// writing the JSON after the run, then ran and was shown with U+FFFD.
+TEST(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
   const std::string gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-utf");
@@ -375,9 +376,10 @@ TEST(GenCommandLine, ANameThatIsNotUtf8IsReportedNotACrash) {
   const std::string& dir = scratch.path;
   ChildProcess g(null_run(gen, "gutf", {"--set", std::string("name=caf") + '\xe9', "--json", dir + "/gen.json"}),
                  dir + "/gen.out");
-  ASSERT_EQ(g.wait(30), 0) << g.output();
-  const json gj = json::parse(read_text_file(dir + "/gen.json"));
-  EXPECT_EQ(gj["jobs"][0]["name"], "caf\xef\xbf\xbd") << gj["jobs"][0].dump();
+  ASSERT_EQ(g.wait(30), 2) << g.output();
+  EXPECT_NE(g.output().find("jobs[0].name: "), std::string::npos) << g.output();
+  EXPECT_NE(g.output().find("must be valid UTF-8"), std::string::npos) << g.output();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/gen.json"));
 }
 
 // Progress lines due faster than they can be written (--interval 1 us)

@@ -270,6 +270,17 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\nid = 1\n[[jobs]]\nid = 2\n", "PS endpoint 10.0.0.5:2222 is used by another job"},
       {"[[jobs]]\nflows = 16777216\ncount = 2\n", "flows x directions in total"},
       {"[[jobs]]\nname = 3\n", "jobs[0].name: 3 is not a string"},
+      // psgate's own rule for job names (name_problem): these were taken.
+      {"[[jobs]]\nname = \"\"\n", "jobs[0].name: \"\" must be 1..64 bytes"},
+      {"[[jobs]]\nname = \"a\u202Eb\"\n", "jobs[0].name: \"a\\u202eb\" must not contain bidirectional"},
+      {"[[jobs]]\nname = \"a\u200Bb\"\n", "jobs[0].name: \"a\\u200bb\" must not contain invisible"},
+      {"[[jobs]]\nname = \"a\u0085b\"\n", "jobs[0].name: \"a\\u0085b\" must not contain control"},
+      {"[[jobs]]\nname = \"a\u2028b\"\n", "must not contain line or paragraph separators"},
+      {"[[jobs]]\nname = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\n",
+       "must be 1..64 bytes"},
+      // 62 bytes, and its copies' "-10" takes them past 64.
+      {"[[jobs]]\nname = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\ncount = 11\n",
+       "x-10\" must be 1..64 bytes (the name of copy 10"},
       // Ticks added to the TSC: past 1e8 s a gap's end wrapped and the gap was skipped.
       {"[[jobs]]\npattern = \"iteration\"\ngap = \"7000000000s\"\n", "jobs[0].gap: at most 100000000s"},
       {"[[jobs]]\npacer_depth = \"7000000000s\"\n", "jobs[0].pacer_depth: at most 100000000s"},
@@ -305,6 +316,17 @@ TEST(Profile, FractionsThatMakeWholeUnitsAreKeptExactly) {
   ASSERT_TRUE(push.ok()) << push.error();
   EXPECT_EQ(push->jobs[0].push_bytes, 1536u);
   EXPECT_EQ(push->jobs[0].pull_bytes, 500u);
+}
+
+// Not UTF-8: only a --set value can hold such bytes (a profile is read as
+// UTF-8), and the name was shown with U+FFFD in the report.
+TEST(Profile, ANameThatIsNotUtf8IsRefused) {
+  auto p = parse({}, {std::string("name=caf") + '\xe9'});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("jobs[0].name: "), std::string::npos) << p.error();
+  EXPECT_NE(p.error().find("must be valid UTF-8"), std::string::npos) << p.error();
+  auto ok = parse({}, {"name=caf\u00e9-\u4f5c\u696d"});
+  ASSERT_TRUE(ok.ok()) << ok.error();
 }
 
 TEST(Profile, MinFrameSizes) {
