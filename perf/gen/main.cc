@@ -328,7 +328,12 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription, "psgate-gen"};
   Options opt;
   std::string jobs, workers, flows, rate, size, direction, proto, pattern;
-  app.add_option("-p,--profile", opt.profile_path, "TOML traffic profile (perf/gen/README.md)");
+  // An empty value ("--rate \"$RATE\"" with RATE unset) read as "not given":
+  // the run went on with the default, the profile's value, no profile or no
+  // report file, and said nothing.
+  const CLI::Validator non_empty = psgate::cli::check(
+      [](const std::string& s) { return s.empty() ? std::string("an empty value is not allowed") : std::string(); });
+  app.add_option("-p,--profile", opt.profile_path, "TOML traffic profile (perf/gen/README.md)")->check(non_empty);
   // Every [generator] setting a flag overrides: the flag wins, else the
   // profile's value, else the built-in default (taken from Profile itself).
   const Profile defaults;
@@ -361,18 +366,20 @@ int main(int argc, char** argv) {
                      dflt("settle", secs(defaults.settle_ns)))
       ->check(psgate::cli::seconds_up_to(1e8));
   app.add_option("--json", opt.json_path,
-                 "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)");
+                 "Write the JSON summary to this file ('-': stdout, the table then goes to stderr)")
+      ->check(non_empty);
   app.add_option("--flows-csv", opt.flows_csv_path,
                  "After the run, write one CSV record per flow and direction to this file: job, direction, flow, "
                  "5-tuple, packets and bytes, lost, reordered, duplicates, late, latency min/mean/max "
-                 "(perf/gen/README.md)");
+                 "(perf/gen/README.md)")
+      ->check(non_empty);
   app.add_flag("-q,--quiet", opt.quiet, "Do not print the table");
-  app.add_option(
-      "--host-port", opt.host_port,
-      "Host-side port (faces psgate's host port): id or device name" + dflt("host_port", defaults.host_port));
-  app.add_option(
-      "--wire-port", opt.wire_port,
-      "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port));
+  app.add_option("--host-port", opt.host_port,
+                 "Host-side port (faces psgate's host port): id or device name" + dflt("host_port", defaults.host_port))
+      ->check(non_empty);
+  app.add_option("--wire-port", opt.wire_port,
+                 "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port))
+      ->check(non_empty);
   app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64" + dflt("burst", std::to_string(defaults.tx_burst)))
       ->check(CLI::Range(1, 64));
   app.add_flag(
@@ -385,14 +392,17 @@ int main(int argc, char** argv) {
                  "--set rate=10kpps --set size=imix; count, id and ps only for a profile of one entry");
   app.add_option("--jobs", jobs,
                  "N copies of the job: ids id+0..N-1, PS ports ps+0..N-1 (--set count=N). Only without --profile or "
-                 "with a profile of one [[jobs]] entry; refused for a profile with more (set count in its entries)");
-  app.add_option("--workers", workers, "Shortcut for --set workers=W");
-  app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)");
-  app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)");
-  app.add_option("--size", size, "Shortcut for --set size=S: \"64B\"..\"1518B\" (frame with FCS), \"imix\", \"ps\"");
-  app.add_option("--direction", direction, "Shortcut for --set direction=push|pull|both");
-  app.add_option("--proto", proto, "Shortcut for --set proto=udp|tcp");
-  app.add_option("--pattern", pattern, "Shortcut for --set pattern=constant|iteration");
+                 "with a profile of one [[jobs]] entry; refused for a profile with more (set count in its entries)")
+      ->check(non_empty);
+  app.add_option("--workers", workers, "Shortcut for --set workers=W")->check(non_empty);
+  app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)")->check(non_empty);
+  app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)")
+      ->check(non_empty);
+  app.add_option("--size", size, "Shortcut for --set size=S: \"64B\"..\"1518B\" (frame with FCS), \"imix\", \"ps\"")
+      ->check(non_empty);
+  app.add_option("--direction", direction, "Shortcut for --set direction=push|pull|both")->check(non_empty);
+  app.add_option("--proto", proto, "Shortcut for --set proto=udp|tcp")->check(non_empty);
+  app.add_option("--pattern", pattern, "Shortcut for --set pattern=constant|iteration")->check(non_empty);
   try {
     app.parse(own_argc, argv);
   } catch (const CLI::ParseError& e) {

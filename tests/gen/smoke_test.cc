@@ -274,6 +274,11 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
       {{"--json", dir + "/x.json", "--flows-csv", dir + "/./x.json"}, "name the same file"},
       {{"--flows-csv", "-"}, "'-' is not standard output here"},
       {{"--set", R"(name="a\u001bb")"}, "control character"},
+      // An empty value was taken as "not given" and the run went on without it.
+      {{"--profile", ""}, "--profile: an empty value is not allowed"},
+      {{"--json", ""}, "--json: an empty value is not allowed"},
+      {{"--host-port", ""}, "--host-port: an empty value is not allowed"},
+      {{"--rate", ""}, "--rate: an empty value is not allowed"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv{gen, "--link-timeout", "1"};
