@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "engine.h"
 #include "gen_ports.h"
@@ -432,10 +434,32 @@ int main(int argc, char** argv) {
   }
 
   toml::table overrides;
-  for (auto [key, value] : {std::pair{"count", &jobs}, std::pair{"workers", &workers}, std::pair{"flows", &flows},
-                            std::pair{"rate", &rate}, std::pair{"size", &size}, std::pair{"direction", &direction},
-                            std::pair{"proto", &proto}, std::pair{"pattern", &pattern}}) {
-    if (!value->empty()) opt.sets.push_back(std::string(key) + "=" + *value);
+  // Each key once: a shortcut went in after every --set whatever the order
+  // (--set rate=2kpps --rate 1kpps ran at 1 kpps, --rate 1kpps --set
+  // rate=2kpps too), and of two --set the last won, unlike any other option
+  // given twice (CLI11 refuses those).
+  std::map<std::string, std::string> set_by;  // key -> the option that set it
+  auto claim = [&set_by](const std::string& key, const std::string& option) {
+    const auto [it, fresh] = set_by.emplace(key, option);
+    if (fresh) return true;
+    if (it->second == option) std::fprintf(stderr, "psgate-gen: %s=... is given twice: give it once\n", option.c_str());
+    else
+      std::fprintf(stderr, "psgate-gen: %s and %s both set %s: give it once\n", it->second.c_str(), option.c_str(),
+                   key.c_str());
+    return false;
+  };
+  for (const std::string& s : opt.sets) {
+    const size_t eq = s.find('=');
+    if (eq != std::string::npos && !claim(s.substr(0, eq), "--set " + s.substr(0, eq))) return 2;
+  }
+  for (auto [key, value, option] :
+       {std::tuple{"count", &jobs, "--jobs"}, std::tuple{"workers", &workers, "--workers"},
+        std::tuple{"flows", &flows, "--flows"}, std::tuple{"rate", &rate, "--rate"},
+        std::tuple{"size", &size, "--size"}, std::tuple{"direction", &direction, "--direction"},
+        std::tuple{"proto", &proto, "--proto"}, std::tuple{"pattern", &pattern, "--pattern"}}) {
+    if (value->empty()) continue;
+    if (!claim(key, option)) return 2;
+    opt.sets.push_back(std::string(key) + "=" + *value);
   }
   for (const std::string& s : opt.sets) {
     if (auto r = add_override(overrides, s); !r.ok()) {

@@ -279,6 +279,9 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
       {{"--json", ""}, "--json: an empty value is not allowed"},
       {{"--host-port", ""}, "--host-port: an empty value is not allowed"},
       {{"--rate", ""}, "--rate: an empty value is not allowed"},
+      // A shortcut won over --set whatever the order; of two --set the last won.
+      {{"--set", "rate=2kpps", "--rate", "1kpps"}, "--set rate and --rate both set rate"},
+      {{"--set", "rate=1kpps", "--set", "rate=2kpps"}, "--set rate=... is given twice"},
   };
   for (const auto& [args, expected] : cases) {
     std::vector<std::string> argv{gen, "--link-timeout", "1"};
