@@ -118,12 +118,20 @@ class Parser : TomlReader {
   }
   bool set_error(const std::string& key, const std::string& what) { return TomlReader::fail(key, what); }
 
-  // Absent: leaves `out` (the default).
+  // Absent: leaves `out` (the default). Whole units only (whole_quantity):
+  // a duration of "0.4ns" was rounded to 0, which means "until SIGINT" for
+  // the run's duration, and "1.5B" of push data to 2 bytes.
   bool quantity(const toml::table& t, std::string_view key, const std::string& path,
                 Result<uint64_t> (*parse)(std::string_view), const char* example, uint64_t& out) {
     std::optional<uint64_t> v;
     if (!TomlReader::quantity(t, key, path, parse, example, v)) return false;
-    if (v) out = *v;
+    if (!v) return true;
+    const std::string& text = t.get(std::string(key))->as_string()->get();  // TomlReader took only a string
+    if (!whole_quantity(text, parse)) {
+      return set_error(path + "." + std::string(key), "\"" + text + "\" is not a whole number of " +
+                                                          (parse == parse_size_bytes ? "bytes" : "nanoseconds"));
+    }
+    out = *v;
     return true;
   }
 
@@ -310,13 +318,8 @@ class Parser : TomlReader {
     } else if (failed()) {
       return false;
     }
-    for (auto [key, out] : {std::pair{"push", &j.push_bytes}, std::pair{"pull", &j.pull_bytes}}) {
-      if (!quantity(t, key, path, parse_size_bytes, "64KiB", *out)) return false;
-      // As for size: "1.5B" was rounded to 2 bytes.
-      if (const toml::node* n = t.get(key);
-          n && n->is_string() && !whole_quantity(n->as_string()->get(), parse_size_bytes))
-        return set_error(path + "." + key, "\"" + n->as_string()->get() + "\" is not a whole number of bytes");
-    }
+    if (!quantity(t, "push", path, parse_size_bytes, "64KiB", j.push_bytes)) return false;
+    if (!quantity(t, "pull", path, parse_size_bytes, "64KiB", j.pull_bytes)) return false;
     if (!quantity(t, "gap", path, parse_duration_ns, "500ms", j.gap_ns)) return false;
     if (j.gap_ns > kMaxTimeNs) return set_error(path + ".gap", "at most 100000000s (about 3 years)");
     if (j.pattern == Pattern::kIteration) {

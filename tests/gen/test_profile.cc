@@ -241,7 +241,10 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\nrate = \"1000.5bit/s\"\n", "jobs[0].rate: \"1000.5bit/s\" is not a whole number of bits"},
       {"[[jobs]]\nsize = \"64.5B\"\n", "jobs[0].size: \"64.5B\" is not a whole number of bytes"},
       {"[[jobs]]\nsize = \"1.4KiB\"\n", "jobs[0].size: \"1.4KiB\" is not a whole number of bytes"},
-      {"[[jobs]]\npattern = \"iteration\"\npull = \"1.5B\"\n", "jobs[0].pull: \"1.5B\" is not a whole"},
+      {"[[jobs]]\npattern = \"iteration\"\npull = \"1.5B\"\n", "jobs[0].pull: \"1.5B\" is not a whole number of bytes"},
+      // Rounded to 0: a run until SIGINT.
+      {"[generator]\nduration = \"0.4ns\"\n", "generator.duration: \"0.4ns\" is not a whole number of nanoseconds"},
+      {"[[jobs]]\npacer_depth = \"1.5ns\"\n", "jobs[0].pacer_depth: \"1.5ns\" is not a whole number"},
       {"[[jobs]]\nsize = \"63B\"\n", "jobs[0].size: 63 bytes is outside 64..1518"},
       {"[[jobs]]\nsize = \"1519B\"\n", "jobs[0].size"},
       {"[[jobs]]\nproto = \"tcp\"\nsize = 64\n", "minimum holds the IPv4/TCP"},
@@ -316,6 +319,10 @@ TEST(Profile, FractionsThatMakeWholeUnitsAreKeptExactly) {
   ASSERT_TRUE(push.ok()) << push.error();
   EXPECT_EQ(push->jobs[0].push_bytes, 1536u);
   EXPECT_EQ(push->jobs[0].pull_bytes, 500u);
+  auto times = parse("[generator]\nduration = \"0.5us\"\ndrain = \"1.25s\"\n");
+  ASSERT_TRUE(times.ok()) << times.error();
+  EXPECT_EQ(times->duration_ns, 500u);
+  EXPECT_EQ(times->drain_ns, 1'250'000'000u);
 }
 
 // Not UTF-8: only a --set value can hold such bytes (a profile is read as
