@@ -307,6 +307,10 @@ class Parser : TomlReader {
     // Added to the TSC in ticks: past kMaxTimeNs a depth saturates and a gap's
     // end wraps, and the gap would be skipped rather than kept.
     if (j.pacer_depth_ns > kMaxTimeNs) return set_error(path + ".pacer_depth", "at most 100000000s (about 3 years)");
+    // As push, pull and gap without the iteration pattern: a setting that
+    // cannot act is refused rather than ignored ("max" has no pacer).
+    if (t.get("pacer_depth") && j.rate_mode == RateMode::kMax)
+      return set_error(path + ".pacer_depth", "only with a packet or bit rate (rate \"max\" is not paced)");
     if (const std::string* s = string(t, "pattern", path)) {
       if (*s == "constant") {
         j.pattern = Pattern::kConstant;
@@ -485,7 +489,8 @@ Result<uint64_t> parse_pps(std::string_view text) {
   }
   if (!r.ok()) {
     return Result<uint64_t>::failure(
-        "\"" + std::string(text) + "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G)");
+        "\"" + std::string(text) +
+        "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G, T)");
   }
   return *r;
 }

@@ -244,7 +244,7 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[[jobs]]\npattern = \"iteration\"\npull = \"1.5B\"\n", "jobs[0].pull: \"1.5B\" is not a whole number of bytes"},
       // Rounded to 0: a run until SIGINT.
       {"[generator]\nduration = \"0.4ns\"\n", "generator.duration: \"0.4ns\" is not a whole number of nanoseconds"},
-      {"[[jobs]]\npacer_depth = \"1.5ns\"\n", "jobs[0].pacer_depth: \"1.5ns\" is not a whole number"},
+      {"[[jobs]]\nrate = \"1kpps\"\npacer_depth = \"1.5ns\"\n", "jobs[0].pacer_depth: \"1.5ns\" is not a whole number"},
       {"[[jobs]]\nsize = \"63B\"\n", "jobs[0].size: 63 bytes is outside 64..1518"},
       {"[[jobs]]\nsize = \"1519B\"\n", "jobs[0].size"},
       {"[[jobs]]\nproto = \"tcp\"\nsize = 64\n", "minimum holds the IPv4/TCP"},
@@ -286,7 +286,10 @@ TEST(Profile, BadProfilesNameTheKey) {
        "x-10\" must be 1..64 bytes (the name of copy 10"},
       // Ticks added to the TSC: past 1e8 s a gap's end wrapped and the gap was skipped.
       {"[[jobs]]\npattern = \"iteration\"\ngap = \"7000000000s\"\n", "jobs[0].gap: at most 100000000s"},
-      {"[[jobs]]\npacer_depth = \"7000000000s\"\n", "jobs[0].pacer_depth: at most 100000000s"},
+      {"[[jobs]]\nrate = \"1kpps\"\npacer_depth = \"7000000000s\"\n", "jobs[0].pacer_depth: at most 100000000s"},
+      // Ignored: "max" has no pacer.
+      {"[[jobs]]\npacer_depth = \"1ms\"\n", "jobs[0].pacer_depth: only with a packet or bit rate"},
+      {"[[jobs]]\nrate = \"max\"\npacer_depth = \"1ms\"\n", "jobs[0].pacer_depth: only with a packet or bit rate"},
       // 1 TiB x 2^24 workers is 2^64 bytes: the phase wrapped to nothing.
       {"[[jobs]]\npattern = \"iteration\"\npush = \"1024GiB\"\nworkers = 16777216\n", "2^64 bytes or more"},
       {"[[jobs]\n", "p.toml:1"},
