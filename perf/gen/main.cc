@@ -400,7 +400,10 @@ int main(int argc, char** argv) {
   app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)")->check(non_empty);
   app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)")
       ->check(non_empty);
-  app.add_option("--size", size, "Shortcut for --set size=S: \"64B\"..\"1518B\" (frame with FCS), \"imix\", \"ps\"")
+  app.add_option(
+         "--size", size,
+         "Shortcut for --set size=S: \"64B\"..\"1518B\" (frame with FCS; at least 74B for TCP, 82B for IPv6, 94B for "
+         "both), \"imix\", \"ps\"")
       ->check(non_empty);
   app.add_option("--direction", direction, "Shortcut for --set direction=push|pull|both")->check(non_empty);
   app.add_option("--proto", proto, "Shortcut for --set proto=udp|tcp")->check(non_empty);
