@@ -13,9 +13,15 @@ namespace psgate {
 
 // Short options bundled behind one dash ("-vl0" is -v -l 0) count up to the
 // first that takes a value, long ones also by an abbreviation ("--lcor=..."
-// is --lcores). Values of other options (the "512" of "-m", "512") are none.
+// is --lcores). Values of other options (the "512" of "-m", "512") are none,
+// but for "help" after --log-level (`previous`, the argument before): EAL
+// lists its log types and exits 0 for --log-level=help as for --help.
 enum class EalArgClash { kNone, kCores, kDevices, kHelp, kEndOfOptions };
-inline EalArgClash eal_arg_clash(const std::string& arg) {
+inline EalArgClash eal_arg_clash(const std::string& arg, std::string_view previous = {}) {
+  auto is_log_level = [](std::string_view name) {
+    return name.size() >= 2 && std::string_view("log-level").starts_with(name);
+  };
+  if (arg == "help" && previous.starts_with("--") && is_log_level(previous.substr(2))) return EalArgClash::kHelp;
   if (arg == "--") return EalArgClash::kEndOfOptions;
   if (arg.size() < 2 || arg[0] != '-') return EalArgClash::kNone;
   if (arg[1] != '-') {
@@ -35,6 +41,7 @@ inline EalArgClash eal_arg_clash(const std::string& arg) {
   for (std::string_view device : {"vdev", "allow", "block", "pci-whitelist", "pci-blacklist"})
     if (device.starts_with(name)) return EalArgClash::kDevices;
   if (name.size() >= 2 && std::string_view("help").starts_with(name)) return EalArgClash::kHelp;
+  if (is_log_level(name) && arg.ends_with("=help") && arg.find('=') == arg.size() - 5) return EalArgClash::kHelp;
   return EalArgClash::kNone;
 }
 

@@ -420,11 +420,11 @@ int main(int argc, char** argv) {
   // did nothing, reported as a success), and after a second "--" EAL reads
   // nothing more. A usage error instead, as psgate does for its eal.args.
   for (size_t i = 1; i < eal_args.size(); ++i) {
-    const psgate::EalArgClash clash = psgate::eal_arg_clash(eal_args[i]);
+    const psgate::EalArgClash clash = psgate::eal_arg_clash(eal_args[i], i > 1 ? eal_args[i - 1] : "");
     if (clash == psgate::EalArgClash::kHelp) {
       std::fprintf(stderr,
-                   "psgate-gen: EAL argument \"%s\" is not allowed: EAL would print its usage and exit 0 "
-                   "without a run (dpdk-testpmd --help lists EAL's options)\n",
+                   "psgate-gen: EAL argument \"%s\" is not allowed: EAL would print its usage (or its log "
+                   "types) and exit 0 without a run (dpdk-testpmd --help lists EAL's options)\n",
                    eal_args[i].c_str());
       return 2;
     }

@@ -311,6 +311,9 @@ TEST(GenCommandLine, EalHelpAndArgumentsEalDoesNotTakeAreUsageErrors) {
       {{"-h"}, "EAL argument \"-h\" is not allowed"},
       {{"-vh"}, "EAL argument \"-vh\" is not allowed"},
       {{"--hel"}, "EAL argument \"--hel\" is not allowed"},
+      // EAL lists its log types and exits 0 likewise.
+      {{"--log-level=help"}, "EAL argument \"--log-level=help\" is not allowed"},
+      {{"--log-level", "help"}, "EAL argument \"help\" is not allowed"},
       {{"--", "--vdev=net_null2"}, "a second '--' is not allowed"},
       {{"512"}, "EAL did not take these arguments after '--': 512"},
   };
