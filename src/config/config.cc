@@ -138,7 +138,7 @@ class Parser : TomlReader {
       const auto* s = (*a)[i].as_string();
       if (s == nullptr) return fail(p, "expected a string, got " + describe_typed((*a)[i]));
       const std::string& arg = s->get();
-      switch (eal_arg_clash(arg)) {
+      switch (eal_arg_clash(arg, c.eal_args.empty() ? std::string_view() : std::string_view(c.eal_args.back()))) {
         case EalArgClash::kNone:
           break;
         // psgate pins its threads itself from [lcores]; EAL core options would

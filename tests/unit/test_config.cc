@@ -493,6 +493,7 @@ std::vector<BadCase> bad_cases() {
       {d("[eal]\nargs = [\"--help\"]"), "eal.args[0]", "print its usage and exit"},
       // EAL lists its log types and exits 0, as for --help.
       {d("[eal]\nargs = [\"--log-level=help\"]"), "eal.args[0]", "print its usage and exit"},
+      {d("[eal]\nargs = [\"--log-level\", \"help\"]"), "eal.args[1]", "print its usage and exit"},
       {d("[eal]\nargs = [\"--hel\"]"), "eal.args[0]", "print its usage and exit"},
       {d("[eal]\nargs = [\"-vh\"]"), "eal.args[0]", "print its usage and exit"},
       {d("[eal]\nargs = [\"--no-huge\", \"--\", \"x\"]"), "eal.args[1]", "stop reading its arguments"},
