@@ -133,24 +133,37 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   };
   uint32_t pool_size =
       auto_mbufs ? static_cast<uint32_t>(std::clamp<uint64_t>(needed, kMinMbufs, kMaxMbufs)) : config.mbufs;
-  d->pool = create_pool(pool_size);
   // "auto" is the default: a gateway whose EAL memory cannot hold what its
   // queues could (jumbo buffers under a small -m) still starts, with what
-  // fits, rather than refusing a file that names no size at all. Each try
-  // takes a quarter less; once one fits, the pool takes a quarter less again,
-  // so that what the start allocates after it (flow caches, rings, counters)
-  // is not left without memory.
+  // fits, rather than refusing a file that names no size at all. A pool
+  // fits when it is made and what the start allocates after it (flow
+  // caches, rings, counters, the ports' descriptor rings: after_pool, as
+  // docs/operations.md counts them) can still be had; an allocation of that
+  // size tried and given back tells, with hugepages mapped on demand too.
+  // Each try takes a quarter less; the smallest that is made is kept.
+  const uint64_t receivers = pipelined ? n_rx : n;
+  const uint64_t flow_cache_bytes =
+      config.flow_cache_entries ? uint64_t{rte_align32pow2(config.flow_cache_entries)} * 96 : 0;
+  const uint64_t after_pool =
+      receivers * flow_cache_bytes +
+      (pipelined ? uint64_t{n_rx} * kPortCount * config.class_count * (8 * uint64_t{config.ring_size} + 384) : 0) +
+      n * (2 * uint64_t{config.class_count} * 7912 + uint64_t{config.max_jobs} * 80 + 384) +
+      (16 << 20);  // descriptors, EAL's and the drivers' own
   auto out_of_memory = [] { return rte_errno == ENOMEM || rte_errno == ENOBUFS || rte_errno == ENOSPC; };
-  bool shrunk = false;
-  while (!d->pool && auto_mbufs && out_of_memory() && pool_size * 3 / 4 >= kMinMbufs) {
-    pool_size = pool_size * 3 / 4;
+  auto room_after = [&] {
+    void* probe = rte_malloc_socket("psgate_after_pool", after_pool, 0, socket);
+    rte_free(probe);
+    return probe != nullptr;
+  };
+  for (;;) {
     d->pool = create_pool(pool_size);
-    shrunk = true;
-  }
-  if (d->pool && shrunk && pool_size * 3 / 4 >= kMinMbufs) {
-    rte_mempool_free(d->pool);
+    if (!auto_mbufs) break;
+    const bool smaller = pool_size * 3 / 4 >= kMinMbufs;
+    if (d->pool && (room_after() || !smaller)) break;
+    if (!d->pool && (!out_of_memory() || !smaller)) break;
+    if (d->pool) rte_mempool_free(d->pool);
+    d->pool = nullptr;
     pool_size = pool_size * 3 / 4;
-    d->pool = create_pool(pool_size);
   }
   if (!d->pool) {
     if (auto_mbufs) {

@@ -142,7 +142,9 @@ TEST_F(TmpfsStateTest, AReadOnlyStateDirectoryRefusesEveryChangeAndChangesNothin
   for (const auto& change : kChanges) {
     const CtlResult r = ctl(change);
     EXPECT_EQ(r.status, 1) << change[0] << ": " << r.out << r.err;
-    EXPECT_NE(r.err.find("state file"), std::string::npos) << change[0] << ": " << r.err;
+    // The state file, or a rules file a job change writes before it.
+    EXPECT_TRUE(r.err.find("state file") != std::string::npos || r.err.find("rules file") != std::string::npos)
+        << change[0] << ": " << r.err;
     EXPECT_TRUE(look(state_file()) == before) << change[0] << " changed something it refused";
   }
   // Reads still answer, and write nothing.
