@@ -1560,6 +1560,27 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       }
       applied.push_back(std::string("shaper.") + kPortNames[port]);
     }
+    // The file's floors are sound with the file's shaper (it loaded); what
+    // can make them too many is a shaper `psgatectl shaper` lowered since,
+    // which the file leaves alone. Said with the floors' keys: commit()
+    // would name neither them nor the remedy.
+    for (unsigned port = 0; port < kPortCount; ++port) {
+      if (std::find(plan.shapers.begin(), plan.shapers.end(), port) != plan.shapers.end()) continue;
+      const auto problem = floors_problem(next.live[port]);
+      if (!problem) continue;
+      std::string keys;
+      for (const auto& [p, cls] : plan.classes) {
+        if (p != port ||
+            next.live[port].classes[cls].floor_bytes_per_sec == state_.live[port].classes[cls].floor_bytes_per_sec)
+          continue;
+        keys += (keys.empty() ? "" : ", ") + std::string("classes.") + std::to_string(cls) + "." + kPortNames[port] +
+                ".floor";
+      }
+      if (keys.empty()) continue;  // not the file's doing: commit() says it
+      refused_for_socket = true;
+      refused += (refused.empty() ? "" : "; ") + keys + ": " + *problem +
+                 " (with the shaper `psgatectl shaper` set since the file was read)";
+    }
   }
   if (!refused.empty()) {
     std::string remedy;

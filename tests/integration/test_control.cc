@@ -375,6 +375,24 @@ TEST_F(ControlTest, AReloadedShaperBelowSocketSetFloorsIsRefusedByName) {
   EXPECT_EQ(ctl_json({"config"})["shaper"]["wire"]["rate"], "1Gbit/s");
 }
 
+// The other way round: a floor the file raises above a shaper lowered on
+// the socket since it was read. Refused whole, naming the floor's key (the
+// sum alone named neither it nor the remedy).
+TEST_F(ControlTest, AReloadedFloorAboveASocketSetShaperIsRefusedByName) {
+  const std::string base = control_config(fx);
+  const std::string shaper = "[shaper.wire]\nrate = \"1Gbit/s\"\nburst = \"1MiB\"\n";
+  fx.write_file("psgate.toml", base + shaper);
+  ASSERT_EQ(ctl({"reload"}).status, 0);
+  ASSERT_EQ(ctl({"shaper", "wire", "500Mbit/s"}).status, 0);
+  fx.write_file("psgate.toml", base + shaper + "[classes.3]\nfloor = \"600Mbit/s\"\n");
+  const CtlResult r = ctl({"reload"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("classes.3.wire.floor: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("`psgatectl shaper`"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Nothing reloaded"), std::string::npos) << r.err;
+  EXPECT_TRUE(ctl_json({"class", "wire", "3"})["floor"].is_null());
+}
+
 TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
