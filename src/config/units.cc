@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -176,9 +177,15 @@ Result<double> parse_seconds(std::string_view text, double max) {
   // ERANGE with 0: a value too small to be told from 0 ("1e-400" read as 0
   // would mean "until signalled" for a duration); a tiny one that is still
   // a number (subnormal, also ERANGE) is taken, and too large is past max.
-  if (copy.empty() || end != copy.c_str() + copy.size() || (errno == ERANGE && v == 0) || !(v >= 0 && v <= max)) {
+  // Decimal digits only: strtod also takes leading blanks and C's hex
+  // floats ("0x10" is 16 s), neither of which a duration is written as.
+  const bool decimal = !copy.empty() && copy.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  if (!decimal || end != copy.c_str() + copy.size() || (errno == ERANGE && v == 0) || !(v >= 0 && v <= max)) {
+    // 1e8 as "1e8", as --help writes it (cli_checks.h), not %g's "1e+08".
     char bound[32];
-    std::snprintf(bound, sizeof(bound), "%g", max);
+    const int exp = max >= 1e4 ? static_cast<int>(std::lround(std::log10(max))) : -1;
+    if (exp > 0 && std::pow(10.0, exp) == max) std::snprintf(bound, sizeof(bound), "1e%d", exp);
+    else std::snprintf(bound, sizeof(bound), "%g", max);
     return Result<double>::failure("not a number of seconds from 0 to " + std::string(bound));
   }
   return v;

@@ -175,13 +175,17 @@ TEST(UnitsSeconds, APlainNumberWithinItsRangeOnly) {
   // NaN fails a range test that only compares; "inf" and a unit are refused too.
   // A value too small to be told from 0 is no 0 ("1e-400" would mean "until
   // signalled" for a duration).
-  for (const char* text : {"nan", "NaN", "-nan", "inf", "100.5", "-1", "", "5s", "1,5", "x", "1e-400", "-1e-400"}) {
+  // Nor C's hex floats ("0x10" read as 16) or leading blanks.
+  for (const char* text : {"nan", "NaN", "-nan", "inf", "100.5", "-1", "", "5s", "1,5", "x", "1e-400", "-1e-400",
+                           "0x10", "0x1p3", " 5", "\t5"}) {
     const auto r = parse_seconds(text, 100);
     EXPECT_FALSE(r) << text;
     if (!r) {
       EXPECT_EQ(r.error(), "not a number of seconds from 0 to 100") << text;
     }
   }
+  // The bound as --help writes it.
+  EXPECT_EQ(parse_seconds("2e8", 1e8).error(), "not a number of seconds from 0 to 1e8");
 }
 
 // Reference check: random decimal strings against an independent evaluation
