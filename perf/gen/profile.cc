@@ -177,7 +177,8 @@ class Parser : TomlReader {
     if (!check_keys(t, path, kJobKeys)) return false;
     JobProfile j;
     uint64_t v = p.jobs.size() + 1;
-    if (!integer(t, "id", path, 0, UINT32_MAX, v)) return false;
+    // From 1, as psgate's: a job 0 could never be matched against its stats.
+    if (!integer(t, "id", path, 1, UINT32_MAX, v)) return false;
     j.id = static_cast<uint32_t>(v);
     const std::string* name = string(t, "name", path);
     if (failed()) return false;

@@ -232,6 +232,7 @@ TEST(Profile, BadProfilesNameTheKey) {
       {"[generator]\nhost_port = -1\n", "generator.host_port"},
       {"jobs = 3\n", "jobs: must be an array"},
       {"[[jobs]]\nrat = \"1kpps\"\n", "jobs[0].rat: unknown key"},
+      {"[[jobs]]\nid = 0\n", "jobs[0].id: 0 is out of range 1.."},
       {"[[jobs]]\nrate = \"1kbit\"\n", "jobs[0].rate"},
       {"[[jobs]]\nrate = \"0pps\"\n", "jobs[0].rate: must be above zero"},
       // Fractions of a unit were rounded: 1.5 pps went out as 2, 0.4 pps was "0".
