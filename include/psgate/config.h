@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -207,7 +208,9 @@ std::optional<ValueProblem> check_job(const JobSpec& j);
 // Parses and validates. `source_name` is used as the prefix of error messages.
 Result<ConfigSpec> parse_config(std::string_view toml_text, std::string_view source_name);
 // Reads the file (error if missing/unreadable) and calls parse_config.
-Result<ConfigSpec> load_config_file(const std::string& path);
+// `give_up`: read_text_file's (a pipe whose writer stalls, and a stop asked
+// meanwhile: the read ends, "Interrupted system call").
+Result<ConfigSpec> load_config_file(const std::string& path, const std::function<bool()>& give_up = {});
 // The message for a config file that could not be read (`err`: an errno,
 // EFBIG past kMaxConfigFileBytes), at start and at reload alike.
 std::string config_read_error(const std::string& path, int err);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -237,19 +239,54 @@ inline std::string read_text_error(int err) {
   return err == ESPIPE ? std::string("a FIFO with no writer (nothing to read)") : std::string(std::strerror(err));
 }
 
-// read_text_fd for a path, opened and closed here.
-inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes) {
+// read_text_fd for a path, opened and closed here. `give_up`, if given, is
+// asked every 100 ms while a pipe's writer sends nothing: true ends the read
+// with EINTR.
+inline int read_text_file(const std::string& path, std::string& text, size_t max_bytes,
+                          const std::function<bool()>& give_up = {}) {
   // Opened without blocking: a FIFO's open waits for a writer, for good if
   // none comes (psgate, whose stop signals are blocked then, could only be
   // killed). A pipe with a writer (`--config <(envsubst < t.toml)`) is then
-  // read as any file, blocking again; one with none reads as empty at once,
-  // refused with ESPIPE (read_text_error says so).
+  // read as any file, blocking again (or, with `give_up`, waiting 100 ms at
+  // a time: a writer that stalls must not keep a stop from being taken); one
+  // with none reads as empty at once, refused with ESPIPE (read_text_error
+  // says so).
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno;
   struct stat st;
   const bool fifo = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
-  if (fifo) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  int err = read_text_fd(fd, text, max_bytes);
+  if (fifo && !give_up) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int err = 0;
+  if (fifo && give_up) {
+    text.clear();
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n == 0) break;
+      if (n > 0) {
+        if (text.size() + static_cast<size_t>(n) > max_bytes) {
+          text.clear();
+          err = EFBIG;
+          break;
+        }
+        text.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) {
+        err = errno;
+        break;
+      }
+      if (give_up()) {
+        err = EINTR;
+        break;
+      }
+      pollfd p{fd, POLLIN, 0};
+      (void)::poll(&p, 1, 100);
+    }
+  } else {
+    err = read_text_fd(fd, text, max_bytes);
+  }
   if (err == 0 && fifo && text.empty()) err = ESPIPE;
   ::close(fd);
   return err;

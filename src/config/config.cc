@@ -747,9 +747,9 @@ std::string config_read_error(const std::string& path, int err) {
   return path + ": cannot read config: " + read_text_error(err);  // e.g. EISDIR
 }
 
-Result<ConfigSpec> load_config_file(const std::string& path) {
+Result<ConfigSpec> load_config_file(const std::string& path, const std::function<bool()>& give_up) {
   std::string text;
-  if (const int err = read_text_file(path, text, kMaxConfigFileBytes))
+  if (const int err = read_text_file(path, text, kMaxConfigFileBytes, give_up))
     return Result<ConfigSpec>::failure(config_read_error(path, err));
   return parse_config(text, path);
 }

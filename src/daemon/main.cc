@@ -82,12 +82,6 @@ void raise_open_file_limit() {
 int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path,
         const std::string& unlocked) {
   const sigset_t stop_signals = psgate::block_stop_signals();
-  // Output that nobody reads any more (`psgate | tee log` whose tee went, a
-  // closed journal pipe) is lost, not fatal: a write to it fails with EPIPE
-  // instead of SIGPIPE killing the gateway undrained, with no final counters.
-  // (Control clients are written with MSG_NOSIGNAL anyway.) Before EAL, so
-  // its threads inherit it.
-  ::signal(SIGPIPE, SIG_IGN);
   raise_open_file_limit();
 
   std::vector<std::string> args = psgate::eal_arguments(config, "psgate");
@@ -368,8 +362,16 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       }
     }
     job_table.reset();  // its last table out before the final report
-    std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout);
-    std::fflush(stdout);
+    // A report that cannot be written (a full disk under a redirected
+    // stdout) is said, and the exit says so, as for --stats-json; a reader
+    // that went (EPIPE) took the output it no longer wanted with it.
+    errno = 0;
+    const bool reported = std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout) >= 0 &&
+                          std::fflush(stdout) == 0;
+    if (!reported && errno != EPIPE) {
+      spdlog::error("final report: cannot write it to standard output: {}", std::strerror(errno));
+      status = 1;
+    }
     if (!stopped) {
       // An lcore is still inside a driver call: tearing down the ports or
       // EAL under it could crash or hang. The report is out: leave now.
@@ -400,6 +402,17 @@ int main(int argc, char** argv) {
   // of milliseconds, and a SIGHUP in them (a script that reloads right after
   // launching) ended the start without a word (exit 129).
   const sigset_t stop_signals = psgate::block_stop_signals();
+  // Output that nobody reads any more (`psgate | tee log` whose tee went, a
+  // closed journal pipe) is lost, not fatal: a write to it fails with EPIPE
+  // instead of SIGPIPE killing psgate (undrained, no final counters; before
+  // the start, at its first warning). Control clients are written with
+  // MSG_NOSIGNAL anyway. Set before EAL, so its threads inherit it.
+  ::signal(SIGPIPE, SIG_IGN);
+  // Signals psgate has no use for end a process by default: a SIGUSR1 meant
+  // for another daemon's log rotation stopped the gateway undrained and the
+  // service restarted it. Ignored. (SIGQUIT keeps its meaning: quit now,
+  // with a core.)
+  for (int sig : {SIGUSR1, SIGUSR2, SIGALRM}) ::signal(sig, SIG_IGN);
   psgate::open_closed_standard_fds();
   CLI::App app{
       "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
@@ -409,7 +422,8 @@ int main(int argc, char** argv) {
       "([control] socket; see psgatectl --help), and persist in [control] state if set.\n"
       "SIGINT and SIGTERM stop receiving, drain the queues (bounded by\n"
       "dataplane.drain_timeout), print the final counters and exit 0; SIGHUP reads the config\n"
-      "file again, as `psgatectl reload` does (the outcome goes to the log). A port whose link goes\n"
+      "file again, as `psgatectl reload` does (the outcome goes to the log); SIGUSR1, SIGUSR2,\n"
+      "SIGALRM and SIGPIPE are ignored. A port whose link goes\n"
       "down (memif peer gone, af_packet or af_xdp interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back (af_xdp, tap and memif role=client ports only after a\n"
       "restart); `psgatectl health` names it. Exit status: 0 clean\n"
@@ -463,8 +477,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto config = psgate::load_config_file(config_path);
+  // A stop asked while a pipe's writer stalls (--config <(slow command))
+  // is taken: the stop signals are blocked, so the read would otherwise
+  // wait for the writer for good, and only SIGKILL ended psgate.
+  auto stop_pending = [] {
+    sigset_t pending;
+    if (sigpending(&pending) != 0) return false;
+    return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1;
+  };
+  auto config = psgate::load_config_file(config_path, stop_pending);
   if (!config.ok()) {
+    if (stop_pending()) {
+      std::fprintf(stderr, "psgate: stopped while reading %s; nothing was started\n", config_path.c_str());
+      return 0;
+    }
     std::fprintf(stderr, "psgate: %s\n", config.error().c_str());
     return 2;
   }

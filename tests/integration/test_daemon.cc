@@ -3,6 +3,7 @@
 // devices: what a user would see feeding it captures. Each test runs with one
 // data lcore (run-to-completion) and with two (RX lcore -> rings -> scheduler
 // lcore).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -736,6 +737,28 @@ TEST(DaemonConfig, ASignalDuringStartUpIsTakenOnceTheGatewayRuns) {
   const DaemonRun run = fx.stop_daemon();
   EXPECT_EQ(run.exit_status, 0) << run.output;
   EXPECT_NE(run.output.find("reload (SIGHUP)"), std::string::npos) << run.output;
+}
+
+// A config read from a pipe whose writer stalls (`--config <(slow command)`):
+// the stop signals are blocked from the start, so a SIGTERM waited for the
+// writer for good and only SIGKILL ended psgate. It is taken now: nothing
+// was started, exit 0.
+TEST(DaemonConfig, AStopWhileAPipedConfigStallsIsTaken) {
+  DaemonFixture fx;
+  const std::string fifo = fx.path("psgate.toml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int writer = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);  // a writer that sends nothing
+  ASSERT_GE(writer, 0);
+  fx.start_daemon("psgate.toml");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(fx.daemon_running());
+  const auto asked = std::chrono::steady_clock::now();
+  const DaemonRun run = fx.stop_daemon(10);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  ::close(writer);
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_LT(took, 5.0) << run.output;
+  EXPECT_NE(run.output.find("stopped while reading"), std::string::npos) << run.output;
 }
 
 // Started with stdout and stderr closed (`psgate ... >&- 2>&-`), the first
