@@ -21,6 +21,7 @@
 #include "jobs_file.h"
 #include "psgate/control_request.h"  // kMaxRequestBytes
 #include "psgate/output_file.h"
+#include "reply_shape.h"
 
 namespace {
 
@@ -43,6 +44,15 @@ int failure_status(const psgate::Result<Reply>& reply) {
     return kExitRefused;
   }
   return kExitOk;
+}
+
+// The reply's result checked against what its table reads (reply_shape.h):
+// "" when usable, else the reason, naming the socket as the client's errors do.
+std::string shape_problem(const Invocation& inv, const ojson& result) {
+  std::string command = inv.request["cmd"].get<std::string>();
+  std::replace(command.begin(), command.end(), '.', ' ');  // "jobs list", as typed
+  auto shape = check_reply_shape(inv.kind, command, result);
+  return shape ? "" : "psgate at " + inv.socket + ": " + shape.error();
 }
 
 // "HH:MM:SS", local time, for frame headers and outage lines.
@@ -125,6 +135,11 @@ int watch(const Invocation& inv) {
     }
     if (!reply->ok) {
       trouble("psgate at " + inv.socket + " refused stats: " + reply->error);
+      continue;
+    }
+    // A reply of another shape would print an empty frame as if no job ran.
+    if (const std::string bad = shape_problem(inv, reply->result); !bad.empty()) {
+      trouble(bad);
       continue;
     }
     if (outage) std::cerr << "psgatectl: " << clock_text() << " psgate at " << inv.socket << " answers again\n";
@@ -235,6 +250,15 @@ static int run_command(int argc, char** argv) {
 
   auto reply = client->call(inv.request);
   if (const int status = failure_status(reply); status != kExitOk) return status;
+  // A table of a reply of another shape prints "-" and "(no jobs)" and exits
+  // 0: version skew that looks like an empty gateway. --json prints the
+  // result as it came, for the reader to judge.
+  if (!inv.json_output) {
+    if (const std::string bad = shape_problem(inv, reply->result); !bad.empty()) {
+      std::cerr << "psgatectl: " << bad << "\n";
+      return kExitUnreachable;
+    }
+  }
   if (inv.json_output) {
     std::cout << reply->result.dump(2) << "\n";
   } else if (inv.kind == Kind::kConfigToml) {

@@ -304,6 +304,7 @@ TEST(PsgatectlFakeDaemon, StringsInAResultArePrintedEscaped) {
   d.answer("health", {{"ok", true},
                       {"result",
                        {{"status", "degraded"},
+                        {"version", "0.1.0"},
                         {"cluster", {{"last_error", "etcd \x1b[2Jdown\xe2\x80\xae"}}},
                         {"documents_held",
                          {"P/jobs/\xe2\x80\x8b"
@@ -690,3 +691,62 @@ TEST(PsgatectlFakeDaemon, WatchEndsPromptlyOnSigtermDuringAStalledReply) {
 }
 
 }  // namespace
+
+// A reply of another shape (a daemon of another version, or not psgate) is
+// not an empty gateway: each table's command says which member is wrong and
+// exits 3, as for a reply that is not JSON, rather than printing "(no jobs)"
+// or a table of "-" and exiting 0. --json prints it as it came.
+TEST(PsgatectlFakeDaemon, RepliesOfAnotherShapeExitThree) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* cmd;
+    const char* result;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"jobs", "list"}, "jobs.list", "{}", "jobs list: the reply's \"jobs\" is missing (should be an array)"},
+      {{"jobs", "list"}, "jobs.list", R"({"jobs": {"1": {}}})", "jobs list: the reply's \"jobs\" is not an array"},
+      {{"jobs", "list"},
+       "jobs.list",
+       R"({"jobs": [{"id": "1", "name": "a", "rank": 0, "match": [], "progress": {}}]})",
+       "jobs list: the reply's \"jobs[0].id\" is not a whole number"},
+      {{"stats"}, "stats", R"({"jobs": []})", "stats: the reply's \"ports\" is missing (should be an object)"},
+      {{"stats"},
+       "stats",
+       R"({"ports": {"wire": 5}, "classes": [], "jobs": [], "totals": {}})",
+       "stats: the reply's \"ports.wire\" is not an object"},
+      {{"health"}, "health", R"({"state": "ok"})", "health: the reply's \"status\" is missing (should be a string)"},
+      {{"config"}, "config", R"({"config": {}})", "config: the reply's \"ports\" is missing (should be an object)"},
+      {{"config", "--toml"}, "config", R"({"x": 1})", "config: the reply's \"ports\" is missing"},
+      {{"policy"},
+       "policy",
+       R"({"name": "static"})",
+       "policy: the reply's \"policy\" is missing (should be an object)"},
+      {{"cluster"}, "cluster", R"({"cluster": true})", "cluster: the reply's \"mode\" is missing (should be a string)"},
+      {{"cluster"},
+       "cluster",
+       R"({"mode": "cluster", "gateways": {}})",
+       "cluster: the reply's \"gateways\" is not an array"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    TempDir dir;
+    FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+    d.answer_raw(c.cmd, std::string(R"({"ok": true, "result": )") + c.result + "}");
+    std::vector<std::string> args{"-s", dir.socket()};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CtlRun r = run_ctl(args);
+    EXPECT_EQ(r.status, 3) << r.out;
+    EXPECT_TRUE(contains(r.err, "psgatectl: psgate at " + dir.socket() + ": " + c.message)) << r.err;
+    EXPECT_TRUE(contains(r.err, "the daemon may be of another version")) << r.err;
+    EXPECT_TRUE(contains(r.err, "\"version\" and \"protocol\"")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  // --json: the result as it came, for the reader to judge.
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer_raw("jobs.list", R"({"ok": true, "result": {}})");
+  CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "list", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "{}\n");
+}
