@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -135,6 +136,25 @@ bool socket_in_use(const std::string& path) {
 constexpr size_t kKeptReplyBufferBytes = 16 * 1024;
 
 json error_reply(const std::string& message) { return {{"ok", false}, {"error", message}}; }
+
+// Descriptors the process has open now (0 if /proc is not mounted).
+size_t open_fd_count() {
+  std::error_code ec;
+  size_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+// How many clients may be connected now: kMaxClients, or fewer so that
+// kReservedFds descriptors beyond the `held` the gateway had at start stay
+// free. Read at every accept: prlimit may change the limit under a running
+// gateway.
+size_t client_cap(size_t held) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return kMaxClients;
+  const size_t kept = held + kReservedFds;
+  return lim.rlim_cur > kept ? std::min(kMaxClients, static_cast<size_t>(lim.rlim_cur) - kept) : 0;
+}
 
 }  // namespace
 
@@ -278,6 +298,9 @@ void ControlServer::run() {
   // process has no other (see the accept loop).
   int reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   LogThrottle refused_for_fds_log(1'000'000'000);
+  // What the gateway holds without clients; client_cap keeps kReservedFds
+  // more free for its own use.
+  const size_t held_fds = open_fd_count();
 
   // Replies built and not yet sent, all clients together, and the clients
   // paused until that is under kRepliesBudgetBytes again, or under it plus
@@ -564,15 +587,26 @@ void ControlServer::run() {
             if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             break;
           }
-          if (!out_of_fds && conns.size() >= kMaxClients) (void)evict_idle();
-          if (out_of_fds || conns.size() >= kMaxClients) {
+          const size_t cap = client_cap(held_fds);
+          if (!out_of_fds && conns.size() >= cap) (void)evict_idle();
+          // Refused for the descriptor limit rather than kMaxClients: the
+          // reserve's descriptors stay the gateway's.
+          const bool fd_cap = !out_of_fds && conns.size() >= cap && cap < kMaxClients;
+          if (out_of_fds || conns.size() >= cap) {
             if (out_of_fds && refused_for_fds_log.admit(monotonic_ns()))
               spdlog::warn(
                   "control: out of file descriptors with {} clients (raise RLIMIT_NOFILE); a client refused "
                   "({} since start{})",
                   conns.size(), refused_for_fds_log.total(), refused_for_fds_log.held_back_note());
+            if (fd_cap && refused_for_fds_log.admit(monotonic_ns()))
+              spdlog::warn(
+                  "control: {} clients, as many as RLIMIT_NOFILE allows with {} descriptors kept for the gateway "
+                  "(raise RLIMIT_NOFILE); a client refused ({} since start{})",
+                  conns.size(), held_fds + kReservedFds, refused_for_fds_log.total(),
+                  refused_for_fds_log.held_back_note());
             const std::string msg =
                 error_reply(out_of_fds ? "too many control clients (the daemon is out of file descriptors)"
+                            : fd_cap   ? "too many control clients (the daemon's file descriptor limit)"
                                        : "too many control clients")
                     .dump() +
                 "\n";

@@ -63,6 +63,15 @@ inline constexpr unsigned kMaxPiecesPerWakeup = 64;
 // ... and for at most this long (at least one piece is taken).
 inline constexpr uint64_t kMaxTurnNs = 20'000'000;
 inline constexpr size_t kMaxClients = 1024;  // connected at once; one more gets "too many control clients"
+// ... and fewer where RLIMIT_NOFILE is low: the descriptors open when the
+// server starts (DPDK's, the ports', the listening sockets) and this many
+// more stay out of the clients' reach. A state write takes the state file,
+// its temp file and the rules directory, a reload reads the config file,
+// the metrics server accepts its own connections: with every descriptor
+// given to control clients they all fail (EMFILE), and a gateway whose
+// changes cannot be saved is refused every change. A manual run under a
+// shell's 1,024 has about 1,000 left, the systemd unit 65,536.
+inline constexpr size_t kReservedFds = 64;
 // ... unless a client has sent nothing for this long and is owed nothing: with
 // every place taken (or no descriptor left), the one idle longest gives its
 // place to the newcomer, so forgotten connections cannot lock everyone out.

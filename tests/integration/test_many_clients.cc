@@ -52,6 +52,7 @@ constexpr auto kStalledReader = std::chrono::seconds(5);
 constexpr size_t kRepliesBudgetBytes = 16u << 20;
 constexpr size_t kRepliesReserveBytes = 16u << 20;
 constexpr unsigned kMaxPiecesPerWakeup = 64;
+constexpr size_t kReservedFds = 64;  // descriptors kept from clients for the gateway's own use
 
 std::string config(const DaemonFixture& fx) {
   const std::string prefix = "psgate-mc-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
@@ -1037,7 +1038,7 @@ TEST_F(ManyClientsTest, ALastRequestWithoutItsNewlineIsAnswered) {
 TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
   const pid_t pid = fx.daemon_pid();
   rlimit old{};
-  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(10, old));
+  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(kReservedFds + 10, old));
 
   std::vector<std::unique_ptr<Conn>> conns;
   long ok = 0, refused = 0, missed = 0;
@@ -1053,7 +1054,7 @@ TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
       ++ok;
     } else {
       ++refused;
-      EXPECT_EQ(r["error"], "too many control clients (the daemon is out of file descriptors)") << *line;
+      EXPECT_EQ(r["error"], "too many control clients (the daemon's file descriptor limit)") << *line;
     }
   }
   EXPECT_EQ(missed, 0);
@@ -1067,10 +1068,50 @@ TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
   ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &old, nullptr), 0);
   const DaemonRun stopped = fx.stop_daemon();
   EXPECT_EQ(stopped.exit_status, 0);
-  EXPECT_NE(stopped.output.find("control: out of file descriptors"), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("as many as RLIMIT_NOFILE allows"), std::string::npos) << stopped.output;
 }
 
-// Every place taken (here: the daemon out of file descriptors) by clients
+// At the client limit RLIMIT_NOFILE sets, the gateway still has descriptors
+// of its own: a change is written to the state file (its temp file, the
+// rules directory) and a reload reads the config file. With every descriptor
+// given to clients, both failed (EMFILE) and every change was refused.
+TEST_F(ManyClientsTest, AtTheDescriptorLimitChangesAreSavedAndReloadsWork) {
+  const pid_t pid = fx.daemon_pid();
+  rlimit old{};
+  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(kReservedFds + 8, old));
+  std::vector<std::unique_ptr<Conn>> conns;
+  bool refused = false;
+  for (size_t i = 0; i < kReservedFds + 40 && !refused; ++i) {
+    auto c = std::make_unique<Conn>(sock());
+    ASSERT_TRUE(c->ok()) << "connect " << i;
+    const auto line = c->call("{\"cmd\": \"health\"}\n", 2000);
+    ASSERT_TRUE(line.has_value()) << "client " << i << ": no reply";
+    if (json::parse(*line, nullptr, false)["ok"] == true) conns.push_back(std::move(c));
+    else refused = true;
+  }
+  ASSERT_TRUE(refused) << "the descriptor limit was never reached";
+  ASSERT_FALSE(conns.empty());
+  const auto added =
+      conns.front()->call(R"({"cmd": "jobs.add", "job": 7, "name": "seven", "match": ["src=10.0.0.7/32,proto=udp"]})"
+                          "\n",
+                          5000);
+  ASSERT_TRUE(added.has_value());
+  EXPECT_EQ(json::parse(*added, nullptr, false)["ok"], true) << *added;
+  const auto reloaded = conns.back()->call("{\"cmd\": \"reload\"}\n", 5000);
+  ASSERT_TRUE(reloaded.has_value());
+  EXPECT_EQ(json::parse(*reloaded, nullptr, false)["ok"], true) << *reloaded;
+  const auto health = conns.front()->call("{\"cmd\": \"health\"}\n", 5000);
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(json::parse(*health, nullptr, false)["result"]["state_file_error"], "") << *health;
+  ASSERT_EQ(prlimit(pid, RLIMIT_NOFILE, &old, nullptr), 0);
+  conns.clear();
+  std::ifstream state_in(fx.path("state.json"));
+  const json state = json::parse(state_in, nullptr, false);
+  ASSERT_FALSE(state.is_discarded());
+  EXPECT_NE(state.dump().find("seven"), std::string::npos) << "job 7 is not in the state file";
+}
+
+// Every place taken (here: as many as the descriptor limit allows) by clients
 // that connected and went quiet: a newcomer is refused while they are
 // recent, and takes the place of the one idle longest once that one has sent
 // nothing for 10 s, which is closed. Forgotten connections (a leaking
@@ -1078,7 +1119,7 @@ TEST_F(ManyClientsTest, OutOfFileDescriptorsRefusesWithAReasonAndRecovers) {
 TEST_F(ManyClientsTest, AClientIdleFor10sGivesItsPlaceWhenNoneIsLeft) {
   const pid_t pid = fx.daemon_pid();
   rlimit old{};
-  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(6, old));
+  ASSERT_NO_FATAL_FAILURE(limit_daemon_fds(kReservedFds + 6, old));
   std::vector<std::unique_ptr<Conn>> idle;
   bool refused = false;
   for (int i = 0; i < 30 && !refused; ++i) {
