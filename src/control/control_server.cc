@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -137,6 +139,30 @@ constexpr size_t kKeptReplyBufferBytes = 16 * 1024;
 
 json error_reply(const std::string& message) { return {{"ok", false}, {"error", message}}; }
 
+// Opens and locks PATH.lock: the descriptor, -1 when it cannot be had (the
+// server then runs as before the lock, with only the stale check), or -2
+// when another process holds it. Read-only and without O_CREAT first, as
+// StateLock does: a lock file another user made still locks, and
+// fs.protected_regular refuses O_CREAT on one in a sticky directory.
+int lock_socket_path(const std::string& path) {
+  const std::string lock = path + ".lock";
+  int fd = open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) fd = open(lock.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    spdlog::warn("control socket {}: cannot open {}: {}; two starts on a stale socket could both take it", path, lock,
+                 errno_text());
+    return -1;
+  }
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    const bool held = errno == EWOULDBLOCK;
+    if (!held) spdlog::warn("control socket {}: cannot lock {}: {}", path, lock, errno_text());
+    close(fd);
+    return held ? -2 : -1;
+  }
+  return fd;
+}
+
 // Descriptors the process has open now (0 if /proc is not mounted).
 size_t open_fd_count() {
   std::error_code ec;
@@ -216,6 +242,17 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
     std::filesystem::create_directories(dir, ec);
     if (ec) return R::failure("control socket " + path + ": cannot create " + dir.string() + ": " + ec.message());
   }
+  // Another start between its stale check and its bind holds the lock:
+  // without it, both could find the socket stale, and the later unlink
+  // would remove the socket the earlier one just bound and serves.
+  const int lock_fd = lock_socket_path(path);
+  if (lock_fd == -2) return R::failure("control socket " + path + " is in use by another process");
+  struct FdGuard {  // until the server owns it
+    int fd;
+    ~FdGuard() {
+      if (fd >= 0) close(fd);
+    }
+  } lock_guard{lock_fd};
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0) {
     // check_path found a socket there, unless it changed since.
@@ -226,6 +263,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
   auto server = std::unique_ptr<ControlServer>(new ControlServer());
   server->control_ = &control;
   server->options_ = std::move(options);
+  server->lock_fd_ = std::exchange(lock_guard.fd, -1);
   server->listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (server->listen_fd_ < 0) return R::failure("control socket: " + errno_text());
   addr.sun_family = AF_UNIX;
@@ -274,7 +312,10 @@ ControlServer::~ControlServer() {
   if (bound_ && stat(options_.socket_path.c_str(), &now) == 0 && std::pair{now.st_dev, now.st_ino} == bound_file_)
     unlink(options_.socket_path.c_str());
   if (stop_fd_ >= 0) close(stop_fd_);
-  for (int fd : {epoll_fd_, tick_fd_, report_fd_}) {
+  // After the unlink: a start waiting for the path finds it free. The lock
+  // file stays: removed, a start could lock a new one while another still
+  // held the old.
+  for (int fd : {epoll_fd_, tick_fd_, report_fd_, lock_fd_}) {
     if (fd >= 0) close(fd);
   }
 }

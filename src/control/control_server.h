@@ -136,6 +136,9 @@ class ControlServer {
   ControlPlane* control_ = nullptr;
   Options options_;
   int listen_fd_ = -1;
+  // flock(2) on PATH.lock, held while the server runs: two starts on one
+  // stale socket take turns at the stale check, unlink and bind (-1: no lock).
+  int lock_fd_ = -1;
   bool bound_ = false;                    // the socket file at the path is this server's (removed at the end)
   std::pair<dev_t, ino_t> bound_file_{};  // which file that is
   int stop_fd_ = -1;

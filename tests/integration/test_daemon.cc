@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -601,6 +604,40 @@ TEST(DaemonConfig, ASocketPathNamingAFileIsRefusedAndTheFileKept) {
   std::ifstream kept(fx.path("ctl.sock"));
   std::string line;
   EXPECT_TRUE(std::getline(kept, line) && line == "precious") << "the file was removed or changed";
+}
+
+// Two starts on one stale control socket take turns: each holds
+// PATH.lock from its stale check until it stops. Here the test holds it, as
+// a start between its stale check and its bind would: psgate must not
+// unlink the socket (the other's, by then) and bind its own, leaving the
+// other serving a path it no longer has; it exits 1 as for a socket in use.
+// Once the lock is free, the stale socket is replaced as before.
+TEST(DaemonConfig, AStartWaitsForTheSocketLockBeforeReplacingAStaleSocket) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  fx.write_file("psgate.toml", make_config({}));
+  // A stale socket: bound, then its process gone (closed without unlink).
+  const int stale = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, fx.path("ctl.sock").c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(stale, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  ::close(stale);
+  struct stat before {};
+  ASSERT_EQ(::stat(fx.path("ctl.sock").c_str(), &before), 0);
+  const int lock = ::open(fx.path("ctl.sock.lock").c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  const DaemonRun held = fx.run("psgate.toml", {"--duration", "1"}, 60);
+  EXPECT_EQ(held.exit_status, 1) << held.output;
+  EXPECT_NE(held.output.find("control socket ctl.sock is in use by another process"), std::string::npos) << held.output;
+  struct stat after {};
+  ASSERT_EQ(::stat(fx.path("ctl.sock").c_str(), &after), 0) << "the socket was removed";
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the socket was replaced under the lock";
+  ::close(lock);
+  const DaemonRun free = fx.run("psgate.toml", {"--duration", "1"}, 60);
+  EXPECT_EQ(free.exit_status, 0) << free.output;
 }
 
 // A socket path psgate cannot create is a config error found by --check
