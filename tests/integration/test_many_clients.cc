@@ -52,7 +52,7 @@ constexpr auto kStalledReader = std::chrono::seconds(5);
 constexpr size_t kRepliesBudgetBytes = 16u << 20;
 constexpr size_t kRepliesReserveBytes = 16u << 20;
 constexpr unsigned kMaxPiecesPerWakeup = 64;
-constexpr size_t kReservedFds = 64;  // descriptors kept from clients for the gateway's own use
+constexpr size_t kReservedFds = 96;  // descriptors kept from clients for the gateway's own use
 
 std::string config(const DaemonFixture& fx) {
   const std::string prefix = "psgate-mc-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
