@@ -31,6 +31,7 @@
 #include "control/control_server.h"
 #include "control/state_file.h"
 #include "control/state_lock.h"
+#include "daemon/log_queue.h"
 #include "daemon/service_notify.h"
 #include "dataplane/eal_args.h"
 #include "psgate/cli_checks.h"
@@ -141,6 +142,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     psgate::eal_cleanup_after_interrupts();
     return 2;
   }
+  psgate::queue_log_lines();
   // rte_eal_cleanup once EAL's interrupt thread has caught up with the ports'
   // teardown: racing it crashed an exit now and then (psgate/eal_teardown.h).
   auto end_eal = [] {
@@ -661,5 +663,12 @@ int main(int argc, char** argv) {
   // errors are shown until the gateway forwards, and the file's level from
   // then on (run).
   spdlog::set_level(std::min(spdlog::level::from_str(config->log_level), spdlog::level::err));
-  return run(*config, duration_s, stats_json_path, state_lock->warning());
+  const int status = run(*config, duration_s, stats_json_path, state_lock->warning());
+  if (!psgate::drain_log_lines(std::chrono::seconds(2))) {
+    // The log writer is held in a write to a standard error nobody reads:
+    // exit()'s flush of stderr would wait for it for good.
+    std::fflush(stdout);
+    ::_exit(status);
+  }
+  return status;
 }

@@ -12,6 +12,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -861,6 +862,46 @@ TEST(Links, AStdoutNobodyReadsIsNotFatal) {
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(30), 0);
   EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
+}
+
+// A standard error nobody reads (a stalled journal, `psgate 2>&1 | less`
+// left paused): log lines were written on the thread that logged, so a full
+// pipe held the control thread at its periodic summary (no control reply,
+// no watchdog ping) and the main thread at "SIGTERM received" (the stop
+// hung until SIGKILL, the final counters lost). The lines go through a
+// queue now; what the pipe cannot take is dropped.
+TEST(Links, AStderrNobodyReadsHoldsNeitherControlNorStop) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  std::string config = pcap_config(fx, "main = 0\ndata = [1]");
+  const std::string quiet = "[stats]\ninterval = \"0s\"\n";
+  ASSERT_NE(config.find(quiet), std::string::npos);
+  config.replace(config.find(quiet), quiet.size(), "[stats]\ninterval = \"100ms\"\n");
+  fx.write_file("psgate.toml", config);
+  const std::string fifo = fx.path("err.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A reader that never reads, on a pipe of one page: the summaries fill it
+  // within a few seconds.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ASSERT_GT(::fcntl(reader, F_SETPIPE_SZ, 4096), 0);
+  ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml"), "--stats-json", fx.path("stats.json")},
+                      ChildProcess::Options{fx.path("psgate.out"), fifo, fx.dir()});
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
+  // Full: no more room in the pipe, for a while.
+  ASSERT_TRUE(eventually(20, [&] {
+    int queued = 0;
+    return ::ioctl(reader, FIONREAD, &queued) == 0 && queued >= 4096 - 512;
+  })) << "the pipe never filled";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(request(fx, "health").is_object()) << "no control reply " << i;
+  const auto asked = std::chrono::steady_clock::now();
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(20), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count(), 10.0);
+  EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
+  ::close(reader);
 }
 
 // --check from a shell whose CPU affinity leaves out the data lcore (isolcpus
