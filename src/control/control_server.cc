@@ -339,6 +339,11 @@ void ControlServer::run() {
   // process has no other (see the accept loop).
   int reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   LogThrottle refused_for_fds_log(1'000'000'000);
+  // Out of descriptors with no spare to refuse a client with: the pending
+  // connection keeps the listening socket readable, and this thread spun
+  // on accept (millions of EMFILE a second, the control socket's own work
+  // starved). The socket is not watched until the next tick then.
+  bool listen_paused = false;
   // What the gateway holds without clients; client_cap keeps kReservedFds
   // more free for its own use.
   const size_t held_fds = open_fd_count();
@@ -561,6 +566,11 @@ void ControlServer::run() {
                 [&] { log_reload(control_->handle_line(R"({"cmd":"reload"})"), "SIGHUP"); });
       } else if (fd == tick_fd) {
         drain_fd(tick_fd);
+        if (listen_paused) {
+          if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          epoll_watch(ep, EPOLL_CTL_MOD, listen_fd_, EPOLLIN, 0);
+          listen_paused = false;
+        }
         const uint64_t now = monotonic_ns();
         guarded("the periodic control step", [&] { control_->tick(now); });
         if (options_.after_tick) guarded("the watchdog and status step", [&] { options_.after_tick(); });
@@ -619,6 +629,7 @@ void ControlServer::run() {
           }
           if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
+            const bool no_fd = errno == EMFILE || errno == ENFILE;
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
               if (accept_error_log.admit(monotonic_ns())) {
                 spdlog::warn("control: accept: {} ({} since start{})", errno_text(), accept_error_log.total(),
@@ -626,6 +637,10 @@ void ControlServer::run() {
               }
             }
             if (reserve_fd < 0) reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (no_fd && reserve_fd < 0 && !listen_paused) {
+              epoll_watch(ep, EPOLL_CTL_MOD, listen_fd_, 0, 0);
+              listen_paused = true;
+            }
             break;
           }
           const size_t cap = client_cap(held_fds);
