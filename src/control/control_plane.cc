@@ -650,7 +650,15 @@ void ControlPlane::watch_state_on_disk(uint64_t now_ns) {
   if (now_ns < state_watch_ns_) return;
   state_watch_ns_ = now_ns + 1'000'000'000;
   const std::optional<DirectoryId> dir_now = directory_id(rules_dir_path(path));
-  if (dir_now != rules_dir_id_) {
+  // An mtime under 2 s old may not show a file deleted since (git's "racy"
+  // timestamps): filesystems stamp from a coarse clock (a few ms on Linux
+  // before 6.13, seconds on some), so a deletion in the tick of psgate's
+  // own last write leaves it as it was. Looked at until it is older.
+  timespec wall{};
+  clock_gettime(CLOCK_REALTIME, &wall);
+  const uint64_t wall_ns = static_cast<uint64_t>(wall.tv_sec) * 1'000'000'000ull + wall.tv_nsec;
+  const bool racy = dir_now && wall_ns < dir_now->mtime_ns + 2'000'000'000ull;
+  if (dir_now != rules_dir_id_ || racy) {
     const std::string dir = rules_dir_path(path);
     const auto jobs = state_.jobs.in_age_order();
     const bool missing = std::any_of(jobs.begin(), jobs.end(), [&](const JobRecord* j) {

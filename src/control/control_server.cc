@@ -171,15 +171,32 @@ size_t open_fd_count() {
   return n;
 }
 
-// How many clients may be connected now: kMaxClients, or fewer so that
-// kReservedFds descriptors beyond the `held` the gateway had at start stay
-// free. Read at every accept: prlimit may change the limit under a running
-// gateway.
-size_t client_cap(size_t held) {
+// Descriptors kept from clients beyond the `held` the gateway had at start:
+// kReservedFds, less where the limit leaves fewer than kReservedFds plus
+// kFewClients, so that a low limit still serves a few clients (health,
+// reload) rather than none: then kFewClients places (half of what is left,
+// below that).
+constexpr size_t kFewClients = 4;
+size_t reserved_fds(size_t limit, size_t held) {
+  const size_t room = limit > held ? limit - held : 0;
+  if (room >= kReservedFds + kFewClients) return kReservedFds;
+  return room > 2 * kFewClients ? room - kFewClients : room / 2;
+}
+
+// How many clients may be connected now: kMaxClients, or fewer so that the
+// reserve stays free. Read at every accept: prlimit may change the limit
+// under a running gateway.
+// RLIMIT_NOFILE now (SIZE_MAX: none).
+size_t client_limit() {
   rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return kMaxClients;
-  const size_t kept = held + kReservedFds;
-  return lim.rlim_cur > kept ? std::min(kMaxClients, static_cast<size_t>(lim.rlim_cur) - kept) : 0;
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  return static_cast<size_t>(lim.rlim_cur);
+}
+size_t client_cap(size_t held) {
+  const size_t limit = client_limit();
+  if (limit == SIZE_MAX) return kMaxClients;
+  const size_t kept = held + reserved_fds(limit, held);
+  return limit > kept ? std::min(kMaxClients, limit - kept) : 0;
 }
 
 }  // namespace
@@ -658,7 +675,7 @@ void ControlServer::run() {
               spdlog::warn(
                   "control: {} clients, as many as RLIMIT_NOFILE allows with {} descriptors kept for the gateway "
                   "(raise RLIMIT_NOFILE); a client refused ({} since start{})",
-                  conns.size(), held_fds + kReservedFds, refused_for_fds_log.total(),
+                  conns.size(), held_fds + reserved_fds(client_limit(), held_fds), refused_for_fds_log.total(),
                   refused_for_fds_log.held_back_note());
             const std::string msg =
                 error_reply(out_of_fds ? "too many control clients (the daemon is out of file descriptors)"

@@ -2,10 +2,13 @@
 #include "daemon/log_queue.h"
 
 #include <spdlog/async.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 namespace psgate {
@@ -14,42 +17,69 @@ namespace {
 
 constexpr size_t kQueuedLines = 8192;
 
+// Counts the lines it is given, and writes nothing: the marker that tells
+// the drain the writer has written every line queued before it (one queue,
+// one writer thread: lines are handled in the order they were queued).
+class MarkerSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  uint64_t handled() const { return handled_.load(std::memory_order_acquire); }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg&) override { handled_.fetch_add(1, std::memory_order_release); }
+  void flush_() override {}
+
+ private:
+  std::atomic<uint64_t> handled_{0};
+};
+
 // Never destroyed: the pool's destructor joins its writer thread, which a
 // standard error nobody reads keeps in a write for good (the exit would
 // hang there). The loggers hold it only weakly.
-std::shared_ptr<spdlog::details::thread_pool>* writer = nullptr;
+struct Queue {
+  std::shared_ptr<spdlog::details::thread_pool> pool;
+  std::shared_ptr<MarkerSink> marker_sink;
+  std::shared_ptr<spdlog::async_logger> marker;
+  uint64_t markers_sent = 0;
+};
+Queue* queue = nullptr;
 
 }  // namespace
 
 void queue_log_lines() {
-  if (writer != nullptr) return;
+  if (queue != nullptr) return;
   const std::shared_ptr<spdlog::logger> direct = spdlog::default_logger();
-  writer = new std::shared_ptr<spdlog::details::thread_pool>(
-      std::make_shared<spdlog::details::thread_pool>(kQueuedLines, 1));
+  queue = new Queue;
+  queue->pool = std::make_shared<spdlog::details::thread_pool>(kQueuedLines, 1);
   auto queued = std::make_shared<spdlog::async_logger>(direct->name(), direct->sinks().begin(), direct->sinks().end(),
-                                                       *writer, spdlog::async_overflow_policy::overrun_oldest);
+                                                       queue->pool, spdlog::async_overflow_policy::overrun_oldest);
   queued->set_level(direct->level());
   queued->flush_on(direct->flush_level());
   spdlog::set_default_logger(queued);  // replaces the direct one of the same name
+  // Not registered: spdlog::set_level must not turn it off. (A marker
+  // dropped from a full queue is a drain that times out: the writer is
+  // held then anyway.)
+  queue->marker_sink = std::make_shared<MarkerSink>();
+  queue->marker = std::make_shared<spdlog::async_logger>("psgate-log-drain", queue->marker_sink, queue->pool,
+                                                         spdlog::async_overflow_policy::overrun_oldest);
+  queue->marker->set_level(spdlog::level::trace);
 }
 
 bool drain_log_lines(std::chrono::milliseconds limit) {
-  if (writer == nullptr) return true;
-  const auto& pool = *writer;
+  if (queue == nullptr) return true;
   const auto until = std::chrono::steady_clock::now() + limit;
-  // Every line taken from the queue, and the last one's write over: stderr's
-  // lock free (the writer holds it while it writes).
+  // A marker queued behind every line logged so far; the writer has written
+  // them once it has handled the marker.
   auto drained = [&] {
-    for (;; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
-      if (pool->queue_size() == 0 && ::ftrylockfile(stderr) == 0) {
-        ::funlockfile(stderr);
-        return true;
-      }
+    queue->marker->critical("drain");
+    const uint64_t want = ++queue->markers_sent;
+    while (queue->marker_sink->handled() < want) {
       if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+    return true;
   };
   if (!drained()) return false;
-  if (const size_t lost = pool->overrun_counter(); lost != 0) {
+  if (const size_t lost = queue->pool->overrun_counter(); lost != 0) {
     spdlog::warn("{} log lines were dropped: standard error was not read as fast as they came", lost);
     return drained();
   }

@@ -286,7 +286,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       if (!dp.stop_and_drain()) {  // an lcore launched and stuck already: nothing may be freed
         cluster.reset();
         std::fflush(stdout);
-        std::fflush(stderr);
+        // The queued log lines (the stuck lcore's name among them) first;
+        // stderr's own flush only when its writer is not held in a write.
+        if (psgate::drain_log_lines(std::chrono::seconds(2))) std::fflush(stderr);
         std::_Exit(1);
       }
       return give_up(launched.error(), 1);
@@ -382,7 +384,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       // than one lease TTL later.
       cluster.reset();
       std::fflush(stdout);
-      std::fflush(stderr);
+      // The queued log lines (the stuck lcore's name among them) first;
+      // stderr's own flush only when its writer is not held in a write.
+      if (psgate::drain_log_lines(std::chrono::seconds(2))) std::fflush(stderr);
       std::_Exit(1);
     }
     if (!psgate::conservation_holds(totals)) {

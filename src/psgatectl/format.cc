@@ -512,6 +512,11 @@ std::string format_confirmation(Kind kind, const nlohmann::json& request, const 
            "; not yet applied on this gateway (see psgatectl cluster)\n";
   }
   const ojson& job = get(result, "job");
+  if (job.is_null() && !get(result, "store_revision").is_null() &&
+      (kind == Kind::kJobsAdd || kind == Kind::kRank || kind == Kind::kProgress)) {
+    return "written to the cluster store at revision " + value_text(get(result, "store_revision")) +
+           " and applied; the job has been removed since (by another writer)\n";
+  }
   switch (kind) {
     case Kind::kJobsAdd:
       return fmt::format("added job {} ({}): rank {}, class {}, {} rule{}\n", value_text(get(job, "id")),

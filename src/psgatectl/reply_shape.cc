@@ -139,6 +139,10 @@ psgate::Result<bool> check_reply_shape(Kind kind, const std::string& command, co
   // Cluster mode: a change written to the store, not yet applied here, has
   // no job or order to show (format_confirmation).
   const bool to_store = result.is_object() && result.contains("applied_here") && result["applied_here"] == false;
+  // Cluster mode, applied here, the job removed by another writer before
+  // the reply was made: "job" is null (control_plane.cc, job_json).
+  const bool job_gone =
+      result.is_object() && result.contains("store_revision") && result.contains("job") && result["job"].is_null();
   switch (kind) {
     case Kind::kHealth:
       bad = check(result, kHealth, command);
@@ -167,7 +171,7 @@ psgate::Result<bool> check_reply_shape(Kind kind, const std::string& command, co
     case Kind::kJobsAdd:
     case Kind::kRank:
     case Kind::kProgress:
-      bad = to_store ? check(result, kClusterWrite, command) : check(result, kJob, command);
+      bad = to_store || job_gone ? check(result, kClusterWrite, command) : check(result, kJob, command);
       break;
     case Kind::kPolicySet:
       bad = to_store ? check(result, kClusterWrite, command) : check(result, kPolicy, command);

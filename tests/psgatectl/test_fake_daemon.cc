@@ -749,4 +749,13 @@ TEST(PsgatectlFakeDaemon, RepliesOfAnotherShapeExitThree) {
   CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "list", "--json"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "{}\n");
+  // Cluster mode: applied, but the job removed by another writer before the
+  // reply was made ("job": null) is a success of the daemon's shape, not
+  // another version's.
+  TempDir gone;
+  FakeDaemon g(gone.socket(), FakeDaemon::Mode::kAnswer);
+  g.answer_raw("rank", R"({"ok": true, "result": {"job": null, "store_revision": 7}})");
+  CtlRun ranked = run_ctl({"-s", gone.socket(), "rank", "3", "0"});
+  EXPECT_EQ(ranked.status, 0) << ranked.err;
+  EXPECT_TRUE(contains(ranked.out, "revision 7 and applied; the job has been removed since")) << ranked.out;
 }
