@@ -225,7 +225,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
       !unlike.empty())
     spdlog::warn(
         "{}: its [[jobs]] differ from the state file's ({}), whose jobs are in force: change jobs with "
-        "psgatectl (or remove the state file to start from the config's)",
+        "psgatectl (or, to start from the config's, stop psgate, remove the state file and start it again)",
         config.source, unlike);
   if (!from_file.empty()) {
     std::string keys;
@@ -255,10 +255,11 @@ Result<bool> ControlPlane::start() {
   // backup restored rules directory first. They are the only record of
   // those jobs' rules, so they are moved aside, not removed, and before
   // this start writes its own (whose names could be theirs).
-  // A temporary a crash left between its write and its rename: never
-  // named by anything, it only holds disk space (and ends up in backups of
-  // state.json*). The state file's lock is held, so no writer owns it.
-  if (!config_.control.state.empty()) ::unlink((config_.control.state + ".tmp").c_str());
+  // Temporaries a crash left between a write and its rename: never named by
+  // anything, they only hold disk space (and end up in backups of
+  // state.json*). Only with the state file's lock held: without it another
+  // gateway's write may own one.
+  if (!config_.control.state.empty() && state_unlocked_.empty()) remove_state_temporaries(config_.control.state);
   if (!state_was_read_ && !config_.control.state.empty()) {
     const std::string dir = rules_dir_path(config_.control.state), aside = "unnamed-" + utc_stamp();
     // This start's own rules files take names after theirs, never over
@@ -1586,8 +1587,11 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ReloadRequest&) const {
       }
       if (keys.empty()) continue;  // not the file's doing: commit() says it
       refused_for_socket = true;
+      // The socket's doing: a shaper lowered, or other classes' floors raised.
+      const bool shaper_moved = next.live[port].shaper_bytes_per_sec != compiled_last[port].shaper_bytes_per_sec;
       refused += (refused.empty() ? "" : "; ") + keys + ": " + *problem +
-                 " (with the shaper `psgatectl shaper` set since the file was read)";
+                 (shaper_moved ? " (with the shaper `psgatectl shaper` set since the file was read)"
+                               : " (with the floors `psgatectl class` set since the file was read)");
     }
   }
   if (!refused.empty()) {

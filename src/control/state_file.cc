@@ -713,20 +713,24 @@ namespace {
 // `sync`: the data made durable before the rename; write_rules_files
 // passes false and syncs the filesystem once for many files.
 Result<bool> replace_file(const char* kind, const std::string& path, const std::string& text, bool sync = true) {
-  const std::string tmp = path + ".tmp";
+  // A new file of a name of its own (mkostemp: O_EXCL, no link followed): a
+  // symbolic link planted at a fixed name (a state directory others can
+  // write) had root write the state over its target and the rename make the
+  // link the state file; and two writers (a gateway run without its lock)
+  // shared one temporary, one renaming the other's half-written file.
+  std::string tmp = path + ".tmp.XXXXXX";
   auto fail_io = [&](const char* what) {
     Result<bool> r = Result<bool>::failure(io_error(kind, path, what));
     ::unlink(tmp.c_str());  // never leave a partial temporary behind (it may fill a small disk)
     return r;
   };
   make_directories_durably(std::filesystem::path(path).parent_path().string());
-  // A new file, never one found there: a symbolic link planted at the
-  // temporary's name (a state directory others can write) would have had
-  // root write the state over its target, and the rename then made the link
-  // the state file. A temporary a crash left is removed first.
-  ::unlink(tmp.c_str());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return Result<bool>::failure(io_error(kind, path, "cannot create"));
+  if (::fchmod(fd, 0640) != 0) {
+    ::close(fd);
+    return fail_io("cannot set the mode of");
+  }
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -837,6 +841,21 @@ std::vector<std::filesystem::path> unnamed_rules_files(const std::string& dir, c
 }
 
 }  // namespace
+
+void remove_state_temporaries(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  // The one fixed name earlier versions wrote through.
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path + ".tmp", ec)))
+    std::filesystem::remove(path + ".tmp", ec);
+  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == prefix.size() + 6 && name.starts_with(prefix) && entry.is_regular_file(ec))
+      std::filesystem::remove(entry.path(), ec);
+  }
+}
 
 uint64_t next_rules_serial_in(const std::string& dir) {
   uint64_t next = 0;

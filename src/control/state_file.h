@@ -85,6 +85,10 @@ inline constexpr uint64_t kRulesSerialLimit = 1'000'000'000'000'000'000;
 std::optional<uint64_t> rules_file_serial(const std::string& name);
 // One past the largest serial of the rules files directly in `dir` (0: none).
 uint64_t next_rules_serial_in(const std::string& dir);
+
+// Removes the temporaries of the state file at `path` (PATH.tmp.XXXXXX) a
+// crash left between a write and its rename. Only with the file's lock held.
+void remove_state_temporaries(const std::string& path);
 std::string rules_file_text(const JobRecord& job);
 
 // Why read_state_file failed: the file or one of its rules files could not

@@ -416,9 +416,11 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   // Signals psgate has no use for end a process by default: a SIGUSR1 meant
   // for another daemon's log rotation stopped the gateway undrained and the
-  // service restarted it. Ignored. (SIGQUIT keeps its meaning: quit now,
-  // with a core.)
-  for (int sig : {SIGUSR1, SIGUSR2, SIGALRM}) ::signal(sig, SIG_IGN);
+  // service restarted it. Ignored; SIGXFSZ too, so that a file-size limit
+  // met by a state or --stats-json write is that write's error (EFBIG),
+  // reported as a full disk is, not the gateway's end. (SIGQUIT keeps its
+  // meaning: quit now, with a core.)
+  for (int sig : {SIGUSR1, SIGUSR2, SIGALRM, SIGXFSZ}) ::signal(sig, SIG_IGN);
   psgate::open_closed_standard_fds();
   CLI::App app{
       "psgate: a DPDK priority gateway for parameter-server training traffic.\n"
@@ -429,7 +431,7 @@ int main(int argc, char** argv) {
       "SIGINT and SIGTERM stop receiving, drain the queues (bounded by\n"
       "dataplane.drain_timeout), print the final counters and exit 0; SIGHUP reads the config\n"
       "file again, as `psgatectl reload` does (the outcome goes to the log); SIGUSR1, SIGUSR2,\n"
-      "SIGALRM and SIGPIPE are ignored. A port whose link goes\n"
+      "SIGALRM, SIGXFSZ and SIGPIPE are ignored. A port whose link goes\n"
       "down (memif peer gone, af_packet or af_xdp interface deleted) is no longer polled and its traffic is\n"
       "dropped as link_down until it is back (af_xdp, tap and memif role=client ports only after a\n"
       "restart); `psgatectl health` names it. Exit status: 0 clean\n"
@@ -633,7 +635,8 @@ int main(int argc, char** argv) {
       if (const std::string unlike = psgate::config_jobs_unlike_state(config->jobs, (*saved)->jobs); !unlike.empty())
         std::fprintf(stderr,
                      "psgate: warning: %s: its [[jobs]] differ from the state file %s (%s), whose jobs a start "
-                     "uses: change jobs with psgatectl (or remove the state file to start from the config's)\n",
+                     "uses: change jobs with psgatectl (or stop psgate, remove the state file, and start it to start "
+                     "from the config's)\n",
                      config_path.c_str(), config->control.state.c_str(), unlike.c_str());
     }
     std::printf("%s: configuration is valid\n", config_path.c_str());

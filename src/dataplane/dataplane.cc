@@ -158,23 +158,24 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   for (;;) {
     d->pool = create_pool(pool_size);
     if (!auto_mbufs) break;
-    const bool smaller = pool_size * 3 / 4 >= kMinMbufs;
+    const bool smaller = pool_size > kMinMbufs;
     if (d->pool && (room_after() || !smaller)) break;
     if (!d->pool && (!out_of_memory() || !smaller)) break;
     if (d->pool) rte_mempool_free(d->pool);
     d->pool = nullptr;
-    pool_size = pool_size * 3 / 4;
+    pool_size = std::max(pool_size * 3 / 4, kMinMbufs);
   }
   if (!d->pool) {
-    if (auto_mbufs) {
+    if (auto_mbufs && out_of_memory()) {
       return CreateResult::failure("dataplane.mbufs = \"auto\": cannot create a pool of even " +
                                    std::to_string(pool_size) + " buffers (at least " +
                                    std::to_string(mib_of(pool_size)) + " MiB): " + rte_strerror(rte_errno) +
                                    "; give DPDK more memory ([eal] args -m, hugepages)");
     }
-    return CreateResult::failure("dataplane.mbufs = " + std::to_string(config.mbufs) +
-                                 ": cannot create the pool (at least " + std::to_string(mib_of(config.mbufs)) +
-                                 " MiB): " + rte_strerror(rte_errno) +
+    const std::string size =
+        auto_mbufs ? "\"auto\" (" + std::to_string(pool_size) + " buffers)" : std::to_string(config.mbufs);
+    return CreateResult::failure("dataplane.mbufs = " + size + ": cannot create the pool (at least " +
+                                 std::to_string(mib_of(pool_size)) + " MiB): " + rte_strerror(rte_errno) +
                                  "; lower dataplane.mbufs or give DPDK more memory ([eal] args -m, hugepages)");
   }
   // What the pool really took: without hugepages an mbuf never crosses a

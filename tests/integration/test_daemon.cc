@@ -787,8 +787,23 @@ TEST(DaemonConfig, AStopWhileAPipedConfigStallsIsTaken) {
   const int writer = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);  // a writer that sends nothing
   ASSERT_GE(writer, 0);
   fx.start_daemon("psgate.toml");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_TRUE(fx.daemon_running());
+  // Until psgate has the FIFO open (its stop signals are blocked by then):
+  // a signal before that would end it by default, not through the read.
+  const std::string fds = "/proc/" + std::to_string(fx.daemon_pid()) + "/fd";
+  const std::string exe = "/proc/" + std::to_string(fx.daemon_pid()) + "/exe";
+  auto reading = [&] {
+    std::error_code ec;
+    // After the exec: before it, the child still holds the test's own
+    // (close-on-exec) writer.
+    if (std::filesystem::read_symlink(exe, ec) != std::filesystem::canonical(psgate_binary())) return false;
+    for (const auto& e : std::filesystem::directory_iterator(fds, ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(e.path(), link_ec) == fifo) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 500 && !reading(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(reading()) << "psgate never opened its config";
   const auto asked = std::chrono::steady_clock::now();
   const DaemonRun run = fx.stop_daemon(10);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -247,8 +248,8 @@ TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
     EXPECT_TRUE(look(state_file()) == before) << change[0] << " changed something it refused";
   }
   // No partial temporary was left to hold the space.
-  struct stat st {};
-  EXPECT_NE(::stat((state_file() + ".tmp").c_str(), &st), 0);
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(state_file()).parent_path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path() << " left behind";
   // The gateway forwards on the state in force, but the next change would
   // be refused too: health says so, with the reason, until a write works.
   json health = ctl_json({"health"});
@@ -522,20 +523,24 @@ TEST_F(StateTest, AStartThatFailsLeavesNoStateFileOfItsOwn) {
   EXPECT_EQ(fx.stop_daemon().exit_status, 0);
 }
 
-// A job whose rules file was written but whose state file could not be (its
-// temporary cannot be made: here a directory stands in its place) is
-// refused, and its rules file goes with it: no state file will ever name
-// it. Such files used to pile up in STATE.rules/ until the next start.
+// A job whose rules file was written but whose state file could not be (a
+// file-size limit lets the small rules file through and not the state file,
+// as a disk that fills between the two would) is refused, and its rules file
+// goes with it: no state file will ever name it. Such files used to pile up
+// in STATE.rules/ until the next start.
 TEST_F(StateTest, ARefusedAddLeavesNoRulesFileBehind) {
   write_setup("state.json");
   ASSERT_TRUE(start());
-  const std::string tmp = fx.path("state.json.tmp");
-  ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
+  ASSERT_GT(slurp(fx.path("state.json")).size(), 400u);
+  rlimit was{};
+  ASSERT_EQ(prlimit(fx.daemon_pid(), RLIMIT_FSIZE, nullptr, &was), 0) << std::strerror(errno);
+  const rlimit small{400, was.rlim_max};  // the soft limit only: raising it back needs no privilege
+  ASSERT_EQ(prlimit(fx.daemon_pid(), RLIMIT_FSIZE, &small, nullptr), 0) << std::strerror(errno);
   for (const char* id : {"5", "6", "7"}) {
     const CtlResult r = ctl({"jobs", "add", id, "--match", std::string("dst=10.0.0.") + id + "/32"});
     EXPECT_NE(r.status, 0) << id << " was acknowledged without its state file";
   }
-  ASSERT_EQ(::rmdir(tmp.c_str()), 0);
+  ASSERT_EQ(prlimit(fx.daemon_pid(), RLIMIT_FSIZE, &was, nullptr), 0) << std::strerror(errno);
   ASSERT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32"}).status, 0);
   const std::string state = slurp(fx.path("state.json"));
   unsigned files = 0;

@@ -6,10 +6,12 @@
 #include "temp_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -136,14 +138,25 @@ TEST(StateFile, AFailedWriteLeavesTheOldFileIntact) {
   const std::string path = t.path("state.json");
   const std::string old_text = state_file_text(one_job(), PolicyParams{}, two_classes(), 1);
   ASSERT_TRUE(write_state_text(path, old_text));
-  // The temporary cannot be created (a directory is in its way), while the
-  // file itself is writable: a writer that writes in place would succeed and
-  // a crash during it would lose the old state.
-  ASSERT_EQ(::mkdir((path + ".tmp").c_str(), 0700), 0);
-  auto written = write_state_text(path, state_file_text(JobRegistry(8), PolicyParams{}, two_classes(), 2));
-  ASSERT_FALSE(written);
-  EXPECT_NE(written.error().find("state file"), std::string::npos) << written.error();
+  // The temporary cannot be written whole (a file-size limit, as a full
+  // disk would), while the file itself stays: a writer that writes in place
+  // would lose the old state. In a child: the limit is the process's.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit small{16, 16};
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    auto written = write_state_text(path, state_file_text(JobRegistry(8), PolicyParams{}, two_classes(), 2));
+    ::_exit(!written && written.error().find("state file") != std::string::npos ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the write did not fail as a state file's";
   EXPECT_EQ(slurp(path), old_text);
+  // No temporary left behind.
+  for (const auto& e : std::filesystem::directory_iterator(t.dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 // A symbolic link planted at the temporary's name (a state directory others
@@ -809,8 +822,9 @@ TEST(StateFile, ManyRulesFilesAreWrittenWhole) {
     std::stringstream got;
     got << in.rdbuf();
     EXPECT_EQ(got.str(), text) << name;
-    EXPECT_FALSE(std::filesystem::exists(dir + "/" + name + ".tmp")) << name;
   }
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path() << " left behind";
   EXPECT_TRUE(write_rules_files(dir, {}));
   // A failure part-way (here a directory where the 40th file goes) takes
   // back what was written: no state file will name those files, and a
