@@ -259,7 +259,8 @@ TEST_F(ControlFaultsTest, AThrowInThePeriodicStepKeepsTheControlThreadServing) {
 // A server stopping removes its socket file only if it is still the one it
 // bound: once it was removed (a cleaner, an operator) and another psgate
 // bound the path, the stop removed the live one's socket and psgatectl
-// found nothing.
+// found nothing. (The cleaner takes the socket's lock file too: while that
+// is there, held, a second server refuses the path.)
 TEST_F(ControlFaultsTest, AStoppingServerLeavesAnotherServersSocketAtItsPath) {
   auto h = harness();
   ASSERT_TRUE(h->ok()) << h->error();
@@ -269,6 +270,10 @@ TEST_F(ControlFaultsTest, AStoppingServerLeavesAnotherServersSocketAtItsPath) {
   auto first = ControlServer::start(h->control(), options);
   ASSERT_TRUE(first) << first.error();
   ASSERT_EQ(::unlink(options.socket_path.c_str()), 0);
+  auto refused = ControlServer::start(h->control(), options);
+  ASSERT_FALSE(refused) << "a second server took a path whose lock the first holds";
+  EXPECT_NE(refused.error().find("is in use by another process"), std::string::npos) << refused.error();
+  ASSERT_EQ(::unlink((options.socket_path + ".lock").c_str()), 0);
   auto second = ControlServer::start(h->control(), options);
   ASSERT_TRUE(second) << second.error();
   struct stat before {};
