@@ -276,6 +276,12 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlPlane& contro
     if (!S_ISSOCK(st.st_mode)) return R::failure("control socket " + path + ": exists and is not a socket");
     if (socket_in_use(path)) return R::failure("control socket " + path + " is in use by another process");
     unlink(path.c_str());  // stale, from a process that died
+    // Said: the only trace of a gateway that did not stop cleanly (SIGKILL,
+    // a crash, the OOM killer), for an operator wondering why it restarted.
+    spdlog::warn(
+        "control socket {}: replaced a stale socket (the psgate that made it did not stop cleanly: killed "
+        "or crashed)",
+        path);
   }
   auto server = std::unique_ptr<ControlServer>(new ControlServer());
   server->control_ = &control;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
@@ -40,6 +41,21 @@ fs::path rename_target(const std::string& path) {
 }
 
 std::string system_error(const std::string& what) { return what + ": " + std::strerror(errno ? errno : EIO); }
+
+// Removes TARGET.tmp.<pid> files whose writer is dead.
+void remove_dead_temporaries(const fs::path& target) {
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || name.size() == prefix.size()) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+  }
+}
 
 }  // namespace
 
@@ -96,6 +112,12 @@ std::string write_output_file(const std::string& path, const std::function<bool(
   // A name of this process's own, created new: an existing file or link at
   // a fixed PATH.tmp is neither truncated nor followed.
   const std::string tmp = target.string() + ".tmp." + std::to_string(::getpid());
+  // Temporaries of writers that died between create and rename (SIGKILL):
+  // one of this pid (a container's psgate is often pid 1 every run) made
+  // every later write fail at its O_EXCL; others of dead pids only held
+  // space. A live process's is left alone.
+  remove_dead_temporaries(target);
+  ::unlink(tmp.c_str());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return system_error("cannot create " + tmp);
   std::FILE* f = ::fdopen(fd, "w");

@@ -638,6 +638,8 @@ TEST(DaemonConfig, AStartWaitsForTheSocketLockBeforeReplacingAStaleSocket) {
   ::close(lock);
   const DaemonRun free = fx.run("psgate.toml", {"--duration", "1"}, 60);
   EXPECT_EQ(free.exit_status, 0) << free.output;
+  // Said: the trace of a gateway that did not stop cleanly.
+  EXPECT_NE(free.output.find("control socket ctl.sock: replaced a stale socket"), std::string::npos) << free.output;
 }
 
 // A socket path psgate cannot create is a config error found by --check

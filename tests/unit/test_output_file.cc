@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -57,6 +58,27 @@ TEST(OutputFile, ARegularFileIsReplacedWholeAndNoTemporaryStays) {
   EXPECT_EQ(write_output_file(t.path("r.json"), text("newer")), "");
   EXPECT_EQ(slurp(t.path("r.json")), "newer");
   EXPECT_EQ(slurp(t.path("r.json.tmp")), "someone's");
+}
+
+// A writer killed between its temporary's create and rename left
+// PATH.tmp.<pid>: one of this pid (a container's psgate is pid 1 every run)
+// made every later write fail at its O_EXCL, and those of dead pids piled
+// up. Both go; a live process's stays.
+TEST(OutputFile, TemporariesOfDeadWritersAreRemoved) {
+  TempDir t("psgate-output");
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string mine = t.path("r.json.tmp." + std::to_string(::getpid()));
+  const std::string theirs = t.path("r.json.tmp." + std::to_string(dead));
+  const std::string live = t.path("r.json.tmp.1");  // init's: alive
+  for (const std::string& p : {mine, theirs, live}) std::ofstream(p) << "left";
+  EXPECT_EQ(write_output_file(t.path("r.json"), text("fresh")), "");
+  EXPECT_EQ(slurp(t.path("r.json")), "fresh");
+  EXPECT_FALSE(std::filesystem::exists(mine));
+  EXPECT_FALSE(std::filesystem::exists(theirs));
+  EXPECT_TRUE(std::filesystem::exists(live));
 }
 
 // Standard output named as a file (/dev/stdout, /proc/self/fd/1) may be a
