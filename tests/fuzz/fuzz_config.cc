@@ -76,7 +76,9 @@ void check_spec(const psgate::ConfigSpec& c) {
   if (c.jobs.size() > c.max_jobs) fail("max_jobs", "");
   if (c.burst < 1 || c.burst > 64) fail("burst", "");
   if (!pow2(c.ring_size) || c.ring_size < 64 || c.ring_size > 65536) fail("ring_size", "");
-  if (c.mbufs < 1024 || c.mbufs > (1u << 30) - 1) fail("mbufs", "");
+  // 0: "auto", sized at start (psgate::kAutoMbufs).
+  if (c.mbufs != psgate::kAutoMbufs && (c.mbufs < 1024 || c.mbufs > (1u << 30) - 1))
+    fail("mbufs", std::to_string(c.mbufs));
   // FlowCache::create's range (a start must not be the first to refuse it).
   if (c.flow_cache_entries != 0 && (c.flow_cache_entries < 8 || c.flow_cache_entries > (1u << 26)))
     fail("flow_cache", std::to_string(c.flow_cache_entries));
