@@ -212,7 +212,9 @@ inline std::string stored_name(std::string_view name) {
 // fills `text`, or the errno that stopped it (e.g. EISDIR for a directory;
 // EFBIG past `max_bytes`, so that a path naming /dev/zero or an endless pipe
 // ends in an error rather than in memory exhaustion). Leaves `fd` open.
-inline int read_text_fd(int fd, std::string& text, size_t max_bytes) {
+// `give_up`, for a descriptor opened non-blocking: asked every 100 ms while
+// nothing comes; true ends the read with EINTR.
+inline int read_text_fd(int fd, std::string& text, size_t max_bytes, const std::function<bool()>& give_up = {}) {
   text.clear();
   // A regular file's size says it at once (the loop below would read
   // max_bytes first).
@@ -224,7 +226,11 @@ inline int read_text_fd(int fd, std::string& text, size_t max_bytes) {
     if (n == 0) return 0;
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno;
+      if (errno != EAGAIN || !give_up) return errno;
+      if (give_up()) return EINTR;
+      pollfd p{fd, POLLIN, 0};
+      (void)::poll(&p, 1, 100);
+      continue;
     }
     if (text.size() + static_cast<size_t>(n) > max_bytes) {
       text.clear();
@@ -256,37 +262,7 @@ inline int read_text_file(const std::string& path, std::string& text, size_t max
   struct stat st;
   const bool fifo = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   if (fifo && !give_up) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  int err = 0;
-  if (fifo && give_up) {
-    text.clear();
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n == 0) break;
-      if (n > 0) {
-        if (text.size() + static_cast<size_t>(n) > max_bytes) {
-          text.clear();
-          err = EFBIG;
-          break;
-        }
-        text.append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) {
-        err = errno;
-        break;
-      }
-      if (give_up()) {
-        err = EINTR;
-        break;
-      }
-      pollfd p{fd, POLLIN, 0};
-      (void)::poll(&p, 1, 100);
-    }
-  } else {
-    err = read_text_fd(fd, text, max_bytes);
-  }
+  int err = read_text_fd(fd, text, max_bytes, fifo ? give_up : std::function<bool()>{});
   if (err == 0 && fifo && text.empty()) err = ESPIPE;
   ::close(fd);
   return err;
