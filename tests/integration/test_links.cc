@@ -861,18 +861,24 @@ TEST(Links, SighupReloadsTheConfigAndKeepsForwarding) {
   EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), 100u);
 }
 
-// psgate's stdout a pipe whose reader went (`psgate | tee log`, tee
-// killed): the periodic table and the final report are lost, the gateway
-// is not. SIGPIPE used to kill it undrained (status 141, no counters file).
-TEST(Links, AStdoutNobodyReadsIsNotFatal) {
-  DaemonFixture fx;
+// psgate.toml on empty captures, with a periodic summary every `interval`:
+// output for a pipe nobody reads to fill.
+void write_chatty_config(DaemonFixture& fx, const std::string& interval) {
   fx.write_pcap("wire-in.pcap", {});
   fx.write_pcap("host-in.pcap", {});
   std::string config = pcap_config(fx, "main = 0\ndata = [1]");
   const std::string quiet = "[stats]\ninterval = \"0s\"\n";
   ASSERT_NE(config.find(quiet), std::string::npos);
-  config.replace(config.find(quiet), quiet.size(), "[stats]\ninterval = \"200ms\"\n");
+  config.replace(config.find(quiet), quiet.size(), "[stats]\ninterval = \"" + interval + "\"\n");
   fx.write_file("psgate.toml", config);
+}
+
+// psgate's stdout a pipe whose reader went (`psgate | tee log`, tee
+// killed): the periodic table and the final report are lost, the gateway
+// is not. SIGPIPE used to kill it undrained (status 141, no counters file).
+TEST(Links, AStdoutNobodyReadsIsNotFatal) {
+  DaemonFixture fx;
+  ASSERT_NO_FATAL_FAILURE(write_chatty_config(fx, "200ms"));
   const std::string fifo = fx.path("out.fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // A reader first, so the daemon's open for writing does not wait; it reads
@@ -904,13 +910,7 @@ TEST(Links, AStdoutNobodyReadsIsNotFatal) {
 // queue now; what the pipe cannot take is dropped.
 TEST(Links, AStderrNobodyReadsHoldsNeitherControlNorStop) {
   DaemonFixture fx;
-  fx.write_pcap("wire-in.pcap", {});
-  fx.write_pcap("host-in.pcap", {});
-  std::string config = pcap_config(fx, "main = 0\ndata = [1]");
-  const std::string quiet = "[stats]\ninterval = \"0s\"\n";
-  ASSERT_NE(config.find(quiet), std::string::npos);
-  config.replace(config.find(quiet), quiet.size(), "[stats]\ninterval = \"100ms\"\n");
-  fx.write_file("psgate.toml", config);
+  ASSERT_NO_FATAL_FAILURE(write_chatty_config(fx, "100ms"));
   const std::string fifo = fx.path("err.fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // A reader that never reads, on a pipe of one page: the summaries fill it
