@@ -58,6 +58,10 @@
 
 namespace {
 
+// How long the final report may wait for a stdout to take it (a pipe or
+// terminal nobody reads) before the stop goes on without it.
+constexpr std::chrono::milliseconds kFinalReportWait{5000};
+
 using Clock = std::chrono::steady_clock;
 
 // The control socket serves up to kMaxClients connections beside DPDK's own
@@ -80,8 +84,10 @@ void raise_open_file_limit() {
 }
 
 // `unlocked`: why the state file's lock could not be taken ("": it is held).
+// `stdout_held`: set when stdout took nothing of the final report for
+// kFinalReportWait (nobody reads it): the exit must not flush it.
 int run(const psgate::ConfigSpec& config, double duration_s, const std::string& stats_json_path,
-        const std::string& unlocked) {
+        const std::string& unlocked, bool& stdout_held) {
   const sigset_t stop_signals = psgate::block_stop_signals();
   raise_open_file_limit();
 
@@ -354,8 +360,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     });
     const psgate::Totals totals = cp.totals_locked(true);
     // The report file before anything goes to stdout: a stdout nobody reads
-    // holds this thread at the tables below (as it would any program), and
-    // the final counters are on disk by then.
+    // cannot keep the final counters from the disk.
     if (!stats_json_path.empty()) {
       const std::string text = psgate::totals_to_json(totals, dp.snapshot()).dump(2) + "\n";
       const std::string error =
@@ -365,15 +370,22 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         status = 1;
       }
     }
-    job_table.reset();  // its last table out before the final report
+    // The last table, then the report, from the printer's thread: a stdout
+    // nobody reads (a full pipe, a stopped pager) held the stop here until
+    // SIGKILL; now it waits a bounded time and the stop goes on without it.
     // A report that cannot be written (a full disk under a redirected
     // stdout) is said, and the exit says so, as for --stats-json; a reader
     // that went (EPIPE) took the output it no longer wanted with it.
-    errno = 0;
-    const bool reported = std::fputs(psgate::format_final_report(totals, dp.snapshot(), config).c_str(), stdout) >= 0 &&
-                          std::fflush(stdout) == 0;
-    if (!reported && errno != EPIPE) {
-      spdlog::error("final report: cannot write it to standard output: {}", std::strerror(errno));
+    const auto reported =
+        job_table->finish(psgate::format_final_report(totals, dp.snapshot(), config), kFinalReportWait);
+    job_table.reset();
+    if (reported.outcome == psgate::BackgroundPrinter::Outcome::kHeld) {
+      stdout_held = true;
+      spdlog::warn("final report: standard output took nothing for {} s (nobody reads it): stopping without it{}",
+                   kFinalReportWait.count() / 1000,
+                   stats_json_path.empty() ? "" : "; the final counters are in " + stats_json_path);
+    } else if (reported.outcome == psgate::BackgroundPrinter::Outcome::kFailed && reported.error != EPIPE) {
+      spdlog::error("final report: cannot write it to standard output: {}", std::strerror(reported.error));
       status = 1;
     }
     if (!stopped) {
@@ -383,7 +395,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       // so the registration (and any policy leadership) goes now rather
       // than one lease TTL later.
       cluster.reset();
-      std::fflush(stdout);
+      if (!stdout_held) std::fflush(stdout);
       // The queued log lines (the stuck lcore's name among them) first;
       // stderr's own flush only when its writer is not held in a write.
       if (psgate::drain_log_lines(std::chrono::seconds(2))) std::fflush(stderr);
@@ -670,11 +682,13 @@ int main(int argc, char** argv) {
   // errors are shown until the gateway forwards, and the file's level from
   // then on (run).
   spdlog::set_level(std::min(spdlog::level::from_str(config->log_level), spdlog::level::err));
-  const int status = run(*config, duration_s, stats_json_path, state_lock->warning());
-  if (!psgate::drain_log_lines(std::chrono::seconds(2))) {
-    // The log writer is held in a write to a standard error nobody reads:
-    // exit()'s flush of stderr would wait for it for good.
-    std::fflush(stdout);
+  bool stdout_held = false;
+  const int status = run(*config, duration_s, stats_json_path, state_lock->warning(), stdout_held);
+  if (!psgate::drain_log_lines(std::chrono::seconds(2)) || stdout_held) {
+    // A writer is held in a write to an output nobody reads (the log
+    // writer on stderr, the printer on stdout): exit()'s flush of that
+    // stream would wait for it for good.
+    if (!stdout_held) std::fflush(stdout);
     ::_exit(status);
   }
   return status;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+
 namespace psgate {
 
 namespace {
@@ -145,43 +147,90 @@ std::string format_final_report(const Totals& t, const Snapshot& snap, const Con
   return out;
 }
 
-BackgroundPrinter::BackgroundPrinter(std::FILE* out) : out_(out), thread_([this] { run(); }) {}
+struct BackgroundPrinter::State {
+  explicit State(std::FILE* o) : out(o) {}
+  std::FILE* const out;
+  std::mutex mutex;
+  std::condition_variable wake;      // the writer: a table, the last text or the end
+  std::condition_variable finished;  // finish(): the writer is done
+  // Under mutex:
+  std::string waiting;
+  bool has_waiting = false, stopping = false, done = false;
+  std::string last;
+  bool has_last = false;
+  int last_error = 0;  // errno of the last text's failed write, 0 when written
+  uint64_t skipped = 0;
+};
+
+BackgroundPrinter::BackgroundPrinter(std::FILE* out)
+    : state_(std::make_shared<State>(out)), thread_([state = state_] { run(state); }) {}
 
 BackgroundPrinter::~BackgroundPrinter() {
+  if (!thread_.joinable()) return;  // finish() joined it, or left it held in a write
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
   }
-  wake_.notify_one();
+  state_->wake.notify_one();
   thread_.join();
 }
 
 void BackgroundPrinter::print(std::string text) {
   {
-    std::lock_guard lock(mutex_);
-    if (has_waiting_) ++skipped_;
-    waiting_ = std::move(text);
-    has_waiting_ = true;
+    std::lock_guard lock(state_->mutex);
+    if (state_->has_waiting) ++state_->skipped;
+    state_->waiting = std::move(text);
+    state_->has_waiting = true;
   }
-  wake_.notify_one();
+  state_->wake.notify_one();
 }
 
 uint64_t BackgroundPrinter::skipped() const {
-  std::lock_guard lock(mutex_);
-  return skipped_;
+  std::lock_guard lock(state_->mutex);
+  return state_->skipped;
 }
 
-void BackgroundPrinter::run() {
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [this] { return has_waiting_ || stopping_; });
-    if (!has_waiting_) return;  // stopping, nothing left
-    const std::string text = std::move(waiting_);
-    has_waiting_ = false;
+BackgroundPrinter::Finished BackgroundPrinter::finish(std::string last, std::chrono::milliseconds limit) {
+  std::unique_lock lock(state_->mutex);
+  state_->last = std::move(last);
+  state_->has_last = true;
+  state_->stopping = true;
+  state_->wake.notify_one();
+  if (!state_->finished.wait_for(lock, limit, [this] { return state_->done; })) {
     lock.unlock();
-    std::fputs(text.c_str(), out_);
-    std::fflush(out_);
+    thread_.detach();  // it holds its own reference to the state
+    return {Outcome::kHeld, 0};
+  }
+  const int error = state_->last_error;
+  lock.unlock();
+  thread_.join();
+  return {error == 0 ? Outcome::kWritten : Outcome::kFailed, error};
+}
+
+void BackgroundPrinter::run(const std::shared_ptr<State>& state) {
+  std::unique_lock lock(state->mutex);
+  for (;;) {
+    state->wake.wait(lock, [&] { return state->has_waiting || state->has_last || state->stopping; });
+    std::string text;
+    bool is_last = false;
+    if (state->has_waiting) {  // the newest table goes out before the last text
+      text = std::move(state->waiting);
+      state->has_waiting = false;
+    } else if (state->has_last) {
+      text = std::move(state->last);
+      state->has_last = false;
+      is_last = true;
+    } else {  // stopping, nothing left
+      state->done = true;
+      state->finished.notify_all();
+      return;
+    }
+    lock.unlock();
+    errno = 0;
+    const bool written = std::fputs(text.c_str(), state->out) >= 0 && std::fflush(state->out) == 0;
+    const int error = written ? 0 : (errno != 0 ? errno : EIO);
     lock.lock();
+    if (is_last) state->last_error = error;
   }
 }
 

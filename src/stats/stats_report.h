@@ -3,9 +3,11 @@
 // rate table and the full table printed at exit.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,11 +38,14 @@ bool conservation_holds(const Totals& totals);
 // held that thread: the control socket, its tick, the watchdog and a stop
 // all waited for the reader. A table given while the last one is still
 // being written replaces any that waits (the newest figures win), counted
-// in skipped(). The destructor writes what waits, so it returns only once
-// the output takes it, as the final report printed next would.
+// in skipped(). The last text (the final report) goes through finish(),
+// which waits a bounded time: a stop is never held by a reader either.
 class BackgroundPrinter {
  public:
   explicit BackgroundPrinter(std::FILE* out);
+  // Without finish(): writes what waits, returning once the output took it.
+  // After a finish() that found the output held: returns at once, leaving
+  // the writer in its write (it owns what it uses).
   ~BackgroundPrinter();
   BackgroundPrinter(const BackgroundPrinter&) = delete;
   BackgroundPrinter& operator=(const BackgroundPrinter&) = delete;
@@ -48,14 +53,23 @@ class BackgroundPrinter {
   void print(std::string text);  // never waits for the output
   uint64_t skipped() const;
 
+  // What finish() found: the output took every byte; a write failed
+  // (`error` is its errno); or nothing came back within the limit (the
+  // output is not read): the writer may hold the FILE's lock for good, so
+  // the caller must not touch that stream again, nor leave through exit(),
+  // whose flush would wait too.
+  enum class Outcome { kWritten, kFailed, kHeld };
+  struct Finished {
+    Outcome outcome;
+    int error;
+  };
+  // Writes what waits, then `last`, waiting up to `limit` for the output.
+  Finished finish(std::string last, std::chrono::milliseconds limit);
+
  private:
-  void run();
-  std::FILE* const out_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::string waiting_;  // under mutex_
-  bool has_waiting_ = false, stopping_ = false;
-  uint64_t skipped_ = 0;
+  struct State;
+  static void run(const std::shared_ptr<State>& state);
+  std::shared_ptr<State> state_;  // shared with the writer thread, which may outlive this
   std::thread thread_;
 };
 

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -138,6 +140,58 @@ TEST(StatsReport, ATableForAStdoutNobodyReadsNeverHoldsThePrinter) {
   size_t written = 0;
   for (size_t at = 0; (at = drained.find("table ", at)) != std::string::npos; at += 6) ++written;
   EXPECT_EQ(written + skipped, 50u);
+}
+
+// The final report goes through finish(): written, it says so; a write that
+// fails says its errno; an output that takes nothing within the limit is
+// "held", and finish() returns then rather than wait for a reader (the
+// stop hung at the report on a stdout nobody read). Once the reader comes,
+// the writer left behind still finishes its write: it owns what it uses.
+TEST(StatsReport, FinishWaitsABoundedTimeForTheLastText) {
+  {
+    std::FILE* out = std::tmpfile();
+    ASSERT_NE(out, nullptr);
+    BackgroundPrinter printer(out);
+    printer.print("table\n");
+    const auto done = printer.finish("report\n", std::chrono::seconds(5));
+    EXPECT_EQ(done.outcome, BackgroundPrinter::Outcome::kWritten);
+    std::rewind(out);
+    char text[64] = {};
+    EXPECT_EQ(std::fread(text, 1, sizeof text - 1, out), 13u);
+    EXPECT_STREQ(text, "table\nreport\n") << "the last table goes before the report";
+    std::fclose(out);
+  }
+  {
+    std::FILE* full = std::fopen("/dev/full", "w");
+    ASSERT_NE(full, nullptr);
+    BackgroundPrinter printer(full);
+    const auto done = printer.finish("report\n", std::chrono::seconds(5));
+    EXPECT_EQ(done.outcome, BackgroundPrinter::Outcome::kFailed);
+    EXPECT_EQ(done.error, ENOSPC);
+    std::fclose(full);
+  }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::FILE* out = ::fdopen(fds[1], "w");
+  ASSERT_NE(out, nullptr);
+  const int pipe_bytes = ::fcntl(fds[1], F_GETPIPE_SZ);
+  ASSERT_GT(pipe_bytes, 0);
+  const std::string report(static_cast<size_t>(pipe_bytes) * 2, 'r');
+  auto printer = std::make_unique<BackgroundPrinter>(out);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto done = printer->finish(report + "end\n", std::chrono::milliseconds(300));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(done.outcome, BackgroundPrinter::Outcome::kHeld);
+  EXPECT_LT(took, 3.0) << "finish() waited for a reader";
+  printer.reset();  // returns at once: the writer is left in its write
+  std::string drained;
+  char buf[65536];
+  for (ssize_t n; drained.find("end\n") == std::string::npos && (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    drained.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(drained, report + "end\n") << "the writer left behind lost its text";
+  // The writer thread may still be between its write and its return: the
+  // stream stays open (leaked) rather than closed under it.
+  ::close(fds[0]);
 }
 
 // A live read of a busy gateway's totals: every packet counted sent or

@@ -902,6 +902,37 @@ TEST(Links, AStdoutNobodyReadsIsNotFatal) {
   EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
 }
 
+// A stdout that is open but never read (`psgate | less` left paused, a
+// stalled journal): the final report was written on the main thread, so
+// the stop hung at it until SIGKILL, the ports and EAL never torn down.
+// The report waits a bounded time now; the counters file is written first.
+TEST(Links, AStdoutNobodyReadsHoldsNotTheStop) {
+  DaemonFixture fx;
+  ASSERT_NO_FATAL_FAILURE(write_chatty_config(fx, "100ms"));
+  const std::string fifo = fx.path("out.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A reader that never reads, on a pipe of one page.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ASSERT_GT(::fcntl(reader, F_SETPIPE_SZ, 4096), 0);
+  ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml"), "--stats-json", fx.path("stats.json")},
+                      ChildProcess::Options{fifo, fx.path("psgate.err"), fx.dir()});
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
+  // The periodic tables fill it: no room for the final report.
+  ASSERT_TRUE(eventually(20, [&] {
+    int queued = 0;
+    return ::ioctl(reader, FIONREAD, &queued) == 0 && queued >= 4096 - 512;
+  })) << "the pipe never filled";
+  const auto asked = std::chrono::steady_clock::now();
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30), 0) << "the stop waited for a reader";
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count(), 20.0);
+  EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
+  const std::string err = read_text_file(fx.path("psgate.err"));
+  EXPECT_NE(err.find("final report: standard output took nothing"), std::string::npos) << err;
+  ::close(reader);
+}
+
 // A standard error nobody reads (a stalled journal, `psgate 2>&1 | less`
 // left paused): log lines were written on the thread that logged, so a full
 // pipe held the control thread at its periodic summary (no control reply,
