@@ -5,10 +5,15 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <rte_log.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 namespace psgate {
@@ -39,9 +44,49 @@ struct Queue {
   std::shared_ptr<spdlog::details::thread_pool> pool;
   std::shared_ptr<MarkerSink> marker_sink;
   std::shared_ptr<spdlog::async_logger> marker;
+  std::shared_ptr<spdlog::async_logger> dpdk;  // DPDK's lines, as its --log-level lets through
   uint64_t markers_sent = 0;
 };
 Queue* queue = nullptr;
+
+spdlog::level::level_enum spdlog_level_of_dpdk(int level) {
+  if (level <= static_cast<int>(RTE_LOG_CRIT)) return spdlog::level::critical;
+  if (level == static_cast<int>(RTE_LOG_ERR)) return spdlog::level::err;
+  if (level == static_cast<int>(RTE_LOG_WARNING)) return spdlog::level::warn;
+  if (level <= static_cast<int>(RTE_LOG_INFO)) return spdlog::level::info;
+  return spdlog::level::debug;
+}
+
+// DPDK's log stream: each line it writes becomes a queued line. DPDK's own
+// stream wrote to stderr on the thread that logged (a data lcore's driver
+// message into a full pipe stopped that lcore) and to syslog as well,
+// which under systemd put every line in the journal twice.
+ssize_t queue_dpdk_text(void*, const char* text, size_t size) {
+  // The level of the message being written: DPDK keeps it per thread, and
+  // the thread that flushes the stream is the one that logged.
+  const spdlog::level::level_enum level = spdlog_level_of_dpdk(rte_log_cur_msg_loglevel());
+  std::string_view rest(text, size);
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    if (!line.empty()) queue->dpdk->log(level, "{}", line);
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return static_cast<ssize_t>(size);
+}
+
+void queue_dpdk_log_lines(const std::shared_ptr<spdlog::logger>& direct) {
+  queue->dpdk = std::make_shared<spdlog::async_logger>("dpdk", direct->sinks().begin(), direct->sinks().end(),
+                                                       queue->pool, spdlog::async_overflow_policy::overrun_oldest);
+  queue->dpdk->set_level(spdlog::level::trace);  // DPDK's --log-level chose already
+  // Line-buffered: a write per line, whole.
+  std::FILE* stream = fopencookie(nullptr, "w", cookie_io_functions_t{nullptr, queue_dpdk_text, nullptr, nullptr});
+  if (stream == nullptr || setvbuf(stream, nullptr, _IOLBF, 0) != 0 || rte_openlog_stream(stream) != 0) {
+    spdlog::warn("DPDK's log lines are written as before, outside the log queue: {}", std::strerror(errno));
+    if (stream != nullptr) std::fclose(stream);
+  }
+}
 
 }  // namespace
 
@@ -62,6 +107,7 @@ void queue_log_lines() {
   queue->marker = std::make_shared<spdlog::async_logger>("psgate-log-drain", queue->marker_sink, queue->pool,
                                                          spdlog::async_overflow_policy::overrun_oldest);
   queue->marker->set_level(spdlog::level::trace);
+  queue_dpdk_log_lines(direct);
 }
 
 bool drain_log_lines(std::chrono::milliseconds limit) {

@@ -15,7 +15,8 @@ namespace psgate {
 // Makes the default logger queue its lines (same name, sinks and level).
 // Called once EAL runs: the writer thread then takes the main lcore's CPU
 // affinity and the blocked stop signals, as the control thread does. A
-// full queue (8,192 lines) drops its oldest line, never waits.
+// full queue (8,192 lines) drops its oldest line, never waits. DPDK's log
+// stream is routed into the queue too, under the logger name "dpdk".
 void queue_log_lines();
 
 // Before exit: waits up to `limit` for the queued lines to be written, and

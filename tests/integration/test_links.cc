@@ -967,6 +967,54 @@ TEST(Links, AStderrNobodyReadsHoldsNeitherControlNorStop) {
   ::close(reader);
 }
 
+// DPDK's own log lines (an ACL build's, at lib.acl's debug level) were
+// written by DPDK to stderr on the thread that logged: with nobody reading
+// stderr, a job added on the control socket held the control thread in
+// the rule build's first line. They go through psgate's log queue now,
+// under the name "dpdk", and only there (DPDK also sent each to syslog:
+// under systemd, the journal had every line twice).
+TEST(Links, DpdkLogLinesGoThroughTheLogQueue) {
+  DaemonFixture fx;
+  ASSERT_NO_FATAL_FAILURE(write_chatty_config(fx, "100ms"));
+  std::string config = read_text_file(fx.path("psgate.toml"));
+  const std::string level = "\"--log-level=3\"]";
+  ASSERT_NE(config.find(level), std::string::npos);
+  config.replace(config.find(level), level.size(), "\"--log-level=*:3\", \"--log-level=lib.acl:8\"]");
+  fx.write_file("psgate.toml", config);
+  // First with stderr read: the ACL build's lines come out, named dpdk.
+  {
+    ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml")},
+                        ChildProcess::Options{fx.path("read.out"), fx.path("read.err"), fx.dir()});
+    ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
+    daemon.signal(SIGTERM);
+    EXPECT_EQ(daemon.wait(30), 0);
+    const std::string err = read_text_file(fx.path("read.err"));
+    EXPECT_NE(err.find("[dpdk] [debug] ACL: Gen phase for ACL"), std::string::npos) << err;
+  }
+  const std::string fifo = fx.path("err.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ASSERT_GT(::fcntl(reader, F_SETPIPE_SZ, 4096), 0);
+  ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml")},
+                      ChildProcess::Options{fx.path("psgate.out"), fifo, fx.dir()});
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
+  ASSERT_TRUE(eventually(20, [&] {
+    int queued = 0;
+    return ::ioctl(reader, FIONREAD, &queued) == 0 && queued >= 4096 - 512;
+  })) << "the pipe never filled";
+  for (int job = 2; job < 5; ++job) {
+    const std::string add = R"({"cmd":"jobs.add","job":)" + std::to_string(job) + R"(,"match":["dport=)" +
+                            std::to_string(3000 + job) + R"(,proto=udp"]})" + "\n";
+    const json reply = json::parse(socket_request(fx.path("ctl.sock"), add, 5000), nullptr, false);
+    EXPECT_TRUE(reply.is_object() && reply.value("ok", false)) << "job " << job << ": " << reply.dump();
+  }
+  EXPECT_TRUE(request(fx, "health").is_object()) << "the control thread is held";
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(20), 0);
+  ::close(reader);
+}
+
 // --check from a shell whose CPU affinity leaves out the data lcore (isolcpus
 // keeps isolated CPUs out of a login shell's; the unit's CPUAffinity= is not
 // the shell's): the CPU exists, so it passes, warning; a start from there is
