@@ -384,6 +384,12 @@ bool same_classes(const ConfigSpec& config, const std::unordered_map<uint32_t, J
   return true;
 }
 
+// Whether the rules file `job` names is gone from `dir` (removed under a
+// running gateway): written again then.
+bool rules_file_missing(const std::string& dir, const JobRecord& job) {
+  return !job.rules_file.empty() && ::access((dir + "/" + job.rules_file).c_str(), F_OK) != 0;
+}
+
 // Calls `fn` with each rules file a job of `a` names that `b` does not (the
 // job gone from `b`, or its rules file another there).
 template <typename Fn>
@@ -410,7 +416,7 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
   if (rules_dir_id_ && dir_now != rules_dir_id_) {
     size_t missing = 0;
     for (const JobRecord* j : next.jobs.in_age_order()) {
-      if (j->rules_file.empty() || ::access((dir + "/" + j->rules_file).c_str(), F_OK) == 0) continue;
+      if (!rules_file_missing(dir, *j)) continue;
       next.jobs.set_rules_file(j->spec.id, "");
       ++missing;
     }
@@ -650,7 +656,8 @@ void ControlPlane::watch_state_on_disk(uint64_t now_ns) {
   if (path.empty() || persisted_text_.empty() || !state_unsaved_.empty() || !state_refused_.empty()) return;
   if (now_ns < state_watch_ns_) return;
   state_watch_ns_ = now_ns + 1'000'000'000;
-  const std::optional<DirectoryId> dir_now = directory_id(rules_dir_path(path));
+  const std::string dir = rules_dir_path(path);
+  const std::optional<DirectoryId> dir_now = directory_id(dir);
   // An mtime under 2 s old may not show a file deleted since (git's "racy"
   // timestamps): filesystems stamp from a coarse clock (a few ms on Linux
   // before 6.13, seconds on some), so a deletion in the tick of psgate's
@@ -660,11 +667,9 @@ void ControlPlane::watch_state_on_disk(uint64_t now_ns) {
   const uint64_t wall_ns = static_cast<uint64_t>(wall.tv_sec) * 1'000'000'000ull + wall.tv_nsec;
   const bool racy = dir_now && wall_ns < dir_now->mtime_ns + 2'000'000'000ull;
   if (dir_now != rules_dir_id_ || racy) {
-    const std::string dir = rules_dir_path(path);
     const auto jobs = state_.jobs.in_age_order();
-    const bool missing = std::any_of(jobs.begin(), jobs.end(), [&](const JobRecord* j) {
-      return !j->rules_file.empty() && ::access((dir + "/" + j->rules_file).c_str(), F_OK) != 0;
-    });
+    const bool missing =
+        std::any_of(jobs.begin(), jobs.end(), [&](const JobRecord* j) { return rules_file_missing(dir, *j); });
     if (missing) {
       // persist() finds them, writes them again and the state file naming
       // them; a failure is the commit's, retried as any unwritten state.
