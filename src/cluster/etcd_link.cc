@@ -885,13 +885,18 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     leader_policy_params_ = policy;
   }
   if (policy.kind == PolicyKind::kStatic) {
-    // Every gateway follows the order itself and no ranks are written; a bad
-    // ranks document (held or not) would keep every gateway degraded for a
-    // document nobody reads, so it is removed (while we lead: fenced).
+    // Every gateway follows the order itself and no ranks are written; any
+    // ranks document is removed (while we lead: fenced). A bad one (held or
+    // not) would keep every gateway degraded for a document nobody reads; a
+    // good one is a leftover of a leader of another policy (P/policy
+    // deleted after a round-robin, a round-robin leader retired from
+    // gateways of mixed [policy]), and every gateway of another [policy]
+    // would say for ever that the leader ranks by it.
     // Each try is a raft proposal: not again until the view has caught up
     // with the last one (as for a campaign).
     const bool caught_up = view->store_epoch != ranks_removed_epoch_ || view->revision >= ranks_removed_at_;
-    if (view->refused_documents.count(keys_.ranks()) && caught_up) {
+    const bool refused = view->refused_documents.count(keys_.ranks()) != 0;
+    if ((refused || view->ranks) && caught_up) {
       pb::TxnRequest txn;
       compare_created(txn, keys_.leader(), fence);
       txn.add_success()->mutable_request_delete_range()->set_key(keys_.ranks());
@@ -901,8 +906,13 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       if (!kv->Txn(&ctx, txn, &resp).ok()) return;
       ranks_removed_at_ = resp.header().revision();
       ranks_removed_epoch_ = view->store_epoch;
-      if (resp.succeeded() && resp.responses(0).response_delete_range().deleted() > 0)
-        spdlog::warn("cluster: removed a ranks document the gateways refused: the static policy writes none");
+      if (resp.succeeded() && resp.responses(0).response_delete_range().deleted() > 0) {
+        if (refused)
+          spdlog::warn("cluster: removed a ranks document the gateways refused: the static policy writes none");
+        else
+          spdlog::info("cluster: removed the \"{}\" ranks a leader left: the static policy writes none",
+                       view->ranks_policy);
+      }
     }
     return;
   }
