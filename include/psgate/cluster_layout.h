@@ -282,8 +282,14 @@ void append_store_write(StoreWrite& w, const StoreWrite& extra);
 
 // The store writes that take the cluster from `before` to `after` (the
 // registry and policy a control command's handler proposed).
+// `policy_named`: the command named the policy (psgatectl policy NAME), which
+// is written wherever the store does not hold it, even when this gateway
+// runs it already (its own [policy], the store having none): what every
+// gateway runs is then P/policy, as the command's reply and health's remedy
+// say, not each gateway's [policy].
 StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,
-                       const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after);
+                       const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after,
+                       bool policy_named = false);
 
 // The policy over the whole cluster (the leader's work): the jobs in the
 // cluster's order, their reported progress, and each job's measurements

@@ -180,6 +180,9 @@ class ControlPlane {
     // Cluster mode: store writes made with the change's own (the removal of
     // a job document that never parsed, which no state change can name).
     StoreWrite store_extra = {};
+    // Cluster mode: the command named the policy, written to P/policy even
+    // where this gateway runs it already (store_write's policy_named).
+    bool names_policy = false;
   };
   // A read's reply, or a candidate for commit().
   using Outcome = std::variant<nlohmann::json, Candidate>;

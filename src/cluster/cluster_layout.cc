@@ -703,7 +703,8 @@ void append_store_write(StoreWrite& w, const StoreWrite& extra) {
 }
 
 StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const JobRegistry& before,
-                       const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after) {
+                       const PolicyParams& policy_before, const JobRegistry& after, const PolicyParams& policy_after,
+                       bool policy_named) {
   StoreWrite w;
   for (const JobRecord* j : before.in_age_order()) {
     if (after.find(j->spec.id)) continue;
@@ -753,9 +754,9 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
     w.puts.emplace_back(keys.order(), order_document(cluster_order_after(seen, before, after, order_after)));
     w.unchanged_since.emplace_back(keys.order(), seen.order_revision);
   }
-  if (!(policy_before.kind == policy_after.kind && policy_before.interval_ns == policy_after.interval_ns &&
-        policy_before.rotate_on == policy_after.rotate_on))
-    w.puts.emplace_back(keys.policy(), policy_document(policy_after));
+  const bool policy_changed = !(policy_before == policy_after);
+  const bool policy_not_stored = policy_named && !(seen.policy && *seen.policy == policy_after);
+  if (policy_changed || policy_not_stored) w.puts.emplace_back(keys.policy(), policy_document(policy_after));
   return w;
 }
 

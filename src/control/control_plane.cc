@@ -1093,7 +1093,9 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const PolicyRequest& req) cons
   // again keeps its place: a scheduler that repeats its policy more often
   // than round-robin's interval must not keep the first job on top.
   if (!(next.policy == state_.policy)) next.policy_state = PolicyState{};
-  return Outcome{Candidate{std::move(next), [](const ControlPlane& cp) { return json{{"policy", cp.policy_json()}}; }}};
+  Candidate change{std::move(next), [](const ControlPlane& cp) { return json{{"policy", cp.policy_json()}}; }};
+  change.names_policy = true;
+  return Outcome{std::move(change)};
 }
 
 Totals ControlPlane::adjusted(Totals t) const {
@@ -1343,7 +1345,8 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
         "it applied (see psgatectl health)");
   static const ClusterView kNothingSeen;
   const ClusterView& seen = cluster_view_ ? *cluster_view_ : kNothingSeen;
-  StoreWrite w = store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy);
+  StoreWrite w = store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy,
+                             change.names_policy);
   append_store_write(w, change.store_extra);
   if (w.empty()) return change.reply(*this);
   auto revision = cluster_->write(w);

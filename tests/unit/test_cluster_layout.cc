@@ -886,6 +886,26 @@ TEST(StoreWrite, NothingChangedWritesNothing) {
   EXPECT_TRUE(w.unchanged_since.empty());
 }
 
+// psgatectl policy NAME writes P/policy where the store has none, even when
+// this gateway runs NAME already (its [policy]): it is health's remedy for
+// gateways of mixed [policy], and wrote nothing there. Where the store holds
+// it, nothing; other commands write no policy the store lacks.
+TEST(StoreWrite, NamingThePolicyWritesItWhereTheStoreHasNone) {
+  const JobRegistry reg = registry({1});
+  const PolicyParams running;  // static: this gateway's [policy]
+  const StoreWrite w = store_write(kKeys, ClusterView{}, reg, running, reg, running, /*policy_named=*/true);
+  EXPECT_EQ(put_keys(w), (std::vector<std::string>{kKeys.policy()}));
+  EXPECT_EQ(*put_value(w, kKeys.policy()), policy_document(running));
+  ClusterView stored;
+  stored.policy = running;
+  EXPECT_TRUE(store_write(kKeys, stored, reg, running, reg, running, true).empty());
+  ClusterView other;
+  other.policy = PolicyParams{PolicyKind::kRoundRobin, default_policy_interval_ns(PolicyKind::kRoundRobin)};
+  EXPECT_EQ(put_keys(store_write(kKeys, other, reg, running, reg, running, true)),
+            (std::vector<std::string>{kKeys.policy()}));
+  EXPECT_TRUE(store_write(kKeys, ClusterView{}, reg, running, reg, running).empty());
+}
+
 // A job document that never parsed, removed: as a removal does, its key
 // (fenced on the revision seen), its progress and its place in the stored
 // order (fenced on the order seen), so that the id added again takes none of
