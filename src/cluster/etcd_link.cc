@@ -116,16 +116,19 @@ bool write_surely_not_applied(const grpc::Status& s) {
 // and gRPC's message size limit (ResourceExhausted, unlike "too many
 // requests", which is load), auth. Not a lost connection.
 bool store_refused(const grpc::Status& s) {
-  // Not FAILED_PRECONDITION ("not leader", a learner) nor other
-  // INVALID_ARGUMENTs ("auth store revision is old"): those are one
-  // member's, or passing, and the session moves on to another member.
+  // Not FAILED_PRECONDITION ("not leader", a learner) nor etcd's "revision
+  // of auth store is old" (INVALID_ARGUMENT): those are one member's, or
+  // passing, and the session moves on to another member. Every other
+  // INVALID_ARGUMENT is the request's own: "user name is empty" (an etcd
+  // with auth enabled, and no user: no client certificate), "too many
+  // operations", "request is too large".
   const std::string& m = s.error_message();
   switch (s.error_code()) {
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::UNAUTHENTICATED:
       return true;
     case grpc::StatusCode::INVALID_ARGUMENT:
-      return m.find("too large") != std::string::npos;
+      return m.find("is old") == std::string::npos;
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
       return m.find("space exceeded") != std::string::npos || m.find("larger than max") != std::string::npos ||
              m.find("too large") != std::string::npos;
@@ -137,6 +140,17 @@ bool store_refused(const grpc::Status& s) {
 std::string status_text(const grpc::Status& s) {
   return s.error_message().empty() ? "gRPC code " + std::to_string(static_cast<int>(s.error_code()))
                                    : s.error_message();
+}
+
+// Where the store refused a request for who asks (etcd with auth enabled),
+// the way out.
+std::string auth_hint(const grpc::Status& s) {
+  const bool auth = s.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+                    s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                    s.error_message().find("user name is empty") != std::string::npos;
+  return auth ? " (the store has authentication enabled: give this gateway a client certificate whose CN is an etcd "
+                "user with readwrite on the prefix; docs/cluster.md)"
+              : "";
 }
 
 }  // namespace
@@ -373,17 +387,42 @@ std::string EtcdLink::session_problem(uint64_t now) const {
   const uint64_t ttl = spec_.lease_ttl_ns;
   if (elapsed(started_ns_, now) < ttl + kRegisterEveryNs || !registration_error_.empty()) return "";
   if (lease_ok_ns_ == 0 || elapsed(lease_ok_ns_, now) > ttl) {
-    return lease_ok_ns_ == 0 ? fmt::format("the store has granted this gateway no lease since it started ({} ms ago)",
-                                           elapsed(started_ns_, now) / kMs)
-                             : fmt::format("no lease keepalive answered for {} ms (the lease's TTL is {} ms)",
-                                           elapsed(lease_ok_ns_, now) / kMs, ttl / kMs);
+    return (lease_ok_ns_ == 0 ? fmt::format("the store has granted this gateway no lease since it started ({} ms ago)",
+                                            elapsed(started_ns_, now) / kMs)
+                              : fmt::format("no lease keepalive answered for {} ms (the lease's TTL is {} ms)",
+                                            elapsed(lease_ok_ns_, now) / kMs, ttl / kMs)) +
+           session_failure_note();
   }
   if (registered_ns_ == 0 || elapsed(registered_ns_, now) > ttl)
     return registered_ns_ == 0
-               ? "its registration has not been written since it started"
+               ? "its registration has not been written since it started" + session_failure_note()
                : fmt::format("its registration has not been written for {} ms (the lease's TTL is {} ms)",
-                             elapsed(registered_ns_, now) / kMs, ttl / kMs);
+                             elapsed(registered_ns_, now) / kMs, ttl / kMs) +
+                     session_failure_note();
   return "";
+}
+
+std::string EtcdLink::session_failure_note() const {
+  return session_failure_.empty() ? "" : "; last failure: " + session_failure_;
+}
+
+void EtcdLink::session_failed(const char* what, size_t ep, const grpc::Status& st) {
+  const std::string why =
+      std::string(what) + " failed at " + endpoints_[ep].target + ": " + status_text(st) + auth_hint(st);
+  const uint64_t now = now_ns();
+  bool say;
+  uint64_t total;
+  std::string held_back;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    session_failure_ = why;
+    // Said once a minute at most: a cause that lasts fails every try,
+    // several a second across the members.
+    say = session_error_log_.admit(now);
+    total = session_error_log_.total();
+    held_back = session_error_log_.held_back_note();
+  }
+  if (say) spdlog::warn("cluster: {} ({} since start{})", why, total, held_back);
 }
 
 // ---- following the prefix ----------------------------------------------------------
@@ -615,7 +654,11 @@ bool EtcdLink::grant_lease(size_t ep) {
   pb::LeaseGrantRequest req;
   req.set_ttl(static_cast<int64_t>(spec_.lease_ttl_ns / 1'000'000'000));
   pb::LeaseGrantResponse resp;
-  if (!lease->LeaseGrant(&ctx, req, &resp).ok() || !resp.error().empty()) return false;
+  const grpc::Status st = lease->LeaseGrant(&ctx, req, &resp);
+  if (!st.ok() || !resp.error().empty()) {
+    session_failed("lease grant", ep, st.ok() ? grpc::Status(grpc::StatusCode::UNKNOWN, resp.error()) : st);
+    return false;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   lease_id_ = resp.id();
   lease_ok_ns_ = now_ns();
@@ -638,8 +681,11 @@ bool EtcdLink::keep_alive(size_t ep) {
   const bool answered = stream->Write(req) && stream->Read(&resp);
   stream->WritesDone();
   ctx.TryCancel();
-  (void)stream->Finish();
-  if (!answered) return false;
+  const grpc::Status st = stream->Finish();
+  if (!answered) {
+    session_failed("lease keepalive", ep, st);
+    return false;
+  }
   if (resp.ttl() <= 0) {
     // The lease expired (we were cut off longer than its TTL): registration
     // and leadership are gone; start a new one. Said (outside mutex_, as
@@ -698,16 +744,20 @@ bool EtcdLink::put_registration(size_t ep) {
   std::string conflict;
   if (const grpc::Status st = kv->Txn(&ctx, txn, &resp); !st.ok()) {
     // The store answered and refused this write (too large for its
-    // --max-request-bytes, its space quota's alarm, no permission): the
-    // connection is fine, and treating it as lost would back the session
-    // off past the lease's TTL, so the lease (and any leadership) would
-    // expire every few seconds. Said as the registration's error instead.
-    if (!store_refused(st)) return false;
+    // --max-request-bytes, its space quota's alarm, no permission, no user
+    // where auth is enabled): the connection is fine, and treating it as
+    // lost would back the session off past the lease's TTL, so the lease
+    // (and any leadership) would expire every few seconds. Said as the
+    // registration's error instead.
+    if (!store_refused(st)) {
+      session_failed("registration", ep, st);
+      return false;
+    }
     // Too large: the document carries a measure of every job here.
-    const bool too_large = st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+    const bool too_large = st.error_message().find("too large") != std::string::npos ||
                            st.error_message().find("larger than max") != std::string::npos;
     conflict = "the store refused this gateway's registration: " + status_text(st) +
-               (too_large ? " (its document grows with the jobs configured here)" : "");
+               (too_large ? " (its document grows with the jobs configured here)" : auth_hint(st));
   } else if (!resp.succeeded() && resp.responses_size() > 0 && !resp.responses(0).response_txn().succeeded()) {
     const auto& inner = resp.responses(0).response_txn();
     const int64_t other = inner.responses_size() > 0 && inner.responses(0).response_range().kvs_size() > 0
@@ -725,7 +775,10 @@ bool EtcdLink::put_registration(size_t ep) {
   }
   registration_error_ = conflict;
   registered_lease_ = conflict.empty() ? lease : 0;
-  if (conflict.empty()) registered_ns_ = now_ns();
+  if (conflict.empty()) {
+    registered_ns_ = now_ns();
+    session_failure_.clear();
+  }
   return true;
 }
 

@@ -111,6 +111,14 @@ class EtcdLink final : public ClusterLink {
   // Why the registration (and any leadership) has lapsed though no write was
   // refused, "" when it has not (under mutex_): session_problem.
   std::string session_problem(uint64_t now) const;
+  // A session step (lease grant or keepalive, registration write) that
+  // failed at endpoint `ep` other than by the store's refusal: kept as
+  // session_failure_ (said in session_problem) and logged, at most once a
+  // minute. Not under mutex_ (takes it).
+  void session_failed(const char* what, size_t ep, const grpc::Status& st);
+  std::string session_failure_note() const;  // under mutex_
+  std::string session_failure_;              // the last such failure, with where and why ("": none yet)
+  LogThrottle session_error_log_{60'000'000'000};
   GatewayInfo report_;
   bool leader_ = false;
   int64_t leader_created_ = 0;  // our leader key's create revision: the fence on our ranks writes
