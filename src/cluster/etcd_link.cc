@@ -192,8 +192,16 @@ std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Reconnect soon to a member that refused (gRPC raises the initial
+  // backoff to 100 ms). The minimum backoff is not one: gRPC gives each
+  // connection attempt (TCP, TLS, HTTP/2's SETTINGS) at least that long
+  // (its min_connect_timeout, subchannel.cc's ParseArgsForBackoffValues in
+  // gRPC 1.51), and at 50 ms (raised to 100) every attempt over a link of a
+  // 100 ms round trip or more timed out until the backoff outgrew it:
+  // 7.5 s to connect at 100 ms one way, 25 s at 300 ms. A member that does
+  // not answer is given up on by the calls' own deadlines, not by this.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   // A page of a full read (kReadPageKeys keys of at most etcd's 1.5 MiB
   // each) or a watch message.
