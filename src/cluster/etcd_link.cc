@@ -5,11 +5,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <utility>
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -153,6 +157,30 @@ std::string auth_hint(const grpc::Status& s) {
               : "";
 }
 
+// gRPC's own log lines (gpr_log, those its GRPC_VERBOSITY lets through:
+// errors by default) went to stderr from gRPC's threads, unthrottled: a
+// member that refused every TLS handshake made ~420 lines a minute. They go
+// through psgate's log, its errors as warnings (what they cost is said by
+// psgate's own lines: store unreachable, and why), each place in gRPC's
+// source at most once a minute, with how many were held back.
+void log_grpc_line(gpr_log_func_args* args) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, LogThrottle> throttles;
+  const uint64_t now = now_ns();
+  const char* slash = args->file != nullptr ? std::strrchr(args->file, '/') : nullptr;
+  const std::string file = slash != nullptr ? slash + 1 : args->file != nullptr ? args->file : "?";
+  std::string held_back;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = throttles.try_emplace({file, args->line}, 60'000'000'000).first;
+    if (!it->second.admit(now)) return;
+    held_back = it->second.held_back_note();
+  }
+  const auto level = args->severity == GPR_LOG_SEVERITY_ERROR ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level, "cluster: gRPC: {} ({}:{}; at most once a minute from there{})", args->message, file, args->line,
+              held_back);
+}
+
 }  // namespace
 
 EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyParams& config_policy)
@@ -164,6 +192,8 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
   report_.version = PSGATE_VERSION;
   report_.health = "ok";
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  static std::once_flag grpc_log_routed;
+  std::call_once(grpc_log_routed, [] { gpr_set_log_function(log_grpc_line); });
   follow_thread_ = std::thread([this] { follow_loop(); });
   session_thread_ = std::thread([this] { session_loop(); });
 }
