@@ -298,6 +298,22 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
 std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams& policy, PolicyState& state,
                                     uint64_t now_ns);
 
+// What a full read answered by etcd cluster `read_id` (the response
+// header's cluster_id) means to a gateway that followed `followed_id` (0:
+// none yet), given the cluster id each configured endpoint answered a probe
+// with (0: it did not answer). Endpoints of two clusters (a config that
+// names members of another cluster, a DR copy) must not be switched between
+// on a failover: the other cluster's jobs and order would be applied
+// silently. A store replaced at the same endpoints (restored from a
+// snapshot, wiped and started again) has a new cluster id too; it is
+// followed once every endpoint answers with it.
+enum class StoreIdentity {
+  kSame,      // the cluster followed (or the first one read)
+  kReplaced,  // another, and every endpoint answers with it: follow it
+  kForeign,   // another, and not every endpoint agrees: not followed
+};
+StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids);
+
 // The watch's silence check (etcd_link.cc) across a time this process did
 // not run. The session thread ends each round in a sleep of `planned` ns;
 // one that lasted longer by more than `stall` ns means the process was

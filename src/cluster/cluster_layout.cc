@@ -760,6 +760,13 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
   return w;
 }
 
+StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids) {
+  if (followed_id == 0 || read_id == followed_id) return StoreIdentity::kSame;
+  for (uint64_t id : endpoint_ids)
+    if (id != read_id) return StoreIdentity::kForeign;
+  return StoreIdentity::kReplaced;
+}
+
 // ---- the cluster's policy --------------------------------------------------------
 
 std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams& policy, PolicyState& state,

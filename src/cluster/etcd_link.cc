@@ -187,6 +187,7 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
     : spec_(spec), keys_{spec.prefix}, class_count_(class_count), config_policy_(config_policy), started_ns_(now_ns()) {
   for (const std::string& e : spec.endpoints) endpoints_.push_back(parse_endpoint(e));
   channels_.resize(endpoints_.size());
+  endpoint_cluster_.resize(endpoints_.size());
   report_.name = spec.name;
   report_.address = spec.address;
   report_.version = PSGATE_VERSION;
@@ -410,7 +411,8 @@ json EtcdLink::status() const {
           {"leader_terms", leader_terms_},
           {"registration_error", registration_error_},
           {"session_error", session_problem(now_ns())},
-          {"full_read_error", full_read_failures_.problem(now_ns())}};
+          {"full_read_error", full_read_failures_.problem(now_ns())},
+          {"foreign_store", foreign_store_}};
 }
 
 // The session keeps this gateway's lease alive and its registration
@@ -513,7 +515,8 @@ void EtcdLink::follow_loop() {
     {
       auto kv = pb::KV::NewStub(ch);
       std::map<std::string, StoreEntry> entries;
-      int64_t at = 0;  // the revision read at: the first page's
+      int64_t at = 0;        // the revision read at: the first page's
+      uint64_t read_id = 0;  // the etcd cluster that answered (the first page's header)
       std::string from = start;
       grpc::Status s;
       for (;;) {
@@ -528,7 +531,10 @@ void EtcdLink::follow_loop() {
         pb::RangeResponse resp;
         s = kv->Range(&ctx, req, &resp);
         if (!s.ok()) break;
-        if (at == 0) at = resp.header().revision();
+        if (at == 0) {
+          at = resp.header().revision();
+          read_id = resp.header().cluster_id();
+        }
         for (const auto& k : resp.kvs()) {
           // A key outside the layout is kept without its value (StoreMirror::put).
           entries[k.key()] = StoreEntry{mirror.keeps_value(k.key()) ? k.value() : std::string(), k.create_revision(),
@@ -548,6 +554,18 @@ void EtcdLink::follow_loop() {
           continue;
         }
         set_connected(false, endpoints_[ep].target + ": " + status_text(s));
+        drop_channel(ep);
+        ep = (ep + 1) % endpoints_.size();
+        sleep_backoff(backoff);
+        continue;
+      }
+      if (!store_followable(ep, read_id)) {
+        std::string why;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          why = foreign_store_;
+        }
+        set_connected(false, why);
         drop_channel(ep);
         ep = (ep + 1) % endpoints_.size();
         sleep_backoff(backoff);
@@ -683,6 +701,74 @@ void EtcdLink::follow_loop() {
   }
 }
 
+// ---- which etcd cluster ----------------------------------------------------------------
+
+uint64_t EtcdLink::probe_cluster_id(size_t ep) {
+  auto kv = pb::KV::NewStub(channel(ep));
+  grpc::ClientContext ctx;
+  prepare_call(ctx, kCallDeadlineNs);
+  pb::RangeRequest req;
+  req.set_key(keys_.order());
+  req.set_count_only(true);
+  pb::RangeResponse resp;
+  if (!kv->Range(&ctx, req, &resp).ok()) return 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  endpoint_cluster_[ep] = resp.header().cluster_id();
+  return resp.header().cluster_id();
+}
+
+bool EtcdLink::foreign_answer(size_t ep, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (id != 0) endpoint_cluster_[ep] = id;
+  const uint64_t followed = cluster_id_;
+  return followed != 0 && id != 0 && id != followed;
+}
+
+bool EtcdLink::known_foreign(size_t ep) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t followed = cluster_id_, id = endpoint_cluster_[ep];
+  return followed != 0 && id != 0 && id != followed;
+}
+
+bool EtcdLink::store_followable(size_t ep, uint64_t read_id) {
+  const uint64_t followed = cluster_id_;
+  StoreIdentity verdict = store_identity(followed, read_id, {});
+  std::vector<uint64_t> ids;
+  if (verdict != StoreIdentity::kSame) {
+    // Another cluster: what does every endpoint answer for?
+    for (size_t i = 0; i < endpoints_.size(); ++i) ids.push_back(probe_cluster_id(i));
+    verdict = store_identity(followed, read_id, ids);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  endpoint_cluster_[ep] = read_id;
+  if (verdict != StoreIdentity::kForeign) {
+    if (verdict == StoreIdentity::kReplaced)
+      spdlog::warn(
+          "cluster: every endpoint answers for etcd cluster {:x}, not {:x} followed until now: the store was replaced "
+          "(restored from a snapshot, or started anew); following it",
+          read_id, followed);
+    else if (!foreign_store_.empty())
+      spdlog::info("cluster: following etcd cluster {:x} again at {}", followed, endpoints_[ep].target);
+    if (read_id != 0) cluster_id_ = read_id;
+    foreign_store_.clear();
+    return true;
+  }
+  std::string answers;
+  for (size_t i = 0; i < ids.size(); ++i)
+    answers += fmt::format("{}{} {}", i ? ", " : "", endpoints_[i].target,
+                           ids[i] == 0 ? std::string("no answer") : fmt::format("{:x}", ids[i]));
+  const bool began = foreign_store_.empty();
+  foreign_store_ = fmt::format(
+      "{} answers for etcd cluster {:x}, not {:x} which this gateway follows ({}): another cluster's jobs and "
+      "order are not applied, and it is followed only once every endpoint answers for it (a store replaced at "
+      "the same endpoints)",
+      endpoints_[ep].target, read_id, followed, answers);
+  // The first of a spell always, then at most once a minute.
+  const bool admitted = foreign_store_log_.admit(now_ns());
+  if (began || admitted) spdlog::warn("cluster: {}; forwarding on the last order applied", foreign_store_);
+  return false;
+}
+
 // ---- the session: lease, registration, leadership -----------------------------------
 
 bool EtcdLink::grant_lease(size_t ep) {
@@ -692,7 +778,9 @@ bool EtcdLink::grant_lease(size_t ep) {
   pb::LeaseGrantRequest req;
   req.set_ttl(static_cast<int64_t>(spec_.lease_ttl_ns / 1'000'000'000));
   pb::LeaseGrantResponse resp;
-  const grpc::Status st = lease->LeaseGrant(&ctx, req, &resp);
+  grpc::Status st = lease->LeaseGrant(&ctx, req, &resp);
+  if (st.ok() && foreign_answer(ep, resp.header().cluster_id()))
+    st = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the member belongs to another etcd cluster");
   if (!st.ok() || !resp.error().empty()) {
     session_failed("lease grant", ep, st.ok() ? grpc::Status(grpc::StatusCode::UNKNOWN, resp.error()) : st);
     return false;
@@ -722,6 +810,11 @@ bool EtcdLink::keep_alive(size_t ep) {
   const grpc::Status st = stream->Finish();
   if (!answered) {
     session_failed("lease keepalive", ep, st);
+    return false;
+  }
+  if (foreign_answer(ep, resp.header().cluster_id())) {
+    session_failed("lease keepalive", ep,
+                   grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the member belongs to another etcd cluster"));
     return false;
   }
   if (resp.ttl() <= 0) {
@@ -775,6 +868,11 @@ bool EtcdLink::put_registration(size_t ep) {
   compare_lease(*absent, key, 0);
   *absent->add_success() = txn.success(0);
   absent->add_failure()->mutable_request_range()->set_key(key);
+  if (known_foreign(ep)) {
+    session_failed("registration", ep,
+                   grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the member belongs to another etcd cluster"));
+    return false;
+  }
   auto kv = pb::KV::NewStub(channel(ep));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
@@ -1200,6 +1298,11 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
   const size_t first = follow_endpoint_;
   for (size_t i = 0; i < endpoints_.size(); ++i) {
     const size_t ep = (first + i) % endpoints_.size();
+    if (known_foreign(ep)) {
+      // Another etcd cluster's member: this change is not its.
+      last = endpoints_[ep].target + ": a member of another etcd cluster";
+      continue;
+    }
     auto kv = pb::KV::NewStub(channel(ep));
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
@@ -1230,6 +1333,12 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
       }
       if (!write_surely_not_applied(s) && maybe_applied.empty()) maybe_applied = last;
       continue;
+    }
+    if (foreign_answer(ep, resp.header().cluster_id())) {
+      return store_error(endpoints_[ep].target +
+                         " turned out to be a member of another etcd cluster than the one this gateway follows, "
+                         "and may have taken the change: read the jobs back (psgatectl jobs list) and check "
+                         "cluster.endpoints");
     }
     if (resp.succeeded()) return resp.header().revision();
     const std::string unknown =

@@ -117,7 +117,21 @@ class EtcdLink final : public ClusterLink {
   // minute. Not under mutex_ (takes it).
   void session_failed(const char* what, size_t ep, const grpc::Status& st);
   std::string session_failure_note() const;  // under mutex_
-  std::string session_failure_;              // the last such failure, with where and why ("": none yet)
+  // The etcd cluster followed (the cluster_id of its response headers; 0:
+  // none read yet), and what each endpoint last answered for (0: unknown).
+  // A full read of another cluster is followed only as store_identity
+  // says; until then foreign_store_ says why not (health degraded).
+  bool store_followable(size_t endpoint, uint64_t read_id);
+  uint64_t probe_cluster_id(size_t endpoint);
+  // Whether an answer from `endpoint` with cluster id `id` is another
+  // cluster's than the one followed; notes the endpoint's id.
+  bool foreign_answer(size_t endpoint, uint64_t id);
+  bool known_foreign(size_t endpoint) const;  // it last answered for another cluster
+  std::atomic<uint64_t> cluster_id_{0};
+  std::vector<uint64_t> endpoint_cluster_;  // by endpoint; under mutex_
+  std::string foreign_store_;               // under mutex_
+  LogThrottle foreign_store_log_{60'000'000'000};
+  std::string session_failure_;  // the last such failure, with where and why ("": none yet)
   LogThrottle session_error_log_{60'000'000'000};
   GatewayInfo report_;
   bool leader_ = false;

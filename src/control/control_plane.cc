@@ -1407,6 +1407,8 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
     const auto it = store_status.find(key);
     return it != store_status.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
+  // An endpoint of another etcd cluster: not unreachable, and not followed.
+  if (std::string why = said("foreign_store"); !why.empty()) return "store not followed: " + why;
   if (!cluster_->connected()) return "store unreachable";
   // The store answers, but the prefix cannot be read whole (compacted away
   // under every read): this gateway follows nothing new.

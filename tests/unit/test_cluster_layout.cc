@@ -1386,5 +1386,31 @@ TEST(WatchMessages, CompactedOrCancelledMeansReadEverythingAgain) {
   }
 }
 
+// ---- store_identity -----------------------------------------------------------------
+
+// A gateway whose endpoints reach two etcd clusters switched between them on
+// a failover, silently: the other's jobs applied. A new cluster id is
+// followed only when every endpoint answers with it (the store replaced at
+// the same endpoints); an endpoint that does not answer (0) or answers with
+// another id keeps it unfollowed.
+TEST(StoreIdentity, AnotherClusterIsFollowedOnlyWhenEveryEndpointAgrees) {
+  struct Case {
+    uint64_t followed, read;
+    std::vector<uint64_t> endpoints;
+    StoreIdentity want;
+  };
+  const std::vector<Case> cases = {
+      {0, 7, {}, StoreIdentity::kSame},             // the first read
+      {7, 7, {7, 9, 0}, StoreIdentity::kSame},      // the same cluster, whatever the others say
+      {7, 9, {9, 9, 9}, StoreIdentity::kReplaced},  // restored or wiped: every member agrees
+      {7, 9, {9, 9, 0}, StoreIdentity::kForeign},   // one member silent: the old cluster may be there
+      {7, 9, {7, 9}, StoreIdentity::kForeign},      // two clusters
+      {7, 9, {0, 9}, StoreIdentity::kForeign},      // the followed one's member down: failover
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(store_identity(c.followed, c.read, c.endpoints), c.want)
+        << c.followed << " -> " << c.read << " over " << c.endpoints.size() << " endpoints";
+}
+
 }  // namespace
 }  // namespace psgate
