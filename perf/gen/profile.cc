@@ -456,7 +456,8 @@ Result<std::pair<Addr, uint16_t>> parse_endpoint(std::string_view text) {
   using R = Result<std::pair<Addr, uint16_t>>;
   const std::string quoted = "\"" + std::string(text) + "\"";
   std::string_view host, port;
-  if (!text.empty() && text.front() == '[') {
+  const bool bracketed = !text.empty() && text.front() == '[';
+  if (bracketed) {
     const size_t close = text.find("]:");
     if (close == std::string_view::npos) return R::failure(quoted + " is not [IPv6]:port");
     host = text.substr(1, close - 1);
@@ -470,6 +471,13 @@ Result<std::pair<Addr, uint16_t>> parse_endpoint(std::string_view text) {
   }
   auto a = parse_addr(host);
   if (!a.ok()) return R::failure(a.error());
+  // Brackets only set an IPv6 address's colons apart from the port's colon.
+  // Around an IPv4 address they are a slip (or an IPv6 address that lost
+  // its colons), and taking them would make "[x]:port" mean either family.
+  if (bracketed && !a->v6) {
+    return R::failure(quoted + ": brackets are for IPv6 addresses only (IPv4: \"" + std::string(host) + ":" +
+                      std::string(port) + "\")");
+  }
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
     return R::failure(quoted + ": port is not a number");
   const unsigned long p = std::stoul(std::string(port));

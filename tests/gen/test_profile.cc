@@ -219,6 +219,22 @@ TEST(Profile, PpsAndEndpoints) {
   }
 }
 
+// Brackets set an IPv6 address apart from the port (its colons would read
+// as the port's); "[10.0.0.1]:5000" was taken as 10.0.0.1 port 5000.
+TEST(Profile, BracketsAreForIPv6AddressesOnly) {
+  auto bracketed = parse_endpoint("[10.0.0.1]:5000");
+  ASSERT_FALSE(bracketed.ok()) << "taken as " << format_addr(bracketed->first);
+  EXPECT_NE(bracketed.error().find("brackets are for IPv6 addresses only"), std::string::npos) << bracketed.error();
+  EXPECT_NE(bracketed.error().find("10.0.0.1:5000"), std::string::npos) << "the form to give: " << bracketed.error();
+  auto p = parse("[[jobs]]\nps = \"[10.0.0.1]:5000\"\n");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().rfind("p.toml: jobs[0].ps: ", 0), 0u) << p.error();
+  // An IPv6 address that holds an IPv4 one is IPv6.
+  auto mapped = parse_endpoint("[::ffff:10.0.0.1]:5000");
+  ASSERT_TRUE(mapped.ok()) << mapped.error();
+  EXPECT_TRUE(mapped->first.v6);
+}
+
 TEST(Profile, BadProfilesNameTheKey) {
   struct Case {
     const char* text;
