@@ -291,14 +291,13 @@ class Parser : TomlReader {
       // one it was given. The pacer counts whole packets (or bits) per
       // second in exact integer arithmetic, so any whole rate is kept
       // exactly over any run length ("1.5kpps" is 1500); a fraction of a
-      // unit per second ("1.5pps" went out as 2) it cannot keep, and
-      // rounding it would change the rate by up to a third.
-      const bool pps = j.rate_mode == RateMode::kPps;
-      if (!whole_quantity(*s, pps ? parse_pps : parse_rate_bps)) {
-        return set_error(path + ".rate", "\"" + *s + "\" is not a whole number of " +
-                                             (pps ? "packets per second" : "bits per second") +
-                                             ": the pacer sends whole ones, and rounding would send another rate "
-                                             "than the one given");
+      // unit per second ("1000.5bit/s") it cannot keep, and rounding it
+      // would change the rate. parse_pps refuses fractions of a packet
+      // itself.
+      if (j.rate_mode == RateMode::kBps && !whole_quantity(*s, parse_rate_bps)) {
+        return set_error(path + ".rate", "\"" + *s +
+                                             "\" is not a whole number of bits per second: the pacer sends whole "
+                                             "ones, and rounding would send another rate than the one given");
       }
       if (j.rate_mode != RateMode::kMax && j.rate == 0) return set_error(path + ".rate", "must be above zero");
     } else if (failed()) {
@@ -500,6 +499,14 @@ Result<uint64_t> parse_pps(std::string_view text) {
     return Result<uint64_t>::failure(
         "\"" + std::string(text) +
         "\" is not a packet rate (expected e.g. \"10kpps\", \"1.5Mpps\"; prefixes k, M, G, T)");
+  }
+  // parse_rate_bps rounds to whole units: here, packets. Refused in the
+  // parser, not only by the profile, so that no caller sends another rate
+  // than the one written ("1.5pps" went out as 2 a second).
+  if (!whole_quantity(s, parse_rate_bps)) {
+    return Result<uint64_t>::failure("\"" + std::string(text) +
+                                     "\" is not a whole number of packets per second: rounding it would send another "
+                                     "rate than the one given");
   }
   return *r;
 }

@@ -110,7 +110,8 @@ Result<Profile> load_profile_file(const std::string& path, const toml::table& jo
 // value when it is one (4, true, "x"), else as a string (5kpps, imix).
 Result<bool> add_override(toml::table& table, std::string_view assignment);
 
-// "5kpps", "1.5Mpps" -> packets per second.
+// "5kpps", "1.5Mpps" -> packets per second, a whole number of them: a
+// fraction of a packet ("1.5pps", "0.0005kpps") is refused, not rounded.
 Result<uint64_t> parse_pps(std::string_view text);
 
 }  // namespace psgate::gen

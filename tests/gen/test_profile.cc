@@ -196,7 +196,7 @@ TEST(Profile, PpsAndEndpoints) {
     const char* text;
     uint64_t pps;  // 0: error
   } cases[] = {{"100pps", 100},          {"10kpps", 10'000}, {"1.5Mpps", 1'500'000},
-               {"2Gpps", 2'000'000'000}, {"0.0005kpps", 1},  {"pps", 0},
+               {"2Gpps", 2'000'000'000}, {"0.001kpps", 1},   {"pps", 0},
                {"10 kpps", 0},           {"10Kpps", 0},      {"-1pps", 0}};
   for (const Case& c : cases) {
     auto r = parse_pps(c.text);
@@ -233,6 +233,25 @@ TEST(Profile, BracketsAreForIPv6AddressesOnly) {
   auto mapped = parse_endpoint("[::ffff:10.0.0.1]:5000");
   ASSERT_TRUE(mapped.ok()) << mapped.error();
   EXPECT_TRUE(mapped->first.v6);
+}
+
+// Only the profile refused fractions of a packet: parse_pps itself rounded
+// ("1.5pps" was 2, "0.0005kpps" 1), so any other caller sent another rate.
+TEST(Profile, ParsePpsRefusesAFractionOfAPacket) {
+  for (const char* fraction : {"1.5pps", "0.4pps", "0.0005kpps", "1.0005kpps", "2.50pps"}) {
+    auto r = parse_pps(fraction);
+    ASSERT_FALSE(r.ok()) << fraction << " read as " << *r;
+    EXPECT_NE(r.error().find("\"" + std::string(fraction) + "\" is not a whole number of packets per second"),
+              std::string::npos)
+        << r.error();
+  }
+  const std::pair<const char*, uint64_t> whole[] = {
+      {"1.5kpps", 1500}, {"2.0pps", 2}, {"0.001kpps", 1}, {"1.000001Mpps", 1'000'001}, {"7pps", 7}};
+  for (const auto& [text, pps] : whole) {
+    auto r = parse_pps(text);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.error();
+    EXPECT_EQ(*r, pps) << text;
+  }
 }
 
 TEST(Profile, BadProfilesNameTheKey) {
