@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -40,6 +41,20 @@ inline CLI::Validator seconds_up_to(double max) {
         return r ? "" : r.error();
       },
       "0.." + text(max) + " s");
+}
+
+// A whole number from `min` to `max` in decimal digits (parse_uint: hex,
+// octal, signs and fractions refused, where CLI11's own reading of an
+// integer takes "0x10" as 16 and "010" as 8). --help shows the range
+// ("N:1..64"). The option is best a string, converted with parse_uint once
+// checked: CLI11 would read an integer option's text in its own way again.
+inline CLI::Validator whole_number(uint64_t min, uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& s) -> std::string {
+        const auto r = parse_uint(s, min, max);
+        return r ? "" : r.error();
+      },
+      std::to_string(min) + ".." + std::to_string(max));
 }
 
 }  // namespace psgate::cli

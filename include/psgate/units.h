@@ -29,6 +29,12 @@ Result<uint64_t> parse_share_permille(std::string_view text);
 // comparison with NaN is false), and it then ran forever or was ignored.
 Result<double> parse_seconds(std::string_view text, double max);
 
+// A command-line whole number from `min` to `max`, in decimal digits only:
+// no sign, blank, fraction, exponent or "0x" (strtol, and so CLI11, reads
+// "0x10" as 16 and "010" as 8). The one check for psgatectl's and
+// psgate-gen's number options; the error reads "must be ...".
+Result<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max);
+
 // Users state rates in bit/s; token buckets run in bytes per second. These two
 // are the only places the factor 8 is written.
 constexpr uint64_t bytes_per_sec(uint64_t bits_per_sec) { return bits_per_sec / 8; }

@@ -33,6 +33,7 @@
 #include "psgate/output_file.h"
 #include "psgate/signals.h"
 #include "psgate/tsc_clock.h"
+#include "psgate/units.h"
 #include "report.h"
 
 namespace {
@@ -68,7 +69,7 @@ struct Options {
   std::string flows_csv_path;
   std::vector<std::string> sets;
   std::string host_port, wire_port;
-  int burst = 0;
+  std::string burst;  // checked text (psgate::cli::whole_number), "" when not given
   bool single_lcore = false;
   bool quiet = false;
   bool hold = false;
@@ -382,8 +383,11 @@ int main(int argc, char** argv) {
   app.add_option("--wire-port", opt.wire_port,
                  "Wire-side port (faces psgate's wire port): id or device name" + dflt("wire_port", defaults.wire_port))
       ->check(non_empty);
-  app.add_option("--burst", opt.burst, "Frames per TX burst, 1..64" + dflt("burst", std::to_string(defaults.tx_burst)))
-      ->check(CLI::Range(1, 64));
+  // Text, not an int: CLI11 reads an int as strtol does ("0x10" ran bursts
+  // of 16, "010" of 8) and said "not in range" for "1.5".
+  app.add_option("--burst", opt.burst, "Frames per TX burst" + dflt("burst", std::to_string(defaults.tx_burst)))
+      ->type_name("N")
+      ->check(psgate::cli::whole_number(1, kMaxTxBurst));
   app.add_flag(
       "--hold", opt.hold,
       "After the report, keep the ports open until SIGINT/SIGTERM/SIGHUP, so that a memif server peer can stop "
@@ -505,6 +509,6 @@ int main(int argc, char** argv) {
   if (opt.settle_s >= 0) p.settle_ns = ns(opt.settle_s);
   if (!opt.host_port.empty()) p.host_port = opt.host_port;
   if (!opt.wire_port.empty()) p.wire_port = opt.wire_port;
-  if (opt.burst) p.tx_burst = static_cast<uint32_t>(opt.burst);
+  if (!opt.burst.empty()) p.tx_burst = static_cast<uint32_t>(*psgate::parse_uint(opt.burst, 1, kMaxTxBurst));
   return run(p, opt, std::move(eal_args));
 }

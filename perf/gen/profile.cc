@@ -151,7 +151,7 @@ class Parser : TomlReader {
       if (value > kMaxTimeNs) return set_error(path + "." + key, "at most 100000000s (about 3 years)");
     }
     uint64_t v = p.tx_burst;
-    if (!integer(t, "burst", path, 1, 64, v)) return false;
+    if (!integer(t, "burst", path, 1, kMaxTxBurst, v)) return false;
     p.tx_burst = static_cast<uint32_t>(v);
     v = p.tx_retries;
     if (!integer(t, "tx_retries", path, 0, 1'000'000, v)) return false;

@@ -70,6 +70,9 @@ struct JobProfile {
   bool sends(Dir d) const { return (dirs >> d) & 1u; }
 };
 
+// The largest TX burst ([generator] burst, --burst): what one RX burst takes.
+inline constexpr uint32_t kMaxTxBurst = 64;
+
 struct Profile {
   uint64_t duration_ns = 0;              // 0: until SIGINT/SIGTERM
   uint64_t drain_ns = 500'000'000;       // RX keeps counting this long after TX stops
@@ -79,7 +82,7 @@ struct Profile {
   // links (psgate polls memif, pcap and ring ports every 100 ms) sees them up
   // up to a poll later, and drops what comes before as link_down.
   uint64_t settle_ns = 200'000'000;
-  uint32_t tx_burst = 32;   // packets per rte_eth_tx_burst, 1..64
+  uint32_t tx_burst = 32;   // packets per rte_eth_tx_burst, 1..kMaxTxBurst
   uint32_t tx_retries = 8;  // tries of a full TX ring before counting tx_dropped
   uint32_t mbufs = 16383;
   std::string host_port = "0";  // port id or device name ("net_memif0")

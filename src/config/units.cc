@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -189,6 +190,20 @@ Result<double> parse_seconds(std::string_view text, double max) {
     return Result<double>::failure("not a number of seconds from 0 to " + std::string(bound));
   }
   return v;
+}
+
+Result<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max) {
+  auto range = [&] {
+    return "must be a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+           " in decimal digits, not '" + std::string(text) + "'";
+  };
+  if (text.empty() || text.front() < '0' || text.front() > '9') return Result<uint64_t>::failure(range());
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    return Result<uint64_t>::failure(range());
+  }
+  return value;
 }
 
 namespace {

@@ -400,20 +400,6 @@ void add_client_options(Leaf& leaf, Globals& g) {
 
 }  // namespace
 
-Result<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max) {
-  auto range = [&] {
-    return "must be a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ", not '" +
-           std::string(text) + "'";
-  };
-  if (text.empty() || text.front() < '0' || text.front() > '9') return Result<uint64_t>::failure(range());
-  uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
-    return Result<uint64_t>::failure(range());
-  }
-  return value;
-}
-
 Result<double> parse_fraction(std::string_view text) {
   auto bad = [&] {
     return Result<double>::failure("must be a fraction from 0 to 1 (0.25 is a quarter done), not '" +

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psgate/result.h"
+#include "psgate/units.h"
 
 namespace psgatectl {
 
@@ -77,7 +78,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
 
 // Strict parsers for the numbers on the command line (decimal digits only: no
 // sign, no "0x", no leading '+', no trailing text). Errors read "... must be ...".
-psgate::Result<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max);
+// parse_uint is psgate's, shared with psgate-gen (psgate/units.h).
+using psgate::parse_uint;
 psgate::Result<double> parse_fraction(std::string_view text);  // 0 <= x <= 1
 
 }  // namespace psgatectl

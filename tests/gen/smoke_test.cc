@@ -467,4 +467,29 @@ TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
   EXPECT_NE(g.output().find("nothing sent"), std::string::npos) << g.output();
 }
 
+// --burst took what C's strtoll takes: "0x10" ran bursts of 16, "010" of 8
+// (octal), and "1.5" was "not in range". Decimal digits only, refused with
+// the words psgatectl's number options use.
+TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-burst");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  for (const char* bad : {"0x10", "1.5", "+5", " 5", "1e1", "0", "65"}) {
+    ChildProcess g(null_run(gen, "gburst", {"--burst", bad}), dir + "/gen.out");
+    EXPECT_EQ(g.wait(30), 2) << bad << ": " << g.output();
+    EXPECT_NE(g.output().find("--burst: must be a whole number from 1 to 64 in decimal digits, not '" +
+                              std::string(bad) + "'"),
+              std::string::npos)
+        << bad << ": " << g.output();
+  }
+  // Leading zeros are decimal. 64 jobs' bursts of 10 are 10 RX bursts of 64
+  // a TX round, and RX polls up to twice that: 20 (bursts of 8 made it 16).
+  ChildProcess g(null_run(gen, "gburst", {"--jobs", "64", "--burst", "010", "-q", "--json", dir + "/gen.json"}),
+                 dir + "/run.out");
+  ASSERT_EQ(g.wait(60), 0) << g.output();
+  EXPECT_EQ(json::parse(read_text_file(dir + "/gen.json"))["generator"]["rx_bursts_per_round"], 20);
+}
+
 }  // namespace
