@@ -445,7 +445,8 @@ int main(int argc, char** argv) {
   // (--set rate=2kpps --rate 1kpps ran at 1 kpps, --rate 1kpps --set
   // rate=2kpps too), and of two --set the last won, unlike any other option
   // given twice (CLI11 refuses those).
-  std::map<std::string, std::string> set_by;  // key -> the option that set it
+  // Errors in a key name this option too, not "--set" for a shortcut's.
+  OverrideOptions set_by;  // key -> the option that set it
   auto claim = [&set_by](const std::string& key, const std::string& option) {
     const auto [it, fresh] = set_by.emplace(key, option);
     if (fresh) return true;
@@ -455,9 +456,11 @@ int main(int argc, char** argv) {
                    key.c_str());
     return false;
   };
+  std::vector<std::pair<std::string, std::string>> assignments;  // KEY=VALUE, the shortcut it stands for or ""
   for (const std::string& s : opt.sets) {
     const size_t eq = s.find('=');
     if (eq != std::string::npos && !claim(s.substr(0, eq), "--set " + s.substr(0, eq))) return 2;
+    assignments.emplace_back(s, "");
   }
   for (auto [key, value, option] :
        {std::tuple{"count", &jobs, "--jobs"}, std::tuple{"workers", &workers, "--workers"},
@@ -466,16 +469,16 @@ int main(int argc, char** argv) {
         std::tuple{"proto", &proto, "--proto"}, std::tuple{"pattern", &pattern, "--pattern"}}) {
     if (value->empty()) continue;
     if (!claim(key, option)) return 2;
-    opt.sets.push_back(std::string(key) + "=" + *value);
+    assignments.emplace_back(std::string(key) + "=" + *value, option);
   }
-  for (const std::string& s : opt.sets) {
-    if (auto r = add_override(overrides, s); !r.ok()) {
-      std::fprintf(stderr, "psgate-gen: --set %s\n", r.error().c_str());
+  for (const auto& [assignment, shortcut] : assignments) {
+    if (auto r = add_override(overrides, assignment, shortcut); !r.ok()) {
+      std::fprintf(stderr, "psgate-gen: %s\n", r.error().c_str());
       return 2;
     }
   }
-  auto profile = opt.profile_path.empty() ? parse_profile(toml::table{}, overrides, "command line")
-                                          : load_profile_file(opt.profile_path, overrides);
+  auto profile = opt.profile_path.empty() ? parse_profile(toml::table{}, overrides, "command line", set_by)
+                                          : load_profile_file(opt.profile_path, overrides, set_by);
   if (!profile.ok()) {
     std::fprintf(stderr, "psgate-gen: %s\n", profile.error().c_str());
     return 2;

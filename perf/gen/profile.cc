@@ -66,7 +66,8 @@ bool whole_quantity(std::string_view text, Result<uint64_t> (*parse)(std::string
 // got integer 5".
 class Parser : TomlReader {
  public:
-  explicit Parser(std::string_view source) : TomlReader(source, Wording::kIsNot) {}
+  Parser(std::string_view source, const OverrideOptions& options)
+      : TomlReader(source, Wording::kIsNot), options_(options) {}
 
   Result<Profile> run(const toml::table& root, const toml::table& overrides) {
     Profile p;
@@ -104,7 +105,8 @@ class Parser : TomlReader {
     for (size_t i = 0; i < entries.size(); ++i) {
       toml::table& t = entries[i];
       for (auto&& [k, v] : overrides) t.insert_or_assign(k, v);
-      if (!parse_job(t, "jobs[" + std::to_string(i) + "]", p)) return fail();
+      const std::string path = "jobs[" + std::to_string(i) + "]";
+      if (!parse_job(t, path, p)) return fail_in_job(path, root.get("jobs") != nullptr);
     }
     if (!validate(p)) return fail();
     return p;
@@ -112,6 +114,20 @@ class Parser : TomlReader {
 
  private:
   Result<Profile> fail() { return Result<Profile>::failure(TomlReader::error()); }
+  // The error of job `path`, naming the option when the key that failed is
+  // one the command line set: its value is not the profile's. TomlReader's
+  // errors read "<source>: <key path>: <problem>"; the entry is told when it
+  // is the profile's (`from_profile`), as the option applies to every one.
+  Result<Profile> fail_in_job(const std::string& path, bool from_profile) {
+    const std::string& error = TomlReader::error();
+    for (const auto& [key, option] : options_) {
+      const std::string prefix = source() + ": " + key_path(path, key) + ": ";
+      if (!error.starts_with(prefix)) continue;
+      const std::string where = from_profile ? " (for " + path + " of " + source() + ")" : "";
+      return Result<Profile>::failure(option + where + ": " + error.substr(prefix.size()));
+    }
+    return fail();
+  }
   Result<Profile> error(const std::string& key, const std::string& what) {
     set_error(key, what);
     return fail();
@@ -403,6 +419,8 @@ class Parser : TomlReader {
     }
     return true;
   }
+
+  const OverrideOptions& options_;
 };
 
 }  // namespace
@@ -511,10 +529,10 @@ Result<uint64_t> parse_pps(std::string_view text) {
   return *r;
 }
 
-Result<bool> add_override(toml::table& table, std::string_view assignment) {
+Result<bool> add_override(toml::table& table, std::string_view assignment, std::string_view shortcut) {
   const size_t eq = assignment.find('=');
   if (eq == std::string_view::npos || eq == 0)
-    return Result<bool>::failure("\"" + std::string(assignment) + "\" is not KEY=VALUE");
+    return Result<bool>::failure("--set \"" + std::string(assignment) + "\" is not KEY=VALUE");
   const std::string key(assignment.substr(0, eq));
   const std::string value(assignment.substr(eq + 1));
   toml::table one;
@@ -531,28 +549,35 @@ Result<bool> add_override(toml::table& table, std::string_view assignment) {
   if (one.empty()) one.insert_or_assign(key, value);
   // As a profile's keys and strings are (parse_toml): a name with an escape
   // sequence or a newline would print as something else in the table.
-  if (const std::string bad = control_char_path(one, ""); !bad.empty())
-    return Result<bool>::failure(bad + ": holds a control character (only tab is allowed in keys and strings)");
+  // The value is no table, so the path is the key: a shortcut names itself
+  // instead ("--rate", not "--set rate": the user typed no --set).
+  if (const std::string bad = control_char_path(one, ""); !bad.empty()) {
+    return Result<bool>::failure((shortcut.empty() ? "--set " + bad : std::string(shortcut)) +
+                                 ": holds a control character (only tab is allowed in keys and strings)");
+  }
   table.insert_or_assign(key, *one.get(key));
   return true;
 }
 
-Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides, std::string_view source) {
-  return Parser(source).run(root, job_overrides);
+Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides, std::string_view source,
+                              const OverrideOptions& options) {
+  return Parser(source, options).run(root, job_overrides);
 }
 
-Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides, std::string_view source) {
+Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides, std::string_view source,
+                                   const OverrideOptions& options) {
   auto root = parse_toml(text, source);
   if (!root) return Result<Profile>::failure(root.error());
-  return parse_profile(*root, job_overrides, source);
+  return parse_profile(*root, job_overrides, source, options);
 }
 
-Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides) {
+Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides,
+                                  const OverrideOptions& options) {
   std::string text;
   if (const int err = read_text_file(path, text, kMaxConfigFileBytes)) {
     return Result<Profile>::failure(path + ": cannot read profile: " + read_text_error(err));
   }
-  return parse_profile_text(text, job_overrides, path);
+  return parse_profile_text(text, job_overrides, path, options);
 }
 
 }  // namespace psgate::gen

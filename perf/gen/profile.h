@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,16 +103,29 @@ uint32_t min_frame_size(bool v6, Proto proto);
 // The longest time any [generator] setting or option takes, in ns: 1e8 s.
 inline constexpr uint64_t kMaxTimeNs = 100'000'000ull * 1'000'000'000ull;
 
+// Which command-line option set each override key, as typed: "rate" ->
+// "--rate" (a shortcut) or "--set rate". An error in such a key names the
+// option rather than the profile's key, which may hold another value or
+// none: "--rate: ...", or "--size (for jobs[1] of gen.toml): ..." when it
+// failed in a profile's entry.
+using OverrideOptions = std::map<std::string, std::string>;
+
 // `root` is the profile; `job_overrides` (may be empty) is merged into every
 // [[jobs]] entry before it is read (command-line --set). A root without
-// [[jobs]] gets one job made of the overrides alone. `source` prefixes errors.
-Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides, std::string_view source);
-Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides, std::string_view source);
-Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides);
+// [[jobs]] gets one job made of the overrides alone. `source` prefixes errors
+// but those in a key `options` names.
+Result<Profile> parse_profile(const toml::table& root, const toml::table& job_overrides, std::string_view source,
+                              const OverrideOptions& options = {});
+Result<Profile> parse_profile_text(std::string_view text, const toml::table& job_overrides, std::string_view source,
+                                   const OverrideOptions& options = {});
+Result<Profile> load_profile_file(const std::string& path, const toml::table& job_overrides,
+                                  const OverrideOptions& options = {});
 
 // "KEY=VALUE" from the command line into `table`: VALUE is read as a TOML
 // value when it is one (4, true, "x"), else as a string (5kpps, imix).
-Result<bool> add_override(toml::table& table, std::string_view assignment);
+// Errors name the option: `shortcut` when the assignment stands for one
+// ("--rate" for rate=...), else "--set KEY".
+Result<bool> add_override(toml::table& table, std::string_view assignment, std::string_view shortcut = {});
 
 // "5kpps", "1.5Mpps" -> packets per second, a whole number of them: a
 // fraction of a packet ("1.5pps", "0.0005kpps") is refused, not rounded.

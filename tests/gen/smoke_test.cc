@@ -388,7 +388,7 @@ TEST(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
   ChildProcess g(null_run(gen, "gutf", {"--set", std::string("name=caf") + '\xe9', "--json", dir + "/gen.json"}),
                  dir + "/gen.out");
   ASSERT_EQ(g.wait(30), 2) << g.output();
-  EXPECT_NE(g.output().find("jobs[0].name: "), std::string::npos) << g.output();
+  EXPECT_NE(g.output().find("psgate-gen: --set name: "), std::string::npos) << g.output();
   EXPECT_NE(g.output().find("must be valid UTF-8"), std::string::npos) << g.output();
   EXPECT_FALSE(std::filesystem::exists(dir + "/gen.json"));
 }
@@ -490,6 +490,44 @@ TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
                  dir + "/run.out");
   ASSERT_EQ(g.wait(60), 0) << g.output();
   EXPECT_EQ(json::parse(read_text_file(dir + "/gen.json"))["generator"]["rx_bursts_per_round"], 20);
+}
+
+// A shortcut's error (--rate for --set rate=...) said "--set rate", or the
+// profile's key ("command line: jobs[0].rate", or "gen.toml: jobs[0].rate"
+// for a value the file does not hold): it names the option typed now, and
+// the profile's entry it failed in.
+TEST(GenCommandLine, AnErrorNamesTheOptionTyped) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-label");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  const std::string profile = dir + "/gen.toml";
+  std::ofstream(profile) << "[[jobs]]\nid = 1\n[[jobs]]\nid = 2\nps = \"[fd00::5]:2222\"\n";
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--rate", "1.5pps"}, "psgate-gen: --rate: \"1.5pps\" is not a whole number of packets per second"},
+      {{"--rate", "a\x1b"}, "psgate-gen: --rate: holds a control character"},
+      {{"--workers", "0"}, "psgate-gen: --workers: 0 is out of range 1.."},
+      {{"--direction", "up"}, "psgate-gen: --direction: \"up\" is not push, pull or both"},
+      {{"--set", "workers=0"}, "psgate-gen: --set workers: 0 is out of range 1.."},
+      // 64 B holds the IPv4 job's headers, not the IPv6 one's.
+      {{"--profile", profile, "--size", "64B"},
+       "psgate-gen: --size (for jobs[1] of " + profile + "): 64 bytes is outside 82..1518"},
+  };
+  for (const auto& [args, expected] : cases) {
+    std::vector<std::string> argv{gen, "--duration", "0.3"};  // no null_run: it gives --rate
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const char* eal :
+         {"--", "--no-huge", "-m", "128", "--no-pci", "--log-level=4", "--vdev=net_null0", "--vdev=net_null1"})
+      argv.emplace_back(eal);
+    argv.push_back("--file-prefix=glabel-" + std::to_string(getpid()));
+    ChildProcess g(argv, dir + "/gen.out");
+    EXPECT_EQ(g.wait(30), 2) << args[0] << ": " << g.output();
+    EXPECT_NE(g.output().find(expected), std::string::npos) << args[0] << ": " << g.output();
+    if (args[0] != "--set") {
+      EXPECT_EQ(g.output().find("--set"), std::string::npos) << args[0] << ": " << g.output();
+    }
+  }
 }
 
 }  // namespace

@@ -182,6 +182,47 @@ TEST(Profile, AddOverrideTypes) {
   EXPECT_TRUE(add_override(t, "name=\"a\\tb\"").ok()) << "tab is allowed, as in a file";
 }
 
+// An error in a value the command line gave names the option typed: a
+// shortcut's said "--set rate", and a key's error named the profile's key
+// ("p.toml: jobs[0].rate") for a value the file does not hold.
+TEST(Profile, AnOverridesErrorNamesTheOptionTyped) {
+  toml::table unused;
+  auto shortcut = add_override(unused, "rate=a\x1b", "--rate");
+  ASSERT_FALSE(shortcut.ok());
+  EXPECT_EQ(shortcut.error().rfind("--rate: holds a control character", 0), 0u) << shortcut.error();
+  auto set = add_override(unused, "rate=a\x1b");
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.error().rfind("--set rate: holds a control character", 0), 0u) << set.error();
+
+  const OverrideOptions options{{"rate", "--rate"}, {"size", "--size"}, {"workers", "--set workers"}};
+  auto overrides = [](const std::vector<std::string>& sets) {
+    toml::table t;
+    for (const std::string& s : sets) EXPECT_TRUE(add_override(t, s).ok()) << s;
+    return t;
+  };
+  struct Case {
+    const char* profile;  // "": none
+    std::vector<std::string> sets;
+    const char* error;  // prefix
+  };
+  const Case cases[] = {
+      // No [[jobs]]: the job is the command line's.
+      {"", {"rate=1.5pps"}, "--rate: \"1.5pps\" is not a whole number of packets per second"},
+      {"", {"workers=0"}, "--set workers: 0 is out of range 1.."},
+      // The profile's entry it failed in: 64 B holds IPv4/UDP's headers, not IPv6's.
+      {"[[jobs]]\nid = 1\n[[jobs]]\nid = 2\nps = \"[fd00::5]:2222\"\n",
+       {"size=64B"},
+       "--size (for jobs[1] of p.toml): 64 bytes is outside 82..1518"},
+      // A key the command line did not set is the profile's.
+      {"[[jobs]]\nworkers = 3\nflows = 2\n", {"rate=1kpps"}, "p.toml: jobs[0].flows: 2 is fewer than the 3 workers"},
+  };
+  for (const Case& c : cases) {
+    auto p = parse_profile_text(c.profile, overrides(c.sets), *c.profile ? "p.toml" : "command line", options);
+    ASSERT_FALSE(p.ok()) << c.error;
+    EXPECT_EQ(p.error().rfind(c.error, 0), 0u) << p.error();
+  }
+}
+
 TEST(Profile, SizeAndRateErrorsSayWhatIsWrong) {
   auto negative = parse({}, {"size=-64"});
   ASSERT_FALSE(negative.ok());
