@@ -5,7 +5,8 @@
 //
 // Exit status: 0 after a run, also one stopped by a signal (loss is reported,
 // not an error), 2 for a bad command line or profile, 1 when DPDK, a port or
-// its link cannot be set up or a report file cannot be written.
+// its link cannot be set up, a worker lcore cannot be started or a report
+// file cannot be written.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -55,7 +56,8 @@ constexpr const char* kDescription =
     "while the links are awaited they stop the wait instead: report (nothing sent, no --hold) and exit 0.\n"
     "Exit status: 0 after a run, also one stopped by a signal (loss is reported, not an error), 2 for a bad\n"
     "command line or profile or a report path that cannot be written (checked before the run), 1 when DPDK,\n"
-    "a port or its link cannot be set up, or a report cannot be written after the run.\n"
+    "a port or its link cannot be set up or a worker lcore cannot be started, or a report cannot be written\n"
+    "after the run.\n"
     "Profile format: perf/gen/README.md. Without --profile, one [[jobs]] entry is built from the job flags.";
 
 struct Options {
@@ -235,11 +237,27 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
       split ? ("TX on lcore " + std::to_string(workers[0]) + ", RX on lcore " + std::to_string(workers[1])).c_str()
             : ("TX and RX on lcore " + std::to_string(workers[0])).c_str());
 
-  if (split) {
-    rte_eal_remote_launch(Engine::tx_main, &e, workers[0]);
-    rte_eal_remote_launch(Engine::rx_main, &e, workers[1]);
-  } else {
-    rte_eal_remote_launch(Engine::both_main, &e, workers[0]);
+  // A loop that did not start never finishes: the main lcore waited for
+  // TX to end for ever, deaf to signals, or ran TX without RX and reported
+  // every frame lost. The loops that did start are stopped and waited for
+  // (they use the engine and the ports), and the run fails as a setup
+  // failure, before anything is reported.
+  struct Loop {
+    lcore_function_t* main;
+    unsigned lcore;
+    const char* what;
+  };
+  const std::vector<Loop> loops =
+      split ? std::vector<Loop>{{Engine::tx_main, workers[0], "TX"}, {Engine::rx_main, workers[1], "RX"}}
+            : std::vector<Loop>{{Engine::both_main, workers[0], "TX and RX"}};
+  for (const Loop& loop : loops) {
+    if (const int rc = rte_eal_remote_launch(loop.main, &e, loop.lcore); rc != 0) {
+      e.stop_tx();
+      e.stop_rx();
+      rte_eal_mp_wait_lcore();
+      return fail(std::string("cannot start ") + loop.what + " on lcore " + std::to_string(loop.lcore) +
+                  ": rte_eal_remote_launch: " + rte_strerror(-rc));
+    }
   }
 
   // Main lcore: sleeps in sigtimedwait between progress lines.

@@ -530,4 +530,40 @@ TEST(GenCommandLine, AnErrorNamesTheOptionTyped) {
   }
 }
 
+// An lcore that cannot be started (rte_eal_remote_launch failing, made so by
+// the preloaded launch_fails.cc): the launch's result went unread, and the
+// main lcore waited for ever (deaf to signals) for a TX loop that never
+// ran, or sent without RX and reported every frame lost, exit 0. Exit 1
+// now, naming the loop and its lcore, with no report of a run not made.
+TEST(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
+  const std::string gen = env("PSGATE_GEN_BIN"), fails = env("PSGATE_GEN_LAUNCH_FAILS");
+  ASSERT_FALSE(gen.empty() || fails.empty())
+      << "PSGATE_GEN_BIN / PSGATE_GEN_LAUNCH_FAILS not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-launch");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  struct Case {
+    const char* failing_call;  // 1: the first launch
+    const char* lcores;        // one worker lcore: TX and RX in one loop; two: TX, then RX
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"1", "--lcores=0@0,1@0", "cannot start TX and RX on lcore 1: "},
+      {"1", "--lcores=0@0,1@0,2@0", "cannot start TX on lcore 1: "},
+      {"2", "--lcores=0@0,1@0,2@0", "cannot start RX on lcore 2: "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.lcores) + ", launch " + c.failing_call + " fails");
+    std::vector<std::string> argv{"/usr/bin/env", "LD_PRELOAD=" + fails,
+                                  std::string("PSGATE_TEST_FAIL_LAUNCH=") + c.failing_call};
+    for (std::string& a : null_run(gen, "glaunch", {"--json", dir + "/gen.json"})) argv.push_back(std::move(a));
+    argv.push_back(c.lcores);
+    ChildProcess g(argv, dir + "/gen.out");
+    EXPECT_EQ(g.wait(30), 1) << "(-1: still running) " << g.output();
+    EXPECT_NE(g.output().find(c.expected), std::string::npos) << g.output();
+    EXPECT_NE(g.output().find("Device or resource busy"), std::string::npos) << g.output();
+    EXPECT_FALSE(std::filesystem::exists(dir + "/gen.json")) << g.output();
+  }
+}
+
 }  // namespace
