@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "format.h"
 #include "jobs_file.h"
+#include "psgate/control_commands.h"
 #include "psgate/control_request.h"  // kMaxRequestBytes
 #include "psgate/output_file.h"
 #include "reply_shape.h"
@@ -46,12 +47,15 @@ int failure_status(const psgate::Result<Reply>& reply) {
   return kExitOk;
 }
 
+// psgatectl's words for the command sent: "jobs rm", "class".
+std::string command_words(const Invocation& inv) {
+  return psgate::find_control_command(inv.request["cmd"].get<std::string>())->cli;
+}
+
 // The reply's result checked against what its table reads (reply_shape.h):
 // "" when usable, else the reason, naming the socket as the client's errors do.
 std::string shape_problem(const Invocation& inv, const ojson& result) {
-  std::string command = inv.request["cmd"].get<std::string>();
-  std::replace(command.begin(), command.end(), '.', ' ');  // "jobs list", as typed
-  auto shape = check_reply_shape(inv.kind, command, result);
+  auto shape = check_reply_shape(inv.kind, command_words(inv), result);
   return shape ? "" : "psgate at " + inv.socket + ": " + shape.error();
 }
 
@@ -195,12 +199,21 @@ int load_jobs(Client& client, const Invocation& inv) {
       if (groups->size() > 1 && reply->error.ends_with(none))
         reply->error.replace(reply->error.size() - none.size(), none.size(), "; none of this request's jobs added");
     }
-    if (const int status = failure_status(reply); status != kExitOk) {
+    int status = failure_status(reply);
+    // A reply of another shape is no count of jobs loaded (nor, with
+    // --json, a list of them to merge): applied or not, psgatectl cannot tell.
+    if (status == kExitOk) {
+      if (const std::string bad = shape_problem(inv, reply->result); !bad.empty()) {
+        std::cerr << "psgatectl: " << bad << "\n";
+        status = kExitUnreachable;
+      }
+    }
+    if (status != kExitOk) {
       // Refused: not applied. No reply: perhaps applied, perhaps not.
       std::cerr << "psgatectl: request " << g + 1 << " of " << groups->size() << " (the file's jobs[" << done << ".."
                 << done + n - 1 << "]) "
                 << (status == kExitRefused ? "was not applied"
-                                           : "got no answer, so it may or may not have been applied")
+                                           : "got no usable answer, so it may or may not have been applied")
                 << "; " << done << " job" << (done == 1 ? "" : "s")
                 << " before it were loaded, none after it was sent\n";
       // A script learns which jobs went in: what was added, and how many
@@ -214,11 +227,9 @@ int load_jobs(Client& client, const Invocation& inv) {
     }
     done += n;
     for (const auto& [key, value] : reply->result.items()) {
-      if (key != "added") {
-        merged[key] = value;
-      } else if (value.is_array()) {  // one that is not (not psgate's reply) is left out, not merged over the list
+      if (key != "added") merged[key] = value;
+      else  // an array of ids: its shape was checked
         for (const auto& id : value) merged["added"].push_back(id);
-      }
     }
   }
   merged["requests"] = groups->size();

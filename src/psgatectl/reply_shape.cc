@@ -14,11 +14,17 @@ enum class Type { kObject, kArray, kString, kUint, kNumber, kBool };
 
 // A member by path from the result: "jobs" is result.jobs, "jobs[].id" the
 // "id" of every element of result.jobs, "ports.*" every value of the object
-// result.ports.
+// result.ports. One that may be null by the protocol (a cap removed) must
+// still be there: a table prints a missing one as null would read ("none").
+// An optional one may be left out, and is checked when it is there.
+enum class Presence { kRequired, kNullable, kOptional };
 struct Member {
   std::string_view path;
   Type type;
+  Presence presence = Presence::kRequired;
 };
+constexpr Presence kNullable = Presence::kNullable;
+constexpr Presence kOptional = Presence::kOptional;
 
 // What each command's formatter reads (format.cc), in the daemon's shape
 // (control_plane.cc, stats_json.cc, config_json.cc).
@@ -44,6 +50,15 @@ constexpr Member kReload[] = {{"file", Type::kString},
                               {"not_applied", Type::kArray}};
 constexpr Member kOrder[] = {{"jobs", Type::kArray}, {"jobs[]", Type::kObject}, {"jobs[].id", Type::kUint}};
 constexpr Member kClusterWrite[] = {{"store_revision", Type::kUint}};
+// The confirmations of jobs.load, jobs.remove, class.set and shaper.set
+// (control_plane.cc), which format_confirmation prints.
+constexpr Member kJobsLoad[] = {{"added", Type::kArray}, {"added[]", Type::kUint}};
+constexpr Member kJobsRemove[] = {{"removed", Type::kUint}, {"note", Type::kString, kOptional}};
+constexpr Member kClassSet[] = {{"port", Type::kString},           {"class", Type::kUint},
+                                {"cap", Type::kString, kNullable}, {"floor", Type::kString, kNullable},
+                                {"ecn_threshold", Type::kUint},    {"dscp", Type::kUint, kNullable}};
+constexpr Member kShaperSet[] = {
+    {"port", Type::kString}, {"rate", Type::kString, kNullable}, {"burst", Type::kString, kNullable}};
 
 const char* type_name(Type t) {
   switch (t) {
@@ -90,13 +105,14 @@ struct Wrong {
   bool missing = false;
 };
 
-Wrong first_wrong(const ojson& at, std::string_view path, const std::string& shown, Type t) {
-  if (path.empty()) return has_type(at, t) ? Wrong{} : Wrong{shown, false};
+Wrong first_wrong(const ojson& at, std::string_view path, const std::string& shown, Type t, Presence p) {
+  if (path.empty())
+    return has_type(at, t) || (p == Presence::kNullable && at.is_null()) ? Wrong{} : Wrong{shown, false};
   const auto step = [](std::string_view r) { return r.starts_with(".") ? r.substr(1) : r; };
   if (path.starts_with("[]")) {  // every element
     if (!at.is_array()) return {};
     for (size_t i = 0; i < at.size(); ++i) {
-      Wrong w = first_wrong(at[i], step(path.substr(2)), shown + "[" + std::to_string(i) + "]", t);
+      Wrong w = first_wrong(at[i], step(path.substr(2)), shown + "[" + std::to_string(i) + "]", t, p);
       if (!w.name.empty()) return w;
     }
     return {};
@@ -107,25 +123,25 @@ Wrong first_wrong(const ojson& at, std::string_view path, const std::string& sho
   if (head == "*") {  // every value of an object
     if (!at.is_object()) return {};
     for (auto it = at.begin(); it != at.end(); ++it) {
-      Wrong w = first_wrong(it.value(), rest, shown + "." + it.key(), t);
+      Wrong w = first_wrong(it.value(), rest, shown + "." + it.key(), t, p);
       if (!w.name.empty()) return w;
     }
     return {};
   }
   const std::string name = shown.empty() ? head : shown + "." + head;
   if (!at.is_object()) return {};
-  if (!at.contains(head)) return {name, true};
-  return first_wrong(at[head], rest, name, t);
+  if (!at.contains(head)) return p == Presence::kOptional && rest.empty() ? Wrong{} : Wrong{name, true};
+  return first_wrong(at[head], rest, name, t, p);
 }
 
 template <size_t N>
 std::string check(const ojson& result, const Member (&members)[N], const std::string& command) {
   for (const Member& m : members) {
-    const Wrong w = first_wrong(result, m.path, "", m.type);
+    const Wrong w = first_wrong(result, m.path, "", m.type, m.presence);
     if (w.name.empty()) continue;
-    return command + ": the reply's \"" + w.name + "\" " +
-           (w.missing ? "is missing" : "is not " + std::string(type_name(m.type))) +
-           (w.missing ? std::string(" (should be ") + type_name(m.type) + ")" : std::string()) +
+    const std::string type = std::string(type_name(m.type)) + (m.presence == Presence::kNullable ? " or null" : "");
+    return command + ": the reply's \"" + w.name + "\" " + (w.missing ? "is missing" : "is not " + type) +
+           (w.missing ? " (should be " + type + ")" : std::string()) +
            "; the daemon may be of another version than this psgatectl (`psgatectl health --json` shows its "
            "\"version\" and \"protocol\")";
   }
@@ -179,8 +195,21 @@ psgate::Result<bool> check_reply_shape(Kind kind, const std::string& command, co
     case Kind::kOrder:
       bad = to_store ? check(result, kClusterWrite, command) : check(result, kOrder, command);
       break;
-    default:  // jobs load/remove, class/shaper set: the confirmation names what was asked
+    case Kind::kJobsLoad:
+      bad = to_store ? check(result, kClusterWrite, command) : check(result, kJobsLoad, command);
       break;
+    case Kind::kJobsRemove:
+      bad = to_store ? check(result, kClusterWrite, command) : check(result, kJobsRemove, command);
+      break;
+    // A gateway's own settings: applied here in cluster mode too.
+    case Kind::kClassSet:
+      bad = check(result, kClassSet, command);
+      break;
+    case Kind::kShaperSet:
+      bad = check(result, kShaperSet, command);
+      break;
+      // No default: a command without a shape here is a compiler warning
+      // (-Wswitch), not a reply taken on trust.
   }
   if (bad.empty()) return true;
   return psgate::Result<bool>::failure(bad);

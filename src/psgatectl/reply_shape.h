@@ -4,8 +4,11 @@
 // a missing field as "-", so without this check a daemon of another version
 // (or not psgate) that answers {"ok": true, "result": {}} to `jobs list`
 // prints "(no jobs)" and exits 0: a skew that looks like an empty gateway.
-// Only the members a table cannot do without are checked; fields that may be
-// null by the protocol (a job's police, a progress never reported) are not.
+// Every command's reply is checked, the confirmations of changes too (a
+// `class` reply without its "cap" printed "cap none"). Only the members a
+// table cannot do without are checked; of those that may be null by the
+// protocol, the ones a confirmation prints (a class's cap) must be there,
+// the others (a job's police, a progress never reported) are not checked.
 #pragma once
 
 #include <string>

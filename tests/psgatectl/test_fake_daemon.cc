@@ -565,6 +565,29 @@ TEST(PsgatectlFakeDaemon, BrokenRepliesExitThree) {
   }
 }
 
+// jobs load checks each request's reply: one of another shape is not
+// counted as loaded jobs (with --json neither: the output is psgatectl's
+// own merge of the replies), and the message says what went in before it.
+TEST(PsgatectlFakeDaemon, JobsLoadChecksEachReplysShape) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("jobs.load", ojson::parse(R"({"ok": true, "result": {"loaded": 1}})"));
+  const std::string file = dir.path() + "/jobs.json";
+  std::ofstream(file) << R"([{"job": 1, "match": ["proto=tcp"]}])";
+  for (const bool json_output : {false, true}) {
+    std::vector<std::string> args{"-s", dir.socket(), "jobs", "load", file};
+    if (json_output) args.push_back("--json");
+    CtlRun r = run_ctl(args);
+    EXPECT_EQ(r.status, 3) << r.out;
+    EXPECT_TRUE(contains(r.err, "psgatectl: psgate at " + dir.socket() +
+                                    ": jobs load: the reply's \"added\" is missing (should be an array)"))
+        << r.err;
+    EXPECT_TRUE(contains(r.err, "request 1 of 1 (the file's jobs[0..0]) got no usable answer")) << r.err;
+    EXPECT_FALSE(contains(r.out, "added 1 job")) << r.out;
+  }
+  unlink(file.c_str());
+}
+
 TEST(PsgatectlFakeDaemon, StatsTableAndWatch) {
   TempDir dir;
   FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
@@ -727,6 +750,20 @@ TEST(PsgatectlFakeDaemon, RepliesOfAnotherShapeExitThree) {
        "cluster",
        R"({"mode": "cluster", "gateways": {}})",
        "cluster: the reply's \"gateways\" is not an array"},
+      // Confirmations of changes: they printed "removed job 3", "cap none"
+      // or "none (unshaped)" from members that were not there, and exit 0.
+      {{"jobs", "rm", "3"},
+       "jobs.remove",
+       R"({"job": 3})",
+       "jobs rm: the reply's \"removed\" is missing (should be a whole number)"},
+      {{"class", "wire", "1", "--cap", "1Gbit/s"},
+       "class.set",
+       R"({"port": "wire", "class": 1})",
+       "class: the reply's \"cap\" is missing (should be a string or null)"},
+      {{"shaper", "wire", "1Gbit/s"},
+       "shaper.set",
+       R"({"port": "wire", "burst": "64KiB"})",
+       "shaper: the reply's \"rate\" is missing (should be a string or null)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
