@@ -10,7 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "psgate/control_request.h"  // kMaxJsonDepth
+#include "psgate/control_commands.h"  // reads_only
+#include "psgate/control_request.h"   // kMaxJsonDepth
 #include "psgate/text.h"
 
 namespace psgatectl {
@@ -130,10 +131,11 @@ Result<Client> Client::connect(const std::string& path, std::chrono::millisecond
   return Client(fd, path, timeout);
 }
 
-Result<Reply> Client::call(const nlohmann::json& request) {
+Result<Reply> Client::call(const nlohmann::json& request) { return call(request, Clock::now() + timeout_); }
+
+Result<Reply> Client::call(const nlohmann::json& request, Clock::time_point deadline) {
   auto fail = [&](const std::string& why) { return Result<Reply>::failure("psgate at " + path_ + ": " + why); };
   if (fd_ < 0) return fail("not connected");
-  const auto deadline = Clock::now() + timeout_;
 
   const std::string line = request.dump() + "\n";
   size_t sent = 0;
@@ -171,10 +173,15 @@ Result<Reply> Client::call(const nlohmann::json& request) {
     if (!wait_ready(fd_, POLLIN, deadline)) {
       if (interrupted()) return fail("interrupted");
       // The daemon has the request: it may still apply it (a cluster write
-      // waits on the store), so this is not "nothing changed".
-      return fail("no reply within " + timeout_text(timeout_) +
-                  " after the request was sent (a change may still be applied: check before retrying; use --timeout "
-                  "to wait longer)");
+      // waits on the store), so this is not "nothing changed", unless the
+      // command changes nothing (health, sent first by every command).
+      const psgate::CommandSpec* command = request.contains("cmd") && request["cmd"].is_string()
+                                               ? psgate::find_control_command(request["cmd"].get<std::string>())
+                                               : nullptr;
+      const bool reads_only = command != nullptr && command->reads_only;
+      return fail("no reply within " + timeout_text(timeout_) + " after the request was sent (" +
+                  (reads_only ? "" : "a change may still be applied: check before retrying; ") +
+                  "use --timeout to wait longer)");
     }
     char buf[65536];
     const ssize_t n = recv(fd_, buf, sizeof buf, 0);

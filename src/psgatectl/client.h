@@ -32,8 +32,11 @@ class Client {
   // Connects to `path`; the timeout bounds connect and each later call.
   static psgate::Result<Client> connect(const std::string& path, std::chrono::milliseconds timeout);
 
-  // Sends `request` as one line and reads one reply line.
+  // Sends `request` as one line and reads one reply line, within the
+  // connection's timeout, or by `deadline` (the protocol check and the
+  // command it precedes share one: --timeout bounds the wait for the reply).
   psgate::Result<Reply> call(const nlohmann::json& request);
+  psgate::Result<Reply> call(const nlohmann::json& request, std::chrono::steady_clock::time_point deadline);
 
   Client(Client&& other) noexcept;
   Client& operator=(Client&& other) noexcept;

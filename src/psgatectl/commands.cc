@@ -426,7 +426,8 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const char* e
   app.footer(
       "Exit status: 0 success, 1 the daemon refused the request (its error on stderr) or the\n"
       "output could not be written,\n"
-      "2 usage error (nothing sent), 3 the daemon cannot be reached or its reply cannot be used.\n"
+      "2 usage error (nothing sent), 3 the daemon cannot be reached, speaks another control\n"
+      "protocol (then only health was sent) or its reply cannot be used.\n"
       "Run 'psgatectl COMMAND --help' for a command's arguments.");
   // At most one command; a missing one is reported below, so that an unknown
   // word reads "not expected: WORD" rather than "a subcommand is required".

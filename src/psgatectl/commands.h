@@ -29,7 +29,7 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitRefused = 1,      // the daemon answered {"ok": false, "error": ...}
   kExitUsage = 2,        // bad command line, rejected before sending
-  kExitUnreachable = 3,  // no usable reply: cannot connect, timeout, EOF, garbage, another shape
+  kExitUnreachable = 3,  // no usable reply: cannot connect, timeout, EOF, garbage, another shape or protocol
 };
 
 // Which command was given; selects how the reply is printed.

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "format.h"
 #include "jobs_file.h"
+#include "protocol_check.h"
 #include "psgate/control_commands.h"
 #include "psgate/control_request.h"  // kMaxRequestBytes
 #include "psgate/output_file.h"
@@ -83,8 +84,9 @@ std::string ms_text(std::chrono::milliseconds d) {
 
 // stats --watch: a stats request every second, a frame per reply computed
 // from the difference to the previous one. It is a monitor, so it outlives
-// the daemon's hiccups: a connection that cannot be made or is closed, a reply
-// that is late (--timeout), missing, malformed or a refusal are each reported
+// the daemon's hiccups: a connection that cannot be made or is closed, a
+// daemon of another protocol (asked on each connection, protocol_check.h), a
+// reply that is late (--timeout), missing, malformed or a refusal are each reported
 // on stderr as one line with the time, and it reconnects (a fresh connection:
 // a late reply must not be taken for the next one) after a backoff of 100 ms,
 // doubling to 2 s while the outage lasts, and goes on. Only Ctrl-C or SIGTERM
@@ -126,6 +128,17 @@ int watch(const Invocation& inv) {
       if (g_interrupted) break;
       if (!c) {
         trouble(c.error());
+        continue;
+      }
+      const ProtocolCheck checked =
+          check_protocol(*c, inv.socket, "stats", Clock::now() + std::chrono::milliseconds(inv.timeout_ms));
+      if (g_interrupted) break;
+      if (checked.status == kExitRefused) {
+        trouble("psgate at " + inv.socket + " refused health: " + checked.why);
+        continue;
+      }
+      if (checked.status != kExitOk) {
+        trouble(checked.why);
         continue;
       }
       client.emplace(std::move(*c));
@@ -170,7 +183,8 @@ int watch(const Invocation& inv) {
 // jobs load: the file in as many jobs.load requests as the line limit needs,
 // one after another on one connection. Each is all-or-nothing; on a refusal
 // the jobs of the requests before it stay loaded and none after it is sent.
-int load_jobs(Client& client, const Invocation& inv) {
+// `first_deadline`: the first request's, shared with the protocol check.
+int load_jobs(Client& client, const Invocation& inv, Clock::time_point first_deadline) {
   const nlohmann::json& jobs = inv.request["jobs"];
   auto groups = split_jobs(jobs, psgate::kMaxRequestBytes);
   if (!groups) {
@@ -183,7 +197,8 @@ int load_jobs(Client& client, const Invocation& inv) {
   nlohmann::ordered_json merged{{"added", nlohmann::ordered_json::array()}};
   for (size_t g = 0; g < groups->size(); ++g) {
     const size_t n = (*groups)[g].size();
-    auto reply = client.call(nlohmann::json{{"cmd", "jobs.load"}, {"jobs", std::move((*groups)[g])}});
+    const nlohmann::json request{{"cmd", "jobs.load"}, {"jobs", std::move((*groups)[g])}};
+    auto reply = g == 0 ? client.call(request, first_deadline) : client.call(request);
     // The daemon names a job by its place in the request ("jobs[48]: ..."):
     // said by its place in the file, which is what the operator has open.
     if (reply && !reply->ok && reply->error.rfind("jobs[", 0) == 0) {
@@ -257,10 +272,29 @@ static int run_command(int argc, char** argv) {
     std::cerr << "psgatectl: " << client.error() << "\n";
     return kExitUnreachable;
   }
-  if (inv.kind == Kind::kJobsLoad) return load_jobs(*client, inv);
+  // One wait for the reply, the protocol check included.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(inv.timeout_ms);
+  // health is the check itself: its reply says the protocol (checked below).
+  if (inv.kind != Kind::kHealth) {
+    const ProtocolCheck checked = check_protocol(*client, inv.socket, command_words(inv), deadline);
+    if (checked.status != kExitOk) {
+      std::cerr << "psgatectl: " << checked.why << "\n";
+      return checked.status;
+    }
+  }
+  if (inv.kind == Kind::kJobsLoad) return load_jobs(*client, inv, deadline);
 
-  auto reply = client->call(inv.request);
+  auto reply = client->call(inv.request, deadline);
   if (const int status = failure_status(reply); status != kExitOk) return status;
+  // health --json prints the reply as it came whatever the protocol: it is
+  // how an operator learns which one the daemon speaks.
+  if (inv.kind == Kind::kHealth && !inv.json_output) {
+    if (const std::string mismatch = protocol_mismatch(reply->result); !mismatch.empty()) {
+      std::cerr << "psgatectl: psgate at " << inv.socket << mismatch
+                << " (`psgatectl health --json` prints its reply as it came)\n";
+      return kExitUnreachable;
+    }
+  }
   // A table of a reply of another shape prints "-" and "(no jobs)" and exits
   // 0: version skew that looks like an empty gateway. --json prints the
   // result as it came, for the reader to judge.

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -57,6 +58,11 @@ class TempDir {
   std::string path_;
 };
 
+// A health result of a daemon of psgatectl's protocol.
+const char* kHealthResult =
+    R"({"status": "ok", "version": "0.1.0", "protocol": 2, "uptime_s": 3725, "generation": 4,
+        "lcores": "main:0 data:1", "policy": "static"})";
+
 class FakeDaemon {
  public:
   enum class Mode {
@@ -67,7 +73,12 @@ class FakeDaemon {
     kGarbage,       // a line that is not JSON
   };
 
-  FakeDaemon(const std::string& path, Mode mode) : path_(path), mode_(mode) {
+  // Health is answered as a daemon of psgatectl's protocol answers it
+  // (psgatectl asks before any other command), and whatever the mode, unless
+  // `health_too`: the mode is for the command.
+  FakeDaemon(const std::string& path, Mode mode, bool health_too = false)
+      : path_(path), mode_(mode), health_too_(health_too) {
+    answer("health", {{"ok", true}, {"result", ojson::parse(kHealthResult)}});
     listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -107,6 +118,13 @@ class FakeDaemon {
   std::vector<json> requests() {
     std::lock_guard lock(mu_);
     return requests_;
+  }
+  // How many requests of this "cmd" came.
+  int count(const std::string& cmd) {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(std::count_if(requests_.begin(), requests_.end(), [&](const json& r) {
+      return r.is_object() && r.contains("cmd") && r["cmd"] == cmd;
+    }));
   }
   int connections() const { return connections_.load(); }
   // The next `n` requests are read and recorded but never answered (as
@@ -149,6 +167,7 @@ class FakeDaemon {
       buf.erase(0, nl + 1);
       json req = json::parse(line, nullptr, false);
       std::string reply;
+      bool health = false;
       {
         std::lock_guard lock(mu_);
         requests_.push_back(req);
@@ -156,8 +175,9 @@ class FakeDaemon {
         auto it = replies_.find(cmd);
         reply = it != replies_.end() ? it->second : R"({"ok": false, "error": "unknown command"})";
         if (auto nth = nth_replies_.find({cmd, ++seen_[cmd]}); nth != nth_replies_.end()) reply = nth->second;
+        health = cmd == "health";
       }
-      Mode mode = mode_;
+      Mode mode = health && !health_too_ ? Mode::kAnswer : mode_;
       if (stall_.load() > 0) {
         --stall_;
         mode = Mode::kSilent;
@@ -188,6 +208,7 @@ class FakeDaemon {
 
   std::string path_;
   Mode mode_;
+  bool health_too_;
   int listen_fd_ = -1;
   int stop_pipe_[2] = {-1, -1};
   std::thread thread_;
@@ -277,10 +298,6 @@ CtlRun run_ctl(const std::vector<std::string>& args, RunOptions opt = {}) {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-const char* kHealthResult =
-    R"({"status": "ok", "version": "0.1.0", "uptime_s": 3725, "generation": 4, "lcores": "main:0 data:1",
-        "policy": "static"})";
-
 TEST(PsgatectlFakeDaemon, ReadCommandPrintsTableAndSendsOneLine) {
   TempDir dir;
   FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
@@ -305,6 +322,7 @@ TEST(PsgatectlFakeDaemon, StringsInAResultArePrintedEscaped) {
                       {"result",
                        {{"status", "degraded"},
                         {"version", "0.1.0"},
+                        {"protocol", 2},
                         {"cluster", {{"last_error", "etcd \x1b[2Jdown\xe2\x80\xae"}}},
                         {"documents_held",
                          {"P/jobs/\xe2\x80\x8b"
@@ -347,7 +365,7 @@ TEST(PsgatectlFakeDaemon, AWatchWhoseOutputFailsEndsAtOnce) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_TRUE(contains(r.err, "cannot write the output")) << r.err;
-  EXPECT_EQ(d.requests().size(), 1u) << "it went on polling after its output failed";
+  EXPECT_EQ(d.count("stats"), 1) << "it went on polling after its output failed";
   EXPECT_LT(took, 3.0);
 }
 
@@ -387,7 +405,7 @@ TEST(PsgatectlFakeDaemon, JobsLoadJsonMergesTheRepliesAddedIds) {
   }
   CtlRun r = run_ctl({"-s", dir.socket(), "jobs", "load", file, "--json"});
   EXPECT_EQ(r.status, 0) << r.err;
-  ASSERT_EQ(d.requests().size(), 2u);  // 100 jobs a request at most
+  ASSERT_EQ(d.count("jobs.load"), 2);  // 100 jobs a request at most
   EXPECT_EQ(json::parse(r.out), json::parse(R"({"added": [7, 9, 7, 9], "requests": 2})")) << r.out;
 
   // A refusal of the second request names the job by its place in the
@@ -410,8 +428,11 @@ TEST(PsgatectlFakeDaemon, WriteCommandPrintsOneLineConfirmation) {
                       "--name", "bert-c", "--police", "300Mbit/s"});
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "added job 3 (bert-c): rank 2, class 3, 1 rule\n");
-  ASSERT_EQ(d.requests().size(), 1u);
-  EXPECT_EQ(d.requests()[0], json::parse(R"({"cmd": "jobs.add", "job": 3,
+  // Health first: the daemon's protocol is checked before anything is sent
+  // that it could read another way.
+  ASSERT_EQ(d.requests().size(), 2u);
+  EXPECT_EQ(d.requests()[0], json::parse(R"({"cmd": "health"})"));
+  EXPECT_EQ(d.requests()[1], json::parse(R"({"cmd": "jobs.add", "job": 3,
       "match": ["dst=10.0.0.5/32,dport=2222,proto=tcp"], "name": "bert-c", "police": "300Mbit/s"})"));
 }
 
@@ -561,8 +582,95 @@ TEST(PsgatectlFakeDaemon, BrokenRepliesExitThree) {
     EXPECT_EQ(r.status, 3);
     EXPECT_TRUE(contains(r.err, "psgatectl: psgate at " + dir.socket() + ": " + c.message)) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_EQ(d.requests().size(), 1u);
+    EXPECT_EQ(d.count("stats"), 1);
   }
+}
+
+// The health request that checks the daemon's protocol gets no usable
+// reply: the command is not sent, and the message says so (not that a
+// change may still be applied: none was asked for).
+TEST(PsgatectlFakeDaemon, ABrokenReplyToTheProtocolCheckSendsNothingElse) {
+  struct Case {
+    FakeDaemon::Mode mode;
+    const char* message;
+  };
+  const Case cases[] = {
+      {FakeDaemon::Mode::kCloseNoReply, "daemon closed the connection without replying"},
+      {FakeDaemon::Mode::kSilent, "no reply within 300ms after the request was sent (use --timeout"},
+      {FakeDaemon::Mode::kGarbage, "reply is not JSON: <html>"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    TempDir dir;
+    FakeDaemon d(dir.socket(), c.mode, /*health_too=*/true);
+    CtlRun r = run_ctl({"-s", dir.socket(), "--timeout", "300ms", "jobs", "rm", "3"});
+    EXPECT_EQ(r.status, 3);
+    EXPECT_TRUE(contains(r.err, "psgatectl: psgate at " + dir.socket() + ": " + c.message)) << r.err;
+    EXPECT_TRUE(contains(r.err, "jobs rm was not sent")) << r.err;
+    EXPECT_FALSE(contains(r.err, "a change may still be applied")) << r.err;
+    EXPECT_EQ(d.count("jobs.remove"), 0);
+  }
+}
+
+// A daemon of another control protocol might read a request another way
+// (protocol 1 took "id" for the job): psgatectl asks its protocol first
+// (health's "protocol") and sends nothing else to one that is not its own,
+// exit 3 naming both and what to do. `health --json` still shows it all.
+TEST(PsgatectlFakeDaemon, ADaemonOfAnotherProtocolIsSentNothingElse) {
+  struct Case {
+    const char* health;  // the daemon's health result
+    const char* says;    // what the message says of the daemon's protocol
+  };
+  const Case cases[] = {
+      {R"({"status": "ok", "version": "0.9.0", "protocol": 3})", "speaks control protocol 3 (psgate 0.9.0)"},
+      {R"({"status": "ok", "version": "0.0.5", "protocol": 1})", "speaks control protocol 1 (psgate 0.0.5)"},
+      // Protocol 1's health named no protocol.
+      {R"({"status": "ok", "version": "0.0.4"})",
+       "speaks control protocol 1 (psgate 0.0.4; its health names no \"protocol\", as protocol 1's did not)"},
+      {R"({"status": "ok", "protocol": "2"})",
+       "speaks no control protocol psgatectl knows (its health's \"protocol\" is \"2\")"},
+  };
+  const std::string ours =
+      "; this psgatectl (" PSGATE_VERSION ") speaks protocol 2: use the psgatectl installed with that psgate";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.health);
+    TempDir dir;
+    FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+    d.answer_raw("health", std::string(R"({"ok": true, "result": )") + c.health + "}");
+    d.answer("jobs.remove", ojson::parse(R"({"ok": true, "result": {"removed": 3}})"));
+    d.answer("stats",
+             ojson::parse(R"({"ok": true, "result": {"ports": {}, "classes": [], "jobs": [], "totals": {}}})"));
+    const std::string daemon = "psgatectl: psgate at " + dir.socket() + " " + c.says + ours;
+    CtlRun rm = run_ctl({"-s", dir.socket(), "jobs", "rm", "3"});
+    EXPECT_EQ(rm.status, 3) << rm.out;
+    EXPECT_TRUE(contains(rm.err, daemon + "; jobs rm was not sent\n")) << rm.err;
+    EXPECT_TRUE(rm.out.empty()) << rm.out;
+    EXPECT_EQ(d.count("jobs.remove"), 0);
+    // --json too: a script must not read another protocol's result as this one's.
+    CtlRun stats = run_ctl({"-s", dir.socket(), "stats", "--json"});
+    EXPECT_EQ(stats.status, 3) << stats.out;
+    EXPECT_TRUE(contains(stats.err, daemon + "; stats was not sent\n")) << stats.err;
+    EXPECT_EQ(d.count("stats"), 0);
+    // health prints its table from the one reply, once the protocol is
+    // checked; --json prints it as it came, to see what the daemon is.
+    CtlRun health = run_ctl({"-s", dir.socket(), "health"});
+    EXPECT_EQ(health.status, 3) << health.out;
+    EXPECT_TRUE(contains(health.err, daemon + " (`psgatectl health --json` prints its reply as it came)\n"))
+        << health.err;
+    CtlRun raw = run_ctl({"-s", dir.socket(), "health", "--json"});
+    EXPECT_EQ(raw.status, 0) << raw.err;
+    EXPECT_EQ(json::parse(raw.out), json::parse(c.health));
+  }
+  // The daemon of psgatectl's own protocol: health, then the command.
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer("jobs.remove", ojson::parse(R"({"ok": true, "result": {"removed": 3}})"));
+  CtlRun rm = run_ctl({"-s", dir.socket(), "jobs", "rm", "3"});
+  EXPECT_EQ(rm.status, 0) << rm.err;
+  EXPECT_EQ(rm.out, "removed job 3\n");
+  ASSERT_EQ(d.requests().size(), 2u);
+  EXPECT_EQ(d.requests()[0], json::parse(R"({"cmd": "health"})"));
+  EXPECT_EQ(d.requests()[1], json::parse(R"({"cmd": "jobs.remove", "job": 3})"));
 }
 
 // jobs load checks each request's reply: one of another shape is not
@@ -614,7 +722,8 @@ TEST(PsgatectlFakeDaemon, StatsTableAndWatch) {
   EXPECT_EQ(frames, 2u) << w.out;
   EXPECT_EQ(w.out.find('\x1b'), std::string::npos);
   EXPECT_TRUE(contains(w.out, "ports: wire tx 0.0 Mbit/s, host tx 0.0 Mbit/s")) << w.out;  // unchanged counters
-  EXPECT_EQ(d.requests().size(), 3u);
+  EXPECT_EQ(d.count("stats"), 3);
+  EXPECT_EQ(d.count("health"), 2);  // once per connection
   EXPECT_EQ(d.connections(), 2);
 }
 
@@ -660,15 +769,15 @@ TEST(PsgatectlFakeDaemon, WatchSurvivesNoDaemonAStallAndARestart) {
 
   auto a = std::make_unique<FakeDaemon>(dir.socket(), FakeDaemon::Mode::kAnswer);
   a->answer("stats", stats_reply("before-outage"));
-  EXPECT_TRUE(wait_for([&] { return a->requests().size() >= 1; }));
-  a->stall_next(1);  // the second request is never answered: the client times out
-  EXPECT_TRUE(wait_for([&] { return a->requests().size() >= 4; }));  // 2 stalled, 3 and 4 answered
-  a.reset();                                                         // the daemon goes away
+  EXPECT_TRUE(wait_for([&] { return a->count("stats") >= 1; }));
+  a->stall_next(1);  // the second stats request is never answered: the client times out
+  EXPECT_TRUE(wait_for([&] { return a->count("stats") >= 4; }));  // 2 stalled, 3 and 4 answered
+  a.reset();                                                      // the daemon goes away
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 
   FakeDaemon b(dir.socket(), FakeDaemon::Mode::kAnswer);
   b.answer("stats", stats_reply("after-restart"));
-  EXPECT_TRUE(wait_for([&] { return b.requests().size() >= 2; }));
+  EXPECT_TRUE(wait_for([&] { return b.count("stats") >= 2; }));
   kill(pid.load(), SIGTERM);
   watcher.join();
 
@@ -705,12 +814,36 @@ TEST(PsgatectlFakeDaemon, WatchEndsPromptlyOnSigtermDuringAStalledReply) {
     opt.pid = &pid;
     w = run_ctl({"-s", dir.socket(), "--timeout", "60s", "stats", "--watch"}, opt);
   });
-  ASSERT_TRUE(wait_for([&] { return !d.requests().empty(); }));
+  ASSERT_TRUE(wait_for([&] { return d.count("stats") > 0; }));
   const auto t0 = std::chrono::steady_clock::now();
   kill(pid.load(), SIGTERM);
   watcher.join();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(w.status, 0) << w.err;
+}
+
+// stats --watch is a monitor: a daemon of another protocol is reported as
+// any other trouble and retried (a restart may bring one of this protocol
+// back), and is never sent a stats request.
+TEST(PsgatectlFakeDaemon, WatchReportsADaemonOfAnotherProtocolAndRetries) {
+  TempDir dir;
+  FakeDaemon d(dir.socket(), FakeDaemon::Mode::kAnswer);
+  d.answer_raw("health", R"({"ok": true, "result": {"status": "ok", "version": "0.9.0", "protocol": 3}})");
+  std::atomic<pid_t> pid{0};
+  CtlRun w;
+  std::thread watcher([&] {
+    RunOptions opt;
+    opt.pid = &pid;
+    w = run_ctl({"-s", dir.socket(), "stats", "--watch"}, opt);
+  });
+  ASSERT_TRUE(wait_for([&] { return pid.load() != 0; }));
+  EXPECT_TRUE(wait_for([&] { return d.count("health") >= 2; }));
+  kill(pid.load(), SIGTERM);
+  watcher.join();
+  EXPECT_EQ(w.status, 0) << w.err;
+  EXPECT_EQ(d.count("stats"), 0);
+  EXPECT_TRUE(contains(w.err, "psgate at " + dir.socket() + " speaks control protocol 3 (psgate 0.9.0)")) << w.err;
+  EXPECT_TRUE(contains(w.err, "; reconnecting in 100ms")) << w.err;
 }
 
 }  // namespace
@@ -738,7 +871,10 @@ TEST(PsgatectlFakeDaemon, RepliesOfAnotherShapeExitThree) {
        "stats",
        R"({"ports": {"wire": 5}, "classes": [], "jobs": [], "totals": {}})",
        "stats: the reply's \"ports.wire\" is not an object"},
-      {{"health"}, "health", R"({"state": "ok"})", "health: the reply's \"status\" is missing (should be a string)"},
+      {{"health"},
+       "health",
+       R"({"state": "ok", "protocol": 2})",
+       "health: the reply's \"status\" is missing (should be a string)"},
       {{"config"}, "config", R"({"config": {}})", "config: the reply's \"ports\" is missing (should be an object)"},
       {{"config", "--toml"}, "config", R"({"x": 1})", "config: the reply's \"ports\" is missing"},
       {{"policy"},
