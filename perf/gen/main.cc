@@ -441,8 +441,10 @@ int main(int argc, char** argv) {
   // --help prints EAL's usage and ends the process with status 0 (a run that
   // did nothing, reported as a success), and after a second "--" EAL reads
   // nothing more. A usage error instead, as psgate does for its eal.args.
+  // Read as EAL's getopt reads them: "-h" after --file-prefix is a prefix.
+  psgate::EalArgReader eal;
   for (size_t i = 1; i < eal_args.size(); ++i) {
-    const psgate::EalArgClash clash = psgate::eal_arg_clash(eal_args[i], i > 1 ? eal_args[i - 1] : "");
+    const psgate::EalArgClash clash = eal.next(eal_args[i]);
     if (clash == psgate::EalArgClash::kHelp) {
       std::fprintf(stderr,
                    "psgate-gen: EAL argument \"%s\" is not allowed: EAL would print its usage (or its log "

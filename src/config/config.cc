@@ -133,12 +133,13 @@ class Parser : TomlReader {
     if (n == nullptr) return true;
     const toml::array* a = n->as_array();
     if (a == nullptr) return fail("eal.args", "expected an array of strings, got " + describe_typed(*n));
+    EalArgReader eal;  // as EAL's getopt reads them: "-h" after --file-prefix is a prefix
     for (size_t i = 0; i < a->size(); ++i) {
       const std::string p = index_path("eal.args", i);
       const auto* s = (*a)[i].as_string();
       if (s == nullptr) return fail(p, "expected a string, got " + describe_typed((*a)[i]));
       const std::string& arg = s->get();
-      switch (eal_arg_clash(arg, c.eal_args.empty() ? std::string_view() : std::string_view(c.eal_args.back()))) {
+      switch (eal.next(arg)) {
         case EalArgClash::kNone:
           break;
         // psgate pins its threads itself from [lcores]; EAL core options would
@@ -170,6 +171,16 @@ class Parser : TomlReader {
       }
       c.eal_args.push_back(arg);
     }
+    // psgate's own arguments follow eal.args: the first (--lcores=...)
+    // would be that option's value, and EAL would run on its default cores.
+    if (!eal.awaiting_value().empty())
+      return fail(index_path("eal.args", a->size() - 1),
+                  toml_quote(eal.awaiting_value()) +
+                      " needs a value after it: EAL would take the --lcores=... psgate adds after eal.args for it "
+                      "(or give it as " +
+                      toml_quote(eal.awaiting_value().starts_with("--") ? eal.awaiting_value() + "=VALUE"
+                                                                        : eal.awaiting_value() + "VALUE") +
+                      ")");
     return true;
   }
 

@@ -352,6 +352,32 @@ std::vector<std::string> null_run(const std::string& gen, const std::string& pre
   return argv;
 }
 
+// An EAL option's value is whatever follows it, as EAL's getopt takes it:
+// "-h" or "--" after --huge-dir is a directory (unused under --no-huge), not
+// --help or the end of EAL's options. They were refused as such (exit 2).
+// After an option whose value is optional (--huge-unlink) "-h" is --help.
+TEST(GenCommandLine, EalValuesThatLookLikeOptionsAreValues) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-val");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  for (const char* value : {"-h", "--"}) {
+    std::vector<std::string> argv = null_run(gen, "gval", {"-q"});
+    argv.push_back("--huge-dir");
+    argv.push_back(value);
+    ChildProcess g(argv, dir + "/gen.out");
+    EXPECT_EQ(g.wait(30), 0) << value << ": " << g.output();
+    EXPECT_EQ(g.output().find("not allowed"), std::string::npos) << value << ": " << g.output();
+  }
+  std::vector<std::string> argv = null_run(gen, "gval", {"-q"});
+  argv.push_back("--huge-unlink");
+  argv.push_back("-h");
+  ChildProcess g(argv, dir + "/gen.out");
+  EXPECT_EQ(g.wait(30), 2) << g.output();
+  EXPECT_NE(g.output().find("EAL argument \"-h\" is not allowed"), std::string::npos) << g.output();
+}
+
 // The report must reach its reader, or the exit status says it did not:
 // standard output full (exit 1, it used to be 0), or a pipe whose reader
 // went away (exit 1 with the reason, it used to die of SIGPIPE: 141).

@@ -211,6 +211,73 @@ TEST(ConfigParse, EalOptionsThatLeaveLcoresAndDevicesAloneAreKept) {
   EXPECT_EQ(r->eal_args, args);
 }
 
+// An option's value is whatever follows it, as EAL's getopt takes it: a
+// value that looks like a refused option ("-h", "--", "--lcores=...") is
+// that value, not the option. An option that takes its value only after
+// "=" (--huge-unlink) leaves the next argument an option.
+TEST(ConfigParse, EalOptionValuesAreNeverReadAsOptions) {
+  auto list = [](const std::vector<std::string>& args) {
+    std::string out;
+    for (const std::string& a : args) out += (out.empty() ? "\"" : ", \"") + a + "\"";
+    return out;
+  };
+  const std::vector<std::vector<std::string>> kept = {
+      {"--file-prefix", "-h"},
+      {"--file-prefix", "--help"},
+      {"--file-prefix", "--"},
+      {"--huge-dir", "-l0"},
+      {"--file-pre", "--vdev=net_null0"},  // abbreviated, as getopt takes it
+      {"-m", "-h"},
+      {"-d", "-a"},
+      {"--log-level", "--file-prefix", "help"},  // "help" is no value: a word EAL leaves
+      {"--file-prefix", "--log-level", "help"},  // --log-level is the prefix; "help" a word
+      {"-vm", "-b"},                             // -v, then -m takes "-b"
+  };
+  for (const auto& args : kept) {
+    const auto r = parse_config(doc("[eal]\nargs = [" + list(args) + "]\n"), "eal.toml");
+    if (!r.ok()) {
+      ADD_FAILURE() << list(args) << ": " << r.error();
+      continue;
+    }
+    EXPECT_EQ(r->eal_args, args);
+  }
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"--huge-unlink", "-h"}, "eal.args[1]: \"-h\" is not allowed here: EAL would print its usage"},
+      {{"--file-prefix=x", "-h"}, "eal.args[1]: \"-h\" is not allowed"},
+      {{"--file-prefix", "x", "-h"}, "eal.args[2]: \"-h\" is not allowed"},
+      {{"--file-prefix", "--file-prefix", "--lcores=1"}, "eal.args[2]: \"--lcores=1\" is not allowed"},
+      {{"-m", "512", "--log-level", "help"}, "eal.args[3]: \"help\" is not allowed"},
+  };
+  for (const auto& [args, message] : refused) {
+    const auto r = parse_config(doc("[eal]\nargs = [" + list(args) + "]\n"), "eal.toml");
+    if (r.ok()) {
+      ADD_FAILURE() << list(args) << " was taken";
+      continue;
+    }
+    EXPECT_NE(r.error().find(message), std::string::npos) << list(args) << ": " << r.error();
+  }
+}
+
+// psgate adds its own arguments after eal.args (--lcores=..., the ports'
+// devices): an option left without its value would take the first of them
+// as its value, and EAL would run on its default cores.
+TEST(ConfigParse, AnEalOptionWithoutItsValueIsRefused) {
+  for (const char* last : {"--file-prefix", "-m", "--log-level", "--huge-di"}) {
+    const auto r = parse_config(doc("[eal]\nargs = [\"--no-huge\", \"" + std::string(last) + "\"]\n"), "eal.toml");
+    if (r.ok()) {
+      ADD_FAILURE() << last << " last was taken";
+      continue;
+    }
+    EXPECT_NE(r.error().find("eal.args[1]: \"" + std::string(last) + "\" needs a value after it"), std::string::npos)
+        << r.error();
+  }
+  // Its value in the same argument, or an option whose value is optional.
+  for (const char* last : {"--file-prefix=p", "-m512", "--huge-unlink", "-v"}) {
+    const auto r = parse_config(doc("[eal]\nargs = [\"--no-huge\", \"" + std::string(last) + "\"]\n"), "eal.toml");
+    EXPECT_TRUE(r.ok()) << last << ": " << r.error();
+  }
+}
+
 TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   const auto r = parse_config(doc(""), "min.toml");
   ASSERT_TRUE(r.ok()) << r.error();
