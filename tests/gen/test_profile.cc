@@ -393,7 +393,9 @@ TEST(Profile, FractionsThatMakeWholeUnitsAreKeptExactly) {
   for (const auto& [text, rate] : rates) {
     auto p = parse({}, {std::string("rate=") + text});
     ASSERT_EQ(p.ok(), rate != 0) << text << ": " << (p.ok() ? "" : p.error());
-    if (p.ok()) EXPECT_EQ(p->jobs[0].rate, rate) << text;
+    if (p.ok()) {
+      EXPECT_EQ(p->jobs[0].rate, rate) << text;
+    }
   }
   auto push = parse({}, {"pattern=iteration", "push=1.5KiB", "pull=0.5KB"});
   ASSERT_TRUE(push.ok()) << push.error();
