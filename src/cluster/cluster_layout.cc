@@ -761,7 +761,9 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
 }
 
 StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids) {
-  if (followed_id == 0 || read_id == followed_id) return StoreIdentity::kSame;
+  // A read without an identity (a proxy's header, no cluster_id) cannot
+  // be judged: read as the cluster followed, never as a replaced store.
+  if (followed_id == 0 || read_id == 0 || read_id == followed_id) return StoreIdentity::kSame;
   for (uint64_t id : endpoint_ids)
     if (id != read_id) return StoreIdentity::kForeign;
   return StoreIdentity::kReplaced;

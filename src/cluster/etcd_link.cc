@@ -164,8 +164,10 @@ std::string auth_hint(const grpc::Status& s) {
 // psgate's own lines: store unreachable, and why), each place in gRPC's
 // source at most once a minute, with how many were held back.
 void log_grpc_line(gpr_log_func_args* args) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, LogThrottle> throttles;
+  // Never destroyed: a gRPC thread may log while exit() runs the static
+  // destructors.
+  static auto& mutex = *new std::mutex;
+  static auto& throttles = *new std::map<std::pair<std::string, int>, LogThrottle>;
   const uint64_t now = now_ns();
   const char* slash = args->file != nullptr ? std::strrchr(args->file, '/') : nullptr;
   const std::string file = slash != nullptr ? slash + 1 : args->file != nullptr ? args->file : "?";
@@ -724,6 +726,12 @@ bool EtcdLink::foreign_answer(size_t ep, uint64_t id) {
   return followed != 0 && id != 0 && id != followed;
 }
 
+bool EtcdLink::of_followed_cluster(size_t ep) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Nothing followed yet: lead() waits for a current view anyway.
+  return cluster_id_ == 0 || endpoint_cluster_[ep] == cluster_id_;
+}
+
 bool EtcdLink::known_foreign(size_t ep) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t followed = cluster_id_, id = endpoint_cluster_[ep];
@@ -1207,7 +1215,11 @@ void EtcdLink::session_loop() {
       ok = put_registration(ep);
       if (ok) last_register = now;
     }
-    lead(ep, now);
+    // Leadership acts (campaigns, ranks, compacts) only at a member of the
+    // cluster followed: the follow thread may be current at another member
+    // while this one turned out to be of another cluster, whose history a
+    // compaction would destroy.
+    if (of_followed_cluster(ep)) lead(ep, now);
     // The watch: ask for progress, and give up on one that stays silent.
     if (elapsed(last_progress, now) >= kProgressEveryNs) {
       last_progress = now;
@@ -1328,7 +1340,7 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
       // alone (unreachable, not the leader, a learner, too busy): try the next.
       // (A full store, its space quota's alarm, is one of them: it said
       // "unreachable" while health said connected.)
-      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT || store_refused(s)) {
+      if (store_refused(s)) {
         return store_error("the cluster store refused the write (" + last + "); nothing written");
       }
       if (!write_surely_not_applied(s) && maybe_applied.empty()) maybe_applied = last;

@@ -127,6 +127,9 @@ class EtcdLink final : public ClusterLink {
   // cluster's than the one followed; notes the endpoint's id.
   bool foreign_answer(size_t endpoint, uint64_t id);
   bool known_foreign(size_t endpoint) const;  // it last answered for another cluster
+  // It last answered for the cluster followed (any, before the first read):
+  // leadership acts only there.
+  bool of_followed_cluster(size_t endpoint) const;
   std::atomic<uint64_t> cluster_id_{0};
   std::vector<uint64_t> endpoint_cluster_;  // by endpoint; under mutex_
   std::string foreign_store_;               // under mutex_

@@ -1402,6 +1402,7 @@ TEST(StoreIdentity, AnotherClusterIsFollowedOnlyWhenEveryEndpointAgrees) {
   const std::vector<Case> cases = {
       {0, 7, {}, StoreIdentity::kSame},             // the first read
       {7, 7, {7, 9, 0}, StoreIdentity::kSame},      // the same cluster, whatever the others say
+      {7, 0, {0, 0, 0}, StoreIdentity::kSame},      // no identity in the read: not a replaced store
       {7, 9, {9, 9, 9}, StoreIdentity::kReplaced},  // restored or wiped: every member agrees
       {7, 9, {9, 9, 0}, StoreIdentity::kForeign},   // one member silent: the old cluster may be there
       {7, 9, {7, 9}, StoreIdentity::kForeign},      // two clusters
