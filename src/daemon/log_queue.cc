@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -50,6 +51,9 @@ struct Queue {
 Queue* queue = nullptr;
 
 spdlog::level::level_enum spdlog_level_of_dpdk(int level) {
+  // 0 (or anything out of 1..8): text written to the stream other than
+  // through rte_log, whose level is unknown.
+  if (level < static_cast<int>(RTE_LOG_EMERG) || level > static_cast<int>(RTE_LOG_DEBUG)) return spdlog::level::info;
   if (level <= static_cast<int>(RTE_LOG_CRIT)) return spdlog::level::critical;
   if (level == static_cast<int>(RTE_LOG_ERR)) return spdlog::level::err;
   if (level == static_cast<int>(RTE_LOG_WARNING)) return spdlog::level::warn;
@@ -65,12 +69,28 @@ ssize_t queue_dpdk_text(void*, const char* text, size_t size) {
   // The level of the message being written: DPDK keeps it per thread, and
   // the thread that flushes the stream is the one that logged.
   const spdlog::level::level_enum level = spdlog_level_of_dpdk(rte_log_cur_msg_loglevel());
+  // A line DPDK writes in pieces (several rte_log calls, or longer than the
+  // stream's buffer) is one log line: the start waits here, per thread,
+  // for its end (at most 4 KiB of it: then it goes as it is).
+  thread_local std::string partial;
   std::string_view rest(text, size);
   while (!rest.empty()) {
     const size_t end = rest.find('\n');
-    const std::string_view line = rest.substr(0, end);
+    if (end == std::string_view::npos) {
+      partial.append(rest);
+      if (partial.size() >= 4096) {
+        queue->dpdk->log(level, "{}", partial);
+        partial.clear();
+      }
+      break;
+    }
+    std::string_view line = rest.substr(0, end);
+    if (!partial.empty()) {
+      partial.append(line);
+      line = partial;
+    }
     if (!line.empty()) queue->dpdk->log(level, "{}", line);
-    if (end == std::string_view::npos) break;
+    partial.clear();
     rest.remove_prefix(end + 1);
   }
   return static_cast<ssize_t>(size);

@@ -361,6 +361,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     const psgate::Totals totals = cp.totals_locked(true);
     // The report file before anything goes to stdout: a stdout nobody reads
     // cannot keep the final counters from the disk.
+    bool counters_written = false;  // to the --stats-json file
     if (!stats_json_path.empty()) {
       const std::string text = psgate::totals_to_json(totals, dp.snapshot()).dump(2) + "\n";
       const std::string error =
@@ -368,6 +369,8 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       if (!error.empty()) {
         spdlog::error("--stats-json: {}", error);
         status = 1;
+      } else {
+        counters_written = true;
       }
     }
     // The last table, then the report, from the printer's thread: a stdout
@@ -383,7 +386,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       stdout_held = true;
       spdlog::warn("final report: standard output took nothing for {} s (nobody reads it): stopping without it{}",
                    kFinalReportWait.count() / 1000,
-                   stats_json_path.empty() ? "" : "; the final counters are in " + stats_json_path);
+                   counters_written ? "; the final counters are in " + stats_json_path : std::string());
     } else if (reported.outcome == psgate::BackgroundPrinter::Outcome::kFailed && reported.error != EPIPE) {
       spdlog::error("final report: cannot write it to standard output: {}", std::strerror(reported.error));
       status = 1;
