@@ -414,12 +414,16 @@ int main(int argc, char** argv) {
   app.add_option("--set", opt.sets,
                  "KEY=VALUE: set a [[jobs]] key in every [[jobs]] entry of the profile (repeatable), e.g. "
                  "--set rate=10kpps --set size=imix; count, id and ps only for a profile of one entry");
+  // The counts' shortcuts become --set values, read as TOML, which takes
+  // "0x10", "1_000" and "+5": decimal digits only, as --burst; the profile
+  // checks the range and names the option.
+  const CLI::Validator decimal = psgate::cli::whole_number(0, UINT64_MAX);
   app.add_option("--jobs", jobs,
                  "N copies of the job: ids id+0..N-1, PS ports ps+0..N-1 (--set count=N). Only without --profile or "
                  "with a profile of one [[jobs]] entry; refused for a profile with more (set count in its entries)")
-      ->check(non_empty);
-  app.add_option("--workers", workers, "Shortcut for --set workers=W")->check(non_empty);
-  app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)")->check(non_empty);
+      ->check(decimal);
+  app.add_option("--workers", workers, "Shortcut for --set workers=W")->check(decimal);
+  app.add_option("--flows", flows, "Shortcut for --set flows=F (5-tuples per job and direction)")->check(decimal);
   app.add_option("--rate", rate, "Shortcut for --set rate=R: \"max\", \"10kpps\", \"1Gbit/s\" (per job)")
       ->check(non_empty);
   app.add_option(

@@ -518,6 +518,24 @@ TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
   EXPECT_EQ(json::parse(read_text_file(dir + "/gen.json"))["generator"]["rx_bursts_per_round"], 20);
 }
 
+// --jobs, --workers and --flows became --set values read as TOML: "0x10"
+// ran 16 workers, "1_000" and "+5" passed. Decimal digits only, as --burst.
+TEST(GenCommandLine, CountShortcutsAreDecimalWholeNumbers) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-counts");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  for (const char* option : {"--jobs", "--workers", "--flows"}) {
+    for (const char* bad : {"0x10", "1_000", "+5", "1.5"}) {
+      ChildProcess g(null_run(gen, "gcounts", {option, bad}), dir + "/gen.out");
+      EXPECT_EQ(g.wait(30), 2) << option << " " << bad << ": " << g.output();
+      EXPECT_NE(g.output().find(std::string(option) + ": must be a whole number"), std::string::npos)
+          << option << " " << bad << ": " << g.output();
+    }
+  }
+}
+
 // A shortcut's error (--rate for --set rate=...) said "--set rate", or the
 // profile's key ("command line: jobs[0].rate", or "gen.toml: jobs[0].rate"
 // for a value the file does not hold): it names the option typed now, and
