@@ -7,6 +7,8 @@
 // Rounding is to the nearest integer, halves up.
 #include "psgate/units.h"
 
+#include "psgate/text.h"
+
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -195,7 +197,7 @@ Result<double> parse_seconds(std::string_view text, double max) {
 Result<uint64_t> parse_uint(std::string_view text, uint64_t min, uint64_t max) {
   auto range = [&] {
     return "must be a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
-           " in decimal digits, not '" + std::string(text) + "'";
+           " in decimal digits, not '" + escape_control_chars(text) + "'";  // never a terminal's escape
   };
   if (text.empty() || text.front() < '0' || text.front() > '9') return Result<uint64_t>::failure(range());
   uint64_t value = 0;

@@ -331,6 +331,15 @@ TEST(PsgatectlCommands, ParseUint) {
   }
 }
 
+// The value is quoted in the error as typed, but a control character (a
+// terminal's escape sequence pasted in) is escaped, never sent as it is.
+TEST(PsgatectlCommands, ParseUintEscapesControlCharactersInItsError) {
+  auto r = parse_uint("\x1b[2J", 0, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().find('\x1b'), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("not '\\x1b[2J'"), std::string::npos) << r.error();
+}
+
 TEST(PsgatectlCommands, ParseFraction) {
   struct Case {
     const char* text;
