@@ -15,6 +15,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace psgate {
 
@@ -36,10 +37,23 @@ class EalArgReader {
   // the first of them as that value.
   const std::string& awaiting_value() const { return awaiting_; }
 
+  // The long option (its full name, "file-prefix" of "--file-pre x") whose
+  // value the last argument gave, either as "--name=VALUE" or as the
+  // argument after it, and that value; "" for any other argument.
+  const std::string& value_of() const { return value_of_; }
+  const std::string& value() const { return value_; }
+
  private:
   std::string awaiting_;       // the option whose value comes next
+  std::string awaiting_name_;  // ... its full long name ("" for a short one)
+  std::string value_of_, value_;
   bool log_level_ = false;     // ... and that option is --log-level
   bool options_over_ = false;  // after "--": nothing more is an option
 };
+
+// Every value EAL takes for the long option `name` ("file-prefix",
+// "vdev"), in order, as getopt reads them (abbreviations, "=VALUE" or the
+// next argument, nothing after "--").
+std::vector<std::string> eal_option_values(const std::vector<std::string>& args, std::string_view name);
 
 }  // namespace psgate

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "gen_ports.h"
 
+#include "psgate/eal_arg_clash.h"
+
 #include <rte_dev.h>
 #include <rte_ethdev.h>
 
@@ -50,16 +52,9 @@ Result<uint16_t> resolve_port(const std::string& spec) {
 namespace {
 
 // The --vdev arguments' device strings ("net_memif0,role=client,...").
+// As EAL reads them (--vd=..., a value that looks like an option).
 std::vector<std::string> vdev_specs(const std::vector<std::string>& eal_args) {
-  std::vector<std::string> specs;
-  for (size_t i = 0; i < eal_args.size(); ++i) {
-    if (eal_args[i].rfind("--vdev=", 0) == 0) {
-      specs.push_back(eal_args[i].substr(7));
-    } else if (eal_args[i] == "--vdev" && i + 1 < eal_args.size()) {
-      specs.push_back(eal_args[++i]);
-    }
-  }
-  return specs;
+  return psgate::eal_option_values(eal_args, "vdev");
 }
 
 }  // namespace

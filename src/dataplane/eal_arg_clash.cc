@@ -4,6 +4,9 @@
 // and psgate-gen make of each.
 #include "psgate/eal_arg_clash.h"
 
+#include <string>
+#include <utility>
+
 namespace psgate {
 
 namespace {
@@ -92,9 +95,14 @@ const EalOption* long_option(std::string_view name) {
 }  // namespace
 
 EalArgClash EalArgReader::next(std::string_view arg) {
+  value_of_.clear();
+  value_.clear();
   if (!awaiting_.empty()) {  // a value, whatever it looks like
     const bool log_level = log_level_;
+    value_of_ = std::move(awaiting_name_);
+    value_ = arg;
     awaiting_.clear();
+    awaiting_name_.clear();
     log_level_ = false;
     return log_level && arg == "help" ? kHelp : kNone;
   }
@@ -122,10 +130,24 @@ EalArgClash EalArgReader::next(std::string_view arg) {
   const bool log_level = o->name == "log-level";
   if (eq == std::string_view::npos && o->value == Value::kRequired) {
     awaiting_ = std::string(arg);
+    awaiting_name_ = o->name;
     log_level_ = log_level;
+  } else if (eq != std::string_view::npos && o->value != Value::kNone) {
+    value_of_ = o->name;
+    value_ = arg.substr(eq + 1);
   }
   if (o->clash != kNone) return o->clash;
   return log_level && eq != std::string_view::npos && arg.substr(eq + 1) == "help" ? kHelp : kNone;
+}
+
+std::vector<std::string> eal_option_values(const std::vector<std::string>& args, std::string_view name) {
+  std::vector<std::string> values;
+  EalArgReader reader;
+  for (const std::string& arg : args) {
+    reader.next(arg);
+    if (reader.value_of() == name) values.push_back(reader.value());
+  }
+  return values;
 }
 
 }  // namespace psgate

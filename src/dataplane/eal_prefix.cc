@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "psgate/eal_prefix.h"
 
+#include "psgate/eal_arg_clash.h"
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <unistd.h>
@@ -12,11 +14,9 @@ namespace psgate {
 std::string eal_prefix_in_use(const std::vector<std::string>& args) {
   // Asked of the lock itself, since other failures leave rte_errno at 0 too.
   if (rte_errno != 0) return "";
-  std::string prefix = "rte";
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].rfind("--file-prefix=", 0) == 0) prefix = args[i].substr(14);
-    else if (args[i] == "--file-prefix" && i + 1 < args.size()) prefix = args[i + 1];
-  }
+  // As EAL read it: the last one given, also abbreviated (--file-pre=x).
+  const std::vector<std::string> given = eal_option_values(args, "file-prefix");
+  const std::string prefix = given.empty() ? "rte" : given.back();
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   const std::string runtime = ::geteuid() == 0 ? "/var/run" : (xdg != nullptr ? xdg : "/tmp");
   const std::string eal_config = runtime + "/dpdk/" + prefix + "/config";

@@ -717,7 +717,8 @@ TEST(DaemonConfig, MissingDeviceFailsWithStatus1) {
 
 // A second psgate with a live one's --file-prefix (its own socket and state)
 // is stopped by EAL; the error names the prefix, not an errno of 0
-// ("failed: Success").
+// ("failed: Success"), also where the option is abbreviated as getopt
+// allows (--file-pre=), which the check used to miss.
 TEST(DaemonConfig, ASecondGatewayOnTheSameFilePrefixIsNamed) {
   DaemonFixture fx;
   fx.write_pcap("wire-in.pcap", {});
@@ -726,6 +727,7 @@ TEST(DaemonConfig, ASecondGatewayOnTheSameFilePrefixIsNamed) {
   fx.write_file("psgate.toml", config);
   std::string second = config;
   second.replace(second.find("\"ctl.sock\""), 10, "\"ctl2.sock\"");
+  second.replace(second.find("--file-prefix="), 14, "--file-pre=");
   fx.write_file("second.toml", second);
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(fx.wait_until_serving()) << fx.stop_daemon().output;

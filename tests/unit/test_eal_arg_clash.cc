@@ -90,4 +90,20 @@ TEST(EalArgReader, ReadsAsGetoptDoes) {
 }
 
 }  // namespace
+
+// The values EAL takes for one long option, as getopt reads them: psgate's
+// "another DPDK process runs with the file prefix" check and psgate-gen's
+// memif checks read them pair by pair, so "--file-pre=x" (an abbreviation)
+// was missed and a value that looked like the option was taken for it.
+TEST(EalArgReader, OptionValuesAreTheOnesEalTakes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(
+      eal_option_values({"--file-prefix=a", "--file-pre", "b", "--file-prefix", "--file-prefix=c"}, "file-prefix"),
+      (V{"a", "b", "--file-prefix=c"}));
+  EXPECT_EQ(eal_option_values({"--vd=net_null0", "--vdev", "net_memif0,bsize=64", "-n", "--vdev=x"}, "vdev"),
+            (V{"net_null0", "net_memif0,bsize=64"}));
+  EXPECT_EQ(eal_option_values({"--", "--vdev=net_null0"}, "vdev"), V{});
+  EXPECT_EQ(eal_option_values({"--no-huge", "-m", "512"}, "file-prefix"), V{});
+}
+
 }  // namespace psgate
