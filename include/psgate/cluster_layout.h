@@ -175,7 +175,10 @@ class StoreMirror {
  public:
   StoreMirror(ClusterKeys keys, unsigned class_count) : keys_(std::move(keys)), class_count_(class_count) {}
   // A full read at `revision`: replaces everything (what vanished is gone).
-  void reset(std::map<std::string, StoreEntry> entries, int64_t revision);
+  // `replaced`: the read came from a store known to be another than the
+  // last one read (its etcd cluster id changed at every endpoint), a new
+  // epoch even where its revision is past the old store's.
+  void reset(std::map<std::string, StoreEntry> entries, int64_t revision, bool replaced = false);
   void put(const std::string& key, StoreEntry entry);
   // Whether `key` is one of the layout's, whose value is kept; another is
   // only named as ignored, its value (however large) dropped.

@@ -371,14 +371,16 @@ Result<RanksDocument> parse_ranks_document(std::string_view text) {
 
 // ---- the mirror ----------------------------------------------------------------
 
-void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revision) {
+void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revision, bool replaced) {
   // What vanished goes; what is there is put over what was, so that a
   // document refused after a reconnect still leaves the last good one in
   // force (put).
   // A store that started over (its revision went back: restored, or a new
   // cluster at the same endpoints) has no history with this mirror's: read
-  // afresh, nothing held from before.
-  const bool started_over = revision_ != 0 && revision < revision_;
+  // afresh, nothing held from before. A replaced store whose revision is
+  // already past the old one's is one too: its create revisions may equal
+  // the old store's, which fence leadership and compaction by epoch.
+  const bool started_over = replaced || (revision_ != 0 && revision < revision_);
   if (started_over) {
     ++epoch_;
     entries_.clear();

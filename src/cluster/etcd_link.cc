@@ -561,7 +561,8 @@ void EtcdLink::follow_loop() {
         sleep_backoff(backoff);
         continue;
       }
-      if (!store_followable(ep, read_id)) {
+      bool replaced = false;
+      if (!store_followable(ep, read_id, replaced)) {
         std::string why;
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -574,7 +575,7 @@ void EtcdLink::follow_loop() {
         continue;
       }
       const int64_t before = mirror.revision();
-      mirror.reset(std::move(entries), at);
+      mirror.reset(std::move(entries), at, replaced);
       if (mirror.revision() < before) {
         spdlog::warn(
             "cluster: the store's revision went back from {} to {} (restored from a snapshot, or another "
@@ -738,7 +739,7 @@ bool EtcdLink::known_foreign(size_t ep) const {
   return followed != 0 && id != 0 && id != followed;
 }
 
-bool EtcdLink::store_followable(size_t ep, uint64_t read_id) {
+bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced) {
   const uint64_t followed = cluster_id_;
   StoreIdentity verdict = store_identity(followed, read_id, {});
   std::vector<uint64_t> ids;
@@ -750,7 +751,8 @@ bool EtcdLink::store_followable(size_t ep, uint64_t read_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   endpoint_cluster_[ep] = read_id;
   if (verdict != StoreIdentity::kForeign) {
-    if (verdict == StoreIdentity::kReplaced)
+    replaced = verdict == StoreIdentity::kReplaced;
+    if (replaced)
       spdlog::warn(
           "cluster: every endpoint answers for etcd cluster {:x}, not {:x} followed until now: the store was replaced "
           "(restored from a snapshot, or started anew); following it",

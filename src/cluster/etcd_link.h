@@ -121,7 +121,8 @@ class EtcdLink final : public ClusterLink {
   // none read yet), and what each endpoint last answered for (0: unknown).
   // A full read of another cluster is followed only as store_identity
   // says; until then foreign_store_ says why not (health degraded).
-  bool store_followable(size_t endpoint, uint64_t read_id);
+  // `replaced`: set when it is followed as a replaced store (a new epoch).
+  bool store_followable(size_t endpoint, uint64_t read_id, bool& replaced);
   uint64_t probe_cluster_id(size_t endpoint);
   // Whether an answer from `endpoint` with cluster id `id` is another
   // cluster's than the one followed; notes the endpoint's id.

@@ -470,6 +470,11 @@ TEST(StoreMirror, AStoreThatStartedOverIsANewEpoch) {
   EXPECT_TRUE(view_is_newer(after, before.store_epoch, 1000)) << "revision 40 of a new store is news";
   EXPECT_FALSE(view_is_newer(after, after.store_epoch, 40));
   EXPECT_TRUE(view_is_newer(after, after.store_epoch, 39));
+  // Another store (its cluster id changed at every endpoint) already past
+  // the old one's revision: a new epoch all the same.
+  m.reset({{kKeys.order(), entry(order_document({1, 2}), 5, 2000)}}, 5000, /*replaced=*/true);
+  EXPECT_NE(m.view().store_epoch, after.store_epoch);
+  EXPECT_TRUE(view_is_newer(m.view(), after.store_epoch, 1'000'000));
 }
 
 // A key outside the layout is named as ignored, and its value is not kept:
