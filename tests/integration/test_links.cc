@@ -34,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "child_process.h"
@@ -861,6 +862,41 @@ TEST(Links, SighupReloadsTheConfigAndKeepsForwarding) {
   EXPECT_EQ(fx.read_pcap("host-out.pcap").size(), 100u);
 }
 
+// A FIFO of one page whose reader never reads (a stalled journal, `psgate |
+// less` left paused): what the daemon writes to it fills it, then blocks.
+class UnreadPipe {
+ public:
+  explicit UnreadPipe(std::string path) : path_(std::move(path)) {
+    if (::mkfifo(path_.c_str(), 0600) != 0) return;
+    // The reader first, so that the daemon's open for writing does not wait.
+    reader_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (reader_ >= 0 && ::fcntl(reader_, F_SETPIPE_SZ, kPage) <= 0) {
+      ::close(reader_);
+      reader_ = -1;
+    }
+  }
+  ~UnreadPipe() {
+    if (reader_ >= 0) ::close(reader_);
+  }
+  UnreadPipe(const UnreadPipe&) = delete;
+  UnreadPipe& operator=(const UnreadPipe&) = delete;
+
+  bool ready() const { return reader_ >= 0; }
+  const std::string& path() const { return path_; }
+  // True once less than a short line's room is left in it.
+  bool wait_full(int seconds) const {
+    return eventually(seconds, [&] {
+      int queued = 0;
+      return ::ioctl(reader_, FIONREAD, &queued) == 0 && queued >= kPage - 512;
+    });
+  }
+
+ private:
+  static constexpr int kPage = 4096;
+  std::string path_;
+  int reader_ = -1;
+};
+
 // psgate.toml on empty captures, with a periodic summary every `interval`:
 // output for a pipe nobody reads to fill.
 void write_chatty_config(DaemonFixture& fx, const std::string& interval) {
@@ -909,20 +945,13 @@ TEST(Links, AStdoutNobodyReadsIsNotFatal) {
 TEST(Links, AStdoutNobodyReadsHoldsNotTheStop) {
   DaemonFixture fx;
   ASSERT_NO_FATAL_FAILURE(write_chatty_config(fx, "100ms"));
-  const std::string fifo = fx.path("out.fifo");
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  // A reader that never reads, on a pipe of one page.
-  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0);
-  ASSERT_GT(::fcntl(reader, F_SETPIPE_SZ, 4096), 0);
+  const UnreadPipe out(fx.path("out.fifo"));
+  ASSERT_TRUE(out.ready());
   ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml"), "--stats-json", fx.path("stats.json")},
-                      ChildProcess::Options{fifo, fx.path("psgate.err"), fx.dir()});
+                      ChildProcess::Options{out.path(), fx.path("psgate.err"), fx.dir()});
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
   // The periodic tables fill it: no room for the final report.
-  ASSERT_TRUE(eventually(20, [&] {
-    int queued = 0;
-    return ::ioctl(reader, FIONREAD, &queued) == 0 && queued >= 4096 - 512;
-  })) << "the pipe never filled";
+  ASSERT_TRUE(out.wait_full(20)) << "the pipe never filled";
   const auto asked = std::chrono::steady_clock::now();
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(30), 0) << "the stop waited for a reader";
@@ -930,7 +959,6 @@ TEST(Links, AStdoutNobodyReadsHoldsNotTheStop) {
   EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
   const std::string err = read_text_file(fx.path("psgate.err"));
   EXPECT_NE(err.find("final report: standard output took nothing"), std::string::npos) << err;
-  ::close(reader);
 }
 
 // A standard error nobody reads (a stalled journal, `psgate 2>&1 | less`
@@ -942,21 +970,14 @@ TEST(Links, AStdoutNobodyReadsHoldsNotTheStop) {
 TEST(Links, AStderrNobodyReadsHoldsNeitherControlNorStop) {
   DaemonFixture fx;
   ASSERT_NO_FATAL_FAILURE(write_chatty_config(fx, "100ms"));
-  const std::string fifo = fx.path("err.fifo");
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  // A reader that never reads, on a pipe of one page: the summaries fill it
-  // within a few seconds.
-  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0);
-  ASSERT_GT(::fcntl(reader, F_SETPIPE_SZ, 4096), 0);
+  // The summaries fill it within a few seconds.
+  const UnreadPipe err(fx.path("err.fifo"));
+  ASSERT_TRUE(err.ready());
   ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml"), "--stats-json", fx.path("stats.json")},
-                      ChildProcess::Options{fx.path("psgate.out"), fifo, fx.dir()});
+                      ChildProcess::Options{fx.path("psgate.out"), err.path(), fx.dir()});
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
   // Full: no more room in the pipe, for a while.
-  ASSERT_TRUE(eventually(20, [&] {
-    int queued = 0;
-    return ::ioctl(reader, FIONREAD, &queued) == 0 && queued >= 4096 - 512;
-  })) << "the pipe never filled";
+  ASSERT_TRUE(err.wait_full(20)) << "the pipe never filled";
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(request(fx, "health").is_object()) << "no control reply " << i;
   const auto asked = std::chrono::steady_clock::now();
@@ -964,7 +985,6 @@ TEST(Links, AStderrNobodyReadsHoldsNeitherControlNorStop) {
   EXPECT_EQ(daemon.wait(20), 0);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count(), 10.0);
   EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
-  ::close(reader);
 }
 
 // DPDK's own log lines (an ACL build's, at lib.acl's debug level) were
@@ -991,18 +1011,12 @@ TEST(Links, DpdkLogLinesGoThroughTheLogQueue) {
     const std::string err = read_text_file(fx.path("read.err"));
     EXPECT_NE(err.find("[dpdk] [debug] ACL: Gen phase for ACL"), std::string::npos) << err;
   }
-  const std::string fifo = fx.path("err.fifo");
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0);
-  ASSERT_GT(::fcntl(reader, F_SETPIPE_SZ, 4096), 0);
+  const UnreadPipe err(fx.path("err.fifo"));
+  ASSERT_TRUE(err.ready());
   ChildProcess daemon({psgate_binary(), "--config", fx.path("psgate.toml")},
-                      ChildProcess::Options{fx.path("psgate.out"), fifo, fx.dir()});
+                      ChildProcess::Options{fx.path("psgate.out"), err.path(), fx.dir()});
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << "the daemon never answered";
-  ASSERT_TRUE(eventually(20, [&] {
-    int queued = 0;
-    return ::ioctl(reader, FIONREAD, &queued) == 0 && queued >= 4096 - 512;
-  })) << "the pipe never filled";
+  ASSERT_TRUE(err.wait_full(20)) << "the pipe never filled";
   for (int job = 2; job < 5; ++job) {
     const std::string add = R"({"cmd":"jobs.add","job":)" + std::to_string(job) + R"(,"match":["dport=)" +
                             std::to_string(3000 + job) + R"(,proto=udp"]})" + "\n";
@@ -1012,7 +1026,6 @@ TEST(Links, DpdkLogLinesGoThroughTheLogQueue) {
   EXPECT_TRUE(request(fx, "health").is_object()) << "the control thread is held";
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(20), 0);
-  ::close(reader);
 }
 
 // --check from a shell whose CPU affinity leaves out the data lcore (isolcpus
