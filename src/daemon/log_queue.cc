@@ -17,11 +17,15 @@
 #include <string_view>
 #include <thread>
 
+#include "psgate/request_lines.h"
+
 namespace psgate {
 
 namespace {
 
 constexpr size_t kQueuedLines = 8192;
+// DPDK's lines are short; a dump longer than this is no log line.
+constexpr size_t kLongestDpdkLine = 16384;
 
 // Counts the lines it is given, and writes nothing: the marker that tells
 // the drain the writer has written every line queued before it (one queue,
@@ -70,29 +74,12 @@ ssize_t queue_dpdk_text(void*, const char* text, size_t size) {
   // the thread that flushes the stream is the one that logged.
   const spdlog::level::level_enum level = spdlog_level_of_dpdk(rte_log_cur_msg_loglevel());
   // A line DPDK writes in pieces (several rte_log calls, or longer than the
-  // stream's buffer) is one log line: the start waits here, per thread,
-  // for its end (at most 4 KiB of it: then it goes as it is).
-  thread_local std::string partial;
-  std::string_view rest(text, size);
-  while (!rest.empty()) {
-    const size_t end = rest.find('\n');
-    if (end == std::string_view::npos) {
-      partial.append(rest);
-      if (partial.size() >= 4096) {
-        queue->dpdk->log(level, "{}", partial);
-        partial.clear();
-      }
-      break;
-    }
-    std::string_view line = rest.substr(0, end);
-    if (!partial.empty()) {
-      partial.append(line);
-      line = partial;
-    }
-    if (!line.empty()) queue->dpdk->log(level, "{}", line);
-    partial.clear();
-    rest.remove_prefix(end + 1);
-  }
+  // stream's buffer) is one log line: its start waits here, per thread, for
+  // its end. The control socket's splitter: unit-tested on every split.
+  thread_local RequestLines lines(kLongestDpdkLine);
+  lines.feed(
+      std::string_view(text, size), [&](std::string&& line) { queue->dpdk->log(level, "{}", line); },
+      [&] { queue->dpdk->warn("a line longer than {} bytes was left out", kLongestDpdkLine); });
   return static_cast<ssize_t>(size);
 }
 
