@@ -304,18 +304,25 @@ std::vector<JobRanks> cluster_ranks(const ClusterView& view, const PolicyParams&
 // What a full read answered by etcd cluster `read_id` (the response
 // header's cluster_id) means to a gateway that followed `followed_id` (0:
 // none yet), given the cluster id each configured endpoint answered a probe
-// with (0: it did not answer). Endpoints of two clusters (a config that
-// names members of another cluster, a DR copy) must not be switched between
-// on a failover: the other cluster's jobs and order would be applied
-// silently. A store replaced at the same endpoints (restored from a
-// snapshot, wiped and started again) has a new cluster id too; it is
-// followed once every endpoint answers with it.
+// with (0: it did not answer), and which endpoints ever answered for the
+// cluster followed (`served_followed`, by endpoint). Endpoints of two
+// clusters (a config that names members of another cluster, a DR copy) must
+// not be switched between on a failover, nor picked from at the start by
+// whichever answers first: the other cluster's jobs and order would be
+// applied silently. So the first read is followed only where no endpoint
+// answers for another cluster. A store replaced at the same endpoints
+// (restored from a snapshot, wiped and started again) has a new cluster id
+// too; it is followed where no endpoint answers for another cluster and
+// either every endpoint answers for it, or most of them (more than half) do,
+// one of which answered for the cluster followed before: a restored cluster
+// may lack a member the config still names.
 enum class StoreIdentity {
-  kSame,      // the cluster followed (or the first one read)
-  kReplaced,  // another, and every endpoint answers with it: follow it
-  kForeign,   // another, and not every endpoint agrees: not followed
+  kSame,      // the cluster followed (or the first one read, no endpoint saying otherwise)
+  kReplaced,  // another, at the endpoints of the one followed: follow it
+  kForeign,   // endpoints answer for different clusters, or the new one is not at the followed one's: not followed
 };
-StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids);
+StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids,
+                             const std::vector<bool>& served_followed = {});
 
 // The watch's silence check (etcd_link.cc) across a time this process did
 // not run. The session thread ends each round in a sleep of `planned` ns;

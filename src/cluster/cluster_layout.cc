@@ -762,13 +762,31 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
   return w;
 }
 
-StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids) {
+StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids,
+                             const std::vector<bool>& served_followed) {
   // A read without an identity (a proxy's header, no cluster_id) cannot
   // be judged: read as the cluster followed, never as a replaced store.
-  if (followed_id == 0 || read_id == 0 || read_id == followed_id) return StoreIdentity::kSame;
-  for (uint64_t id : endpoint_ids)
-    if (id != read_id) return StoreIdentity::kForeign;
-  return StoreIdentity::kReplaced;
+  if (read_id == 0 || read_id == followed_id) return StoreIdentity::kSame;
+  size_t agree = 0;
+  bool switched = false;  // an endpoint that answered for the cluster followed answers for this one now
+  for (size_t i = 0; i < endpoint_ids.size(); ++i) {
+    const uint64_t id = endpoint_ids[i];
+    if (id != read_id && id != 0) return StoreIdentity::kForeign;  // it answers for another cluster
+    if (id != read_id) continue;
+    ++agree;
+    if (i < served_followed.size() && served_followed[i]) switched = true;
+  }
+  // The first read: no endpoint that answers says otherwise (those that do
+  // not answer cannot).
+  if (followed_id == 0) return StoreIdentity::kSame;
+  if (agree == endpoint_ids.size()) return StoreIdentity::kReplaced;  // every endpoint answers for it
+  // Some endpoints silent: a restored cluster may lack a member the config
+  // still names. The store replaced if most endpoints answer for it and one
+  // of them answered for the cluster followed before (the same endpoint,
+  // another store). Not one whose endpoints never did: with every member
+  // of the cluster followed down, the members of another cluster named in
+  // the config are no replaced store, however many.
+  return agree * 2 > endpoint_ids.size() && switched ? StoreIdentity::kReplaced : StoreIdentity::kForeign;
 }
 
 // ---- the cluster's policy --------------------------------------------------------

@@ -190,6 +190,7 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
   for (const std::string& e : spec.endpoints) endpoints_.push_back(parse_endpoint(e));
   channels_.resize(endpoints_.size());
   endpoint_cluster_.resize(endpoints_.size());
+  served_followed_.resize(endpoints_.size());
   report_.name = spec.name;
   report_.address = spec.address;
   report_.version = PSGATE_VERSION;
@@ -717,12 +718,14 @@ uint64_t EtcdLink::probe_cluster_id(size_t ep) {
   if (!kv->Range(&ctx, req, &resp).ok()) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   endpoint_cluster_[ep] = resp.header().cluster_id();
+  if (resp.header().cluster_id() == cluster_id_) served_followed_[ep] = true;
   return resp.header().cluster_id();
 }
 
 bool EtcdLink::foreign_answer(size_t ep, uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (id != 0) endpoint_cluster_[ep] = id;
+  if (id != 0 && id == cluster_id_) served_followed_[ep] = true;
   const uint64_t followed = cluster_id_;
   return followed != 0 && id != 0 && id != followed;
 }
@@ -743,24 +746,36 @@ bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced) {
   const uint64_t followed = cluster_id_;
   StoreIdentity verdict = store_identity(followed, read_id, {});
   std::vector<uint64_t> ids;
-  if (verdict != StoreIdentity::kSame) {
-    // Another cluster: what does every endpoint answer for?
-    for (size_t i = 0; i < endpoints_.size(); ++i) ids.push_back(probe_cluster_id(i));
-    verdict = store_identity(followed, read_id, ids);
+  // Another cluster, or the first read (which may have come from either of
+  // two clusters the endpoints name): what does every endpoint answer for?
+  if (read_id != 0 && (followed == 0 || verdict != StoreIdentity::kSame)) {
+    for (size_t i = 0; i < endpoints_.size(); ++i) ids.push_back(i == ep ? read_id : probe_cluster_id(i));
+    std::vector<bool> served;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      served = served_followed_;
+    }
+    verdict = store_identity(followed, read_id, ids, served);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   endpoint_cluster_[ep] = read_id;
   if (verdict != StoreIdentity::kForeign) {
     replaced = verdict == StoreIdentity::kReplaced;
+    // Which endpoints answer for the cluster followed from now on.
+    if (!ids.empty())
+      for (size_t i = 0; i < ids.size(); ++i) served_followed_[i] = ids[i] == read_id && read_id != 0;
+    if (read_id != 0) served_followed_[ep] = true;
     if (replaced)
       spdlog::warn(
-          "cluster: every endpoint answers for etcd cluster {:x}, not {:x} followed until now: the store was replaced "
+          "cluster: the endpoints answer for etcd cluster {:x}, not {:x} followed until now: the store was replaced "
           "(restored from a snapshot, or started anew); following it",
           read_id, followed);
     else if (!foreign_store_.empty())
-      spdlog::info("cluster: following etcd cluster {:x} again at {}", followed, endpoints_[ep].target);
+      spdlog::info("cluster: following etcd cluster {:x} at {}", read_id != 0 ? read_id : followed,
+                   endpoints_[ep].target);
     if (read_id != 0) cluster_id_ = read_id;
     foreign_store_.clear();
+    store_picked_ = true;
     return true;
   }
   std::string answers;
@@ -768,11 +783,18 @@ bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced) {
     answers += fmt::format("{}{} {}", i ? ", " : "", endpoints_[i].target,
                            ids[i] == 0 ? std::string("no answer") : fmt::format("{:x}", ids[i]));
   const bool began = foreign_store_.empty();
-  foreign_store_ = fmt::format(
-      "{} answers for etcd cluster {:x}, not {:x} which this gateway follows ({}): another cluster's jobs and "
-      "order are not applied, and it is followed only once every endpoint answers for it (a store replaced at "
-      "the same endpoints)",
-      endpoints_[ep].target, read_id, followed, answers);
+  foreign_store_ =
+      followed == 0
+          ? fmt::format(
+                "the endpoints answer for different etcd clusters ({}): none is followed until every endpoint that "
+                "answers answers for one (a config naming members of two clusters?); no job or order is applied "
+                "from either",
+                answers)
+          : fmt::format(
+                "{} answers for etcd cluster {:x}, not {:x} which this gateway follows ({}): another cluster's jobs "
+                "and order are not applied, and it is followed only once no endpoint answers for another cluster "
+                "and most answer for it (a store replaced at the same endpoints)",
+                endpoints_[ep].target, read_id, followed, answers);
   // The first of a spell always, then at most once a minute.
   const bool admitted = foreign_store_log_.admit(now_ns());
   if (began || admitted) spdlog::warn("cluster: {}; forwarding on the last order applied", foreign_store_);
@@ -1199,6 +1221,13 @@ void EtcdLink::session_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       last_watch_message_ns_ = watch_heard_after_sleep(last_watch_message_ns_, slept, kSessionTickNs, kStallNs, now);
       slept_from = 0;
+    }
+    // No store picked yet (the first full read not done, or refused: the
+    // endpoints answer for two etcd clusters): no lease and no registration
+    // in either, as no job of either is applied.
+    if (!store_picked_) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(kSessionTickNs));
+      continue;
     }
     bool ok = true;
     int64_t lease;

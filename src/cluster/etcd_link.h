@@ -132,8 +132,16 @@ class EtcdLink final : public ClusterLink {
   // leadership acts only there.
   bool of_followed_cluster(size_t endpoint) const;
   std::atomic<uint64_t> cluster_id_{0};
+  // A full read has been followed (store_followable said so): the session
+  // registers only from then on, in the store followed.
+  std::atomic<bool> store_picked_{false};
   std::vector<uint64_t> endpoint_cluster_;  // by endpoint; under mutex_
-  std::string foreign_store_;               // under mutex_
+  // By endpoint: it answered for the cluster followed at some time (a
+  // probe, a read, a session call); under mutex_. A new cluster id at most
+  // of the endpoints is a replaced store only where one of them did
+  // (store_identity).
+  std::vector<bool> served_followed_;
+  std::string foreign_store_;  // under mutex_
   LogThrottle foreign_store_log_{60'000'000'000};
   std::string session_failure_;  // the last such failure, with where and why ("": none yet)
   LogThrottle session_error_log_{60'000'000'000};

@@ -1394,28 +1394,37 @@ TEST(WatchMessages, CompactedOrCancelledMeansReadEverythingAgain) {
 // ---- store_identity -----------------------------------------------------------------
 
 // A gateway whose endpoints reach two etcd clusters switched between them on
-// a failover, silently: the other's jobs applied. A new cluster id is
-// followed only when every endpoint answers with it (the store replaced at
-// the same endpoints); an endpoint that does not answer (0) or answers with
-// another id keeps it unfollowed.
-TEST(StoreIdentity, AnotherClusterIsFollowedOnlyWhenEveryEndpointAgrees) {
+// a failover, silently: the other's jobs applied; and at the start it
+// followed whichever answered first. A first read is followed only where no
+// endpoint answers for another cluster; a new cluster id only where no
+// endpoint answers for another, and every endpoint answers for it, or most
+// do, one of which answered for the cluster followed (a store restored with
+// a member fewer than the config names was followed only after a restart).
+TEST(StoreIdentity, AnotherClusterIsFollowedOnlyWhereTheEndpointsAgree) {
   struct Case {
     uint64_t followed, read;
     std::vector<uint64_t> endpoints;
+    std::vector<bool> served;  // answered for the cluster followed before
     StoreIdentity want;
+    const char* why;
   };
   const std::vector<Case> cases = {
-      {0, 7, {}, StoreIdentity::kSame},             // the first read
-      {7, 7, {7, 9, 0}, StoreIdentity::kSame},      // the same cluster, whatever the others say
-      {7, 0, {0, 0, 0}, StoreIdentity::kSame},      // no identity in the read: not a replaced store
-      {7, 9, {9, 9, 9}, StoreIdentity::kReplaced},  // restored or wiped: every member agrees
-      {7, 9, {9, 9, 0}, StoreIdentity::kForeign},   // one member silent: the old cluster may be there
-      {7, 9, {7, 9}, StoreIdentity::kForeign},      // two clusters
-      {7, 9, {0, 9}, StoreIdentity::kForeign},      // the followed one's member down: failover
+      {0, 7, {}, {}, StoreIdentity::kSame, "the first read, nothing probed"},
+      {0, 7, {7, 7, 0}, {}, StoreIdentity::kSame, "the first read, a member down"},
+      {0, 7, {7, 9}, {}, StoreIdentity::kForeign, "the first read, endpoints of two clusters"},
+      {0, 9, {7, 9, 9}, {}, StoreIdentity::kForeign, "the first read, endpoints of two clusters, most of the other"},
+      {7, 7, {7, 9, 0}, {}, StoreIdentity::kSame, "the same cluster, whatever the others say"},
+      {7, 0, {0, 0, 0}, {}, StoreIdentity::kSame, "no identity in the read: not a replaced store"},
+      {7, 9, {9, 9, 9}, {}, StoreIdentity::kReplaced, "restored or wiped: every member agrees"},
+      {7, 9, {9, 9, 0}, {true, true, true}, StoreIdentity::kReplaced, "restored with a member fewer"},
+      {7, 9, {9, 9, 0}, {false, true, false}, StoreIdentity::kReplaced, "one of them answered for ours"},
+      {7, 9, {9, 9, 0}, {false, false, true}, StoreIdentity::kForeign, "another cluster's members, ours down"},
+      {7, 9, {9, 0, 0}, {true, true, true}, StoreIdentity::kForeign, "too few answer for it"},
+      {7, 9, {7, 9}, {true, false}, StoreIdentity::kForeign, "two clusters"},
+      {7, 9, {0, 9}, {true, false}, StoreIdentity::kForeign, "the followed one's member down: failover"},
+      {7, 9, {0, 9}, {true, true}, StoreIdentity::kForeign, "half is not most"},
   };
-  for (const Case& c : cases)
-    EXPECT_EQ(store_identity(c.followed, c.read, c.endpoints), c.want)
-        << c.followed << " -> " << c.read << " over " << c.endpoints.size() << " endpoints";
+  for (const Case& c : cases) EXPECT_EQ(store_identity(c.followed, c.read, c.endpoints, c.served), c.want) << c.why;
 }
 
 }  // namespace
