@@ -92,6 +92,11 @@ struct GatewayInfo {
   int64_t applied_revision = 0;
   std::optional<double> degraded_since_s;  // unix time; set while the store is unreachable from it
   std::string top_job;                     // the id of its top job ("" with none): are the hosts in agreement?
+  // The policy it runs (policy_name: the store's P/policy, or its own
+  // [policy] where the store has none); "" from a gateway that does not say
+  // (an older version). Without P/policy, gateways of mixed [policy] rank
+  // differently: policy_mismatch_trouble.
+  std::string policy;
   uint64_t rx_packets = 0, tx_packets = 0, dropped = 0;
   std::map<uint32_t, JobMeasure> jobs;
   bool operator==(const GatewayInfo&) const = default;
@@ -163,6 +168,15 @@ struct ClusterView {
 // absent, or never had the job) would otherwise apply different states,
 // each saying "ok".
 std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& keys);
+
+// Why the gateways may rank by different policies, "" if they do not: the
+// store has no P/policy, so each runs its own [policy], and the
+// registrations (this gateway's taken as `own_policy` under `own_name`,
+// whatever its registration in `v` says) name more than one. The same
+// words on every gateway (policies in name order, each with up to 3 of its
+// gateways), so that every one says `degraded` alike, the static leader
+// too, which writes no ranks for the others to see the difference by.
+std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const std::string& own_policy);
 
 // Whether `v` is to be applied by a gateway that applied `revision` of
 // store epoch `epoch`: a later revision, or a store that started over.

@@ -204,6 +204,7 @@ json gateway_json(const GatewayInfo& g) {
           {"applied_revision", g.applied_revision},
           {"degraded_since", g.degraded_since_s ? json(*g.degraded_since_s) : json(nullptr)},
           {"top_job", g.top_job},
+          {"policy", g.policy},
           {"counters", {{"rx_packets", g.rx_packets}, {"tx_packets", g.tx_packets}, {"dropped", g.dropped}}},
           {"jobs", jobs}};
 }
@@ -253,6 +254,10 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
       g.degraded_since_s = d->get<double>();
     }
     g.top_job = string_field(doc, "top_job", false);
+    g.policy = string_field(doc, "policy", false);
+    // Said in every gateway's health when the policies differ: a name, not
+    // a document (the longest policy name is 16 bytes).
+    if (g.policy.size() > 64) throw std::invalid_argument("\"policy\" is longer than 64 bytes");
     if (auto c = doc.find("counters"); c != doc.end()) {
       if (!c->is_object()) throw std::invalid_argument("\"counters\" is not an object");
       g.rx_packets = unsigned_field(*c, "counters.", "rx_packets", UINT64_MAX);
@@ -620,6 +625,26 @@ std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& k
         "): a gateway that had a good one in force keeps it, one started since reads the key as absent");
   }
   return trouble;
+}
+
+std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const std::string& own_policy) {
+  if (v.policy) return "";                  // every gateway runs P/policy
+  std::map<std::string, std::string> runs;  // gateway name -> policy
+  for (const auto& [name, g] : v.gateways)
+    if (!g.policy.empty()) runs[name] = g.policy;
+  if (!own_policy.empty()) runs[own_name] = own_policy;
+  std::map<std::string, std::vector<std::string>> by_policy;  // names in name order (runs is sorted)
+  for (const auto& [name, policy] : runs) by_policy[policy].push_back(name);
+  if (by_policy.size() < 2) return "";
+  constexpr size_t kNamed = 3;  // health stays small with hundreds of gateways
+  std::string said;
+  for (const auto& [policy, names] : by_policy) {
+    said += (said.empty() ? "" : "; ") + ("\"" + policy + "\" on ");
+    for (size_t i = 0; i < names.size() && i < kNamed; ++i) said += (i ? ", " : "") + names[i];
+    if (names.size() > kNamed) said += " and " + std::to_string(names.size() - kNamed) + " more";
+  }
+  return "the gateways run different policies (" + said +
+         ") and the store has no policy for all: set one (psgatectl policy NAME) so that every gateway runs the same";
 }
 
 WatchOutcome apply_watch_message(StoreMirror& mirror, const WatchMessage& m) {

@@ -1382,6 +1382,7 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   GatewayInfo info;
   info.health = cluster_trouble().empty() && state_file_error().empty() ? "ok" : "degraded";
   info.applied_revision = applied_revision_;
+  info.policy = policy_name(state_.policy.kind);
   const Totals totals = dataplane_.read_totals(false);
   info.rx_packets = totals.rx_total();
   info.tx_packets = totals.tx_total();
@@ -1431,6 +1432,13 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
            policy_name(state_.policy.kind) +
            "\" and the store has no policy for all: set one (psgatectl policy NAME) so that every gateway runs the "
            "same";
+  // The same with a static leader, which writes no ranks: each gateway's
+  // registration names the policy it runs.
+  if (cluster_view_) {
+    if (std::string mixed = policy_mismatch_trouble(*cluster_view_, said("name"), policy_name(state_.policy.kind));
+        !mixed.empty())
+      return mixed;
+  }
   for (const char* key : {"registration_error", "session_error"})
     if (std::string why = said(key); !why.empty()) return "not registered: " + why;
   return "";

@@ -88,5 +88,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PolicyParams policy = view.policy.value_or(PolicyParams{});
   const auto ranks = cluster_ranks(view, policy, state, 1'000'000'000);
   if (ranks.size() != view.jobs.size()) fail("cluster_ranks lost a job", std::to_string(ranks.size()));
+  (void)policy_mismatch_trouble(view, "gw-0", "static");
   return 0;
 }

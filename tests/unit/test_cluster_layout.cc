@@ -708,6 +708,7 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   g.applied_revision = 1234;
   g.degraded_since_s = 1700000000.25;
   g.top_job = "7";
+  g.policy = "round-robin";
   g.rx_packets = 1ull << 40;
   g.tx_packets = 5;
   g.dropped = 6;
@@ -760,6 +761,7 @@ TEST(ClusterDocuments, RegistrationFieldsAreCheckedByName) {
       {R"({"schema":1,"name":"x","counters":[]})", "\"counters\""},
       {R"({"schema":1,"name":"x","applied_revision":-3})", "\"applied_revision\""},
       {R"({"schema":1,"name":"x","health":7})", "\"health\""},
+      {R"({"schema":1,"name":"x","policy":["static"]})", "\"policy\""},
       {R"({"schema":1,"name":7})", "\"name\""},
       {R"({"schema":1,"name":"x","degraded_since":"yesterday"})", "\"degraded_since\""},
       {R"({"schema":1,"name":"x","jobs":{}})", "\"jobs\""},
@@ -776,6 +778,40 @@ TEST(ClusterDocuments, RegistrationFieldsAreCheckedByName) {
   ASSERT_TRUE(g.ok()) << g.error();
   EXPECT_EQ(g->rx_packets, UINT64_MAX);
   EXPECT_FALSE(g->degraded_since_s);
+  EXPECT_EQ(g->policy, "") << "an older gateway's registration names no policy";
+  // A policy is a name (said in every gateway's health), not a document.
+  EXPECT_TRUE(parse_gateway(R"({"schema":1,"name":"x","policy":")" + std::string(64, 'p') + "\"}").ok());
+  EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","policy":")" + std::string(65, 'p') + "\"}").ok());
+}
+
+// Without P/policy each gateway runs its own [policy]. With a static leader
+// (which writes no ranks) the round-robin gateways ranked by themselves,
+// and every gateway said ok: the registrations did not say what each runs.
+TEST(ClusterPolicy, MixedPoliciesWithoutAStorePolicyAreSaid) {
+  ClusterView v;
+  auto reg = [&v](const std::string& name, const std::string& policy) {
+    v.gateways[name].name = name;
+    v.gateways[name].policy = policy;
+  };
+  reg("gw-a", "static");
+  reg("gw-b", "static");
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
+  reg("gw-old", "");  // an older gateway: says nothing
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
+  reg("gw-c", "round-robin");
+  const std::string said = policy_mismatch_trouble(v, "gw-a", "static");
+  EXPECT_NE(said.find("\"round-robin\" on gw-c"), std::string::npos) << said;
+  EXPECT_NE(said.find("\"static\" on gw-a, gw-b"), std::string::npos) << said;
+  EXPECT_NE(said.find("psgatectl policy NAME"), std::string::npos) << said;
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", "round-robin"), said) << "the same words on every gateway";
+  // This gateway's own policy counts over its registration (which may lag).
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", "static"), "");
+  // Many gateways: a few named, the rest counted.
+  for (int i = 0; i < 10; ++i) reg("gw-s" + std::to_string(i), "static");
+  EXPECT_NE(policy_mismatch_trouble(v, "gw-a", "static").find("and 9 more"), std::string::npos);
+  // P/policy in the store: every gateway runs it, whatever its [policy].
+  v.policy = PolicyParams{};
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
 }
 
 // Registrations under names no gateway could be configured with (written
