@@ -212,6 +212,8 @@ class ControlPlane {
   // Takes the store's newest view, if any, and applies it: false if none.
   bool follow_step(uint64_t now_ns);
   Result<bool> apply_view(const ClusterView& view, uint64_t now_ns);
+  // After a view applied: whether it emptied this gateway (store_emptied_).
+  void note_store_emptied(const ClusterView& view, size_t jobs_before);
   void report_to_cluster(uint64_t now_ns);
   void tick_policy(uint64_t now_ns);
   // Frees the slots of removed jobs (JobRegistry::draining_slots) whose
@@ -307,6 +309,12 @@ class ControlPlane {
   uint64_t reapply_ns_ = 0;  // not applied again before this
   uint64_t cluster_apply_errors_ = 0;
   std::string cluster_apply_error_;
+  // The store went empty under this gateway: a view with no job, order,
+  // policy, progress or ranks key removed every job it had (a prefix wiped
+  // by `etcdctl del --prefix`, a store started anew). Followed (the store is
+  // the authority), but said: health degraded with this, until the store
+  // holds such a key again. "": it did not.
+  std::string store_emptied_;
   // Cluster mode: why the state file could not be written ("": it was), and
   // when the tick writes it again.
   std::string state_unsaved_;

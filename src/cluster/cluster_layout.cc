@@ -777,6 +777,12 @@ StoreWrite store_write(const ClusterKeys& keys, const ClusterView& seen, const J
     for (size_t i = pos; i < order_after.size(); ++i)
       if (before.find(order_after[i]) || (i > pos && order_after[i] < order_after[i - 1])) reordered = true;
   }
+  // The last jobs removed where the store holds no order: an empty order is
+  // written, so that the prefix is not left empty. A prefix with no job,
+  // order or policy is one wiped (etcdctl del --prefix), which the gateways
+  // that had jobs say (ControlPlane::note_store_emptied); an operator's
+  // removal is not.
+  if (!reordered && after.size() == 0 && before.size() != 0 && seen.order_revision == 0) reordered = true;
   if (reordered) {
     w.puts.emplace_back(keys.order(), order_document(cluster_order_after(seen, before, after, order_after)));
     w.unchanged_since.emplace_back(keys.order(), seen.order_revision);

@@ -1280,6 +1280,7 @@ bool ControlPlane::follow_step(uint64_t now_ns) {
 // commit() like every change: compiled, persisted, published, or refused as a
 // whole. Jobs keep their slots; a re-rank only changes ranks (loss-free).
 Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) {
+  const size_t jobs_before = state_.jobs.size();
   ControlState next = state_;
   std::unordered_map<uint32_t, const ClusterJob*> wanted;
   for (const ClusterJob& j : view.jobs) wanted[j.spec.id] = &j;
@@ -1323,6 +1324,7 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     }
   }
   if (auto ok = commit(std::move(next), now_ns, IfUnsaved::kPublishWhatTheStoreHolds); !ok) return ok;
+  note_store_emptied(view, jobs_before);
   // Jobs this gateway could not take (no free slot): the rest is in force.
   // Those that wait for a removed job's slot to drain are taken at a later
   // step (follow_step applies this view again meanwhile).
@@ -1336,6 +1338,30 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
     spdlog::error("cluster: revision {}: jobs not applied here: {}", view.revision, refused);
   }
   return true;
+}
+
+// A store with nothing to apply (no job, order, policy, progress or ranks
+// key) is followed: it is the authority, and a gateway started after it
+// went empty has nothing to keep, so keeping jobs here would make the
+// hosts disagree. But a gateway that had jobs and drops them all because
+// the prefix went empty (wiped by hand or by a script, a store started
+// anew) says so, rather than "ok": `psgatectl jobs rm` of the last jobs
+// leaves P/order (store_write), so an operator's removal never looks like
+// this. Over once the store holds such a key again.
+void ControlPlane::note_store_emptied(const ClusterView& view, size_t jobs_before) {
+  if (view.applied_part.second != 0) {
+    if (!store_emptied_.empty())
+      spdlog::info("cluster: the store holds jobs, an order or a policy again (revision {})", view.revision);
+    store_emptied_.clear();
+    return;
+  }
+  if (jobs_before == 0 || !store_emptied_.empty()) return;
+  store_emptied_ = fmt::format(
+      "the store went empty at revision {} (no job, order or policy under {}/): the {} job(s) this gateway had "
+      "were removed; if that was meant, write a job, an order or a policy (psgatectl policy NAME), else put the "
+      "jobs back (psgatectl jobs load FILE)",
+      view.revision, cluster_keys_->prefix, jobs_before);
+  spdlog::error("cluster: {}", store_emptied_);
 }
 
 Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
@@ -1415,6 +1441,7 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
   // under every read): this gateway follows nothing new.
   if (std::string why = said("full_read_error"); !why.empty()) return "store not followed: " + why;
   if (!cluster_apply_error_.empty()) return "store's view not applied: " + cluster_apply_error_;
+  if (!store_emptied_.empty()) return store_emptied_;
   // Before what is held: the same words on every gateway, whether it held
   // a good document or started after the bad one was written.
   if (cluster_view_) {

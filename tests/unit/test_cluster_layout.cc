@@ -1110,6 +1110,18 @@ TEST(StoreWrite, RemoveDeletesJobAndProgress) {
   w = store_write(kKeys, seen, one, p, none, p);
   ASSERT_NE(put_value(w, kKeys.order()), nullptr);
   EXPECT_TRUE(written_order(w).empty());
+
+  // The last jobs, no order stored: an empty order too, fenced on its
+  // absence, so that the prefix is not left empty. An empty prefix is one
+  // wiped, which the gateways that had jobs say (health degraded); this
+  // removal through psgatectl is not.
+  w = store_write(kKeys, ClusterView{}, before, p, JobRegistry(64), p);
+  ASSERT_NE(put_value(w, kKeys.order()), nullptr);
+  EXPECT_TRUE(written_order(w).empty());
+  EXPECT_EQ(w.unchanged_since, (std::vector<std::pair<std::string, int64_t>>{{kKeys.order(), 0}}));
+  // Not while a job stays.
+  w = store_write(kKeys, ClusterView{}, before, p, after, p);
+  EXPECT_EQ(put_value(w, kKeys.order()), nullptr);
 }
 
 TEST(StoreWrite, ReorderWritesTheOrder) {
