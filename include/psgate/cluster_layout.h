@@ -121,10 +121,15 @@ struct ClusterView {
   int64_t order_revision = 0;          // the order key's mod revision (0: absent), to fence a rewrite on
   std::optional<PolicyParams> policy;  // none: the gateway's configured policy
   std::map<uint32_t, JobProgress> progress;
-  std::optional<std::vector<JobRanks>> ranks;  // the leader's, for a non-static policy
-  std::string ranks_policy;                    // the policy those ranks were computed for
-  uint64_t ranks_rotation = 0;                 // round-robin's rotation count, for a new leader to go on from
-  std::map<std::string, GatewayInfo> gateways;
+  std::optional<std::vector<JobRanks>> ranks;   // the leader's, for a non-static policy
+  std::string ranks_policy;                     // the policy those ranks were computed for
+  uint64_t ranks_rotation = 0;                  // round-robin's rotation count, for a new leader to go on from
+  std::map<std::string, GatewayInfo> gateways;  // registered under a lease
+  // Registrations without a lease (put by hand: a gateway registers under
+  // its lease, so that its entry goes when it does): such a key never
+  // expires, so it is not listed among the gateways, nor its telemetry
+  // summed; its name is, here (and among the problems, logged once).
+  std::vector<std::string> unleased_gateways;
   std::string leader;                 // "" with none, or a leader document this gateway cannot read
   int64_t leader_created = 0;         // the leader key's create revision (the leadership's fence; 0: no key)
   int64_t leader_lease = 0;           // the leader key's lease

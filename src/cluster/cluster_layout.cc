@@ -567,8 +567,16 @@ ClusterView StoreMirror::view() const {
       }
     } else if (is_gateway_key(keys_, key)) {
       const ParsedGateway& g = gateways_.at(key);
-      if (g.gateway) v.gateways[g.gateway->name] = *g.gateway;
-      else problem(key, g.problem);
+      if (!g.gateway) {
+        problem(key, g.problem);
+      } else if (e.lease == 0) {
+        v.unleased_gateways.push_back(g.gateway->name);
+        problem(key,
+                "a registration without a lease, which never expires (gateways register under their lease): not "
+                "listed as a gateway; delete it (etcdctl del KEY), or a gateway of that name writes its own over it");
+      } else {
+        v.gateways[g.gateway->name] = *g.gateway;
+      }
     } else if (key == keys_.leader()) {
       // The key, whatever it holds, is a leadership while it has a lease: no
       // gateway campaigns while it is there (a foreign or later schema's

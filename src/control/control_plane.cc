@@ -1514,6 +1514,14 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ClusterRequest&) const {
     }
   }
   out["gateways"] = std::move(gateways);
+  json unleased = json::array();
+  if (cluster_view_) {
+    for (const std::string& name : cluster_view_->unleased_gateways) {
+      if (unleased.size() == 100) break;  // as jobs_refused: the reply stays small
+      unleased.push_back(name);
+    }
+  }
+  out["unleased_registrations"] = std::move(unleased);
   return Outcome{std::move(out)};
 }
 

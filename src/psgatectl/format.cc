@@ -492,7 +492,14 @@ std::string format_cluster(const ojson& result) {
                  value_text(get(c, "rx_packets")), value_text(get(c, "tx_packets")), value_text(get(c, "dropped"))});
     }
   }
-  return out + t.render("");
+  out += t.render("");
+  const ojson& unleased = get(result, "unleased_registrations");
+  if (unleased.is_array() && !unleased.empty()) {
+    std::string names;
+    for (const ojson& n : unleased) names += (names.empty() ? "" : ", ") + value_text(n);
+    out += "registrations without a lease, not listed (put by hand; they never expire): " + names + "\n";
+  }
+  return out;
 }
 
 std::string format_policy(const ojson& result) {

@@ -7,6 +7,7 @@
 // outside the layout). StoreMirror::view() and cluster_ranks() must never
 // crash, throw or hang; a document is either applied or named in
 // view.problems; every job it applies is one jobs.add would accept.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -67,7 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       mirror.erase(keys.job(1));
       continue;
     }
-    mirror.put(key_for(line[0], keys), StoreEntry{std::string(line.substr(1)), revision, revision, 0});
+    // Under a lease or not by the key's byte: a registration without one is
+    // named apart (view.unleased_gateways), one with one is summed.
+    const int64_t lease = static_cast<unsigned char>(line[0]) & 0x80 ? 0 : 0x1234;
+    mirror.put(key_for(line[0], keys), StoreEntry{std::string(line.substr(1)), revision, revision, lease});
     ++entries;
   }
   mirror.set_revision(revision);
@@ -88,6 +92,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PolicyParams policy = view.policy.value_or(PolicyParams{});
   const auto ranks = cluster_ranks(view, policy, state, 1'000'000'000);
   if (ranks.size() != view.jobs.size()) fail("cluster_ranks lost a job", std::to_string(ranks.size()));
+  for (const auto& [name, g] : view.gateways)
+    if (std::find(view.unleased_gateways.begin(), view.unleased_gateways.end(), name) != view.unleased_gateways.end())
+      fail("a registration both listed and unleased", name);
   (void)policy_mismatch_trouble(view, "gw-0", "static");
   return 0;
 }

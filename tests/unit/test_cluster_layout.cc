@@ -56,6 +56,11 @@ StoreEntry entry(std::string value, int64_t created, int64_t modified = 0) {
   return StoreEntry{std::move(value), created, modified ? modified : created, 0};
 }
 
+// A registration as a gateway writes it: under its lease.
+StoreEntry registration(const GatewayInfo& g, int64_t created, int64_t modified = 0) {
+  return StoreEntry{gateway_json(g).dump(), created, modified ? modified : created, 0x7f01};
+}
+
 bool contains_problem(const ClusterView& v, const std::string& key) {
   return std::any_of(v.problems.begin(), v.problems.end(),
                      [&](const std::string& p) { return p.rfind(key + ": ", 0) == 0; });
@@ -505,7 +510,7 @@ TEST(StoreMirror, StrayKeysUnderJobsAndGatewaysAreIgnored) {
   GatewayInfo g;
   g.name = "gw-a";
   g.health = "ok";
-  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 2));
+  m.put(kKeys.gateway("gw-a"), registration(g, 2));
   const ClusterView before = m.view();
   const std::vector<std::string> stray = {kKeys.jobs() + "02",
                                           kKeys.jobs() + "x",
@@ -611,8 +616,8 @@ TEST(StoreMirror, AppliedPartChangesOnlyForWhatAGatewayApplies) {
   GatewayInfo g;
   g.name = "gw-a";
   g.health = "ok";
-  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 3));
-  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 3, 4));  // heartbeat
+  m.put(kKeys.gateway("gw-a"), registration(g, 3));
+  m.put(kKeys.gateway("gw-a"), registration(g, 3, 4));  // heartbeat
   m.put(kKeys.leader(), entry(leader_document("gw-a"), 5));
   EXPECT_EQ(part(), base) << "registrations and leadership are not applied state";
 
@@ -725,7 +730,7 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   EXPECT_EQ(*back, g);
 
   StoreMirror m(kKeys, kClasses);
-  m.put(kKeys.gateway("gw-a"), entry(gateway_json(g).dump(), 2));
+  m.put(kKeys.gateway("gw-a"), registration(g, 2));
   const ClusterView v = m.view();
   ASSERT_EQ(v.gateways.count("gw-a"), 1u);
   EXPECT_EQ(v.gateways.at("gw-a"), g);
@@ -734,8 +739,8 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   GatewayInfo other = g;
   other.name = "gw-b";
   other.rx_packets = 1;
-  m.put(kKeys.gateway("gw-a") + "x", entry(gateway_json(other).dump(), 3));
-  m.put(kKeys.gateway("gw-b"), entry(gateway_json(g).dump(), 4));
+  m.put(kKeys.gateway("gw-a") + "x", registration(other, 3));
+  m.put(kKeys.gateway("gw-b"), registration(g, 4));
   const ClusterView v2 = m.view();
   EXPECT_EQ(v2.gateways.size(), 1u);
   EXPECT_EQ(v2.gateways.at("gw-a"), g);
@@ -784,6 +789,29 @@ TEST(ClusterDocuments, RegistrationFieldsAreCheckedByName) {
   EXPECT_FALSE(parse_gateway(R"({"schema":1,"name":"x","policy":")" + std::string(65, 'p') + "\"}").ok());
 }
 
+// A registration written without a lease (by hand: gateways register under
+// their lease) never expires: it was listed among the gateways for ever,
+// its telemetry summed by the leader. Now it is named apart, and logged.
+TEST(ClusterDocuments, RegistrationsWithoutALeaseAreNotListed) {
+  StoreMirror m(kKeys, kClasses);
+  GatewayInfo live, stale;
+  live.name = "gw-live";
+  stale.name = "gw-stale";
+  stale.jobs[1] = JobMeasure{9, 9, 9};
+  m.put(kKeys.gateway(live.name), registration(live, 2));
+  m.put(kKeys.gateway(stale.name), entry(gateway_json(stale).dump(), 3));
+  const ClusterView v = m.view();
+  ASSERT_EQ(v.gateways.size(), 1u);
+  EXPECT_EQ(v.gateways.count("gw-live"), 1u);
+  EXPECT_EQ(v.unleased_gateways, (std::vector<std::string>{"gw-stale"}));
+  ASSERT_TRUE(contains_problem(v, kKeys.gateway("gw-stale")));
+  EXPECT_EQ(refused_documents_trouble(v, kKeys), "") << "not a disagreement on what the gateways apply";
+  // Written again under a lease (the gateway of that name registering over it): listed.
+  m.put(kKeys.gateway(stale.name), registration(stale, 3, 4));
+  EXPECT_EQ(m.view().gateways.size(), 2u);
+  EXPECT_TRUE(m.view().unleased_gateways.empty());
+}
+
 // Without P/policy each gateway runs its own [policy]. With a static leader
 // (which writes no ranks) the round-robin gateways ranked by themselves,
 // and every gateway said ok: the registrations did not say what each runs.
@@ -821,11 +849,11 @@ TEST(ClusterDocuments, RegistrationsUnderUnconfigurableNamesAreRefused) {
   for (const std::string& name : std::vector<std::string>{"", "a/b", "gw\x01", std::string(65, 'g')}) {
     GatewayInfo g;
     g.name = name;
-    m.put(kKeys.gateway(name), entry(gateway_json(g).dump(), 2));
+    m.put(kKeys.gateway(name), registration(g, 2));
   }
   GatewayInfo ok;
   ok.name = std::string(64, 'g');
-  m.put(kKeys.gateway(ok.name), entry(gateway_json(ok).dump(), 3));
+  m.put(kKeys.gateway(ok.name), registration(ok, 3));
   const ClusterView v = m.view();
   ASSERT_EQ(v.gateways.size(), 1u);
   EXPECT_EQ(v.gateways.begin()->first, ok.name);
