@@ -322,6 +322,33 @@ TEST(PsgatectlFormat, WatchRatesFromSuccessiveReplies) {
   EXPECT_NE(first.find("ports: wire tx - Mbit/s"), std::string::npos);
 }
 
+// The cluster table says which policy each gateway runs (gateways of mixed
+// [policy] without P/policy rank differently), "-" for an older gateway's
+// registration, which names none; registrations without a lease are named
+// under the table, not as gateways.
+TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
+  const char* reply = R"({"mode": "cluster", "prefix": "/psgate/t", "store_revision": 42, "connected": true,
+    "leader": "gw-a", "gateways": [
+    {"name": "gw-a", "address": "10.0.1.1", "version": "0.1.0", "health": "degraded", "policy": "static",
+     "applied_revision": 42, "lag": 0, "top_job": "3", "counters": {"rx_packets": 1, "tx_packets": 1, "dropped": 0}},
+    {"name": "gw-b", "address": "10.0.1.2", "version": "0.1.0", "health": "degraded", "policy": "round-robin",
+     "applied_revision": 41, "lag": 1, "top_job": "1", "counters": {"rx_packets": 2, "tx_packets": 2, "dropped": 0}},
+    {"name": "old1", "address": "10.0.1.3", "version": "0.0.9", "health": "ok",
+     "applied_revision": 42, "lag": 0, "top_job": "", "counters": {"rx_packets": 3, "tx_packets": 3, "dropped": 0}}],
+    "unleased_registrations": ["gw-gone", "gw-copy"]})";
+  const std::string out = format_cluster(ojson::parse(reply));
+  const std::string h = line_with(out, "GATEWAY");
+  ASSERT_NE(h.find("POLICY"), std::string::npos) << out;
+  EXPECT_EQ(col(line_with(out, "gw-a "), "static"), col(h, "POLICY"));
+  EXPECT_EQ(col(line_with(out, "gw-b "), "round-robin"), col(h, "POLICY"));
+  EXPECT_EQ(col(line_with(out, "old1"), "-"), col(h, "POLICY")) << out;
+  EXPECT_NE(line_with(out, "without a lease").find("gw-gone, gw-copy"), std::string::npos) << out;
+  // None: no such line.
+  EXPECT_EQ(format_cluster(ojson::parse(R"({"mode": "cluster", "gateways": [], "unleased_registrations": []})"))
+                .find("without a lease"),
+            std::string::npos);
+}
+
 TEST(PsgatectlFormat, ValueText) {
   struct Case {
     const char* json;
