@@ -43,10 +43,16 @@ class EalArgReader {
   const std::string& value_of() const { return value_of_; }
   const std::string& value() const { return value_; }
 
+  // The long option (its full name, "no-huge" of "--no-h") the last
+  // argument named, with or without a value; "" for any other argument
+  // (a short option, a value, a word).
+  const std::string& option() const { return option_; }
+
  private:
   std::string awaiting_;       // the option whose value comes next
   std::string awaiting_name_;  // ... its full long name ("" for a short one)
   std::string value_of_, value_;
+  std::string option_;
   bool log_level_ = false;     // ... and that option is --log-level
   bool options_over_ = false;  // after "--": nothing more is an option
 };
@@ -55,5 +61,15 @@ class EalArgReader {
 // "vdev"), in order, as getopt reads them (abbreviations, "=VALUE" or the
 // next argument, nothing after "--").
 std::vector<std::string> eal_option_values(const std::vector<std::string>& args, std::string_view name);
+
+// Whether psgate adds --huge-unlink to `args` (its eal.args): EAL then
+// removes each hugepage file as soon as it has mapped it, so the pages go
+// back to the system when the process ends, however it ends (DPDK 22.11
+// otherwise leaves one file after a clean exit and all of them after a
+// crash or SIGKILL, each holding its page until someone removes it). Not
+// where the arguments say how hugepage files are kept (--huge-unlink with
+// or without a value, --single-file-segments, which EAL refuses with it) or
+// use none (--no-huge, which EAL refuses with it, --in-memory).
+bool eal_adds_huge_unlink(const std::vector<std::string>& args);
 
 }  // namespace psgate

@@ -97,6 +97,7 @@ const EalOption* long_option(std::string_view name) {
 EalArgClash EalArgReader::next(std::string_view arg) {
   value_of_.clear();
   value_.clear();
+  option_.clear();
   if (!awaiting_.empty()) {  // a value, whatever it looks like
     const bool log_level = log_level_;
     value_of_ = std::move(awaiting_name_);
@@ -127,6 +128,7 @@ EalArgClash EalArgReader::next(std::string_view arg) {
   const std::string_view name = arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2);
   const EalOption* o = long_option(name);
   if (o == nullptr) return kNone;
+  option_ = o->name;
   const bool log_level = o->name == "log-level";
   if (eq == std::string_view::npos && o->value == Value::kRequired) {
     awaiting_ = std::string(arg);
@@ -148,6 +150,16 @@ std::vector<std::string> eal_option_values(const std::vector<std::string>& args,
     if (reader.value_of() == name) values.push_back(reader.value());
   }
   return values;
+}
+
+bool eal_adds_huge_unlink(const std::vector<std::string>& args) {
+  EalArgReader reader;
+  for (const std::string& arg : args) {
+    reader.next(arg);
+    const std::string& o = reader.option();
+    if (o == "huge-unlink" || o == "single-file-segments" || o == "no-huge" || o == "in-memory") return false;
+  }
+  return true;
 }
 
 }  // namespace psgate

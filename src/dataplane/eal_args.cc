@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "dataplane/eal_args.h"
+#include "psgate/eal_arg_clash.h"
 
 namespace psgate {
 
 std::vector<std::string> eal_arguments(const ConfigSpec& config, const std::string& program) {
   std::vector<std::string> args{program};
   args.insert(args.end(), config.eal_args.begin(), config.eal_args.end());
+  // Hugepage files removed once mapped: a stop, a crash or a purge of the
+  // package leaves none holding its page (eal_arg_clash.h).
+  if (eal_adds_huge_unlink(config.eal_args)) args.push_back("--huge-unlink");
   // Lcore ids are CPUs (main() refused any the machine does not have), and a
   // data lcore runs alone on its CPU. The main lcore sleeps in the control
   // path, so it may share a data lcore's CPU: it then gets an EAL lcore id

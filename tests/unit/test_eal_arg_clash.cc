@@ -106,4 +106,25 @@ TEST(EalArgReader, OptionValuesAreTheOnesEalTakes) {
   EXPECT_EQ(eal_option_values({"--no-huge", "-m", "512"}, "file-prefix"), V{});
 }
 
+// psgate adds --huge-unlink unless eal.args say how hugepage files are kept
+// or use none: without it DPDK 22.11 left a hugepage file after every clean
+// stop and all of them after a SIGKILL, each holding its page after the
+// service (and the package) had gone. EAL refuses --huge-unlink with
+// --no-huge (the shipped config's) and with --single-file-segments.
+TEST(EalArgReader, HugeUnlinkAddedUnlessTheArgumentsSayHowFilesAreKept) {
+  EXPECT_TRUE(eal_adds_huge_unlink({}));
+  EXPECT_TRUE(eal_adds_huge_unlink({"--file-prefix=psgate", "--log-level=4"}));
+  EXPECT_TRUE(eal_adds_huge_unlink({"-m", "512", "--legacy-mem"}));
+  // A value that looks like the option is a value, and nothing after "--" counts.
+  EXPECT_TRUE(eal_adds_huge_unlink({"--file-prefix", "--no-huge"}));
+  EXPECT_TRUE(eal_adds_huge_unlink({"--", "--no-huge"}));
+  EXPECT_FALSE(eal_adds_huge_unlink({"--no-huge", "-m", "256", "--no-pci"}));
+  EXPECT_FALSE(eal_adds_huge_unlink({"--no-hu"}));  // abbreviated, as getopt takes it
+  EXPECT_FALSE(eal_adds_huge_unlink({"--in-memory"}));
+  EXPECT_FALSE(eal_adds_huge_unlink({"--huge-unlink"}));
+  EXPECT_FALSE(eal_adds_huge_unlink({"--huge-unlink=existing"}));
+  EXPECT_FALSE(eal_adds_huge_unlink({"--huge-unlink=never"}));
+  EXPECT_FALSE(eal_adds_huge_unlink({"--single-file-segments"}));
+}
+
 }  // namespace psgate
