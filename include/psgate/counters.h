@@ -89,7 +89,8 @@ constexpr const char* unit_name(CounterUnit u) {
   X(kDropShutdown, "shutdown_flush", "still queued when the drain timeout expired")                                   \
   X(kDropBadMbuf, "bad_mbuf", "the driver handed over a broken buffer (lengths, chain, bounds): never read")          \
   X(kDropOversize, "oversize",                                                                                        \
-    "larger than the egress port's MTU (or its kernel interface's, set lower) plus L2 header and tags")               \
+    "larger than the egress port's MTU (or its kernel interface's, set lower) plus L2 header and tags: at RX, or "    \
+    "where it leaves if it was queued when that interface's MTU went down")                                           \
   X(kDropLinkDown, "link_down", "the egress port's link was down: nowhere to send it")                                \
   X(kDropRunt, "runt", "shorter than 17 bytes (an Ethernet header and 3): nothing a NIC can send")                    \
   X(kDropTooManySegments, "too_many_segments",                                                                        \

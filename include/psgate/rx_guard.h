@@ -121,6 +121,12 @@ rte_mbuf* copy_packet(const rte_mbuf* m);
 // kMaxVlanTags), read across segments if needed.
 unsigned vlan_tag_count(const rte_mbuf* m);
 
+// Whether the frame is larger than an egress port whose largest untagged
+// frame is `max_untagged_frame` carries. The MTU limits the IP packet: a
+// tagged frame may be longer by its tags (by one 802.1Q tag at most where
+// `one_dot1q_tag_room`: a kernel packet socket's allowance).
+bool frame_over_mtu(const rte_mbuf* m, uint32_t max_untagged_frame, bool one_dot1q_tag_room);
+
 // The offload flags' and the buffer pointer's part of the fast check,
 // nonzero when either needs the full one: a flag of kOffloadFlagsToCheck,
 // or a buffer at address 0 (0 - 1 sets the top bit, which no user-space

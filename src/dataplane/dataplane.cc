@@ -240,6 +240,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     e->pins.resize(config.max_jobs);
     e->held_slots.reserve(config.max_jobs);  // a slot is held at most once: no allocation on the lcore
     e->default_class = config.default_class;
+    e->max_untagged_frame = &shared.max_untagged_frame[p];
+    e->configured_max_frame = max_frame_bytes(config.wire.mtu, 0);  // as stored above: the ports' MTUs are one
+    e->one_dot1q_tag_room = shared.one_dot1q_tag_room[p];
     e->pin_hold_ticks = ticks_from_ns(config.takeover_hold_ns, shared.tsc_hz);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
       e->telemetry = std::vector<JobBurstState>(config.max_jobs);

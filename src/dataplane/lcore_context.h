@@ -136,6 +136,17 @@ struct EgressPort {
   // loop iteration). Down: nothing is sent, everything meant for the port is
   // dropped as link_down.
   bool link_up = true;
+  // The largest untagged frame the port carries now
+  // (DataplaneShared::max_untagged_frame[index], lowered by the control
+  // thread while a kernel interface's MTU is short) and with the configured
+  // MTU. tx_burst_counted compares the two once per burst: only while the
+  // port is short does it look at each frame's length (frames queued before
+  // the MTU went down were judged at RX against the old one). The default
+  // never reads short.
+  const std::atomic<uint32_t>* max_untagged_frame = &kNeverShort;
+  uint32_t configured_max_frame = 0;
+  bool one_dot1q_tag_room = false;  // PortCapacity::one_dot1q_tag_room
+  static inline const std::atomic<uint32_t> kNeverShort{0};
 };
 
 // Shared, read-mostly state every lcore needs.
@@ -148,9 +159,10 @@ struct DataplaneShared {
   uint64_t ns_per_tick_q32 = 0;  // (1e9 << 32) / tsc_hz: ticks -> ns without division
   // Per egress port: the largest untagged frame it may send. A frame above
   // it is oversize unless its VLAN tags account for the difference
-  // (rx_stage.cc). Both ports carry the configured MTU, except a kernel
-  // interface (af_packet, af_xdp) whose MTU was set below it under psgate:
-  // the kernel would drop the larger frames unseen (link_watch.cc).
+  // (rx_stage.cc; tx.cc for those queued before it went down). Both ports
+  // carry the configured MTU, except a kernel interface (af_packet, af_xdp)
+  // whose MTU was set below it under psgate: the kernel would drop the
+  // larger frames unseen (link_watch.cc).
   std::array<std::atomic<uint32_t>, kPortCount> max_untagged_frame{1514, 1514};
   // Per egress port: the most segments a packet leaving it may have (the
   // frame plan's max_segs); a longer chain is dropped at RX.

@@ -95,8 +95,9 @@ void set_short_mtu(Dataplane::Impl& d, unsigned p, uint32_t short_mtu) {
 // A kernel interface's MTU set below ports.<p>.mtu under psgate (psgate sets
 // it at start): the kernel would drop the larger frames psgate hands it,
 // unseen and uncounted (af_packet logs each to the console, which slowed the
-// lcore to a crawl). They are dropped as oversize at RX instead, counted,
-// and health says so, until the MTU is back.
+// lcore to a crawl). They are dropped as oversize instead, counted (at RX,
+// and where they leave if they were queued before: tx.cc), and health says
+// so, until the MTU is back.
 void note_iface_mtu(Dataplane::Impl& d, unsigned p, uint32_t iface_mtu) {
   PortWatch& w = d.links[p];
   const uint32_t configured = port_spec(d, p).mtu;

@@ -161,6 +161,12 @@ unsigned outer_dot1q_tag(const rte_mbuf* m) {
 
 }  // namespace
 
+bool frame_over_mtu(const rte_mbuf* m, uint32_t max_untagged_frame, bool one_dot1q_tag_room) {
+  const uint32_t len = m->pkt_len;
+  return len > max_untagged_frame &&
+         len > max_untagged_frame + (one_dot1q_tag_room ? 4 * outer_dot1q_tag(m) : 4 * vlan_tag_count(m));
+}
+
 bool has_empty_segment(const rte_mbuf* m) {
   for (; m != nullptr; m = m->next)
     if (m->data_len == 0) return true;
@@ -276,10 +282,7 @@ unsigned rx_guard_suspects(rte_mbuf** pkts, unsigned n, uint32_t max_untagged_fr
       dropped[n_dropped++] = m;
       continue;
     }
-    // The MTU limits the IP packet: a tagged frame may be longer by its tags
-    // (by one 802.1Q tag at most, to a kernel packet socket).
-    if (len > max_untagged_frame &&
-        len > max_untagged_frame + (one_dot1q_tag_room ? 4 * outer_dot1q_tag(m) : 4 * vlan_tag_count(m))) {
+    if (frame_over_mtu(m, max_untagged_frame, one_dot1q_tag_room)) {
       ++oversize;
       dropped[n_dropped++] = m;
       continue;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "psgate/packet_meta.h"
+#include "psgate/rx_guard.h"  // frame_over_mtu
 
 namespace psgate {
 
@@ -21,6 +22,40 @@ struct JobRun {
   uint64_t bytes;
 };
 
+// Frames larger than the port carries now, while its kernel interface's MTU
+// is below the configured one (EgressPort::max_untagged_frame): queued
+// before the MTU went down, they passed the RX stage's check. The kernel
+// would drop them unseen while psgate counted them sent; they are dropped
+// here as oversize, counted per port and per job, and freed. They go to the
+// front of the burst, as if the port had taken them (the caller's no more);
+// the rest keep their order behind them. Returns how many.
+[[gnu::noinline]] unsigned drop_oversize_leaving(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts,
+                                                 unsigned count, uint32_t max_untagged_frame, CountAdmitted admitted) {
+  rte_mbuf* dropped[kMaxBurst];
+  unsigned n_dropped = 0;
+  const unsigned dir = direction_of_egress(egress.index);
+  unsigned keep = count;  // pkts[keep, count): the frames kept so far, in order
+  for (unsigned i = count; i-- > 0;) {
+    rte_mbuf* m = pkts[i];
+    if (!frame_over_mtu(m, max_untagged_frame, egress.one_dot1q_tag_room)) {
+      pkts[--keep] = m;
+      continue;
+    }
+    if (const uint32_t slot = packet_meta(m)->job_slot; slot != kNoJob) {
+      // A cut-through burst is counted admitted here (tx.h): a drop after
+      // admission, as a full class queue's.
+      if (admitted == CountAdmitted::kYes) add_admitted_run(counters, dir, slot, 1, m->pkt_len);
+      counters.jobs[slot].drops.inc();
+    }
+    dropped[n_dropped++] = m;
+  }
+  if (n_dropped == 0) return 0;
+  for (unsigned i = 0; i < n_dropped; ++i) pkts[i] = dropped[i];  // gone: never read again
+  counters.ports[egress.index].drops[kDropOversize].add(n_dropped);
+  rte_pktmbuf_free_bulk(dropped, n_dropped);
+  return n_dropped;
+}
+
 }  // namespace
 
 // The mbufs' metadata is read before tx_burst because a driver may free a
@@ -29,6 +64,14 @@ struct JobRun {
 // egress, each pull packet's worker.
 unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
                           CountAdmitted admitted) {
+  // Once per burst: is the port short at all (almost never)?
+  unsigned gone = 0;
+  const uint32_t max_untagged_frame = egress.max_untagged_frame->load(std::memory_order_relaxed);
+  if (max_untagged_frame < egress.configured_max_frame) [[unlikely]] {
+    gone = drop_oversize_leaving(egress, counters, pkts, count, max_untagged_frame, admitted);
+    pkts += gone;
+    count -= gone;
+  }
   uint32_t worker[kMaxBurst];
   JobRun runs[kMaxBurst];
   unsigned n_runs = 0;
@@ -96,7 +139,7 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
   PortCounters& pc = counters.ports[egress.index];
   pc.tx_packets.add(sent);
   pc.tx_bytes.add(bytes);
-  return sent;
+  return gone + sent;
 }
 
 }  // namespace psgate

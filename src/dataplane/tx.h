@@ -29,7 +29,10 @@ inline void add_admitted_run(LcoreCounters& counters, unsigned dir, uint32_t job
 
 // Transmits `count` (at most kMaxBurst) mbufs starting at `pkts` on
 // `egress`; counts what left, which the telemetry takes as sent at `now`
-// (the loop iteration's clock). Returns how many the port took; the rest are
+// (the loop iteration's clock). Returns how many the port took, and with
+// them the frames dropped as oversize while the port's kernel interface has
+// a lower MTU than configured (EgressPort::max_untagged_frame; moved to the
+// front of the burst): pkts[0, returned) are gone, the rest, in order, are
 // still the caller's.
 unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
                           CountAdmitted admitted = CountAdmitted::kNo);

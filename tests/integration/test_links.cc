@@ -552,6 +552,85 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   expect_conservation(run);
 }
 
+// Frames queued in psgate (here behind a slow shaper) when the interface's
+// MTU is lowered under it: they passed RX against the old MTU. They were
+// handed to the kernel, which dropped them unseen while psgate counted them
+// sent. Now they are dropped as oversize where they leave, counted: every
+// frame psgate says it sent reached the peer, and every one sent is either
+// there or counted.
+TEST(Links, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  const std::string ns = "psgq" + std::to_string(getpid());
+  NetnsScope scope(ns);
+  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+  ASSERT_TRUE(make_veth("qw0", "qw1") && make_veth("qh0", "qh1"));
+  DaemonFixture fx;
+  // 1490 bytes a frame (with the shaper's 24 of framing) at 1 kbit/s: one
+  // leaves at once on the 2 KiB burst, the next 7.5 s later. The rest wait
+  // while the MTU goes down and psgate sees it (a frame handed over between
+  // the two is the kernel's to drop, as at any change of a polled link).
+  fx.write_file("psgate.toml",
+                kernel_iface_config(fx, "wireq", "net_af_packet", "qw0", "qh0",
+                                    common_tail() + "[shaper.host]\nrate = \"1kbit/s\"\nburst = \"2KiB\"\n"));
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  constexpr uint16_t kPort = 2222;
+  pkt::PacketSpec spec;
+  spec.src4 = {10, 0, 0, 1};
+  spec.dst4 = {10, 0, 0, 5};
+  spec.proto = pkt::kUdp;
+  spec.sport = 40000;
+  spec.dport = kPort;
+  spec.payload_len = 1400;
+  const std::vector<uint8_t> large = pkt::build_packet(spec);
+  RawPort wire_peer("qw1"), host_peer("qh1");
+  ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
+  auto job_push = [&](const json& stats, const char* key) -> uint64_t {
+    if (!stats.is_object()) return 0;
+    for (const json& j : stats["jobs"])
+      if (j["id"] == 1)
+        return key == std::string("drops") ? j["drops"].get<uint64_t>() : j["push"][key].get<uint64_t>();
+    return 0;
+  };
+  constexpr unsigned kSent = 100;
+  for (unsigned i = 0; i < kSent; ++i) wire_peer.send(large);
+  json stats;
+  ASSERT_TRUE(eventually(5,
+                         [&] {
+                           stats = request(fx, "stats");
+                           return job_push(stats, "admitted_packets") == kSent;
+                         }))
+      << "all " << kSent << " admitted: " << stats.dump();
+  ASSERT_EQ(run_cmd("ip link set qh0 mtu 1000"), 0);
+  json health;
+  ASSERT_TRUE(eventually(5, [&] {
+    health = request(fx, "health");
+    return health.is_object() && health["ports_short_mtu"] == json::array({"host"});
+  })) << health.dump();
+  // The queue goes now.
+  const std::string open = socket_request(fx.path("ctl.sock"),
+                                          R"({"cmd":"shaper.set","port":"host","rate":"100Mbit/s","burst":"64KiB"})"
+                                          "\n",
+                                          2000);
+  ASSERT_TRUE(json::parse(open, nullptr, false).value("ok", false)) << open;
+  // Until the queue has drained: each frame sent or dropped.
+  ASSERT_TRUE(eventually(15, [&] {
+    stats = request(fx, "stats");
+    return job_push(stats, "sent_packets") + job_push(stats, "drops") == kSent;
+  })) << stats.dump();
+  const uint64_t sent = job_push(stats, "sent_packets");
+  const uint64_t oversize = stats["ports"]["host"]["drops"]["oversize"].get<uint64_t>();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last ones through the veth
+  const unsigned got = host_peer.count(kPort);
+  EXPECT_GT(oversize, kSent / 2) << "frames were queued when the MTU went down: " << stats.dump();
+  EXPECT_EQ(got, sent) << "every frame psgate counted sent reached the peer; oversize " << oversize;
+  EXPECT_EQ(got + oversize, kSent) << stats.dump();
+  ASSERT_EQ(run_cmd("ip link set qh0 mtu 1500"), 0);
+  const DaemonRun run = fx.stop_daemon(30);
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  expect_conservation(run);
+}
+
 // A flapping link (a bad cable, a NIC raising an interrupt at every change)
 // is not a line per change: at most one a second, each saying how many it
 // stands for, and once it settles a line says the state it settled in.
