@@ -186,15 +186,17 @@ void detach(Dataplane::Impl& d, unsigned p) {
   spdlog::info("port {}: device {} detached until interface {} is back", kPortNames[p], name, w.iface);
 }
 
-bool reattach(Dataplane::Impl& d, unsigned p) {
+// Probes the detached device again; `why` says what failed (returns false).
+bool reattach(Dataplane::Impl& d, unsigned p, std::string& why) {
   PortWatch& w = d.links[p];
   const std::string& device = port_spec(d, p).device;
   const std::string name = device_name(device);
   const size_t comma = device.find(',');
   const std::string args = comma == std::string::npos ? "" : device.substr(comma + 1);
-  auto fail = [&](const std::string& why) {
-    if (!w.warned) spdlog::warn("port {}: cannot probe {} again yet: {}", kPortNames[p], name, why);
+  auto fail = [&](const std::string& reason) {
+    if (!w.warned) spdlog::warn("port {}: cannot probe {} again yet: {}", kPortNames[p], name, reason);
     w.warned = true;
+    why = reason;
     return false;
   };
   if (int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0)
@@ -243,11 +245,21 @@ void poll_port(Dataplane::Impl& d, unsigned p) {
   // the interface found now is the one, not a replacement to detach for.
   if (w.ifindex == 0 && !w.detached) w.ifindex = st.ifindex;
   if (w.detached) {
-    if (st.ifindex != 0 && st.running && reattach(d, p)) {
+    // Health says why it is down now, not why it went: the interface may be
+    // back and down, or up with a device that cannot be probed yet.
+    std::string why;
+    if (st.ifindex == 0) {
+      why = "interface " + w.iface + " gone";
+    } else if (!st.running) {
+      why = "interface " + w.iface + " down";
+    } else if (reattach(d, p, why)) {
       publish(d, p, true, "");
-    } else if (w.change_logged.catch_up(steady_ns())) {
-      log_link(p, false, w.detail, w.change_logged.held_back(), true);
+      return;
+    } else {
+      why = "interface " + w.iface + " is back, but " + device_name(port_spec(d, p).device) +
+            " cannot be probed again yet: " + why;
     }
+    publish(d, p, false, why);
     return;
   }
   if (st.ifindex != w.ifindex) {
