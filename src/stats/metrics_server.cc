@@ -62,7 +62,7 @@ int listen_on(const MetricsSpec& spec, int& err) {
     ::inet_pton(AF_INET, spec.host.c_str(), &a.sin_addr);
     rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
   }
-  if (rc != 0 || ::listen(fd, 128) != 0) {
+  if (rc != 0 || ::listen(fd, MetricsServer::kListenBacklog) != 0) {
     err = errno;
     ::close(fd);
     return -1;

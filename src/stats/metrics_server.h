@@ -58,6 +58,13 @@ class MetricsServer {
   // that one (shared, not copied: memory is about one page per kPageReuse
   // of kReplyDeadline, whatever the number of slow scrapers).
   static constexpr std::chrono::milliseconds kPageReuse{1000};
+  // The listen backlog (the kernel caps it at net.core.somaxconn, 4,096 by
+  // default since Linux 5.4). A burst of connections that comes while the
+  // thread is off the CPU waits there, a scrape among them; past a full
+  // backlog the kernel drops a handshake, and the scraper's kernel tries
+  // again only after 1 s, then 3 s: 128 made a burst of 300 idle
+  // connections cost scrapes seconds (perf/soak).
+  static constexpr int kListenBacklog = 4096;
 
   // Binds spec's address and starts answering. The error names metrics.listen
   // and says why the address cannot be used (e.g. already in use).
