@@ -85,6 +85,13 @@ struct Totals {
   std::vector<ClassTotals> classes;  // [port * class_count + class]
   std::vector<JobTotals> jobs;       // by slot
   unsigned class_count = 0;
+  // The mbuf pool: its size, and the buffers out of it at the read (in a
+  // driver's RX ring, a class queue, a ring, a pending burst; the lcores'
+  // pool caches count as free). A figure that climbs while the traffic and
+  // the queues do not is a leak, seen long before rx_nombuf; read live, it
+  // is approximate (DPDK reads the caches without a lock).
+  uint64_t mbufs = 0;
+  uint64_t mbufs_in_use = 0;
   const ClassTotals& cls(unsigned port, unsigned c) const { return classes[port * class_count + c]; }
   uint64_t rx_total() const { return ports[0].rx_packets + ports[1].rx_packets; }
   uint64_t tx_total() const { return ports[0].tx_packets + ports[1].tx_packets; }

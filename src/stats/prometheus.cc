@@ -205,6 +205,13 @@ std::string render_prometheus(const MetricsView& v) {
                   number(t.cls(p, c).depth()));
   sojourn_histogram(page, t);
 
+  page.family("psgate_mbufs", "gauge", "Buffers in the mbuf pool (dataplane.mbufs)");
+  page.sample("psgate_mbufs", {}, number(t.mbufs));
+  page.family("psgate_mbufs_in_use", "gauge",
+              "Buffers out of the pool now: received and not yet sent or freed (a rise the queues do not explain "
+              "is a leak)");
+  page.sample("psgate_mbufs_in_use", {}, number(t.mbufs_in_use));
+
   // Flow caches, all RX lcores.
   for (const auto& f : kFlowCacheFields) {
     const std::string name = counter_name("flow_cache_", f.info);

@@ -123,7 +123,9 @@ nlohmann::json totals_to_json(const Totals& t, const Snapshot& snap) {
                    // counters are read one by one, received last, so on a
                    // busy gateway it may count a burst or so too many, never
                    // a negative number.
-                   {"in_flight", static_cast<int64_t>(t.rx_total() - t.tx_total() - t.drop_total())}};
+                   {"in_flight", static_cast<int64_t>(t.rx_total() - t.tx_total() - t.drop_total())},
+                   {"mbufs", t.mbufs},
+                   {"mbufs_in_use", t.mbufs_in_use}};
   return out;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Counter reader: sums every lcore's counters (control path, any thread).
 #include <rte_ethdev.h>
+#include <rte_mempool.h>
 
 #include <atomic>
 
@@ -40,6 +41,10 @@ Totals Dataplane::read_totals(bool with_histograms) const {
     }
     t.ports[p].rx_packets = packets;
     t.ports[p].rx_bytes = bytes;
+  }
+  if (d.pool) {
+    t.mbufs = d.pool->size;
+    t.mbufs_in_use = rte_mempool_in_use_count(d.pool);
   }
   // The link mutex keeps a port from being detached or probed again
   // (link_watch.cc) while its driver counters are read.

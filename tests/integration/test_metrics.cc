@@ -189,6 +189,13 @@ TEST_F(MetricsTest, ScrapeAgreesWithStatsAndPassesPromtool) {
     sojourn_seen += count;
   }
   EXPECT_EQ(sojourn_seen, 150u);  // every packet left, each with its sojourn
+  // The mbuf pool: the size configured, and every buffer back in it once
+  // every packet has left (a leak, which only rx_nombuf showed before, and
+  // only once the pool ran dry, shows here).
+  EXPECT_EQ(stats["totals"].value("mbufs", json()), 8191) << stats["totals"].dump();
+  EXPECT_EQ(stats["totals"].value("mbufs_in_use", json()), 0) << stats["totals"].dump();
+  EXPECT_EQ(u64(s, "psgate_mbufs"), 8191u);
+  EXPECT_EQ(u64(s, "psgate_mbufs_in_use"), 0u);
   ASSERT_EQ(stats["jobs"].size(), 2u);
   for (const json& j : stats["jobs"]) {
     const std::string name = j["id"] == 1 ? "one \\\"q\\\" \\\\ x" : "two";  // as escaped on the page
