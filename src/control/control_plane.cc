@@ -1340,16 +1340,17 @@ Result<bool> ControlPlane::apply_view(const ClusterView& view, uint64_t now_ns) 
   return true;
 }
 
-// A store with nothing to apply (no job, order, policy, progress or ranks
-// key) is followed: it is the authority, and a gateway started after it
-// went empty has nothing to keep, so keeping jobs here would make the
-// hosts disagree. But a gateway that had jobs and drops them all because
-// the prefix went empty (wiped by hand or by a script, a store started
-// anew) says so, rather than "ok": `psgatectl jobs rm` of the last jobs
-// leaves P/order (store_write), so an operator's removal never looks like
-// this. Over once the store holds such a key again.
+// A store with no job, order or policy key is followed: it is the
+// authority, and a gateway started after it went empty has nothing to
+// keep, so keeping jobs here would make the hosts disagree. But a gateway
+// that had jobs and drops them all because the prefix went empty (wiped by
+// hand or by a script, a store started anew) says so, rather than "ok":
+// `psgatectl jobs rm` of the last jobs leaves P/order (store_write), so an
+// operator's removal never looks like this. Over once the store holds such
+// a key again: not a ranks or progress key, which a leader of a ranking
+// policy writes on its own within a second of the wipe (its empty ranks).
 void ControlPlane::note_store_emptied(const ClusterView& view, size_t jobs_before) {
-  if (view.applied_part.second != 0) {
+  if (!view.jobs.empty() || view.order_revision != 0 || view.policy) {
     if (!store_emptied_.empty())
       spdlog::info("cluster: the store holds jobs, an order or a policy again (revision {})", view.revision);
     store_emptied_.clear();
