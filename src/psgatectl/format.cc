@@ -482,14 +482,20 @@ std::string format_cluster(const ojson& result) {
   Table t({C{"GATEWAY"}, C{"ADDRESS"}, C{"VERSION"}, C{"HEALTH"}, C{"POLICY"}, C{"APPLIED", Table::kRight},
            C{"LAG", Table::kRight}, C{"TOP JOB", Table::kRight}, C{"RX PKTS", Table::kRight},
            C{"TX PKTS", Table::kRight}, C{"DROPPED", Table::kRight}});
+  // A gateway that does not say (an older version's registration: the
+  // daemon reports its policy as "") or has no top job: "-", not a blank.
+  const auto said = [](const ojson& v) {
+    std::string text = value_text(v, "-");
+    return text.empty() ? std::string("-") : text;
+  };
   const ojson& gws = get(result, "gateways");
   if (gws.is_array()) {
     for (const ojson& g : gws) {
       const ojson& c = get(g, "counters");
       t.add_row({value_text(get(g, "name")), value_text(get(g, "address")), value_text(get(g, "version")),
-                 value_text(get(g, "health")), value_text(get(g, "policy"), "-"),
-                 value_text(get(g, "applied_revision")), value_text(get(g, "lag")), value_text(get(g, "top_job"), "-"),
-                 value_text(get(c, "rx_packets")), value_text(get(c, "tx_packets")), value_text(get(c, "dropped"))});
+                 value_text(get(g, "health")), said(get(g, "policy")), value_text(get(g, "applied_revision")),
+                 value_text(get(g, "lag")), said(get(g, "top_job")), value_text(get(c, "rx_packets")),
+                 value_text(get(c, "tx_packets")), value_text(get(c, "dropped"))});
     }
   }
   out += t.render("");

@@ -324,7 +324,8 @@ TEST(PsgatectlFormat, WatchRatesFromSuccessiveReplies) {
 
 // The cluster table says which policy each gateway runs (gateways of mixed
 // [policy] without P/policy rank differently), "-" for an older gateway's
-// registration, which names none; registrations without a lease are named
+// registration, which names none (the daemon reports it as ""), as for a
+// gateway without a top job; registrations without a lease are named
 // under the table, not as gateways.
 TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
   const char* reply = R"({"mode": "cluster", "prefix": "/psgate/t", "store_revision": 42, "connected": true,
@@ -333,7 +334,7 @@ TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
      "applied_revision": 42, "lag": 0, "top_job": "3", "counters": {"rx_packets": 1, "tx_packets": 1, "dropped": 0}},
     {"name": "gw-b", "address": "10.0.1.2", "version": "0.1.0", "health": "degraded", "policy": "round-robin",
      "applied_revision": 41, "lag": 1, "top_job": "1", "counters": {"rx_packets": 2, "tx_packets": 2, "dropped": 0}},
-    {"name": "old1", "address": "10.0.1.3", "version": "0.0.9", "health": "ok",
+    {"name": "old1", "address": "10.0.1.3", "version": "0.0.9", "health": "ok", "policy": "",
      "applied_revision": 42, "lag": 0, "top_job": "", "counters": {"rx_packets": 3, "tx_packets": 3, "dropped": 0}}],
     "unleased_registrations": ["gw-gone", "gw-copy"]})";
   const std::string out = format_cluster(ojson::parse(reply));
@@ -342,6 +343,15 @@ TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
   EXPECT_EQ(col(line_with(out, "gw-a "), "static"), col(h, "POLICY"));
   EXPECT_EQ(col(line_with(out, "gw-b "), "round-robin"), col(h, "POLICY"));
   EXPECT_EQ(col(line_with(out, "old1"), "-"), col(h, "POLICY")) << out;
+  {
+    // Every cell filled: GATEWAY ... POLICY (4) ... TOP JOB (7) ... DROPPED.
+    std::istringstream row(line_with(out, "old1"));
+    std::vector<std::string> cells;
+    for (std::string cell; row >> cell;) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), 11u) << out;
+    EXPECT_EQ(cells[4], "-") << out;
+    EXPECT_EQ(cells[7], "-") << out;
+  }
   EXPECT_NE(line_with(out, "without a lease").find("gw-gone, gw-copy"), std::string::npos) << out;
   // None: no such line.
   EXPECT_EQ(format_cluster(ojson::parse(R"({"mode": "cluster", "gateways": [], "unleased_registrations": []})"))
