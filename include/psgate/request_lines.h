@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Splits one connection's byte stream into request lines (control_server.cc).
+// Splits one connection's byte stream into request lines (control_server.cc),
+// and DPDK's log stream into log lines (daemon/log_queue.cc).
 // The protocol promises exactly one reply per request line however long it
 // is: a line longer than the limit is reported once, as soon as it passes the
 // limit, and the rest of it is discarded up to its newline, so the connection
