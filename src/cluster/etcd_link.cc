@@ -2,6 +2,7 @@
 // etcd v3 over gRPC for cluster mode (see etcd_link.h).
 #include "cluster/etcd_link.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -425,13 +426,17 @@ json EtcdLink::status() const {
 // on a slow disk while reads still answer. Either way the registration, and
 // any leadership, lapses with the lease while the watch follows on: said
 // here rather than health ok. Not before one lease TTL and one
-// registration round after start (registering takes a moment).
+// registration round after the store was picked (no lease is asked for
+// before: with endpoints of two etcd clusters, foreign_store says why).
 std::string EtcdLink::session_problem(uint64_t now) const {
+  if (!store_picked_) return "";
   const uint64_t ttl = spec_.lease_ttl_ns;
-  if (elapsed(started_ns_, now) < ttl + kRegisterEveryNs || !registration_error_.empty()) return "";
+  const uint64_t from = std::max(started_ns_, picked_ns_.load());
+  if (elapsed(from, now) < ttl + kRegisterEveryNs || !registration_error_.empty()) return "";
   if (lease_ok_ns_ == 0 || elapsed(lease_ok_ns_, now) > ttl) {
-    return (lease_ok_ns_ == 0 ? fmt::format("the store has granted this gateway no lease since it started ({} ms ago)",
-                                            elapsed(started_ns_, now) / kMs)
+    return (lease_ok_ns_ == 0 ? fmt::format("the store has granted this gateway no lease since it began following "
+                                            "it ({} ms ago)",
+                                            elapsed(from, now) / kMs)
                               : fmt::format("no lease keepalive answered for {} ms (the lease's TTL is {} ms)",
                                             elapsed(lease_ok_ns_, now) / kMs, ttl / kMs)) +
            session_failure_note();
@@ -775,7 +780,7 @@ bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced) {
                    endpoints_[ep].target);
     if (read_id != 0) cluster_id_ = read_id;
     foreign_store_.clear();
-    store_picked_ = true;
+    if (!store_picked_.exchange(true)) picked_ns_ = now_ns();
     return true;
   }
   std::string answers;

@@ -135,6 +135,7 @@ class EtcdLink final : public ClusterLink {
   // A full read has been followed (store_followable said so): the session
   // registers only from then on, in the store followed.
   std::atomic<bool> store_picked_{false};
+  std::atomic<uint64_t> picked_ns_{0};      // when it was first (session_problem counts from there)
   std::vector<uint64_t> endpoint_cluster_;  // by endpoint; under mutex_
   // By endpoint: it answered for the cluster followed at some time (a
   // probe, a read, a session call); under mutex_. A new cluster id at most
