@@ -749,11 +749,11 @@ bool EtcdLink::known_foreign(size_t ep) const {
 
 bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced) {
   const uint64_t followed = cluster_id_;
-  StoreIdentity verdict = store_identity(followed, read_id, {});
+  StoreIdentity verdict = StoreIdentity::kSame;  // a read without an identity, or of the cluster followed
   std::vector<uint64_t> ids;
   // Another cluster, or the first read (which may have come from either of
   // two clusters the endpoints name): what does every endpoint answer for?
-  if (read_id != 0 && (followed == 0 || verdict != StoreIdentity::kSame)) {
+  if (read_id != 0 && read_id != followed) {
     for (size_t i = 0; i < endpoints_.size(); ++i) ids.push_back(i == ep ? read_id : probe_cluster_id(i));
     std::vector<bool> served;
     {
