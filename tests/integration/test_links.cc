@@ -331,22 +331,38 @@ bool make_veth(const std::string& a, const std::string& b) {
          run_cmd("ip link set " + b + " up") == 0;
 }
 
+// A network namespace of the test's own, entered for the test's lifetime, with
+// two veth pairs up in it: the gateway's wire port goes on w0 (its peer, w1,
+// stands for the wire) and its host port on h0 (peer h1, the host). Skipped
+// without root. A fixture rather than a function, so that its skips end the
+// test.
+class LinksOnVeths : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+    const std::string ns = "psgl" + std::to_string(getpid()) + "-" + std::to_string(++namespaces_made_);
+    scope_ = std::make_unique<NetnsScope>(ns);
+    if (!scope_->entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
+    ASSERT_TRUE(make_veth("w0", "w1") && make_veth("h0", "h1"));
+  }
+  void TearDown() override { scope_.reset(); }
+
+ private:
+  static inline unsigned namespaces_made_ = 0;
+  std::unique_ptr<NetnsScope> scope_;
+};
+
 // psgate on net_af_packet, or net_af_xdp, over two veth pairs in a namespace
 // of the test's own; the host-side veth is deleted under psgate, then created
 // again. af_packet comes back by itself; af_xdp stays down and says so. (af_xdp
 // was never watched: its driver says "up" whatever its interface does, so
 // health stayed ok and its drops were tx_failed.)
-class KernelIfaceLinks : public ::testing::TestWithParam<const char*> {};
+class KernelIfaceLinks : public LinksOnVeths, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   const std::string driver = GetParam();
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgt" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("pw0", "pw1") && make_veth("ph0", "ph1"));
   DaemonFixture fx;
-  fx.write_file("psgate.toml", kernel_iface_config(fx, "afp", driver, "pw0", "ph0", common_tail()));
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "afp", driver, "w0", "h0", common_tail()));
   fx.start_daemon("psgate.toml");
   if (!eventually(30, [&] { return request(fx, "health").is_object(); })) {
     const std::string out = fx.stop_daemon().output;
@@ -367,12 +383,12 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
     });
   };
   {
-    RawPort wire_peer("pw1"), host_peer("ph1");
+    RawPort wire_peer("w1"), host_peer("h1");
     ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
     EXPECT_TRUE(carries(wire_peer, host_peer)) << "wire -> host before the delete";
   }
   // The host veth goes away under psgate.
-  ASSERT_EQ(run_cmd("ip link del ph0"), 0);
+  ASSERT_EQ(run_cmd("ip link del h0"), 0);
   json health;
   EXPECT_TRUE(eventually(5, [&] {
     health = request(fx, "health");
@@ -380,11 +396,11 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   })) << health.dump();
   ASSERT_TRUE(fx.daemon_running()) << fx.stop_daemon().output;
   EXPECT_EQ(health["ports_down"], json::array({"host"}));
-  EXPECT_EQ(health["links"]["host"]["detail"].get<std::string>().rfind("interface ph0 gone", 0), 0u) << health.dump();
+  EXPECT_EQ(health["links"]["host"]["detail"].get<std::string>().rfind("interface h0 gone", 0), 0u) << health.dump();
   EXPECT_EQ(health["links"]["wire"]["state"], "up");
   {
     // Traffic towards the missing port is counted, not lost.
-    RawPort wire_peer("pw1");
+    RawPort wire_peer("w1");
     for (int i = 0; i < 50; ++i) wire_peer.send(frame);
     json stats;
     EXPECT_TRUE(eventually(5, [&] {
@@ -394,15 +410,15 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   }
   // Back again: a new interface of the same name, down at first. Health
   // says so, not why it went (it said "gone" until the port came back).
-  ASSERT_EQ(run_cmd("ip link add ph0 type veth peer name ph1"), 0);
-  ASSERT_EQ(run_cmd("ip link set ph1 up"), 0);
+  ASSERT_EQ(run_cmd("ip link add h0 type veth peer name h1"), 0);
+  ASSERT_EQ(run_cmd("ip link set h1 up"), 0);
   if (driver == "net_af_packet") {
     EXPECT_TRUE(eventually(5, [&] {
       health = request(fx, "health");
-      return health.is_object() && health["links"]["host"]["detail"] == "interface ph0 down";
+      return health.is_object() && health["links"]["host"]["detail"] == "interface h0 down";
     })) << health.dump();
   }
-  ASSERT_EQ(run_cmd("ip link set ph0 up"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 up"), 0);
   if (driver == "net_af_xdp") {
     // Not probed again (DPDK 22.11's af_xdp close leaks its fill ring's
     // mbufs): it stays down and says why, and the other way keeps working.
@@ -422,7 +438,7 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   })) << health.dump();
   EXPECT_EQ(health["links"]["host"]["changes"], 2);
   {
-    RawPort wire_peer("pw1"), host_peer("ph1");
+    RawPort wire_peer("w1"), host_peer("h1");
     ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
     EXPECT_TRUE(carries(wire_peer, host_peer)) << "wire -> host after the veth came back";
     EXPECT_TRUE(carries(host_peer, wire_peer)) << "host -> wire after the veth came back";
@@ -450,19 +466,14 @@ double cpu_seconds(pid_t pid) {
 // devices), and still forwards the first packets that come after a quiet
 // spell. The default, busy polling, measured the same way, shows the
 // measurement can tell them apart.
-TEST(Links, AnIdleDataLcoreSleepsAndWakesForTraffic) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgi" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("iw0", "iw1") && make_veth("ih0", "ih1"));
+TEST_F(LinksOnVeths, AnIdleDataLcoreSleepsAndWakesForTraffic) {
   double busy_cpu = 0, sleeping_cpu = 0;
   for (const std::string sleep : {"0s", "1ms"}) {
     SCOPED_TRACE("idle_sleep = " + sleep);
     DaemonFixture fx;
     std::string tail = common_tail();
     tail.replace(tail.find("max_jobs = 64\n"), 14, "max_jobs = 64\nidle_sleep = \"" + sleep + "\"\n");
-    fx.write_file("psgate.toml", kernel_iface_config(fx, "idle", "net_af_packet", "iw0", "ih0", tail));
+    fx.write_file("psgate.toml", kernel_iface_config(fx, "idle", "net_af_packet", "w0", "h0", tail));
     fx.start_daemon("psgate.toml");
     ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past start-up's own work
@@ -471,7 +482,7 @@ TEST(Links, AnIdleDataLcoreSleepsAndWakesForTraffic) {
     (sleep == "0s" ? busy_cpu : sleeping_cpu) = cpu_seconds(fx.daemon_pid()) - before;
     {
       // Traffic after the quiet spell, both ways.
-      RawPort wire_peer("iw1"), host_peer("ih1");
+      RawPort wire_peer("w1"), host_peer("h1");
       ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
       const std::vector<uint8_t> frame = udp_frame(2222);
       const unsigned at_host = host_peer.count(2222);
@@ -498,14 +509,9 @@ TEST(Links, AnIdleDataLcoreSleepsAndWakesForTraffic) {
 // while psgate counted them sent and health said ok (and af_packet's
 // console message per frame slowed the lcore to a crawl). They are dropped
 // as oversize, counted, and health names the port, until the MTU is back.
-TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgm" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("mw0", "mw1") && make_veth("mh0", "mh1"));
+TEST_F(LinksOnVeths, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   DaemonFixture fx;
-  fx.write_file("psgate.toml", kernel_iface_config(fx, "mtu", "net_af_packet", "mw0", "mh0", common_tail()));
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "mtu", "net_af_packet", "w0", "h0", common_tail()));
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   constexpr uint16_t kPort = 2222;
@@ -520,7 +526,7 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
     return pkt::build_packet(s);
   };
   const std::vector<uint8_t> large = frame_of(1400), small = frame_of(100);
-  RawPort wire_peer("mw1"), host_peer("mh1");
+  RawPort wire_peer("w1"), host_peer("h1");
   ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
   auto carries = [&](const std::vector<uint8_t>& frame) {
     const unsigned before = host_peer.count(kPort);
@@ -532,7 +538,7 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   EXPECT_TRUE(carries(large)) << "1400-byte payloads before the MTU change";
   EXPECT_EQ(request(fx, "health")["status"], "ok");
 
-  ASSERT_EQ(run_cmd("ip link set mh0 mtu 1000"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 mtu 1000"), 0);
   json health;
   EXPECT_TRUE(eventually(5, [&] {
     health = request(fx, "health");
@@ -550,7 +556,7 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
   })) << stats.dump();
   EXPECT_TRUE(carries(small)) << "frames that fit the lowered MTU still pass";
 
-  ASSERT_EQ(run_cmd("ip link set mh0 mtu 1500"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 mtu 1500"), 0);
   EXPECT_TRUE(eventually(5, [&] {
     health = request(fx, "health");
     return health.is_object() && health["status"] == "ok";
@@ -567,19 +573,14 @@ TEST(Links, AnInterfaceMtuLoweredUnderPsgateIsCountedAndReported) {
 // sent. Now they are dropped as oversize where they leave, counted: every
 // frame psgate says it sent reached the peer, and every one sent is either
 // there or counted.
-TEST(Links, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgq" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("qw0", "qw1") && make_veth("qh0", "qh1"));
+TEST_F(LinksOnVeths, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
   DaemonFixture fx;
   // 1490 bytes a frame (with the shaper's 24 of framing) at 1 kbit/s: one
   // leaves at once on the 2 KiB burst, the next 7.5 s later. The rest wait
   // while the MTU goes down and psgate sees it (a frame handed over between
   // the two is the kernel's to drop, as at any change of a polled link).
   fx.write_file("psgate.toml",
-                kernel_iface_config(fx, "wireq", "net_af_packet", "qw0", "qh0",
+                kernel_iface_config(fx, "wireq", "net_af_packet", "w0", "h0",
                                     common_tail() + "[shaper.host]\nrate = \"1kbit/s\"\nburst = \"2KiB\"\n"));
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
@@ -592,7 +593,7 @@ TEST(Links, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
   spec.dport = kPort;
   spec.payload_len = 1400;
   const std::vector<uint8_t> large = pkt::build_packet(spec);
-  RawPort wire_peer("qw1"), host_peer("qh1");
+  RawPort wire_peer("w1"), host_peer("h1");
   ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
   auto job_push = [&](const json& stats, const char* key) -> uint64_t {
     if (!stats.is_object()) return 0;
@@ -610,7 +611,7 @@ TEST(Links, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
                            return job_push(stats, "admitted_packets") == kSent;
                          }))
       << "all " << kSent << " admitted: " << stats.dump();
-  ASSERT_EQ(run_cmd("ip link set qh0 mtu 1000"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 mtu 1000"), 0);
   json health;
   ASSERT_TRUE(eventually(5, [&] {
     health = request(fx, "health");
@@ -634,7 +635,7 @@ TEST(Links, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
   EXPECT_GT(oversize, kSent / 2) << "frames were queued when the MTU went down: " << stats.dump();
   EXPECT_EQ(got, sent) << "every frame psgate counted sent reached the peer; oversize " << oversize;
   EXPECT_EQ(got + oversize, kSent) << stats.dump();
-  ASSERT_EQ(run_cmd("ip link set qh0 mtu 1500"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 mtu 1500"), 0);
   const DaemonRun run = fx.stop_daemon(30);
   ASSERT_EQ(run.exit_status, 0) << run.output;
   expect_conservation(run);
@@ -643,23 +644,18 @@ TEST(Links, FramesQueuedWhenTheInterfaceMtuIsLoweredAreCountedAsOversize) {
 // A flapping link (a bad cable, a NIC raising an interrupt at every change)
 // is not a line per change: at most one a second, each saying how many it
 // stands for, and once it settles a line says the state it settled in.
-TEST(Links, AFlappingLinkIsLoggedOnceASecondEndingWithItsState) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgf" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("fw0", "fw1") && make_veth("fh0", "fh1"));
+TEST_F(LinksOnVeths, AFlappingLinkIsLoggedOnceASecondEndingWithItsState) {
   DaemonFixture fx;
-  fx.write_file("psgate.toml", kernel_iface_config(fx, "flap", "net_af_packet", "fw0", "fh0", common_tail()));
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "flap", "net_af_packet", "w0", "h0", common_tail()));
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   // 3 s of changes every 150 ms (the link watch looks every 100 ms), ending down.
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) {
-    ASSERT_EQ(run_cmd(std::string("ip link set fh0 ") + (i % 2 ? "up" : "down")), 0);
+    ASSERT_EQ(run_cmd(std::string("ip link set h0 ") + (i % 2 ? "up" : "down")), 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
   }
-  ASSERT_EQ(run_cmd("ip link set fh0 down"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 down"), 0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The host port's link lines so far.
   auto link_lines = [&] {
@@ -681,11 +677,11 @@ TEST(Links, AFlappingLinkIsLoggedOnceASecondEndingWithItsState) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   std::vector<std::string> lines = link_lines();
   ASSERT_FALSE(lines.empty());
-  EXPECT_NE(lines.back().find("port host: link down (interface fh0 down)"), std::string::npos)
+  EXPECT_NE(lines.back().find("port host: link down (interface h0 down)"), std::string::npos)
       << "the last line says how it settled: " << lines.back();
   EXPECT_LE(lines.size(), static_cast<size_t>(seconds) + 3) << lines.size() << " lines in " << seconds << " s";
   // Up again: said, at once or once a line is due.
-  ASSERT_EQ(run_cmd("ip link set fh0 up"), 0);
+  ASSERT_EQ(run_cmd("ip link set h0 up"), 0);
   ASSERT_TRUE(eventually(3, [&] { return request(fx, "health")["links"]["host"]["state"] == "up"; }));
   EXPECT_TRUE(eventually(3, [&] {
     lines = link_lines();
@@ -721,14 +717,9 @@ TEST(Links, AFlappingLinkIsLoggedOnceASecondEndingWithItsState) {
 // read "out of descriptors" as "interface gone" (if_nametoindex says 0 with
 // ENOENT then), detached the wire port and dropped all traffic until the
 // clients left.
-TEST(Links, ControlClientsTakingEveryDescriptorDoNotTakeAPortDown) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgf" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("fw0", "fw1") && make_veth("fh0", "fh1"));
+TEST_F(LinksOnVeths, ControlClientsTakingEveryDescriptorDoNotTakeAPortDown) {
   DaemonFixture fx;
-  fx.write_file("psgate.toml", kernel_iface_config(fx, "fds", "net_af_packet", "fw0", "fh0", common_tail()));
+  fx.write_file("psgate.toml", kernel_iface_config(fx, "fds", "net_af_packet", "w0", "h0", common_tail()));
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   // Lowered once it runs (psgate raises its soft limit to the hard one at
@@ -775,7 +766,7 @@ TEST(Links, ControlClientsTakingEveryDescriptorDoNotTakeAPortDown) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   // The data lcore polls (a CPU's worth); a spinning control thread doubled it.
   EXPECT_LT(cpu_s() - cpu_before, 1.5 * 1.5) << "the control thread spun on accept";
-  RawPort wire_peer("fw1"), host_peer("fh1");
+  RawPort wire_peer("w1"), host_peer("h1");
   ASSERT_TRUE(wire_peer.ok() && host_peer.ok());
   const unsigned before = host_peer.count(2222);
   const bool carried = eventually(5, [&] {
@@ -790,7 +781,7 @@ TEST(Links, ControlClientsTakingEveryDescriptorDoNotTakeAPortDown) {
   EXPECT_NE(run.output.find("control: accept: Too many open files"), std::string::npos)
       << "the clients never took every descriptor: the test tests nothing\n"
       << run.output;
-  EXPECT_EQ(run.output.find("interface fw0 gone"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("interface w0 gone"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("detached"), std::string::npos) << run.output;
   ASSERT_EQ(run.exit_status, 0) << run.output;
   expect_conservation(run);
@@ -828,19 +819,14 @@ TEST(Links, AMemifClientPortIsWarnedAbout) {
 // inside rte_eth_tx_burst, and the data lcore never comes back. SIGTERM must
 // still end psgate within its drain timeout and a grace, with the final
 // report and an error naming the lcore (it waited for ever before).
-TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
-  const std::string ns = "psgs" + std::to_string(getpid());
-  NetnsScope scope(ns);
-  if (!scope.entered()) GTEST_SKIP() << "cannot create or enter network namespace " << ns;
-  ASSERT_TRUE(make_veth("sw0", "sw1") && make_veth("sh0", "sh1"));
-  if (run_cmd("tc qdisc replace dev sh0 root tbf rate 8bit burst 2k limit 100m") != 0)
+TEST_F(LinksOnVeths, ADataLcoreStuckInTxDoesNotHangShutdown) {
+  if (run_cmd("tc qdisc replace dev h0 root tbf rate 8bit burst 2k limit 100m") != 0)
     GTEST_SKIP() << "no tbf queueing discipline (iproute2's tc, the kernel's sch_tbf) on this machine";
   DaemonFixture fx;
   fx.write_file(
       "psgate.toml", eal_line(fx, "stuck") +
-                         "[ports.wire]\ndevice = \"net_af_packet0,iface=sw0\"\n"
-                         "[ports.host]\ndevice = \"net_af_packet1,iface=sh0,qdisc_bypass=0\"\n"
+                         "[ports.wire]\ndevice = \"net_af_packet0,iface=w0\"\n"
+                         "[ports.host]\ndevice = \"net_af_packet1,iface=h0,qdisc_bypass=0\"\n"
                          "[lcores]\nmain = 0\ndata = [1]\n" +
                          [] {
                            std::string tail = common_tail();
@@ -851,7 +837,7 @@ TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   {
     // Enough to fill the af_packet TX ring many times over.
-    RawPort wire_peer("sw1");
+    RawPort wire_peer("w1");
     ASSERT_TRUE(wire_peer.ok());
     const std::vector<uint8_t> frame = udp_frame(2222);
     for (int i = 0; i < 20000; ++i) wire_peer.send(frame);
@@ -868,7 +854,7 @@ TEST(Links, ADataLcoreStuckInTxDoesNotHangShutdown) {
   // every lcore's handshake, which the stuck one never gives. That wait
   // (5 s, at every 100 ms tick) held the control thread: the socket must
   // still answer promptly.
-  ASSERT_EQ(run_cmd("ip link del sw0"), 0);
+  ASSERT_EQ(run_cmd("ip link del w0"), 0);
   EXPECT_TRUE(eventually(10, [&] {
     health = request(fx, "health");
     return health.is_object() && health.value("ports_down", json::array()) == json::array({"wire"});
