@@ -513,6 +513,21 @@ void EtcdLink::follow_loop() {
   // Gateways start on different members (by name), so that the watches are
   // spread and one member's loss moves only its share of them.
   size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
+  // At the start every endpoint is asked at once which cluster it answers
+  // for: the first read goes to one that answers (the first from the
+  // name's pick on), not to a silent one that would hold it for its whole
+  // deadline, and that read's identity check takes these answers rather
+  // than asking again. One call deadline in all, however many are silent.
+  std::vector<uint64_t> start_ids;
+  if (endpoints_.size() > 1) {
+    start_ids = probe_cluster_ids(std::vector<bool>(endpoints_.size(), true));
+    for (size_t k = 0; k < endpoints_.size(); ++k) {
+      if (start_ids[(ep + k) % endpoints_.size()] != 0) {
+        ep = (ep + k) % endpoints_.size();
+        break;
+      }
+    }
+  }
   StoreMirror mirror(keys_, class_count_);
   const std::string start = keys_.all(), end = prefix_range_end(keys_.all());
   while (!stop_) {
@@ -552,6 +567,8 @@ void EtcdLink::follow_loop() {
         from = resp.kvs(resp.kvs_size() - 1).key() + '\0';  // the next key after the last read
       }
       if (stop_) break;  // a read cut short is no view to publish
+      // The start-up answers serve the first read only: later ones ask anew.
+      const std::vector<uint64_t> probed = std::exchange(start_ids, {});
       if (!s.ok()) {
         // Compacted past the first page's revision while paging: start
         // over at the newest, on this member (it answers).
@@ -568,7 +585,7 @@ void EtcdLink::follow_loop() {
         continue;
       }
       bool replaced = false;
-      if (!store_followable(ep, read_id, replaced)) {
+      if (!store_followable(ep, read_id, replaced, probed)) {
         std::string why;
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -712,10 +729,11 @@ void EtcdLink::follow_loop() {
 
 // ---- which etcd cluster ----------------------------------------------------------------
 
-uint64_t EtcdLink::probe_cluster_id(size_t ep) {
+uint64_t EtcdLink::probe_cluster_id(size_t ep, std::chrono::system_clock::time_point deadline) {
   auto kv = pb::KV::NewStub(channel(ep));
   grpc::ClientContext ctx;
-  prepare_call(ctx, kCallDeadlineNs);
+  ctx.set_deadline(deadline);
+  require_leader(ctx);
   pb::RangeRequest req;
   req.set_key(keys_.order());
   req.set_count_only(true);
@@ -725,6 +743,21 @@ uint64_t EtcdLink::probe_cluster_id(size_t ep) {
   endpoint_cluster_[ep] = resp.header().cluster_id();
   if (resp.header().cluster_id() == cluster_id_) served_followed_[ep] = true;
   return resp.header().cluster_id();
+}
+
+std::vector<uint64_t> EtcdLink::probe_cluster_ids(const std::vector<bool>& which) {
+  // One thread a member, each call under the same deadline: a member that
+  // does not answer (a host gone without a reset) costs the probe one call
+  // deadline in all, not one each; asked one after another, three such
+  // held a gateway's first read back past its start-up wait (2 s).
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::nanoseconds(kCallDeadlineNs);
+  std::vector<uint64_t> ids(endpoints_.size(), 0);
+  std::vector<std::thread> asks;
+  for (size_t i = 0; i < endpoints_.size(); ++i)
+    if (i < which.size() && which[i])
+      asks.emplace_back([this, i, deadline, &ids] { ids[i] = probe_cluster_id(i, deadline); });
+  for (std::thread& t : asks) t.join();
+  return ids;
 }
 
 bool EtcdLink::foreign_answer(size_t ep, uint64_t id) {
@@ -747,14 +780,22 @@ bool EtcdLink::known_foreign(size_t ep) const {
   return followed != 0 && id != 0 && id != followed;
 }
 
-bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced) {
+bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced, const std::vector<uint64_t>& probed) {
   const uint64_t followed = cluster_id_;
   StoreIdentity verdict = StoreIdentity::kSame;  // a read without an identity, or of the cluster followed
   std::vector<uint64_t> ids;
   // Another cluster, or the first read (which may have come from either of
   // two clusters the endpoints name): what does every endpoint answer for?
+  // Asked now, all at once, unless the caller has just asked (the start).
   if (read_id != 0 && read_id != followed) {
-    for (size_t i = 0; i < endpoints_.size(); ++i) ids.push_back(i == ep ? read_id : probe_cluster_id(i));
+    if (probed.size() == endpoints_.size()) {
+      ids = probed;
+    } else {
+      std::vector<bool> others(endpoints_.size(), true);
+      others[ep] = false;
+      ids = probe_cluster_ids(others);
+    }
+    ids[ep] = read_id;
     std::vector<bool> served;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -1216,6 +1257,7 @@ void EtcdLink::session_loop() {
   uint64_t backoff = kMinBackoffNs;
   uint64_t last_keepalive = 0, last_register = 0, last_progress = 0;
   uint64_t slept_from = 0;  // when the last round's closing sleep began (0: it backed off instead)
+  bool session_began = false;
   while (!stop_) {
     const uint64_t now = now_ns();
     // A freeze of this process is not the watch's silence; measured on the
@@ -1233,6 +1275,13 @@ void EtcdLink::session_loop() {
     if (!store_picked_) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(kSessionTickNs));
       continue;
+    }
+    // The first lease is asked where the store was just read: the member
+    // the name picks may be one that does not answer, each try at one such
+    // a second lost before the registration.
+    if (!session_began) {
+      session_began = true;
+      ep = follow_endpoint_;
     }
     bool ok = true;
     int64_t lease;

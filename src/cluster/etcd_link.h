@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -122,8 +123,13 @@ class EtcdLink final : public ClusterLink {
   // A full read of another cluster is followed only as store_identity
   // says; until then foreign_store_ says why not (health degraded).
   // `replaced`: set when it is followed as a replaced store (a new epoch).
-  bool store_followable(size_t endpoint, uint64_t read_id, bool& replaced);
-  uint64_t probe_cluster_id(size_t endpoint);
+  // `probed`: what each endpoint answered just before (the start-up
+  // probe), or empty: they are asked now.
+  bool store_followable(size_t endpoint, uint64_t read_id, bool& replaced, const std::vector<uint64_t>& probed = {});
+  uint64_t probe_cluster_id(size_t endpoint, std::chrono::system_clock::time_point deadline);
+  // The cluster id each endpoint in `which` (by endpoint) answers for, 0 for
+  // no answer: asked all at once, under one call deadline in all.
+  std::vector<uint64_t> probe_cluster_ids(const std::vector<bool>& which);
   // Whether an answer from `endpoint` with cluster id `id` is another
   // cluster's than the one followed; notes the endpoint's id.
   bool foreign_answer(size_t endpoint, uint64_t id);
