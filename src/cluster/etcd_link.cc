@@ -53,6 +53,9 @@ constexpr uint64_t kSessionTickNs = 20 * kMs;
 // be elected once it has, and two leaders must never write at once.
 constexpr uint64_t kLeaderMarginNs = 1000 * kMs;
 constexpr uint64_t kMinEvaluationNs = 100 * kMs;
+// The endpoints not in use are asked which cluster they answer for this
+// often (one small count-only read each, all at once).
+constexpr uint64_t kReprobeEveryNs = 3000 * kMs;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -201,6 +204,7 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
   std::call_once(grpc_log_routed, [] { gpr_set_log_function(log_grpc_line); });
   follow_thread_ = std::thread([this] { follow_loop(); });
   session_thread_ = std::thread([this] { session_loop(); });
+  if (endpoints_.size() > 1) probe_thread_ = std::thread([this] { probe_loop(); });
 }
 
 EtcdLink::~EtcdLink() {
@@ -211,6 +215,7 @@ EtcdLink::~EtcdLink() {
   }
   if (follow_thread_.joinable()) follow_thread_.join();
   if (session_thread_.joinable()) session_thread_.join();
+  if (probe_thread_.joinable()) probe_thread_.join();
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -416,7 +421,8 @@ json EtcdLink::status() const {
           {"registration_error", registration_error_},
           {"session_error", session_problem(now_ns())},
           {"full_read_error", full_read_failures_.problem(now_ns())},
-          {"foreign_store", foreign_store_}};
+          // The follow thread's word first; the probe's only while the store followed answers.
+          {"foreign_store", !foreign_store_.empty() || !follow_state_.connected() ? foreign_store_ : probed_foreign_}};
 }
 
 // The session keeps this gateway's lease alive and its registration
@@ -758,6 +764,69 @@ std::vector<uint64_t> EtcdLink::probe_cluster_ids(const std::vector<bool>& which
       asks.emplace_back([this, i, deadline, &ids] { ids[i] = probe_cluster_id(i, deadline); });
   for (std::thread& t : asks) t.join();
   return ids;
+}
+
+void EtcdLink::probe_loop() {
+  uint64_t next = now_ns() + kReprobeEveryNs;
+  while (!stop_) {
+    if (now_ns() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    next = now_ns() + kReprobeEveryNs;
+    const uint64_t followed = cluster_id_;
+    const size_t in_use = follow_endpoint_;
+    bool following;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      following = follow_state_.connected() && foreign_store_.empty();
+    }
+    // Nothing followed yet, or the follow thread is finding out which
+    // cluster to follow itself (store_followable asks every endpoint).
+    if (followed == 0 || !following) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      probed_foreign_.clear();
+      continue;
+    }
+    std::vector<bool> others(endpoints_.size(), true);
+    others[in_use] = false;
+    const std::vector<uint64_t> ids = probe_cluster_ids(others);
+    std::vector<bool> served;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      served = served_followed_;
+    }
+    // Another cluster's answer, unless the store's rules would take it as
+    // the store replaced (a restore the follow thread has not read yet: the
+    // endpoint in use is left unknown here, not assumed the old cluster's).
+    std::string said;
+    for (size_t i = 0; i < ids.size() && said.empty(); ++i) {
+      if (ids[i] == 0 || ids[i] == followed) continue;
+      if (store_identity(followed, ids[i], ids, served) == StoreIdentity::kReplaced) continue;
+      std::string answers;
+      for (size_t k = 0; k < ids.size(); ++k)
+        answers += fmt::format("{}{} {}", k ? ", " : "", endpoints_[k].target,
+                               k == in_use   ? fmt::format("{:x} (followed)", followed)
+                               : ids[k] == 0 ? std::string("no answer")
+                                             : fmt::format("{:x}", ids[k]));
+      said = fmt::format(
+          "{} answers for etcd cluster {:x}, not {:x} which this gateway follows ({}): the endpoints name members "
+          "of two clusters; this gateway keeps following its own, and would not follow the other on a failover "
+          "(take it out of cluster.endpoints)",
+          endpoints_[i].target, ids[i], followed, answers);
+    }
+    bool began, ended;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // The follow thread moved meanwhile: what it says wins.
+      if (cluster_id_ != followed || follow_endpoint_ != in_use) continue;
+      began = !said.empty() && probed_foreign_.empty();
+      ended = said.empty() && !probed_foreign_.empty();
+      probed_foreign_ = said;
+    }
+    if (began) spdlog::warn("cluster: {}", said);
+    if (ended) spdlog::info("cluster: no endpoint answers for another etcd cluster now");
+  }
 }
 
 bool EtcdLink::foreign_answer(size_t ep, uint64_t id) {

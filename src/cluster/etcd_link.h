@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Cluster mode's connection to etcd (v3 API over gRPC): follows the prefix,
-// registers this gateway, and runs the policy-leader election. Two threads,
-// both control-plane side (never an lcore):
+// registers this gateway, and runs the policy-leader election. Three threads,
+// all control-plane side (never an lcore):
 //   follow:  read the whole prefix, then watch from the read's revision + 1;
 //            on a cancelled or compacted watch, read everything again (the
 //            mirror is replaced, so what vanished is removed). Each view is
@@ -10,6 +10,8 @@
 //            leader campaign and, while leader, the cluster's policy ranks
 //            written fenced on the leadership; watch progress requests, and a
 //            watch that stays silent past its deadline is cancelled.
+//   probe:   every few seconds, which etcd cluster the endpoints not in use
+//            answer for (another cluster's is said, not followed).
 // Failures move to the next endpoint after an exponential backoff with jitter
 // (50 ms doubling to 5 s), never a spin. While the store is unreachable the
 // gateway keeps what it applied last (fail static); status() says since when.
@@ -130,6 +132,12 @@ class EtcdLink final : public ClusterLink {
   // The cluster id each endpoint in `which` (by endpoint) answers for, 0 for
   // no answer: asked all at once, under one call deadline in all.
   std::vector<uint64_t> probe_cluster_ids(const std::vector<bool>& which);
+  // The probe thread: every kReprobeEveryNs, while a cluster is followed,
+  // asks the endpoints the follow thread does not use which cluster they
+  // answer for, so that another cluster coming up at one of them is said
+  // (probed_foreign_) before a failover meets it. It changes nothing
+  // followed: the follow thread's rules (store_followable) decide that.
+  void probe_loop();
   // Whether an answer from `endpoint` with cluster id `id` is another
   // cluster's than the one followed; notes the endpoint's id.
   bool foreign_answer(size_t endpoint, uint64_t id);
@@ -149,6 +157,10 @@ class EtcdLink final : public ClusterLink {
   // (store_identity).
   std::vector<bool> served_followed_;
   std::string foreign_store_;  // under mutex_
+  // Another cluster's answer at an endpoint not in use, found by the probe
+  // thread while this gateway follows its own ("": none); under mutex_.
+  // Said as foreign_store where the follow thread has nothing to say.
+  std::string probed_foreign_;
   LogThrottle foreign_store_log_{60'000'000'000};
   std::string session_failure_;  // the last such failure, with where and why ("": none yet)
   LogThrottle session_error_log_{60'000'000'000};
@@ -198,6 +210,7 @@ class EtcdLink final : public ClusterLink {
   int wake_fd_ = -1;  // eventfd: written on every new view
   std::thread follow_thread_;
   std::thread session_thread_;
+  std::thread probe_thread_;
 };
 
 }  // namespace psgate

@@ -1436,7 +1436,10 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
     return it != store_status.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   // An endpoint of another etcd cluster: not unreachable, and not followed.
-  if (std::string why = said("foreign_store"); !why.empty()) return "store not followed: " + why;
+  // Or, while this gateway follows its own, one it does not use answers
+  // for another (the link's probe): said, the store followed as before.
+  if (std::string why = said("foreign_store"); !why.empty())
+    return (cluster_->connected() ? "another etcd cluster among the endpoints: " : "store not followed: ") + why;
   if (!cluster_->connected()) return "store unreachable";
   // The store answers, but the prefix cannot be read whole (compacted away
   // under every read): this gateway follows nothing new.
