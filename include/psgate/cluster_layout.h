@@ -97,12 +97,24 @@ struct GatewayInfo {
   // (an older version). Without P/policy, gateways of mixed [policy] rank
   // differently: policy_mismatch_trouble.
   std::string policy;
+  // Round-robin's parameters, which decide when the order rotates: its
+  // interval and rotate_on, both set or neither (`"policy_params"`). None
+  // for the other policies (their interval is only how often the leader
+  // evaluates), nor from an older psgate, which is compared by name only.
+  std::optional<uint64_t> policy_interval_ns;
+  std::optional<RotateOn> policy_rotate_on;
   uint64_t rx_packets = 0, tx_packets = 0, dropped = 0;
   std::map<uint32_t, JobMeasure> jobs;
   bool operator==(const GatewayInfo&) const = default;
 };
 nlohmann::json gateway_json(const GatewayInfo& g);
 Result<GatewayInfo> parse_gateway(std::string_view text);
+// A registration's policy fields for a gateway that runs `p`.
+void describe_policy(GatewayInfo& g, const PolicyParams& p);
+// A registration's policy as health and psgatectl cluster name it: the
+// name, with round-robin's parameters where the registration carries them:
+// "static", "round-robin(500ms)", "round-robin(iteration,20s)".
+std::string policy_label(const GatewayInfo& g);
 
 // The cluster's state as the store says it, at one revision.
 struct ClusterJob {
@@ -181,6 +193,13 @@ std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& k
 // words on every gateway (policies in name order, each with up to 3 of its
 // gateways), so that every one says `degraded` alike, the static leader
 // too, which writes no ranks for the others to see the difference by.
+// Gateways that run one policy with different parameters that change the
+// order (round-robin's interval or rotate_on) differ as much as two
+// policies do, and are said in the same words, the labels (policy_label)
+// naming them; a registration without parameters (an older psgate) differs
+// only by name. `own`: this gateway's policy fields (describe_policy).
+std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const GatewayInfo& own);
+// The same, for a gateway whose own policy is known by name only.
 std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const std::string& own_policy);
 
 // Whether `v` is to be applied by a gateway that applied `revision` of

@@ -196,17 +196,37 @@ json gateway_json(const GatewayInfo& g) {
   json jobs = json::array();
   for (const auto& [id, m] : g.jobs)
     jobs.push_back({id, m.iterations_seen, m.bytes_per_iteration, m.bytes_this_iteration});
-  return {{"schema", kClusterSchema},
-          {"name", g.name},
-          {"version", g.version},
-          {"address", g.address},
-          {"health", g.health},
-          {"applied_revision", g.applied_revision},
-          {"degraded_since", g.degraded_since_s ? json(*g.degraded_since_s) : json(nullptr)},
-          {"top_job", g.top_job},
-          {"policy", g.policy},
-          {"counters", {{"rx_packets", g.rx_packets}, {"tx_packets", g.tx_packets}, {"dropped", g.dropped}}},
-          {"jobs", jobs}};
+  json out = {{"schema", kClusterSchema},
+              {"name", g.name},
+              {"version", g.version},
+              {"address", g.address},
+              {"health", g.health},
+              {"applied_revision", g.applied_revision},
+              {"degraded_since", g.degraded_since_s ? json(*g.degraded_since_s) : json(nullptr)},
+              {"top_job", g.top_job},
+              {"policy", g.policy},
+              {"counters", {{"rx_packets", g.rx_packets}, {"tx_packets", g.tx_packets}, {"dropped", g.dropped}}},
+              {"jobs", jobs}};
+  // Round-robin's only: an older psgate reads the registration without it.
+  if (g.policy_interval_ns && g.policy_rotate_on)
+    out["policy_params"] = {{"interval", duration_text_exact(*g.policy_interval_ns)},
+                            {"rotate_on", rotate_on_name(*g.policy_rotate_on)}};
+  return out;
+}
+
+void describe_policy(GatewayInfo& g, const PolicyParams& p) {
+  g.policy = policy_name(p.kind);
+  g.policy_interval_ns.reset();
+  g.policy_rotate_on.reset();
+  if (p.kind != PolicyKind::kRoundRobin) return;
+  g.policy_interval_ns = p.interval_ns;
+  g.policy_rotate_on = p.rotate_on;
+}
+
+std::string policy_label(const GatewayInfo& g) {
+  if (!g.policy_interval_ns || !g.policy_rotate_on) return g.policy;
+  const std::string interval = duration_text_exact(*g.policy_interval_ns);
+  return g.policy + "(" + (*g.policy_rotate_on == RotateOn::kIteration ? "iteration," + interval : interval) + ")";
 }
 
 namespace {
@@ -258,6 +278,17 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
     // Said in every gateway's health when the policies differ: a name, not
     // a document (the longest policy name is 16 bytes).
     if (g.policy.size() > 64) throw std::invalid_argument("\"policy\" is longer than 64 bytes");
+    if (auto p = doc.find("policy_params"); p != doc.end() && !p->is_null()) {
+      if (!p->is_object()) throw std::invalid_argument("\"policy_params\" is not an object");
+      const std::string interval = string_field(*p, "interval", false), on = string_field(*p, "rotate_on", false);
+      auto ns = parse_duration_ns(interval);
+      if (!ns.ok() || !valid_policy_interval_ns(*ns))
+        throw std::invalid_argument("\"policy_params.interval\" is not a duration of at least 1ms");
+      auto rotate = rotate_on_from_name(on);
+      if (!rotate) throw std::invalid_argument("\"policy_params.rotate_on\" is not \"time\" or \"iteration\"");
+      g.policy_interval_ns = *ns;
+      g.policy_rotate_on = *rotate;
+    }
     if (auto c = doc.find("counters"); c != doc.end()) {
       if (!c->is_object()) throw std::invalid_argument("\"counters\" is not an object");
       g.rx_packets = unsigned_field(*c, "counters.", "rx_packets", UINT64_MAX);
@@ -636,14 +667,27 @@ std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& k
 }
 
 std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const std::string& own_policy) {
-  if (v.policy) return "";                  // every gateway runs P/policy
-  std::map<std::string, std::string> runs;  // gateway name -> policy
+  GatewayInfo own;
+  own.policy = own_policy;
+  return policy_mismatch_trouble(v, own_name, own);
+}
+
+std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const GatewayInfo& own) {
+  if (v.policy) return "";                         // every gateway runs P/policy
+  std::map<std::string, const GatewayInfo*> runs;  // gateway name -> its registration (policy fields)
   for (const auto& [name, g] : v.gateways)
-    if (!g.policy.empty()) runs[name] = g.policy;
-  if (!own_policy.empty()) runs[own_name] = own_policy;
-  std::map<std::string, std::vector<std::string>> by_policy;  // names in name order (runs is sorted)
-  for (const auto& [name, policy] : runs) by_policy[policy].push_back(name);
-  if (by_policy.size() < 2) return "";
+    if (!g.policy.empty()) runs[name] = &g;
+  if (!own.policy.empty()) runs[own_name] = &own;
+  // Different names differ; one name differs by its parameters where two
+  // registrations carry different ones (one without says nothing of them).
+  std::set<std::string> names, labels;
+  std::map<std::string, std::vector<std::string>> by_policy;  // label -> gateway names in name order
+  for (const auto& [name, g] : runs) {
+    names.insert(g->policy);
+    if (g->policy_interval_ns) labels.insert(policy_label(*g));
+    by_policy[policy_label(*g)].push_back(name);
+  }
+  if (names.size() < 2 && labels.size() < 2) return "";
   constexpr size_t kNamed = 3;  // health stays small with hundreds of gateways
   std::string said;
   for (const auto& [policy, names] : by_policy) {

@@ -1409,7 +1409,7 @@ void ControlPlane::report_to_cluster(uint64_t now_ns) {
   GatewayInfo info;
   info.health = cluster_trouble().empty() && state_file_error().empty() ? "ok" : "degraded";
   info.applied_revision = applied_revision_;
-  info.policy = policy_name(state_.policy.kind);
+  describe_policy(info, state_.policy);
   const Totals totals = dataplane_.read_totals(false);
   info.rx_packets = totals.rx_total();
   info.tx_packets = totals.tx_total();
@@ -1464,11 +1464,12 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
            "\" and the store has no policy for all: set one (psgatectl policy NAME) so that every gateway runs the "
            "same";
   // The same with a static leader, which writes no ranks: each gateway's
-  // registration names the policy it runs.
+  // registration names the policy it runs, and round-robin's parameters
+  // (gateways at different intervals rotate as whichever leads says).
   if (cluster_view_) {
-    if (std::string mixed = policy_mismatch_trouble(*cluster_view_, said("name"), policy_name(state_.policy.kind));
-        !mixed.empty())
-      return mixed;
+    GatewayInfo own;
+    describe_policy(own, state_.policy);
+    if (std::string mixed = policy_mismatch_trouble(*cluster_view_, said("name"), own); !mixed.empty()) return mixed;
   }
   for (const char* key : {"registration_error", "session_error"})
     if (std::string why = said(key); !why.empty()) return "not registered: " + why;

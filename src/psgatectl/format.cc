@@ -488,12 +488,21 @@ std::string format_cluster(const ojson& result) {
     std::string text = value_text(v, "-");
     return text.empty() ? std::string("-") : text;
   };
+  // Round-robin's parameters with its name, as health's trouble names
+  // them: "round-robin(500ms)", "round-robin(iteration,20s)".
+  const auto policy = [&said](const ojson& g) {
+    std::string text = said(get(g, "policy"));
+    const ojson& p = get(g, "policy_params");
+    if (text == "-" || !p.is_object() || !get(p, "interval").is_string()) return text;
+    const std::string interval = value_text(get(p, "interval"));
+    return text + "(" + (value_text(get(p, "rotate_on")) == "iteration" ? "iteration," + interval : interval) + ")";
+  };
   const ojson& gws = get(result, "gateways");
   if (gws.is_array()) {
     for (const ojson& g : gws) {
       const ojson& c = get(g, "counters");
       t.add_row({value_text(get(g, "name")), value_text(get(g, "address")), value_text(get(g, "version")),
-                 value_text(get(g, "health")), said(get(g, "policy")), value_text(get(g, "applied_revision")),
+                 value_text(get(g, "health")), policy(g), value_text(get(g, "applied_revision")),
                  value_text(get(g, "lag")), said(get(g, "top_job")), value_text(get(c, "rx_packets")),
                  value_text(get(c, "tx_packets")), value_text(get(c, "dropped"))});
     }

@@ -325,8 +325,9 @@ TEST(PsgatectlFormat, WatchRatesFromSuccessiveReplies) {
 // The cluster table says which policy each gateway runs (gateways of mixed
 // [policy] without P/policy rank differently), "-" for an older gateway's
 // registration, which names none (the daemon reports it as ""), as for a
-// gateway without a top job; registrations without a lease are named
-// under the table, not as gateways.
+// gateway without a top job, round-robin with its interval (and rotate_on
+// "iteration"); registrations without a lease are named under the table,
+// not as gateways.
 TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
   const char* reply = R"({"mode": "cluster", "prefix": "/psgate/t", "store_revision": 42, "connected": true,
     "leader": "gw-a", "gateways": [
@@ -335,7 +336,13 @@ TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
     {"name": "gw-b", "address": "10.0.1.2", "version": "0.1.0", "health": "degraded", "policy": "round-robin",
      "applied_revision": 41, "lag": 1, "top_job": "1", "counters": {"rx_packets": 2, "tx_packets": 2, "dropped": 0}},
     {"name": "old1", "address": "10.0.1.3", "version": "0.0.9", "health": "ok", "policy": "",
-     "applied_revision": 42, "lag": 0, "top_job": "", "counters": {"rx_packets": 3, "tx_packets": 3, "dropped": 0}}],
+     "applied_revision": 42, "lag": 0, "top_job": "", "counters": {"rx_packets": 3, "tx_packets": 3, "dropped": 0}},
+    {"name": "gw-c", "address": "10.0.1.4", "version": "0.1.0", "health": "degraded", "policy": "round-robin",
+     "policy_params": {"interval": "500ms", "rotate_on": "time"},
+     "applied_revision": 42, "lag": 0, "top_job": "1", "counters": {"rx_packets": 4, "tx_packets": 4, "dropped": 0}},
+    {"name": "gw-d", "address": "10.0.1.5", "version": "0.1.0", "health": "degraded", "policy": "round-robin",
+     "policy_params": {"interval": "20s", "rotate_on": "iteration"},
+     "applied_revision": 42, "lag": 0, "top_job": "1", "counters": {"rx_packets": 5, "tx_packets": 5, "dropped": 0}}],
     "unleased_registrations": ["gw-gone", "gw-copy"]})";
   const std::string out = format_cluster(ojson::parse(reply));
   const std::string h = line_with(out, "GATEWAY");
@@ -343,6 +350,10 @@ TEST(PsgatectlFormat, ClusterTableShowsPoliciesAndUnleasedRegistrations) {
   EXPECT_EQ(col(line_with(out, "gw-a "), "static"), col(h, "POLICY"));
   EXPECT_EQ(col(line_with(out, "gw-b "), "round-robin"), col(h, "POLICY"));
   EXPECT_EQ(col(line_with(out, "old1"), "-"), col(h, "POLICY")) << out;
+  // Round-robin's parameters, which change when the order rotates, as
+  // health's trouble names them.
+  EXPECT_EQ(col(line_with(out, "gw-c "), "round-robin(500ms)"), col(h, "POLICY")) << out;
+  EXPECT_EQ(col(line_with(out, "gw-d "), "round-robin(iteration,20s)"), col(h, "POLICY")) << out;
   {
     // Every cell filled: GATEWAY ... POLICY (4) ... TOP JOB (7) ... DROPPED.
     std::istringstream row(line_with(out, "old1"));

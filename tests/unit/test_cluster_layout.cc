@@ -729,6 +729,17 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(*back, g);
 
+  // Round-robin's parameters go with its name; the other policies have none.
+  describe_policy(g, PolicyParams{PolicyKind::kRoundRobin, 500'000'000, RotateOn::kIteration});
+  EXPECT_EQ(gateway_json(g)["policy_params"], nlohmann::json({{"interval", "500ms"}, {"rotate_on", "iteration"}}));
+  back = parse_gateway(gateway_json(g).dump());
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(*back, g);
+  EXPECT_EQ(policy_label(*back), "round-robin(iteration,500ms)");
+  describe_policy(g, PolicyParams{PolicyKind::kProgress, 1'000'000'000, RotateOn::kTime});
+  EXPECT_FALSE(gateway_json(g).contains("policy_params"));
+  EXPECT_EQ(policy_label(g), "progress");
+
   StoreMirror m(kKeys, kClasses);
   m.put(kKeys.gateway("gw-a"), registration(g, 2));
   const ClusterView v = m.view();
@@ -840,6 +851,63 @@ TEST(ClusterPolicy, MixedPoliciesWithoutAStorePolicyAreSaid) {
   // P/policy in the store: every gateway runs it, whatever its [policy].
   v.policy = PolicyParams{};
   EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
+}
+
+// Round-robin gateways with different intervals (or rotate_on) and no
+// P/policy: every registration said "round-robin" and every gateway said
+// ok, though when the order rotates depended on which of them led. Their
+// parameters differ as two policies do, said in the same words.
+TEST(ClusterPolicy, MixedRoundRobinParametersAreSaid) {
+  ClusterView v;
+  auto rr = [](uint64_t interval_ns, RotateOn on) {
+    GatewayInfo g;
+    describe_policy(g, PolicyParams{PolicyKind::kRoundRobin, interval_ns, on});
+    return g;
+  };
+  auto reg = [&v](const std::string& name, GatewayInfo g) {
+    g.name = name;
+    v.gateways[name] = g;
+  };
+  const GatewayInfo fast = rr(500'000'000, RotateOn::kTime), slow = rr(2'000'000'000, RotateOn::kTime);
+  reg("gw-a", fast);
+  reg("gw-b", fast);
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", fast), "");
+  reg("gw-old", GatewayInfo{});
+  v.gateways["gw-old"].policy = "round-robin";  // an older psgate: the name only, no parameters
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", fast), "") << "no parameters: compared by name";
+  reg("gw-c", slow);
+  const std::string said = policy_mismatch_trouble(v, "gw-a", fast);
+  EXPECT_NE(said.find("\"round-robin(500ms)\" on gw-a, gw-b"), std::string::npos) << said;
+  EXPECT_NE(said.find("\"round-robin(2s)\" on gw-c"), std::string::npos) << said;
+  EXPECT_NE(said.find("run different policies"), std::string::npos) << said;
+  EXPECT_NE(said.find("psgatectl policy NAME"), std::string::npos) << said;
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", slow), said) << "the same words on every gateway";
+  // rotate_on alone differs too.
+  v.gateways.erase("gw-c");
+  reg("gw-d", rr(500'000'000, RotateOn::kIteration));
+  EXPECT_NE(policy_mismatch_trouble(v, "gw-a", fast).find("\"round-robin(iteration,500ms)\" on gw-d"),
+            std::string::npos);
+  // This gateway's own parameters count over its registration (which may lag).
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-d", fast), "");
+  v.policy = PolicyParams{PolicyKind::kRoundRobin, 1'000'000'000, RotateOn::kTime};
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", fast), "");
+}
+
+// A registration's policy parameters are checked as its other fields are,
+// naming the field.
+TEST(ClusterPolicy, BadPolicyParametersAreRefusedByName) {
+  const auto reg = [](const std::string& params) {
+    return parse_gateway(R"({"schema":1,"name":"gw-a","policy":"round-robin","policy_params":)" + params + "}");
+  };
+  EXPECT_TRUE(reg(R"({"interval":"1s","rotate_on":"time"})").ok());
+  EXPECT_TRUE(reg("null").ok());
+  for (const char* bad :
+       {R"("1s")", R"({"interval":"0s","rotate_on":"time"})", R"({"interval":"soon","rotate_on":"time"})",
+        R"({"interval":"1s","rotate_on":"sometimes"})", R"({"rotate_on":"time"})", R"({"interval":"1s"})"}) {
+    auto r = reg(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().find("policy_params"), std::string::npos) << r.error();
+  }
 }
 
 // Registrations under names no gateway could be configured with (written
