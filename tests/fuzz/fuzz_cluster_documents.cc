@@ -96,5 +96,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (std::find(view.unleased_gateways.begin(), view.unleased_gateways.end(), name) != view.unleased_gateways.end())
       fail("a registration both listed and unleased", name);
   (void)policy_mismatch_trouble(view, "gw-0", "static");
+  GatewayInfo own;
+  describe_policy(own, PolicyParams{PolicyKind::kRoundRobin, 1'000'000'000, RotateOn::kTime});
+  (void)policy_mismatch_trouble(view, "gw-0", own);
+  // A registration's parameters, read back, are ones it could have written.
+  for (const auto& [name, g] : view.gateways) {
+    if (g.policy_interval_ns.has_value() != g.policy_rotate_on.has_value()) fail("half the policy parameters", name);
+    if (auto back = parse_gateway(gateway_json(g).dump()); !back.ok() || !(*back == g))
+      fail("a registration does not read back as itself", name);
+    (void)policy_label(g);
+  }
   return 0;
 }
