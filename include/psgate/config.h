@@ -36,7 +36,15 @@ inline constexpr size_t kMaxConfigFileBytes = 16u << 20;
 inline constexpr uint64_t kMinBurstBytes = 64;             // a minimum Ethernet frame
 inline constexpr uint64_t kMaxBurstBytes = 512ull << 20;   // burst * tick_hz < 2^62 (token_bucket.h)
 inline constexpr uint64_t kDefaultBurstBytes = 64 * 1024;  // a rate given without its burst
-inline constexpr uint32_t kMaxClassDepth = 65536;          // packets
+// classes.control_rate / control_burst: the network-control limit of each
+// egress port (control_limit.h). 10 Mbit/s is about 14,000 ARP frames a
+// second, far above what a link's own control traffic needs (LACP and LLDP
+// send a frame a second or less, a host answers ARP and ND for its peers),
+// and 1% of a 1 Gbit/s port; the burst takes 1,500 ARP requests at once (a
+// job of that many workers starting together).
+inline constexpr uint64_t kDefaultControlRateBps = 10'000'000;
+inline constexpr uint64_t kDefaultControlBurstBytes = 128 * 1024;
+inline constexpr uint32_t kMaxClassDepth = 65536;  // packets
 // Start-time limits, checked by the loader so that --check refuses what a
 // start would: the flow cache's table (flow_cache.cc) and the mbuf pool,
 // whose ring holds the next power of two above mbufs and cannot exceed 2^30
@@ -77,6 +85,9 @@ struct PortSpec {
   // a fixed size. Exactly one of the two is non-zero, or both are zero (off).
   uint32_t headroom_permille = 250;
   uint32_t headroom_bytes = 0;
+  // classes.control_rate / control_burst ([classes.<port>] over [classes]):
+  // class 0's limit on this port; absent: "off", class 0 unlimited.
+  std::optional<RateSpec> control = RateSpec{kDefaultControlRateBps, kDefaultControlBurstBytes};
   // The classes on this port: ConfigSpec::classes with [classes.N.<port>]
   // applied. Empty (a spec built in code): the same as ConfigSpec::classes.
   // Read through port_classes().

@@ -101,7 +101,10 @@ constexpr const char* unit_name(CounterUnit u) {
     "the driver stripped its VLAN tag, and it could not be put back (under 4 bytes of headroom a tag)")               \
   X(kDropSharedBuffer, "shared_buffer",                                                                               \
     "a buffer another holder shares (a clone's reference), forwarded only as a copy of psgate's own, and no mbuf "    \
-    "was free for the copy")
+    "was free for the copy")                                                                                          \
+  X(kDropControlPoliced, "control_policed",                                                                           \
+    "network control (class 0: ARP, LLDP, ...) over the egress port's classes.control_rate: a flood of it would "     \
+    "otherwise take the port from every job")
 
 // X(field, unit, kind, column, width, help): a port's counters. Ingress
 // counters are charged to the port the packet came in on, egress counters

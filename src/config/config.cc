@@ -356,9 +356,25 @@ class Parser : TomlReader {
     if (!integer(*t, "ecn_threshold", "classes", 0, kMaxClassDepth, defaults.ecn_threshold)) return false;
     if (auto p = check_class(defaults)) return fail(key_path("classes", p->key), p->problem);
     c.classes.assign(c.class_count, defaults);
+    // The network-control limit: [classes] for both ports, [classes.<port>] over it.
+    std::optional<RateSpec> control = c.wire.control;
+    if (!control_limit(*t, "classes", control)) return false;
+    c.wire.control = control;
+    c.host.control = control;
+    for (auto [name, port] : {std::pair{"wire", &c.wire}, {"host", &c.host}}) {
+      const toml::table* pt = table(*t, name, "classes", false);
+      if (pt == nullptr) {
+        if (failed()) return false;
+        continue;
+      }
+      const std::string path = key_path("classes", name);
+      if (!check_keys(*pt, path, {"control_rate", "control_burst"}) || !control_limit(*pt, path, port->control))
+        return false;
+    }
 
     // The remaining keys must be class numbers with a table of overrides.
-    const std::initializer_list<std::string_view> scalar_keys = {"count", "default", "depth", "ecn_threshold"};
+    const std::initializer_list<std::string_view> scalar_keys = {
+        "count", "default", "depth", "ecn_threshold", "control_rate", "control_burst", "wire", "host"};
     const std::string range = "a class number 0.." + std::to_string(c.class_count - 1);
     for (auto&& [k, v] : *t) {
       const std::string_view key = k.str();
@@ -382,7 +398,7 @@ class Parser : TomlReader {
     c.host.classes = c.classes;
     for (auto&& [k, v] : *t) {
       const toml::table* ct = v.as_table();
-      if (ct == nullptr) continue;  // a scalar key, checked above
+      if (ct == nullptr || k.str() == "wire" || k.str() == "host") continue;  // checked above
       const unsigned idx = static_cast<unsigned>(std::stoul(std::string(k.str())));
       for (auto [name, port] : {std::pair{"wire", &c.wire}, {"host", &c.host}}) {
         const toml::table* pt = table(*ct, name, key_path("classes", k.str()), false);
@@ -394,6 +410,26 @@ class Parser : TomlReader {
         if (!parse_class_fields(*pt, path, port->classes[idx], false)) return false;
       }
     }
+    return true;
+  }
+
+  // control_rate (a rate or "off") and control_burst over `out`, what the
+  // table inherits: a rate alone keeps the inherited burst, a burst alone
+  // changes the inherited rate's.
+  bool control_limit(const toml::table& t, const std::string& path, std::optional<RateSpec>& out) {
+    const toml::node* r = t.get("control_rate");
+    if (r != nullptr && r->is_string() && r->as_string()->get() == "off") {
+      if (t.contains("control_burst"))
+        return fail(key_path(path, "control_burst"), "given with control_rate = \"off\" (set one or the other)");
+      out.reset();
+      return true;
+    }
+    if (!t.contains("control_rate") && t.contains("control_burst") && !out)
+      return fail(key_path(path, "control_burst"), "given where control_rate is \"off\" (set a control_rate too)");
+    const bool inherited = out.has_value();
+    if (!rate_pair(t, "control_rate", "control_burst", path, out)) return false;
+    // A rate over "off" takes control_burst's own default, not a policer's.
+    if (!inherited && out && !t.contains("control_burst")) out->burst_bytes = kDefaultControlBurstBytes;
     return true;
   }
 

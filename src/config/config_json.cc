@@ -64,6 +64,18 @@ json classes_json(const ConfigSpec& c) {
   if (ecn >= depth) ecn = 0;  // the loader's rule for the defaults
   out["depth"] = depth;
   out["ecn_threshold"] = ecn;
+  // The network-control limit: in [classes] when the ports share it, else
+  // in [classes.<port>] each.
+  auto put_control = [](json& t, const std::optional<RateSpec>& r) {
+    if (r) put_rate(t, "control_rate", "control_burst", r);
+    else t["control_rate"] = "off";
+  };
+  if (c.wire.control == c.host.control) {
+    put_control(out, c.wire.control);
+  } else {
+    put_control(out["wire"], c.wire.control);
+    put_control(out["host"], c.host.control);
+  }
   for (size_t i = 0; i < wire.size() && i < host.size(); ++i) {
     const ClassSpec& w = wire[i];
     const ClassSpec& h = host[i];

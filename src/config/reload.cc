@@ -35,6 +35,7 @@ void compare_port(const char* name, const PortSpec& was, const PortSpec& now, st
   if (was.overhead_bytes != now.overhead_bytes) restart.push_back(s + "overhead");
   if (was.headroom_permille != now.headroom_permille || was.headroom_bytes != now.headroom_bytes)
     restart.push_back(s + "headroom");
+  if (was.control != now.control) restart.push_back(std::string("classes.") + name + ".control_rate");
 }
 
 }  // namespace

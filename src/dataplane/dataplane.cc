@@ -244,6 +244,9 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     e->configured_max_frame = max_frame_bytes(config.wire.mtu, 0);  // as stored above: the ports' MTUs are one
     e->one_dot1q_tag_room = shared.one_dot1q_tag_room[p];
     e->pin_hold_ticks = ticks_from_ns(config.takeover_hold_ns, shared.tsc_hz);
+    if (const std::optional<RateSpec>& limit = (p == 0 ? config.wire : config.host).control)
+      e->control = ControlLimit(bytes_per_sec(limit->rate_bps), limit->burst_bytes,
+                                (p == 0 ? config.wire : config.host).overhead_bytes, shared.tsc_hz, now);
     if (p == 0) {  // wire egress: pull traffic, from which iterations are measured
       e->telemetry = std::vector<JobBurstState>(config.max_jobs);
       e->burst_gap_ticks = ticks_from_ns(kBurstGapNs, shared.tsc_hz);

@@ -33,6 +33,7 @@
 #include "dataplane/port_link.h"
 #include "psgate/class_scheduler.h"
 #include "psgate/classifier.h"
+#include "psgate/control_limit.h"
 #include "psgate/counters.h"
 #include "psgate/flow_cache.h"
 #include "psgate/fragment_table.h"
@@ -78,6 +79,10 @@ struct EgressPort {
     rewrite_classes = (a.dscp >= 0 || a.ecn_threshold != 0) ? rewrite_classes | bit : rewrite_classes & ~bit;
   }
   PortLive applied;  // the live parameters in force, to apply only what changed
+  // Class 0's limit on this port (classes.control_rate): only this port's
+  // scheduler lcore charges it, where class 0's packets reach it (rx_stage.cc
+  // run to completion, sched_pull_rings pipelined).
+  ControlLimit control;
   // Where each job's queued packets are, by job slot: a job is in one class
   // at a time, which is what keeps its flows in order across re-ranking.
   struct JobQueue {

@@ -415,6 +415,35 @@ struct Admitted {
   }
 }
 
+// Run to completion: the burst's class 0 packets (network control) over the
+// egress port's limit are dropped before the cut-through or the FIFOs see
+// them (control_limit.h), the others kept in order. Called only for a burst
+// that holds class 0 packets, on a port that limits them.
+[[gnu::noinline]] void police_control(EgressPort& egress, LcoreCounters& counters, Admitted& a, uint64_t now) {
+  rte_mbuf* dropped[kMaxBurst];
+  unsigned n_dropped = 0;
+  unsigned kept = 0;
+  bool control_left = false;
+  for (unsigned i = 0; i < a.n; ++i) {
+    rte_mbuf* m = a.pkts[i];
+    if (a.cls[i] == 0) {
+      if (!egress.control.admit(m->pkt_len, now)) {
+        a.bytes -= m->pkt_len;
+        dropped[n_dropped++] = m;
+        continue;
+      }
+      control_left = true;
+    }
+    a.pkts[kept] = m;
+    a.cls[kept++] = a.cls[i];
+  }
+  if (n_dropped == 0) return;
+  a.n = kept;
+  if (!control_left) a.classes &= ~uint64_t{1};
+  counters.ports[egress.index].drops[kDropControlPoliced].add(n_dropped);
+  rte_pktmbuf_free_bulk(dropped, n_dropped);
+}
+
 // A run keyed by job slot, counted as admitted (tx.h).
 inline void add_admitted_run(LcoreCounters& counters, unsigned dir, const RunTotal& r) {
   psgate::add_admitted_run(counters, dir, r.key, r.packets, r.bytes);
@@ -566,6 +595,8 @@ unsigned rx_poll(DataplaneShared& shared, RxContext& rx, const Snapshot& snap, u
   admit_burst(shared, rx, snap, in_port, pkts, n, kept_bytes, bc, now, admitted);
 
   if (EgressPort* direct = rx.direct[out_port]) {
+    if ((admitted.classes & 1) && direct->control.on) [[unlikely]]
+      police_control(*direct, counters, admitted, now);
     if (admitted.n && !sched_cut_through(*direct, counters, admitted.pkts, admitted.cls, admitted.n, admitted.classes,
                                          admitted.bytes, now)) {
       count_admitted(counters, in_port, admitted);

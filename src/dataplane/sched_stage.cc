@@ -255,8 +255,31 @@ void sched_accept_burst(DataplaneShared&, EgressPort& egress, LcoreCounters& cou
   }
 }
 
+namespace {
+
+// Pipelined: the network-control packets just taken from an RX lcore's class
+// 0 ring over the port's limit are dropped (control_limit.h); returns how
+// many are kept, at the front of `pkts` in their order. `now` is read for the
+// first such take of a pull (0 until then).
+[[gnu::noinline]] unsigned police_control_pulled(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts,
+                                                 unsigned n, uint64_t& now) {
+  if (now == 0) now = rte_rdtsc();
+  rte_mbuf* dropped[kMaxBurst];
+  unsigned n_dropped = 0;
+  const unsigned kept = egress.control.police(
+      pkts, n, now, [](const rte_mbuf* m) { return m->pkt_len; }, dropped, n_dropped);
+  if (n_dropped) {
+    counters.ports[egress.index].drops[kDropControlPoliced].add(n_dropped);
+    rte_pktmbuf_free_bulk(dropped, n_dropped);
+  }
+  return kept;
+}
+
+}  // namespace
+
 void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
   const unsigned classes = shared.class_count;
+  uint64_t now = 0;  // read once, for the first class 0 take that is policed
   rte_mbuf** const pulled = ctx.pulled.data();
   uint32_t total = 0;
   unsigned runs = 0;
@@ -271,10 +294,14 @@ void sched_pull_rings(const DataplaneShared& shared, SchedContext& ctx) {
         // Relaxed: this only says whether to look; the dequeue acquires the
         // ring's own prod.tail before it reads the slots.
         if (posts.tail[cls].load(std::memory_order_relaxed) == consumed[cls]) continue;
-        const unsigned n =
+        unsigned n =
             rte_ring_sc_dequeue_burst(port_rings[cls], reinterpret_cast<void**>(pulled + total), shared.burst, nullptr);
         if (n == 0) continue;
         consumed[cls] += n;  // as the ring's cons.head (single consumer)
+        if (cls == 0 && egress->control.on) [[unlikely]] {
+          n = police_control_pulled(*egress, *ctx.counters, pulled + total, n, now);
+          if (n == 0) continue;
+        }
         // The mbufs were last written on the RX lcore's CPU: request the two
         // lines accept reads (length, metadata) now, used after transmit.
         for (unsigned i = 0; i < n; ++i) {

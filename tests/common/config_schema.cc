@@ -35,6 +35,8 @@ burst = "64KiB"
 @SHAPER_WIRE@
 [classes]
 @CLASSES@
+[classes.wire]
+@CLASSES_PORT@
 [classes.1]
 @CLASS@
 [classes.1.wire]
@@ -65,7 +67,7 @@ prefix = "/psgate/test"
 
 const std::vector<std::string> kMarks = {
     "ROOT",       "EAL",  "PORTS",     "WIRE",  "HOST", "LCORES",  "SHAPER",  "SHAPER_WIRE", "CLASSES", "CLASS",
-    "CLASS_PORT", "JOBS", "DATAPLANE", "STATS", "LOG",  "CONTROL", "METRICS", "POLICY",      "CLUSTER"};
+    "CLASS_PORT", "JOBS", "DATAPLANE", "STATS", "LOG",  "CONTROL", "METRICS", "POLICY",      "CLUSTER", "CLASSES_PORT"};
 
 // The config with an unknown key at `mark`, and every other mark removed.
 std::string probe_at(const std::string& mark) {
@@ -105,7 +107,7 @@ const std::vector<std::pair<std::string, std::string>>& config_leaf_tables() {
       {"EAL", "eal."},         {"WIRE", "ports.<p>."},    {"LCORES", "lcores."},   {"SHAPER_WIRE", "shaper.<p>."},
       {"CLASSES", "classes."}, {"CLASS", "classes.<N>."}, {"JOBS", "jobs[]."},     {"DATAPLANE", "dataplane."},
       {"STATS", "stats."},     {"LOG", "log."},           {"CONTROL", "control."}, {"CLASS_PORT", "classes.<N>.<p>."},
-      {"POLICY", "policy."},   {"CLUSTER", "cluster."},   {"METRICS", "metrics."}};
+      {"POLICY", "policy."},   {"CLUSTER", "cluster."},   {"METRICS", "metrics."}, {"CLASSES_PORT", "classes.<p>."}};
   return tables;
 }
 
@@ -114,8 +116,10 @@ std::set<std::string> config_schema_keys() {
   for (const auto& [mark, prefix] : config_leaf_tables()) {
     for (const std::string& k : allowed_config_keys_at(mark)) schema.insert(prefix + k);
   }
-  // [classes.N.wire] and [classes.N.host] are tables (CLASS_PORT), not keys.
+  // [classes.N.wire] and [classes.N.host] are tables (CLASS_PORT), not keys;
+  // so are [classes.wire] and [classes.host] (CLASSES_PORT).
   EXPECT_EQ(schema.erase("classes.<N>.wire") + schema.erase("classes.<N>.host"), 2u);
+  EXPECT_EQ(schema.erase("classes.wire") + schema.erase("classes.host"), 2u);
   return schema;
 }
 

@@ -437,6 +437,9 @@ count = 6
 default = 2
 depth = 512
 ecn_threshold = 100
+control_rate = "2Mbit/s"
+[classes.host]
+control_rate = "off"
 [classes.3]
 depth = 64
 cap = "100Mbit/s"
@@ -483,6 +486,9 @@ rotate_on = "iteration"
   EXPECT_EQ(reply["shaper"]["wire"]["headroom"], "12.5%");
   EXPECT_FALSE(reply["shaper"]["host"].contains("rate"));
   EXPECT_EQ(reply["classes"]["3"]["wire"]["floor"], "12500kbit/s");
+  EXPECT_EQ(reply["classes"]["wire"]["control_rate"], "2Mbit/s");
+  EXPECT_EQ(reply["classes"]["wire"]["control_burst"], "128KiB");
+  EXPECT_EQ(reply["classes"]["host"]["control_rate"], "off");
   EXPECT_EQ(reply["dataplane"]["drain_timeout"], "1500ms");
   EXPECT_EQ(reply["jobs"][0]["id"], 7) << "jobs stay in the order they were added: earlier rules win";
   auto toml_text = format_config_toml(ojson::parse(reply.dump()));
@@ -495,6 +501,8 @@ rotate_on = "iteration"
   for (unsigned p = 0; p < 2; ++p) EXPECT_EQ(psgate::port_classes(*again, p), psgate::port_classes(*loaded, p));
   EXPECT_EQ(again->jobs, loaded->jobs);
   EXPECT_EQ(again->policy.interval_ns, loaded->policy.interval_ns);
+  EXPECT_EQ(again->wire.control, loaded->wire.control);
+  EXPECT_FALSE(again->host.control);
 }
 
 TEST(FormatConfigToml, RefusesWhatTomlCannotHold) {

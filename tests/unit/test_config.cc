@@ -393,6 +393,41 @@ TEST(ConfigParse, ShaperWithoutRateKeepsOverheadAndHeadroom) {
   EXPECT_EQ(r->wire.headroom_permille, 0u);
 }
 
+TEST(ConfigParse, NetworkControlLimitPerPortOverTheClassesDefault) {
+  auto r = parse_config(doc(""), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  // On by default, on both ports.
+  for (const PortSpec* p : {&r->wire, &r->host}) {
+    ASSERT_TRUE(p->control);
+    EXPECT_EQ(p->control->rate_bps, kDefaultControlRateBps);
+    EXPECT_EQ(p->control->burst_bytes, kDefaultControlBurstBytes);
+  }
+  r = parse_config(doc("[classes]\ncontrol_rate = \"20Mbit/s\"\n[classes.host]\ncontrol_burst = \"1MiB\"\n"
+                       "[classes.wire]\ncontrol_rate = \"off\"\n"),
+                   "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_FALSE(r->wire.control);
+  ASSERT_TRUE(r->host.control);
+  EXPECT_EQ(*r->host.control, (RateSpec{20'000'000, 1u << 20}));
+  r = parse_config(doc("[classes]\ncontrol_rate = \"off\"\n[classes.wire]\ncontrol_rate = \"1Mbit/s\"\n"), "t.toml");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_FALSE(r->host.control);
+  EXPECT_EQ(*r->wire.control, (RateSpec{1'000'000, kDefaultControlBurstBytes})) << "control_burst's default";
+  const std::pair<const char*, const char*> bad[] = {
+      {"[classes]\ncontrol_rate = \"off\"\ncontrol_burst = \"1MiB\"\n", "classes.control_burst"},
+      {"[classes]\ncontrol_rate = \"off\"\n[classes.host]\ncontrol_burst = \"1MiB\"\n", "classes.host.control_burst"},
+      {"[classes]\ncontrol_rate = \"fast\"\n", "classes.control_rate"},
+      {"[classes]\ncontrol_rate = 5\n", "classes.control_rate"},
+      {"[classes.wire]\ncontrol = \"1Mbit/s\"\n", "classes.wire.control"},
+      {"[classes.wire]\ncap = \"1Mbit/s\"\n", "classes.wire.cap"},
+  };
+  for (const auto& [text, key] : bad) {
+    const auto e = parse_config(doc(text), "t.toml");
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_NE(e.error().find(key), std::string::npos) << text << ": " << e.error();
+  }
+}
+
 TEST(ConfigParse, PolicyTable) {
   EXPECT_EQ(parse_config(doc(""), "t.toml")->policy.kind, PolicyKind::kStatic);
   // No [policy] is the static policy with its own default interval, so that

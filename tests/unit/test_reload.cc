@@ -68,6 +68,17 @@ TEST(Reload, StartTimeKeysAreNamedAsNeedingARestart) {
   EXPECT_TRUE(p.classes.empty());  // a depth alone is not a live change
 }
 
+TEST(Reload, TheNetworkControlLimitNeedsARestartNamedPerPort) {
+  const ConfigSpec was = parse("");
+  ConfigSpec now = parse("[classes.host]\ncontrol_rate = \"off\"\n");
+  ReloadPlan p = plan_reload(was, was, now);
+  EXPECT_EQ(p.restart_needed, std::vector<std::string>{"classes.host.control_rate"});
+  now = parse("[classes]\ncontrol_burst = \"1MiB\"\n");
+  p = plan_reload(was, was, now);
+  EXPECT_EQ(p.restart_needed, (std::vector<std::string>{"classes.wire.control_rate", "classes.host.control_rate"}));
+  EXPECT_TRUE(p.classes.empty());
+}
+
 TEST(Reload, AnotherClassCountNeedsARestartAndNoClassIsCompared) {
   const ConfigSpec was = parse("");
   const ConfigSpec now = parse("[classes]\ncount = 4\ndefault = 3\n[classes.2]\ncap = \"1Gbit/s\"\n");
