@@ -205,7 +205,14 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   // the others do). Not in single-host mode: a gateway taken out of a
   // cluster ranks by its own policy (and writes them out of its file).
   if (config.cluster) initial.cluster_ranks = std::move(s.cluster_ranks);
+  // Round-robin goes on with the turn it was in (not while the policy is
+  // the config file's, changed since: a new policy starts afresh, as the
+  // policy command starts it).
+  const bool policy_from_file = std::find(from_file.begin(), from_file.end(), "policy") != from_file.end();
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
+  if (s.position && !config.cluster && !policy_from_file && cp->state_.policy.kind == PolicyKind::kRoundRobin)
+    cp->state_.policy_state =
+        resume_policy_state(*s.position, cp->state_.policy.interval_ns, cp->started_ns_, cp->started_unix_ns_);
   cp->rules_serial_ = s.rules_serial;
   cp->state_was_read_ = true;
   cp->rules_dir_id_ = directory_id(rules_dir_path(config.control.state));
@@ -452,8 +459,13 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
     file_settings_ = FileSettings{next.config_file->policy, compile_ports(*next.config_file)};
     file_settings_of_ = next.config_file;  // held: a later file cannot take its address
   }
+  // Round-robin's position, on the wall clock (a restart resumes it).
+  std::optional<PolicyPosition> position;
+  if (!config_.cluster && next.policy.kind == PolicyKind::kRoundRobin && next.policy_state.top_known)
+    position =
+        PolicyPosition{next.policy_state.top_id, next.policy_state.last_rotation_ns + (started_unix_ns_ - started_ns_)};
   text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, comparable ? &file_settings_ : nullptr,
-                            next.cluster_ranks ? &*next.cluster_ranks : nullptr);
+                            next.cluster_ranks ? &*next.cluster_ranks : nullptr, position ? &*position : nullptr);
   if (text != persisted_text_) {
     if (auto written = write_state_(path, text); !written) return written;
   }
@@ -490,7 +502,8 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
   // plane runs is on disk. A job added writes its rules file first (once:
   // a job's rules never change); then the state file, which names the rules
   // files, is replaced: that is the commit point (state_file.h). Unchanged
-  // text (a policy re-rank, a no-op) is not rewritten.
+  // text (a policy re-rank, but for round-robin's rotation, which moves its
+  // position; a no-op) is not rewritten.
   // In cluster mode the store holds jobs, order and policy, and the file is
   // this host's copy of them for a start without the store: a file that
   // cannot be written (disk full, read-only) must not stop the gateway from
@@ -734,13 +747,13 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
   }
   // The re-rank goes through commit like any change; evaluated again there on
   // the same inputs, it gives the same ranks. On a failure the previous order
-  // stays in force and the next tick tries again. It changes nothing the
-  // state file records (the policy, not its momentary order): while the file
-  // of the state in force is still unwritten (a start on a full or read-only
-  // disk, retried each second), that write failing again must not hold the
-  // re-rank back.
-  const IfUnsaved if_unsaved = state_unsaved_.empty() ? IfUnsaved::kRefuse : IfUnsaved::kPublishStateInForce;
-  if (auto ok = commit(state_, now_ns, if_unsaved); !ok) {
+  // stays in force and the next tick tries again. The state file records the
+  // policy, not its momentary order, but for round-robin's position (the job
+  // on top, so that a restart resumes its turn): a write that fails (a full
+  // or read-only disk) must not hold the rotation back. It is published, and
+  // the file is retried each second with health degraded, as after a start
+  // that could not write it.
+  if (auto ok = commit(state_, now_ns, IfUnsaved::kPublishStateInForce); !ok) {
     ++policy_errors_;
     spdlog::error("policy {}: re-rank not applied, the previous order stays: {}", policy_name(state_.policy.kind),
                   ok.error());

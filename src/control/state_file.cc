@@ -533,7 +533,7 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
   auto jobs = jobs_from_json(state, max_jobs, rules_dir_path(path), &rules_cannot_read);
   if (rules_cannot_read) failure = StateReadFailure::kCannotRead;
   if (!jobs) return R::failure("state file " + path + ": " + jobs.error() + " (nothing was loaded)");
-  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt, std::nullopt};
+  SavedState saved{std::move(*jobs), PolicyParams{}, std::nullopt, 0, {}, std::nullopt, std::nullopt, std::nullopt};
   if (version >= 2) {
     auto live = ports_from_json(state.contains("ports") ? state["ports"] : json(), class_count);
     if (!live) return R::failure("state file " + path + ": " + live.error() + " (nothing was loaded)");
@@ -570,6 +570,16 @@ Result<std::optional<SavedState>> read_state_file_checked(const std::string& pat
     auto ranks = cluster_ranks_from_json(state["cluster_ranks"]);
     if (!ranks) return R::failure("state file " + path + ": " + ranks.error() + " (nothing was loaded)");
     saved.cluster_ranks = std::move(*ranks);
+  }
+  if (state.contains("policy_position")) {
+    const json& p = state["policy_position"];
+    if (!p.is_object() || !p.contains("top") || !p["top"].is_number_unsigned() ||
+        p["top"].get<uint64_t>() > UINT32_MAX || !p.contains("since_unix_ns") ||
+        !p["since_unix_ns"].is_number_unsigned())
+      return R::failure("state file " + path +
+                        ": policy_position: not {\"top\": a job id, \"since_unix_ns\": a time} (nothing was loaded)");
+    saved.position =
+        PolicyPosition{static_cast<uint32_t>(p["top"].get<uint64_t>()), p["since_unix_ns"].get<uint64_t>()};
   }
   saved.text = std::move(text);
   return std::optional<SavedState>(std::move(saved));
@@ -651,7 +661,8 @@ bool StateTextRenderer::JobLine::renders(const JobRecord& j) const {
 std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParams& policy,
                                       const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
                                       const FileSettings* file,
-                                      const std::unordered_map<uint32_t, JobRanks>* cluster_ranks) {
+                                      const std::unordered_map<uint32_t, JobRanks>* cluster_ranks,
+                                      const PolicyPosition* position) {
   if (!ports_text_ || !(ports_ == live)) {
     ports_ = live;
     ports_text_ = ports_to_json(live).dump();
@@ -675,7 +686,11 @@ std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParam
   // One job per line: readable, and a fraction of the size of an indented dump.
   std::string text = "{\"version\": 3, \"rules_serial\": " + std::to_string(rules_serial) +
                      ",\n \"policy\": " + policy_to_json(policy).dump() + ",\n \"ports\": " + *ports_text_ +
-                     file_text_ + cluster_ranks_text_ + ",\n \"jobs\": [";
+                     file_text_ + cluster_ranks_text_;
+  if (position)
+    text += ",\n \"policy_position\": " +
+            json{{"top", position->top_id}, {"since_unix_ns", position->since_unix_ns}}.dump();
+  text += ",\n \"jobs\": [";
   text.reserve(text.size() + jobs.size() * (lines_.empty() ? 128 : text_per_job_) + 8);
   bool first = true;
   for (const JobRecord* j : jobs.in_age_order()) {
@@ -702,8 +717,22 @@ std::string StateTextRenderer::render(const JobRegistry& jobs, const PolicyParam
 
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
                             const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
-                            const FileSettings* file, const std::unordered_map<uint32_t, JobRanks>* cluster_ranks) {
-  return StateTextRenderer().render(jobs, policy, live, rules_serial, file, cluster_ranks);
+                            const FileSettings* file, const std::unordered_map<uint32_t, JobRanks>* cluster_ranks,
+                            const PolicyPosition* position) {
+  return StateTextRenderer().render(jobs, policy, live, rules_serial, file, cluster_ranks, position);
+}
+
+PolicyState resume_policy_state(const PolicyPosition& position, uint64_t interval_ns, uint64_t now_ns,
+                                uint64_t now_unix_ns) {
+  PolicyState state;
+  const uint64_t ago = now_unix_ns > position.since_unix_ns ? now_unix_ns - position.since_unix_ns : 0;
+  state.started = true;
+  state.last_rotation_ns = now_ns - std::min({ago, interval_ns, now_ns});
+  state.top_known = true;
+  state.top_id = position.top_id;
+  // The jobs' iteration counts start again at 0 with the data plane.
+  state.top_iterations_seen = 0;
+  return state;
 }
 
 namespace {

@@ -28,7 +28,8 @@
 //              "classes": [{"cap_bytes_per_sec", "cap_burst_bytes", "floor_bytes_per_sec",
 //                           "floor_burst_bytes", "ecn_threshold", "dscp"}, ...]}},
 //    "file": {"policy": {...}, "ports": {...}}?,
-//    "cluster_ranks": [[id, pull_rank, push_rank], ...]?}
+//    "cluster_ranks": [[id, pull_rank, push_rank], ...]?,
+//    "policy_position": {"top": id, "since_unix_ns": N}?}
 // "file" is what the configuration file itself said of those settings when
 // the state was written (as "policy" and "ports"; absent in files written
 // before psgate recorded it): a start takes what the file changed since
@@ -39,6 +40,11 @@
 // job id (ControlState::cluster_ranks): a gateway restarted while the store
 // is unreachable forwards on them, as the other gateways keep doing, not on
 // a ranking of its own (the plain order, under a policy that is not static).
+// "policy_position" (round-robin, single-host; absent in files written before
+// psgate kept it) is the job round-robin put on top and when its turn began
+// (wall clock): a restart goes on with that job's turn, rather than with the
+// first job's and a new interval, which a gateway restarted more often than
+// the interval would otherwise give the first job for good.
 // (0 = none; dscp -1 = keep.) A rules file: {"job": id, "match": ["rule", ...]}.
 // "rules_serial" numbers the next rules file, so a name is never reused
 // while a state file may name it. Jobs are listed in the order they were
@@ -61,6 +67,23 @@
 
 namespace psgate {
 
+// Round-robin's position as the state file keeps it (PolicyState holds it
+// on the control thread's monotonic clock, which a restart does not carry).
+struct PolicyPosition {
+  uint32_t top_id = 0;
+  uint64_t since_unix_ns = 0;  // when the top job's turn began
+  bool operator==(const PolicyPosition&) const = default;
+};
+
+// The PolicyState a start resumes `position` with at `now_ns` (the control
+// thread's clock), the wall clock then being `now_unix_ns`: that job on top
+// (re-anchored by the policy's first evaluation, or the next one still there
+// if it left), its turn begun as long ago as the file says, at most one
+// interval (a gateway down for longer rotates once, at its first
+// evaluation) and never in the future (a wall clock set back).
+PolicyState resume_policy_state(const PolicyPosition& position, uint64_t interval_ns, uint64_t now_ns,
+                                uint64_t now_unix_ns);
+
 struct SavedState {
   JobRegistry jobs;
   PolicyParams policy;
@@ -69,6 +92,7 @@ struct SavedState {
   std::string text;                                                     // the file as read
   std::optional<FileSettings> file;                                     // the config file's settings when written
   std::optional<std::unordered_map<uint32_t, JobRanks>> cluster_ranks;  // the cluster's ranks in force when written
+  std::optional<PolicyPosition> position;                               // round-robin's, when written
 };
 
 // The directory of the rules files of the state file at `state_path`.
@@ -150,7 +174,8 @@ Result<bool> check_state_dir_writable(const std::string& path);
 std::string state_file_text(const JobRegistry& jobs, const PolicyParams& policy,
                             const std::array<PortLive, kPortCount>& live, uint64_t rules_serial,
                             const FileSettings* file = nullptr,
-                            const std::unordered_map<uint32_t, JobRanks>* cluster_ranks = nullptr);
+                            const std::unordered_map<uint32_t, JobRanks>* cluster_ranks = nullptr,
+                            const PolicyPosition* position = nullptr);
 
 // state_file_text's text, byte for byte, for one state after another: each
 // job's line is kept from the previous render and rendered again only when
@@ -163,7 +188,8 @@ class StateTextRenderer {
  public:
   std::string render(const JobRegistry& jobs, const PolicyParams& policy, const std::array<PortLive, kPortCount>& live,
                      uint64_t rules_serial, const FileSettings* file = nullptr,
-                     const std::unordered_map<uint32_t, JobRanks>* cluster_ranks = nullptr);
+                     const std::unordered_map<uint32_t, JobRanks>* cluster_ranks = nullptr,
+                     const PolicyPosition* position = nullptr);
 
  private:
   // The fields a job's line shows (its id is the key), and the line.

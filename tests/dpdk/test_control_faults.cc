@@ -185,6 +185,48 @@ TEST_F(ControlFaultsTest, ClassAndShaperChangesSurviveARestartAndAReadWritesNoth
   EXPECT_EQ(now["classes"]["1"]["wire"]["cap"], "1Gbit/s");
 }
 
+// Round-robin's position survives a restart: the job on top stays on top
+// for the rest of its turn. It did not: rotation started again from the
+// first job, with a new interval, so a gateway restarted more often than the
+// interval kept the first job on top for good.
+TEST_F(ControlFaultsTest, RoundRobinsJobOnTopStaysOnTopAcrossARestart) {
+  constexpr uint64_t kHourNs = 3'600'000'000'000;
+  auto top = [](PipelineHarness& h) {
+    uint32_t id = 0, best = UINT32_MAX;
+    const json reply = h.control().handle({{"cmd", "jobs.list"}});
+    for (const json& j : reply["result"]["jobs"]) {
+      if (j["class"].get<uint32_t>() < best) best = j["class"].get<uint32_t>(), id = j["id"].get<uint32_t>();
+    }
+    return id;
+  };
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  const json set = h->control().handle({{"cmd", "policy"}, {"name", "round-robin"}, {"interval", "3600s"}});
+  ASSERT_EQ(set["ok"], true) << set.dump();
+  ASSERT_EQ(top(*h), 1u);
+  // An hour on (the test's own clock): job 2's turn.
+  h->control().tick(monotonic_ns() + kHourNs + 1'000'000'000);
+  ASSERT_EQ(top(*h), 2u);
+  EXPECT_NE(slurp(state_).find("\"policy_position\": {\"since_unix_ns\""), std::string::npos) << slurp(state_);
+  h.reset();
+
+  auto again = harness();
+  ASSERT_TRUE(again->ok()) << again->error();
+  EXPECT_EQ(top(*again), 2u) << "the restart put the first job back on top";
+  // Its turn goes on, and ends: an hour later it is job 1's again.
+  again->control().tick(monotonic_ns() + 1'000'000'000);
+  EXPECT_EQ(top(*again), 2u);
+  again->control().tick(monotonic_ns() + kHourNs + 1'000'000'000);
+  EXPECT_EQ(top(*again), 1u);
+  // A rotation now writes the file (the position); one that cannot (a full
+  // disk) still rotates, and health says the file is behind.
+  again->control().set_io_for_testing(
+      [](const std::string&, const std::string&) { return Result<bool>::failure("No space left on device"); }, nullptr);
+  again->control().tick(monotonic_ns() + 2 * kHourNs + 2'000'000'000);
+  EXPECT_EQ(top(*again), 2u) << "a state file that cannot be written held the rotation back";
+  EXPECT_EQ(again->control().handle({{"cmd", "health"}})["result"]["status"], "degraded");
+}
+
 // A state file whose lock could not be taken at start (no space or inodes
 // for the lock file): a second psgate on the same file would not be
 // noticed, and the only trace was a warning on stderr at start, health ok.

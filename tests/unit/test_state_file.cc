@@ -83,6 +83,83 @@ TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
 // this gateway forwarded on. Not kept, a gateway restarted while the store
 // was unreachable ranked by the plain order instead, apart from every other
 // gateway under any policy but static.
+TEST(StateFile, KeepsRoundRobinsPositionAndFilesWithoutItStillLoad) {
+  TempDir t("psgate-state");
+  const std::string path = t.path("state.json");
+  PolicyParams policy;
+  policy.kind = PolicyKind::kRoundRobin;
+  const JobRegistry jobs = one_job_stored(path);
+  const PolicyPosition position{3, 1'796'000'000'123'456'789};
+  ASSERT_TRUE(write_state_text(path, state_file_text(jobs, policy, two_classes(), 1, nullptr, nullptr, &position)));
+  auto saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  ASSERT_TRUE((*saved)->position.has_value());
+  EXPECT_EQ(*(*saved)->position, position);
+  // The incremental render gives the same text, and drops the key with the position.
+  StateTextRenderer r;
+  EXPECT_EQ(r.render(jobs, policy, two_classes(), 1, nullptr, nullptr, &position), slurp(path));
+  const std::string without = r.render(jobs, policy, two_classes(), 1);
+  EXPECT_EQ(without, state_file_text(jobs, policy, two_classes(), 1));
+  EXPECT_EQ(without.find("policy_position"), std::string::npos);
+  // A file written before psgate kept it loads, without one.
+  ASSERT_TRUE(write_state_text(path, without));
+  saved = read_state_file(path, 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  EXPECT_FALSE((*saved)->position.has_value());
+  // A hand-edited one of the wrong kind is refused by name.
+  for (const char* bad : {R"("x")", R"({"top": 3})", R"({"top": -1, "since_unix_ns": 5})",
+                          R"({"top": 4294967296, "since_unix_ns": 5})", R"({"top": 3, "since_unix_ns": "5"})"}) {
+    std::string text = without;
+    text.replace(text.find(",\n \"jobs\""), 0, std::string(",\n \"policy_position\": ") + bad);
+    ASSERT_TRUE(write_state_text(path, text));
+    saved = read_state_file(path, 8, 2);
+    ASSERT_FALSE(saved) << bad;
+    EXPECT_NE(saved.error().find("policy_position"), std::string::npos) << saved.error();
+  }
+}
+
+TEST(StateFile, ARestartResumesTheTurnItWasIn) {
+  constexpr uint64_t kSecond = 1'000'000'000, kInterval = 20 * kSecond;
+  constexpr uint64_t kUnix = 1'796'000'000 * kSecond, kNow = 5000 * kSecond;
+  const PolicyPosition at{7, kUnix};
+  PolicyParams params;
+  params.kind = PolicyKind::kRoundRobin;
+  params.interval_ns = kInterval;
+  const std::vector<PolicyJob> jobs = {{.id = 5}, {.id = 6}, {.id = 7}, {.id = 8}};
+  auto top = [&](PolicyState& st, uint64_t now) {
+    for (const JobRanks& r : evaluate_policy(params, st, jobs, now))
+      if (r.pull_rank == 0) return r.id;
+    return 0u;
+  };
+  // 5 s into job 7's turn: 7 on top for 15 s more, then 8.
+  PolicyState st = resume_policy_state(at, kInterval, kNow, kUnix + 5 * kSecond);
+  EXPECT_EQ(top(st, kNow), 7u);
+  EXPECT_EQ(top(st, kNow + 14 * kSecond), 7u);
+  EXPECT_EQ(top(st, kNow + 15 * kSecond), 8u);
+  // Down for longer than a turn: the next job at once, and a whole turn for it.
+  st = resume_policy_state(at, kInterval, kNow, kUnix + 3600 * kSecond);
+  EXPECT_EQ(top(st, kNow), 8u);
+  EXPECT_EQ(top(st, kNow + kInterval - 1), 8u);
+  EXPECT_EQ(top(st, kNow + kInterval), 5u);
+  // A wall clock set back: a whole turn, not a turn from the future.
+  st = resume_policy_state(at, kInterval, kNow, kUnix - 3600 * kSecond);
+  EXPECT_EQ(top(st, kNow + kInterval - 1), 7u);
+  EXPECT_EQ(top(st, kNow + kInterval), 8u);
+  // The job on top left while psgate was down: the first job takes its turn.
+  const PolicyPosition gone{99, kUnix};
+  st = resume_policy_state(gone, kInterval, kNow, kUnix + 5 * kSecond);
+  EXPECT_EQ(top(st, kNow), 5u);
+  // Iterations: the data plane counts them from 0 again.
+  params.rotate_on = RotateOn::kIteration;
+  st = resume_policy_state(at, kInterval, kNow, kUnix + 5 * kSecond);
+  EXPECT_EQ(top(st, kNow), 7u);
+  std::vector<PolicyJob> done = jobs;
+  done[2].iterations_seen = 1;
+  bool rotated = false;
+  for (const JobRanks& r : evaluate_policy(params, st, done, kNow + kSecond)) rotated |= r.id == 8 && r.pull_rank == 0;
+  EXPECT_TRUE(rotated) << "job 7's first iteration after the restart ends its turn";
+}
+
 TEST(StateFile, KeepsTheClustersRanks) {
   TempDir t("psgate-state");
   const std::string path = t.path("state.json");
