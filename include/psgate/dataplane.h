@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,6 +83,12 @@ class Dataplane {
   // stall timeout and not taken one since (a peer that stopped reading, a
   // NIC that refuses all): its traffic is counted as tx_failed meanwhile.
   std::array<bool, kPortCount> ports_stalled() const;
+  // Tests only: what poll_links does when an af_packet or af_xdp port's
+  // kernel interface reports `iface_mtu` (below ports.<p>.mtu: the port is
+  // short, its larger frames oversize, at RX and where they leave; 0 or the
+  // configured MTU: not short), for ports that have no kernel interface
+  // (ring vdevs), whose polls leave it as set here.
+  void note_iface_mtu_for_testing(unsigned port, uint32_t iface_mtu);
 
   // Control thread, every tick: which data lcores have not finished a loop
   // iteration for kLcoreStuckNs (stuck in a driver call); logged when the

@@ -361,6 +361,11 @@ std::array<bool, kPortCount> Dataplane::ports_stalled() const {
   return out;
 }
 
+void Dataplane::note_iface_mtu_for_testing(unsigned port, uint32_t iface_mtu) {
+  std::lock_guard lock(impl_->link_mutex);
+  if (port < kPortCount) note_iface_mtu(*impl_, port, iface_mtu);
+}
+
 std::array<PortLink, kPortCount> Dataplane::links() const {
   std::lock_guard lock(impl_->link_mutex);
   std::array<PortLink, kPortCount> out;

@@ -64,13 +64,14 @@ inline void set_stalled(EgressPort& egress, bool stalled, uint64_t now) {
 }
 
 // After a tx_burst of the `n` packets at the front of egress.pending: what the
-// port did not take stays pending, retried before anything new is dequeued.
-void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsigned sent, uint64_t now) {
-  egress.pending_head = sent;
-  egress.pending_count = n - sent;
+// port did not take (and tx did not drop as oversize) stays pending, retried
+// before anything new is dequeued. Only what the port took ends a stall.
+void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, TxOutcome tx, uint64_t now) {
+  egress.pending_head = tx.gone();
+  egress.pending_count = n - tx.gone();
   egress.head_refusals = 0;  // a new head (send_past_refused_head)
   egress.probe_at = 1;
-  if (sent) set_stalled(egress, false, now);
+  if (tx.sent) set_stalled(egress, false, now);
   if (egress.pending_count == 0) return;
   egress.pending_since_tsc = now;
   if (egress.stalled) [[unlikely]] {
@@ -81,9 +82,12 @@ void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, unsign
     // (send_past_refused_head: one packet out of order, as its probe).
     rte_mbuf** p = egress.pending.data() + egress.pending_head;
     if (egress.pending_count >= 2) {
-      if (const unsigned behind = tx_burst_counted(egress, counters, p + 1, egress.pending_count - 1, now)) {
-        std::memmove(p + 1, p + 1 + behind, (egress.pending_count - 1 - behind) * sizeof(*p));
-        egress.pending_count -= behind;
+      const TxOutcome behind = tx_burst_counted(egress, counters, p + 1, egress.pending_count - 1, now);
+      if (const unsigned gone = behind.gone()) {
+        std::memmove(p + 1, p + 1 + gone, (egress.pending_count - 1 - gone) * sizeof(*p));
+        egress.pending_count -= gone;
+      }
+      if (behind.sent) {
         set_stalled(egress, false, now);
         return;
       }
@@ -402,14 +406,14 @@ bool pass_pulled(DataplaneShared& shared, SchedContext& ctx, EgressPort& egress,
     const unsigned n = std::min<uint32_t>(total - done, shared.burst);
     rte_mbuf** burst = out + done;
     leave(done, done + n);
-    const unsigned took = tx_burst_counted(egress, counters, burst, n, now);
+    const TxOutcome took = tx_burst_counted(egress, counters, burst, n, now);
     done += n;
-    if (took < n) {
-      std::copy(burst + took, burst + n, egress.pending.data() + took);  // where keep_unsent keeps them
+    if (took.gone() < n) {
+      std::copy(burst + took.gone(), burst + n, egress.pending.data() + took.gone());  // where keep_unsent keeps them
       keep_unsent(egress, counters, n, took, now);
       break;
     }
-    set_stalled(egress, false, now);
+    if (took.sent) set_stalled(egress, false, now);
   }
   // The bursts not tried wait in their class FIFOs, behind the pending rest
   // and ahead of anything later of their class, for the FIFO path
@@ -528,15 +532,19 @@ unsigned send_past_refused_head(const DataplaneShared& shared, EgressPort& egres
   unsigned count = egress.pending_count;
   if (count < 2) return 0;
   const unsigned k = egress.probe_at >= 1 && egress.probe_at < count ? egress.probe_at : 1;
-  const unsigned sent = tx_burst_counted(egress, counters, p + k, count - k, now);
-  if (sent == 0) {
+  const TxOutcome behind = tx_burst_counted(egress, counters, p + k, count - k, now);
+  if (const unsigned gone = behind.gone()) {
+    std::memmove(p + k, p + k + gone, (count - k - gone) * sizeof(*p));
+    count -= gone;
+  }
+  if (behind.sent == 0) {
+    // Frames dropped as oversize are not the port taking any: still busy.
+    egress.pending_count = count;
     egress.probe_at = static_cast<uint8_t>(k + 1 < count ? k + 1 : 1);
     return 0;
   }
-  std::memmove(p + k, p + k + sent, (count - k - sent) * sizeof(*p));
-  count -= sent;
-  const unsigned head = tx_burst_counted(egress, counters, p, 1, now);
-  bool head_gone = head != 0;
+  const TxOutcome head = tx_burst_counted(egress, counters, p, 1, now);
+  bool head_gone = head.gone() != 0;
   if (!head_gone && ++egress.head_refusals >= kMaxHeadRefusals) {
     if (JobCounters* jc = job_counters(counters, packet_meta(p[0])->job_slot)) jc->drops.inc();
     counters.ports[egress.index].drops[kDropTxFailed].inc();
@@ -552,7 +560,7 @@ unsigned send_past_refused_head(const DataplaneShared& shared, EgressPort& egres
   egress.probe_at = 1;
   egress.pending_since_tsc = now;
   set_stalled(egress, false, now);
-  return sent + head;
+  return behind.sent + head.sent;
 }
 
 }  // namespace
@@ -568,15 +576,22 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
     return 0;
   }
   if (egress.pending_count) {
-    const unsigned sent =
+    const TxOutcome tx =
         tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count, now);
-    egress.pending_head += sent;
-    egress.pending_count -= sent;
-    if (sent) {
+    egress.pending_head += tx.gone();
+    egress.pending_count -= tx.gone();
+    // Only what the port took restarts the wait: frames dropped as oversize
+    // (a kernel interface's MTU lowered) say nothing of a port that refuses.
+    if (tx.sent) {
       egress.pending_since_tsc = now;
       egress.head_refusals = 0;
       egress.probe_at = 1;
       set_stalled(egress, false, now);
+    } else if (tx.oversize) [[unlikely]] {
+      // The head may be another now: its refusals and the probe's place
+      // were the old head's.
+      egress.head_refusals = 0;
+      egress.probe_at = 1;
     }
     if (egress.pending_count) {
       // A TSC that stepped back (a VM moved) would make the wait below wrap
@@ -649,9 +664,9 @@ bool sched_cut_through(EgressPort& egress, LcoreCounters& counters, rte_mbuf** p
     if (egress.rewrite_classes & present) {
       for (unsigned i = 0; i < n; ++i) rewrite_leaving(egress, counters, pkts[i], c);
     }
-    const unsigned sent = tx_burst_counted(egress, counters, pkts, n, now, CountAdmitted::kYes);
-    for (unsigned k = sent; k < n; ++k) out[k] = pkts[k];  // kept as sched_transmit keeps them
-    keep_unsent(egress, counters, n, sent, now);
+    const TxOutcome tx = tx_burst_counted(egress, counters, pkts, n, now, CountAdmitted::kYes);
+    for (unsigned k = tx.gone(); k < n; ++k) out[k] = pkts[k];  // kept as sched_transmit keeps them
+    keep_unsent(egress, counters, n, tx, now);
     return true;
   }
 

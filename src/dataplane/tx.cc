@@ -27,8 +27,8 @@ struct JobRun {
 // before the MTU went down, they passed the RX stage's check. The kernel
 // would drop them unseen while psgate counted them sent; they are dropped
 // here as oversize, counted per port and per job, and freed. They go to the
-// front of the burst, as if the port had taken them (the caller's no more);
-// the rest keep their order behind them. Returns how many.
+// front of the burst (the caller's no more: TxOutcome::gone); the rest keep
+// their order behind them. Returns how many.
 [[gnu::noinline]] unsigned drop_oversize_leaving(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts,
                                                  unsigned count, uint32_t max_untagged_frame, CountAdmitted admitted) {
   rte_mbuf* dropped[kMaxBurst];
@@ -62,8 +62,8 @@ struct JobRun {
 // transmitted mbuf at once: one pass gathers the runs of consecutive packets
 // of one job (per-job counters are added once per run) and, at the wire
 // egress, each pull packet's worker.
-unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
-                          CountAdmitted admitted) {
+TxOutcome tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
+                           CountAdmitted admitted) {
   // Once per burst: is the port short at all (almost never)?
   unsigned gone = 0;
   const uint32_t max_untagged_frame = egress.max_untagged_frame->load(std::memory_order_relaxed);
@@ -139,7 +139,7 @@ unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf*
   PortCounters& pc = counters.ports[egress.index];
   pc.tx_packets.add(sent);
   pc.tx_bytes.add(bytes);
-  return gone + sent;
+  return TxOutcome{sent, gone};
 }
 
 }  // namespace psgate

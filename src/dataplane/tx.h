@@ -27,14 +27,25 @@ inline void add_admitted_run(LcoreCounters& counters, unsigned dir, uint32_t job
   jc.admitted_bytes[dir].add(bytes);
 }
 
+// What tx_burst_counted did with a burst: the frames the port took (`sent`)
+// and, apart from them, the frames it dropped as oversize (counted and freed)
+// while the port's kernel interface has a lower MTU than configured
+// (EgressPort::max_untagged_frame). Only `sent` says anything about the
+// device: an oversize drop must not end a stall, restart the wait for a
+// refused burst or count as the probe's packets taken (sched_stage.cc).
+// pkts[0, gone()) are out of the caller's hands either way.
+struct TxOutcome {
+  unsigned sent;
+  unsigned oversize;
+  unsigned gone() const { return sent + oversize; }
+};
+
 // Transmits `count` (at most kMaxBurst) mbufs starting at `pkts` on
 // `egress`; counts what left, which the telemetry takes as sent at `now`
-// (the loop iteration's clock). Returns how many the port took, and with
-// them the frames dropped as oversize while the port's kernel interface has
-// a lower MTU than configured (EgressPort::max_untagged_frame; moved to the
-// front of the burst): pkts[0, returned) are gone, the rest, in order, are
-// still the caller's.
-unsigned tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
-                          CountAdmitted admitted = CountAdmitted::kNo);
+// (the loop iteration's clock), and the oversize drops (moved to the front of
+// the burst, ahead of what the port took): pkts[0, gone()) are gone, the
+// rest, in order, are still the caller's.
+TxOutcome tx_burst_counted(EgressPort& egress, LcoreCounters& counters, rte_mbuf** pkts, unsigned count, uint64_t now,
+                           CountAdmitted admitted = CountAdmitted::kNo);
 
 }  // namespace psgate

@@ -248,6 +248,136 @@ TEST_P(TxStallTest, ABusyPortThatFreesRoomAfterTheProbeTimeLosesNothing) {
   EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
 }
 
+// A port whose kernel interface's MTU went down while frames for it were
+// queued (note_iface_mtu_for_testing: what link watching does for an
+// af_packet port) drops the larger ones as oversize where they leave. Those
+// drops are not the port taking anything: on a port that refuses everything
+// (its TX ring full) they must not end a stall, restart the 100 ms wait or
+// count as the probe's packets taken. One lcore pass at a time (run_once),
+// so each step's fate is decided before the next.
+class TxShortMtuTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr uint32_t kShortMtu = 1000;
+  // A frame of the job, from UDP source port `sport`: small (fits kShortMtu)
+  // or large (does not, but fits the configured 1500).
+  static std::vector<uint8_t> frame(uint16_t sport, bool large) {
+    pkt::PacketSpec s;
+    s.proto = pkt::kUdp;
+    s.dport = 2222;
+    s.sport = sport;
+    s.payload_len = large ? 1200 : 100;
+    return pkt::build_packet(s);
+  }
+  // `n` frames (n <= 32) in one RX burst: small, or (`mixed`) every second
+  // one large. Returns the large ones.
+  static unsigned inject_burst(PipelineHarness& h, unsigned n, bool mixed) {
+    rte_mbuf* pkts[32];
+    unsigned large = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      const bool big = mixed && i % 2 == 1;
+      pkts[i] = h.mbuf_of(frame(static_cast<uint16_t>(1000 + i), big));
+      large += big;
+    }
+    EXPECT_EQ(h.inject(kWire, pkts, n), n);
+    return large;
+  }
+  static uint64_t host_drops(const Totals& t, DropReason r) { return t.ports[kHost].drops[r]; }
+};
+
+// A stalled port (it refused everything for 100 ms) stays stalled when a
+// burst it refuses had large frames, dropped as oversize: the old code took
+// them for packets the port took and ended the stall (and held the rest for
+// another 100 ms instead of counting them at once).
+TEST_P(TxShortMtuTest, AStalledPortStaysStalledWhenQueuedFramesLeaveAsOversize) {
+  PipelineHarness h(config_body(GetParam()), /*start_lcores=*/false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  ASSERT_TRUE(h.hold_tx(kHost, 0));  // the host port takes nothing
+  // 32 small frames refused at once (pending), then 32 queued behind them,
+  // half of them large.
+  inject_burst(h, 32, false);
+  ASSERT_TRUE(h.dataplane().run_once());
+  const unsigned large = inject_burst(h, 32, true);
+  ASSERT_TRUE(h.dataplane().run_once());
+  ASSERT_EQ(h.dataplane().read_totals(false).rx_total(), 64u);
+  h.dataplane().note_iface_mtu_for_testing(kHost, kShortMtu);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(kTxStallTimeoutNs) + std::chrono::milliseconds(10));
+  // The pending burst is given up (the port is stalled); the queued one is
+  // dequeued, its large frames dropped as oversize, the rest refused and,
+  // the port being stalled, counted at once.
+  ASSERT_TRUE(h.dataplane().run_once());
+  EXPECT_TRUE(h.dataplane().ports_stalled()[kHost]) << "an oversize drop ended the stall of a port that takes nothing";
+  Totals t = h.dataplane().read_totals(false);
+  EXPECT_EQ(host_drops(t, kDropOversize), large);
+  EXPECT_EQ(host_drops(t, kDropTxFailed), 64u - large) << "a stalled port's refused burst is counted at once";
+  EXPECT_EQ(t.ports[kHost].tx_packets, 0u);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+  nlohmann::json health = h.control().handle({{"cmd", "health"}})["result"];
+  EXPECT_EQ(health["ports_stalled"], nlohmann::json::array({"host"})) << health.dump();
+  EXPECT_EQ(health["ports_short_mtu"], nlohmann::json::array({"host"})) << health.dump();
+  // The port takes packets again: the first it takes ends the stall.
+  h.release_tx(kHost);
+  inject_burst(h, 1, false);
+  ASSERT_TRUE(h.dataplane().run_once());
+  EXPECT_FALSE(h.dataplane().ports_stalled()[kHost]);
+  EXPECT_EQ(drain_tx(h, kHost), 1u);
+  h.stop();
+  t = h.dataplane().read_totals(false);
+  EXPECT_EQ(t.rx_total(), 65u);
+  EXPECT_EQ(t.ports[kHost].tx_packets, 1u);
+  EXPECT_EQ(host_drops(t, kDropOversize), large);
+  EXPECT_EQ(host_drops(t, kDropTxFailed), 64u - large);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+}
+
+// A port that takes nothing stalls 100 ms after it first refused, however
+// many of the frames it was offered meanwhile left as oversize, and gives
+// nothing up as tx_failed before: the old code restarted the 100 ms at each
+// oversize drop, both where the pending frames are retried and where the
+// probe offers the frames behind a refused head (whose "taken" frames then
+// cost that head, refused twice, as tx_failed on a port that was only full).
+TEST_P(TxShortMtuTest, OversizeDropsDoNotRestartTheWaitOfAPortThatTakesNothing) {
+  PipelineHarness h(config_body(GetParam()), /*start_lcores=*/false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  ASSERT_TRUE(h.hold_tx(kHost, 0));
+  // 16 refused at once (pending: the probe tops it up from the class queue),
+  // 32 queued behind them, half of each large.
+  unsigned large = inject_burst(h, 16, true);
+  ASSERT_TRUE(h.dataplane().run_once());
+  const auto first_refused = std::chrono::steady_clock::now();  // the port's refusals began before it
+  large += inject_burst(h, 32, true);
+  ASSERT_TRUE(h.dataplane().run_once());
+  ASSERT_EQ(h.dataplane().read_totals(false).rx_total(), 48u);
+  // Well into the wait, the MTU goes down: the first retry drops the large
+  // pending frames, each probe the large ones it took from the queue.
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  h.dataplane().note_iface_mtu_for_testing(kHost, kShortMtu);
+  unsigned passes = 0;
+  while (std::chrono::steady_clock::now() - first_refused <
+         std::chrono::nanoseconds(kTxStallTimeoutNs) + std::chrono::milliseconds(20)) {
+    ASSERT_TRUE(h.dataplane().run_once());
+    ++passes;
+    const Totals t = h.dataplane().read_totals(false);
+    ASSERT_TRUE(host_drops(t, kDropTxFailed) == 0 || h.dataplane().ports_stalled()[kHost])
+        << "pass " << passes << ": " << host_drops(t, kDropTxFailed)
+        << " given up as tx_failed by a port not stalled that took nothing";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(h.dataplane().run_once());
+  EXPECT_TRUE(h.dataplane().ports_stalled()[kHost])
+      << "taking nothing for more than 100 ms, the port is not stalled (oversize drops restarted the wait)";
+  // Once stalled, what is still queued is refused at once: everything is counted.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(h.dataplane().run_once());
+  h.stop();
+  const Totals t = h.dataplane().read_totals(false);
+  EXPECT_EQ(t.ports[kHost].tx_packets, 0u);
+  EXPECT_EQ(host_drops(t, kDropOversize), large);
+  EXPECT_EQ(host_drops(t, kDropTxFailed), 48u - large);
+  EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+}
+
+INSTANTIATE_TEST_SUITE_P(Lcores, TxShortMtuTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); });
+
 INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); });
 
