@@ -31,7 +31,17 @@ namespace psgate {
 class Dataplane {
  public:
   // EAL must be initialised with the lcores and devices of `config`.
-  static Result<std::unique_ptr<Dataplane>> create(const ConfigSpec& config);
+  // `stop_asked` (psgate's main: a SIGTERM or SIGINT pending) is asked
+  // between the steps that can take seconds: before the mbuf pool (a large
+  // one on --no-huge takes seconds to fill) and each smaller try of an
+  // "auto" one, before each port, each of its queues (net_pcap with
+  // infinite_rx loads its whole capture in the RX queue's setup) and its
+  // start. True ends the start there: what was set up is released (ports
+  // closed, kernel interfaces put back, the pool freed) and create fails
+  // with an error that starts with kStartStopped and says where.
+  static Result<std::unique_ptr<Dataplane>> create(const ConfigSpec& config,
+                                                   const std::function<bool()>& stop_asked = {});
+  static constexpr const char* kStartStopped = "start stopped";
   ~Dataplane();
 
   // Launches the data lcores; fails (nothing or part of them launched: stop

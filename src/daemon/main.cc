@@ -64,6 +64,26 @@ constexpr std::chrono::milliseconds kFinalReportWait{5000};
 
 using Clock = std::chrono::steady_clock;
 
+// Whether a SIGINT or SIGTERM waits, blocked and not taken yet: a stop asked
+// while the start is under way, which it asks between its long steps.
+bool stop_signal_pending() {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return false;
+  return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1;
+}
+
+// Takes the pending SIGINT or SIGTERM (a SIGHUP stays: a reload is no stop)
+// and returns its name.
+std::string take_stop_signal() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  const int sig = psgate::take_pending_signal(stops);
+  const char* name = sig ? sigabbrev_np(sig) : nullptr;
+  return name ? std::string("SIG") + name : std::string("a stop signal");
+}
+
 // The control socket serves up to kMaxClients connections beside DPDK's own
 // descriptors; a soft open-file limit of 1024 (a shell's default) runs out
 // before that. Raise the soft limit to the hard one, as servers do; if it is
@@ -157,7 +177,15 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
   };
   int status = 0;
   {
-    auto dataplane = psgate::Dataplane::create(config);
+    // A stop asked during the start ends it at the next step (the mbuf pool,
+    // each port, queue and device start can take seconds): nothing forwarded,
+    // what was set up released, exit 0.
+    auto dataplane = psgate::Dataplane::create(config, stop_signal_pending);
+    if (!dataplane.ok() && dataplane.error().rfind(psgate::Dataplane::kStartStopped, 0) == 0) {
+      spdlog::info("{} received during start-up: {}; nothing was forwarded", take_stop_signal(), dataplane.error());
+      end_eal();
+      return 0;
+    }
     if (!dataplane.ok()) {
       spdlog::error("{}", dataplane.error());
       end_eal();
@@ -276,6 +304,20 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         return give_up_unserved(config.source + ": " + started_metrics.error(), 1);
       }
       metrics = std::move(*started_metrics);
+    }
+    // A stop asked since the ports started (the control plane's set-up takes
+    // a second for a state file of thousands of jobs): the gateway never
+    // forwarded, and its state file records nothing that served.
+    if (stop_signal_pending()) {
+      if (metrics) metrics->stop();
+      server->reset();
+      cp.withdraw_unserved_state();
+      spdlog::info("{} received during start-up: start stopped before forwarding; nothing was forwarded",
+                   take_stop_signal());
+      psgate::unregister_telemetry();
+      dataplane->reset();
+      end_eal();
+      return 0;
     }
     if (config.class_count == 2)
       spdlog::warn(
@@ -418,10 +460,10 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
 
 int main(int argc, char** argv) {
   // A stop or reload signal from here waits for run() to take it: a stop
-  // during start-up stops once started (drained, counted, exit 0), a SIGHUP
-  // reloads. Blocked first thing: the command line and the config take tens
-  // of milliseconds, and a SIGHUP in them (a script that reloads right after
-  // launching) ended the start without a word (exit 129).
+  // during start-up ends the start at its next step (nothing forwarded,
+  // exit 0; run()), a SIGHUP reloads once the gateway runs. Blocked first thing: the command line and the config take
+  // tens of milliseconds, and a SIGHUP in them (a script that reloads right after launching) ended the start without a
+  // word (exit 129).
   const sigset_t stop_signals = psgate::block_stop_signals();
   // Output that nobody reads any more (`psgate | tee log` whose tee went, a
   // closed journal pipe) is lost, not fatal: a write to it fails with EPIPE
@@ -503,14 +545,9 @@ int main(int argc, char** argv) {
   // A stop asked while a pipe's writer stalls (--config <(slow command))
   // is taken: the stop signals are blocked, so the read would otherwise
   // wait for the writer for good, and only SIGKILL ended psgate.
-  auto stop_pending = [] {
-    sigset_t pending;
-    if (sigpending(&pending) != 0) return false;
-    return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1;
-  };
-  auto config = psgate::load_config_file(config_path, stop_pending);
+  auto config = psgate::load_config_file(config_path, stop_signal_pending);
   if (!config.ok()) {
-    if (stop_pending()) {
+    if (stop_signal_pending()) {
       std::fprintf(stderr, "psgate: stopped while reading %s; nothing was started\n", config_path.c_str());
       return 0;
     }

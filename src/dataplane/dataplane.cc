@@ -40,14 +40,20 @@ Dataplane::Impl::~Impl() {
   rx.clear();
   for (rte_ring* r : rings) rte_ring_free(r);
   rte_free(qsbr);
-  // The ports are closed: nothing references the pool any more.
-  if (ports_started) rte_mempool_free(pool);
+  // The ports are closed (or were never set up: a start stopped or failed
+  // before them): nothing references the pool any more.
+  if (pool) rte_mempool_free(pool);
 }
 
 Dataplane::Dataplane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Dataplane::~Dataplane() = default;
 
-CreateResult Dataplane::create(const ConfigSpec& config) {
+CreateResult Dataplane::create(const ConfigSpec& config, const std::function<bool()>& stop_asked) {
+  // A stop asked between steps: what `d` holds so far is released with it.
+  auto stop_now = [&] { return stop_asked && stop_asked(); };
+  auto stopped = [](const std::string& step) {
+    return CreateResult::failure(std::string(kStartStopped) + " before " + step);
+  };
   auto d = std::make_unique<Impl>();
   d->config = config;
   DataplaneShared& shared = d->shared;
@@ -156,6 +162,7 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
     return probe != nullptr;
   };
   for (;;) {
+    if (stop_now()) return stopped("the mbuf pool (" + std::to_string(pool_size) + " buffers)");
     d->pool = create_pool(pool_size);
     if (!auto_mbufs) break;
     const bool smaller = pool_size > kMinMbufs;
@@ -198,9 +205,10 @@ CreateResult Dataplane::create(const ConfigSpec& config) {
   spdlog::info("mbuf pool: {} buffers of {} B ({} MiB){}", pool_size, frames->data_room, pool_mib,
                auto_mbufs ? ", sized by dataplane.mbufs = \"auto\"" : "");
   for (unsigned p = 0; p < kPortCount; ++p) {
+    if (stop_now()) return stopped(std::string("port ") + kPortNames[p]);
     bool config_error = false;
     auto started = start_port(kPortNames[p], shared.port_ids[p], *specs[p], *frames, n_rx, 1, d->pool, d->iface_changes,
-                              &config_error);
+                              &config_error, stop_asked);
     d->ports_started = true;
     // "<config>: <key>: ..." is a configuration error (exit 2: a restart
     // cannot mend it), as main() tells them apart.

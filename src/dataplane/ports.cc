@@ -21,6 +21,7 @@
 #include <cstring>
 #include <set>
 
+#include "psgate/dataplane.h"  // kStartStopped
 #include "psgate/packet_parser.h"
 
 namespace psgate {
@@ -356,9 +357,20 @@ void restore_kernel_ifaces(const std::vector<KernelIfaceChange>& changes) {
 
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
                         unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, std::vector<KernelIfaceChange>& changes,
-                        bool* config_error) {
+                        bool* config_error, const std::function<bool()>& stop_asked) {
   auto fail = [&](const std::string& what, int rc) {
     return Result<bool>::failure("port " + role + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
+  };
+  // Whether a stop was asked before `step`, one that may take long (a
+  // queue's setup: net_pcap's RX queue loads a whole capture; the start).
+  std::string stop_point;
+  auto stop_before = [&](std::string step) {
+    if (!stop_asked || !stop_asked()) return false;
+    stop_point = std::move(step);
+    return true;
+  };
+  auto stopped = [&] {
+    return Result<bool>::failure(std::string(Dataplane::kStartStopped) + " at port " + role + ", before " + stop_point);
   };
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id, &info); rc != 0) return fail("cannot read device info", rc);
@@ -444,6 +456,7 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     return fail("descriptor counts rejected", rc);
   const int socket = rte_eth_dev_socket_id(port_id);
   for (unsigned q = 0; q < nb_rxq; ++q) {
+    if (q != 0 && stop_before("its RX queue " + std::to_string(q))) return stopped();
     if (int rc = rte_eth_rx_queue_setup(port_id, q, rx_desc, socket, nullptr, pool); rc != 0) {
       // net_pcap with infinite_rx loads the whole capture here, one mbuf a
       // record held for good, and refuses it if a record needs two mbufs or
@@ -474,6 +487,7 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
     }
   }
   for (unsigned q = 0; q < nb_txq; ++q) {
+    if (stop_before("its TX queue " + std::to_string(q))) return stopped();
     if (int rc = rte_eth_tx_queue_setup(port_id, q, tx_desc, socket, nullptr); rc != 0)
       return fail("TX queue " + std::to_string(q) + " setup failed", rc);
   }
@@ -501,6 +515,7 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
       });
     }
   }
+  if (stop_before("its start")) return stopped();
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start failed", rc);
   // A bump in the wire forwards frames for every MAC address. af_packet sets
   // the interface's own flag, which stays after psgate: put back at exit.

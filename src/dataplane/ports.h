@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,10 @@ void keep_kernel_iface_settings(const std::string& role, const std::string& ifac
 // as it is changed (a start that fails later leaves it recorded), one
 // record per interface: a port started again after its interface came back
 // keeps the MTU first found, and adds what it turned off on the new one.
+// `stop_asked`, if given, is asked before each queue's setup and before the
+// start: true fails it with Dataplane::kStartStopped and where it stopped.
 Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpec& spec, const FramePlan& frames,
                         unsigned nb_rxq, unsigned nb_txq, rte_mempool* pool, std::vector<KernelIfaceChange>& changes,
-                        bool* config_error = nullptr);
+                        bool* config_error = nullptr, const std::function<bool()>& stop_asked = {});
 
 }  // namespace psgate

@@ -780,6 +780,51 @@ TEST(DaemonConfig, ASignalDuringStartUpIsTakenOnceTheGatewayRuns) {
   EXPECT_NE(run.output.find("reload (SIGHUP)"), std::string::npos) << run.output;
 }
 
+// A port whose start takes long: net_pcap with infinite_rx=1 loads its whole
+// capture when its RX queue is set up. A SIGTERM that came then waited for
+// the whole start (the other port's capture too), and the gateway forwarded,
+// drained and reported before it stopped. The start now ends at its next
+// step: nothing forwarded, the ports and the pool released, exit 0.
+TEST(DaemonConfig, AStopDuringASlowPortStartEndsTheStart) {
+  DaemonFixture fx;
+  // 40,000 records a port, each held in an mbuf of its own once loaded.
+  constexpr unsigned kRecords = 40000;
+  std::vector<std::vector<uint8_t>> push, pull;
+  for (unsigned i = 0; i < kRecords; ++i) {
+    push.push_back(pkt::build_packet(to_ps(2222, static_cast<uint16_t>(i), 100)));
+    pull.push_back(pkt::build_packet(from_ps(2222, static_cast<uint16_t>(i), 100)));
+  }
+  fx.write_pcap("wire-in.pcap", push);
+  fx.write_pcap("host-in.pcap", pull);
+  ConfigOptions o;
+  o.wire_device_extra = ",infinite_rx=1";
+  o.host_device_extra = ",infinite_rx=1";
+  std::string config = make_config(o);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"mbufs = 8191", "mbufs = 100000"},
+                          {"\"-m\", \"256\"", "\"-m\", \"1024\""}}) {
+    const size_t at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    config.replace(at, from.size(), to);
+  }
+  fx.write_file("psgate.toml", config);
+  fx.start_daemon("psgate.toml");
+  // The wire port's start has begun (its line comes before its capture loads).
+  bool starting = false;
+  for (int i = 0; i < 30000 && !starting && fx.daemon_running(); ++i) {
+    starting = read_text_file(fx.path("psgate.out")).find("port wire (net_pcap0)") != std::string::npos;
+    if (!starting) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(starting) << fx.stop_daemon().output;
+  const DaemonRun run = fx.stop_daemon(60);
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("SIGTERM received during start-up: start stopped"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("nothing was forwarded"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("stopping RX and draining"), std::string::npos) << "it forwarded first: " << run.output;
+  EXPECT_EQ(run.output.find("conservation:"), std::string::npos) << run.output;
+  if (const size_t at = run.output.find("received during start-up"); at != std::string::npos)
+    std::printf("[ start-stop ] %s\n", run.output.substr(at, run.output.find('\n', at) - at).c_str());
+}
+
 // A config read from a pipe whose writer stalls (`--config <(slow command)`):
 // the stop signals are blocked from the start, so a SIGTERM waited for the
 // writer for good and only SIGKILL ended psgate. It is taken now: nothing
