@@ -210,7 +210,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
   // policy command starts it).
   const bool policy_from_file = std::find(from_file.begin(), from_file.end(), "policy") != from_file.end();
   std::unique_ptr<ControlPlane> cp(new ControlPlane(dataplane, config, std::move(initial)));
-  if (s.position && !config.cluster && !policy_from_file && cp->state_.policy.kind == PolicyKind::kRoundRobin)
+  if (s.position && !config.cluster && !policy_from_file && persists_position(cp->state_.policy))
     cp->state_.policy_state =
         resume_policy_state(*s.position, cp->state_.policy.interval_ns, cp->started_ns_, cp->started_unix_ns_);
   cp->rules_serial_ = s.rules_serial;
@@ -459,9 +459,11 @@ Result<bool> ControlPlane::persist(ControlState& next, std::string& text, uint64
     file_settings_ = FileSettings{next.config_file->policy, compile_ports(*next.config_file)};
     file_settings_of_ = next.config_file;  // held: a later file cannot take its address
   }
-  // Round-robin's position, on the wall clock (a restart resumes it).
+  // Round-robin's position, on the wall clock (a restart resumes it), where
+  // it is kept (persists_position: at most one write a second).
   std::optional<PolicyPosition> position;
-  if (!config_.cluster && next.policy.kind == PolicyKind::kRoundRobin && next.policy_state.top_known)
+  if (!config_.cluster && next.policy.kind == PolicyKind::kRoundRobin && next.policy_state.top_known &&
+      persists_position(next.policy))
     position =
         PolicyPosition{next.policy_state.top_id, next.policy_state.last_rotation_ns + (started_unix_ns_ - started_ns_)};
   text = state_text_.render(next.jobs, next.policy, next.live, rules_serial, comparable ? &file_settings_ : nullptr,
@@ -613,8 +615,10 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     }
   }
   if (!persisted) {
+    // Retried once a second: a write that failed in between (a rotation's)
+    // does not put the retry off.
+    if (state_unsaved_.empty() || now_ns >= state_retry_ns_) state_retry_ns_ = now_ns + 1'000'000'000;
     state_unsaved_ = persisted.error();
-    state_retry_ns_ = now_ns + 1'000'000'000;
   }
   // Not published, the ranks are in force all the same (metrics, the
   // cluster report, the policy's next evaluation compare with them).
@@ -725,8 +729,8 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
     unnamed_rules_files_.pop_front();
   }
   // The state file that could not be written (commit()), again. Without the
-  // cluster only the start's state can be unsaved: every later change that
-  // cannot be written is refused.
+  // cluster only the start's state and round-robin's rotation (its position)
+  // can be unsaved: every other change that cannot be written is refused.
   if (!state_unsaved_.empty() && now_ns >= state_retry_ns_)
     (void)commit(state_, now_ns, cluster_ ? IfUnsaved::kPublishWhatTheStoreHolds : IfUnsaved::kPublishStateInForce);
   else if (!state_refused_.empty() && now_ns >= refused_retry_ns_) retry_refused_write(now_ns);

@@ -75,6 +75,16 @@ struct PolicyPosition {
   bool operator==(const PolicyPosition&) const = default;
 };
 
+// Whether the state file keeps round-robin's position under `policy`:
+// rotation on time with an interval of 1 s or more. A shorter turn is over
+// before a restart is (and would be a write of the file per rotation, up to
+// a thousand a second); a turn on iterations ends at the first iteration the
+// restarted data plane counts.
+inline bool persists_position(const PolicyParams& policy) {
+  return policy.kind == PolicyKind::kRoundRobin && policy.rotate_on == RotateOn::kTime &&
+         policy.interval_ns >= 1'000'000'000;
+}
+
 // The PolicyState a start resumes `position` with at `now_ns` (the control
 // thread's clock), the wall clock then being `now_unix_ns`: that job on top
 // (re-anchored by the policy's first evaluation, or the next one still there

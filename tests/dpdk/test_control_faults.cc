@@ -227,6 +227,54 @@ TEST_F(ControlFaultsTest, RoundRobinsJobOnTopStaysOnTopAcrossARestart) {
   EXPECT_EQ(again->control().handle({{"cmd", "health"}})["result"]["status"], "degraded");
 }
 
+// Round-robin under a second (tests and benches use 100-200 ms; rotate_on
+// "iteration" rotates as often) keeps no position in the state file, so its
+// rotations write nothing: they wrote the whole file (write, fsync, rename)
+// on the control thread at each, up to ten times a second and more, and on
+// a failing disk pushed the once-a-second retry back at each. An interval of
+// a second or more keeps it (the test above).
+TEST_F(ControlFaultsTest, RoundRobinUnderASecondDoesNotWriteTheStateFilePerRotation) {
+  auto top = [](PipelineHarness& h) {
+    uint32_t id = 0, best = UINT32_MAX;
+    const json reply = h.control().handle({{"cmd", "jobs.list"}});
+    for (const json& j : reply["result"]["jobs"]) {
+      if (j["class"].get<uint32_t>() < best) best = j["class"].get<uint32_t>(), id = j["id"].get<uint32_t>();
+    }
+    return id;
+  };
+  auto h = harness();
+  ASSERT_TRUE(h->ok()) << h->error();
+  for (const json& policy : {json{{"cmd", "policy"}, {"name", "round-robin"}, {"interval", "100ms"}},
+                             json{{"cmd", "policy"}, {"name", "round-robin"}, {"rotate_on", "iteration"}}}) {
+    unsigned writes = 0;
+    h->control().set_io_for_testing(
+        [&](const std::string& path, const std::string& text) {
+          ++writes;
+          return write_state_text(path, text);
+        },
+        nullptr);
+    const json set = h->control().handle(policy);
+    ASSERT_EQ(set["ok"], true) << set.dump();
+    EXPECT_EQ(writes, 1u) << "the policy command writes the file once";
+    writes = 0;
+    if (policy.contains("interval")) {
+      // Ten rotations, 150 ms apart on the control thread's clock.
+      const uint64_t t0 = monotonic_ns();
+      uint32_t last = top(*h);
+      unsigned rotations = 0;
+      for (unsigned k = 1; k <= 10; ++k) {
+        h->control().tick(t0 + k * 150'000'000);
+        if (top(*h) != last) ++rotations, last = top(*h);
+      }
+      EXPECT_GE(rotations, 5u) << "the round-robin did not rotate";
+    } else {
+      for (unsigned k = 1; k <= 10; ++k) h->control().tick(monotonic_ns() + k * 150'000'000);
+    }
+    EXPECT_EQ(writes, 0u) << policy.dump() << ": rotations wrote the state file";
+    EXPECT_EQ(slurp(state_).find("policy_position"), std::string::npos) << slurp(state_);
+  }
+}
+
 // A state file whose lock could not be taken at start (no space or inodes
 // for the lock file): a second psgate on the same file would not be
 // noticed, and the only trace was a warning on stderr at start, health ok.
