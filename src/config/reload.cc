@@ -35,7 +35,13 @@ void compare_port(const char* name, const PortSpec& was, const PortSpec& now, st
   if (was.overhead_bytes != now.overhead_bytes) restart.push_back(s + "overhead");
   if (was.headroom_permille != now.headroom_permille || was.headroom_bytes != now.headroom_bytes)
     restart.push_back(s + "headroom");
-  if (was.control != now.control) restart.push_back(std::string("classes.") + name + ".control_rate");
+  // The key that changed: turned on or off ("off") and a rate are control_rate's.
+  const std::string c = std::string("classes.") + name + ".";
+  if (was.control.has_value() != now.control.has_value() ||
+      (was.control && was.control->rate_bps != now.control->rate_bps))
+    restart.push_back(c + "control_rate");
+  if (was.control && now.control && was.control->burst_bytes != now.control->burst_bytes)
+    restart.push_back(c + "control_burst");
 }
 
 }  // namespace

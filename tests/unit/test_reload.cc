@@ -73,9 +73,13 @@ TEST(Reload, TheNetworkControlLimitNeedsARestartNamedPerPort) {
   ConfigSpec now = parse("[classes.host]\ncontrol_rate = \"off\"\n");
   ReloadPlan p = plan_reload(was, was, now);
   EXPECT_EQ(p.restart_needed, std::vector<std::string>{"classes.host.control_rate"});
+  // The key that changed is named: a burst alone was named control_rate.
   now = parse("[classes]\ncontrol_burst = \"1MiB\"\n");
   p = plan_reload(was, was, now);
-  EXPECT_EQ(p.restart_needed, (std::vector<std::string>{"classes.wire.control_rate", "classes.host.control_rate"}));
+  EXPECT_EQ(p.restart_needed, (std::vector<std::string>{"classes.wire.control_burst", "classes.host.control_burst"}));
+  now = parse("[classes.wire]\ncontrol_rate = \"20Mbit/s\"\ncontrol_burst = \"1MiB\"\n");
+  p = plan_reload(was, was, now);
+  EXPECT_EQ(p.restart_needed, (std::vector<std::string>{"classes.wire.control_rate", "classes.wire.control_burst"}));
   EXPECT_TRUE(p.classes.empty());
 }
 
