@@ -79,10 +79,8 @@ TEST(StateFile, KeepsJobsPolicyAndLiveClassAndShaperSettings) {
   EXPECT_FALSE(read_state_file(t.path("state.json"), 8, 4));
 }
 
-// Cluster mode: the ranks the cluster's policy leader computed are what
-// this gateway forwarded on. Not kept, a gateway restarted while the store
-// was unreachable ranked by the plain order instead, apart from every other
-// gateway under any policy but static.
+// Round-robin's position (the job on top, since when) is kept and read back;
+// files written before it was kept load as before.
 TEST(StateFile, KeepsRoundRobinsPositionAndFilesWithoutItStillLoad) {
   TempDir t("psgate-state");
   const std::string path = t.path("state.json");
@@ -160,6 +158,10 @@ TEST(StateFile, ARestartResumesTheTurnItWasIn) {
   EXPECT_TRUE(rotated) << "job 7's first iteration after the restart ends its turn";
 }
 
+// Cluster mode: the ranks the cluster's policy leader computed are what
+// this gateway forwarded on. Not kept, a gateway restarted while the store
+// was unreachable ranked by the plain order instead, apart from every other
+// gateway under any policy but static.
 TEST(StateFile, KeepsTheClustersRanks) {
   TempDir t("psgate-state");
   const std::string path = t.path("state.json");
