@@ -12,9 +12,9 @@
 // the link. Pure and clock-injected (`now` in the bucket's ticks): one owner,
 // the port's scheduler lcore.
 //
-// Per burst: the bucket is refilled once, and only the class 0 packets of a
-// burst are looked at (which a burst without any never pays for beyond one
-// test of its class mask).
+// Per burst: the bucket is refilled once (police()), and only the class 0
+// packets of a burst are looked at (which a burst without any never pays
+// for beyond one test of its class mask, made by the caller).
 #pragma once
 
 #include <cstdint>
@@ -34,31 +34,55 @@ struct ControlLimit {
                uint64_t now)
       : bucket(rate_bytes_per_sec, burst_bytes, tick_hz, now), overhead(overhead_bytes), on(rate_bytes_per_sec != 0) {}
 
-  // Whether a frame of `len` bytes arriving at `now` (the same `now` for a
-  // whole burst: the refill is then a no-op after the first) passes; it is
-  // charged when it does.
+  // Marks an item of police()'s run that is not class 0's: kept, uncharged.
+  static constexpr uint32_t kOtherClass = UINT32_MAX;
+
+  // Whether a frame of `len` bytes arriving at `now` passes; it is charged
+  // when it does.
   bool admit(uint32_t len, uint64_t now) {
     bucket.refill(now);
+    return take(len);
+  }
+
+  // Polices a run of `n` items in place, the bucket refilled once at `now`:
+  // item i is a class 0 frame of `len(i)` bytes, or another class's item
+  // (len(i) == kOtherClass), which is kept and not charged. What is kept
+  // moves to the front in its order (keep(from, to), from >= to); a frame
+  // over the limit goes to drop(i). Returns how many were kept. The one
+  // policing loop of both data paths (rx_stage.cc's mixed burst, and
+  // sched_stage.cc's class 0 ring take through the overload below).
+  template <typename Len, typename Keep, typename Drop>
+  unsigned police(unsigned n, uint64_t now, Len&& len, Keep&& keep, Drop&& drop) {
+    bucket.refill(now);
+    unsigned kept = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      const uint32_t l = len(i);
+      if (l != kOtherClass && !take(l)) {
+        drop(i);
+      } else {
+        keep(i, kept++);
+      }
+    }
+    return kept;
+  }
+
+  // A run of class 0 items only: the ones that pass are kept at the front,
+  // in their order, the others appended to `dropped` (n_dropped advances).
+  // `len(item)` is a frame's length. Returns how many passed.
+  template <typename Item, typename Len>
+  unsigned police(Item* items, unsigned n, uint64_t now, Len&& len, Item* dropped, unsigned& n_dropped) {
+    return police(
+        n, now, [&](unsigned i) { return static_cast<uint32_t>(len(items[i])); },
+        [&](unsigned from, unsigned to) { items[to] = items[from]; },
+        [&](unsigned i) { dropped[n_dropped++] = items[i]; });
+  }
+
+ private:
+  bool take(uint32_t len) {
     const uint32_t charge = len + overhead;
     if (!bucket.conforms(charge)) return false;
     bucket.consume(charge);
     return true;
-  }
-
-  // Polices a run of class 0 items in place: the ones that pass are kept at
-  // the front, in their order, the others appended to `dropped` (n_dropped
-  // advances). `len(item)` is a frame's length. Returns how many passed.
-  template <typename Item, typename Len>
-  unsigned police(Item* items, unsigned n, uint64_t now, Len&& len, Item* dropped, unsigned& n_dropped) {
-    unsigned kept = 0;
-    for (unsigned i = 0; i < n; ++i) {
-      if (admit(len(items[i]), now)) {
-        items[kept++] = items[i];
-      } else {
-        dropped[n_dropped++] = items[i];
-      }
-    }
-    return kept;
   }
 };
 

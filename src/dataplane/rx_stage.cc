@@ -422,21 +422,18 @@ struct Admitted {
 [[gnu::noinline]] void police_control(EgressPort& egress, LcoreCounters& counters, Admitted& a, uint64_t now) {
   rte_mbuf* dropped[kMaxBurst];
   unsigned n_dropped = 0;
-  unsigned kept = 0;
   bool control_left = false;
-  for (unsigned i = 0; i < a.n; ++i) {
-    rte_mbuf* m = a.pkts[i];
-    if (a.cls[i] == 0) {
-      if (!egress.control.admit(m->pkt_len, now)) {
-        a.bytes -= m->pkt_len;
-        dropped[n_dropped++] = m;
-        continue;
-      }
-      control_left = true;
-    }
-    a.pkts[kept] = m;
-    a.cls[kept++] = a.cls[i];
-  }
+  const unsigned kept = egress.control.police(
+      a.n, now, [&](unsigned i) { return a.cls[i] == 0 ? a.pkts[i]->pkt_len : ControlLimit::kOtherClass; },
+      [&](unsigned from, unsigned to) {
+        control_left |= a.cls[from] == 0;
+        a.pkts[to] = a.pkts[from];
+        a.cls[to] = a.cls[from];
+      },
+      [&](unsigned i) {
+        a.bytes -= a.pkts[i]->pkt_len;
+        dropped[n_dropped++] = a.pkts[i];
+      });
   if (n_dropped == 0) return;
   a.n = kept;
   if (!control_left) a.classes &= ~uint64_t{1};

@@ -81,6 +81,24 @@ TEST(ControlLimit, PoliceKeepsThePassingInOrderAndDropsExactlyTheRest) {
   EXPECT_EQ(n_dropped, 5u);
 }
 
+TEST(ControlLimit, PoliceOfAMixedRunKeepsOtherClassesUnchargedAndInOrder) {
+  // The run-to-completion burst: class 0 frames among others (kOtherClass),
+  // which pass whatever their size and cost the bucket nothing.
+  ControlLimit limit(100, 300, 0, kHz, 0);
+  const std::vector<Frame> in = {{1, 100}, {2, 9000}, {3, 200}, {4, 200}, {5, 9000}, {6, 50}};
+  const bool control[] = {true, false, true, true, false, true};
+  std::vector<Frame> items = in;
+  std::vector<uint32_t> dropped;
+  const unsigned kept = limit.police(
+      6, 0, [&](unsigned i) { return control[in[i].id - 1] ? items[i].len : ControlLimit::kOtherClass; },
+      [&](unsigned from, unsigned to) { items[to] = items[from]; },
+      [&](unsigned i) { dropped.push_back(items[i].id); });
+  ASSERT_EQ(kept, 4u);
+  const uint32_t kept_ids[] = {1, 2, 3, 5};
+  for (unsigned i = 0; i < kept; ++i) EXPECT_EQ(items[i].id, kept_ids[i]);
+  EXPECT_EQ(dropped, (std::vector<uint32_t>{4, 6}));
+}
+
 TEST(ControlLimit, AFrameLargerThanTheBurstPassesAtTheRate) {
   // As any of psgate's buckets: a frame over the burst conforms on a full
   // bucket and is repaid by later refills, so it is never refused for good.
