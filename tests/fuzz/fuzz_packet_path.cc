@@ -4,10 +4,13 @@
 // over ring-backed ports, one synchronous pass at a time (Dataplane::run_once).
 // The input's first byte picks the data plane: one lcore (run to completion,
 // its cut-through) or 1 RX + 1 scheduler lcore (the rings' hand-off, the
-// scheduler's pass-through), each passing in turn.
+// scheduler's pass-through), each passing in turn; and whether class 0 (the
+// network control the raw frames' ethertypes reach) goes through its limit
+// (control_limit.h), one too large ever to drop.
 //
 // Each input describes a burst of up to 32 packets: for each, a frame (raw
-// bytes, or a job's IPv4/IPv6/VLAN headers followed by raw bytes), any length
+// bytes, or a job's IPv4/IPv6 or an ARP header, VLAN tags before, followed
+// by raw bytes), any length
 // up to 20,000 bytes, cut into up to 8 mbuf segments of any sizes (empty
 // ones too), and optionally one of the broken-buffer faults drivers are known
 // for (pkt_len or nb_segs that disagree with the chain, data outside the
@@ -64,7 +67,15 @@ struct World {
 };
 // The data lcores of each world: one; two, a direction each; two pipelined.
 const char* const kWorldLcores[] = {"[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""};
-constexpr unsigned kWorlds = std::size(kWorldLcores);
+constexpr unsigned kLcoreModes = std::size(kWorldLcores);
+// Each without the network-control limit, then with it: its drops would
+// depend on how many control frames earlier inputs sent, which one input
+// cannot account for, so its rate and burst are the largest the loader
+// takes (1 Tbit/s, 512 MiB: far beyond what the fuzzer sends), and policing
+// runs on every class 0 frame (both data paths: the run-to-completion burst
+// and the scheduler's ring take) with nothing to drop. Its drops:
+// tests/unit/test_control_limit.cc, tests/dpdk/test_control_flood.cc.
+constexpr unsigned kWorlds = 2 * kLcoreModes;
 World* g_worlds[kWorlds] = {};
 
 [[noreturn]] void fail(const std::string& what) {
@@ -98,15 +109,13 @@ World* make_world(unsigned mode) {
       devices[1] + "\"\nmtu = " + std::to_string(kMtu) +
       "\n"
       "[lcores]\nmain = 0\ndata = " +
-      std::string(kWorldLcores[mode]) +
+      std::string(kWorldLcores[mode % kLcoreModes]) +
       "\n"
       "[dataplane]\nmbufs = 4095\n"
       "[stats]\ninterval = \"0s\"\n"
-      // No network-control limit: its drops depend on how many control
-      // frames earlier inputs sent, which one input cannot account for
-      // (the limit itself: tests/unit/test_control_limit.cc,
-      // tests/dpdk/test_control_flood.cc).
-      "[classes]\ncount = 4\ndefault = 3\ndepth = 1024\ncontrol_rate = \"off\"\n"
+      "[classes]\ncount = 4\ndefault = 3\ndepth = 1024\n" +
+      std::string(mode < kLcoreModes ? "control_rate = \"off\"\n"
+                                     : "control_rate = \"1Tbit/s\"\ncontrol_burst = \"512MiB\"\n") +
       // DSCP on every job class and a CE mark from the first queued packet on:
       // most carried packets get rewritten, wherever their header lies.
       "[classes.1]\ndscp = 46\necn_threshold = 1\n"
@@ -124,7 +133,7 @@ World* make_world(unsigned mode) {
 
 void set_up() {
   const std::string prefix = "--file-prefix=psgate-fuzz-" + std::to_string(getpid());
-  const char* argv[] = {"fuzz_packet_path", "--no-huge",      "-m",          "768", "--no-pci", "--lcores=0@0,1@0,2@0",
+  const char* argv[] = {"fuzz_packet_path", "--no-huge",      "-m",          "1536", "--no-pci", "--lcores=0@0,1@0,2@0",
                         "--log-level=1",    "--no-telemetry", prefix.c_str()};
   if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
     fail("rte_eal_init failed");
@@ -161,6 +170,10 @@ std::vector<uint8_t> header_template(unsigned kind, uint8_t tags) {
     h.insert(h.end(), hbh, hbh + sizeof(hbh));
     const uint8_t udp[] = {0x9c, 0x40, 0x08, 0xae, 0, 0, 0, 0};
     h.insert(h.end(), udp, udp + sizeof(udp));
+  } else if (kind == 3) {
+    // ARP: network control, class 0 (its limit, where the world has one).
+    const uint8_t arp[] = {0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1};
+    h.insert(h.end(), arp, arp + sizeof(arp));
   }
   return h;
 }
@@ -252,7 +265,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const unsigned n = in.ConsumeIntegralInRange<unsigned>(1, kMaxPackets);
   for (unsigned i = 0; i < n && in.remaining_bytes() > 0; ++i) {
     Packet pk;
-    const unsigned kind = in.ConsumeIntegralInRange<unsigned>(0, 2);
+    const unsigned kind = in.ConsumeIntegralInRange<unsigned>(0, 3);
     const uint8_t tags = in.ConsumeIntegralInRange<uint8_t>(0, 5);
     const uint32_t len = in.ConsumeIntegralInRange<uint32_t>(0, kMaxLen);
     pk.frame = kind == 0 ? std::vector<uint8_t>() : header_template(kind, tags);
