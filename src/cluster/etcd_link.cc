@@ -421,8 +421,10 @@ json EtcdLink::status() const {
           {"registration_error", registration_error_},
           {"session_error", session_problem(now_ns())},
           {"full_read_error", full_read_failures_.problem(now_ns())},
-          // The follow thread's word first; the probe's only while the store followed answers.
-          {"foreign_store", !foreign_store_.empty() || !follow_state_.connected() ? foreign_store_ : probed_foreign_}};
+          {"foreign_store", foreign_store_},
+          // The probe's word, only while the store followed answers: an
+          // endpoint not in use is another cluster's (nothing else changes).
+          {"foreign_endpoint", foreign_store_.empty() && follow_state_.connected() ? probed_foreign_ : ""}};
 }
 
 // The session keeps this gateway's lease alive and its registration

@@ -159,7 +159,7 @@ class EtcdLink final : public ClusterLink {
   std::string foreign_store_;  // under mutex_
   // Another cluster's answer at an endpoint not in use, found by the probe
   // thread while this gateway follows its own ("": none); under mutex_.
-  // Said as foreign_store where the follow thread has nothing to say.
+  // Said as foreign_endpoint while the store followed answers.
   std::string probed_foreign_;
   LogThrottle foreign_store_log_{60'000'000'000};
   std::string session_failure_;  // the last such failure, with where and why ("": none yet)

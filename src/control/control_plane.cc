@@ -1453,11 +1453,11 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
     return it != store_status.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   // An endpoint of another etcd cluster: not unreachable, and not followed.
-  // Or, while this gateway follows its own, one it does not use answers
-  // for another (the link's probe): said, the store followed as before.
-  if (std::string why = said("foreign_store"); !why.empty())
-    return (cluster_->connected() ? "another etcd cluster among the endpoints: " : "store not followed: ") + why;
-  if (!cluster_->connected()) return "store unreachable";
+  if (std::string why = said("foreign_store"); !why.empty()) return "store not followed: " + why;
+  // The same status's word, not connected() asked again: the two could
+  // disagree (the store lost in between).
+  const auto connected = store_status.find("connected");
+  if (connected == store_status.end() || *connected != true) return "store unreachable";
   // The store answers, but the prefix cannot be read whole (compacted away
   // under every read): this gateway follows nothing new.
   if (std::string why = said("full_read_error"); !why.empty()) return "store not followed: " + why;
@@ -1490,6 +1490,11 @@ std::string ControlPlane::cluster_trouble(const json& store_status) const {
   }
   for (const char* key : {"registration_error", "session_error"})
     if (std::string why = said(key); !why.empty()) return "not registered: " + why;
+  // Last: an endpoint this gateway does not use answers for another etcd
+  // cluster (the link's probe). The store is followed as before, so any
+  // other trouble above is the one to say.
+  if (std::string why = said("foreign_endpoint"); !why.empty())
+    return "another etcd cluster among the endpoints: " + why;
   return "";
 }
 
