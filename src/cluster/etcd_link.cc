@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "psgate/at_once.h"
 #include "psgate/pem_file.h"
 #include "psgate/units.h"
 
@@ -759,12 +760,23 @@ std::vector<uint64_t> EtcdLink::probe_cluster_ids(const std::vector<bool>& which
   // deadline in all, not one each; asked one after another, three such
   // held a gateway's first read back past its start-up wait (2 s).
   const auto deadline = std::chrono::system_clock::now() + std::chrono::nanoseconds(kCallDeadlineNs);
+  // A thread that cannot be started (EAGAIN) asks on this one, under the
+  // same deadline (run_at_once): no std::terminate, no later answer.
   std::vector<uint64_t> ids(endpoints_.size(), 0);
-  std::vector<std::thread> asks;
+  std::vector<size_t> asked;
   for (size_t i = 0; i < endpoints_.size(); ++i)
-    if (i < which.size() && which[i])
-      asks.emplace_back([this, i, deadline, &ids] { ids[i] = probe_cluster_id(i, deadline); });
-  for (std::thread& t : asks) t.join();
+    if (i < which.size() && which[i]) asked.push_back(i);
+  const size_t here = run_at_once(asked, [this, deadline, &ids](size_t i) { ids[i] = probe_cluster_id(i, deadline); });
+  bool say = false;
+  if (here != 0) {
+    std::lock_guard<std::mutex> lock(mutex_);  // the follow and probe threads both ask
+    say = probe_threads_log_.admit(now_ns());
+  }
+  if (say)
+    spdlog::warn(
+        "cluster: {} of {} threads asking the endpoints which cluster they answer for could not be started "
+        "(the process at its thread limit?): asked one after another under the same deadline",
+        here, asked.size());
   return ids;
 }
 

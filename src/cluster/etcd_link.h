@@ -162,7 +162,8 @@ class EtcdLink final : public ClusterLink {
   // Said as foreign_endpoint while the store followed answers.
   std::string probed_foreign_;
   LogThrottle foreign_store_log_{60'000'000'000};
-  std::string session_failure_;  // the last such failure, with where and why ("": none yet)
+  LogThrottle probe_threads_log_{60'000'000'000};  // threads probe_cluster_ids could not start; under mutex_
+  std::string session_failure_;                    // the last such failure, with where and why ("": none yet)
   LogThrottle session_error_log_{60'000'000'000};
   GatewayInfo report_;
   bool leader_ = false;
