@@ -115,6 +115,10 @@ void describe_policy(GatewayInfo& g, const PolicyParams& p);
 // name, with round-robin's parameters where the registration carries them:
 // "static", "round-robin(500ms)", "round-robin(iteration,20s)".
 std::string policy_label(const GatewayInfo& g);
+// The same from a registration's texts (psgatectl cluster has the JSON):
+// `interval` as policy_params says it ("": no parameters), `rotate_on`
+// "time" or "iteration".
+std::string policy_label(const std::string& policy, const std::string& interval, const std::string& rotate_on);
 
 // The cluster's state as the store says it, at one revision.
 struct ClusterJob {

@@ -223,10 +223,14 @@ void describe_policy(GatewayInfo& g, const PolicyParams& p) {
   g.policy_rotate_on = p.rotate_on;
 }
 
+std::string policy_label(const std::string& policy, const std::string& interval, const std::string& rotate_on) {
+  if (interval.empty()) return policy;
+  return policy + "(" + (rotate_on == rotate_on_name(RotateOn::kIteration) ? "iteration," + interval : interval) + ")";
+}
+
 std::string policy_label(const GatewayInfo& g) {
   if (!g.policy_interval_ns || !g.policy_rotate_on) return g.policy;
-  const std::string interval = duration_text_exact(*g.policy_interval_ns);
-  return g.policy + "(" + (*g.policy_rotate_on == RotateOn::kIteration ? "iteration," + interval : interval) + ")";
+  return policy_label(g.policy, duration_text_exact(*g.policy_interval_ns), rotate_on_name(*g.policy_rotate_on));
 }
 
 namespace {

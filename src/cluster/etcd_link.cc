@@ -754,6 +754,16 @@ uint64_t EtcdLink::probe_cluster_id(size_t ep, std::chrono::system_clock::time_p
   return resp.header().cluster_id();
 }
 
+std::string EtcdLink::answers_text(const std::vector<uint64_t>& ids, size_t in_use, uint64_t followed) const {
+  std::string answers;
+  for (size_t i = 0; i < ids.size() && i < endpoints_.size(); ++i)
+    answers += fmt::format("{}{} {}", i ? ", " : "", endpoints_[i].target,
+                           i == in_use   ? fmt::format("{:x} (followed)", followed)
+                           : ids[i] == 0 ? std::string("no answer")
+                                         : fmt::format("{:x}", ids[i]));
+  return answers;
+}
+
 std::vector<uint64_t> EtcdLink::probe_cluster_ids(const std::vector<bool>& which) {
   // One thread a member, each call under the same deadline: a member that
   // does not answer (a host gone without a reset) costs the probe one call
@@ -817,12 +827,7 @@ void EtcdLink::probe_loop() {
     for (size_t i = 0; i < ids.size() && said.empty(); ++i) {
       if (ids[i] == 0 || ids[i] == followed) continue;
       if (store_identity(followed, ids[i], ids, served) == StoreIdentity::kReplaced) continue;
-      std::string answers;
-      for (size_t k = 0; k < ids.size(); ++k)
-        answers += fmt::format("{}{} {}", k ? ", " : "", endpoints_[k].target,
-                               k == in_use   ? fmt::format("{:x} (followed)", followed)
-                               : ids[k] == 0 ? std::string("no answer")
-                                             : fmt::format("{:x}", ids[k]));
+      const std::string answers = answers_text(ids, in_use, followed);
       said = fmt::format(
           "{} answers for etcd cluster {:x}, not {:x} which this gateway follows ({}): the endpoints name members "
           "of two clusters; this gateway keeps following its own, and would not follow the other on a failover "
@@ -907,10 +912,7 @@ bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced, con
     if (!store_picked_.exchange(true)) picked_ns_ = now_ns();
     return true;
   }
-  std::string answers;
-  for (size_t i = 0; i < ids.size(); ++i)
-    answers += fmt::format("{}{} {}", i ? ", " : "", endpoints_[i].target,
-                           ids[i] == 0 ? std::string("no answer") : fmt::format("{:x}", ids[i]));
+  const std::string answers = answers_text(ids);
   const bool began = foreign_store_.empty();
   foreign_store_ =
       followed == 0

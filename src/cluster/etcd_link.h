@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -132,6 +133,10 @@ class EtcdLink final : public ClusterLink {
   // The cluster id each endpoint in `which` (by endpoint) answers for, 0 for
   // no answer: asked all at once, under one call deadline in all.
   std::vector<uint64_t> probe_cluster_ids(const std::vector<bool>& which);
+  // What each endpoint answered, for the log and health: "HOST:PORT ID,
+  // HOST:PORT no answer, ..."; the endpoint `in_use` (not asked: followed)
+  // as "FOLLOWED (followed)".
+  std::string answers_text(const std::vector<uint64_t>& ids, size_t in_use = SIZE_MAX, uint64_t followed = 0) const;
   // The probe thread: every kReprobeEveryNs, while a cluster is followed,
   // asks the endpoints the follow thread does not use which cluster they
   // answer for, so that another cluster coming up at one of them is said

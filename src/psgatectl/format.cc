@@ -9,6 +9,7 @@
 
 #include <sstream>
 
+#include "psgate/cluster_layout.h"
 #include "psgate/text.h"
 
 namespace psgatectl {
@@ -494,8 +495,7 @@ std::string format_cluster(const ojson& result) {
     std::string text = said(get(g, "policy"));
     const ojson& p = get(g, "policy_params");
     if (text == "-" || !p.is_object() || !get(p, "interval").is_string()) return text;
-    const std::string interval = value_text(get(p, "interval"));
-    return text + "(" + (value_text(get(p, "rotate_on")) == "iteration" ? "iteration," + interval : interval) + ")";
+    return psgate::policy_label(text, value_text(get(p, "interval")), value_text(get(p, "rotate_on")));
   };
   const ojson& gws = get(result, "gateways");
   if (gws.is_array()) {
