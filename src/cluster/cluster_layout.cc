@@ -282,7 +282,12 @@ Result<GatewayInfo> parse_gateway(std::string_view text) {
     // Said in every gateway's health when the policies differ: a name, not
     // a document (the longest policy name is 16 bytes).
     if (g.policy.size() > 64) throw std::invalid_argument("\"policy\" is longer than 64 bytes");
-    if (auto p = doc.find("policy_params"); p != doc.end() && !p->is_null()) {
+    // Round-robin's parameters, read with that policy only: on another (a
+    // registration written by hand) they would make a label such as
+    // "static(20s)" and a mismatch with gateways that run the same policy.
+    // Ignored there, as gateway_json writes them for round-robin only.
+    if (auto p = doc.find("policy_params");
+        p != doc.end() && !p->is_null() && g.policy == policy_name(PolicyKind::kRoundRobin)) {
       if (!p->is_object()) throw std::invalid_argument("\"policy_params\" is not an object");
       const std::string interval = string_field(*p, "interval", false), on = string_field(*p, "rotate_on", false);
       auto ns = parse_duration_ns(interval);

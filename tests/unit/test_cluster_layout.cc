@@ -740,6 +740,19 @@ TEST(ClusterDocuments, GatewayRoundTrips) {
   EXPECT_FALSE(gateway_json(g).contains("policy_params"));
   EXPECT_EQ(policy_label(g), "progress");
 
+  // A registration written by hand with round-robin's parameters on another
+  // policy: they are ignored (no "progress(20s)", no false mismatch with
+  // gateways that run progress), even malformed ones.
+  for (const nlohmann::json& params :
+       {nlohmann::json({{"interval", "20s"}, {"rotate_on", "time"}}), nlohmann::json("not an object")}) {
+    nlohmann::json doc = gateway_json(g);
+    doc["policy_params"] = params;
+    back = parse_gateway(doc.dump());
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(*back, g) << params;
+    EXPECT_EQ(policy_label(*back), "progress") << params;
+  }
+
   StoreMirror m(kKeys, kClasses);
   m.put(kKeys.gateway("gw-a"), registration(g, 2));
   const ClusterView v = m.view();
