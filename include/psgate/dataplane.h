@@ -42,6 +42,7 @@ class Dataplane {
   static Result<std::unique_ptr<Dataplane>> create(const ConfigSpec& config,
                                                    const std::function<bool()>& stop_asked = {});
   static constexpr const char* kStartStopped = "start stopped";
+  // Stops lcores still launched first (kDestroyWaitNs below).
   ~Dataplane();
 
   // Launches the data lcores; fails (nothing or part of them launched: stop
@@ -60,12 +61,18 @@ class Dataplane {
   // the drain timeout and kStuckLcoreGraceNs more: false (logged, naming
   // the lcores) when one did not, e.g. stuck inside a driver's TX call that
   // never returns. The data plane must then not be torn down (the lcore may
-  // still be in a port's memory): the caller reports and exits.
+  // still be in a port's memory): the caller reports and exits; a
+  // destructor run anyway waits for the lcore again, and aborts past
+  // kDestroyWaitNs.
   // `cut_short`, asked every millisecond while the lcores drain: true ends
   // the drain at once (an operator's second stop signal), what is still
   // queued counted as shutdown_flush as at the timeout.
   bool stop_and_drain(const std::function<bool()>& cut_short = {});
   static constexpr uint64_t kStuckLcoreGraceNs = 2'000'000'000;
+  // Destroying a data plane whose lcores still run (a stop above that gave
+  // up, or none) stops them first, retrying for up to this long; past it the
+  // process aborts rather than free what they use.
+  static constexpr uint64_t kDestroyWaitNs = 60'000'000'000;
 
   // Sums every lcore's counters (safe while running; histograms only when stopped
   // are exact, while running they may be mid-update by a few samples).

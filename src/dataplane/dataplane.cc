@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "config/compile.h"
 #include "dataplane/dataplane_impl.h"
@@ -46,7 +47,29 @@ Dataplane::Impl::~Impl() {
 }
 
 Dataplane::Dataplane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Dataplane::~Dataplane() = default;
+Dataplane::~Dataplane() {
+  // A data lcore still launched (a stop that gave up on it, or none asked)
+  // runs on what Impl owns: its contexts, rings, snapshots, the ports and
+  // the pool. Freed under it, the lcore crashed the process later, far from
+  // the cause, and EAL still saw it busy, so the next start failed. A slow
+  // lcore (descheduled on a loaded machine) is waited for, a stop at a
+  // time; one that never returns ends the process here, saying why, rather
+  // than with a use after free. psgate's main never gets here with one
+  // running: it leaves with _Exit when the stop gives up.
+  if (!impl_ || !impl_->started) return;
+  const uint64_t hz = impl_->shared.tsc_hz;
+  const uint64_t until = rte_rdtsc() + ticks_from_ns(kDestroyWaitNs, hz);
+  while (!stop_and_drain()) {
+    if (rte_rdtsc() >= until) {
+      spdlog::critical(
+          "data lcore(s) still running {} s after the data plane was to be freed: aborting rather than "
+          "freeing what they use",
+          kDestroyWaitNs / 1'000'000'000);
+      spdlog::default_logger()->flush();
+      std::abort();
+    }
+  }
+}
 
 CreateResult Dataplane::create(const ConfigSpec& config, const std::function<bool()>& stop_asked) {
   // A stop asked between steps: what `d` holds so far is released with it.

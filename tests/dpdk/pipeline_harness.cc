@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "pipeline_harness.h"
 
+#include <time.h>
+
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -82,6 +84,7 @@ PipelineHarness::~PipelineHarness() {
   for (unsigned p = 0; p < 2; ++p) {
     if (scribbler_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, scribbler_[p]);
     if (refuser_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, refuser_[p]);
+    if (blocker_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, blocker_[p]);
   }
   control_.reset();
   dataplane_.reset();  // closes the ring ports
@@ -152,7 +155,22 @@ uint16_t refuse(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void* sport) {
   return n;
 }
 
+uint16_t block(uint16_t, uint16_t, rte_mbuf**, uint16_t n, void* arg) {
+  auto* b = static_cast<PipelineHarness::TxBlock*>(arg);
+  b->entered.store(true, std::memory_order_release);
+  while (b->hold.load(std::memory_order_acquire)) {
+    const timespec pause{0, 1'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  return n;
+}
+
 }  // namespace
+
+bool PipelineHarness::block_tx(unsigned port, TxBlock* b) {
+  if (blocker_[port] == nullptr) blocker_[port] = rte_eth_add_tx_callback(port_id_[port], 0, block, b);
+  return blocker_[port] != nullptr;
+}
 
 bool PipelineHarness::refuse_on_tx(unsigned port, uint16_t sport) {
   refused_sport_[port] = sport;

@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,13 +62,20 @@ class PipelineHarness {
   // UDP source port `sport`: its tx_burst stops at the first such packet of
   // a burst, as a driver does at a packet it cannot send.
   bool refuse_on_tx(unsigned port, uint16_t sport);
+  // The port's tx_burst holds the lcore that calls it while block->hold is
+  // true (a driver call that takes its time), setting block->entered first.
+  // `block` must outlive every lcore that may still call it.
+  struct TxBlock {
+    std::atomic<bool> hold{true};
+    std::atomic<bool> entered{false};
+  };
+  bool block_tx(unsigned port, TxBlock* block);
 
   Dataplane& dataplane() { return *dataplane_; }
   ControlPlane& control() { return *control_; }
   rte_mempool* pool() { return pool_; }
-  void stop() {
-    if (dataplane_) dataplane_->stop_and_drain();
-  }
+  // False when a data lcore did not return (Dataplane::stop_and_drain).
+  bool stop() { return !dataplane_ || dataplane_->stop_and_drain(); }
 
  private:
   std::string error_;
@@ -79,6 +87,7 @@ class PipelineHarness {
   uint16_t port_id_[2] = {};
   const rte_eth_rxtx_callback* scribbler_[2] = {};  // scribble_on_tx
   const rte_eth_rxtx_callback* refuser_[2] = {};    // refuse_on_tx
+  const rte_eth_rxtx_callback* blocker_[2] = {};    // block_tx
   uint16_t refused_sport_[2] = {};
   rte_mempool* pool_ = nullptr;
   std::unique_ptr<Dataplane> dataplane_;

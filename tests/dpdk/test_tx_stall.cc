@@ -5,9 +5,11 @@
 // keeps going; the wire port, served by the same lcore, keeps forwarding
 // throughout, and every packet is accounted for.
 #include <gtest/gtest.h>
+#include <rte_launch.h>
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "dataplane/lcore_context.h"
@@ -373,6 +375,35 @@ TEST_P(TxShortMtuTest, OversizeDropsDoNotRestartTheWaitOfAPortThatTakesNothing) 
   EXPECT_EQ(host_drops(t, kDropOversize), large);
   EXPECT_EQ(host_drops(t, kDropTxFailed), 48u - large);
   EXPECT_EQ(t.rx_total(), t.tx_total() + t.drop_total());
+}
+
+// A data lcore slower to stop than the stop waits (a driver call that takes
+// its time; on a loaded machine, an lcore thread the kernel did not run for
+// seconds): stop_and_drain gives up on it, and the data plane was then freed
+// under it. The lcore went on in freed memory (a SIGSEGV in a later test) and
+// EAL still saw it busy ("data lcore 1 is not an lcore EAL can launch work
+// on"). Freed, the data plane waits for it: the lcore is idle again after.
+TEST(TxSlowLcore, ADataPlaneFreedWhileAnLcoreIsSlowToStopWaitsForIt) {
+  // Static: on a data plane that does not wait, the lcore reads it after the test.
+  static PipelineHarness::TxBlock block;
+  auto h = std::make_unique<PipelineHarness>(config_body("[1]"));
+  ASSERT_TRUE(h->ok()) << h->error();
+  ASSERT_TRUE(h->block_tx(kWire, &block) && h->block_tx(kHost, &block));
+  ASSERT_EQ(inject(*h, kWire, job_frame(3000), 1), 1u);
+  ASSERT_EQ(inject(*h, kHost, job_frame(3001), 1), 1u);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!block.entered.load() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(block.entered.load()) << "the lcore never sent";
+  // Held past the one stop the harness asks for (drain timeout 200 ms and
+  // kStuckLcoreGraceNs), then let go: what a slow lcore does.
+  std::thread releaser([] {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(Dataplane::kStuckLcoreGraceNs) + std::chrono::seconds(2));
+    block.hold = false;
+  });
+  h.reset();
+  EXPECT_EQ(rte_eal_get_lcore_state(1), WAIT) << "the data plane was freed with its lcore still running on it";
+  releaser.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Lcores, TxShortMtuTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
