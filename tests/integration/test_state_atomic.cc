@@ -467,7 +467,22 @@ TEST_F(StateTest, StateFilesRemovedWhileRunningAreWrittenAgainUnasked) {
   };
   const size_t files = rules_files().size();
   ASSERT_EQ(files, 3u);
-  auto whole = [&] { return std::filesystem::exists(fx.path("st/state.json")) && rules_files().size() == files; };
+  // Whole and settled: the state file names exactly the rules files there.
+  // A repair writes the rules files first, then the state file naming them
+  // (a temporary file renamed over it): with the rules files back alone, the
+  // state file is the old one, naming a file that is gone, and its new one
+  // is still to come. A state file removed then was put back by that
+  // rename, which is right (the daemon's own write, the file whole), but
+  // left nothing for the daemon to notice or say; the removal below must
+  // come after the daemon's writes.
+  auto whole = [&] {
+    const json state = json::parse(slurp(fx.path("st/state.json")), nullptr, /*allow_exceptions=*/false);
+    if (!state.is_object() || !state.contains("jobs") || !state["jobs"].is_array()) return false;
+    std::set<std::string> named;
+    for (const json& j : state["jobs"])
+      if (j.contains("rules") && j["rules"].is_string()) named.insert(j["rules"].get<std::string>());
+    return named.size() == files && named == rules_files();
+  };
   // One rules file.
   std::filesystem::remove(rules + "/" + *rules_files().begin());
   EXPECT_TRUE(eventually(whole)) << "a removed rules file was not written again";
