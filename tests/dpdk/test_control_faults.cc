@@ -185,45 +185,48 @@ TEST_F(ControlFaultsTest, ClassAndShaperChangesSurviveARestartAndAReadWritesNoth
   EXPECT_EQ(now["classes"]["1"]["wire"]["cap"], "1Gbit/s");
 }
 
+// The id of the job in the highest-priority class (the lowest number): the
+// one on top.
+uint32_t top_job(PipelineHarness& h) {
+  uint32_t id = 0, best = UINT32_MAX;
+  const json reply = h.control().handle({{"cmd", "jobs.list"}});
+  for (const json& j : reply["result"]["jobs"]) {
+    if (j["class"].get<uint32_t>() < best) best = j["class"].get<uint32_t>(), id = j["id"].get<uint32_t>();
+  }
+  return id;
+}
+
 // Round-robin's position survives a restart: the job on top stays on top
 // for the rest of its turn. It did not: rotation started again from the
 // first job, with a new interval, so a gateway restarted more often than the
 // interval kept the first job on top for good.
 TEST_F(ControlFaultsTest, RoundRobinsJobOnTopStaysOnTopAcrossARestart) {
   constexpr uint64_t kHourNs = 3'600'000'000'000;
-  auto top = [](PipelineHarness& h) {
-    uint32_t id = 0, best = UINT32_MAX;
-    const json reply = h.control().handle({{"cmd", "jobs.list"}});
-    for (const json& j : reply["result"]["jobs"]) {
-      if (j["class"].get<uint32_t>() < best) best = j["class"].get<uint32_t>(), id = j["id"].get<uint32_t>();
-    }
-    return id;
-  };
   auto h = harness();
   ASSERT_TRUE(h->ok()) << h->error();
   const json set = h->control().handle({{"cmd", "policy"}, {"name", "round-robin"}, {"interval", "3600s"}});
   ASSERT_EQ(set["ok"], true) << set.dump();
-  ASSERT_EQ(top(*h), 1u);
+  ASSERT_EQ(top_job(*h), 1u);
   // An hour on (the test's own clock): job 2's turn.
   h->control().tick(monotonic_ns() + kHourNs + 1'000'000'000);
-  ASSERT_EQ(top(*h), 2u);
+  ASSERT_EQ(top_job(*h), 2u);
   EXPECT_NE(slurp(state_).find("\"policy_position\": {\"since_unix_ns\""), std::string::npos) << slurp(state_);
   h.reset();
 
   auto again = harness();
   ASSERT_TRUE(again->ok()) << again->error();
-  EXPECT_EQ(top(*again), 2u) << "the restart put the first job back on top";
+  EXPECT_EQ(top_job(*again), 2u) << "the restart put the first job back on top";
   // Its turn goes on, and ends: an hour later it is job 1's again.
   again->control().tick(monotonic_ns() + 1'000'000'000);
-  EXPECT_EQ(top(*again), 2u);
+  EXPECT_EQ(top_job(*again), 2u);
   again->control().tick(monotonic_ns() + kHourNs + 1'000'000'000);
-  EXPECT_EQ(top(*again), 1u);
+  EXPECT_EQ(top_job(*again), 1u);
   // A rotation now writes the file (the position); one that cannot (a full
   // disk) still rotates, and health says the file is behind.
   again->control().set_io_for_testing(
       [](const std::string&, const std::string&) { return Result<bool>::failure("No space left on device"); }, nullptr);
   again->control().tick(monotonic_ns() + 2 * kHourNs + 2'000'000'000);
-  EXPECT_EQ(top(*again), 2u) << "a state file that cannot be written held the rotation back";
+  EXPECT_EQ(top_job(*again), 2u) << "a state file that cannot be written held the rotation back";
   EXPECT_EQ(again->control().handle({{"cmd", "health"}})["result"]["status"], "degraded");
 }
 
@@ -234,14 +237,6 @@ TEST_F(ControlFaultsTest, RoundRobinsJobOnTopStaysOnTopAcrossARestart) {
 // a failing disk pushed the once-a-second retry back at each. An interval of
 // a second or more keeps it (the test above).
 TEST_F(ControlFaultsTest, RoundRobinUnderASecondDoesNotWriteTheStateFilePerRotation) {
-  auto top = [](PipelineHarness& h) {
-    uint32_t id = 0, best = UINT32_MAX;
-    const json reply = h.control().handle({{"cmd", "jobs.list"}});
-    for (const json& j : reply["result"]["jobs"]) {
-      if (j["class"].get<uint32_t>() < best) best = j["class"].get<uint32_t>(), id = j["id"].get<uint32_t>();
-    }
-    return id;
-  };
   auto h = harness();
   ASSERT_TRUE(h->ok()) << h->error();
   for (const json& policy : {json{{"cmd", "policy"}, {"name", "round-robin"}, {"interval", "100ms"}},
@@ -260,11 +255,11 @@ TEST_F(ControlFaultsTest, RoundRobinUnderASecondDoesNotWriteTheStateFilePerRotat
     if (policy.contains("interval")) {
       // Ten rotations, 150 ms apart on the control thread's clock.
       const uint64_t t0 = monotonic_ns();
-      uint32_t last = top(*h);
+      uint32_t last = top_job(*h);
       unsigned rotations = 0;
       for (unsigned k = 1; k <= 10; ++k) {
         h->control().tick(t0 + k * 150'000'000);
-        if (top(*h) != last) ++rotations, last = top(*h);
+        if (top_job(*h) != last) ++rotations, last = top_job(*h);
       }
       EXPECT_GE(rotations, 5u) << "the round-robin did not rotate";
     } else {
