@@ -203,8 +203,6 @@ std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& k
 // naming them; a registration without parameters (an older psgate) differs
 // only by name. `own`: this gateway's policy fields (describe_policy).
 std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const GatewayInfo& own);
-// The same, for a gateway whose own policy is known by name only.
-std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const std::string& own_policy);
 
 // Whether `v` is to be applied by a gateway that applied `revision` of
 // store epoch `epoch`: a later revision, or a store that started over.

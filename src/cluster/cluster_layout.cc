@@ -675,12 +675,6 @@ std::string refused_documents_trouble(const ClusterView& v, const ClusterKeys& k
   return trouble;
 }
 
-std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const std::string& own_policy) {
-  GatewayInfo own;
-  own.policy = own_policy;
-  return policy_mismatch_trouble(v, own_name, own);
-}
-
 std::string policy_mismatch_trouble(const ClusterView& v, const std::string& own_name, const GatewayInfo& own) {
   if (v.policy) return "";                         // every gateway runs P/policy
   std::map<std::string, const GatewayInfo*> runs;  // gateway name -> its registration (policy fields)

@@ -95,8 +95,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [name, g] : view.gateways)
     if (std::find(view.unleased_gateways.begin(), view.unleased_gateways.end(), name) != view.unleased_gateways.end())
       fail("a registration both listed and unleased", name);
-  (void)policy_mismatch_trouble(view, "gw-0", "static");
   GatewayInfo own;
+  describe_policy(own, PolicyParams{});  // static, no parameters
+  (void)policy_mismatch_trouble(view, "gw-0", own);
   describe_policy(own, PolicyParams{PolicyKind::kRoundRobin, 1'000'000'000, RotateOn::kTime});
   (void)policy_mismatch_trouble(view, "gw-0", own);
   // A registration's parameters, read back, are ones it could have written.

@@ -845,25 +845,31 @@ TEST(ClusterPolicy, MixedPoliciesWithoutAStorePolicyAreSaid) {
     v.gateways[name].name = name;
     v.gateways[name].policy = policy;
   };
+  // This gateway's own policy, known by name (no parameters).
+  auto named = [](const std::string& policy) {
+    GatewayInfo own;
+    own.policy = policy;
+    return own;
+  };
   reg("gw-a", "static");
   reg("gw-b", "static");
-  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", named("static")), "");
   reg("gw-old", "");  // an older gateway: says nothing
-  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", named("static")), "");
   reg("gw-c", "round-robin");
-  const std::string said = policy_mismatch_trouble(v, "gw-a", "static");
+  const std::string said = policy_mismatch_trouble(v, "gw-a", named("static"));
   EXPECT_NE(said.find("\"round-robin\" on gw-c"), std::string::npos) << said;
   EXPECT_NE(said.find("\"static\" on gw-a, gw-b"), std::string::npos) << said;
   EXPECT_NE(said.find("psgatectl policy NAME"), std::string::npos) << said;
-  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", "round-robin"), said) << "the same words on every gateway";
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", named("round-robin")), said) << "the same words on every gateway";
   // This gateway's own policy counts over its registration (which may lag).
-  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", "static"), "");
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-c", named("static")), "");
   // Many gateways: a few named, the rest counted.
   for (int i = 0; i < 10; ++i) reg("gw-s" + std::to_string(i), "static");
-  EXPECT_NE(policy_mismatch_trouble(v, "gw-a", "static").find("and 9 more"), std::string::npos);
+  EXPECT_NE(policy_mismatch_trouble(v, "gw-a", named("static")).find("and 9 more"), std::string::npos);
   // P/policy in the store: every gateway runs it, whatever its [policy].
   v.policy = PolicyParams{};
-  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", "static"), "");
+  EXPECT_EQ(policy_mismatch_trouble(v, "gw-a", named("static")), "");
 }
 
 // Round-robin gateways with different intervals (or rotate_on) and no
