@@ -90,6 +90,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
   shared.ns_per_tick_q32 = (uint64_t{1'000'000'000} << 32) / shared.tsc_hz;
   shared.tx_stall_ticks = ticks_from_ns(kTxStallTimeoutNs, shared.tsc_hz);
   shared.tx_probe_ticks = ticks_from_ns(kTxProbeAfterNs, shared.tsc_hz);
+  shared.lcore_away_ticks = ticks_from_ns(kLcoreAwayNs, shared.tsc_hz);
   shared.idle_sleep_ns = config.idle_sleep_ns;
   shared.idle_sleep_ticks = ticks_from_ns(config.idle_sleep_ns, shared.tsc_hz);
   const int socket = static_cast<int>(rte_socket_id());

@@ -128,6 +128,11 @@ struct EgressPort {
   // the scheduler's pace rather than freezing them; the first packet the
   // port takes again ends the stall.
   uint64_t pending_since_tsc = 0;
+  // When psgate last offered the port its pending packets (TSC). What a gap
+  // before the next offer has beyond shared.lcore_away_ticks is time the
+  // lcore did not run (descheduled, a VM's vCPU taken away), not time the
+  // port refused: pending_since_tsc moves on by it (sched_transmit).
+  uint64_t offered_tsc = 0;
   // The refused-head probe's state (sched_stage.cc, send_past_refused_head):
   // where in `pending` it offers next, and how often the head was refused
   // right after the port took packets behind it.
@@ -185,6 +190,7 @@ struct DataplaneShared {
   // first, in case it refuses that one alone (sched_stage.cc).
   uint64_t tx_stall_ticks = 0;
   uint64_t tx_probe_ticks = 0;
+  uint64_t lcore_away_ticks = 0;  // kLcoreAwayNs (EgressPort::offered_tsc)
   // dataplane.idle_sleep (0: busy polling), in ns and TSC ticks.
   uint64_t idle_sleep_ns = 0;
   uint64_t idle_sleep_ticks = 0;
@@ -266,5 +272,12 @@ inline constexpr uint64_t kTxStallTimeoutNs = 100'000'000;
 // PAUSE from the peer (3.4 ms at most at 10 Gbit/s) makes it refuse the
 // probe too.
 inline constexpr uint64_t kTxProbeAfterNs = 1'000'000;
+// A data lcore that comes back to a port with pending packets more than
+// this long after it last offered them was away (the kernel ran something
+// else on its CPU, a hypervisor stole the vCPU): far longer than any loop
+// iteration of an lcore that runs, short enough that an absence of the
+// stall time is told apart. Only this much of an absence counts toward
+// kTxStallTimeoutNs and kTxProbeAfterNs: the port was offered nothing.
+inline constexpr uint64_t kLcoreAwayNs = 10'000'000;
 
 }  // namespace psgate

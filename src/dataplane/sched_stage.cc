@@ -74,6 +74,7 @@ void keep_unsent(EgressPort& egress, LcoreCounters& counters, unsigned n, TxOutc
   if (tx.sent) set_stalled(egress, false, now);
   if (egress.pending_count == 0) return;
   egress.pending_since_tsc = now;
+  egress.offered_tsc = now;
   if (egress.stalled) [[unlikely]] {
     // Stalled, and the port took nothing. A dead NIC refuses the packets
     // behind the head too; a port stalled by one packet it refuses (and
@@ -576,6 +577,18 @@ unsigned sched_transmit(DataplaneShared& shared, EgressPort& egress, LcoreCounte
     return 0;
   }
   if (egress.pending_count) {
+    // Back more than lcore_away_ticks after the last offer, the lcore was
+    // not running: the port was offered nothing for the rest of that time,
+    // which is no part of its wait (else an lcore descheduled for the stall
+    // time would give up, as tx_failed, packets it never offered, the
+    // probe's included, and call a working port stalled). Each absence still
+    // counts lcore_away_ticks, so that a dead port on an lcore that only
+    // ever runs now and then is still found stalled. Signed: a TSC that
+    // stepped back is met below.
+    if (const int64_t away = static_cast<int64_t>(now - egress.offered_tsc);
+        away > static_cast<int64_t>(shared.lcore_away_ticks)) [[unlikely]]
+      egress.pending_since_tsc += static_cast<uint64_t>(away) - shared.lcore_away_ticks;
+    egress.offered_tsc = now;
     const TxOutcome tx =
         tx_burst_counted(egress, counters, egress.pending.data() + egress.pending_head, egress.pending_count, now);
     egress.pending_head += tx.gone();
