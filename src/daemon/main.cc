@@ -194,10 +194,11 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
       return dataplane.error().rfind(config.source + ": ", 0) == 0 ? 2 : 1;
     }
     psgate::Dataplane& dp = **dataplane;
-    // A start-up step failed after the ports were made: say why, stop the
-    // ports before EAL goes, and exit with `code`.
-    auto give_up = [&](const std::string& why, int code) {
-      spdlog::error("{}", why);
+    // A start-up step failed (or a stop ended the start: `level` info) after
+    // the ports were made: say why, stop the ports before EAL goes, and exit
+    // with `code`.
+    auto give_up = [&](const std::string& why, int code, spdlog::level::level_enum level = spdlog::level::err) {
+      spdlog::log(level, "{}", why);
       psgate::unregister_telemetry();  // DPDK telemetry must not reach what is freed next
       dataplane->reset();
       end_eal();
@@ -296,28 +297,43 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // GET /metrics ([metrics] listen). A port it cannot have is a set-up
     // failure like the control socket's: exit 1, naming metrics.listen.
     std::unique_ptr<psgate::MetricsServer> metrics;
+    // Stops a start that never served, once the control socket listens (a
+    // stop signal, or a step that failed): the metrics endpoint and the
+    // socket close, the state file's record of this start is withdrawn, then
+    // give_up: `why` said at `level`, exit `code`.
+    // `lcores_launched`: dp.start() was called, so data lcores may run; they
+    // are stopped first, and one stuck already (in a driver call) may still
+    // use what would be freed: then nothing is, and the process leaves at
+    // once, exit 1, with the stop's own lines about the stuck lcore (`why`
+    // is not said there).
+    auto stop_unserved = [&](bool lcores_launched, spdlog::level::level_enum level, const std::string& why, int code) {
+      if (metrics) metrics->stop();
+      server->reset();
+      cp.withdraw_unserved_state();
+      if (lcores_launched && !dp.stop_and_drain()) {
+        cluster.reset();
+        std::fflush(stdout);
+        // The queued log lines (the stuck lcore's name among them) first;
+        // stderr's own flush only when its writer is not held in a write.
+        if (psgate::drain_log_lines(std::chrono::seconds(2))) std::fflush(stderr);
+        std::_Exit(1);
+      }
+      return give_up(why, code, level);
+    };
     if (config.metrics.on()) {
       auto started_metrics =
           psgate::MetricsServer::start(config.metrics, [&cp] { return psgate::render_prometheus(cp.metrics_view()); });
-      if (!started_metrics.ok()) {
-        server->reset();
-        return give_up_unserved(config.source + ": " + started_metrics.error(), 1);
-      }
+      if (!started_metrics.ok())
+        return stop_unserved(false, spdlog::level::err, config.source + ": " + started_metrics.error(), 1);
       metrics = std::move(*started_metrics);
     }
     // A stop asked since the ports started (the control plane's set-up takes
     // a second for a state file of thousands of jobs): the gateway never
     // forwarded, and its state file records nothing that served.
     if (stop_signal_pending()) {
-      if (metrics) metrics->stop();
-      server->reset();
-      cp.withdraw_unserved_state();
-      spdlog::info("{} received during start-up: start stopped before forwarding; nothing was forwarded",
-                   take_stop_signal());
-      psgate::unregister_telemetry();
-      dataplane->reset();
-      end_eal();
-      return 0;
+      return stop_unserved(
+          false, spdlog::level::info,
+          take_stop_signal() + " received during start-up: start stopped before forwarding; nothing was forwarded", 0);
     }
     if (config.class_count == 2)
       spdlog::warn(
@@ -327,20 +343,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
                  config.class_count, config.control.socket,
                  config.metrics.on() ? "http://" + config.metrics.listen + "/metrics" : std::string("off"),
                  dp.describe_lcores());
-    if (auto launched = dp.start(); !launched) {
-      if (metrics) metrics->stop();
-      server->reset();
-      cp.withdraw_unserved_state();
-      if (!dp.stop_and_drain()) {  // an lcore launched and stuck already: nothing may be freed
-        cluster.reset();
-        std::fflush(stdout);
-        // The queued log lines (the stuck lcore's name among them) first;
-        // stderr's own flush only when its writer is not held in a write.
-        if (psgate::drain_log_lines(std::chrono::seconds(2))) std::fflush(stderr);
-        std::_Exit(1);
-      }
-      return give_up(launched.error(), 1);
-    }
+    if (auto launched = dp.start(); !launched) return stop_unserved(true, spdlog::level::err, launched.error(), 1);
     // Ports forward and the control socket listens: a Type=notify unit's
     // `systemctl start` returns now, and psgatectl can connect.
     psgate::service::notify_ready(
