@@ -437,8 +437,7 @@ struct Admitted {
   if (n_dropped == 0) return;
   a.n = kept;
   if (!control_left) a.classes &= ~uint64_t{1};
-  counters.ports[egress.index].drops[kDropControlPoliced].add(n_dropped);
-  rte_pktmbuf_free_bulk(dropped, n_dropped);
+  drop_policed_control(egress, counters, dropped, n_dropped);
 }
 
 // A run keyed by job slot, counted as admitted (tx.h).

@@ -273,10 +273,7 @@ namespace {
   unsigned n_dropped = 0;
   const unsigned kept = egress.control.police(
       pkts, n, now, [](const rte_mbuf* m) { return m->pkt_len; }, dropped, n_dropped);
-  if (n_dropped) {
-    counters.ports[egress.index].drops[kDropControlPoliced].add(n_dropped);
-    rte_pktmbuf_free_bulk(dropped, n_dropped);
-  }
+  if (n_dropped) drop_policed_control(egress, counters, dropped, n_dropped);
   return kept;
 }
 

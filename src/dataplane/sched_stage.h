@@ -9,6 +9,17 @@
 
 namespace psgate {
 
+// The tail of both data paths' policing of network control (class 0 over
+// its port's limit, ControlLimit::police: rx_stage.cc's mixed burst,
+// sched_stage.cc's class 0 ring take): the `n` packets it dropped counted as
+// control_policed on the port and freed in one bulk. Called only when it
+// dropped some. (An array and count of the caller's own: held in a struct,
+// the count went to memory at each drop.)
+inline void drop_policed_control(const EgressPort& egress, LcoreCounters& counters, rte_mbuf** dropped, unsigned n) {
+  counters.ports[egress.index].drops[kDropControlPoliced].add(n);
+  rte_pktmbuf_free_bulk(dropped, n);
+}
+
 // Enqueues packets into their class FIFOs (ECN/DSCP marks, re-rank settling).
 void sched_accept_burst(DataplaneShared& shared, EgressPort& egress, LcoreCounters& counters, rte_mbuf* const* pkts,
                         unsigned n);
