@@ -126,9 +126,21 @@ TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(kTxStallTimeoutNs) + std::chrono::milliseconds(50));
     wire_out += drain_tx(h, kWire);
   }
+  // Until everything sent was received, the wire port forwarded its share
+  // and the host port gave refused bursts up: waited for, as the lcores may
+  // not run for seconds on a loaded machine (a fixed sleep was not enough
+  // with its CPU taken 90% of the time). The deadline only bounds the wait
+  // for what never comes.
+  Totals live;
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+    wire_out += drain_tx(h, kWire);
+    live = h.dataplane().read_totals(false);
+    if (wire_out >= to_wire && live.ports[kHost].drops[kDropTxFailed] > 0 && live.rx_total() == to_host + to_wire)
+      break;
+  }
   // The wire port forwarded everything while the host port was stuck.
   EXPECT_EQ(wire_out, to_wire);
-  const Totals live = h.dataplane().read_totals(false);
   EXPECT_GT(live.ports[kHost].drops[kDropTxFailed], 0u) << "refused bursts were never given up";
   // Health says so: the host link is up, yet that direction carries nothing.
   // (It said ok.)
@@ -139,8 +151,14 @@ TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
   // The ring drained, the port takes packets again: the stall is over.
   const unsigned freed = drain_tx(h, kHost);
   to_host += inject(h, kWire, frame, 10);
-  for (int i = 0; i < 200 && h.control().handle({{"cmd", "health"}})["result"]["status"] != "ok"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // (Waited for as above: received, and all of it gone out or dropped.)
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+    live = h.dataplane().read_totals(false);
+    if (h.control().handle({{"cmd", "health"}})["result"]["status"] == "ok" && live.rx_total() == to_host + to_wire &&
+        live.tx_total() + live.drop_total() == live.rx_total())
+      break;
+  }
   health = h.control().handle({{"cmd", "health"}})["result"];
   EXPECT_EQ(health["status"], "ok") << health.dump();
   EXPECT_EQ(health["ports_stalled"], nlohmann::json::array()) << health.dump();
