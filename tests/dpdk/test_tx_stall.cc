@@ -80,17 +80,15 @@ unsigned drain_tx(PipelineHarness& h, unsigned port) {
 }
 
 // Runs data plane passes (run_once), 1 ms apart, until `present` has passed
-// in passes close enough together to count: sched_transmit takes a gap of
-// more than kLcoreAwayNs between two offers for the lcore being away, and
-// counts only kLcoreAwayNs of it as time the port refused, so a test thread
-// that the kernel does not run for that long (a loaded machine) must not
-// count it whole either. Here a gap of half that counts nothing, so that
-// what counts here counts there. `each` runs after every pass; returns the
-// passes run.
+// as sched_transmit counts the wait of a port that takes nothing: a gap of
+// more than kLcoreAwayNs between two offers is the lcore being away, and
+// counts only kLcoreAwayNs, so a test thread (here the lcore) that the
+// kernel does not run for a while on a loaded machine counts as little
+// here as there. `each` runs after every pass; returns the passes run.
 template <typename Each>
 unsigned pass_for(PipelineHarness& h, std::chrono::nanoseconds present, Each each) {
   using clock = std::chrono::steady_clock;
-  const auto bound = std::chrono::nanoseconds(kLcoreAwayNs / 2);
+  const auto away = std::chrono::nanoseconds(kLcoreAwayNs);
   std::chrono::nanoseconds counted{0};
   unsigned passes = 0;
   for (auto last = clock::now(); counted < present;) {
@@ -102,7 +100,7 @@ unsigned pass_for(PipelineHarness& h, std::chrono::nanoseconds present, Each eac
     each(passes);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const auto t = clock::now();
-    if (t - last < bound) counted += t - last;
+    counted += std::min<std::chrono::nanoseconds>(t - last, away);
     last = t;
   }
   return passes;
