@@ -154,10 +154,12 @@ struct ConfigSpec {
   PortSpec host;                      // index 1: towards the PS host
   unsigned main_lcore = 0;            // a CPU; may also carry a data lcore (the main lcore sleeps)
   std::vector<unsigned> data_lcores;  // CPUs, non-empty, distinct
-  // How 2 data lcores split the work: kAuto, one direction each, run to
-  // completion (no ring, no packet crosses a core); kPipelined, an RX lcore
-  // feeding a scheduler lcore through rings, as 3 or more always are.
-  enum class LcoreMode : uint8_t { kAuto, kPipelined };
+  // How the data lcores split the work. kAuto: 2 run one direction each, to
+  // completion (no ring, no packet crosses a core), 3 or more are pipelined;
+  // kPipelined: 2 or more are RX lcores feeding scheduler lcores through
+  // rings; kHybrid (3 or more): the first two run a direction each as kAuto's
+  // two do, and also take the rings of the other N-2, RX lcores.
+  enum class LcoreMode : uint8_t { kAuto, kPipelined, kHybrid };
   LcoreMode lcore_mode = LcoreMode::kAuto;
   unsigned class_count = 8;             // 2..64
   unsigned default_class = 7;           // 1..count-1

@@ -10,6 +10,10 @@
 //           one scheduler/TX lcore for both egress ports)
 //   N >= 3  N-2 RX lcores (RX queue k of each port, RSS spreads flows), and one
 //           scheduler/TX lcore per egress port (wire, then host)
+//           (lcores.mode "hybrid": lcores 1 and 2 run a direction each on RX
+//           queue 0, as N = 2 does, and each also takes the rings the other
+//           N-2, RX lcores fill for its egress port; those receive queues
+//           1..N-2 of both ports)
 #pragma once
 
 #include <array>

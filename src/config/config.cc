@@ -279,8 +279,13 @@ class Parser : TomlReader {
         if (c.data_lcores.size() < 2)
           return fail("lcores.mode", "\"pipelined\" needs 2 or more data lcores (lcores.data lists 1)");
         c.lcore_mode = ConfigSpec::LcoreMode::kPipelined;
+      } else if (*mode == "hybrid") {
+        if (c.data_lcores.size() < 3)
+          return fail("lcores.mode", "\"hybrid\" needs 3 or more data lcores (lcores.data lists " +
+                                         std::to_string(c.data_lcores.size()) + ")");
+        c.lcore_mode = ConfigSpec::LcoreMode::kHybrid;
       } else if (*mode != "auto") {
-        return fail("lcores.mode", toml_quote(*mode) + " is not a mode (auto, pipelined)");
+        return fail("lcores.mode", toml_quote(*mode) + " is not a mode (auto, pipelined, hybrid)");
       }
     } else if (failed()) {
       return false;

@@ -35,6 +35,18 @@ uint32_t most_common(const std::vector<ClassSpec>& a, const std::vector<ClassSpe
   return best;
 }
 
+const char* lcore_mode_name(ConfigSpec::LcoreMode mode) {
+  switch (mode) {
+    case ConfigSpec::LcoreMode::kAuto:
+      return "auto";
+    case ConfigSpec::LcoreMode::kPipelined:
+      return "pipelined";
+    case ConfigSpec::LcoreMode::kHybrid:
+      return "hybrid";
+  }
+  return "auto";
+}
+
 json port_json(const PortSpec& p) {
   return {{"device", p.device}, {"rx_desc", p.rx_desc}, {"tx_desc", p.tx_desc}, {"mtu", p.mtu}};
 }
@@ -142,10 +154,7 @@ json config_to_json(const ConfigSpec& c) {
   if (!c.control.state.empty()) control["state"] = c.control.state;
   json out = {{"eal", {{"args", c.eal_args}}},
               {"ports", {{"wire", port_json(c.wire)}, {"host", port_json(c.host)}}},
-              {"lcores",
-               {{"main", c.main_lcore},
-                {"data", c.data_lcores},
-                {"mode", c.lcore_mode == ConfigSpec::LcoreMode::kPipelined ? "pipelined" : "auto"}}},
+              {"lcores", {{"main", c.main_lcore}, {"data", c.data_lcores}, {"mode", lcore_mode_name(c.lcore_mode)}}},
               {"shaper", {{"wire", shaper_json(c.wire)}, {"host", shaper_json(c.host)}}},
               {"classes", classes_json(c)},
               {"jobs", jobs_json(c.jobs)},

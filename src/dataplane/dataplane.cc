@@ -107,9 +107,18 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
   // pipeline: an RX lcore handing every packet to a scheduler lcore moves
   // each mbuf's lines between cores, and that cost more than the second
   // core gave (1 RX + 1 scheduler forwarded half what one lcore did).
+  // Hybrid (3 or more, asked for): the first two lcores run a direction
+  // each, as two do, and also take the rings of the other N-2, RX lcores.
+  const bool hybrid = n >= 3 && config.lcore_mode == ConfigSpec::LcoreMode::kHybrid;
   const bool by_direction = n == 2 && config.lcore_mode == ConfigSpec::LcoreMode::kAuto;
-  const bool pipelined = n > 1 && !by_direction;
-  const unsigned n_rx = n > 2 ? static_cast<unsigned>(n - 2) : 1;  // RX queues per port
+  const bool pipelined = n > 1 && !by_direction && !hybrid;
+  // RX lcores that hand off through rings, and RX queues per port: the
+  // hybrid lcores receive queue 0 of their port, its RX lcores 1..N-2.
+  const unsigned ring_rx = pipelined ? (n > 2 ? static_cast<unsigned>(n - 2) : 1)
+                           : hybrid  ? static_cast<unsigned>(n - 2)
+                                     : 0;
+  const unsigned n_rx = hybrid ? static_cast<unsigned>(n - 1) : n > 2 ? static_cast<unsigned>(n - 2) : 1;
+  const bool with_rings = ring_rx != 0;
   shared.link = std::make_unique<LinkShared>(static_cast<unsigned>(n));
 
   // Ports.
@@ -124,7 +133,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
   uint64_t needed = 0;
   for (const PortSpec* spec : specs)
     needed += queued + uint64_t{n_rx} * spec->rx_desc + spec->tx_desc + kMaxBurst;  // + pending TX
-  if (pipelined) needed += uint64_t{n_rx} * kPortCount * config.class_count * (config.ring_size - 1);
+  needed += uint64_t{ring_rx} * kPortCount * config.class_count * (config.ring_size - 1);
   // Each lcore's pool cache (256, flushed at 1.5 times that) holds buffers
   // the others cannot take: the data lcores' and the main lcore's.
   needed += uint64_t{n + 1} * 384;
@@ -133,7 +142,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
     spdlog::warn(
         "dataplane.mbufs = {} is below what full queues, descriptor rings{} can hold ({}): "
         "under overload the NIC will drop for lack of buffers, whatever their class",
-        config.mbufs, pipelined ? " and hand-off rings" : "", needed);
+        config.mbufs, with_rings ? " and hand-off rings" : "", needed);
   }
   PortCapacity caps[kPortCount];
   for (unsigned p = 0; p < kPortCount; ++p) {
@@ -171,12 +180,12 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
   // docs/operations.md counts them) can still be had; an allocation of that
   // size tried and given back tells, with hugepages mapped on demand too.
   // Each try takes a quarter less; the smallest that is made is kept.
-  const uint64_t receivers = pipelined ? n_rx : n;
+  const uint64_t receivers = pipelined ? ring_rx : n;
   const uint64_t flow_cache_bytes =
       config.flow_cache_entries ? uint64_t{rte_align32pow2(config.flow_cache_entries)} * 96 : 0;
   const uint64_t after_pool =
       receivers * flow_cache_bytes +
-      (pipelined ? uint64_t{n_rx} * kPortCount * config.class_count * (8 * uint64_t{config.ring_size} + 384) : 0) +
+      uint64_t{ring_rx} * kPortCount * config.class_count * (8 * uint64_t{config.ring_size} + 384) +
       n * (2 * uint64_t{config.class_count} * 7912 + uint64_t{config.max_jobs} * 80 + 384) +
       (16 << 20);  // descriptors, EAL's and the drivers' own
   auto out_of_memory = [] { return rte_errno == ENOMEM || rte_errno == ENOBUFS || rte_errno == ENOSPC; };
@@ -224,7 +233,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
         "dataplane.mbufs = \"auto\": {} buffers (about {} MiB), what DPDK's memory has room for, below what full "
         "queues, descriptor rings{} can hold ({}): under overload the NIC will drop for lack of buffers, whatever "
         "their class; give DPDK more memory ([eal] args -m, hugepages)",
-        pool_size, pool_mib, pipelined ? " and hand-off rings" : "", needed);
+        pool_size, pool_mib, with_rings ? " and hand-off rings" : "", needed);
   }
   spdlog::info("mbuf pool: {} buffers of {} B ({} MiB){}", pool_size, frames->data_room, pool_mib,
                auto_mbufs ? ", sized by dataplane.mbufs = \"auto\"" : "");
@@ -294,7 +303,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
     d->counters.push_back(std::move(*counters));
   }
   // RX queue k of the ports; `tag_k` tells its DPDK objects apart.
-  auto make_rx = [&](unsigned k, unsigned tag_k, LcoreCounters* counters) -> Result<RxContext*> {
+  auto make_rx = [&](unsigned k, unsigned tag_k, LcoreCounters* counters, bool rings) -> Result<RxContext*> {
     auto rx = std::make_unique<RxContext>();
     rx->rx_queue = k;
     rx->counters = counters;
@@ -311,7 +320,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
     // covers any queueing, and bounds how long a recycled IPv4
     // Identification can find an old datagram's entry.
     rx->fragments = std::make_unique<FragmentTable>(shared.tsc_hz);
-    if (pipelined) {
+    if (rings) {
       rx->ring_stick.resize(kPortCount * config.max_jobs);
       for (unsigned p = 0; p < kPortCount; ++p) {
         for (unsigned c = 0; c < config.class_count; ++c) {
@@ -330,12 +339,56 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
     return d->rx.back().get();
   };
 
-  if (!pipelined) {
+  // A scheduler context fed by the rings of the RX lcores made so far.
+  auto take_rings = [&](SchedContext& sched) {
+    for (auto& rx : d->rx) {
+      sched.rx_rings.push_back(&rx->rings);
+      sched.rx_posts.push_back(&rx->posts);
+    }
+    const size_t rings = d->rx.size() * kPortCount * config.class_count;
+    sched.consumed.assign(rings, 0);  // new rings start at 0, as their posts
+    sched.pulled.resize(rings * config.burst);
+    sched.ordered.resize(rings * config.burst);
+    sched.pulled_runs.resize(rings);
+  };
+
+  if (hybrid) {
+    // Lcores 2..N-1 receive queues 1..N-2 of both ports and hand off
+    // through rings, as pipelined RX lcores do. Lcore k < 2 receives queue 0
+    // of port k to completion and is the only scheduler of the other port,
+    // whose rings it also takes (its own RX context, made last, has none).
+    for (unsigned k = 2; k < n; ++k) {
+      auto rx = make_rx(k - 1, k, d->counters[k].get(), true);
+      if (!rx.ok()) return CreateResult::failure(rx.error());
+    }
+    std::vector<LcorePlan> rx_plans;
+    for (unsigned k = 2; k < n; ++k)
+      rx_plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, d->rx[k - 2].get(), nullptr, k});
+    for (unsigned k = 0; k < 2; ++k) {
+      const unsigned out = 1 - k;
+      auto sched = std::make_unique<SchedContext>();
+      sched->counters = d->counters[k].get();
+      sched->egress = {d->egress[out].get()};
+      take_rings(*sched);
+      sched->applied_generation = 0;
+      d->sched.push_back(std::move(sched));
+    }
+    for (unsigned k = 0; k < 2; ++k) {
+      auto rx = make_rx(0, k, d->counters[k].get(), false);
+      if (!rx.ok()) return CreateResult::failure(rx.error());
+      const unsigned out = 1 - k;
+      (*rx)->in_ports = 1u << k;
+      (*rx)->direct = {};
+      (*rx)->direct[out] = d->egress[out].get();
+      d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kHybrid, *rx, d->sched[k].get(), k});
+    }
+    for (LcorePlan& p : rx_plans) d->plans.push_back(p);
+  } else if (!pipelined) {
     // One lcore: both directions. Two (by_direction): lcore k receives on
     // port k and schedules the other port, the only one its packets leave
     // by; each egress port still has exactly one scheduler.
     for (unsigned k = 0; k < n; ++k) {
-      auto rx = make_rx(0, k, d->counters[k].get());
+      auto rx = make_rx(0, k, d->counters[k].get(), false);
       if (!rx.ok()) return CreateResult::failure(rx.error());
       auto sched = std::make_unique<SchedContext>();
       sched->counters = d->counters[k].get();
@@ -354,7 +407,7 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
     }
   } else {
     for (unsigned k = 0; k < n_rx; ++k) {
-      auto rx = make_rx(k, k, d->counters[k].get());
+      auto rx = make_rx(k, k, d->counters[k].get(), true);
       if (!rx.ok()) return CreateResult::failure(rx.error());
       d->plans.push_back(LcorePlan{lcores[k], LcoreRole::kRx, *rx, nullptr, k});
     }
@@ -367,21 +420,17 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
       } else {
         sched->egress = {d->egress[s].get()};
       }
-      for (auto& rx : d->rx) {
-        sched->rx_rings.push_back(&rx->rings);
-        sched->rx_posts.push_back(&rx->posts);
-      }
-      const size_t rings = d->rx.size() * kPortCount * config.class_count;
-      sched->consumed.assign(rings, 0);  // new rings start at 0, as their posts
-      sched->pulled.resize(rings * config.burst);
-      sched->ordered.resize(rings * config.burst);
-      sched->pulled_runs.resize(rings);
+      take_rings(*sched);
       sched->applied_generation = 0;
       d->plans.push_back(LcorePlan{lcores[n_rx + s], LcoreRole::kScheduler, nullptr, sched.get(), n_rx + s});
       d->sched.push_back(std::move(sched));
     }
   }
-  shared.rx_lcores_running.store(pipelined ? n_rx : static_cast<unsigned>(n), std::memory_order_relaxed);
+  // The lcores whose RX feeds rings: a scheduler drains its rings until they
+  // have all stopped. A hybrid lcore's own RX is not among them: it stops
+  // before its lcore drains, and one hybrid lcore stuck in a driver call must
+  // not keep the other draining (lcore_loops.cc, drain).
+  shared.rx_lcores_running.store(with_rings ? ring_rx : static_cast<unsigned>(n), std::memory_order_relaxed);
   return std::unique_ptr<Dataplane>(new Dataplane(std::move(d)));
 }
 
@@ -480,7 +529,8 @@ std::string Dataplane::describe_lcores() const {
     if (!out.empty()) out += ", ";
     out += "lcore " + std::to_string(plan.lcore_id) + ": ";
     switch (plan.role) {
-      case LcoreRole::kRunToCompletion: {
+      case LcoreRole::kRunToCompletion:
+      case LcoreRole::kHybrid: {
         // "run-to-completion (RX wire+host, schedule+TX wire+host)" with one
         // lcore; "(RX wire, schedule+TX host)" with one direction each.
         std::string in;
@@ -489,7 +539,9 @@ std::string Dataplane::describe_lcores() const {
         std::string egress;
         for (EgressPort* e : plan.sched->egress)
           egress += (egress.empty() ? "" : "+") + std::string(kPortNames[e->index]);
-        out += "run-to-completion (RX " + in + ", schedule+TX " + egress + ")";
+        if (plan.role == LcoreRole::kHybrid)
+          out += "hybrid (RX " + in + " queue 0, schedule+TX " + egress + " with the RX lcores' rings)";
+        else out += "run-to-completion (RX " + in + ", schedule+TX " + egress + ")";
         break;
       }
       case LcoreRole::kRx:

@@ -22,13 +22,15 @@
 
 namespace psgate {
 
-enum class LcoreRole { kRunToCompletion, kRx, kScheduler };
+// kHybrid: run to completion on its own RX queue, and scheduler of the
+// rings the RX lcores fill for its egress port (lcores.mode "hybrid").
+enum class LcoreRole { kRunToCompletion, kRx, kScheduler, kHybrid };
 
 struct LcorePlan {
   unsigned lcore_id = 0;
   LcoreRole role = LcoreRole::kRunToCompletion;
-  RxContext* rx = nullptr;        // RTC and RX roles
-  SchedContext* sched = nullptr;  // RTC and scheduler roles
+  RxContext* rx = nullptr;        // RTC, RX and hybrid roles
+  SchedContext* sched = nullptr;  // RTC, scheduler and hybrid roles
   unsigned rcu_thread_id = 0;     // every data lcore reads snapshots
 };
 

@@ -282,6 +282,61 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   return 0;
 }
 
+// One iteration of a hybrid lcore after its link check: a scheduler
+// iteration (scheduler_iteration) with the lcore's own RX between the accept
+// and the transmits, as a run-to-completion lcore receives before it
+// transmits. The pull comes first and the snapshot after it, for the
+// reason scheduler_iteration gives; the own RX then classifies with that
+// same snapshot, so a job new in it is known, and held, on both paths from
+// the same iteration on. Its own RX cuts through only when the port holds
+// nothing (the pulled packets may have filled the FIFOs, and its packets
+// then queue behind them). A new job's hold is marked as a pipelined
+// scheduler marks it, once the RX lcores' rings have caught up
+// (sched_release_holds): the own RX's earlier packets are in the default
+// queue by then, accepted in earlier iterations. `received`: the packets
+// its own RX took. Returns whether it took anything from the rings.
+template <typename CurrentSnapshot>
+bool hybrid_iteration(DataplaneShared& shared, LcorePlan& plan, unsigned up, CurrentSnapshot&& current,
+                      unsigned& received) {
+  SchedContext& ctx = *plan.sched;
+  sched_pull_rings(shared, ctx);
+  const bool pulled = ctx.n_pulled_runs != 0;
+  const Snapshot& snap = current();
+  sched_sync_params(ctx, snap);
+  const uint64_t now = rte_rdtsc();  // one clock read: RX time, policers, shaper
+  sched_accept_pulled(shared, ctx, now, true);
+  received = rx_iteration(shared, *plan.rx, snap, up, now);
+  transmit_all(shared, ctx, now);
+  // As many more bursts as came from the rings (transmit_all sent one, for
+  // what its own RX queued).
+  transmit_pulled(shared, ctx, now);
+  return pulled;
+}
+
+int run_hybrid(DataplaneShared& shared, LcorePlan& plan) {
+  SchedContext& ctx = *plan.sched;
+  {
+    SnapshotReader reader(shared, plan.rcu_thread_id);
+    IdleSleep idle(shared, plan.rcu_thread_id);
+    shared.link->go_online(plan.rcu_thread_id);
+    while (shared.rx_enabled.load(std::memory_order_acquire)) {
+      const unsigned up = link_check(shared, plan.rcu_thread_id);
+      apply_links(ctx, up);
+      unsigned received = 0;
+      const bool pulled = hybrid_iteration(
+          shared, plan, up, [&reader]() -> const Snapshot& { return reader.current(); }, received);
+      reader.quiescent();
+      if (idle.enabled()) [[unlikely]]
+        idle.after_iteration(received == 0 && !pulled && all_idle(ctx));
+    }
+  }
+  // Its own RX has stopped with the loop; the RX lcores' rings are drained
+  // until they have stopped too (rx_lcores_running counts only them).
+  drain(shared, ctx, plan.rcu_thread_id);
+  shared.link->go_offline(plan.rcu_thread_id);
+  return 0;
+}
+
 }  // namespace
 
 void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
@@ -289,38 +344,36 @@ void set_lcore_dataplane(Dataplane::Impl* impl) { g_dataplane = impl; }
 bool Dataplane::run_once() {
   Impl& d = *impl_;
   if (d.started || d.plans.empty() || !d.ensure_snapshot()) return false;
-  const bool single = d.plans[0].role == LcoreRole::kRunToCompletion;  // else RX and scheduler plans (pipelined)
   // No lcore runs, so nothing else reads snapshots: no RCU registration.
   // The caller takes each lcore's part in the link handshake for the pass.
   const Snapshot& snap = *d.shared.snapshots->current();
-  if (!single) {
-    // Every RX lcore's iteration, then every scheduler's: what the RX lcores
-    // handed off this pass is taken in the same pass.
-    for (LcorePlan& p : d.plans) {
-      if (p.role != LcoreRole::kRx) continue;
-      d.shared.link->go_online(p.rcu_thread_id);
-      rx_iteration(d.shared, *p.rx, snap, link_check(d.shared, p.rcu_thread_id), rte_rdtsc());
-      d.shared.link->go_offline(p.rcu_thread_id);
-    }
-    for (LcorePlan& p : d.plans) {
-      if (p.role != LcoreRole::kScheduler) continue;
-      d.shared.link->go_online(p.rcu_thread_id);
-      apply_links(*p.sched, link_check(d.shared, p.rcu_thread_id));
-      scheduler_iteration(d.shared, *p.sched, [&snap]() -> const Snapshot& { return snap; });
-      d.shared.link->go_offline(p.rcu_thread_id);
-    }
-    return true;
+  auto current = [&snap]() -> const Snapshot& { return snap; };
+  // Every RX lcore's iteration first, then every scheduler's and hybrid
+  // lcore's: what the RX lcores handed off this pass is taken in the same
+  // pass.
+  for (LcorePlan& p : d.plans) {
+    if (p.role != LcoreRole::kRx) continue;
+    d.shared.link->go_online(p.rcu_thread_id);
+    rx_iteration(d.shared, *p.rx, snap, link_check(d.shared, p.rcu_thread_id), rte_rdtsc());
+    d.shared.link->go_offline(p.rcu_thread_id);
   }
-  // One lcore, or two with a direction each: every one's iteration.
-  for (LcorePlan& plan : d.plans) {
-    d.shared.link->go_online(plan.rcu_thread_id);
-    const unsigned up = link_check(d.shared, plan.rcu_thread_id);
-    apply_links(*plan.sched, up);
-    sched_sync_params(*plan.sched, snap);
-    const uint64_t now = rte_rdtsc();
-    rx_iteration(d.shared, *plan.rx, snap, up, now);
-    transmit_all(d.shared, *plan.sched, now);
-    d.shared.link->go_offline(plan.rcu_thread_id);
+  for (LcorePlan& p : d.plans) {
+    if (p.role == LcoreRole::kRx) continue;
+    d.shared.link->go_online(p.rcu_thread_id);
+    const unsigned up = link_check(d.shared, p.rcu_thread_id);
+    apply_links(*p.sched, up);
+    if (p.role == LcoreRole::kScheduler) {
+      scheduler_iteration(d.shared, *p.sched, current);
+    } else if (p.role == LcoreRole::kHybrid) {
+      unsigned received = 0;
+      hybrid_iteration(d.shared, p, up, current, received);
+    } else {  // run to completion: one lcore, or two with a direction each
+      sched_sync_params(*p.sched, snap);
+      const uint64_t now = rte_rdtsc();
+      rx_iteration(d.shared, *p.rx, snap, up, now);
+      transmit_all(d.shared, *p.sched, now);
+    }
+    d.shared.link->go_offline(p.rcu_thread_id);
   }
   return true;
 }
@@ -335,6 +388,8 @@ int lcore_main(void* arg) {
       return run_rx(shared, plan);
     case LcoreRole::kScheduler:
       return run_scheduler(shared, plan);
+    case LcoreRole::kHybrid:
+      return run_hybrid(shared, plan);
   }
   return -1;
 }

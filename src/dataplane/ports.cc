@@ -387,10 +387,11 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   // of the lcores that cause it.
   if (std::string_view(info.driver_name) == "net_af_xdp" && nb_rxq != nb_txq) {
     if (config_error) *config_error = true;
-    return Result<bool>::failure("lcores.data: port " + role + " is af_xdp, which needs as many TX as RX queues, and " +
-                                 "these data lcores give it " + std::to_string(nb_rxq) + " RX / " +
-                                 std::to_string(nb_txq) +
-                                 " TX queues: list at most 3 data lcores (one RX lcore) with af_xdp ports");
+    return Result<bool>::failure(
+        "lcores.data: port " + role + " is af_xdp, which needs as many TX as RX queues, and " +
+        "these data lcores give it " + std::to_string(nb_rxq) + " RX / " + std::to_string(nb_txq) +
+        " TX queues: list at most 3 data lcores (one RX lcore; lcores.mode \"hybrid\" always takes 2 or "
+        "more) with af_xdp ports");
   }
   rte_eth_conf conf{};
   const unsigned index = role == "wire" ? 0 : 1;

@@ -30,8 +30,9 @@ class PipelineHarness {
   // turn), so every
   // packet's fate is decided synchronously, between the test's own steps.
   // `control_extra` is TOML added to the [control] table (e.g. a state file).
-  // `rx_queues`: RX queues per port (one per RX lcore the data lcores give:
-  // n - 2 from 3 data lcores), each its own ring (inject's `queue`).
+  // `rx_queues`: RX queues per port (as the data lcores ask: n - 2 from 3
+  // data lcores, n - 1 hybrid; lcore_modes.h rx_queues_for), each its own
+  // ring (inject's `queue`).
   explicit PipelineHarness(const std::string& config_body, bool start_lcores = true,
                            const std::string& control_extra = "", unsigned rx_queues = 1);
   ~PipelineHarness();
@@ -73,6 +74,7 @@ class PipelineHarness {
 
   Dataplane& dataplane() { return *dataplane_; }
   ControlPlane& control() { return *control_; }
+  unsigned rx_queues() const { return rx_queues_; }
   rte_mempool* pool() { return pool_; }
   // False when a data lcore did not return (Dataplane::stop_and_drain).
   bool stop() { return !dataplane_ || dataplane_->stop_and_drain(); }

@@ -844,9 +844,6 @@ TEST(Telemetry, AJobInAReusedSlotStartsWithNoIterations) {
 
 class NewJobTest : public ::testing::TestWithParam<const char*> {};
 
-// 4 data lcores: 2 RX lcores (one RX queue each) and 2 schedulers.
-unsigned rx_queues_for(const std::string& lcores) { return lcores == "[1, 2, 3, 4]" ? 2 : 1; }
-
 // The closed shaper, one job that none of the test's flows match, and the
 // takeover hold under test.
 std::string new_job_body(const std::string& lcores, const std::string& hold) {

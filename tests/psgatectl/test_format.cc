@@ -423,7 +423,8 @@ device = "net_null1"
 mtu = 9000
 [lcores]
 main = 0
-data = [1, 2]
+data = [1, 2, 3]
+mode = "hybrid"
 [shaper.wire]
 rate = "9.5Gbit/s"
 burst = "1500B"
@@ -482,6 +483,7 @@ rotate_on = "iteration"
   auto loaded = psgate::parse_config(text, "a.toml");
   ASSERT_TRUE(loaded.ok()) << loaded.error();
   const nlohmann::json reply = psgate::config_to_json(*loaded);
+  EXPECT_EQ(reply["lcores"]["mode"], "hybrid");
   EXPECT_EQ(reply["shaper"]["wire"]["rate"], "9500Mbit/s");
   EXPECT_EQ(reply["shaper"]["wire"]["headroom"], "12.5%");
   EXPECT_FALSE(reply["shaper"]["host"].contains("rate"));

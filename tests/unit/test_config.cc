@@ -192,6 +192,14 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
 }
 
 // EAL options near the refused ones, and values of other options, pass.
+TEST(ConfigParse, HybridModeWithThreeDataLcoresOrMore) {
+  for (const char* data : {"[1, 2, 3]", "[4, 1, 2, 3, 5]"}) {
+    auto c = parse_config(kPorts + "\n[lcores]\ndata = " + data + "\nmode = \"hybrid\"\n", "t.toml");
+    ASSERT_TRUE(c.ok()) << c.error();
+    EXPECT_EQ(c->lcore_mode, ConfigSpec::LcoreMode::kHybrid) << data;
+  }
+}
+
 TEST(ConfigParse, EalOptionsThatLeaveLcoresAndDevicesAloneAreKept) {
   const std::vector<std::string> args = {"--huge-dir=/mnt/huge",
                                          "--vfio-intr=msix",
@@ -636,8 +644,10 @@ std::vector<BadCase> bad_cases() {
       {lcores("main = -1\ndata = [1]"), "lcores.main", "-1 is out of range 0..127"},
       {lcores("data = [1]\nworkers = 2"), "lcores.workers", "unknown key"},
       {lcores("data = [1]\nmode = \"pipelined\""), "lcores.mode", "\"pipelined\" needs 2 or more data lcores"},
+      {lcores("data = [1, 2]\nmode = \"hybrid\""), "lcores.mode",
+       "\"hybrid\" needs 3 or more data lcores (lcores.data lists 2)"},
       {lcores("data = [1, 2]\nmode = \"by-direction\""), "lcores.mode",
-       "\"by-direction\" is not a mode (auto, pipelined)"},
+       "\"by-direction\" is not a mode (auto, pipelined, hybrid)"},
       {lcores("data = [1, 2]\nmode = 2"), "lcores.mode", "expected a string"},
       // [shaper]
       {d("[shaper.wire]\nburst = \"64KiB\""), "shaper.wire.burst", "given without rate"},
