@@ -7,7 +7,7 @@
 // burst plus its rate over the run, the rest is counted `control_policed`,
 // and the job gets what the shaper has left. Through the real RX and
 // scheduler stages on ring ports, run one pass at a time on the test's
-// thread, with one data lcore, two and two pipelined.
+// thread, with one data lcore, two, two pipelined and three hybrid.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -50,7 +50,7 @@ TEST_P(ControlFloodTest, AFloodOfNetworkControlDoesNotStarveTheJobs) {
                            "[classes]\ncount = 8\ndepth = 64\n"
                            "[dataplane]\nmbufs = 8191\nmax_jobs = 16\n[stats]\ninterval = \"0s\"\n"
                            "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n";
-  PipelineHarness h(body, /*start_lcores=*/false);
+  PipelineHarness h(body, /*start_lcores=*/false, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   const std::vector<uint8_t> lldp = lldp_frame();
   {
@@ -87,7 +87,10 @@ TEST_P(ControlFloodTest, AFloodOfNetworkControlDoesNotStarveTheJobs) {
       ASSERT_NE(burst[n], nullptr);
       ++n;
     }
-    ASSERT_EQ(h.inject(kHost, burst, n), n);
+    // Hybrid: the RX queues in turn, so that class 0 reaches the wire
+    // port's scheduler by its own RX and by the RX lcore's ring, both
+    // policed by the one limit.
+    ASSERT_EQ(h.inject(kHost, burst, n, static_cast<unsigned>(offered_job / 16) % h.rx_queues()), n);
     offered_control += 16;
     offered_job += 16;
     ASSERT_TRUE(h.dataplane().run_once());
@@ -131,7 +134,8 @@ TEST_P(ControlFloodTest, AFloodOfNetworkControlDoesNotStarveTheJobs) {
       static_cast<unsigned long>(end.ports[kWire].drops[kDropQueueFull]));
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, ControlFloodTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
+INSTANTIATE_TEST_SUITE_P(Lcores, ControlFloodTest,
+                         ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, kOneTwoThreeHybrid),
                          [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
 
 }  // namespace

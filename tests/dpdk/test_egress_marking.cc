@@ -66,8 +66,11 @@ Seen inspect(rte_mbuf* m) {
 // The data plane on ring ports, never started: the test runs it one pass at a time.
 class Gate {
  public:
-  explicit Gate(const std::string& body, unsigned rx_queues = 1)
-      : h_(body, /*start_lcores=*/false, "", rx_queues), burst_(h_.ok() ? h_.dataplane().config().burst : 0) {}
+  // `feed_queue`: the host port's RX queue feed() injects on.
+  explicit Gate(const std::string& body, unsigned rx_queues = 1, unsigned feed_queue = 0)
+      : h_(body, /*start_lcores=*/false, "", rx_queues),
+        burst_(h_.ok() ? h_.dataplane().config().burst : 0),
+        feed_queue_(feed_queue) {}
   bool ok() const { return h_.ok(); }
   const std::string& error() const { return h_.error(); }
   PipelineHarness& harness() { return h_; }
@@ -83,7 +86,7 @@ class Gate {
         ASSERT_NE(m, nullptr);
         chunk.push_back(m);
       }
-      ASSERT_EQ(h_.inject(kHost, chunk.data(), static_cast<unsigned>(chunk.size())), chunk.size());
+      ASSERT_EQ(h_.inject(kHost, chunk.data(), static_cast<unsigned>(chunk.size()), feed_queue_), chunk.size());
       ASSERT_TRUE(h_.dataplane().run_once());
     }
   }
@@ -143,6 +146,7 @@ class Gate {
  private:
   PipelineHarness h_;
   unsigned burst_;
+  unsigned feed_queue_;
 };
 
 const char* kShaper = R"(
@@ -844,6 +848,16 @@ TEST(Telemetry, AJobInAReusedSlotStartsWithNoIterations) {
 
 class NewJobTest : public ::testing::TestWithParam<const char*> {};
 
+// Hybrid fed on RX queue 0: the flow reaches the wire port's hybrid lcore
+// through its own RX, not through the RX lcore's rings (queue 1, as
+// kOneTwoThreeHybrid is fed); either way the hold is marked once the RX
+// lcore's rings have caught up.
+constexpr const char* kHybridOwnQueue = "[1, 2, 3]\nmode = \"hybrid\"  # fed on RX queue 0";
+
+unsigned feed_queue_for(const std::string& lcores) {
+  return is_hybrid(lcores) && lcores.find("queue 0") == std::string::npos ? 1 : 0;
+}
+
 // The closed shaper, one job that none of the test's flows match, and the
 // takeover hold under test.
 std::string new_job_body(const std::string& lcores, const std::string& hold) {
@@ -862,7 +876,7 @@ std::string new_job_body(const std::string& lcores, const std::string& hold) {
 // the order it came. (Before, they went straight to the job's class and left
 // first.)
 TEST_P(NewJobTest, AFlowAJobTakesOverKeepsItsOrder) {
-  Gate g(new_job_body(GetParam(), "1s"), rx_queues_for(GetParam()));
+  Gate g(new_job_body(GetParam(), "1s"), rx_queues_for(GetParam()), feed_queue_for(GetParam()));
   ASSERT_TRUE(g.ok()) << g.error();
   g.close_shaper();
   std::vector<std::vector<uint8_t>> before, after;
@@ -912,7 +926,7 @@ void hold_a_new_job(Gate& g) {
 // The wait is bounded (dataplane.takeover_hold): behind a default class that
 // does not move, the new job goes to its own class once the hold is over.
 TEST_P(NewJobTest, TheWaitInTheDefaultClassEndsAfterTheHold) {
-  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()));
+  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()), feed_queue_for(GetParam()));
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_NO_FATAL_FAILURE(hold_a_new_job(g));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -928,7 +942,7 @@ TEST_P(NewJobTest, TheWaitInTheDefaultClassEndsAfterTheHold) {
 // held packet carries the class the job has when the hold ends, not the one
 // it was added with (no packet of the job came after the re-rank to say so).
 TEST_P(NewJobTest, AJobReRankedWhileHeldLeavesTheHoldForItsNewClass) {
-  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()));
+  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()), feed_queue_for(GetParam()));
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_NO_FATAL_FAILURE(hold_a_new_job(g));
   const auto reply = g.control({{"cmd", "order"}, {"ids", {9, 1}}});  // job 1: class 1 -> 2
@@ -944,7 +958,7 @@ TEST_P(NewJobTest, AJobReRankedWhileHeldLeavesTheHoldForItsNewClass) {
 // was held for, never by class 0 (network control), which is what an
 // emptied slot's class reads as in the snapshot.
 TEST_P(NewJobTest, AJobRemovedWhileHeldDoesNotSendItsPacketsToClassZero) {
-  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()));
+  Gate g(new_job_body(GetParam(), "1ms"), rx_queues_for(GetParam()), feed_queue_for(GetParam()));
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_NO_FATAL_FAILURE(hold_a_new_job(g));
   const auto reply = g.control({{"cmd", "jobs.remove"}, {"job", 1}});
@@ -973,8 +987,14 @@ TEST(NewJobRunToCompletion, NothingQueuedBeforeItNothingHoldsIt) {
   EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, "[1, 2, 3, 4]"),
-                         [](const ::testing::TestParamInfo<const char*>& p) { return lcore_mode_name(p.param); });
+INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest,
+                         ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, "[1, 2, 3, 4]", kOneTwoThreeHybrid,
+                                           kHybridOwnQueue),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return lcore_mode_name(p.param) + (feed_queue_for(p.param) == 0 && is_hybrid(p.param)
+                                                                  ? std::string("OwnQueue")
+                                                                  : std::string());
+                         });
 
 }  // namespace
 }  // namespace psgate::testing

@@ -58,7 +58,7 @@ FlowKey flow_key(unsigned flow) {
 class RerankTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
-  PipelineHarness h(config_body(GetParam()));
+  PipelineHarness h(config_body(GetParam()), true, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
 
   // One template per flow; the per-flow sequence number goes in the IPv4 id.
@@ -98,8 +98,17 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
           ++seq[f];
           burst[f] = m;
         }
-        unsigned done = 0;
-        while (done < kFlows) done += h.inject(kHost, burst + done, kFlows - done);
+        // Flow f on RX queue f % queues, as RSS keeps a flow on one queue
+        // (hybrid: queue 0 is the hybrid lcore's own, the others the RX
+        // lcores').
+        const unsigned queues = h.rx_queues();
+        for (unsigned q = 0; q < queues; ++q) {
+          rte_mbuf* of_queue[kFlows];
+          unsigned n = 0;
+          for (unsigned f = q; f < kFlows; f += queues) of_queue[n++] = burst[f];
+          unsigned done = 0;
+          while (done < n) done += h.inject(kHost, of_queue + done, n - done, q);
+        }
         injected += kFlows;
       }
     }
@@ -214,7 +223,7 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
   EXPECT_GE(migrations, 100u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Lcores, RerankTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
+INSTANTIATE_TEST_SUITE_P(Lcores, RerankTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, kOneTwoThreeHybrid),
                          [](const auto& info) { return lcore_mode_name(info.param); });
 
 }  // namespace

@@ -49,7 +49,7 @@ std::vector<uint8_t> job_frame(uint16_t sport) {
   return pkt::build_packet(s);
 }
 
-unsigned inject(PipelineHarness& h, unsigned port, const std::vector<uint8_t>& frame, unsigned n) {
+unsigned inject(PipelineHarness& h, unsigned port, const std::vector<uint8_t>& frame, unsigned n, unsigned queue = 0) {
   rte_mbuf* pkts[32];
   unsigned done = 0;
   while (done < n) {
@@ -61,7 +61,7 @@ unsigned inject(PipelineHarness& h, unsigned port, const std::vector<uint8_t>& f
       std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
       pkts[got] = m;
     }
-    const unsigned in = h.inject(port, pkts, got);
+    const unsigned in = h.inject(port, pkts, got, queue);
     for (unsigned i = in; i < got; ++i) rte_pktmbuf_free(pkts[i]);
     done += in;
     if (in < want) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -109,7 +109,7 @@ unsigned pass_for(PipelineHarness& h, std::chrono::nanoseconds present, Each eac
 class TxStallTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
-  PipelineHarness h(config_body(GetParam()));
+  PipelineHarness h(config_body(GetParam()), true, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   const std::vector<uint8_t> frame = job_frame(1000);
 
@@ -118,8 +118,10 @@ TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
   constexpr unsigned kToHost = 12000, kToWirePerRound = 500, kRounds = 8;
   unsigned to_host = 0, to_wire = 0, wire_out = 0;
   for (unsigned r = 0; r < kRounds; ++r) {
-    to_host += inject(h, kWire, frame, kToHost / kRounds);
-    to_wire += inject(h, kHost, frame, kToWirePerRound);
+    // Hybrid: the rounds take the RX queues in turn, the hybrid lcores' own
+    // and the RX lcore's.
+    to_host += inject(h, kWire, frame, kToHost / kRounds, r % h.rx_queues());
+    to_wire += inject(h, kHost, frame, kToWirePerRound, r % h.rx_queues());
     // Longer than the stall timeout, so that refused bursts are given up.
     std::this_thread::sleep_for(std::chrono::nanoseconds(kTxStallTimeoutNs) + std::chrono::milliseconds(50));
     wire_out += drain_tx(h, kWire);
@@ -188,7 +190,7 @@ TEST_P(TxStallTest, RefusedBurstsBecomeTxFailedAndTheOtherPortKeepsForwarding) {
 // rounds); that the refused packets cost their port milliseconds, not the
 // stall time, is ARefusedPacketCostsItsPortMillisecondsNotTheStallTime's.
 TEST_P(TxStallTest, APacketThePortRefusesAloneIsDroppedAndThePortGoesOn) {
-  PipelineHarness h(config_body(GetParam()));
+  PipelineHarness h(config_body(GetParam()), true, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   constexpr uint16_t kRefusedSport = 6666;
   ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
@@ -299,7 +301,7 @@ TEST_P(TxStallTest, ARefusedPacketCostsItsPortMillisecondsNotTheStallTime) {
 // port takes them, and they end the stall. (This lost packets when the
 // test above was held off its drain for 100 ms on a loaded machine.)
 TEST_P(TxStallTest, APortStalledByOneRefusedPacketKeepsThePacketsBehindTheNext) {
-  PipelineHarness h(config_body(GetParam()));
+  PipelineHarness h(config_body(GetParam()), true, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   constexpr uint16_t kRefusedSport = 6666;
   ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
@@ -342,7 +344,7 @@ TEST_P(TxStallTest, APortStalledByOneRefusedPacketKeepsThePacketsBehindTheNext) 
 // the room, and the head it skipped is offered again at once and taken.
 // (Dropping the head on the probe's first success lost packets here.)
 TEST_P(TxStallTest, ABusyPortThatFreesRoomAfterTheProbeTimeLosesNothing) {
-  PipelineHarness h(config_body(GetParam()));
+  PipelineHarness h(config_body(GetParam()), true, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   const std::vector<uint8_t> frame = job_frame(1000);
   unsigned sent = 0, delivered = 0;
@@ -564,7 +566,7 @@ TEST(TxSlowLcore, ADataPlaneFreedWhileAnLcoreIsSlowToStopWaitsForIt) {
 INSTANTIATE_TEST_SUITE_P(Lcores, TxShortMtuTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
                          [](const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); });
 
-INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined),
+INSTANTIATE_TEST_SUITE_P(Lcores, TxStallTest, ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, kOneTwoThreeHybrid),
                          [](const ::testing::TestParamInfo<std::string>& info) { return lcore_mode_name(info.param); });
 
 }  // namespace
