@@ -987,6 +987,48 @@ TEST(NewJobRunToCompletion, NothingQueuedBeforeItNothingHoldsIt) {
   EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 0u);
 }
 
+// Hybrid: a job takes over a flow on the wire egress lcore's own RX queue
+// (0) and one on the RX lcore's (1) at once, both queued unclassified behind
+// the closed shaper. Their next packets, arriving by both paths in the same
+// passes, wait in the default class behind each flow's earlier ones, and each
+// flow leaves in the order it came.
+TEST(NewJobHybrid, FlowsOnItsOwnQueueAndOnTheRingKeepTheirOrder) {
+  Gate g(new_job_body(kOneTwoThreeHybrid, "1s"), /*rx_queues=*/2);
+  ASSERT_TRUE(g.ok()) << g.error();
+  g.close_shaper();
+  // 8 packets of each flow: ip ids `from`.. on queue 0, 1000 + `from`.. on queue 1.
+  auto batch = [](uint16_t from) {
+    std::vector<std::vector<std::vector<uint8_t>>> frames(2);
+    for (uint16_t i = from; i < from + 8; ++i) {
+      frames[0].push_back(pull_frame(2222, i, 0));
+      frames[1].push_back(pull_frame(2222, static_cast<uint16_t>(1000 + i), 0));
+    }
+    return frames;
+  };
+  g.feed_queues(batch(0));
+  g.feed_queues(batch(8));
+  ASSERT_TRUE(g.sent().empty());
+  ASSERT_EQ(g.totals().cls(kWire, 7).depth(), 32u) << "the flows are not queued unclassified";
+  const auto reply =
+      g.control({{"cmd", "jobs.add"}, {"job", 1}, {"rank", 0}, {"match", {"src=10.0.0.5/32,sport=2222,proto=tcp"}}});
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  g.feed_queues(batch(16));
+  g.feed_queues(batch(24));
+  EXPECT_EQ(g.totals().cls(kWire, 7).depth(), 64u) << "the job's packets did not wait behind its flows' earlier ones";
+  g.open_shaper();
+  std::vector<uint16_t> order[2];
+  for (int pass = 0; pass < 40 && order[0].size() + order[1].size() < 64; ++pass) {
+    g.pass();
+    for (const Seen& s : g.sent())
+      if (s.sport == 2222) order[s.ip_id >= 1000].push_back(s.ip_id);
+  }
+  for (unsigned q = 0; q < 2; ++q) {
+    ASSERT_EQ(order[q].size(), 32u) << "queue " << q;
+    for (size_t i = 0; i < order[q].size(); ++i)
+      ASSERT_EQ(order[q][i], 1000 * q + i) << "the flow on queue " << q << " left out of order at " << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Lcores, NewJobTest,
                          ::testing::Values("[1]", "[1, 2]", kOneTwoPipelined, "[1, 2, 3, 4]", kOneTwoThreeHybrid,
                                            kHybridOwnQueue),

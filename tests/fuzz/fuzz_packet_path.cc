@@ -60,13 +60,16 @@ constexpr unsigned kMaxSegments = 8;
 constexpr uint32_t kMaxLen = 20000;
 
 struct World {
-  rte_ring* rx[2] = {};
+  rte_ring* rx[2][2] = {};  // [port][RX queue]
+  unsigned rx_queues = 1;
   rte_ring* tx[2] = {};
   rte_mempool* pool = nullptr;
   std::unique_ptr<Dataplane> dataplane;
 };
-// The data lcores of each world: one; two, a direction each; two pipelined.
-const char* const kWorldLcores[] = {"[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\""};
+// The data lcores of each world: one; two, a direction each; two pipelined;
+// three hybrid (two a direction each on RX queue 0, an RX lcore on queue 1
+// handing off to both through rings).
+const char* const kWorldLcores[] = {"[1]", "[1, 2]", "[1, 2]\nmode = \"pipelined\"", "[1, 2, 3]\nmode = \"hybrid\""};
 constexpr unsigned kLcoreModes = std::size(kWorldLcores);
 // Each without the network-control limit, then with it: its drops would
 // depend on how many control frames earlier inputs sent, which one input
@@ -88,9 +91,13 @@ World* make_world(unsigned mode) {
   std::string devices[2];
   for (unsigned p = 0; p < 2; ++p) {
     const std::string base = std::string(p == 0 ? "fz_wire" : "fz_host") + std::to_string(mode);
-    w->rx[p] = rte_ring_create((base + "_rx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    w->rx_queues = std::string(kWorldLcores[mode % kLcoreModes]).find("hybrid") != std::string::npos ? 2 : 1;
+    for (unsigned q = 0; q < w->rx_queues; ++q)
+      w->rx[p][q] = rte_ring_create((base + "_rx" + std::to_string(q)).c_str(), 1024, SOCKET_ID_ANY,
+                                    RING_F_SP_ENQ | RING_F_SC_DEQ);
     w->tx[p] = rte_ring_create((base + "_tx").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    const int port = rte_eth_from_rings(("net_ring_" + base).c_str(), &w->rx[p], 1, &w->tx[p], 1, SOCKET_ID_ANY);
+    const int port =
+        rte_eth_from_rings(("net_ring_" + base).c_str(), w->rx[p], w->rx_queues, &w->tx[p], 1, SOCKET_ID_ANY);
     char name[RTE_ETH_NAME_MAX_LEN];
     if (port < 0 || rte_eth_dev_get_name_by_port(static_cast<uint16_t>(port), name) != 0) fail("ring port");
     devices[p] = name;
@@ -133,8 +140,9 @@ World* make_world(unsigned mode) {
 
 void set_up() {
   const std::string prefix = "--file-prefix=psgate-fuzz-" + std::to_string(getpid());
-  const char* argv[] = {"fuzz_packet_path", "--no-huge",      "-m",          "1536", "--no-pci", "--lcores=0@0,1@0,2@0",
-                        "--log-level=1",    "--no-telemetry", prefix.c_str()};
+  const char* argv[] = {
+      "fuzz_packet_path", "--no-huge",      "-m",          "1536", "--no-pci", "--lcores=0@0,1@0,2@0,3@0",
+      "--log-level=1",    "--no-telemetry", prefix.c_str()};
   if (rte_eal_init(static_cast<int>(sizeof(argv) / sizeof(argv[0])), const_cast<char**>(argv)) < 0)
     fail("rte_eal_init failed");
   for (unsigned mode = 0; mode < kWorlds; ++mode) g_worlds[mode] = make_world(mode);
@@ -375,7 +383,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     packets.push_back(std::move(pk));
   }
 
-  // Half the packets arrive on the wire, half from the host.
+  // Half the packets arrive on the wire, half from the host; with two RX
+  // queues (hybrid), every other pair on the second.
   std::map<const rte_mbuf*, const Packet*> by_head;
   unsigned injected[2] = {0, 0};
   for (size_t i = 0; i < packets.size(); ++i) {
@@ -383,7 +392,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rte_mbuf* head = packets[i].segments[0];
     head->port = static_cast<uint16_t>(kFirstPacketTag + i);
     by_head[head] = &packets[i];
-    if (rte_ring_sp_enqueue(w.rx[port], head) != 0) fail("rx ring full");
+    if (rte_ring_sp_enqueue(w.rx[port][(i >> 1) % w.rx_queues], head) != 0) fail("rx ring full");
     ++injected[port];
   }
   // Passes until everything left (a burst is at most 32 per port and pass).
