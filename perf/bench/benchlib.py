@@ -332,7 +332,7 @@ def toml_str(s):
 
 
 def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), shaper=None, classes_extra="",
-                  dataplane=None, stats_interval="0s", main_lcore=0, class_count=8):
+                  dataplane=None, stats_interval="0s", main_lcore=0, class_count=8, lcore_mode="auto"):
     """psgate TOML. jobs: dicts id, name, rank, match (list). shaper: {port: (rate, burst, overhead[, headroom])}.
     class_count: classes per port; the last is the default class and class 0 network control's, so
     jobs get classes 1..class_count-2 by rank (the lowest-ranked share the last of them)."""
@@ -342,7 +342,10 @@ def psgate_config(eal, wire_dev, host_dev, sock, data_lcores=(1, ), jobs=(), sha
         data_lcores = tuple(range(len(data_lcores)))
     lines = ["[eal]", "args = [" + ", ".join(toml_str(a) for a in eal) + "]", "", "[ports.wire]",
              f"device = {toml_str(wire_dev)}", "[ports.host]", f"device = {toml_str(host_dev)}", "", "[lcores]",
-             f"main = {main_lcore}", "data = [" + ", ".join(str(x) for x in data_lcores) + "]", ""]
+             f"main = {main_lcore}", "data = [" + ", ".join(str(x) for x in data_lcores) + "]"]
+    if lcore_mode != "auto":
+        lines.append(f"mode = {toml_str(lcore_mode)}")
+    lines.append("")
     for port, spec in (shaper or {}).items():
         rate, burst, overhead = spec[:3]
         lines += [f"[shaper.{port}]", f"rate = {toml_str(rate)}", f"burst = {toml_str(burst)}",
@@ -570,10 +573,23 @@ def pcap_rx_device(name, pcap, queues=1):
     return name + "".join(f",rx_pcap={pcap}" for _ in range(queues)) + ",infinite_rx=1"
 
 
-def psgate_rx_queues(data_lcores):
+LCORE_MODES = ("auto", "pipelined", "hybrid")
+
+
+def lcore_mode_applies(data_lcores, lcore_mode):
+    """Whether psgate takes lcores.mode = `lcore_mode` with that many data lcores."""
+    return lcore_mode == "auto" or (lcore_mode == "pipelined" and data_lcores >= 2) or \
+        (lcore_mode == "hybrid" and data_lcores >= 3)
+
+
+def psgate_rx_queues(data_lcores, lcore_mode="auto"):
     """RX queues per port psgate asks for with that many data lcores: one up to 2 data
-    lcores (run-to-completion: one lcore both directions, two a direction each), n - 2 RX
-    lcores + 2 schedulers from 3 (src/dataplane/dataplane.cc)."""
+    lcores (run-to-completion: one lcore both directions, two a direction each, or 1 RX +
+    1 scheduler pipelined), n - 2 RX lcores + 2 schedulers from 3, and n - 1 hybrid (the
+    two lcores a direction each take queue 0, the n - 2 RX lcores 1..n-2)
+    (src/dataplane/dataplane.cc)."""
+    if lcore_mode == "hybrid" and data_lcores >= 3:
+        return data_lcores - 1
     return 1 if data_lcores <= 2 else data_lcores - 2
 
 
@@ -602,23 +618,28 @@ def scaling_cpus(k, avail):
     return avail[0], avail[:k]
 
 
-def psgate_mode(data_lcores):
-    """How psgate runs with that many data lcores, in words."""
+def psgate_mode(data_lcores, lcore_mode="auto"):
+    """How psgate runs with that many data lcores (and lcores.mode), in words."""
     if data_lcores == 1:
         return "run-to-completion"
+    if lcore_mode == "hybrid" and data_lcores >= 3:
+        return f"hybrid: 2 a direction each + {data_lcores - 2} RX"
     if data_lcores == 2:
+        if lcore_mode == "pipelined":
+            return "pipelined: 1 RX + 1 scheduler"
         return "run-to-completion, a direction each"
     return f"pipelined: {psgate_rx_queues(data_lcores)} RX + 2 schedulers"
 
 
 def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window, jobs, data_lcores=(1, ),
                     shaper=None, classes_extra="", flow_cache=None, max_jobs=None, extra_mb=0, on_ready=None,
-                    profile_s=None, main_lcore=0, class_count=8):
-    """Path A with psgate. Returns a result dict. With more than one RX lcore (from 4 data
-    lcores), each port gets one replay queue per RX lcore."""
+                    profile_s=None, main_lcore=0, class_count=8, lcore_mode="auto"):
+    """Path A with psgate. Returns a result dict. With more than one RX queue per port (from
+    4 data lcores, 3 hybrid), each port gets one replay queue per RX queue psgate asks for.
+    lcore_mode: lcores.mode (auto, pipelined, hybrid)."""
     d = env.rundir(tag)
     sock = os.path.join(d, "psgate.sock")
-    rxq = psgate_rx_queues(len(data_lcores))
+    rxq = psgate_rx_queues(len(data_lcores), lcore_mode)
     # The replay copies of both ports (one per RX queue), plus queues and descriptor rings.
     mbufs = 2 * rxq * cap_packets + 32768
     dp = {"mbufs": mbufs}
@@ -631,7 +652,7 @@ def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window,
                                                             "--log-level=4"]
     cfg = psgate_config(eal, pcap_rx_device("net_pcap0", wire_pcap, rxq), pcap_rx_device("net_pcap1", host_pcap, rxq),
                         sock, data_lcores, jobs, shaper, classes_extra, dp, main_lcore=main_lcore,
-                        class_count=class_count)
+                        class_count=class_count, lcore_mode=lcore_mode)
     cfg_path = os.path.join(d, "psgate.toml")
     with open(cfg_path, "w") as f:
         f.write(cfg)
@@ -639,7 +660,7 @@ def run_psgate_pcap(env, tag, wire_pcap, host_pcap, cap_packets, warmup, window,
     t_start = time.monotonic()
     p = Proc("psgate", [env.psgate, "--config", cfg_path, "--stats-json", stats_json], d)
     res = {"app": "psgate", "tag": tag, "dir": d, "data_lcores": len(data_lcores), "cpus_used": list(data_lcores),
-           "mode": psgate_mode(len(data_lcores)), "rx_queues": rxq}
+           "mode": psgate_mode(len(data_lcores), lcore_mode), "lcore_mode": lcore_mode, "rx_queues": rxq}
     try:
         ctl = wait_health(sock, p, timeout=180)
         res["ready_s"] = time.monotonic() - t_start

@@ -6,9 +6,9 @@ from .common import f, gen_side, lost_of, med, ok
 def sum_scaling(sc):
     by = {}
     for r in ok(sc.get("runs", [])):
-        by.setdefault((r["path"], r["app"], r["lcores"]), []).append(r)
+        by.setdefault((r["path"], r["app"], r["lcores"], r.get("mode") or ""), []).append(r)
     rows = []
-    for (path, app, k), rs in sorted(by.items()):
+    for (path, app, k, _), rs in sorted(by.items()):
         row = {"path": path, "app": app, "lcores": k, "mode": rs[0].get("mode") or ("io" if app == "testpmd" else "–"),
                "cpus": rs[0].get("cpus"),
                "mpps": med((r.get("mpps") if path == "A" else r.get("rx_mpps")) for r in rs),
@@ -28,9 +28,10 @@ def markdown(sc):
     L += ["## 6. Data-lcore scaling (64 B)", "",
           f"This machine lets the benchmark use {sc6.get('cpus')} CPUs"
           + (f" ({', '.join(str(c) for c in sc6['cpu_ids'])})" if sc6.get("cpu_ids") else "") + ". "
-          "Path A: psgate with k data lcores (1: run-to-completion; 2: 1 RX lcore + 1 scheduler lcore; k >= 3: "
+          "Path A: psgate with k data lcores (1: run-to-completion; 2: a direction each; k >= 3: "
           "k - 2 RX lcores, each replaying its own copy of the capture on its own net_pcap queue, + 2 schedulers, "
-          "one per egress port) vs testpmd io with k forwarding cores. When k equals the CPU count, the sleeping "
+          "one per egress port; hybrid, where the mode column says so: 2 lcores a direction each on RX queue 0 "
+          "that also take the rings of k - 2 RX lcores on queues 1..k-2) vs testpmd io with k forwarding cores. When k equals the CPU count, the sleeping "
           "main lcore shares the first data lcore's CPU. Path B: psgate and testpmd with k data lcores while "
           "psgate-gen's worker also polls, for the counts where psgate needs one RX queue per port: on a 2-CPU "
           "machine 3 busy threads share 2 CPUs, so its 2-lcore figures show CPU sharing, not scaling.", ""]
