@@ -80,7 +80,7 @@ constexpr const char* unit_name(CounterUnit u) {
 // Every received packet is either transmitted or counted under exactly one of
 // these, on the port it was to leave by.
 #define PSGATE_DROP_REASONS(X)                                                                                        \
-  X(kDropRingFull, "ring_full", "the RX -> scheduler handoff ring was full (pipelined mode)")                         \
+  X(kDropRingFull, "ring_full", "the RX -> scheduler handoff ring was full (pipelined and hybrid modes)")             \
   X(kDropQueueFull, "queue_full", "the class FIFO was at its depth")                                                  \
   X(kDropPoliced, "policed", "the job's ingress policer")                                                             \
   X(kDropTxFailed, "tx_failed",                                                                                       \
