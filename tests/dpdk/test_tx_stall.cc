@@ -247,7 +247,7 @@ TEST_P(TxStallTest, APacketThePortRefusesAloneIsDroppedAndThePortGoesOn) {
 // the test above's 60 took 6 s). In the middle of a burst, last in one, and
 // alone, each followed by more packets a few milliseconds apart.
 TEST_P(TxStallTest, ARefusedPacketCostsItsPortMillisecondsNotTheStallTime) {
-  PipelineHarness h(config_body(GetParam()), /*start_lcores=*/false);
+  PipelineHarness h(config_body(GetParam()), /*start_lcores=*/false, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   constexpr uint16_t kRefusedSport = 6666;
   ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
@@ -376,7 +376,7 @@ TEST_P(TxStallTest, ABusyPortThatFreesRoomAfterTheProbeTimeLosesNothing) {
 // above, met again with a busy SCHED_FIFO loop taking its lcore's CPU for
 // 150 ms at a time. One pass at a time (run_once): the test is the lcore.
 TEST_P(TxStallTest, ALcoreAwayForTheStallTimeGivesUpNothingItDidNotOffer) {
-  PipelineHarness h(config_body(GetParam()), /*start_lcores=*/false);
+  PipelineHarness h(config_body(GetParam()), /*start_lcores=*/false, "", rx_queues_for(GetParam()));
   ASSERT_TRUE(h.ok()) << h.error();
   constexpr uint16_t kRefusedSport = 6666;
   ASSERT_TRUE(h.refuse_on_tx(kHost, kRefusedSport));
