@@ -420,6 +420,23 @@ TEST_P(DaemonTest, AnInfiniteReplayOfARecordLargerThanTheMbufsIsRefusedSayingWhy
   EXPECT_TRUE(run.stats["totals"]["conserved"].get<bool>());
 }
 
+// net_pcap makes an RX queue per rx_pcap argument, and psgate reads as many
+// as it has RX lcores: a second capture on a port read by one lcore was never
+// read, its frames in no counter, and the start said nothing. It is refused,
+// naming the key and how many captures the lcores read.
+TEST_P(DaemonTest, MoreCapturesThanRxQueuesIsAConfigErrorNamingIt) {
+  fx.write_pcap("host-in.pcap", {pkt::build_packet(from_ps(2222, 0))});
+  fx.write_pcap("wire-in.pcap", {});
+  ConfigOptions o = options();
+  o.host_device_extra = ",rx_pcap=host-in.pcap";
+  fx.write_file("psgate.toml", make_config(o));
+  DaemonRun run = fx.run("psgate.toml", {}, 30, 1.0);
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_NE(run.output.find("ports.host.device: net_pcap1 has 2 RX queues (one per rx_pcap"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("give 1), and these data lcores read 1 of them"), std::string::npos) << run.output;
+}
+
 // Two data lcores on CPUs 0 and 1 (the sleeping main lcore shares CPU 0), so
 // that the pipelined case runs on a 2-CPU machine.
 INSTANTIATE_TEST_SUITE_P(Lcores, DaemonTest, ::testing::Values("[1]", "[0, 1]", pipelined("[0, 1]")), lcore_name);
