@@ -159,6 +159,12 @@ std::optional<std::string> strict_json_problem(const JsonNotingDuplicates& parse
 // when it is not JSON or is nested deeper than kMaxJsonDepth (copying it
 // would recurse once per level: a value of 100k '[' would end the process).
 nlohmann::json parse_json_bounded(std::string_view text);
+// What a text is, found in one pass that builds nothing: JSON within
+// kMaxJsonDepth, JSON nested deeper (whatever follows the deep part), or not
+// JSON. Then a plain parse (without a callback: nlohmann's parser with one
+// takes time quadratic in an array's length) builds a value safe to copy.
+enum class JsonShape { kJson, kTooDeep, kNotJson };
+JsonShape json_shape(std::string_view text);
 
 // One request object -> a typed request: the command table's parser for its
 // "cmd" (control_commands.h). `class_count` is the configured number of

@@ -398,16 +398,76 @@ Result<ControlRequest> parse_control_request(const json& request, unsigned class
   return r;
 }
 
-JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
-  // A request {"cmd":"health","cmd":"jobs.remove"} must not run either: the
-  // keys of every open object, at any depth, are tracked while parsing.
-  JsonNotingDuplicates out;
-  // JSON has no raw NUL, and the parser takes one for the end of its input:
-  // what follows (`{"cmd":"health"}\0garbage`) was neither read nor refused.
-  if (text.find('\0') != std::string_view::npos) {
-    out.value = json(json::value_t::discarded);
-    return out;
+namespace {
+
+// nlohmann 3.11.2 bounds depth only through a parse callback, and its parser
+// with a callback is quadratic in the length of arrays and objects: at the
+// end of every object it walks the whole enclosing array or object for a
+// discarded element to erase (json_sax_dom_callback_parser::end_object). A
+// state file of 100,000 jobs took 25 s to read and one of 1,000,000
+// (dataplane.max_jobs allows them) most of an hour; psgatectl's jobs files
+// and its replies the same. So a first pass that builds nothing finds the
+// depth and the repeated keys, and the plain parser, linear, builds the
+// value; the callback parser builds only a text found too deep (for its
+// value with the deep part left out: a refused request's echoed id).
+struct ScanSax : nlohmann::json_sax<json> {
+  explicit ScanSax(bool note) : note_duplicates(note) {}
+  bool note_duplicates;
+  int open = 0;  // arrays and objects open
+  bool too_deep = false;
+  std::vector<std::set<std::string>> keys;  // one per open object, when noting duplicates
+  std::optional<std::string> duplicate;
+  bool id_repeated = false;
+  // The depth the callback parser reports for an element (a value, a key,
+  // the start of an array or object) is the number of arrays and objects
+  // open around it.
+  bool element() {
+    if (open > kMaxJsonDepth) too_deep = true;
+    return !too_deep;  // stops the scan: the callback parser reads it instead
   }
+  bool null() override { return element(); }
+  bool boolean(bool) override { return element(); }
+  bool number_integer(number_integer_t) override { return element(); }
+  bool number_unsigned(number_unsigned_t) override { return element(); }
+  bool number_float(number_float_t, const string_t&) override { return element(); }
+  bool string(string_t&) override { return element(); }
+  bool binary(binary_t&) override { return element(); }
+  bool start_object(std::size_t) override {
+    if (!element()) return false;
+    ++open;
+    if (note_duplicates) keys.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!element()) return false;
+    if (note_duplicates && !keys.empty() && !keys.back().insert(k).second) {
+      if (open == 1 && k == "id") id_repeated = true;
+      if (!duplicate) duplicate = k;
+    }
+    return true;
+  }
+  bool end_object() override {
+    --open;
+    if (note_duplicates && !keys.empty()) keys.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (!element()) return false;
+    ++open;
+    return true;
+  }
+  bool end_array() override {
+    --open;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+// A text nested too deep, with the callback parser: the deep part is left
+// out of the value (and its keys unchecked). Quadratic as above, so only for
+// texts already found too deep.
+JsonNotingDuplicates parse_too_deep_noting_duplicates(std::string_view text) {
+  JsonNotingDuplicates out;
   std::vector<std::set<std::string>> open;  // one per object being parsed
   out.value = json::parse(
       text.begin(), text.end(),
@@ -431,17 +491,39 @@ JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
   return out;
 }
 
+}  // namespace
+
+JsonNotingDuplicates parse_json_noting_duplicates(std::string_view text) {
+  // A request {"cmd":"health","cmd":"jobs.remove"} must not run either: the
+  // keys of every open object, at any depth, are tracked while parsing.
+  JsonNotingDuplicates out;
+  // JSON has no raw NUL, and the parser takes one for the end of its input:
+  // what follows (`{"cmd":"health"}\0garbage`) was neither read nor refused.
+  if (text.find('\0') != std::string_view::npos) {
+    out.value = json(json::value_t::discarded);
+    return out;
+  }
+  ScanSax scan(/*note=*/true);
+  const bool json_text = json::sax_parse(text.begin(), text.end(), &scan);
+  if (scan.too_deep) return parse_too_deep_noting_duplicates(text);
+  out.duplicate = std::move(scan.duplicate);
+  out.id_repeated = scan.id_repeated;
+  out.value = json_text ? json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false)
+                        : json(json::value_t::discarded);
+  return out;
+}
+
+JsonShape json_shape(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return JsonShape::kNotJson;  // as above
+  ScanSax scan(/*note=*/false);
+  const bool json_text = json::sax_parse(text.begin(), text.end(), &scan);
+  if (scan.too_deep) return JsonShape::kTooDeep;
+  return json_text ? JsonShape::kJson : JsonShape::kNotJson;
+}
+
 json parse_json_bounded(std::string_view text) {
-  if (text.find('\0') != std::string_view::npos) return json(json::value_t::discarded);  // as above
-  bool too_deep = false;
-  json value = json::parse(
-      text.begin(), text.end(),
-      [&](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxJsonDepth) too_deep = true;
-        return depth <= kMaxJsonDepth;
-      },
-      /*allow_exceptions=*/false);
-  return too_deep ? json(json::value_t::discarded) : value;
+  if (json_shape(text) != JsonShape::kJson) return json(json::value_t::discarded);
+  return json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
 
 std::optional<std::string> strict_json_problem(const JsonNotingDuplicates& parsed) {

@@ -215,16 +215,13 @@ Result<Reply> parse_reply(const std::string& line) {
   // As deep as a request may be, no deeper: the formatters (and the JSON
   // dump) recurse per level, and a peer's 100,000 nested arrays overflowed
   // the stack. No daemon reply comes near it.
-  bool too_deep = false;
-  auto j = nlohmann::ordered_json::parse(
-      line,
-      [&](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
-        if (depth > psgate::kMaxJsonDepth) too_deep = true;
-        return depth <= psgate::kMaxJsonDepth;
-      },
-      /*allow_exceptions=*/false);
-  if (too_deep)
+  // (Checked in a pass of its own: a parse callback would bound the depth
+  // too, in time quadratic in an array's length: psgate::json_shape.)
+  const psgate::JsonShape shape = psgate::json_shape(line);
+  if (shape == psgate::JsonShape::kTooDeep)
     return Result<Reply>::failure("reply is nested deeper than " + std::to_string(psgate::kMaxJsonDepth) + " levels");
+  auto j = shape == psgate::JsonShape::kJson ? nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false)
+                                             : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
   if (j.is_discarded()) return Result<Reply>::failure("reply is not JSON: " + excerpt());
   if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
     return Result<Reply>::failure("reply has no \"ok\": " + excerpt());

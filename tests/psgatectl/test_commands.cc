@@ -7,11 +7,15 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
+#include <future>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "client.h"
 #include "commands.h"
 #include "jobs_file.h"
 #include "psgate/control_commands.h"
@@ -431,6 +435,51 @@ TEST(JobsLoadSplit, RequestsKeepOrderAndStayWithinBytesAndJobCount) {
   }
   EXPECT_EQ(split_jobs(jobs, 65536)->size(), (300 + kMaxJobsPerLoadRequest - 1) / kMaxJobsPerLoadRequest);
   EXPECT_FALSE(split_jobs(jobs, 20)) << "a job larger than a request is an error";
+}
+
+// Whether `work` returns within `limit`, run on a thread of its own left
+// behind if it does not (the old parse took hours here).
+bool finishes_within(std::chrono::seconds limit, std::function<void()> work) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([done, work = std::move(work)] {
+    work();
+    done->set_value();
+  }).detach();
+  return finished.wait_for(limit) == std::future_status::ready;
+}
+
+// A reply or a jobs file with a long array of objects: the parse with a
+// depth callback took time quadratic in its length (nlohmann walks the
+// array at each object's end), minutes for a jobs.list of 300,000 jobs and
+// hours for a million objects. Both are read at once now (the limit is no
+// measure of speed).
+TEST(JobsLoadFile, LongListsAreReadInLinearTime) {
+  std::string reply = R"({"ok": true, "result": {"jobs": [)";
+  for (int i = 0; i < 1'000'000; ++i) reply += i ? R"(,{"a":1})" : R"({"a":1})";
+  reply += "]}}";
+  char tmpl[] = "/tmp/psgatectl-jobs-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  {
+    std::ofstream f(path);
+    f << "[";
+    for (int i = 1; i <= 300'000; ++i) f << (i > 1 ? "," : "") << R"({"job": )" << i << R"(, "match": ["proto=tcp"]})";
+    f << "]";
+  }
+  psgate::Result<Reply> parsed = psgate::Result<Reply>::failure("not parsed");
+  psgate::Result<json> jobs = psgate::Result<json>::failure("not read");
+  ASSERT_TRUE(finishes_within(std::chrono::seconds(120), [&] {
+    parsed = parse_reply(reply);
+    jobs = read_jobs_file(path);
+  })) << "not parsed within 120 s";
+  ::unlink(path.c_str());
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_EQ(parsed->result["jobs"].size(), 1'000'000u);
+  ASSERT_TRUE(jobs) << jobs.error();
+  EXPECT_EQ(jobs->size(), 300'000u);
 }
 
 // A jobs file with a key repeated in a job is refused, as the daemon refuses

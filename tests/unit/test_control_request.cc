@@ -13,12 +13,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <variant>
 
 namespace psgate {
@@ -765,6 +769,64 @@ TEST(ControlRequest, DeepNestingIsRefusedWithoutBuildingIt) {
   // The request object is level 0: an id of kMaxJsonDepth arrays is within.
   EXPECT_TRUE(parse_control_line(nested(kMaxJsonDepth), kClasses).ok());
   EXPECT_FALSE(parse_control_line(nested(kMaxJsonDepth + 1), kClasses).ok());
+}
+
+// Whether `work` returns within `limit`, run on a thread of its own left
+// behind if it does not: the old parse took hours here, and a test that
+// hung until the suite's timeout would say less than a failure.
+bool finishes_within(std::chrono::seconds limit, std::function<void()> work) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([done, work = std::move(work)] {
+    work();
+    done->set_value();
+  }).detach();
+  return finished.wait_for(limit) == std::future_status::ready;
+}
+
+// nlohmann's parser with a callback (how the depth was bounded) walks the
+// enclosing array at the end of every object: a state file of 1,000,000
+// jobs (dataplane.max_jobs allows them) took most of an hour to read, and
+// psgatectl's jobs files and replies the same. The depth and the repeated
+// keys are now found in a pass of their own, and the plain parser builds
+// the value: an array of a million objects reads at once (the limit is no
+// measure of speed: the old parse needed 10^11 steps for it, hours), and
+// what is found is what was found before.
+TEST(ControlRequest, LongArraysOfObjectsAreParsedInLinearTime) {
+  std::string text = R"({"jobs":[)";
+  constexpr size_t kObjects = 1'000'000;
+  for (size_t i = 0; i < kObjects; ++i) text += i ? R"(,{"a":1})" : R"({"a":1})";
+  text += "]}";
+  json bounded;
+  JsonNotingDuplicates noted;
+  ASSERT_TRUE(finishes_within(std::chrono::seconds(120), [&] {
+    bounded = parse_json_bounded(text);
+    noted = parse_json_noting_duplicates(text);
+  })) << "not parsed within 120 s";
+  ASSERT_TRUE(bounded.is_object());
+  EXPECT_EQ(bounded["jobs"].size(), kObjects);
+  EXPECT_EQ(noted.value, bounded);
+  EXPECT_FALSE(noted.duplicate);
+  EXPECT_FALSE(noted.too_deep);
+
+  // The same findings as the callback's: a repeated key after the long
+  // array, an id repeated at the top only, the depth limit, not JSON.
+  text.insert(text.size() - 1, R"(,"jobs":[],"x":{"id":1,"id":2})");
+  noted = parse_json_noting_duplicates(text);
+  EXPECT_EQ(noted.duplicate, std::optional<std::string>("jobs"));
+  EXPECT_FALSE(noted.id_repeated);
+  EXPECT_TRUE(parse_json_noting_duplicates(R"({"id":1,"a":{"id":2},"id":3})").id_repeated);
+  const std::string at_limit = std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']');
+  EXPECT_FALSE(parse_json_bounded(at_limit).is_discarded());
+  EXPECT_EQ(json_shape(at_limit), JsonShape::kJson);
+  const std::string past = "[" + at_limit + "]";
+  EXPECT_TRUE(parse_json_bounded(past).is_discarded());
+  EXPECT_EQ(json_shape(past), JsonShape::kTooDeep);
+  EXPECT_EQ(json_shape(past + "garbage"), JsonShape::kTooDeep);
+  EXPECT_TRUE(parse_json_noting_duplicates(past).too_deep);
+  EXPECT_EQ(json_shape("[1,]"), JsonShape::kNotJson);
+  EXPECT_EQ(json_shape("[1] [2]"), JsonShape::kNotJson);
+  EXPECT_TRUE(parse_json_noting_duplicates(R"({"a":1,"a":2,)").value.is_discarded());
 }
 
 // Protocol 2: the job is "job", "id" is the request id. Protocol 1's form
