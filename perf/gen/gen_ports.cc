@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <string>
+#include <string_view>
 
 namespace psgate::gen {
 namespace {
@@ -97,6 +99,19 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   auto fail = [&](const std::string& what, int rc) {
     return Result<bool>::failure(port_label(port) + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
   };
+  // One RX queue is read. A device whose queues its arguments fix, each
+  // with traffic of its own (af_packet's qpairs: the kernel spreads flows
+  // over every queue's socket; net_pcap: a capture per rx_pcap), would have
+  // the frames of the others counted lost, as if psgate had lost them.
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(port, &info); rc != 0) return fail("cannot read device info", rc);
+  const std::string_view driver = info.driver_name ? info.driver_name : "";
+  if (info.max_rx_queues > 1 && (driver == "net_af_packet" || driver == "net_pcap")) {
+    return Result<bool>::failure(port_label(port) + ": " + std::to_string(info.max_rx_queues) + " RX queues (" +
+                                 (driver == "net_pcap" ? "one per rx_pcap or rx_iface" : "qpairs") +
+                                 "), and psgate-gen reads one: what arrives on the others would count as lost; give " +
+                                 (driver == "net_pcap" ? "one rx_pcap" : "qpairs=1"));
+  }
   rte_eth_conf conf{};
   if (int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return fail("configure failed", rc);
   uint16_t rx_desc = 1024, tx_desc = 1024;

@@ -461,6 +461,33 @@ TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
       << "the default 2048 holds a frame: " << g.output();
 }
 
+// psgate-gen reads one RX queue per port: a net_pcap port given two
+// captures (or af_packet with qpairs=2) had the frames of the second queue
+// never read, counted as lost as if psgate had lost them. Refused, naming
+// the port and what to give.
+TEST(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-queues");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  {
+    // An empty capture: a pcap file header alone.
+    std::ofstream f(dir + "/in.pcap", std::ios::binary);
+    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
+    f.write(reinterpret_cast<const char*>(header), sizeof(header));
+  }
+  const std::string in = dir + "/in.pcap";
+  ChildProcess g({gen, "--link-timeout", "1", "--duration", "0.3", "--", "--no-huge", "-m", "128", "--no-pci",
+                  "--log-level=4", "--file-prefix=gqueues-" + std::to_string(getpid()),
+                  "--vdev=net_pcap0,rx_pcap=" + in + ",rx_pcap=" + in + ",tx_pcap=" + dir + "/h.pcap",
+                  "--vdev=net_pcap1,rx_pcap=" + in + ",tx_pcap=" + dir + "/w.pcap"},
+                 dir + "/gen.out");
+  EXPECT_EQ(g.wait(30), 1) << g.output();
+  EXPECT_NE(g.output().find("2 RX queues (one per rx_pcap or rx_iface), and psgate-gen reads one"), std::string::npos)
+      << g.output();
+}
+
 // A stop signal while the generator waits for its links (no memif server
 // listening) ends the wait: a report of nothing sent, exit status 0, and no
 // --hold (the signal it would wait for has come).
