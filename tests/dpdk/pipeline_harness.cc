@@ -3,10 +3,14 @@
 
 #include <time.h>
 
+#include <rte_cycles.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "dataplane/lcore_context.h"
 #include "psgate/packet_meta.h"
 
 namespace psgate::testing {
@@ -85,6 +89,7 @@ PipelineHarness::~PipelineHarness() {
     if (scribbler_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, scribbler_[p]);
     if (refuser_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, refuser_[p]);
     if (blocker_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, blocker_[p]);
+    if (busier_[p]) rte_eth_remove_tx_callback(port_id_[p], 0, busier_[p]);
   }
   control_.reset();
   dataplane_.reset();  // closes the ring ports
@@ -165,7 +170,40 @@ uint16_t block(uint16_t, uint16_t, rte_mbuf**, uint16_t n, void* arg) {
   return n;
 }
 
+// PipelineHarness::TxBusy's port: the number of packets it takes of `n`.
+uint16_t busy(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void* arg) {
+  auto* b = static_cast<PipelineHarness::TxBusy*>(arg);
+  if (n == 0) return 0;
+  const uint64_t now = rte_rdtsc();
+  if (const unsigned armed = b->armed.load(std::memory_order_acquire); armed != b->started) {
+    b->started = armed;
+    b->busy = true;
+    b->head = pkts[0];
+    b->busy_ticks = b->busy_ns.load(std::memory_order_relaxed) * rte_get_tsc_hz() / 1'000'000'000;
+    b->counted_ticks = 0;
+    b->last_tsc = now;
+    return 0;
+  }
+  if (b->busy) {
+    const uint64_t away = kLcoreAwayNs * rte_get_tsc_hz() / 1'000'000'000;
+    b->counted_ticks += std::min(now - b->last_tsc, away);
+    b->last_tsc = now;
+    if (b->counted_ticks < b->busy_ticks || pkts[0] == b->head) return 0;
+    b->busy = false;
+    b->room_next = true;  // taken now: none at the next call (the head's, right after the probe)
+    b->freed_at_probe.fetch_add(1, std::memory_order_release);
+    return 1;
+  }
+  b->room_next = !b->room_next;
+  return b->room_next ? 1 : 0;
+}
+
 }  // namespace
+
+bool PipelineHarness::busy_tx(unsigned port, TxBusy* b) {
+  if (busier_[port] == nullptr) busier_[port] = rte_eth_add_tx_callback(port_id_[port], 0, busy, b);
+  return busier_[port] != nullptr;
+}
 
 bool PipelineHarness::block_tx(unsigned port, TxBlock* b) {
   if (blocker_[port] == nullptr) blocker_[port] = rte_eth_add_tx_callback(port_id_[port], 0, block, b);

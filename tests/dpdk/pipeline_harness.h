@@ -71,6 +71,30 @@ class PipelineHarness {
     std::atomic<bool> entered{false};
   };
   bool block_tx(unsigned port, TxBlock* block);
+  // The port is busy, then frees room slowly, on the clock of the lcore that
+  // transmits on it rather than the test thread's: each busy_ns.store()
+  // then armed.fetch_add() makes the port refuse everything from the next
+  // burst it is offered (whose first packet is the "head") for busy_ns of
+  // that lcore's calls, counted as sched_transmit counts a wait (a gap of
+  // more than kLcoreAwayNs between two calls counts kLcoreAwayNs, so an
+  // lcore kept off its CPU makes the port no busier in psgate's eyes). Once
+  // that time is counted, the first call that does not start at the head
+  // (psgate's probe of the packets behind it) finds room for one packet
+  // (freed_at_probe counts those); from then on, room for one packet at
+  // every other call, as a TX ring drained more slowly than it is offered
+  // packets. `busy` must outlive every lcore that may still call it.
+  struct TxBusy {
+    std::atomic<uint64_t> busy_ns{0};
+    std::atomic<unsigned> armed{0};           // busy times the test started
+    std::atomic<unsigned> freed_at_probe{0};  // busy times that ended at a probe
+    // The transmitting lcore's own.
+    unsigned started = 0;
+    bool busy = false;
+    bool room_next = false;
+    rte_mbuf* head = nullptr;
+    uint64_t busy_ticks = 0, counted_ticks = 0, last_tsc = 0;
+  };
+  bool busy_tx(unsigned port, TxBusy* busy);
 
   Dataplane& dataplane() { return *dataplane_; }
   ControlPlane& control() { return *control_; }
@@ -90,6 +114,7 @@ class PipelineHarness {
   const rte_eth_rxtx_callback* scribbler_[2] = {};  // scribble_on_tx
   const rte_eth_rxtx_callback* refuser_[2] = {};    // refuse_on_tx
   const rte_eth_rxtx_callback* blocker_[2] = {};    // block_tx
+  const rte_eth_rxtx_callback* busier_[2] = {};     // busy_tx
   uint16_t refused_sport_[2] = {};
   rte_mempool* pool_ = nullptr;
   std::unique_ptr<Dataplane> dataplane_;
