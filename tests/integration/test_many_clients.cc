@@ -75,6 +75,21 @@ long rss_kib(pid_t pid) {
   return 0;
 }
 
+// How many bytes of `chunk`-byte writes a local stream socket takes before
+// its peer reads any (the kernel's buffer, wmem_default and the per-write
+// overhead): what a control client that never reads is sent before the
+// daemon must keep the rest unsent. 0 if it cannot be measured.
+size_t unix_stream_holds(size_t chunk) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return 0;
+  const std::string data(chunk, 'x');
+  size_t held = 0;
+  for (ssize_t n; (n = send(sv[0], data.data(), data.size(), MSG_NOSIGNAL)) > 0;) held += static_cast<size_t>(n);
+  close(sv[0]);
+  close(sv[1]);
+  return held;
+}
+
 // How many descriptors the process has open.
 size_t open_fds_of(pid_t pid) {
   size_t n = 0;
@@ -561,48 +576,63 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
       << stopped.output;
 }
 
-// Many clients that send without reading: each alone would be paused at
-// 256 KiB of unsent replies, which times 400 is ~100 MiB; all of them
-// together are held at kRepliesBudgetBytes, and those that were owed nothing
+// Many clients that send without reading: each is owed fewer replies than
+// would pause it on its own (kPauseReadingBytes unsent), yet all of them
+// together, unbounded, would leave over twice kRepliesBudgetBytes unsent
+// (~38 MiB); they are held at the budget, and those that were owed nothing
 // when it was spent get one reply each from kRepliesReserveBytes. A client
 // that asks meanwhile, owed nothing, is answered at once from the reserve
 // (it used to wait until the replies drained, and 100 clients reading big
 // replies slowly held `health` for over a minute), and so is each next
 // request of a client that reads its replies. The silent clients hang up at
 // the end: their requests are still taken, their replies dropped.
+//
+// (This used to take 400 clients owed 40 replies each: the first paused on
+// their own, starting their kStalledReaderNs, long before the daemon had
+// filled 400 sockets' kernel buffers and spent the budget, and most of
+// the others, owed nothing then, each had a reserve reply made ahead of
+// the asker's: on a loaded machine the first were disconnected before the
+// asker was answered.
+// Now no silent client waits before the budget is spent, fewer are owed
+// nothing then, and the asker asks as soon as the daemon says it is spent.)
 TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   const pid_t pid = fx.daemon_pid();
   const size_t reply_size = add_big_jobs();
   ASSERT_GT(reply_size, 16u * 1024) << "the config reply is too small for this test";
-  constexpr int kSilent = 400;
-  constexpr int kEach = 40;  // requests each: more replies than its pause and the kernel's buffer hold
-  ASSERT_GT(kEach * reply_size, kPauseReadingBytes + 256 * 1024);
-  ASSERT_GT(kSilent * kPauseReadingBytes, 2 * kRepliesBudgetBytes);
+  constexpr int kSilent = 220;
+  // Requests each: what the kernel takes of a client's replies, and three
+  // quarters of its pause unsent (a quarter kept as margin for the daemon
+  // writing in other pieces than whole replies).
+  const size_t kernel_holds = unix_stream_holds(reply_size);
+  ASSERT_GT(kernel_holds, 0u) << std::strerror(errno);
+  const size_t each = (kernel_holds + kPauseReadingBytes * 3 / 4) / reply_size;
+  const size_t unsent_each = each * reply_size - kernel_holds;
+  ASSERT_GT(unsent_each, 0u);
+  ASSERT_LT(unsent_each, kPauseReadingBytes - kPauseReadingBytes / 4);
+  // Without the budget the daemon would keep over twice the budget unsent.
+  ASSERT_GT(kSilent * unsent_each, 2 * kRepliesBudgetBytes) << "kernel buffers of " << kernel_holds << " bytes";
   // Each silent client may be owed one reply from the reserve (those owed
   // nothing when the budget was spent): room must be left for the asker.
   ASSERT_LT(kSilent * reply_size, kRepliesReserveBytes - (1u << 20)) << "the config reply is too large for this test";
   const long rss_before = rss_kib(pid);
   std::vector<std::unique_ptr<Conn>> silent;
-  ASSERT_NO_FATAL_FAILURE(send_config_requests(kSilent, kEach, silent));
+  ASSERT_NO_FATAL_FAILURE(send_config_requests(kSilent, static_cast<int>(each), silent));
   // The daemon answers until the budget is spent (it logs it), then holds
   // everyone. Waited for, not timed: on a loaded machine the daemon may
-  // need seconds to make the replies that spend it.
+  // need seconds to make the replies that spend it. The memory it takes is
+  // watched until then and for a while after the asker is answered.
   const std::string spent_line =
       "of replies unsent to clients; clients owed replies are not read until they drain (1 times";
   long rss_max = 0;
+  const auto rss_until_now = [&] { return rss_max = std::max(rss_max, rss_kib(pid)); };
   bool spent = false;
-  for (auto until = Clock::now() + std::chrono::seconds(60); Clock::now() < until;) {
-    rss_max = std::max(rss_max, rss_kib(pid));
-    if (!spent && read_text_file(fx.path("psgate.out")).find(spent_line) != std::string::npos) {
-      spent = true;
-      until = Clock::now() + std::chrono::seconds(1);  // and a while held at it
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (const auto until = Clock::now() + std::chrono::seconds(60); !spent && Clock::now() < until;) {
+    rss_until_now();
+    spent = read_text_file(fx.path("psgate.out")).find(spent_line) != std::string::npos;
+    if (!spent) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(spent) << "the silent clients' replies never reached the budget: "
                      << read_text_file(fx.path("psgate.out"));
-  EXPECT_LT(rss_max - rss_before, long{((kRepliesBudgetBytes + kRepliesReserveBytes) >> 10) + 8 * 1024})
-      << "KiB more while " << kSilent << " clients do not read (each alone may hold 256 KiB)";
 
   // Asked now, owed nothing: answered from the reserve, not held.
   Conn asker(sock());
@@ -629,6 +659,12 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   // them already, the reserve was not needed and this tested nothing).
   EXPECT_EQ(read_text_file(fx.path("psgate.out")).find("of replies unread for 5 s; disconnected"), std::string::npos)
       << "the machine was too slow: the silent clients were dropped before the asker was answered";
+  // And a while longer held at it.
+  for (const auto until = Clock::now() + std::chrono::seconds(1); Clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50)))
+    rss_until_now();
+  EXPECT_LT(rss_max - rss_before, long{((kRepliesBudgetBytes + kRepliesReserveBytes) >> 10) + 8 * 1024})
+      << "KiB more while " << kSilent << " clients do not read";
   silent.clear();  // they hang up: their replies are dropped, the budget is free again
   EXPECT_EQ(call(R"({"cmd": "health"})")["ok"], true);
   const DaemonRun stopped = fx.stop_daemon();
