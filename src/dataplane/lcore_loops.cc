@@ -248,19 +248,29 @@ int run_rx(DataplaneShared& shared, LcorePlan& plan) {
 // from its first packet on. `current` returns the snapshot in force; called
 // after the pull (one loaded before it could be older than a packet pulled,
 // and that packet's job, new in the newer one, would overtake its flow's
-// unclassified packets queued in the default class). Returns whether it
-// took anything from the rings.
-template <typename CurrentSnapshot>
-bool scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnapshot&& current) {
+// unclassified packets queued in the default class).
+// `own_rx(snap, now)` runs between the accept and the transmits: a hybrid
+// lcore's own RX (hybrid_iteration), nothing for a scheduler lcore. Returns
+// whether it took anything from the rings.
+template <typename CurrentSnapshot, typename OwnRx>
+bool ring_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnapshot&& current, OwnRx&& own_rx) {
   sched_pull_rings(shared, ctx);
   const bool pulled = ctx.n_pulled_runs != 0;
   const Snapshot& snap = current();
   sched_sync_params(ctx, snap);
-  const uint64_t now = rte_rdtsc();  // one clock read for the iteration's transmits
+  const uint64_t now = rte_rdtsc();  // one clock read: RX time, policers, shaper, the transmits
   sched_accept_pulled(shared, ctx, now, true);
+  own_rx(snap, now);
   transmit_all(shared, ctx, now);
+  // As many more bursts as came from the rings (transmit_all sent one a
+  // port, for what was queued already or by the own RX).
   transmit_pulled(shared, ctx, now);
   return pulled;
+}
+
+template <typename CurrentSnapshot>
+bool scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnapshot&& current) {
+  return ring_iteration(shared, ctx, current, [](const Snapshot&, uint64_t) {});
 }
 
 int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
@@ -283,10 +293,10 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
 }
 
 // One iteration of a hybrid lcore after its link check: a scheduler
-// iteration (scheduler_iteration) with the lcore's own RX between the accept
+// iteration (ring_iteration) with the lcore's own RX between the accept
 // and the transmits, as a run-to-completion lcore receives before it
 // transmits. The pull comes first and the snapshot after it, for the
-// reason scheduler_iteration gives; the own RX then classifies with that
+// reason ring_iteration gives; the own RX then classifies with that
 // same snapshot, so a job new in it is known, and held, on both paths from
 // the same iteration on. Its own RX cuts through only when the port holds
 // nothing (the pulled packets may have filled the FIFOs, and its packets
@@ -298,19 +308,9 @@ int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
 template <typename CurrentSnapshot>
 bool hybrid_iteration(DataplaneShared& shared, LcorePlan& plan, unsigned up, CurrentSnapshot&& current,
                       unsigned& received) {
-  SchedContext& ctx = *plan.sched;
-  sched_pull_rings(shared, ctx);
-  const bool pulled = ctx.n_pulled_runs != 0;
-  const Snapshot& snap = current();
-  sched_sync_params(ctx, snap);
-  const uint64_t now = rte_rdtsc();  // one clock read: RX time, policers, shaper
-  sched_accept_pulled(shared, ctx, now, true);
-  received = rx_iteration(shared, *plan.rx, snap, up, now);
-  transmit_all(shared, ctx, now);
-  // As many more bursts as came from the rings (transmit_all sent one, for
-  // what its own RX queued).
-  transmit_pulled(shared, ctx, now);
-  return pulled;
+  return ring_iteration(shared, *plan.sched, current, [&](const Snapshot& snap, uint64_t now) {
+    received = rx_iteration(shared, *plan.rx, snap, up, now);
+  });
 }
 
 int run_hybrid(DataplaneShared& shared, LcorePlan& plan) {
