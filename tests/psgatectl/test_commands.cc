@@ -17,6 +17,7 @@
 
 #include "client.h"
 #include "commands.h"
+#include "finishes_within.h"
 #include "jobs_file.h"
 #include "psgate/control_commands.h"
 #include "psgate/policy.h"
@@ -437,17 +438,7 @@ TEST(JobsLoadSplit, RequestsKeepOrderAndStayWithinBytesAndJobCount) {
   EXPECT_FALSE(split_jobs(jobs, 20)) << "a job larger than a request is an error";
 }
 
-// Whether `work` returns within `limit`, run on a thread of its own left
-// behind if it does not (the old parse took hours here).
-bool finishes_within(std::chrono::seconds limit, std::function<void()> work) {
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> finished = done->get_future();
-  std::thread([done, work = std::move(work)] {
-    work();
-    done->set_value();
-  }).detach();
-  return finished.wait_for(limit) == std::future_status::ready;
-}
+using psgate::testing::finishes_within;
 
 // A reply or a jobs file with a long array of objects: the parse with a
 // depth callback took time quadratic in its length (nlohmann walks the

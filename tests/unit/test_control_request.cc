@@ -8,6 +8,7 @@
 #include "psgate/control_commands.h"
 #include "psgate/control_request.h"
 
+#include "finishes_within.h"
 #include "psgate/request_lines.h"
 #include "psgate/text.h"
 
@@ -771,18 +772,7 @@ TEST(ControlRequest, DeepNestingIsRefusedWithoutBuildingIt) {
   EXPECT_FALSE(parse_control_line(nested(kMaxJsonDepth + 1), kClasses).ok());
 }
 
-// Whether `work` returns within `limit`, run on a thread of its own left
-// behind if it does not: the old parse took hours here, and a test that
-// hung until the suite's timeout would say less than a failure.
-bool finishes_within(std::chrono::seconds limit, std::function<void()> work) {
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> finished = done->get_future();
-  std::thread([done, work = std::move(work)] {
-    work();
-    done->set_value();
-  }).detach();
-  return finished.wait_for(limit) == std::future_status::ready;
-}
+using psgate::testing::finishes_within;
 
 // nlohmann's parser with a callback (how the depth was bounded) walks the
 // enclosing array at the end of every object: a state file of 1,000,000
