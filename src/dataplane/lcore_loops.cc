@@ -189,49 +189,63 @@ void sched_sync_params(SchedContext& ctx, const Snapshot& snap) {
   ctx.applied_generation = snap.generation;
 }
 
-int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
+// One data lcore's life, the same in every role: online to RCU and to the
+// port teardown handshake, `iteration(reader, up)` while RX is enabled with a
+// quiescent state after each (the iteration holds no snapshot past it) and
+// the idle sleep's count, then `after_loop()` (the role's drain, its place in
+// rx_lcores_running) offline to RCU but still in the port handshake, whose
+// transmits the drain is part of. `iteration` returns whether it found
+// nothing to do and holds nothing.
+template <typename Iteration, typename AfterLoop>
+int run_lcore(DataplaneShared& shared, const LcorePlan& plan, Iteration&& iteration, AfterLoop&& after_loop) {
   {
     SnapshotReader reader(shared, plan.rcu_thread_id);
     IdleSleep idle(shared, plan.rcu_thread_id);
     shared.link->go_online(plan.rcu_thread_id);
     while (shared.rx_enabled.load(std::memory_order_acquire)) {
-      const unsigned up = link_check(shared, plan.rcu_thread_id);
-      apply_links(*plan.sched, up);
-      const Snapshot& snap = reader.current();
-      sched_sync_params(*plan.sched, snap);
-      // One clock read for the whole iteration: RX time, policers, shaper.
-      // The shaper refilling at the iteration's start rather than a few
-      // hundred nanoseconds later only ever sends later, never more.
-      const uint64_t now = rte_rdtsc();
-      const unsigned received = rx_iteration(shared, *plan.rx, snap, up, now);
+      const bool idle_pass = iteration(reader, link_check(shared, plan.rcu_thread_id));
       reader.quiescent();
-      transmit_all(shared, *plan.sched, now);
       if (idle.enabled()) [[unlikely]]
-        idle.after_iteration(received == 0 && all_idle(*plan.sched));
+        idle.after_iteration(idle_pass);
     }
   }
-  shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
-  drain(shared, *plan.sched, plan.rcu_thread_id);
+  after_loop();
   shared.link->go_offline(plan.rcu_thread_id);
   return 0;
 }
 
+int run_to_completion(DataplaneShared& shared, LcorePlan& plan) {
+  SchedContext& ctx = *plan.sched;
+  return run_lcore(
+      shared, plan,
+      [&](const SnapshotReader& reader, unsigned up) {
+        apply_links(ctx, up);
+        const Snapshot& snap = reader.current();
+        sched_sync_params(ctx, snap);
+        // One clock read for the whole iteration: RX time, policers, shaper.
+        // The shaper refilling at the iteration's start rather than a few
+        // hundred nanoseconds later only ever sends later, never more.
+        const uint64_t now = rte_rdtsc();
+        const unsigned received = rx_iteration(shared, *plan.rx, snap, up, now);
+        transmit_all(shared, ctx, now);
+        return received == 0 && all_idle(ctx);
+      },
+      [&] {
+        // Its ports are fed by its own RX alone, stopped with the loop.
+        shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
+        drain(shared, ctx, plan.rcu_thread_id);
+      });
+}
+
 int run_rx(DataplaneShared& shared, LcorePlan& plan) {
-  {
-    SnapshotReader reader(shared, plan.rcu_thread_id);
-    IdleSleep idle(shared, plan.rcu_thread_id);
-    shared.link->go_online(plan.rcu_thread_id);
-    while (shared.rx_enabled.load(std::memory_order_acquire)) {
-      const unsigned up = link_check(shared, plan.rcu_thread_id);
-      const unsigned received = rx_iteration(shared, *plan.rx, reader.current(), up, rte_rdtsc());
-      reader.quiescent();
-      if (idle.enabled()) [[unlikely]]
-        idle.after_iteration(received == 0);
-    }
-  }
-  shared.link->go_offline(plan.rcu_thread_id);
-  shared.rx_lcores_running.fetch_sub(1, std::memory_order_release);
-  return 0;
+  return run_lcore(
+      shared, plan,
+      [&](const SnapshotReader& reader, unsigned up) {
+        return rx_iteration(shared, *plan.rx, reader.current(), up, rte_rdtsc()) == 0;
+      },
+      // Release: its last ring enqueues are seen by the schedulers' drain
+      // once they read the count.
+      [&] { shared.rx_lcores_running.fetch_sub(1, std::memory_order_release); });
 }
 
 // One iteration of a scheduler lcore after its link check and parameter sync.
@@ -275,21 +289,15 @@ bool scheduler_iteration(DataplaneShared& shared, SchedContext& ctx, CurrentSnap
 
 int run_scheduler(DataplaneShared& shared, LcorePlan& plan) {
   SchedContext& ctx = *plan.sched;
-  {
-    SnapshotReader reader(shared, plan.rcu_thread_id);
-    IdleSleep idle(shared, plan.rcu_thread_id);
-    shared.link->go_online(plan.rcu_thread_id);
-    while (shared.rx_enabled.load(std::memory_order_acquire)) {
-      apply_links(ctx, link_check(shared, plan.rcu_thread_id));
-      const bool pulled = scheduler_iteration(shared, ctx, [&reader]() -> const Snapshot& { return reader.current(); });
-      reader.quiescent();
-      if (idle.enabled()) [[unlikely]]
-        idle.after_iteration(!pulled && all_idle(ctx));
-    }
-  }
-  drain(shared, ctx, plan.rcu_thread_id);
-  shared.link->go_offline(plan.rcu_thread_id);
-  return 0;
+  return run_lcore(
+      shared, plan,
+      [&](const SnapshotReader& reader, unsigned up) {
+        apply_links(ctx, up);
+        const bool pulled =
+            scheduler_iteration(shared, ctx, [&reader]() -> const Snapshot& { return reader.current(); });
+        return !pulled && all_idle(ctx);
+      },
+      [&] { drain(shared, ctx, plan.rcu_thread_id); });
 }
 
 // One iteration of a hybrid lcore after its link check: a scheduler
@@ -315,26 +323,19 @@ bool hybrid_iteration(DataplaneShared& shared, LcorePlan& plan, unsigned up, Cur
 
 int run_hybrid(DataplaneShared& shared, LcorePlan& plan) {
   SchedContext& ctx = *plan.sched;
-  {
-    SnapshotReader reader(shared, plan.rcu_thread_id);
-    IdleSleep idle(shared, plan.rcu_thread_id);
-    shared.link->go_online(plan.rcu_thread_id);
-    while (shared.rx_enabled.load(std::memory_order_acquire)) {
-      const unsigned up = link_check(shared, plan.rcu_thread_id);
-      apply_links(ctx, up);
-      unsigned received = 0;
-      const bool pulled = hybrid_iteration(
-          shared, plan, up, [&reader]() -> const Snapshot& { return reader.current(); }, received);
-      reader.quiescent();
-      if (idle.enabled()) [[unlikely]]
-        idle.after_iteration(received == 0 && !pulled && all_idle(ctx));
-    }
-  }
-  // Its own RX has stopped with the loop; the RX lcores' rings are drained
-  // until they have stopped too (rx_lcores_running counts only them).
-  drain(shared, ctx, plan.rcu_thread_id);
-  shared.link->go_offline(plan.rcu_thread_id);
-  return 0;
+  return run_lcore(
+      shared, plan,
+      [&](const SnapshotReader& reader, unsigned up) {
+        apply_links(ctx, up);
+        unsigned received = 0;
+        const bool pulled = hybrid_iteration(
+            shared, plan, up, [&reader]() -> const Snapshot& { return reader.current(); }, received);
+        return received == 0 && !pulled && all_idle(ctx);
+      },
+      // Its own RX has stopped with the loop; the RX lcores' rings are
+      // drained until they have stopped too (rx_lcores_running counts only
+      // them).
+      [&] { drain(shared, ctx, plan.rcu_thread_id); });
 }
 
 }  // namespace
