@@ -389,10 +389,13 @@ TEST_P(KernelIfaceLinks, VethDeletedAndRecreated) {
   }
   // The host veth goes away under psgate.
   ASSERT_EQ(run_cmd("ip link del h0"), 0);
+  // The interface may be seen down (its carrier gone) before it is seen
+  // gone: waited for until it is.
   json health;
   EXPECT_TRUE(eventually(5, [&] {
     health = request(fx, "health");
-    return health.is_object() && health["status"] == "degraded";
+    return health.is_object() && health["status"] == "degraded" &&
+           health["links"]["host"].value("detail", std::string()).rfind("interface h0 gone", 0) == 0;
   })) << health.dump();
   ASSERT_TRUE(fx.daemon_running()) << fx.stop_daemon().output;
   EXPECT_EQ(health["ports_down"], json::array({"host"}));
