@@ -792,11 +792,14 @@ TEST(SnapshotPublisherStop, AStopEndsAPublishWaitingForAStuckReader) {
   rte_rcu_qsbr* qsbr = publisher.qsbr();
   const HeldRcuReader reader(qsbr);
   ASSERT_TRUE(reader.registered);
+  // Taken before the stopper starts: its 500 ms then end after `started`
+  // however late this thread runs again (taken after, a loaded machine
+  // could spend part of them before it, and the publishes seem not to wait).
+  const auto started = std::chrono::steady_clock::now();
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     publisher.stop_waiting();
   });
-  const auto started = std::chrono::steady_clock::now();
   unsigned applied = 0;
   for (unsigned i = 0; i < SnapshotPublisher::kMaxRetired + 8; ++i) {
     const auto reply =
