@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "gen_ports.h"
 
+#include "psgate/device_rules.h"
 #include "psgate/eal_arg_clash.h"
 
 #include <rte_dev.h>
@@ -100,17 +101,15 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
     return Result<bool>::failure(port_label(port) + ": " + what + ": " + std::strerror(rc < 0 ? -rc : rc));
   };
   // One RX queue is read. A device whose queues its arguments fix, each
-  // with traffic of its own (af_packet's qpairs: the kernel spreads flows
-  // over every queue's socket; net_pcap: a capture per rx_pcap), would have
-  // the frames of the others counted lost, as if psgate had lost them.
+  // with traffic of its own (psgate/device_rules.h: af_packet's qpairs,
+  // net_pcap's captures), would have the frames of the others counted lost,
+  // as if psgate had lost them.
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port, &info); rc != 0) return fail("cannot read device info", rc);
   const std::string_view driver = info.driver_name ? info.driver_name : "";
-  if (info.max_rx_queues > 1 && (driver == "net_af_packet" || driver == "net_pcap")) {
-    return Result<bool>::failure(port_label(port) + ": " + std::to_string(info.max_rx_queues) + " RX queues (" +
-                                 (driver == "net_pcap" ? "one per rx_pcap or rx_iface" : "qpairs") +
-                                 "), and psgate-gen reads one: what arrives on the others would count as lost; give " +
-                                 (driver == "net_pcap" ? "one rx_pcap" : "qpairs=1"));
+  if (const std::string why = psgate::unread_fixed_rx_queues(driver, info.max_rx_queues, 1); !why.empty()) {
+    return Result<bool>::failure(port_label(port) + ": " + std::to_string(info.max_rx_queues) + " RX queues (" + why +
+                                 "), and psgate-gen reads one: what arrives on the others would count as lost");
   }
   rte_eth_conf conf{};
   if (int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return fail("configure failed", rc);

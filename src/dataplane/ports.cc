@@ -22,6 +22,7 @@
 #include <set>
 
 #include "psgate/dataplane.h"  // kStartStopped
+#include "psgate/device_rules.h"
 #include "psgate/packet_parser.h"
 
 namespace psgate {
@@ -382,32 +383,18 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
                                  ": list fewer data lcores, or give the device more queues (af_packet: qpairs)");
   }
   // A device whose RX queues are fixed by its arguments, each with traffic
-  // of its own, must have no queue psgate leaves unread: af_packet opens a
-  // socket per queue pair at probe and the kernel's fanout spreads flows
-  // over all of them, net_pcap reads a capture per queue. Configured with
-  // fewer queues, the frames of the others were lost with no counter saying
-  // so (1 RX lcore on af_packet qpairs=2: a quarter of 2,000 flows' frames
-  // never reached psgate). af_xdp's queue_count likely asks the same (its
-  // NIC spreads flows over every queue); not checked: no test here can make
-  // such a device (a veth has no combined channels, which af_xdp needs).
-  if (nb_rxq < info.max_rx_queues) {
-    const std::string_view driver = info.driver_name ? info.driver_name : "";
-    std::string why;
-    if (driver == "net_af_packet") {
-      why =
-          "its qpairs: the kernel spreads flows over every queue's socket, and frames on a socket psgate does not "
-          "read are lost unseen; give qpairs=" +
-          std::to_string(nb_rxq);
-    } else if (driver == "net_pcap") {
-      why = "one per rx_pcap, rx_iface or rx_iface_in: the frames of the others would never be read; give " +
-            std::to_string(nb_rxq);
-    }
-    if (!why.empty()) {
-      if (config_error) *config_error = true;
-      return Result<bool>::failure("ports." + role + ".device: " + device_name(spec.device) + " has " +
-                                   std::to_string(info.max_rx_queues) + " RX queues (" + why + "), and these data " +
-                                   "lcores read " + std::to_string(nb_rxq) + " of them (lcores.data)");
-    }
+  // of its own (device_rules.h: af_packet's qpairs, net_pcap's captures),
+  // must have no queue psgate leaves unread: the frames of the others were
+  // lost with no counter saying so (1 RX lcore on af_packet qpairs=2: a
+  // quarter of 2,000 flows' frames never reached psgate).
+  if (const std::string why =
+          unread_fixed_rx_queues(info.driver_name ? info.driver_name : "", info.max_rx_queues, nb_rxq);
+      !why.empty()) {
+    if (config_error) *config_error = true;
+    return Result<bool>::failure("ports." + role + ".device: " + device_name(spec.device) + " has " +
+                                 std::to_string(info.max_rx_queues) + " RX queues (" + why +
+                                 "), and these data lcores read " + std::to_string(nb_rxq) +
+                                 " of them (lcores.data): the frames of the others would be lost unseen");
   }
   // DPDK 22.11's af_xdp refuses a configuration with fewer TX than RX
   // queues (one socket per queue pair), which every pipelined plan with

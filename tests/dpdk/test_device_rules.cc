@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The rules a device's arguments set for its reader (psgate/device_rules.h),
+// which psgate's port start and psgate-gen's both refuse a device by: the
+// drivers whose RX queues their arguments fix, and net_null's frame size.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "psgate/device_rules.h"
+
+namespace psgate {
+namespace {
+
+struct FixedCase {
+  const char* driver;
+  unsigned rx_queues;
+  unsigned read;
+  const char* expected;  // in the text; nullptr: no refusal
+};
+
+TEST(DeviceRules, DriversWhoseArgumentsFixTheirRxQueuesAreReadWhole) {
+  const FixedCase cases[] = {
+      {"net_af_packet", 2, 1, "its qpairs: the kernel spreads flows over every queue's socket; give qpairs=1"},
+      {"net_af_packet", 4, 3, "give qpairs=3"},
+      {"net_af_packet", 2, 2, nullptr},
+      {"net_af_packet", 1, 1, nullptr},
+      {"net_af_packet", 1, 2, nullptr},  // more read than it has: ethdev's own limit, not this rule
+      {"net_pcap", 2, 1,
+       "one per rx_pcap, rx_iface or rx_iface_in, each a capture or interface of its own; give 1 "
+       "rx_pcap, rx_iface or rx_iface_in"},
+      {"net_pcap", 3, 2, "give 2 rx_pcap, rx_iface or rx_iface_in"},
+      {"net_pcap", 2, 2, nullptr},
+      // Devices whose queues are the reader's to choose, or carry nothing of their own.
+      {"net_ring", 4, 1, nullptr},
+      {"net_null", 16, 1, nullptr},
+      {"net_memif", 2, 1, nullptr},
+      {"", 2, 1, nullptr},
+  };
+  for (const FixedCase& c : cases) {
+    const std::string why = unread_fixed_rx_queues(c.driver, c.rx_queues, c.read);
+    const std::string where = std::string(c.driver) + " " + std::to_string(c.rx_queues) + " read " +
+                              std::to_string(c.read) + ": '" + why + "'";
+    if (c.expected == nullptr) {
+      EXPECT_EQ(why, "") << where;
+    } else {
+      EXPECT_NE(why.find(c.expected), std::string::npos) << where;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace psgate
