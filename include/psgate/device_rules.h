@@ -16,7 +16,11 @@ namespace psgate {
 //   net_af_packet  qpairs: a socket per queue, the kernel's fanout spreads
 //                  flows over all of them;
 //   net_pcap       one queue per rx_pcap / rx_iface / rx_iface_in: a
-//                  capture or interface each.
+//                  capture or interface each;
+//   net_af_xdp     queue_count: an XDP socket per queue, each bound to a
+//                  queue of the interface's own, over which the interface
+//                  spreads flows; the frames of a queue with no socket go
+//                  to the kernel.
 // "" when `driver` is none of them or `read` RX queues of the device's
 // `rx_queues` leave none unread; else why its queues are fixed and the
 // remedy (the argument, and the value to give):

@@ -102,8 +102,8 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   };
   // One RX queue is read. A device whose queues its arguments fix, each
   // with traffic of its own (psgate/device_rules.h: af_packet's qpairs,
-  // net_pcap's captures), would have the frames of the others counted lost,
-  // as if psgate had lost them.
+  // net_pcap's captures, af_xdp's queue_count), would have the frames of
+  // the others counted lost, as if psgate had lost them.
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port, &info); rc != 0) return fail("cannot read device info", rc);
   const std::string_view driver = info.driver_name ? info.driver_name : "";

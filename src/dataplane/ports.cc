@@ -383,10 +383,11 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
                                  ": list fewer data lcores, or give the device more queues (af_packet: qpairs)");
   }
   // A device whose RX queues are fixed by its arguments, each with traffic
-  // of its own (device_rules.h: af_packet's qpairs, net_pcap's captures),
-  // must have no queue psgate leaves unread: the frames of the others were
-  // lost with no counter saying so (1 RX lcore on af_packet qpairs=2: a
-  // quarter of 2,000 flows' frames never reached psgate).
+  // of its own (device_rules.h: af_packet's qpairs, net_pcap's captures,
+  // af_xdp's queue_count), must have no queue psgate leaves unread: the
+  // frames of the others were lost with no counter saying so (1 RX lcore on
+  // af_packet qpairs=2: a quarter of 2,000 flows' frames never reached
+  // psgate; on af_xdp queue_count=2, half the frames of a 2-queue tap).
   if (const std::string why =
           unread_fixed_rx_queues(info.driver_name ? info.driver_name : "", info.max_rx_queues, nb_rxq);
       !why.empty()) {

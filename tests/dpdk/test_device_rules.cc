@@ -30,6 +30,12 @@ TEST(DeviceRules, DriversWhoseArgumentsFixTheirRxQueuesAreReadWhole) {
        "rx_pcap, rx_iface or rx_iface_in"},
       {"net_pcap", 3, 2, "give 2 rx_pcap, rx_iface or rx_iface_in"},
       {"net_pcap", 2, 2, nullptr},
+      {"net_af_xdp", 2, 1, "its queue_count: an XDP socket per queue"},
+      {"net_af_xdp", 2, 1,
+       "give queue_count=1 (and the interface as many combined channels: ethtool -L IFACE combined "
+       "1)"},
+      {"net_af_xdp", 4, 2, "give queue_count=2"},
+      {"net_af_xdp", 1, 1, nullptr},
       // Devices whose queues are the reader's to choose, or carry nothing of their own.
       {"net_ring", 4, 1, nullptr},
       {"net_null", 16, 1, nullptr},

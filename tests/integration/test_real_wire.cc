@@ -7,15 +7,24 @@
 // chains. With one data lcore and with two, psgate must exit cleanly,
 // transmit the frames it can carry, unchanged, and count every other one
 // under a named drop reason.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "daemon_runner.h"
 #include "lcore_modes.h"
@@ -310,6 +319,86 @@ class TestNamespace {
   std::string name_;
   bool made_ = false;
 };
+
+// A multi-queue tap made in the network namespace `ns`, `queues` of its
+// queues held open until it is destroyed: a tap's combined channels, as
+// ethtool and af_xdp read them, are the queues attached to it. Made on a
+// thread of its own that enters the namespace, so that the test's other
+// threads stay where they are.
+class NamespaceTap {
+ public:
+  NamespaceTap(const std::string& ns, const std::string& name, unsigned queues) {
+    std::thread([&] {
+      const int net = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (net < 0 || ::setns(net, CLONE_NEWNET) != 0) {
+        error_ = "entering " + ns + ": " + std::strerror(errno);
+        if (net >= 0) ::close(net);
+        return;
+      }
+      ::close(net);
+      for (unsigned q = 0; q < queues; ++q) {
+        const int fd = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+        ifreq ifr{};
+        std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name.c_str());
+        ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE;
+        if (fd < 0 || ::ioctl(fd, TUNSETIFF, &ifr) != 0) {
+          error_ = "tap " + name + " queue " + std::to_string(q) + ": " + std::strerror(errno);
+          if (fd >= 0) ::close(fd);
+          return;
+        }
+        fds_.push_back(fd);
+      }
+    }).join();
+  }
+  ~NamespaceTap() {
+    for (int fd : fds_) ::close(fd);
+  }
+  NamespaceTap(const NamespaceTap&) = delete;
+  NamespaceTap& operator=(const NamespaceTap&) = delete;
+  const std::string& error() const { return error_; }
+
+ private:
+  std::vector<int> fds_;
+  std::string error_;
+};
+
+// af_xdp makes an XDP socket per queue of its queue_count, each bound to a
+// queue of the interface's own, over which the interface spreads flows; a
+// queue psgate set up no socket for passes its frames to the kernel. On a
+// tap with 2 queues (combined channels 2) and queue_count=2, one RX lcore,
+// 2,000 frames written round-robin onto the tap's queues: psgate received
+// 1,000 and counted nothing else (exit 0, conservation OK). Refused, naming
+// the key and the queue_count the lcores read.
+TEST(RealWireAfXdp, MoreQueuesThanRxLcoresIsAConfigErrorNamingIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
+  if (::access("/dev/net/tun", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/net/tun for a tap";
+  DaemonFixture fx;
+  TestNamespace net("psgrxq");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  const NamespaceTap tap(ns, "xq0", 2);
+  ASSERT_EQ(tap.error(), "");
+  ASSERT_EQ(shell("ip -n " + ns + " link set dev xq0 up").first, 0);
+  // The second "Combined:" is the current count (the first, the maximum).
+  const std::string channels = shell("ip netns exec " + ns + " ethtool -l xq0").second;
+  ASSERT_NE(channels.rfind("Combined:"), std::string::npos) << channels;
+  ASSERT_EQ(channels.substr(channels.rfind("Combined:"), 11), "Combined:\t2") << channels;
+  ASSERT_TRUE(net.add_veth("qh0", "qh1"));
+  fx.write_file("xq.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
+                               "\", \"--log-level=3\"]\n"
+                               "[ports.wire]\ndevice = \"net_af_xdp0,iface=xq0,queue_count=2\"\n"
+                               "[ports.host]\ndevice = \"net_af_packet1,iface=qh0\"\n"
+                               "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
+                               fx.path("ctl.sock") + "\"\n");
+  auto [status, out] = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
+                             fx.path("xq.toml") + " --duration 1");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("ports.wire.device: net_af_xdp0 has 2 RX queues (its queue_count"), std::string::npos) << out;
+  EXPECT_NE(out.find("give queue_count=1 (and the interface as many combined channels: ethtool -L IFACE combined 1)), "
+                     "and these data lcores read 1 of them"),
+            std::string::npos)
+      << out;
+}
 
 // On an af_xdp port the NIC strips VLAN tags before XDP runs (rx-vlan-offload,
 // on by default on ixgbe, i40e, ice, mlx5, and on veths), and AF_XDP hands
