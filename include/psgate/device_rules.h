@@ -5,8 +5,11 @@
 // devices with the same remedy.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+
+struct rte_mempool;
 
 namespace psgate {
 
@@ -26,5 +29,22 @@ namespace psgate {
 // remedy (the argument, and the value to give):
 // "its qpairs: the kernel spreads flows over every queue's socket; give qpairs=1".
 std::string unread_fixed_rx_queues(std::string_view driver, unsigned rx_queues, unsigned read);
+
+// DPDK 22.11's net_null makes every frame `size` bytes (64 by default),
+// read from its arguments with strtoul, the last one given winning: size 0
+// (or what strtoul reads as 0: "abc", 2^32) fails every queue's setup
+// with only ENOMEM; a size above the mbufs' `data_room` has its RX write
+// past the buffer (copy=1: the heap corrupted, psgate killed by SIGSEGV
+// at 70,000) or hand over mbufs longer than their buffer (each one
+// dropped as bad_mbuf: nothing is forwarded). "" when `args` (the device's
+// arguments, "size=0,copy=1") raise neither, else what is wrong and the
+// remedy: "size=0 makes frames of 0 bytes, ...; give size=64 (the
+// default) up to 2048 (the packet data an mbuf holds)".
+// An RX side switched off (no-rx=1) reads no frames: only size 0 counts.
+std::string null_size_refused(std::string_view args, uint32_t data_room);
+
+// The packet data one mbuf of `pool` holds after its headroom, where a
+// driver writes a received frame.
+uint32_t mbuf_data_room(const rte_mempool* pool);
 
 }  // namespace psgate

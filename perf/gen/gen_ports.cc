@@ -5,6 +5,7 @@
 #include "psgate/eal_arg_clash.h"
 
 #include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_ethdev.h>
 
 #include <chrono>
@@ -110,6 +111,14 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   if (const std::string why = psgate::unread_fixed_rx_queues(driver, info.max_rx_queues, 1); !why.empty()) {
     return Result<bool>::failure(port_label(port) + ": " + std::to_string(info.max_rx_queues) + " RX queues (" + why +
                                  "), and psgate-gen reads one: what arrives on the others would count as lost");
+  }
+  // net_null makes every frame `size` bytes: one it cannot make fails the
+  // queue's setup with only ENOMEM, or writes past the mbufs.
+  if (driver == "net_null" && info.device != nullptr) {
+    const rte_devargs* devargs = rte_dev_devargs(info.device);
+    const std::string args = devargs != nullptr && devargs->args != nullptr ? devargs->args : "";
+    if (const std::string why = psgate::null_size_refused(args, psgate::mbuf_data_room(pool)); !why.empty())
+      return Result<bool>::failure(port_label(port) + ": " + why);
   }
   rte_eth_conf conf{};
   if (int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return fail("configure failed", rc);

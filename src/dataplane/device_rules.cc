@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "psgate/device_rules.h"
 
+#include <rte_kvargs.h>
+#include <rte_mbuf.h>
+
+#include <climits>
+#include <cstdlib>
+
 namespace psgate {
 
 std::string unread_fixed_rx_queues(std::string_view driver, unsigned rx_queues, unsigned read) {
@@ -28,6 +34,67 @@ std::string unread_fixed_rx_queues(std::string_view driver, unsigned rx_queues, 
            "queue_count=" +
            n + " (and the interface as many combined channels: ethtool -L IFACE combined " + n + ")";
   return "";
+}
+
+namespace {
+
+// As net_null's get_packet_*_arg read a value: strtoul, cut to unsigned int.
+unsigned null_value(const char* v) { return v ? static_cast<unsigned>(std::strtoul(v, nullptr, 0)) : 0; }
+
+struct LastValue {
+  bool given = false;
+  std::string text;
+};
+
+// rte_kvargs_process calls it for every `key=` in order: the last one stays,
+// as in net_null, where each call overwrites the one before.
+int keep_last(const char*, const char* value, void* opaque) {
+  auto* last = static_cast<LastValue*>(opaque);
+  last->given = true;
+  last->text = value ? value : "";
+  return 0;
+}
+
+LastValue last_value(rte_kvargs* kv, const char* key) {
+  LastValue last;
+  rte_kvargs_process(kv, key, keep_last, &last);
+  return last;
+}
+
+}  // namespace
+
+std::string null_size_refused(std::string_view args, uint32_t data_room) {
+  if (args.empty()) return "";
+  rte_kvargs* kv = rte_kvargs_parse(std::string(args).c_str(), nullptr);
+  if (kv == nullptr) return "";  // net_null's own parse refuses it at probe
+  const LastValue size = last_value(kv, "size");
+  const bool copy = null_value(last_value(kv, "copy").text.c_str()) != 0;
+  const bool no_rx = null_value(last_value(kv, "no-rx").text.c_str()) != 0;
+  rte_kvargs_free(kv);
+  if (!size.given) return "";
+  const unsigned bytes = null_value(size.text.c_str());
+  // UINT_MAX: net_null refused the device at probe already.
+  if (bytes == UINT_MAX) return "";
+  const std::string room = std::to_string(data_room);
+  if (bytes == 0) {
+    return "size=" + size.text + (size.text == "0" ? "" : ", which net_null reads as 0,") +
+           " makes frames of 0 bytes, for which net_null can set up no queue (\"Cannot allocate memory\"); give "
+           "size=64 (the default) up to " +
+           room + " (the packet data an mbuf holds)";
+  }
+  if (bytes > data_room && !no_rx) {
+    return "size=" + size.text + " makes frames larger than the " + room +
+           " bytes of packet data an mbuf holds: net_null would " +
+           (copy ? "copy each one past the end of its mbuf, into the memory after it"
+                 : "hand over mbufs longer than their buffers, every one dropped as bad_mbuf") +
+           "; give size=" + room + " or less";
+  }
+  return "";
+}
+
+uint32_t mbuf_data_room(const rte_mempool* pool) {
+  const uint32_t room = rte_pktmbuf_data_room_size(const_cast<rte_mempool*>(pool));
+  return room > RTE_PKTMBUF_HEADROOM ? room - RTE_PKTMBUF_HEADROOM : 0;
 }
 
 }  // namespace psgate

@@ -397,6 +397,17 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
                                  "), and these data lcores read " + std::to_string(nb_rxq) +
                                  " of them (lcores.data): the frames of the others would be lost unseen");
   }
+  // net_null's size is the length of every frame it makes: one it cannot
+  // make fails the queues' setup with only ENOMEM, or writes past the mbufs.
+  if (std::string_view(info.driver_name ? info.driver_name : "") == "net_null") {
+    const size_t comma = spec.device.find(',');
+    const std::string args = comma == std::string::npos ? "" : spec.device.substr(comma + 1);
+    if (const std::string why = null_size_refused(args, mbuf_data_room(pool)); !why.empty()) {
+      if (config_error) *config_error = true;
+      return Result<bool>::failure("ports." + role + ".device: " + device_name(spec.device) + ": " + why +
+                                   " (the mbufs follow ports." + role + ".mtu)");
+    }
+  }
   // DPDK 22.11's af_xdp refuses a configuration with fewer TX than RX
   // queues (one socket per queue pair), which every pipelined plan with
   // two RX lcores or more asks for: a plain "configure failed" said nothing

@@ -54,5 +54,43 @@ TEST(DeviceRules, DriversWhoseArgumentsFixTheirRxQueuesAreReadWhole) {
   }
 }
 
+struct SizeCase {
+  const char* args;
+  const char* expected;  // in the text; nullptr: no refusal
+};
+
+TEST(DeviceRules, NetNullSizesItCannotMakeAreRefused) {
+  const SizeCase cases[] = {
+      {"size=0", "size=0 makes frames of 0 bytes, for which net_null can set up no queue"},
+      {"size=0", "give size=64 (the default) up to 2048 (the packet data an mbuf holds)"},
+      {"size=abc", "size=abc, which net_null reads as 0, makes frames of 0 bytes"},
+      {"size=4294967296", "which net_null reads as 0"},      // cut to unsigned int, as net_null does
+      {"size=0,no-rx=1", "size=0 makes frames of 0 bytes"},  // the queues' setup fails all the same
+      {"size=64,size=0", "size=0 makes"},                    // the last one given, as net_null reads them
+      {"size=2049", "size=2049 makes frames larger than the 2048 bytes of packet data an mbuf holds"},
+      {"size=3000", "hand over mbufs longer than their buffers, every one dropped as bad_mbuf; give size=2048 or less"},
+      {"size=3000,copy=1", "copy each one past the end of its mbuf"},
+      {"size=0x801", "size=0x801 makes frames larger"},
+      {"size=0,size=64", nullptr},
+      {"size=2048", nullptr},
+      {"size=0x800,copy=1", nullptr},
+      {"size=1", nullptr},  // a runt, which psgate counts as one
+      {"size=3000,no-rx=1", nullptr},
+      {"copy=1", nullptr},
+      {"no-rx=1", nullptr},
+      {"", nullptr},
+  };
+  for (const SizeCase& c : cases) {
+    const std::string why = null_size_refused(c.args, 2048);
+    if (c.expected == nullptr) {
+      EXPECT_EQ(why, "") << c.args;
+    } else {
+      EXPECT_NE(why.find(c.expected), std::string::npos) << c.args << ": '" << why << "'";
+    }
+  }
+  EXPECT_EQ(null_size_refused("size=9000", 9088), "");
+  EXPECT_NE(null_size_refused("size=9089", 9088), "");
+}
+
 }  // namespace
 }  // namespace psgate

@@ -489,6 +489,32 @@ TEST(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
       << g.output();
 }
 
+// net_null makes every frame `size` bytes: size=0 failed the port's set-up
+// with only "RX queue setup failed: Cannot allocate memory", and a size
+// above the mbufs' 2048 bytes with copy=1 wrote each frame past its mbuf.
+// Refused before the run, naming the port, `size` and what to give.
+TEST(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-null-size");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::pair<const char*, const char*> cases[] = {
+      {"size=0", "port 0 (net_null0): size=0 makes frames of 0 bytes, for which net_null can set up no queue"},
+      {"size=70000,copy=1",
+       "port 0 (net_null0): size=70000 makes frames larger than the 2048 bytes of packet data "
+       "an mbuf holds: net_null would copy each one past the end of its mbuf"},
+  };
+  for (const auto& [args, expected] : cases) {
+    ChildProcess g({gen, "--link-timeout", "1", "--duration", "0.3", "--", "--no-huge", "-m", "128", "--no-pci",
+                    "--log-level=4", "--file-prefix=gnullsize-" + std::to_string(getpid()),
+                    "--vdev=net_null0," + std::string(args), "--vdev=net_null1"},
+                   scratch.path + "/gen.out");
+    EXPECT_EQ(g.wait(30), 1) << args << ": " << g.output();
+    EXPECT_NE(g.output().find(expected), std::string::npos) << args << ": " << g.output();
+    EXPECT_NE(g.output().find("give size="), std::string::npos) << args << ": " << g.output();
+  }
+}
+
 // A stop signal while the generator waits for its links (no memif server
 // listening) ends the wait: a report of nothing sent, exit status 0, and no
 // --hold (the signal it would wait for has come).

@@ -989,6 +989,49 @@ TEST(DaemonConfig, ADriverNameEalDoesNotKnowIsAConfigError) {
       << run.output;
 }
 
+// DPDK 22.11's net_null makes every frame `size` bytes. Size 0 (or what its
+// strtoul reads as 0) failed the start with only "RX queue 0 setup failed:
+// Cannot allocate memory" (exit 1, restarted for ever); a size above the
+// mbufs' 2048 bytes of data started, and every frame was a bad_mbuf drop,
+// or with copy=1 was written past its mbuf (size=70000: killed by SIGSEGV).
+// Each is the configuration's: exit 2, naming the key and `size`.
+TEST(DaemonConfig, ANetNullSizeItCannotMakeIsAConfigErrorNamingIt) {
+  const std::pair<const char*, const char*> refused[] = {
+      {"net_null0,size=0", "ports.wire.device: net_null0: size=0 makes frames of 0 bytes"},
+      {"net_null0,size=abc", "ports.wire.device: net_null0: size=abc, which net_null reads as 0, makes frames of 0"},
+      {"net_null0,size=64,size=0", "size=0 makes frames of 0 bytes"},  // the last one, as net_null reads them
+      {"net_null0,size=3000",
+       "size=3000 makes frames larger than the 2048 bytes of packet data an mbuf holds: "
+       "net_null would hand over mbufs longer than their buffers"},
+      {"net_null0,size=70000,copy=1",
+       "size=70000 makes frames larger than the 2048 bytes of packet data an mbuf "
+       "holds: net_null would copy each one past the end of its mbuf"},
+  };
+  const std::string pcap = "net_pcap0,rx_pcap=wire-in.pcap,tx_pcap=wire-out.pcap";
+  for (const auto& [device, expected] : refused) {
+    DaemonFixture fx;
+    fx.write_pcap("host-in.pcap", {});
+    std::string config = make_config({});
+    ASSERT_NE(config.find(pcap), std::string::npos);
+    config.replace(config.find(pcap), pcap.size(), device);
+    fx.write_file("psgate.toml", config);
+    const DaemonRun run = fx.run("psgate.toml", {"--duration", "0.5"}, 30);
+    EXPECT_EQ(run.exit_status, 2) << device << ": " << run.output;
+    EXPECT_NE(run.output.find(expected), std::string::npos) << device << ": " << run.output;
+    EXPECT_NE(run.output.find("give size="), std::string::npos) << device << ": " << run.output;
+  }
+  // The mbufs' size itself, and any size where nothing is received, start.
+  for (const char* device : {"net_null0,size=2048,copy=1", "net_null0,size=70000,no-rx=1"}) {
+    DaemonFixture fx;
+    fx.write_pcap("host-in.pcap", {});
+    std::string config = make_config({});
+    config.replace(config.find(pcap), pcap.size(), device);
+    fx.write_file("psgate.toml", config);
+    const DaemonRun run = fx.run("psgate.toml", {"--duration", "0.5"}, 30);
+    EXPECT_EQ(run.exit_status, 0) << device << ": " << run.output;
+  }
+}
+
 // log.level = "off" (or critical) hides the log while psgate runs, not why
 // a start failed: errors are shown until it forwards.
 TEST(DaemonConfig, AFailedStartSaysWhyWhateverTheLogLevel) {
