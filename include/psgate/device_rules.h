@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What a virtual device's arguments fix that a program reading it must
 // respect, asked by psgate's port start (dataplane/ports.cc) and
-// psgate-gen's (perf/gen/gen_ports.cc) alike, so that both refuse the same
-// devices with the same remedy.
+// psgate-gen's (perf/gen/gen_ports.cc) alike, so that both refuse (or warn
+// of) the same devices with the same remedy.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,21 @@ namespace psgate {
 // remedy (the argument, and the value to give):
 // "its qpairs: the kernel spreads flows over every queue's socket; give qpairs=1".
 std::string unread_fixed_rx_queues(std::string_view driver, unsigned rx_queues, unsigned read);
+
+// af_xdp reads the interface's queues start_queue .. start_queue +
+// queue_count - 1, and the frames the interface spreads over its other
+// combined channels go to the kernel, not to the reader: on a tap with 2
+// queues, queue_count=1 read 1,000 of 2,000 frames. Not refused, as flow
+// steering (ethtool -N) may send every frame to the queues read: "" when
+// `combined` (the interface's combined channels, 0 when it reports none)
+// leaves no queue unread, else a warning with the remedy, naming `iface`.
+std::string xdp_channels_unread(std::string_view iface, unsigned combined, unsigned start_queue, unsigned queue_count);
+// The interface's combined channels as `ethtool -l` reports them (what
+// af_xdp's probe reads), 0 when it reports none or cannot be asked.
+unsigned interface_combined_channels(const std::string& iface);
+// The last `key=` of a device's arguments ("iface=eth1,start_queue=2"),
+// "" when absent.
+std::string device_arg(std::string_view args, const char* key);
 
 // DPDK 22.11's net_null makes every frame `size` bytes (64 by default),
 // read from its arguments with strtoul, the last one given winning: size 0

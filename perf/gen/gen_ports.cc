@@ -9,6 +9,7 @@
 #include <rte_ethdev.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -112,13 +113,24 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
     return Result<bool>::failure(port_label(port) + ": " + std::to_string(info.max_rx_queues) + " RX queues (" + why +
                                  "), and psgate-gen reads one: what arrives on the others would count as lost");
   }
+  const rte_devargs* devargs = info.device != nullptr ? rte_dev_devargs(info.device) : nullptr;
+  const std::string args = devargs != nullptr && devargs->args != nullptr ? devargs->args : "";
   // net_null makes every frame `size` bytes: one it cannot make fails the
   // queue's setup with only ENOMEM, or writes past the mbufs.
-  if (driver == "net_null" && info.device != nullptr) {
-    const rte_devargs* devargs = rte_dev_devargs(info.device);
-    const std::string args = devargs != nullptr && devargs->args != nullptr ? devargs->args : "";
+  if (driver == "net_null") {
     if (const std::string why = psgate::null_size_refused(args, psgate::mbuf_data_room(pool)); !why.empty())
       return Result<bool>::failure(port_label(port) + ": " + why);
+  }
+  // The interface's channels af_xdp does not read pass their frames to the
+  // kernel, counted lost here: said, as psgate says it.
+  if (driver == "net_af_xdp") {
+    const std::string iface = psgate::device_arg(args, "iface");
+    const unsigned start =
+        static_cast<unsigned>(std::strtoul(psgate::device_arg(args, "start_queue").c_str(), nullptr, 0));
+    if (const std::string why =
+            psgate::xdp_channels_unread(iface, psgate::interface_combined_channels(iface), start, info.max_rx_queues);
+        !why.empty())
+      std::fprintf(stderr, "psgate-gen: %s: warning: %s\n", port_label(port).c_str(), why.c_str());
   }
   rte_eth_conf conf{};
   if (int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0) return fail("configure failed", rc);

@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "psgate/device_rules.h"
 
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <rte_kvargs.h>
 #include <rte_mbuf.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 
 namespace psgate {
@@ -36,6 +43,32 @@ std::string unread_fixed_rx_queues(std::string_view driver, unsigned rx_queues, 
   return "";
 }
 
+std::string xdp_channels_unread(std::string_view iface, unsigned combined, unsigned start_queue, unsigned queue_count) {
+  if (combined == 0 || (start_queue == 0 && queue_count >= combined)) return "";
+  const std::string name(iface);
+  const std::string read = queue_count == 1 ? "queue " + std::to_string(start_queue)
+                                            : "queues " + std::to_string(start_queue) + " to " +
+                                                  std::to_string(start_queue + queue_count - 1);
+  return name + " spreads flows over " + std::to_string(combined) + " combined channels and af_xdp reads " + read +
+         " of them (start_queue " + std::to_string(start_queue) + ", queue_count " + std::to_string(queue_count) +
+         "): the frames of the others go to the kernel instead of this port; give it " + std::to_string(queue_count) +
+         " (ethtool -L " + name + " combined " + std::to_string(queue_count) +
+         (start_queue != 0 ? ", and start_queue=0" : "") + ") or steer every frame to " + read + " (ethtool -N)";
+}
+
+unsigned interface_combined_channels(const std::string& iface) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface.c_str());
+  ethtool_channels channels{};
+  channels.cmd = ETHTOOL_GCHANNELS;
+  ifr.ifr_data = reinterpret_cast<char*>(&channels);
+  const bool ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+  ::close(fd);
+  return ok ? channels.combined_count : 0;
+}
+
 namespace {
 
 // As net_null's get_packet_*_arg read a value: strtoul, cut to unsigned int.
@@ -62,6 +95,15 @@ LastValue last_value(rte_kvargs* kv, const char* key) {
 }
 
 }  // namespace
+
+std::string device_arg(std::string_view args, const char* key) {
+  if (args.empty()) return "";
+  rte_kvargs* kv = rte_kvargs_parse(std::string(args).c_str(), nullptr);
+  if (kv == nullptr) return "";
+  const LastValue value = last_value(kv, key);
+  rte_kvargs_free(kv);
+  return value.text;
+}
 
 std::string null_size_refused(std::string_view args, uint32_t data_room) {
   if (args.empty()) return "";

@@ -451,6 +451,15 @@ Result<bool> start_port(const std::string& role, uint16_t port_id, const PortSpe
   // (af_xdp's too, for its receive offloads alone.)
   const bool af_xdp = std::string_view(info.driver_name ? info.driver_name : "") == "net_af_xdp";
   const std::string iface = af_packet || af_xdp ? devarg_text(spec.device, "iface") : "";
+  // The interface's channels af_xdp does not read pass their frames to the
+  // kernel (device_rules.h): said, not refused, as flow steering may send
+  // every frame to the queues read.
+  if (af_xdp && !iface.empty()) {
+    if (const std::string why = xdp_channels_unread(iface, interface_combined_channels(iface),
+                                                    devarg_u32(spec.device, "start_queue", 0), info.max_rx_queues);
+        !why.empty())
+      spdlog::warn("port {}: {}", role, why);
+  }
   // Into the interface's record (iface_record).
   auto record = [&](auto&& change) { change(iface_record(changes, role, iface)); };
   const uint32_t mtu_before = af_packet ? kernel_mtu(iface) : 0;

@@ -54,6 +54,29 @@ TEST(DeviceRules, DriversWhoseArgumentsFixTheirRxQueuesAreReadWhole) {
   }
 }
 
+// af_xdp on an interface with more combined channels than its queues: the
+// frames of the others go to the kernel. Said, with the remedy.
+TEST(DeviceRules, XdpChannelsItDoesNotReadAreNamed) {
+  EXPECT_EQ(xdp_channels_unread("xq0", 2, 0, 1),
+            "xq0 spreads flows over 2 combined channels and af_xdp reads queue 0 of them (start_queue 0, queue_count "
+            "1): the frames of the others go to the kernel instead of this port; give it 1 (ethtool -L xq0 combined "
+            "1) or steer every frame to queue 0 (ethtool -N)");
+  EXPECT_NE(xdp_channels_unread("eth1", 8, 2, 4).find("reads queues 2 to 5 of them (start_queue 2, queue_count 4)"),
+            std::string::npos);
+  EXPECT_NE(xdp_channels_unread("eth1", 4, 2, 2).find("give it 2 (ethtool -L eth1 combined 2, and start_queue=0)"),
+            std::string::npos);
+  EXPECT_EQ(xdp_channels_unread("xq0", 2, 0, 2), "");
+  EXPECT_EQ(xdp_channels_unread("xq0", 1, 0, 1), "");
+  EXPECT_EQ(xdp_channels_unread("veth0", 0, 0, 1), "");  // no channels reported: af_xdp reads it as one
+}
+
+TEST(DeviceRules, DeviceArgumentsAreReadAsTheDriverReadsThem) {
+  EXPECT_EQ(device_arg("iface=eth1,start_queue=2", "start_queue"), "2");
+  EXPECT_EQ(device_arg("iface=eth1,iface=eth2", "iface"), "eth2");
+  EXPECT_EQ(device_arg("iface=eth1", "start_queue"), "");
+  EXPECT_EQ(device_arg("", "iface"), "");
+}
+
 struct SizeCase {
   const char* args;
   const char* expected;  // in the text; nullptr: no refusal

@@ -400,6 +400,42 @@ TEST(RealWireAfXdp, MoreQueuesThanRxLcoresIsAConfigErrorNamingIt) {
       << out;
 }
 
+// af_xdp reads the interface's queues start_queue .. + queue_count - 1;
+// the frames the interface spreads over its other channels go to the
+// kernel. On a tap with 2 queues and queue_count=1, psgate received 1,000
+// of 2,000 frames written round-robin onto them, and said nothing. Not
+// refused (flow steering may send every frame to queue 0): warned of at
+// start, naming the interface and the remedy.
+TEST(RealWireAfXdp, ChannelsItDoesNotReadAreWarnedOf) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
+  if (::access("/dev/net/tun", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/net/tun for a tap";
+  DaemonFixture fx;
+  TestNamespace net("psgrxc");
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  const NamespaceTap tap(ns, "xc0", 2);
+  ASSERT_EQ(tap.error(), "");
+  ASSERT_EQ(shell("ip -n " + ns + " link set dev xc0 up").first, 0);
+  ASSERT_TRUE(net.add_veth("ch0", "ch1"));
+  fx.write_file("xc.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
+                               "\", \"--log-level=3\"]\n"
+                               "[ports.wire]\ndevice = \"net_af_xdp0,iface=xc0\"\n"
+                               "[ports.host]\ndevice = \"net_af_packet1,iface=ch0\"\n"
+                               "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
+                               fx.path("ctl.sock") + "\"\n");
+  auto [status, out] = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
+                             fx.path("xc.toml") + " --duration 1");
+  // Said before the XDP socket is made: whether this kernel can make one
+  // (the exit status) is the machine's.
+  EXPECT_NE(out.find("port wire: xc0 spreads flows over 2 combined channels and af_xdp reads queue 0 of them "
+                     "(start_queue 0, queue_count 1): the frames of the others go to the kernel instead of this port; "
+                     "give it 1 (ethtool -L xc0 combined 1) or steer every frame to queue 0 (ethtool -N)"),
+            std::string::npos)
+      << out;
+  if (status != 0 && out.find("AF_XDP socket") != std::string::npos) GTEST_SKIP() << "no AF_XDP here: " << out;
+  EXPECT_EQ(status, 0) << out;
+}
+
 // On an af_xdp port the NIC strips VLAN tags before XDP runs (rx-vlan-offload,
 // on by default on ixgbe, i40e, ice, mlx5, and on veths), and AF_XDP hands
 // psgate no trace of them: every tagged frame would leave untagged. psgate
