@@ -405,7 +405,7 @@ TEST_P(DaemonTest, AnInfiniteReplayOfARecordLargerThanTheMbufsIsRefusedSayingWhy
   ConfigOptions o = options();
   o.host_device_extra = ",infinite_rx=1";
   fx.write_file("psgate.toml", make_config(o));
-  DaemonRun run = fx.run("psgate.toml", {}, 30, 1.0);
+  DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
   EXPECT_EQ(run.exit_status, 2) << run.output;
   EXPECT_NE(run.output.find("port host: net_pcap with infinite_rx=1 could not load its rx_pcap"), std::string::npos)
       << run.output;
@@ -413,7 +413,7 @@ TEST_P(DaemonTest, AnInfiniteReplayOfARecordLargerThanTheMbufsIsRefusedSayingWhy
 
   big.payload_len = 1900;  // 1954 bytes: in one mbuf, over the MTU
   fx.write_pcap("host-in.pcap", {pkt::build_packet(from_ps(2222, 0)), pkt::build_packet(big)});
-  run = fx.run("psgate.toml", {}, 30, 1.0);
+  run = fx.run("psgate.toml", {"--duration", "1"}, 30);
   ASSERT_EQ(run.exit_status, 0) << run.output;
   EXPECT_GT(stat(run.stats, "/ports/wire/drops/oversize"), 0u);
   EXPECT_GT(stat(run.stats, "/ports/wire/tx_packets"), 0u);
@@ -430,7 +430,7 @@ TEST_P(DaemonTest, MoreCapturesThanRxQueuesIsAConfigErrorNamingIt) {
   ConfigOptions o = options();
   o.host_device_extra = ",rx_pcap=host-in.pcap";
   fx.write_file("psgate.toml", make_config(o));
-  DaemonRun run = fx.run("psgate.toml", {}, 30, 1.0);
+  DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
   EXPECT_EQ(run.exit_status, 2) << run.output;
   EXPECT_NE(run.output.find("ports.host.device: net_pcap1 has 2 RX queues (one per rx_pcap"), std::string::npos)
       << run.output;
