@@ -13,8 +13,19 @@
 
 namespace psgate {
 
-// The CPUs of the process's affinity set, ascending.
+// The CPUs of the calling thread's affinity set, ascending. Once EAL has
+// started, each of psgate's threads is pinned to its lcore's CPU (the
+// control thread to lcores.main's): this is then no longer the set psgate
+// was started with.
 std::vector<unsigned> affinity_cpus();
+
+// The CPUs psgate was started with, ascending: affinity_cpus() at the first
+// call, which main() makes before EAL pins any thread; the same set on every
+// later call, from any thread. A reload checks the lcores a restart would
+// use against it: the control thread's own affinity (lcores.main's CPU
+// alone) would call every other lcore, the running data lcores too,
+// "outside psgate's CPU affinity".
+const std::vector<unsigned>& start_affinity_cpus();
 
 // The CPUs the kernel has online (/sys/devices/system/cpu/online), ascending;
 // empty when that file cannot be read.

@@ -1568,7 +1568,7 @@ Result<bool> next_start_problem(const ConfigSpec& now, const ReloadPlan& plan) {
                        [&](const std::string& key) { return key.starts_with(prefix); });
   };
   if (changed("lcores.")) {
-    if (auto lcores = check_lcores_exist(now, affinity_cpus(), now.source, online_cpus()); !lcores) return lcores;
+    if (auto lcores = check_lcores_exist(now, start_affinity_cpus(), now.source, online_cpus()); !lcores) return lcores;
   }
   if (changed("control.socket")) {
     if (auto sock = ControlServer::check_path(now.control.socket); !sock)

@@ -571,8 +571,10 @@ int main(int argc, char** argv) {
   // and be in this process's CPU affinity. --check is run from a shell whose
   // affinity need not be the service's (isolcpus leaves the isolated CPUs
   // out of a login shell's; CPUAffinity= sets the unit's): there an online
-  // CPU outside it is a warning, not a refusal.
-  const std::vector<unsigned> affinity = psgate::affinity_cpus(), online = psgate::online_cpus();
+  // CPU outside it is a warning, not a refusal. Read before EAL pins each
+  // thread to its lcore: recorded for a reload's check of the lcores.
+  const std::vector<unsigned>& affinity = psgate::start_affinity_cpus();
+  const std::vector<unsigned> online = psgate::online_cpus();
   const std::vector<unsigned>& usable = check_only && !online.empty() ? online : affinity;
   if (auto lcores = psgate::check_lcores_exist(*config, usable, config_path, online); !lcores) {
     std::fprintf(stderr, "psgate: %s\n", lcores.error().c_str());

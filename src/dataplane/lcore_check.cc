@@ -18,6 +18,11 @@ std::vector<unsigned> affinity_cpus() {
   return cpus;
 }
 
+const std::vector<unsigned>& start_affinity_cpus() {
+  static const std::vector<unsigned> at_start = affinity_cpus();
+  return at_start;
+}
+
 std::vector<unsigned> online_cpus() {
   std::ifstream in("/sys/devices/system/cpu/online");
   std::string text;

@@ -4,6 +4,7 @@
 // telemetry.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -356,6 +357,32 @@ TEST_F(ControlTest, AReloadOfAFileTheNextStartWouldRefuseIsRefused) {
   fx.write_file("psgate.toml", base);
   const json r = ctl_json({"reload"});
   EXPECT_EQ(r["restart_needed"], json::array()) << r.dump();
+}
+
+// Lcores the next start can use are checked against the CPUs psgate started
+// with, not against the control thread's own affinity, which EAL pinned to
+// lcores.main's CPU: a second data lcore (or a new lcores.mode with the data
+// lcores that run now) was refused as "lcore 1 is outside psgate's CPU
+// affinity", lcore 1 being the data lcore forwarding at that moment.
+TEST_F(ControlTest, AReloadOfLcoresTheStartHadNamesARestart) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  if (!CPU_ISSET(0, &set) || !CPU_ISSET(1, &set)) GTEST_SKIP() << "needs CPUs 0 and 1 in this process's affinity";
+  const std::string base = control_config(fx);
+  for (const char* data : {"data = [0, 1]", "data = [1, 0]\nmode = \"pipelined\""}) {
+    std::string wider = base;
+    wider.replace(wider.find("data = [1]"), 10, data);
+    fx.write_file("psgate.toml", wider);
+    const CtlResult reload = ctl({"reload", "--json"});
+    ASSERT_EQ(reload.status, 0) << data << ": " << reload.out << reload.err;
+    const json r = json::parse(reload.out);
+    EXPECT_NE(std::find(r["restart_needed"].begin(), r["restart_needed"].end(), "lcores.data"),
+              r["restart_needed"].end())
+        << data << ": " << r.dump();
+  }
+  fx.write_file("psgate.toml", base);
+  EXPECT_EQ(ctl_json({"reload"})["restart_needed"], json::array());
 }
 
 // A shaper the file lowers below floors set on the socket since it was
