@@ -103,6 +103,11 @@ class ControlPlane {
 
   // Publishes the initial job set (the state file's, if any).
   Result<bool> start();
+  // The gateway stops: no background rule merge starts from now on, and
+  // one that runs (which the stop must wait for) is no longer run at the
+  // lowest CPU priority (RuleMerger::stop). Any thread, before the control
+  // server stops.
+  void stop_background_work() { merger_.stop(); }
   // A start that fails after start() (the control socket or the metrics
   // port taken): a state file start() wrote first, from the config, with no
   // change since, records a state that never served, and would make the

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -26,7 +27,8 @@ RuleMerger::~RuleMerger() {
 bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const JobRegistry& jobs,
                              const std::shared_ptr<const MergedRules>& in_force, uint64_t rules_changed_ns,
                              uint64_t now_ns) {
-  if (pending_.valid() || now_ns < retry_after_ns_ || partitions.size() < 2 || now_ns < rules_changed_ns + kSettleNs)
+  if (stopped_.load() || pending_.valid() || now_ns < retry_after_ns_ || partitions.size() < 2 ||
+      now_ns < rules_changed_ns + kSettleNs)
     return false;
   const uint32_t last = partitions[partitions.size() - 2].id;  // all but the newest
   // `in_force` is the current snapshot's merge: null when there is none or
@@ -51,11 +53,22 @@ bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const
   spdlog::info("merging {} rule partitions ({} rules) in the background", uncovered, rules.size());
   // A thread of its own (it inherits the control thread's CPUs, never a
   // data lcore's); the control thread goes on serving meanwhile.
-  pending_ = std::async(std::launch::async, [rules = std::move(rules), merged, name, socket]() mutable {
+  merge_tid_.store(0);
+  pending_ = std::async(std::launch::async, [this, rules = std::move(rules), merged, name, socket]() mutable {
     using R = Result<std::shared_ptr<const MergedRules>>;
     // The lowest CPU priority: it shares the control thread's CPUs, and the
     // control thread's answers come first (Linux: nice is per thread).
-    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+    // Until a stop, which waits for it (stop()).
+    const auto tid = static_cast<id_t>(::gettid());
+    ::setpriority(PRIO_PROCESS, tid, 19);
+    merge_tid_.store(static_cast<pid_t>(tid));
+    if (stopped_.load()) ::setpriority(PRIO_PROCESS, tid, stop_nice_.load());
+    // Cleared as the thread ends: stop() then has nothing to hurry (and no
+    // thread id that another thread may take next).
+    struct Done {
+      std::atomic<pid_t>& tid;
+      ~Done() { tid.store(0); }
+    } done{merge_tid_};
     const auto t0 = std::chrono::steady_clock::now();
     auto built = Classifier::build(rules, name, socket);
     if (!built) return R::failure(built.error());
@@ -65,6 +78,21 @@ bool RuleMerger::maybe_start(const std::vector<RulePartition>& partitions, const
     return R(std::shared_ptr<const MergedRules>(merged));
   });
   return true;
+}
+
+void RuleMerger::stop() {
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+  stop_nice_.store(errno == 0 ? nice : 0);
+  stopped_.store(true);
+  // A merge thread that set its priority before the flag: given it back
+  // here (one that sets it after reads the flag and gives it back itself).
+  // Raising a priority needs CAP_SYS_NICE (root has it): without it the
+  // merge goes on at the lowest, as before.
+  if (const pid_t tid = merge_tid_.load(); tid != 0)
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), stop_nice_.load()) == 0)
+      spdlog::info(
+          "stopping: the background rule merge runs on at the control thread's priority; the exit waits for it");
 }
 
 std::shared_ptr<const MergedRules> RuleMerger::take(uint64_t now_ns) {

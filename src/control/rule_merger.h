@@ -10,6 +10,9 @@
 // never waits for it, except at shutdown.
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -47,7 +50,22 @@ class RuleMerger {
   std::shared_ptr<const MergedRules> take(uint64_t now_ns);
   bool running() const { return pending_.valid(); }
 
+  // The gateway is stopping, and the stop waits for a running merge (the
+  // destructor) whose result nobody will use: no merge starts from now on,
+  // and one that runs is given back the calling thread's CPU priority (it
+  // runs at the lowest, behind every other process of a busy host: a stop
+  // waited 20 s for one of 99,000 rules on a loaded 2-CPU host, with
+  // systemd's TimeoutStopSec at 30 s). Callable from any thread, while
+  // another one runs maybe_start().
+  void stop();
+
  private:
+  // stop()'s side and the merge thread's, each written by one and read by
+  // the other (seq_cst: one of the two always sees the other's store, so
+  // the merge never stays at the lowest priority past a stop).
+  std::atomic<bool> stopped_{false};
+  std::atomic<pid_t> merge_tid_{0};  // the running merge's thread, 0 before it set its priority
+  std::atomic<int> stop_nice_{0};    // the nice of the thread that called stop()
   std::future<Result<std::shared_ptr<const MergedRules>>> pending_;
   uint64_t retry_after_ns_ = 0;
   uint64_t serial_ = 0;

@@ -387,6 +387,9 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
         break;
       }
     }
+    // A rule merge started now would only delay the exit, which waits for
+    // it; one under way is waited for at the control thread's priority.
+    cp.stop_background_work();
     // The scrapes end before the data plane stops: none reads a counter
     // while the lcores drain, or after they are gone.
     if (metrics) metrics->stop();
