@@ -106,6 +106,11 @@ struct JobSpec {
 struct ControlSpec {
   std::string socket = "/run/psgate/psgate.sock";
   std::string state;  // empty: no persistence
+  // How long a client may leave its replies unread (paused, or owed replies
+  // while all clients' unsent replies are over their budget) before it is
+  // disconnected; a fifth of it is how long one may be owed replies and
+  // still count as a prompt reader (ControlServer, control_server.h).
+  uint64_t unread_timeout_ns = 5'000'000'000;
 };
 
 // [metrics]: the Prometheus endpoint (docs/metrics.md). Off unless listen

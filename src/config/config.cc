@@ -622,7 +622,7 @@ class Parser : TomlReader {
   bool parse_control(const toml::table& root, ConfigSpec& c) {
     const toml::table* t = table(root, "control", "", false);
     if (t == nullptr) return !failed();
-    if (!check_keys(*t, "control", {"socket", "state"})) return false;
+    if (!check_keys(*t, "control", {"socket", "state", "unread_timeout"})) return false;
     if (const std::string* s = string(*t, "socket", "control")) {
       if (s->empty()) return fail("control.socket", "must not be empty");
       if (s->size() > kMaxSocketPathBytes) {
@@ -642,6 +642,13 @@ class Parser : TomlReader {
       c.control.state = *s;
     }
     if (failed()) return false;
+    if (!duration(*t, "unread_timeout", "control", c.control.unread_timeout_ns)) return false;
+    // The stalled-client check runs at the control thread's 100 ms tick, and
+    // a fifth of it is the prompt-reader time: under a second a client that
+    // reads is dropped for a scheduling hiccup. Over an hour it is a typo
+    // (a client that never reads holds its place and memory that long).
+    if (c.control.unread_timeout_ns < 1'000'000'000 || c.control.unread_timeout_ns > 3'600'000'000'000)
+      return fail("control.unread_timeout", "must be 1s..3600s");
     // One file cannot be both: the socket's start replaces a stale socket
     // there, and the state file is rewritten in place of whatever is there.
     // Compared as the files they name: a relative path is the working

@@ -150,7 +150,7 @@ json policy_json(const PolicyParams& p) {
 }  // namespace
 
 json config_to_json(const ConfigSpec& c) {
-  json control = {{"socket", c.control.socket}};
+  json control = {{"socket", c.control.socket}, {"unread_timeout", duration_text_exact(c.control.unread_timeout_ns)}};
   if (!c.control.state.empty()) control["state"] = c.control.state;
   json out = {{"eal", {{"args", c.eal_args}}},
               {"ports", {{"wire", port_json(c.wire)}, {"host", port_json(c.host)}}},

@@ -71,6 +71,7 @@ ReloadPlan plan_reload(const ConfigSpec& running, const ConfigSpec& last_read, c
   differs(running.stats_interval_ns != now.stats_interval_ns, "stats.interval");
   differs(running.control.socket != now.control.socket, "control.socket");
   differs(running.control.state != now.control.state, "control.state");
+  differs(running.control.unread_timeout_ns != now.control.unread_timeout_ns, "control.unread_timeout");
   differs(running.cluster != now.cluster, "cluster");
   differs(running.metrics.listen != now.metrics.listen, "metrics.listen");
 

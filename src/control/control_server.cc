@@ -46,7 +46,8 @@ struct Connection {
   bool eof = false;
   // Waiting for the client to read (kPauseReadingBytes pending, or EOF with
   // replies pending), since `waiting_ns` or the last byte it took, whichever
-  // is later; past kStalledReaderNs it is disconnected.
+  // is later; past Options::unread_timeout_ns (kStalledReaderNs) it is
+  // disconnected.
   bool waiting = false;
   uint64_t waiting_ns = 0;
   // Paused for all clients' unsent replies (over kRepliesBudgetBytes), not
@@ -59,7 +60,7 @@ struct Connection {
   bool listed_for_budget = false;
   bool listed_for_reserve = false;
   // The budget episode (ControlServer::run) in which it was owed replies
-  // for over kPromptReaderNs while the budget was spent: the reserve is not
+  // for over prompt_reader_ns while the budget was spent: the reserve is not
   // for it until the next. A client pipelining requests that it reads
   // slowly, owed nothing for a moment each time its replies drain, would
   // otherwise take a reply from the reserve each time, and with others like
@@ -601,20 +602,21 @@ void ControlServer::run() {
         std::vector<int> stalled;
         std::vector<int> owing;  // over the budget: replies unsent, not yet waiting
         const bool over_budget = unsent >= kRepliesBudgetBytes;
+        const uint64_t prompt_reader = prompt_reader_ns(options_.unread_timeout_ns);
         for (auto& [cfd, conn] : conns) {
           // (Owed since before the episode began counts from its start: a
           // reply that waited while nobody waited for it is no sign.)
-          if (over_budget && !conn.out.empty() && now - std::max(conn.owing_ns, episode_start_ns) > kPromptReaderNs)
+          if (over_budget && !conn.out.empty() && now - std::max(conn.owing_ns, episode_start_ns) > prompt_reader)
             conn.waited_in_episode = budget_episode;
-          if (conn.waiting && now - conn.waiting_ns > kStalledReaderNs) stalled.push_back(cfd);
+          if (conn.waiting && now - conn.waiting_ns > options_.unread_timeout_ns) stalled.push_back(cfd);
           else if (over_budget && !conn.waiting && !conn.out.empty()) owing.push_back(cfd);
         }
         for (int cfd : stalled) {
           auto it = conns.find(cfd);
           if (stalled_log.admit(now)) {
-            spdlog::warn("control: a client left {} KiB of replies unread for {} s; disconnected ({} since start{})",
-                         it->second.out.size() >> 10, kStalledReaderNs / 1'000'000'000, stalled_log.total(),
-                         stalled_log.held_back_note());
+            spdlog::warn("control: a client left {} KiB of replies unread for {:g} s; disconnected ({} since start{})",
+                         it->second.out.size() >> 10, static_cast<double>(options_.unread_timeout_ns) / 1e9,
+                         stalled_log.total(), stalled_log.held_back_note());
           }
           close_conn(cfd);
         }

@@ -33,6 +33,7 @@ inline constexpr size_t kPauseReadingBytes = 256 * 1024;
 // that shut down its sending side and reads nothing) is disconnected and
 // logged: it holds a slot and memory for nothing, and a client blocked in a
 // send while the daemon waits for it to read would otherwise wait forever.
+// The default of `control.unread_timeout` (Options::unread_timeout_ns).
 inline constexpr uint64_t kStalledReaderNs = 5'000'000'000;
 // Replies built and not yet sent, to all clients together. Past it the
 // server reads no requests from clients owed replies (they wait in the
@@ -55,8 +56,10 @@ inline constexpr size_t kRepliesBudgetBytes = 16u << 20;
 inline constexpr size_t kRepliesReserveBytes = 16u << 20;
 // ... a client owed replies for longer than this while the budget is spent
 // is not a prompt reader: the reserve is not for it until the budget is
-// spent anew.
-inline constexpr uint64_t kPromptReaderNs = 1'000'000'000;
+// spent anew. A fifth of the unread timeout (1 s by default): one knob says
+// how patient the daemon is with a client slow to read.
+inline constexpr uint64_t prompt_reader_ns(uint64_t unread_timeout_ns) { return unread_timeout_ns / 5; }
+inline constexpr uint64_t kPromptReaderNs = prompt_reader_ns(kStalledReaderNs);
 // Request pieces (a line, or up to 16 KiB of a longer one) the control thread
 // takes from one connection before it turns to the others and its tick.
 inline constexpr unsigned kMaxPiecesPerWakeup = 64;
@@ -107,6 +110,11 @@ class ControlServer {
     // drains it, runs `reload` as a client's request would, and logs the
     // outcome. -1: none. Owned by the caller.
     int reload_fd = -1;
+    // `control.unread_timeout`: a client paused this long without taking a
+    // byte of its replies is disconnected (kStalledReaderNs), and one owed
+    // replies for a fifth of it while the budget is spent is no prompt
+    // reader (kPromptReaderNs).
+    uint64_t unread_timeout_ns = kStalledReaderNs;
   };
 
   // Creates the socket (mode 0660; the parent directory if missing). Fails if

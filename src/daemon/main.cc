@@ -247,6 +247,7 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     psgate::ControlServer::Options options;
     options.socket_path = config.control.socket;
     options.report_ns = config.stats_interval_ns;
+    options.unread_timeout_ns = config.control.unread_timeout_ns;
     // Cluster mode: the store's changes are applied as soon as they are read
     // (the link's wake descriptor); the tick reports this gateway to the store.
     if (cluster) options.wake_fd = cluster->wake_fd();

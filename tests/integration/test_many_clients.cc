@@ -54,7 +54,8 @@ constexpr size_t kRepliesReserveBytes = 16u << 20;
 constexpr unsigned kMaxPiecesPerWakeup = 64;
 constexpr size_t kReservedFds = 96;  // descriptors kept from clients for the gateway's own use
 
-std::string config(const DaemonFixture& fx) {
+// `control_extra`: more [control] keys.
+std::string config(const DaemonFixture& fx, const std::string& control_extra = "") {
   const std::string prefix = "psgate-mc-" + std::to_string(getpid()) + "-" + fx.dir().substr(fx.dir().size() - 6);
   return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + prefix +
          "\", \"--log-level=3\"]\n"
@@ -62,7 +63,8 @@ std::string config(const DaemonFixture& fx) {
          "[ports.host]\ndevice = \"net_pcap1,rx_pcap=host-in.pcap\"\n"
          "[lcores]\nmain = 0\ndata = [1]\n"
          "[dataplane]\nmbufs = 8191\nmax_jobs = 128\n[stats]\ninterval = \"0s\"\n"
-         "[control]\nsocket = \"ctl.sock\"\nstate = \"state.json\"\n"
+         "[control]\nsocket = \"ctl.sock\"\nstate = \"state.json\"\n" +
+         control_extra +
          "[[jobs]]\nid = 1\nname = \"one\"\nrank = 0\nmatch = [\"src=10.0.0.5/32,sport=2222,proto=tcp\"]\n"
          "[[jobs]]\nid = 2\nname = \"two\"\nrank = 1\nmatch = [\"src=10.0.0.5/32,sport=2223,proto=tcp\"]\n";
 }
@@ -183,7 +185,12 @@ class ManyClientsTest : public ::testing::Test {
     s.sport = 2222;
     fx.write_pcap("host-in.pcap", {pkt::build_packet(s)});
     fx.write_pcap("wire-in.pcap", {});
-    fx.write_file("psgate.toml", config(fx));
+    start("");
+  }
+  // Starts the daemon (again, after a stop) with `control_extra` in its
+  // [control] table, and waits until it answers.
+  void start(const std::string& control_extra) {
+    fx.write_file("psgate.toml", config(fx, control_extra));
     fx.start_daemon("psgate.toml");
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     while (Clock::now() < deadline) {
@@ -594,8 +601,17 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
 // the asker's: on a loaded machine the first were disconnected before the
 // asker was answered.
 // Now no silent client waits before the budget is spent, fewer are owed
-// nothing then, and the asker asks as soon as the daemon says it is spent.)
+// nothing then, and the asker asks as soon as the daemon says it is spent.
+// That still left the test 5 s (the unread timeout) from the budget being
+// spent to the asker's last reply, and the asker 1 s (a fifth of it, the
+// prompt-reader time) to read each reply the kernel could not take: a
+// machine slower than the loads tried failed it. The daemon runs with
+// control.unread_timeout = "3600s" here, so the silent clients hold the
+// budget, and the asker stays a prompt reader, for as long as the machine
+// needs: answered at all, the asker was answered from the reserve.)
 TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
+  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+  ASSERT_NO_FATAL_FAILURE(start("unread_timeout = \"3600s\"\n"));
   const pid_t pid = fx.daemon_pid();
   const size_t reply_size = add_big_jobs();
   ASSERT_GT(reply_size, 16u * 1024) << "the config reply is too small for this test";
@@ -634,14 +650,14 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   ASSERT_TRUE(spent) << "the silent clients' replies never reached the budget: "
                      << read_text_file(fx.path("psgate.out"));
 
-  // Asked now, owed nothing: answered from the reserve, not held.
+  // Asked now, owed nothing: answered from the reserve, not held. (Held, it
+  // would never be answered: nothing drains the budget within the hour.
+  // The limits on the waits below are for a broken daemon only.)
   Conn asker(sock());
   ASSERT_TRUE(asker.ok());
-  const auto t0 = Clock::now();
-  const auto first = asker.call("{\"cmd\": \"health\"}\n", 10000);
+  const auto first = asker.call("{\"cmd\": \"health\"}\n", 60000);
   ASSERT_TRUE(first.has_value()) << "a client owed nothing was held while the budget was spent";
   EXPECT_EQ(json::parse(*first, nullptr, false)["ok"], true) << *first;
-  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
   // A client that reads what it is answered is served from the reserve
   // request after request (its replies leave as they are made): 20
   // pipelined, every one answered, in order, while the silent clients still
@@ -650,15 +666,15 @@ TEST_F(ManyClientsTest, ClientsThatDoNotReadShareOneBoundedBudget) {
   for (int i = 0; i < 20; ++i) batch += json{{"cmd", "config"}, {"id", i}}.dump() + "\n";
   ASSERT_EQ(send(asker.fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
   for (int i = 0; i < 20; ++i) {
-    const auto line = asker.read_line(Clock::now() + std::chrono::seconds(10));
+    const auto line = asker.read_line(Clock::now() + std::chrono::seconds(60));
     ASSERT_TRUE(line.has_value()) << "reply " << i << " of 20 not given while the budget was spent";
     EXPECT_EQ(json::parse(*line, nullptr, false)["id"], i);
   }
   EXPECT_EQ(asker.extra_bytes(), 0u);
-  // All while the silent clients held the budget (had the 5 s rule dropped
-  // them already, the reserve was not needed and this tested nothing).
-  EXPECT_EQ(read_text_file(fx.path("psgate.out")).find("of replies unread for 5 s; disconnected"), std::string::npos)
-      << "the machine was too slow: the silent clients were dropped before the asker was answered";
+  // All while the silent clients held the budget (had the unread timeout
+  // dropped them, the reserve was not needed and this tested nothing).
+  EXPECT_EQ(read_text_file(fx.path("psgate.out")).find("of replies unread for"), std::string::npos)
+      << "the silent clients were dropped before the asker was answered";
   // And a while longer held at it.
   for (const auto until = Clock::now() + std::chrono::seconds(1); Clock::now() < until;
        std::this_thread::sleep_for(std::chrono::milliseconds(50)))

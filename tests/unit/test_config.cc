@@ -104,6 +104,7 @@ level = "debug"
 
 [control]
 socket = "/tmp/psgate.sock"
+unread_timeout = "30s"
 state = "/var/lib/psgate/state.json"
 )";
 
@@ -188,6 +189,7 @@ TEST(ConfigParse, FullConfigMapsEveryField) {
   EXPECT_EQ(c.stats_interval_ns, 0u);
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_EQ(c.control.socket, "/tmp/psgate.sock");
+  EXPECT_EQ(c.control.unread_timeout_ns, 30'000'000'000u);
   EXPECT_EQ(c.control.state, "/var/lib/psgate/state.json");
 }
 
@@ -326,6 +328,8 @@ TEST(ConfigParse, MinimalConfigTakesSpecDefaults) {
   EXPECT_EQ(c.log_level, d.log_level);
   EXPECT_EQ(c.control.socket, d.control.socket);
   EXPECT_EQ(c.control.state, d.control.state);
+  EXPECT_EQ(c.control.unread_timeout_ns, d.control.unread_timeout_ns);
+  EXPECT_EQ(d.control.unread_timeout_ns, 5'000'000'000u);
 }
 
 // headroom is a share of the burst ("12.5%") or a fixed size, never both.
@@ -812,6 +816,8 @@ std::vector<BadCase> bad_cases() {
       {d("[control]\nsocket = \"/run/psgate/x\"\nstate = \"/run/psgate/./x\""), "control.state",
        "must not be the control socket's path"},
       {d("[control]\nsockett = \"/x\""), "control.sockett", "did you mean \"socket\"?"},
+      {d("[control]\nunread_timeout = \"900ms\""), "control.unread_timeout", "must be 1s..3600s"},
+      {d("[control]\nunread_timeout = \"3601s\""), "control.unread_timeout", "must be 1s..3600s"},
       // [metrics]
       {d("[metrics]\nlisten = 9467"), "metrics.listen", "expected a string"},
       {d("[metrics]\nlisten = \"9467\""), "metrics.listen", "expected \"off\", IPv4:port"},
