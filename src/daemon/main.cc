@@ -305,13 +305,14 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     // `lcores_launched`: dp.start() was called, so data lcores may run; they
     // are stopped first, and one stuck already (in a driver call) may still
     // use what would be freed: then nothing is, and the process leaves at
-    // once, exit 1, with the stop's own lines about the stuck lcore (`why`
-    // is not said there).
+    // once, exit 1, with the stop's own lines about the stuck lcore and then
+    // `why` (what ended the start; it went unsaid there before).
     auto stop_unserved = [&](bool lcores_launched, spdlog::level::level_enum level, const std::string& why, int code) {
       if (metrics) metrics->stop();
       server->reset();
       cp.withdraw_unserved_state();
       if (lcores_launched && !dp.stop_and_drain()) {
+        spdlog::log(level, "{}", why);
         cluster.reset();
         std::fflush(stdout);
         // The queued log lines (the stuck lcore's name among them) first;
