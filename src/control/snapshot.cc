@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <ctime>
 
 namespace psgate {
@@ -41,23 +42,27 @@ void SnapshotPublisher::publish(std::unique_ptr<Snapshot> next) {
   // A data lcore that passes no quiescent state (stuck in a driver call)
   // holds the control thread here: said once a second, so that a control
   // socket that stopped answering has a reason in the log.
-  auto seconds = [] {
+  // Said at each whole second of waiting, counted from the wait's start
+  // (whole seconds of the clock would say "1 s" after a few milliseconds),
+  // and only while it still waits (reclaim may just have ended it).
+  auto now_ns = [] {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   };
-  const time_t began = seconds();
-  time_t said = began;
+  const int64_t began = now_ns();
+  int64_t said_s = 0;
   while (retired_.size() > kMaxRetired && !stop_waiting_.load(std::memory_order_acquire)) {
     timespec pause{0, 20'000};
     nanosleep(&pause, nullptr);
     reclaim();
-    if (const time_t now = seconds(); now != said) {
-      said = now;
+    if (retired_.size() <= kMaxRetired) break;
+    if (const int64_t waited_s = (now_ns() - began) / 1'000'000'000; waited_s > said_s) {
+      said_s = waited_s;
       spdlog::error(
           "publishing a snapshot has waited {} s for a data lcore to pass a quiescent state: {} snapshots "
           "wait to be freed, and the control thread with them (is an lcore stuck in a driver call?)",
-          now - began, retired_.size());
+          waited_s, retired_.size());
     }
   }
 }
