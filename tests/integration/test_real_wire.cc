@@ -24,6 +24,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "daemon_runner.h"
@@ -362,6 +363,34 @@ class NamespaceTap {
   std::string error_;
 };
 
+// psgate for a second, its wire port af_xdp with `wire_args` on a tap of 2
+// queues (combined channels 2) in a namespace of its own, its host port
+// af_packet on a veth there; `tag` names the namespace, tap and veth apart.
+void run_on_two_queue_tap(DaemonFixture& fx, const std::string& tag, const std::string& wire_args, int& status,
+                          std::string& out) {
+  TestNamespace net("psgrx" + tag);
+  ASSERT_TRUE(net.made());
+  const std::string& ns = net.name();
+  const std::string tap_name = "x" + tag + "0";
+  const NamespaceTap tap(ns, tap_name, 2);
+  ASSERT_EQ(tap.error(), "");
+  ASSERT_EQ(shell("ip -n " + ns + " link set dev " + tap_name + " up").first, 0);
+  // The second "Combined:" is the current count (the first, the maximum).
+  const std::string channels = shell("ip netns exec " + ns + " ethtool -l " + tap_name).second;
+  ASSERT_NE(channels.rfind("Combined:"), std::string::npos) << channels;
+  ASSERT_EQ(channels.substr(channels.rfind("Combined:"), 11), "Combined:\t2") << channels;
+  ASSERT_TRUE(net.add_veth(tag + "h0", tag + "h1"));
+  fx.write_file(tag + ".toml",
+                "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
+                    "\", \"--log-level=3\"]\n"
+                    "[ports.wire]\ndevice = \"net_af_xdp0,iface=" +
+                    tap_name + wire_args + "\"\n" + "[ports.host]\ndevice = \"net_af_packet1,iface=" + tag + "h0\"\n" +
+                    "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
+                    fx.path("ctl.sock") + "\"\n");
+  std::tie(status, out) = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
+                                fx.path(tag + ".toml") + " --duration 1");
+}
+
 // af_xdp makes an XDP socket per queue of its queue_count, each bound to a
 // queue of the interface's own, over which the interface spreads flows; a
 // queue psgate set up no socket for passes its frames to the kernel. On a
@@ -373,25 +402,9 @@ TEST(RealWireAfXdp, MoreQueuesThanRxLcoresIsAConfigErrorNamingIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   if (::access("/dev/net/tun", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/net/tun for a tap";
   DaemonFixture fx;
-  TestNamespace net("psgrxq");
-  ASSERT_TRUE(net.made());
-  const std::string& ns = net.name();
-  const NamespaceTap tap(ns, "xq0", 2);
-  ASSERT_EQ(tap.error(), "");
-  ASSERT_EQ(shell("ip -n " + ns + " link set dev xq0 up").first, 0);
-  // The second "Combined:" is the current count (the first, the maximum).
-  const std::string channels = shell("ip netns exec " + ns + " ethtool -l xq0").second;
-  ASSERT_NE(channels.rfind("Combined:"), std::string::npos) << channels;
-  ASSERT_EQ(channels.substr(channels.rfind("Combined:"), 11), "Combined:\t2") << channels;
-  ASSERT_TRUE(net.add_veth("qh0", "qh1"));
-  fx.write_file("xq.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                               "\", \"--log-level=3\"]\n"
-                               "[ports.wire]\ndevice = \"net_af_xdp0,iface=xq0,queue_count=2\"\n"
-                               "[ports.host]\ndevice = \"net_af_packet1,iface=qh0\"\n"
-                               "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                               fx.path("ctl.sock") + "\"\n");
-  auto [status, out] = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
-                             fx.path("xq.toml") + " --duration 1");
+  int status = -1;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(run_on_two_queue_tap(fx, "q", ",queue_count=2", status, out));
   EXPECT_EQ(status, 2) << out;
   EXPECT_NE(out.find("ports.wire.device: net_af_xdp0 has 2 RX queues (its queue_count"), std::string::npos) << out;
   EXPECT_NE(out.find("give queue_count=1 (and the interface as many combined channels: ethtool -L IFACE combined 1)), "
@@ -410,21 +423,9 @@ TEST(RealWireAfXdp, ChannelsItDoesNotReadAreWarnedOf) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   if (::access("/dev/net/tun", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/net/tun for a tap";
   DaemonFixture fx;
-  TestNamespace net("psgrxc");
-  ASSERT_TRUE(net.made());
-  const std::string& ns = net.name();
-  const NamespaceTap tap(ns, "xc0", 2);
-  ASSERT_EQ(tap.error(), "");
-  ASSERT_EQ(shell("ip -n " + ns + " link set dev xc0 up").first, 0);
-  ASSERT_TRUE(net.add_veth("ch0", "ch1"));
-  fx.write_file("xc.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                               "\", \"--log-level=3\"]\n"
-                               "[ports.wire]\ndevice = \"net_af_xdp0,iface=xc0\"\n"
-                               "[ports.host]\ndevice = \"net_af_packet1,iface=ch0\"\n"
-                               "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                               fx.path("ctl.sock") + "\"\n");
-  auto [status, out] = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
-                             fx.path("xc.toml") + " --duration 1");
+  int status = -1;
+  std::string out;
+  ASSERT_NO_FATAL_FAILURE(run_on_two_queue_tap(fx, "c", "", status, out));
   // Said before the XDP socket is made: whether this kernel can make one
   // (the exit status) is the machine's.
   EXPECT_NE(out.find("port wire: xc0 spreads flows over 2 combined channels and af_xdp reads queue 0 of them "
