@@ -96,8 +96,11 @@ class TomlReader {
   }
 
   // nullptr when absent (an error if `required`) or of the wrong type
-  // (check failed()).
-  const std::string* string(const toml::table& t, std::string_view key, const std::string& path, bool required = false);
+  // (check failed()). `expected` names what the string holds, for the
+  // error a number gets ("5 is not an endpoint ..." rather than "5 is not
+  // a string", which tells someone who typed `--set ps=5` nothing).
+  const std::string* string(const toml::table& t, std::string_view key, const std::string& path, bool required = false,
+                            std::string_view expected = "a string");
 
   // A quantity with a unit, parsed by `parse` (units.h). Bare numbers are
   // refused on purpose: "1000" could be bits, bytes or packets. `example`

@@ -32,6 +32,11 @@ constexpr std::string_view kJobKeys[] = {"id",          "name",    "count", "ps"
                                          "worker_port", "flows",   "proto", "size", "direction", "rate",
                                          "pacer_depth", "pattern", "push",  "pull", "gap"};
 
+// What a string key holds, for the error a bare number gets: `--rate 1000`
+// or `ps = 2222` said only "is not a string".
+constexpr std::string_view kRateForm = "\"max\", a packet rate (\"10kpps\") or a bit rate (\"2.5Gbit/s\")";
+constexpr std::string_view kEndpointForm = "an endpoint ADDRESS:PORT (\"10.0.0.5:2222\", \"[fd00::5]:2222\")";
+
 using u128 = unsigned __int128;
 
 // Whether `text`, a quantity that `parse` accepted ("1.5kpps", "64B"), is a
@@ -202,7 +207,7 @@ class Parser : TomlReader {
     if (!integer(t, "count", path, 1, static_cast<int64_t>(kMaxJobs), count)) return false;
 
     j.ps_addr = Addr{false, 0, 0x0a000005};  // 10.0.0.5
-    if (const std::string* ps = string(t, "ps", path)) {
+    if (const std::string* ps = string(t, "ps", path, false, kEndpointForm)) {
       auto e = parse_endpoint(*ps);
       if (!e.ok()) return set_error(path + ".ps", e.error());
       j.ps_addr = e->first;
@@ -214,7 +219,7 @@ class Parser : TomlReader {
     if (!integer(t, "workers", path, 1, 1 << 24, v)) return false;
     j.workers = static_cast<uint32_t>(v);
     j.worker_addr = j.ps_addr.v6 ? Addr{true, 0xfd01ull << 48, 1} : Addr{false, 0, 0x0a010001};  // fd01::1, 10.1.0.1
-    if (const std::string* w = string(t, "worker_addr", path)) {
+    if (const std::string* w = string(t, "worker_addr", path, false, "an address (\"10.1.0.1\", \"fd01::1\")")) {
       auto a = parse_addr(*w);
       if (!a.ok()) return set_error(path + ".worker_addr", a.error());
       if (a->v6 != j.ps_addr.v6) return set_error(path + ".worker_addr", "must be of the same family as ps");
@@ -232,7 +237,7 @@ class Parser : TomlReader {
       return set_error(path + ".flows", std::to_string(j.flows) + " is fewer than the " + std::to_string(j.workers) +
                                             " workers (each worker has at least one flow)");
     }
-    if (const std::string* s = string(t, "proto", path)) {
+    if (const std::string* s = string(t, "proto", path, false, "udp or tcp")) {
       if (*s == "udp") {
         j.proto = Proto::kUdp;
       } else if (*s == "tcp") {
@@ -276,7 +281,7 @@ class Parser : TomlReader {
         j.size = static_cast<uint32_t>(*bytes);
       }
     }
-    if (const std::string* s = string(t, "direction", path)) {
+    if (const std::string* s = string(t, "direction", path, false, "push, pull or both")) {
       if (*s == "push") {
         j.dirs = 1u << kPush;
       } else if (*s == "pull") {
@@ -289,7 +294,7 @@ class Parser : TomlReader {
     } else if (failed()) {
       return false;
     }
-    if (const std::string* s = string(t, "rate", path)) {
+    if (const std::string* s = string(t, "rate", path, false, kRateForm)) {
       if (*s == "max") {
         j.rate_mode = RateMode::kMax;
       } else if (s->size() > 3 && s->ends_with("pps") && !s->ends_with("bps")) {
@@ -327,7 +332,7 @@ class Parser : TomlReader {
     // cannot act is refused rather than ignored ("max" has no pacer).
     if (t.get("pacer_depth") && j.rate_mode == RateMode::kMax)
       return set_error(path + ".pacer_depth", "only with a packet or bit rate (rate \"max\" is not paced)");
-    if (const std::string* s = string(t, "pattern", path)) {
+    if (const std::string* s = string(t, "pattern", path, false, "constant or iteration")) {
       if (*s == "constant") {
         j.pattern = Pattern::kConstant;
       } else if (*s == "iteration") {

@@ -251,7 +251,7 @@ bool TomlReader::integer_value(const toml::table& t, std::string_view key, const
 }
 
 const std::string* TomlReader::string(const toml::table& t, std::string_view key, const std::string& path,
-                                      bool required) {
+                                      bool required, std::string_view expected) {
   const toml::node* n = t.get(key);
   if (n == nullptr) {
     if (required) fail(key_path(path, key), "missing (required)");
@@ -259,7 +259,7 @@ const std::string* TomlReader::string(const toml::table& t, std::string_view key
   }
   const auto* s = n->as_string();
   if (s == nullptr) {
-    wrong_type(key_path(path, key), *n, "a string");
+    wrong_type(key_path(path, key), *n, expected);
     return nullptr;
   }
   return &s->get();

@@ -407,6 +407,30 @@ TEST(Profile, FractionsThatMakeWholeUnitsAreKeptExactly) {
   EXPECT_EQ(times->drain_ns, 1'250'000'000u);
 }
 
+// A bare number where a key holds text: `--rate 1000` or `--set ps=2222`
+// was told "1000 is not a string", which says nothing of what to give. The
+// error names the form, whether it came from --set or from a profile.
+TEST(Profile, ANumberWhereTextBelongsNamesTheForm) {
+  const std::pair<const char*, const char*> sets[] = {
+      {"rate=1000", "jobs[0].rate: 1000 is not \"max\", a packet rate (\"10kpps\") or a bit rate"},
+      {"rate=0", "jobs[0].rate: 0 is not \"max\", a packet rate"},
+      {"ps=2222", "jobs[0].ps: 2222 is not an endpoint ADDRESS:PORT (\"10.0.0.5:2222\""},
+      {"worker_addr=5", "jobs[0].worker_addr: 5 is not an address (\"10.1.0.1\""},
+      {"proto=6", "jobs[0].proto: 6 is not udp or tcp"},
+      {"direction=1", "jobs[0].direction: 1 is not push, pull or both"},
+      {"pattern=2", "jobs[0].pattern: 2 is not constant or iteration"},
+  };
+  for (const auto& [set, error] : sets) {
+    auto p = parse({}, {set});
+    ASSERT_FALSE(p.ok()) << set;
+    EXPECT_NE(p.error().find(error), std::string::npos) << set << ": " << p.error();
+  }
+  auto in_profile = parse("[[jobs]]\nrate = 5000\n");
+  ASSERT_FALSE(in_profile.ok());
+  EXPECT_NE(in_profile.error().find("jobs[0].rate: 5000 is not \"max\", a packet rate"), std::string::npos)
+      << in_profile.error();
+}
+
 // Not UTF-8: only a --set value can hold such bytes (a profile is read as
 // UTF-8), and the name was shown with U+FFFD in the report.
 TEST(Profile, ANameThatIsNotUtf8IsRefused) {
