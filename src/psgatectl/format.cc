@@ -199,13 +199,44 @@ std::string value_text(const ojson& v, std::string_view null_text) {
   return v.dump();
 }
 
+namespace {
+
+// A health value for the eye: nothing says so ("none", "-") where an empty
+// list or text left a blank an operator could take for a missing field.
+std::string health_text(const ojson& v) {
+  if (v.is_array() && v.empty()) return "none";
+  if (v.is_string() && v.get_ref<const std::string&>().empty()) return "-";
+  if (v.is_object() && !v.empty()) {
+    std::string out;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      std::string text = health_text(*it);
+      // A field's text with spaces ("no memif peer") quoted: key=value pairs
+      // are split at spaces by eye and by scripts.
+      if (it->is_string() && text.find(' ') != std::string::npos) text = "\"" + text + "\"";
+      out += (out.empty() ? "" : " ") + it.key() + "=" + text;
+    }
+    return out;
+  }
+  return value_text(v);
+}
+
+}  // namespace
+
 std::string format_health(const ojson& result) {
   std::vector<std::pair<std::string, std::string>> kv;
   if (result.is_object()) {
     for (auto it = result.begin(); it != result.end(); ++it) {
-      std::string text = value_text(it.value());
+      const ojson& v = it.value();
+      // An object of objects (`links`: one per port) a row per member: on
+      // one line their fields ran together ("host=changes=0 ... wire=...").
+      if (v.is_object() && !v.empty() &&
+          std::all_of(v.begin(), v.end(), [](const ojson& m) { return m.is_object(); })) {
+        for (auto m = v.begin(); m != v.end(); ++m) kv.emplace_back(it.key() + "." + m.key(), health_text(*m));
+        continue;
+      }
+      std::string text = health_text(v);
       uint64_t s = 0;
-      if (it.key() == "uptime_s" && as_u64(it.value(), s)) text += " (" + duration_words(s) + ")";
+      if (it.key() == "uptime_s" && as_u64(v, s)) text += " (" + duration_words(s) + ")";
       kv.emplace_back(it.key(), text);
     }
   }

@@ -191,6 +191,23 @@ TEST(PsgatectlFormat, HealthAndPolicyAreAlignedKeyValues) {
   EXPECT_EQ(p, "name       progress\ninterval   1s\nrotate_on  -\n");
 }
 
+// The links (an object per port) ran together on one line, and an empty list
+// or text left a blank: "links  host=changes=0 detail= ... wire=changes=0 ...".
+TEST(PsgatectlFormat, HealthGivesEachLinkARowAndNamesWhatIsEmpty) {
+  const std::string h = format_health(ojson::parse(
+      R"({"status": "ok", "ports_down": [], "lcores_stuck": [1, 2],
+          "links": {"wire": {"state": "up", "changes": 0, "detail": "", "short_mtu": null},
+                    "host": {"state": "down", "changes": 3, "detail": "no memif peer", "short_mtu": 1000}},
+          "state_file_error": ""})"));
+  const auto lines = lines_of(h);
+  ASSERT_EQ(lines.size(), 6u) << h;
+  EXPECT_EQ(lines[1], "ports_down        none");
+  EXPECT_EQ(lines[2], "lcores_stuck      1, 2");
+  EXPECT_EQ(lines[3], "links.wire        state=up changes=0 detail=- short_mtu=-");
+  EXPECT_EQ(lines[4], "links.host        state=down changes=3 detail=\"no memif peer\" short_mtu=1000");
+  EXPECT_EQ(lines[5], "state_file_error  -");
+}
+
 TEST(PsgatectlFormat, ConfigIsFlattenedWithAlignedEquals) {
   const std::string out = format_config(ojson::parse(
       R"({"ports": {"wire": {"device": "net_pcap0,rx_pcap=a.pcap", "rx_desc": 1024}},
