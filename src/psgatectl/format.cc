@@ -308,7 +308,8 @@ std::string format_stats(const ojson& result) {
         const ojson& v = dot == std::string::npos
                              ? get(ports[p], key.c_str())
                              : get(ports[p], key.substr(0, dot).c_str(), key.substr(dot + 1).c_str());
-        row.push_back(value_text(v));
+        // An empty text (a link's detail while it is up) as "-", not a blank.
+        row.push_back(v.is_string() && v.get_ref<const std::string&>().empty() ? "-" : value_text(v));
       }
       t.add_row(row);
     }

@@ -4,6 +4,7 @@
 // left-aligned one starts at one offset).
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -206,6 +207,20 @@ TEST(PsgatectlFormat, HealthGivesEachLinkARowAndNamesWhatIsEmpty) {
   EXPECT_EQ(lines[3], "links.wire        state=up changes=0 detail=- short_mtu=-");
   EXPECT_EQ(lines[4], "links.host        state=down changes=3 detail=\"no memif peer\" short_mtu=1000");
   EXPECT_EQ(lines[5], "state_file_error  -");
+}
+
+TEST(PsgatectlFormat, StatsPortsShowAnEmptyDetailAsADash) {
+  const std::string out = format_stats(ojson::parse(
+      R"({"ports": {"wire": {"link": {"state": "up", "detail": ""}}, "host": {"link": {"state": "down",
+          "detail": "no memif peer"}}}, "classes": [], "jobs": [], "totals": {}})"));
+  bool seen = false;
+  for (const std::string& line : lines_of(out)) {
+    if (line.find("link.detail") == std::string::npos) continue;
+    seen = true;
+    // Columns in the reply's order: wire's "-", then host's detail.
+    EXPECT_TRUE(std::regex_match(line, std::regex(R"(\s*link\.detail\s+-\s+no memif peer)"))) << line;
+  }
+  EXPECT_TRUE(seen) << out;
 }
 
 TEST(PsgatectlFormat, ConfigIsFlattenedWithAlignedEquals) {
