@@ -163,10 +163,14 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
   timespec cpu0{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   const auto start = std::chrono::steady_clock::now();
-  // At least 3 s and 1,500 re-rankings (a loaded machine re-ranks slower), at most 20 s.
+  // At least 3 s, 1,500 re-rankings and 100 queue migrations (a loaded
+  // machine re-ranks slower, and its lcores, starved, catch fewer packets
+  // queued per re-rank), at most 60 s.
+  auto migrated_enough = [&] { return h.dataplane().read_totals(false).ports[kWire].rerank_migrations >= 100; };
   auto done = [&] {
     const auto elapsed = std::chrono::steady_clock::now() - start;
-    return (elapsed >= std::chrono::seconds(3) && rerankings >= 1500) || elapsed >= std::chrono::seconds(20);
+    if (elapsed >= std::chrono::seconds(60)) return true;
+    return elapsed >= std::chrono::seconds(3) && rerankings >= 1500 && rerankings % 100 == 0 && migrated_enough();
   };
   while (!done()) {
     std::shuffle(ids.begin(), ids.end(), rng);
@@ -187,10 +191,23 @@ TEST_P(RerankTest, ThousandsOfRerankingsLoseAndReorderNothing) {
               100.0 * ((cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) / 1e9) / seconds);
   generating = false;
   generator.join();
-  // Let the shaper drain what is queued (at most the generator's 16383 mbufs: < 1 s), then stop.
-  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (received.load() < injected.load() && std::chrono::steady_clock::now() < drain_until)
+  // Let the shaper drain what is queued (at most the generator's 16383 mbufs:
+  // < 1 s on an idle machine), then stop: for as long as packets still come
+  // out (a starved lcore drains slowly; a fixed 20 s failed under heavy load
+  // with everything still arriving), until none has for 10 s (a packet lost).
+  uint64_t last_received = received.load();
+  const auto drain_start = std::chrono::steady_clock::now();
+  auto last_progress = drain_start;
+  while (received.load() < injected.load() &&
+         std::chrono::steady_clock::now() - last_progress < std::chrono::seconds(10)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (const uint64_t now_received = received.load(); now_received != last_received) {
+      last_received = now_received;
+      last_progress = std::chrono::steady_clock::now();
+    }
+  }
+  std::printf("[ rerank   ] drained in %.1f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_start).count());
   consuming = false;
   consumer.join();
   const Totals t = h.dataplane().read_totals(false);
