@@ -296,30 +296,73 @@ std::pair<int, std::string> shell(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// Runs `command` through the shell while `beside` runs in the background
+// (one that meddles with an interface or watches it while psgate runs);
+// waits for both. The exit status is `command`'s, the output both's.
+std::pair<int, std::string> shell_beside(const std::string& beside, const std::string& command) {
+  return shell("((" + beside + ") & " + command + "; s=$?; wait; exit $s)");
+}
+
 // A network namespace of the test's own (`prefix` and the pid), removed when
-// the test ends, holding veth pairs with both ends up.
+// the test ends, holding the veth pairs `veths` with both ends up.
 class TestNamespace {
  public:
-  explicit TestNamespace(const std::string& prefix) : name_(prefix + std::to_string(getpid())) {
-    made_ = shell("ip netns add " + name_).first == 0;
+  TestNamespace(const std::string& prefix, const std::vector<std::pair<std::string, std::string>>& veths)
+      : name_(prefix + std::to_string(getpid())) {
+    const auto [status, out] = shell("ip netns add " + name_);
+    made_ = status == 0;
+    if (!made_) {
+      error_ = "ip netns add " + name_ + ": " + out;
+      return;
+    }
+    for (const auto& [a, b] : veths) {
+      const std::string ip = "ip -n " + name_ + " link ";
+      const auto [veth_status, veth_out] = shell(ip + "add name " + a + " type veth peer name " + b + " && " + ip +
+                                                 "set dev " + a + " up && " + ip + "set dev " + b + " up");
+      if (veth_status != 0) {
+        error_ = "veth " + a + " / " + b + " in " + name_ + ": " + veth_out;
+        return;
+      }
+    }
   }
   ~TestNamespace() {
     if (made_) shell("ip netns del " + name_);
   }
   TestNamespace(const TestNamespace&) = delete;
   TestNamespace& operator=(const TestNamespace&) = delete;
-  bool made() const { return made_; }
+  // What could not be made: "" once the namespace and every veth pair are.
+  const std::string& error() const { return error_; }
   const std::string& name() const { return name_; }
-  bool add_veth(const std::string& a, const std::string& b) const {
-    if (shell("ip -n " + name_ + " link add name " + a + " type veth peer name " + b).first != 0) return false;
-    for (const std::string& end : {a, b}) shell("ip -n " + name_ + " link set dev " + end + " up");
-    return true;
-  }
+  // `command` as a shell command run in the namespace.
+  std::string exec(const std::string& command) const { return "ip netns exec " + name_ + " " + command; }
 
  private:
   std::string name_;
   bool made_ = false;
+  std::string error_;
 };
+
+// psgate's config for a run in the network namespace `net`, whose name is its EAL
+// file prefix too (one psgate at a time in a namespace): its wire and host
+// ports on the devices `wire` and `host` (DPDK vdev strings), each port
+// with the TOML lines `port_keys` as well ("mtu = 9000\n"), one data lcore,
+// no periodic stats, its control socket in fx's directory.
+std::string namespace_config(const TestNamespace& net, const DaemonFixture& fx, const std::string& wire,
+                             const std::string& host, const std::string& port_keys = "") {
+  return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + net.name() +
+         "\", \"--log-level=3\"]\n"
+         "[ports.wire]\ndevice = \"" +
+         wire + "\"\n" + port_keys + "[ports.host]\ndevice = \"" + host + "\"\n" + port_keys +
+         "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" + fx.path("ctl.sock") +
+         "\"\n";
+}
+
+// The shell command that runs psgate in the network namespace `net`, in
+// fx's directory, on fx's file `config` for `seconds`.
+std::string psgate_in(const TestNamespace& net, const DaemonFixture& fx, const std::string& config, int seconds) {
+  return "cd " + fx.dir() + " && " + net.exec(psgate_binary()) + " --config " + fx.path(config) + " --duration " +
+         std::to_string(seconds);
+}
 
 // A multi-queue tap made in the network namespace `ns`, `queues` of its
 // queues held open until it is destroyed: a tap's combined channels, as
@@ -368,27 +411,19 @@ class NamespaceTap {
 // af_packet on a veth there; `tag` names the namespace, tap and veth apart.
 void run_on_two_queue_tap(DaemonFixture& fx, const std::string& tag, const std::string& wire_args, int& status,
                           std::string& out) {
-  TestNamespace net("psgrx" + tag);
-  ASSERT_TRUE(net.made());
-  const std::string& ns = net.name();
+  const TestNamespace net("psgrx" + tag, {{tag + "h0", tag + "h1"}});
+  ASSERT_EQ(net.error(), "");
   const std::string tap_name = "x" + tag + "0";
-  const NamespaceTap tap(ns, tap_name, 2);
+  const NamespaceTap tap(net.name(), tap_name, 2);
   ASSERT_EQ(tap.error(), "");
-  ASSERT_EQ(shell("ip -n " + ns + " link set dev " + tap_name + " up").first, 0);
+  ASSERT_EQ(shell("ip -n " + net.name() + " link set dev " + tap_name + " up").first, 0);
   // The second "Combined:" is the current count (the first, the maximum).
-  const std::string channels = shell("ip netns exec " + ns + " ethtool -l " + tap_name).second;
+  const std::string channels = shell(net.exec("ethtool -l " + tap_name)).second;
   ASSERT_NE(channels.rfind("Combined:"), std::string::npos) << channels;
   ASSERT_EQ(channels.substr(channels.rfind("Combined:"), 11), "Combined:\t2") << channels;
-  ASSERT_TRUE(net.add_veth(tag + "h0", tag + "h1"));
-  fx.write_file(tag + ".toml",
-                "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                    "\", \"--log-level=3\"]\n"
-                    "[ports.wire]\ndevice = \"net_af_xdp0,iface=" +
-                    tap_name + wire_args + "\"\n" + "[ports.host]\ndevice = \"net_af_packet1,iface=" + tag + "h0\"\n" +
-                    "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                    fx.path("ctl.sock") + "\"\n");
-  std::tie(status, out) = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
-                                fx.path(tag + ".toml") + " --duration 1");
+  fx.write_file(tag + ".toml", namespace_config(net, fx, "net_af_xdp0,iface=" + tap_name + wire_args,
+                                                "net_af_packet1,iface=" + tag + "h0"));
+  std::tie(status, out) = shell(psgate_in(net, fx, tag + ".toml", 1));
 }
 
 // af_xdp makes an XDP socket per queue of its queue_count, each bound to a
@@ -444,24 +479,16 @@ TEST(RealWireAfXdp, ChannelsItDoesNotReadAreWarnedOf) {
 TEST(RealWireAfXdp, VlanTagStrippingIsOffWhilePsgateRuns) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  TestNamespace net("psgxdp");
-  ASSERT_TRUE(net.made());
-  const std::string& ns = net.name();
-  ASSERT_TRUE(net.add_veth("xw0", "xw1"));
-  ASSERT_TRUE(net.add_veth("xh0", "xh1"));
-  const std::string features = "ip netns exec " + ns + " ethtool -k xh0";
-  ASSERT_EQ(shell("ip netns exec " + ns + " ethtool -K xh0 rxvlan on").first, 0);
+  const TestNamespace net("psgxdp", {{"xw0", "xw1"}, {"xh0", "xh1"}});
+  ASSERT_EQ(net.error(), "");
+  const std::string features = net.exec("ethtool -k xh0");
+  ASSERT_EQ(shell(net.exec("ethtool -K xh0 rxvlan on")).first, 0);
   ASSERT_NE(shell(features).second.find("rx-vlan-offload: on"), std::string::npos);
-  fx.write_file("xdp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                                "\", \"--log-level=3\"]\n"
-                                "[ports.wire]\ndevice = \"net_af_xdp0,iface=xw0\"\n"
-                                "[ports.host]\ndevice = \"net_af_xdp1,iface=xh0\"\n"
-                                "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                                fx.path("ctl.sock") + "\"\n");
-  const std::string run = "cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config ";
-  const std::string watch = "ip netns exec " + ns + " sh -c 'for i in $(seq 1500); do ethtool -k xh0 | grep -q " +
-                            "\"rx-vlan-offload: off\" && echo seen && exit 0; sleep 0.02; done; exit 1' & ";
-  auto [status, out] = shell("(" + watch + run + fx.path("xdp.toml") + " --duration 1; s=$?; wait; exit $s)");
+  fx.write_file("xdp.toml", namespace_config(net, fx, "net_af_xdp0,iface=xw0", "net_af_xdp1,iface=xh0"));
+  const std::string watch = net.exec(
+      "sh -c 'for i in $(seq 1500); do ethtool -k xh0 | grep -q "
+      "\"rx-vlan-offload: off\" && echo seen && exit 0; sleep 0.02; done; exit 1'");
+  auto [status, out] = shell_beside(watch, psgate_in(net, fx, "xdp.toml", 1));
   // AF_XDP needs the kernel's XDP sockets: where it has none, the port
   // cannot start, which is the machine's, not psgate's.
   if (status != 0 && out.find("af_xdp") != std::string::npos && out.find("seen") == std::string::npos)
@@ -481,23 +508,16 @@ TEST(RealWireAfXdp, VlanTagStrippingIsOffWhilePsgateRuns) {
 TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamed) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  TestNamespace net("psgmv");
-  ASSERT_TRUE(net.made());
+  const TestNamespace net("psgmv", {{"mvp0", "mvp1"}});
+  ASSERT_EQ(net.error(), "");
   const std::string& ns = net.name();
-  ASSERT_TRUE(net.add_veth("mvp0", "mvp1"));
   for (const char* dev : {"mv0", "mv1"}) {
     if (shell("ip -n " + ns + " link add name " + std::string(dev) + " link mvp0 type macvlan mode bridge").first != 0)
       GTEST_SKIP() << "no macvlan in this kernel";
     shell("ip -n " + ns + " link set dev " + std::string(dev) + " up");
   }
-  fx.write_file("mv.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                               "\", \"--log-level=3\"]\n"
-                               "[ports.wire]\ndevice = \"net_af_xdp0,iface=mv0\"\n"
-                               "[ports.host]\ndevice = \"net_af_xdp1,iface=mv1\"\n"
-                               "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                               fx.path("ctl.sock") + "\"\n");
-  auto [status, out] = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
-                             fx.path("mv.toml") + " --duration 1");
+  fx.write_file("mv.toml", namespace_config(net, fx, "net_af_xdp0,iface=mv0", "net_af_xdp1,iface=mv1"));
+  auto [status, out] = shell(psgate_in(net, fx, "mv.toml", 1));
   if (out.find("XDP") == std::string::npos && out.find("xdp") == std::string::npos) GTEST_SKIP() << out;
   if (status == 0) GTEST_SKIP() << "this kernel runs AF_XDP on macvlan: " << out;
   EXPECT_EQ(status, 1) << out;
@@ -513,24 +533,15 @@ TEST(RealWireAfXdp, AnInterfaceWithoutXdpSupportIsNamed) {
 TEST(RealWireAfPacket, SettingsTurnedBackUnderPsgateAreSetAgain) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  TestNamespace net("psgset");
-  ASSERT_TRUE(net.made());
-  const std::string& ns = net.name();
-  ASSERT_TRUE(net.add_veth("sw0", "sw1"));
-  ASSERT_TRUE(net.add_veth("sh0", "sh1"));
-  fx.write_file("afp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                                "\", \"--log-level=3\"]\n"
-                                "[ports.wire]\ndevice = \"net_af_packet0,iface=sw0\"\n"
-                                "[ports.host]\ndevice = \"net_af_packet1,iface=sh0\"\n"
-                                "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                                fx.path("ctl.sock") + "\"\n");
-  const std::string in_ns = "ip netns exec " + ns + " ";
+  const TestNamespace net("psgset", {{"sw0", "sw1"}, {"sh0", "sh1"}});
+  ASSERT_EQ(net.error(), "");
+  fx.write_file("afp.toml", namespace_config(net, fx, "net_af_packet0,iface=sw0", "net_af_packet1,iface=sh0"));
   // 1.5 s in: both turned back; 3 s later: both as psgate set them again?
-  const std::string meddle = "(sleep 1.5; " + in_ns + "ethtool -K sh0 gro on; " + in_ns +
-                             "ip link set sh0 promisc off; sleep 3; " + in_ns + "ethtool -k sh0 | grep " +
-                             "'^generic-receive-offload'; " + in_ns + "ip link show sh0) & ";
-  auto [status, out] = shell("(" + meddle + "cd " + fx.dir() + " && " + in_ns + psgate_binary() + " --config " +
-                             fx.path("afp.toml") + " --duration 6; s=$?; wait; exit $s)");
+  const std::string meddle = "sleep 1.5; " + net.exec("ethtool -K sh0 gro on") + "; " +
+                             net.exec("ip link set sh0 promisc off") + "; sleep 3; " +
+                             net.exec("ethtool -k sh0 | grep '^generic-receive-offload'") + "; " +
+                             net.exec("ip link show sh0");
+  auto [status, out] = shell_beside(meddle, psgate_in(net, fx, "afp.toml", 6));
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("GRO was turned on on sh0 while psgate ran"), std::string::npos) << out;
   EXPECT_NE(out.find("promiscuous mode was turned off on sh0 while psgate ran: turned on again"), std::string::npos)
@@ -547,29 +558,20 @@ TEST(RealWireAfPacket, SettingsTurnedBackUnderPsgateAreSetAgain) {
 TEST(RealWireAfPacket, AnInterfaceCreatedAgainGetsOnlyItsOwnSettingsBackAtExit) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  TestNamespace net("psgre");
-  ASSERT_TRUE(net.made());
+  const TestNamespace net("psgre", {{"rw0", "rw1"}, {"rh0", "rh1"}});
+  ASSERT_EQ(net.error(), "");
   const std::string& ns = net.name();
-  ASSERT_TRUE(net.add_veth("rw0", "rw1"));
-  ASSERT_TRUE(net.add_veth("rh0", "rh1"));
-  const std::string in_ns = "ip netns exec " + ns + " ";
-  ASSERT_EQ(shell(in_ns + "ethtool -K rh0 gro on").first, 0);
-  fx.write_file("afp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                                "\", \"--log-level=3\"]\n"
-                                "[ports.wire]\ndevice = \"net_af_packet0,iface=rw0\"\n"
-                                "[ports.host]\ndevice = \"net_af_packet1,iface=rh0\"\n"
-                                "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                                fx.path("ctl.sock") + "\"\n");
+  ASSERT_EQ(shell(net.exec("ethtool -K rh0 gro on")).first, 0);
+  fx.write_file("afp.toml", namespace_config(net, fx, "net_af_packet0,iface=rw0", "net_af_packet1,iface=rh0"));
   // 1.5 s in: rh0 deleted and made again, GRO off; psgate probes it again.
-  const std::string recreate =
-      "(sleep 1.5; ip -n " + ns + " link del rh0; ip -n " + ns + " link add name rh0 type veth peer name rh1; " +
-      in_ns + "ethtool -K rh0 gro off; ip -n " + ns + " link set rh0 up; ip -n " + ns + " link set rh1 up) & ";
-  auto [status, out] = shell("(" + recreate + "cd " + fx.dir() + " && " + in_ns + psgate_binary() + " --config " +
-                             fx.path("afp.toml") + " --duration 5; s=$?; wait; exit $s)");
+  const std::string recreate = "sleep 1.5; ip -n " + ns + " link del rh0; ip -n " + ns +
+                               " link add name rh0 type veth peer name rh1; " + net.exec("ethtool -K rh0 gro off") +
+                               "; ip -n " + ns + " link set rh0 up; ip -n " + ns + " link set rh1 up";
+  auto [status, out] = shell_beside(recreate, psgate_in(net, fx, "afp.toml", 5));
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("GRO turned off on rh0"), std::string::npos) << "on the first rh0: " << out;
   EXPECT_NE(out.find("probed again"), std::string::npos) << "the second rh0 in use: " << out;
-  EXPECT_NE(shell(in_ns + "ethtool -k rh0").second.find("generic-receive-offload: off"), std::string::npos)
+  EXPECT_NE(shell(net.exec("ethtool -k rh0")).second.find("generic-receive-offload: off"), std::string::npos)
       << "GRO as psgate found it on this rh0: " << out;
   EXPECT_EQ(out.find("GRO on"), std::string::npos) << out;
   EXPECT_EQ(shell("ip -n " + ns + " link show rh0").second.find("PROMISC"), std::string::npos)
@@ -584,19 +586,10 @@ TEST(RealWireAfPacket, AnInterfaceCreatedAgainGetsOnlyItsOwnSettingsBackAtExit) 
 TEST(RealWireAfPacket, MoreQueuePairsThanRxLcoresIsAConfigErrorNamingIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  TestNamespace net("psgqp");
-  ASSERT_TRUE(net.made());
-  const std::string& ns = net.name();
-  ASSERT_TRUE(net.add_veth("qw0", "qw1"));
-  ASSERT_TRUE(net.add_veth("qh0", "qh1"));
-  fx.write_file("afp.toml", "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-                                "\", \"--log-level=3\"]\n"
-                                "[ports.wire]\ndevice = \"net_af_packet0,iface=qw0,qpairs=2\"\n"
-                                "[ports.host]\ndevice = \"net_af_packet1,iface=qh0\"\n"
-                                "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-                                fx.path("ctl.sock") + "\"\n");
-  auto [status, out] = shell("cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config " +
-                             fx.path("afp.toml") + " --duration 1");
+  const TestNamespace net("psgqp", {{"qw0", "qw1"}, {"qh0", "qh1"}});
+  ASSERT_EQ(net.error(), "");
+  fx.write_file("afp.toml", namespace_config(net, fx, "net_af_packet0,iface=qw0,qpairs=2", "net_af_packet1,iface=qh0"));
+  auto [status, out] = shell(psgate_in(net, fx, "afp.toml", 1));
   EXPECT_EQ(status, 2) << out;
   EXPECT_NE(out.find("ports.wire.device: net_af_packet0 has 2 RX queues (its qpairs"), std::string::npos) << out;
   EXPECT_NE(out.find("give qpairs=1), and these data lcores read 1 of them"), std::string::npos) << out;
@@ -610,26 +603,15 @@ TEST(RealWireAfPacket, MoreQueuePairsThanRxLcoresIsAConfigErrorNamingIt) {
 TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
   DaemonFixture fx;
-  TestNamespace net("psgmtu");
-  ASSERT_TRUE(net.made());
+  const TestNamespace net("psgmtu", {{"mt0", "mt1"}, {"mt2", "mt3"}});
+  ASSERT_EQ(net.error(), "");
   const std::string& ns = net.name();
-  ASSERT_TRUE(net.add_veth("mt0", "mt1"));
-  ASSERT_TRUE(net.add_veth("mt2", "mt3"));
   auto config = [&](unsigned mtu, const std::string& afp_args) {
-    return "[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"--file-prefix=" + ns +
-           "\", \"--log-level=3\"]\n"
-           "[ports.wire]\ndevice = \"net_af_packet0,iface=mt0" +
-           afp_args + "\"\nmtu = " + std::to_string(mtu) +
-           "\n"
-           "[ports.host]\ndevice = \"net_af_packet1,iface=mt2" +
-           afp_args + "\"\nmtu = " + std::to_string(mtu) +
-           "\n"
-           "[lcores]\nmain = 0\ndata = [1]\n[stats]\ninterval = \"0s\"\n[control]\nsocket = \"" +
-           fx.path("ctl.sock") + "\"\n";
+    return namespace_config(net, fx, "net_af_packet0,iface=mt0" + afp_args, "net_af_packet1,iface=mt2" + afp_args,
+                            "mtu = " + std::to_string(mtu) + "\n");
   };
-  const std::string run = "cd " + fx.dir() + " && ip netns exec " + ns + " " + psgate_binary() + " --config ";
   fx.write_file("jumbo.toml", config(9000, ""));
-  auto [status, out] = shell(run + fx.path("jumbo.toml") + " --duration 1");
+  auto [status, out] = shell(psgate_in(net, fx, "jumbo.toml", 1));
   EXPECT_EQ(status, 2) << out;
   EXPECT_NE(out.find("ports.wire.mtu: 9000 is above what device net_af_packet0 carries (MTU 1966"), std::string::npos)
       << out;
@@ -638,7 +620,7 @@ TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   // With ring frames sized for it, 9000 starts (the veths' own MTU is the
   // operator's to set: ethdev will not pass 9000 to af_packet's mtu_set).
   fx.write_file("sized.toml", config(9000, ",framesz=9216,blocksz=36864"));
-  auto [status2, out2] = shell(run + fx.path("sized.toml") + " --duration 1");
+  auto [status2, out2] = shell(psgate_in(net, fx, "sized.toml", 1));
   EXPECT_EQ(status2, 0) << out2;
   EXPECT_NE(out2.find("frames up to 9030 B"), std::string::npos) << out2;
 
@@ -649,15 +631,15 @@ TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   // segments merged past the MTU, each dropped as oversize: psgate turns it
   // off on its af_packet interfaces, as it sets their MTU. Both are the
   // host's: at exit they are as psgate found them (they stayed changed).
-  ASSERT_EQ(shell("ip netns exec " + ns + " ethtool -K mt2 gro on").first, 0);
-  ASSERT_NE(shell("ip netns exec " + ns + " ethtool -k mt2").second.find("generic-receive-offload: on"),
-            std::string::npos);
+  ASSERT_EQ(shell(net.exec("ethtool -K mt2 gro on")).first, 0);
+  ASSERT_NE(shell(net.exec("ethtool -k mt2")).second.find("generic-receive-offload: on"), std::string::npos);
   ASSERT_EQ(shell("ip -n " + ns + " link set dev mt0 mtu 1400").first, 0);
   fx.write_file("odd.toml", config(1500, ",framesz=2096"));
-  const std::string watch = "ip netns exec " + ns + " sh -c 'for i in $(seq 1500); do ethtool -k mt2 | grep -q " +
-                            "\"generic-receive-offload: off\" && ip link show mt0 | grep -q \"mtu 1500\" && " +
-                            "echo seen && exit 0; sleep 0.02; done; exit 1' & ";
-  auto [status3, out3] = shell("(" + watch + run + fx.path("odd.toml") + " --duration 1; s=$?; wait; exit $s)");
+  const std::string watch = net.exec(
+      "sh -c 'for i in $(seq 1500); do ethtool -k mt2 | grep -q "
+      "\"generic-receive-offload: off\" && ip link show mt0 | grep -q \"mtu 1500\" && "
+      "echo seen && exit 0; sleep 0.02; done; exit 1'");
+  auto [status3, out3] = shell_beside(watch, psgate_in(net, fx, "odd.toml", 1));
   EXPECT_EQ(status3, 0) << out3;
   EXPECT_NE(out3.find("seen"), std::string::npos) << "GRO off and MTU 1500 while psgate ran: " << out3;
   EXPECT_NE(out3.find("GRO turned off on mt2"), std::string::npos) << out3;
@@ -665,8 +647,7 @@ TEST(RealWireMtu, AboveTheDeviceLimitIsAConfigErrorNamingIt) {
   EXPECT_NE(out3.find("has the kernel reassemble IPv4 fragments on mt2"), std::string::npos) << out3;
   EXPECT_NE(out3.find("port host: mt2 as before psgate: GRO on"), std::string::npos) << out3;
   EXPECT_NE(out3.find("port wire: mt0 as before psgate: MTU 1400"), std::string::npos) << out3;
-  EXPECT_NE(shell("ip netns exec " + ns + " ethtool -k mt2").second.find("generic-receive-offload: on"),
-            std::string::npos);
+  EXPECT_NE(shell(net.exec("ethtool -k mt2")).second.find("generic-receive-offload: on"), std::string::npos);
   EXPECT_NE(shell("ip -n " + ns + " link show mt0").second.find("mtu 1400"), std::string::npos);
   // Promiscuous mode, which af_packet sets on the interface itself, too (it
   // stayed on after psgate).
