@@ -2,10 +2,12 @@
 // A job match rule as the operator writes it:
 //   "src=10.0.0.5/32,sport=2222,proto=tcp"
 //   "dst=fd00::5/128,dport=2222-2230,proto=udp"
-// Keys: src, dst (IPv4 or IPv6 prefix; a bare address means a host prefix),
-// sport, dport (port or lo-hi range), proto (tcp, udp, sctp, icmp, icmpv6 or
-// a number 0-255). Every key is optional, each at most once; an empty rule
-// matches every IP packet. src and dst, when both given, share one family.
+// Keys: src, dst (IPv4 or IPv6 prefix; a bare address means a host prefix;
+// an IPv4-mapped ::ffff:a.b.c.d/96+N is the IPv4 prefix a.b.c.d/N), sport,
+// dport (port or lo-hi range; 0 is port 0, not "any"), proto (tcp, udp,
+// sctp, icmp, icmpv6 or a number 1-255; 0 is refused). Every key is
+// optional, each at most once; an empty rule matches every IP packet. src
+// and dst, when both given, share one family.
 #pragma once
 
 #include <algorithm>
@@ -64,7 +66,15 @@ struct MatchRule {
 // no other (not even a later fragment's, which carries no L4 header).
 inline constexpr bool protocol_has_ports(uint8_t proto) { return proto == 6 || proto == 17 || proto == 132; }
 
-Result<MatchRule> parse_match_rule(std::string_view text);
+// Where a rule's text comes from. A new rule (the config file, jobs.add,
+// psgatectl, a cluster store's job document) is refused when it cannot mean
+// what it says (proto=0). A rule an older psgate accepted and kept in its
+// state file is read as it ran (proto=0: the protocol field 0): refused, the
+// upgraded gateway would not start, and a bump in the wire that does not
+// start forwards nothing.
+enum class RuleOrigin { kNew, kStored };
+
+Result<MatchRule> parse_match_rule(std::string_view text, RuleOrigin origin = RuleOrigin::kNew);
 Result<IpPrefix> parse_ip_prefix(std::string_view text);
 
 // Canonical text form; parse_match_rule(to_string(r)) == r.

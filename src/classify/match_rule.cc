@@ -3,7 +3,10 @@
 //
 // Rules the classifier could never match are rejected here rather than
 // accepted silently: ports with a protocol that has none, ICMP with IPv6
-// prefixes, a prefix with host bits set (usually a typo for the network).
+// prefixes, a prefix with host bits set (usually a typo for the network),
+// proto=0 (a wildcard elsewhere, here a header psgate reads past). An
+// IPv4-mapped IPv6 prefix (::ffff:10.0.0.1/128) is read as the IPv4 prefix
+// it names (10.0.0.1/32).
 #include "psgate/match_rule.h"
 
 #include <arpa/inet.h>
@@ -65,13 +68,37 @@ Result<PortRange> parse_port_range(std::string_view key, std::string_view text) 
   return PortRange{static_cast<uint16_t>(*lo), static_cast<uint16_t>(*hi), *lo == 0 && *hi == 65535};
 }
 
-Result<uint8_t> parse_proto(std::string_view text) {
+Result<uint8_t> parse_proto(std::string_view text, RuleOrigin origin) {
   for (const ProtoName& p : kProtoNames) {
     if (p.name == text) return p.number;
   }
-  if (const auto n = parse_decimal(text, 255)) return static_cast<uint8_t>(*n);
+  if (const auto n = parse_decimal(text, 255)) {
+    // 0 is "any protocol" to iptables (-p 0) and to socket(2) (IPPROTO_IP),
+    // and an unset number in a scheduler's JSON; here it could only be the
+    // protocol field 0, IPv6's hop-by-hop header, which the packet parser
+    // reads past (it never is a packet's upper-layer protocol). Accepted, a
+    // rule meant for every protocol matched none, and its job's traffic fell
+    // to the default class unsaid.
+    if (*n == 0 && origin == RuleOrigin::kNew) {
+      return Result<uint8_t>::failure(
+          "proto=" + std::string(text) +
+          ": not a protocol psgate can match (0 is IPv6's hop-by-hop header, which it reads past, never "
+          "\"any\"); to match every protocol leave proto out");
+    }
+    return static_cast<uint8_t>(*n);
+  }
   return Result<uint8_t>::failure("proto=" + std::string(text) +
-                                  ": not a protocol (tcp, udp, sctp, icmp, icmpv6 or 0-255)");
+                                  ": not a protocol (tcp, udp, sctp, icmp, icmpv6 or 1-255)");
+}
+
+// ::ffff:0:0/96, the IPv4-mapped IPv6 addresses (RFC 4291 2.5.5.2).
+constexpr unsigned kMappedBits = 96;
+bool is_ipv4_mapped(const IpPrefix& p) {
+  if (p.family != 6) return false;
+  for (unsigned i = 0; i < 10; ++i) {
+    if (p.addr[i] != 0) return false;
+  }
+  return p.addr[10] == 0xff && p.addr[11] == 0xff;
 }
 
 const char* proto_name(uint8_t number) {
@@ -114,6 +141,10 @@ Result<IpPrefix> parse_ip_prefix(std::string_view text) {
     }
     prefix.length = static_cast<uint8_t>(*len);
   }
+  const bool mapped = is_ipv4_mapped(prefix);
+  if (mapped && prefix.length < kMappedBits) {
+    return bad("an IPv4-mapped prefix is /" + std::to_string(kMappedBits) + " (every IPv4 address) or longer");
+  }
 
   // Host bits must be zero: "10.0.0.5/24" is more likely a typo for /32 or
   // for 10.0.0.0/24 than an intent, so say which network it would be.
@@ -130,12 +161,26 @@ Result<IpPrefix> parse_ip_prefix(std::string_view text) {
     return bad("host bits are set after /" + std::to_string(prefix.length) + " (the network is " + to_string(network) +
                ")");
   }
+  if (mapped) {
+    // ::ffff:a.b.c.d/96+N is the IPv4 prefix a.b.c.d/N: what a dual-stack
+    // scheduler writes for an IPv4 peer (getpeername on an AF_INET6 socket
+    // says ::ffff:10.0.0.1). No packet carries it as an IPv6 address (RFC
+    // 4291 2.5.5.2: mapped addresses are a host's API form, never sent), so
+    // as an IPv6 prefix the rule matched nothing and the job's traffic fell
+    // to the default class. Canonical text is the IPv4 form.
+    IpPrefix v4;
+    v4.family = 4;
+    std::copy(prefix.addr.begin() + 12, prefix.addr.end(), v4.addr.begin());
+    v4.length = static_cast<uint8_t>(prefix.length - kMappedBits);
+    return v4;
+  }
   return prefix;
 }
 
-Result<MatchRule> parse_match_rule(std::string_view text) {
+Result<MatchRule> parse_match_rule(std::string_view text, RuleOrigin origin) {
   MatchRule rule;
   bool seen_src = false, seen_dst = false, seen_sport = false, seen_dport = false, seen_proto = false;
+  bool mapped = false;  // an IPv6-form (::ffff:) prefix read as IPv4
   auto bad = [&](const std::string& why) {
     return Result<MatchRule>::failure("bad match rule " + quote(text) + ": " + why);
   };
@@ -169,6 +214,7 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
       auto prefix = parse_ip_prefix(value);
       if (!prefix) return bad(std::string(key) + ": " + prefix.error());
       (key == "src" ? rule.src : rule.dst) = *prefix;
+      mapped = mapped || (prefix->family == 4 && value.find(':') != std::string_view::npos);
     } else if (key == "sport" || key == "dport") {
       if (!once(key == "sport" ? seen_sport : seen_dport)) {
         return bad(std::string(key) + " given more than once");
@@ -178,7 +224,7 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
       (key == "sport" ? rule.sport : rule.dport) = *range;
     } else if (key == "proto") {
       if (!once(seen_proto)) return bad("proto given more than once");
-      auto proto = parse_proto(value);
+      auto proto = parse_proto(value, origin);
       if (!proto) return bad(proto.error());
       rule.proto = *proto;
     } else {
@@ -189,7 +235,7 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
 
   if (rule.src && rule.dst && rule.src->family != rule.dst->family) {
     return bad("src is IPv" + std::to_string(rule.src->family) + " but dst is IPv" + std::to_string(rule.dst->family) +
-               "; a rule matches one family");
+               "; a rule matches one family" + (mapped ? " (an IPv4-mapped ::ffff: address is IPv4)" : ""));
   }
   if (rule.has_ports() && rule.proto && !protocol_has_ports(*rule.proto)) {
     return bad("sport/dport need proto tcp, udp or sctp (or no proto); proto " + std::to_string(*rule.proto) +
@@ -199,7 +245,8 @@ Result<MatchRule> parse_match_rule(std::string_view text) {
     return bad("proto icmp never matches IPv6 (use icmpv6)");
   }
   if (rule.proto && *rule.proto == kProtoIcmpv6 && rule.family() == 4) {
-    return bad("proto icmpv6 never matches IPv4 (use icmp)");
+    return bad(std::string("proto icmpv6 never matches IPv4 (use icmp)") +
+               (mapped ? "; an IPv4-mapped ::ffff: address is IPv4" : ""));
   }
   return rule;
 }

@@ -197,7 +197,9 @@ Result<std::vector<MatchRule>> job_rules(const json& entry, const std::string& w
   std::vector<MatchRule> rules;
   for (const auto& rule : *match) {
     if (!rule.is_string()) return R::failure(where + ".match: rules must be strings");
-    auto parsed = parse_match_rule(rule.get<std::string>());
+    // Read as it ran: a rule an older psgate took (proto=0) must not keep
+    // the upgraded gateway from starting.
+    auto parsed = parse_match_rule(rule.get<std::string>(), RuleOrigin::kStored);
     if (!parsed) return R::failure(where + ".match: " + parsed.error());
     rules.push_back(*parsed);
   }

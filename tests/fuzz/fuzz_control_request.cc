@@ -8,6 +8,7 @@
 // only values within the ranges control_request.h documents, and come from a
 // line whose keys are all distinct and whose top-level keys are "cmd", "id"
 // or the command's own arguments.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -65,6 +66,13 @@ struct Checker {
     for (const MatchRule& r : q.rules) {
       const auto back = parse_match_rule(to_string(r));
       if (!back.ok() || !(*back == r)) fail("rule round trip", to_string(r));
+      // Values that could never match what they say are refused, not kept.
+      if (r.proto == uint8_t{0}) fail("proto 0 accepted", to_string(r));
+      for (const auto& p : {r.src, r.dst}) {
+        static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (p && p->family == 6 && std::equal(kMapped, kMapped + 12, p->addr.begin()))
+          fail("IPv4-mapped prefix kept as IPv6", to_string(r));
+      }
     }
     if (!q.name.empty() && !name_problem(q.name).empty()) fail("job name breaks the name rule", q.name);
     if (q.police) {

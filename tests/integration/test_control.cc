@@ -482,6 +482,72 @@ TEST_F(ControlTest, BadRequestsGetClearErrorsAndTheConnectionKeepsWorking) {
   EXPECT_TRUE(fx.daemon_running());
 }
 
+// A rule as a user types it into psgatectl, and as a client sends it raw:
+// an IPv4-mapped address is the IPv4 one (listed in that form), proto=0 and
+// the other values that cannot mean what they say are refused by name, by
+// psgatectl and by the daemon alike, and a refusal adds nothing.
+TEST_F(ControlTest, RulesThatCannotMeanWhatTheySayAreRefusedAndMappedAddressesAreIpv4) {
+  // A dual-stack scheduler's form of 10.0.0.1. It was kept as an IPv6
+  // prefix no packet carries: the job's traffic fell to the default class.
+  ASSERT_EQ(
+      ctl({"jobs", "add", "9", "-m", "dst=::ffff:10.0.0.1/128,dport=2222,proto=tcp", "-m", "src=::ffff:10.1.0.0/112"})
+          .status,
+      0);
+  const json added = job(ctl_json({"jobs", "list"}), 9);
+  ASSERT_TRUE(added.is_object());
+  EXPECT_EQ(added["match"], json::array({"dst=10.0.0.1/32,dport=2222,proto=tcp", "src=10.1.0.0/16"})) << added.dump();
+
+  const json before = ctl_json({"jobs", "list"});
+  struct Case {
+    std::string rule, error;
+  } cases[] = {
+      {"proto=0", "proto=0: not a protocol psgate can match"},
+      {"dst=10.0.0.1/32,proto=0", "to match every protocol leave proto out"},
+      {"dst=::ffff:10.0.0.0/64", "an IPv4-mapped prefix is /96 (every IPv4 address) or longer"},
+      {"src=::ffff:10.0.0.1,dst=fd00::1", "an IPv4-mapped ::ffff: address is IPv4"},
+      {"dport=5-3", "range is backwards (5 > 3)"},
+      {"sport=70000", "not a port or port range 0-65535"},
+      {"dst=10.0.0.1,dst=10.0.0.2", "dst given more than once"},
+      {"dstip=10.0.0.1", "unknown key \"dstip\""},
+      {"dst=", "empty"},
+      {"proto=", "not a protocol"},
+      {"sport=", "missing port"},
+      {"proto=tcp,,dport=1", "empty item"},
+  };
+  for (const Case& c : cases) {
+    // psgatectl, as a user types it: refused before it is sent.
+    const CtlResult r = ctl({"jobs", "add", "10", "-m", c.rule});
+    EXPECT_EQ(r.status, 2) << c.rule << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << c.rule << ": " << r.err;
+    // The daemon, as any other client reaches it: refused too.
+    const json raw = json::parse(
+        socket_request(sock(), json{{"cmd", "jobs.add"}, {"job", 10}, {"match", json::array({c.rule})}}.dump() + "\n"),
+        nullptr, false);
+    ASSERT_FALSE(raw.is_discarded()) << c.rule;
+    EXPECT_EQ(raw["ok"], false) << c.rule << ": " << raw.dump();
+    EXPECT_NE(raw.value("error", "").find(c.error), std::string::npos) << c.rule << ": " << raw.dump();
+  }
+  EXPECT_EQ(ctl_json({"jobs", "list"}), before);
+}
+
+// A config file's rule in IPv4-mapped form classifies the IPv4 packets it
+// names (it was an IPv6 prefix: the job took none, the default class all).
+TEST(ControlRules, AnIpv4MappedRuleInTheConfigFileTakesTheIpv4Traffic) {
+  DaemonFixture fx;
+  write_captures(fx);  // one TCP packet from 10.0.0.5:2222, host -> wire
+  std::string config = control_config(fx);
+  const std::string from = "src=10.0.0.5/32,sport=2222,proto=tcp";
+  config.replace(config.find(from), from.size(), "src=::ffff:10.0.0.5/128,sport=2222,proto=tcp");
+  fx.write_file("psgate.toml", config);
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  ASSERT_TRUE(run.stats.is_object()) << run.output;
+  const json& jobs = run.stats["jobs"];
+  ASSERT_EQ(jobs[0]["id"], 1) << jobs.dump();
+  EXPECT_EQ(jobs[0]["pull"]["admitted_packets"], 1) << jobs.dump();
+  EXPECT_EQ(run.stats["ports"]["wire"]["tx_packets"], 1) << run.stats.dump();
+}
+
 // One reply per request line however long it is: a 2 MB line, sent through
 // the real socket in whatever pieces the kernel makes of it, gets one error,
 // and the next request on the same connection is answered.

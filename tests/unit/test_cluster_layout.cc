@@ -136,6 +136,21 @@ TEST(StoreMirror, AnOlderVersionsJobDocumentIsReadAsItRan) {
   EXPECT_EQ(v.jobs[0].spec.name, "bert\\u200b") << "the invisible character shown";
 }
 
+// A job document's rules are read as jobs.add reads them: an IPv4-mapped
+// prefix is the IPv4 one, proto=0 (a rule that never matched what it said)
+// is a named problem.
+TEST(StoreMirror, AJobDocumentsRulesAreReadAsJobsAddReadsThem) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.job(3), entry(R"({"schema":1,"job":3,"match":["dst=::ffff:10.0.0.5/128,dport=2222,proto=tcp"]})", 5));
+  m.put(kKeys.job(4), entry(R"({"schema":1,"job":4,"match":["proto=0"]})", 6));
+  const ClusterView v = m.view();
+  ASSERT_EQ(ids(v), (std::vector<uint32_t>{3}));
+  EXPECT_EQ(to_string(v.jobs[0].spec.match[0]), "dst=10.0.0.5/32,dport=2222,proto=tcp");
+  ASSERT_TRUE(contains_problem(v, kKeys.job(4)));
+  EXPECT_NE(v.refused_jobs.at(4).why.find("proto=0: not a protocol psgate can match"), std::string::npos)
+      << v.refused_jobs.at(4).why;
+}
+
 TEST(StoreMirror, JobsAreOrderedByCreateRevision) {
   StoreMirror m(kKeys, kClasses);
   // Key order (lexical: "10" < "2" < "3") differs from age order.

@@ -43,6 +43,18 @@ TEST(MatchRulePrefix, Good) {
       {"FD00:0:0::/64", v6({0xfd}, 64), "fd00::/64"},
       {"::/0", v6({}, 0), "::/0"},
       {"2001:db8:8000::/33", v6({0x20, 0x01, 0x0d, 0xb8, 0x80}, 33), "2001:db8:8000::/33"},
+      // IPv4-mapped: the IPv4 prefix, 96 bits shorter (as an IPv6 prefix it
+      // matched no packet: no IPv6 packet carries a mapped address).
+      {"::ffff:10.0.0.1/128", v4(10, 0, 0, 1, 32), "10.0.0.1/32"},
+      {"::ffff:10.0.0.1", v4(10, 0, 0, 1, 32), "10.0.0.1/32"},
+      {"::FFFF:a00:1", v4(10, 0, 0, 1, 32), "10.0.0.1/32"},
+      {"0:0:0:0:0:ffff:10.1.0.0/112", v4(10, 1, 0, 0, 16), "10.1.0.0/16"},
+      {"::ffff:0.0.0.0/96", v4(0, 0, 0, 0, 0), "0.0.0.0/0"},
+      // Near but not mapped: these stay IPv6.
+      {"::10.0.0.1", v6({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1}, 128), "::10.0.0.1/128"},
+      {"::fffe:10.0.0.1", v6({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 10, 0, 0, 1}, 128), "::fffe:a00:1/128"},
+      {"64:ff9b::10.0.0.1", v6({0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1}, 128), "64:ff9b::a00:1/128"},
+      {"::/80", v6({}, 80), "::/80"},
   };
   for (const auto& c : cases) {
     const auto r = parse_ip_prefix(c.text);
@@ -72,6 +84,9 @@ TEST(MatchRulePrefix, Bad) {
       {"host.example", "bad IPv4 address"},
       {"fd00:::1", "bad IPv6 address"},
       {"fe80::1%eth0", "bad IPv6 address"},
+      {"::ffff:0.0.0.0/95", "an IPv4-mapped prefix is /96 (every IPv4 address) or longer"},
+      {"::ffff:0:0/80", "an IPv4-mapped prefix is /96"},
+      {"::ffff:10.0.0.1/120", "host bits are set after /120 (the network is ::ffff:10.0.0.0/120)"},
   };
   for (const auto& c : cases) {
     const auto r = parse_ip_prefix(c.text);
@@ -113,7 +128,12 @@ TEST(MatchRuleParse, Good) {
       {"proto=icmpv6,dst=fd00::/8", rule({}, v6({0xfd}, 8), any, any, 58), "dst=fd00::/8,proto=icmpv6"},
       {"proto=47", rule({}, {}, any, any, 47), "proto=47"},
       {"proto=6", rule({}, {}, any, any, 6), "proto=tcp"},
-      {"proto=0", rule({}, {}, any, any, 0), "proto=0"},
+      {"proto=1", rule({}, {}, any, any, 1), "proto=icmp"},
+      {"dst=::ffff:10.0.0.1/128,dport=2222,proto=tcp", rule({}, v4(10, 0, 0, 1, 32), any, {2222, 2222}, 6),
+       "dst=10.0.0.1/32,dport=2222,proto=tcp"},
+      {"src=::ffff:10.0.0.1,dst=10.0.0.2", rule(v4(10, 0, 0, 1, 32), v4(10, 0, 0, 2, 32), any, any, {}),
+       "src=10.0.0.1/32,dst=10.0.0.2/32"},
+      {"dst=::ffff:10.0.0.0/120,proto=icmp", rule({}, v4(10, 0, 0, 0, 24), any, any, 1), "dst=10.0.0.0/24,proto=icmp"},
       {"proto=255", rule({}, {}, any, any, 255), "proto=255"},
       // The full range written out still asks for a protocol with ports
       // (it was dropped, and the rule matched every IP packet).
@@ -164,6 +184,12 @@ TEST(MatchRuleParse, Bad) {
       {"proto=256", "not a protocol"},
       {"proto=TCP", "not a protocol"},
       {"proto=", "not a protocol"},
+      // 0 is "any" to iptables and socket(2); here it matched no packet.
+      {"proto=0", "proto=0: not a protocol psgate can match"},
+      {"proto=00,dport=80", "to match every protocol leave proto out"},
+      {"src=::ffff:10.0.0.1,dst=fd00::1", "src is IPv4 but dst is IPv6; a rule matches one family (an IPv4-mapped"},
+      {"dst=::ffff:10.0.0.1,proto=icmpv6", "icmpv6 never matches IPv4 (use icmp); an IPv4-mapped ::ffff: address"},
+      {"dst=::ffff:10.0.0.0/64", "an IPv4-mapped prefix is /96"},
       {"proto=icmp,dport=1", "need proto tcp, udp or sctp"},
       {"proto=icmp,dport=0-65535", "need proto tcp, udp or sctp"},
       {"proto=47,sport=1", "need proto tcp, udp or sctp"},
@@ -215,7 +241,7 @@ TEST(MatchRuleParse, RandomRoundTrip) {
       const uint8_t port_protos[] = {6, 17, 132};
       if (rng() % 4) r.proto = port_protos[rng() % 3];
     } else if (rng() % 2) {
-      r.proto = static_cast<uint8_t>(rng());
+      r.proto = static_cast<uint8_t>(1 + rng() % 255);  // 0 is refused
       if (*r.proto == 1 && r.family() == 6) r.proto = 58;
       if (*r.proto == 58 && r.family() == 4) r.proto = 1;
     }
@@ -224,6 +250,23 @@ TEST(MatchRuleParse, RandomRoundTrip) {
     ASSERT_TRUE(back.ok()) << text << ": " << back.error();
     ASSERT_EQ(*back, r) << text;
     ASSERT_EQ(to_string(*back), text);
+  }
+}
+
+// Every IPv4 prefix written in IPv4-mapped form reads as that IPv4 prefix.
+TEST(MatchRulePrefix, RandomIpv4Mapped) {
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    IpPrefix p;
+    p.family = 4;
+    p.length = static_cast<uint8_t>(rng() % 33);
+    for (unsigned b = 0; b < 4; ++b) p.addr[b] = static_cast<uint8_t>(rng());
+    for (unsigned b = p.length; b < 32; ++b) p.addr[b / 8] &= ~(0x80u >> (b % 8));
+    const std::string v4_text = to_string(p);
+    const std::string mapped = "::ffff:" + v4_text.substr(0, v4_text.find('/')) + "/" + std::to_string(96 + p.length);
+    const auto r = parse_ip_prefix(mapped);
+    ASSERT_TRUE(r.ok()) << mapped << ": " << r.error();
+    ASSERT_EQ(*r, p) << mapped << " -> " << to_string(*r);
   }
 }
 

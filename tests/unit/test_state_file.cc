@@ -212,6 +212,24 @@ TEST(StateFile, VersionOneFilesStillLoadWithTheConfigsClasses) {
   EXPECT_FALSE((*saved)->cluster_ranks.has_value());
 }
 
+// A rule an older psgate kept: proto=0, refused now in a new rule, is read
+// as it ran (refused, the upgraded gateway would not start and would forward
+// nothing); an IPv4-mapped prefix is the IPv4 one, as in every new rule.
+TEST(StateFile, AnOlderVersionsRulesLoadAsTheyRanAndMappedAddressesAreIpv4) {
+  TempDir t("psgate-state");
+  std::ofstream(t.path("state.json")) << R"({"version": 1, "jobs": [{"id": 3, "name": "three", "rank": 0,
+            "match": ["proto=0", "dst=::ffff:10.0.0.5/128,dport=2222,proto=tcp"]}],
+            "policy": {"name": "static"}})";
+  auto saved = read_state_file(t.path("state.json"), 8, 2);
+  ASSERT_TRUE(saved) << saved.error();
+  ASSERT_TRUE(saved->has_value());
+  const JobRecord* job = (*saved)->jobs.find(3);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->spec.match.size(), 2u);
+  EXPECT_EQ(job->spec.match[0].proto, uint8_t{0});
+  EXPECT_EQ(to_string(job->spec.match[1]), "dst=10.0.0.5/32,dport=2222,proto=tcp");
+}
+
 TEST(StateFile, AFailedWriteLeavesTheOldFileIntact) {
   TempDir t("psgate-state");
   const std::string path = t.path("state.json");
