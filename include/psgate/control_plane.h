@@ -20,6 +20,7 @@
 // waiting for the lcores (snapshot.h); the baselines' guards a copy only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -46,12 +47,11 @@
 #include "psgate/retry_backoff.h"
 #include "psgate/snapshot.h"
 
+#include "config/compile.h"  // CompileReport
 #include "control/rule_merger.h"
 #include "control/state_file.h"  // StateTextRenderer
 
 namespace psgate {
-
-struct RankedJob;  // config/compile.h
 
 // Everything a change can change. A handler builds a new one from a copy;
 // commit() makes it the one in force.
@@ -101,13 +101,23 @@ class ControlPlane {
     state_unlocked_ = "state file " + config_.control.state + ": " + why + " (restart psgate once it can be locked)";
   }
 
-  // Publishes the initial job set (the state file's, if any).
-  Result<bool> start();
+  // Publishes the initial job set (the state file's, if any). `stop_asked`
+  // (may be empty) is asked between the rule partitions it compiles: a stop
+  // during the compile of 100,000 rules (seconds) ends it there, with an
+  // error that starts with kCompileStopped; nothing is published or written
+  // then. The compile's figures are logged.
+  Result<bool> start(std::function<bool()> stop_asked = {});
   // The gateway stops: no background rule merge starts from now on, and
   // one that runs (which the stop must wait for) is no longer run at the
-  // lowest CPU priority (RuleMerger::stop). Any thread, before the control
-  // server stops.
-  void stop_background_work() { merger_.stop(); }
+  // lowest CPU priority (RuleMerger::stop); a change whose rules are being
+  // compiled on the control thread (a jobs.load of thousands of rules) gives
+  // up at its next rule partition and is refused (kCompileStopped), and so
+  // is every later one that needs a partition built. Any thread, before the
+  // control server stops.
+  void stop_background_work() {
+    stopping_.store(true, std::memory_order_relaxed);
+    merger_.stop();
+  }
   // A start that fails after start() (the control socket or the metrics
   // port taken): a state file start() wrote first, from the config, with no
   // change since, records a state that never served, and would make the
@@ -287,6 +297,14 @@ class ControlPlane {
   uint64_t policy_errors_ = 0;
   StateWriter write_state_;
   SnapshotBuilder build_snapshot_;
+  // stop_background_work() was called (any thread), and start()'s own
+  // stop (the pending stop signal, asked from the compile's TBB workers):
+  // the default snapshot builder's compile gives up when either says so.
+  // Relaxed: a flag that hands over no other data; a compile that misses it
+  // by a moment stops at its next partition.
+  std::atomic<bool> stopping_{false};
+  std::function<bool()> start_stop_asked_;
+  CompileReport last_compile_;        // the default builder's last compile (the control thread's)
   std::vector<JobTotals> baselines_;  // by slot: counters when the slot was assigned
   // Old rule partitions merged in the background; a finished merge waits in
   // fresh_merge_ for the next snapshot (tick() publishes one for it).

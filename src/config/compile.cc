@@ -7,6 +7,8 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <new>
 #include <string>
 
@@ -98,7 +100,7 @@ PortSchedConfig compile_scheduler(const ConfigSpec& config, unsigned port, const
 
 Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, const std::vector<RankedJob>& jobs,
                                                    const std::array<PortLive, kPortCount>& ports, uint32_t generation,
-                                                   const Snapshot* previous) {
+                                                   const Snapshot* previous, const CompileControl& control) {
   using R = Result<std::unique_ptr<Snapshot>>;
   auto snap = std::make_unique<Snapshot>();
   snap->generation = generation;
@@ -137,21 +139,66 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
   // lcore's); the others are shared with the previous snapshot.
   std::vector<std::string> errors(plans.size());
   std::vector<std::shared_ptr<const Classifier>> built(plans.size());
+  // Per partition, written by the worker that built it: its build's length
+  // and rule count, for the report.
+  std::vector<uint64_t> build_ns(plans.size(), 0);
+  std::vector<size_t> build_rules(plans.size(), 0);
+  // A stop asked: set by the first worker that sees it, so the others skip
+  // what is left without asking again. A partition is the unit: a stop
+  // waits for the builds under way (one per worker), never for the rest.
+  std::atomic<bool> stopped{false};
   const int socket = static_cast<int>(rte_socket_id());  // the control thread's (SOCKET_ID_ANY if not an lcore)
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
   tbb::parallel_for(size_t{0}, plans.size(), [&](size_t k) {
     const PartitionPlan& plan = plans[k];
     if (plan.reused) return;
+    if (stopped.load(std::memory_order_relaxed)) return;
+    if (control.stop_asked && control.stop_asked()) {
+      stopped.store(true, std::memory_order_relaxed);
+      return;
+    }
     try {
+      const auto t0 = Clock::now();
       std::vector<ClassifierRule> rules;
       for (const JobRecord* job : plan.jobs)
         for (const MatchRule& rule : job->spec.match) rules.push_back(ClassifierRule{rule, job->slot});
       auto classifier = Classifier::build(rules, "psg" + std::to_string(plan.id), socket);
       if (!classifier.ok()) errors[k] = "partition " + std::to_string(plan.id) + ": " + classifier.error();
       else built[k] = std::shared_ptr<const Classifier>(std::move(*classifier));
+      build_rules[k] = rules.size();
+      build_ns[k] =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
     } catch (const std::bad_alloc&) {
       errors[k] = "partition " + std::to_string(plan.id) + ": out of memory";
     }
   });
+  size_t to_build = 0, done = 0;
+  if (control.report) {
+    CompileReport& report = *control.report;
+    report = CompileReport{};
+    report.partitions = plans.size();
+    report.build_ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
+    for (size_t k = 0; k < plans.size(); ++k) {
+      if (!built[k]) continue;
+      ++report.partitions_built;
+      report.rules_built += build_rules[k];
+      if (build_ns[k] > report.longest_ns) {
+        report.longest_ns = build_ns[k];
+        report.longest_rules = build_rules[k];
+      }
+    }
+  }
+  for (size_t k = 0; k < plans.size(); ++k) {
+    to_build += plans[k].reused ? 0 : 1;
+    done += built[k] ? 1 : 0;
+  }
+  // What was built goes with `built`, before anything is published: a
+  // stopped compile leaves nothing behind.
+  if (stopped.load())
+    return R::failure(std::string(kCompileStopped) + " (" + std::to_string(done) + " of " + std::to_string(to_build) +
+                      " rule partitions built)");
   bool rebuilt = previous == nullptr || previous->partitions.size() != plans.size();
   std::vector<RulePartition> partitions;
   partitions.reserve(plans.size());

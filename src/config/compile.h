@@ -15,7 +15,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,13 +52,38 @@ struct RankedJob {
   JobRanks ranks;
 };
 
+// What compile_snapshot built: the rule partitions it compiled (not those
+// it reused) and how long that took, wall clock; the longest one alone too,
+// since one rte_acl_build cannot be cut short (a stop waits for the builds
+// under way).
+struct CompileReport {
+  size_t partitions = 0;        // in the snapshot
+  size_t partitions_built = 0;  // compiled now (the others reused)
+  size_t rules_built = 0;
+  uint64_t build_ns = 0;  // the partition builds, all together
+  uint64_t longest_ns = 0;
+  size_t longest_rules = 0;  // the rules of that longest build
+};
+
+// A compile that gives up when asked to: `stop_asked` (may be empty) is
+// called before each rule partition is built, from the TBB workers, at
+// once from several; once it says yes, no further partition is built, and
+// the compile fails with an error that starts with kCompileStopped. The
+// builds under way finish first (rte_acl_build has no way to stop): a stop
+// waits for one partition's build per worker.
+inline constexpr const char* kCompileStopped = "stopped while compiling rules";
+struct CompileControl {
+  std::function<bool()> stop_asked;
+  CompileReport* report = nullptr;  // filled when given, failed or not
+};
+
 // Compiles a snapshot of `jobs` (in rank order; slots < max_jobs) and `ports`.
 // Each rule partition of `previous` whose jobs are unchanged is reused (a
 // re-rank costs no ACL build, a job added or removed rebuilds its partition);
 // the others are built in parallel on TBB workers.
 Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, const std::vector<RankedJob>& jobs,
                                                    const std::array<PortLive, kPortCount>& ports, uint32_t generation,
-                                                   const Snapshot* previous);
+                                                   const Snapshot* previous, const CompileControl& control = {});
 
 // Puts `merged` in place of the partitions it covers in `snap`'s matcher, if
 // it still covers exactly their jobs; else changes nothing. compile_snapshot

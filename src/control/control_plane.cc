@@ -105,7 +105,16 @@ ControlPlane::ControlPlane(Dataplane& dataplane, const ConfigSpec& config, Contr
         if (!warning.empty()) spdlog::warn("{}", warning);
         return written;
       }),
-      build_snapshot_(compile_snapshot),
+      // compile_snapshot, given up when a stop is asked (stop_background_work,
+      // or start()'s stop signal) and reporting what it built.
+      build_snapshot_([this](const ConfigSpec& config, const std::vector<RankedJob>& jobs,
+                             const std::array<PortLive, kPortCount>& ports, uint32_t generation,
+                             const Snapshot* previous) {
+        CompileControl control{
+            [this] { return stopping_.load(std::memory_order_relaxed) || (start_stop_asked_ && start_stop_asked_()); },
+            &last_compile_};
+        return compile_snapshot(config, jobs, ports, generation, previous, control);
+      }),
       baselines_(config.max_jobs) {
   state_.config_file = std::make_shared<const ConfigSpec>(config);
   started_ns_ = monotonic_ns();
@@ -257,7 +266,7 @@ void ControlPlane::follow_cluster(ClusterLink* link, const ClusterSpec& spec) {
 // In cluster mode that is the state this gateway applied last (its state
 // file), so it forwards on it while the store is away; the store's view
 // replaces it as soon as one has been read.
-Result<bool> ControlPlane::start() {
+Result<bool> ControlPlane::start(std::function<bool()> stop_asked) {
   // No state file, yet rules files: a state file deleted or lost, or a
   // backup restored rules directory first. They are the only record of
   // those jobs' rules, so they are moved aside, not removed, and before
@@ -286,7 +295,18 @@ Result<bool> ControlPlane::start() {
   }
   // A state file that cannot be written now (disk full at boot) leaves the
   // gateway forwarding on what it read, degraded, retrying every second.
+  // A stop asked meanwhile ends the rules' compile at its next partition
+  // (100,000 rules take seconds): nothing published, nothing written.
+  start_stop_asked_ = std::move(stop_asked);
+  last_compile_ = CompileReport{};
   auto started = commit(state_, monotonic_ns(), IfUnsaved::kPublishStateInForce);
+  start_stop_asked_ = nullptr;
+  // How long the start's compile took, and its longest partition: what a
+  // stop during it waits for at most (one build per worker).
+  if (const CompileReport& c = last_compile_; started && c.partitions_built > 0)
+    spdlog::info("rules: {} in {} partition{} compiled in {} ms (the longest partition: {} rules in {} ms)",
+                 c.rules_built, c.partitions_built, c.partitions_built == 1 ? "" : "s", c.build_ns / 1'000'000,
+                 c.longest_rules, c.longest_ns / 1'000'000);
   // Rules files a crash left behind (written, never named by a state file),
   // before the store's view changes the jobs: only while the file on disk
   // is the one this state was read from or written as (one that could not
@@ -494,7 +514,12 @@ Result<bool> ControlPlane::commit(ControlState next, uint64_t now_ns, IfUnsaved 
     // Only this thread publishes, so the current snapshot (none before the
     // first publish) cannot go away here.
     auto built = build_snapshot_(config_, ranked, next.live, generation_ + 1, dataplane_.publisher().current());
-    if (!built) return Result<bool>::failure(built.error());
+    if (!built) {
+      // Given up for the stop (stop_background_work): refused, as said.
+      if (stopping_.load(std::memory_order_relaxed) && built.error().rfind(kCompileStopped, 0) == 0)
+        return Result<bool>::failure(built.error() + ": psgate is stopping; the change is not applied");
+      return Result<bool>::failure(built.error());
+    }
     snap = std::move(*built);
     // A merge that finished meanwhile, if it still covers its partitions'
     // jobs (else it is dropped: the next tick starts another).

@@ -227,7 +227,14 @@ int run(const psgate::ConfigSpec& config, double duration_s, const std::string& 
     psgate::ControlPlane& cp = **control;
     if (cluster) cp.follow_cluster(cluster.get(), *config.cluster);
     if (!unlocked.empty()) cp.note_state_unlocked(unlocked);
-    if (auto ok = cp.start(); !ok) {
+    // The start's rules compile (seconds for 100,000 rules) asks for a stop
+    // between its partitions: one ends it there, nothing published or
+    // written, exit 0 as for a stop at any other step of the start.
+    if (auto ok = cp.start(stop_signal_pending); !ok) {
+      if (ok.error().rfind(psgate::kCompileStopped, 0) == 0)
+        return give_up(
+            take_stop_signal() + " received during start-up: start " + ok.error() + "; nothing was forwarded", 0,
+            spdlog::level::info);
       // The first write of the state file failing is the state path's fault
       // (an operator's setting), like a config error.
       return give_up(ok.error(), ok.error().rfind("state file ", 0) == 0 ? 2 : 1);

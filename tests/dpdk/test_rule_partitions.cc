@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/compile.h"
 #include "control/rule_merger.h"
 #include "pipeline_harness.h"
 #include "psgate/classifier.h"
@@ -155,6 +157,86 @@ TEST(RulePartitions, ABatchIsAllOrNothing) {
   EXPECT_NE(typo.value("error", "").find("jobs[1]: unknown argument \"polic\" (did you mean \"police\"?)"),
             std::string::npos)
       << typo.dump();
+}
+
+// The compile asks for a stop before each partition it builds: once told
+// yes it builds no more, fails with kCompileStopped and says how far it got
+// (a start of 100,000 rules ends there, not seconds later). Asked never, it
+// builds what it always built.
+TEST(RulePartitions, ACompileStopsBetweenPartitionsWhenAsked) {
+  std::string toml = std::string("[eal]\nargs = []\n[ports.wire]\ndevice = \"net_null0\"\n[ports.host]\ndevice = ") +
+                     "\"net_null1\"\n" + kBody;
+  for (uint32_t id = 1; id <= 60; ++id) {
+    toml += "[[jobs]]\nid = " + std::to_string(id) + "\nmatch = ";
+    toml += job_json(id)["match"].dump() + "\n";
+  }
+  auto config = parse_config(toml, "compile.toml");
+  ASSERT_TRUE(config.ok()) << config.error();
+  auto registry = JobRegistry::from_config(*config);
+  ASSERT_TRUE(registry.ok()) << registry.error();
+  std::vector<RankedJob> jobs;
+  for (const JobRecord* j : registry->in_rank_order())
+    jobs.push_back(RankedJob{j, JobRanks{j->spec.id, j->spec.rank, j->spec.rank}});
+  const size_t per_partition = kRulesPerPartition / (kRulesPerJob + 1);
+  const size_t partitions = (60 + per_partition - 1) / per_partition;
+  ASSERT_GE(partitions, 4u);
+
+  CompileReport whole;
+  std::atomic<unsigned> asked{0};
+  auto full = compile_snapshot(*config, jobs, compile_ports(*config), 1, nullptr,
+                               CompileControl{[&] { return ++asked, false; }, &whole});
+  ASSERT_TRUE(full.ok()) << full.error();
+  EXPECT_EQ(asked.load(), partitions) << "asked once before each partition";
+  EXPECT_EQ((*full)->partitions.size(), partitions);
+  EXPECT_EQ((*full)->matcher.rule_count(), 60u * (kRulesPerJob + 1));
+  EXPECT_EQ(whole.partitions, partitions);
+  EXPECT_EQ(whole.partitions_built, partitions);
+  EXPECT_EQ(whole.rules_built, 60u * (kRulesPerJob + 1));
+  EXPECT_GT(whole.longest_rules, 0u);
+  EXPECT_LE(whole.longest_ns, whole.build_ns);
+
+  // Yes from the third question on: two partitions built, the rest not.
+  CompileReport cut;
+  asked = 0;
+  auto stopped = compile_snapshot(*config, jobs, compile_ports(*config), 1, nullptr,
+                                  CompileControl{[&] { return ++asked > 2; }, &cut});
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error(),
+            std::string(kCompileStopped) + " (2 of " + std::to_string(partitions) + " rule partitions built)");
+  EXPECT_EQ(cut.partitions_built, 2u);
+
+  // A re-compile that reuses every partition builds nothing, so it has
+  // nothing to stop: it asks nothing.
+  asked = 0;
+  auto again = compile_snapshot(*config, jobs, compile_ports(*config), 2, full->get(),
+                                CompileControl{[&] { return ++asked, true; }, nullptr});
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(asked.load(), 0u);
+}
+
+// At run time the stop (stop_background_work, at SIGTERM) ends a change's
+// compile the same way: a jobs.load of many rules under way is refused,
+// saying why, and changes nothing; one that builds no partition (a
+// re-rank) still goes through until the control server stops.
+TEST(RulePartitions, AStopRefusesAChangeWhoseRulesAreBeingCompiled) {
+  PipelineHarness h(kBody, false);
+  ASSERT_TRUE(h.ok()) << h.error();
+  json jobs = json::array();
+  for (uint32_t id = 1; id <= 20; ++id) jobs.push_back(job_json(id));
+  ASSERT_EQ(h.control().handle({{"cmd", "jobs.load"}, {"jobs", jobs}})["ok"], true);
+  const uint32_t generation = h.dataplane().snapshot().generation;
+  const json listed = h.control().handle({{"cmd", "jobs.list"}});
+  h.control().stop_background_work();
+  jobs = json::array();
+  for (uint32_t id = 21; id <= 60; ++id) jobs.push_back(job_json(id));
+  const json reply = h.control().handle({{"cmd", "jobs.load"}, {"jobs", jobs}});
+  EXPECT_EQ(reply["ok"], false) << reply.dump().substr(0, 300);
+  const std::string error = reply.value("error", "");
+  EXPECT_EQ(error.rfind(kCompileStopped, 0), 0u) << error;
+  EXPECT_NE(error.find("psgate is stopping; the change is not applied"), std::string::npos) << error;
+  EXPECT_TRUE(h.control().handle({{"cmd", "jobs.list"}}) == listed) << "the refused jobs.load changed the jobs";
+  EXPECT_EQ(h.dataplane().snapshot().generation, generation);
+  EXPECT_EQ(h.control().handle({{"cmd", "rank"}, {"job", 7}, {"rank", 0}})["ok"], true);
 }
 
 // Background merges: once enough partitions have settled, tick() gets them

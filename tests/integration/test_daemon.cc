@@ -17,9 +17,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include "daemon_runner.h"
@@ -861,6 +863,119 @@ TEST(DaemonConfig, AStopDuringASlowPortStartEndsTheStart) {
   EXPECT_EQ(run.output.find("conservation:"), std::string::npos) << run.output;
   if (const size_t at = run.output.find("received during start-up"); at != std::string::npos)
     std::printf("[ start-stop ] %s\n", run.output.substr(at, run.output.find('\n', at) - at).c_str());
+}
+
+// The CPU time a process has used so far (all its threads), in seconds.
+double process_cpu_s(pid_t pid) {
+  const std::string stat = read_text_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A start with 100,000 rules compiles them into about 100 partitions
+// (seconds on a loaded 2-CPU host). A SIGTERM during that compile waited for
+// all of it, and systemd's stop with it; the compile now asks for a stop
+// between partitions and ends the start there: nothing published or
+// forwarded, exit 0. Timed against this host's own compile of the same
+// rules (the start's "rules: ..." line), not against a fixed figure.
+TEST(DaemonConfig, AStopDuringABigRuleCompileEndsTheStart) {
+  DaemonFixture fx;
+  fx.write_pcap("wire-in.pcap", {});
+  fx.write_pcap("host-in.pcap", {});
+  ConfigOptions o;
+  // 100 jobs x 1,000 rules: a partition a job.
+  for (unsigned j = 0; j < 100; ++j) {
+    o.jobs += "[[jobs]]\nid = " + std::to_string(j + 1) + "\nrank = " + std::to_string(j % 6) + "\nmatch = [";
+    for (unsigned r = 0; r < 1000; ++r)
+      o.jobs += std::string(r ? "," : "") + "\"dst=10." + std::to_string(j) + "." + std::to_string(r / 256) + "." +
+                std::to_string(r % 256) + "/32,dport=" + std::to_string(1000 + r) + ",proto=tcp\"";
+    o.jobs += "]\n";
+  }
+  std::string config = make_config(o);
+  const std::string memory = "\"-m\", \"256\"";
+  const size_t memory_at = config.find(memory);
+  ASSERT_NE(memory_at, std::string::npos);
+  config.replace(memory_at, memory.size(), "\"-m\", \"1024\"");  // the partitions' ACLs and the merge's
+  fx.write_file("psgate.toml", config);
+
+  // Starts the daemon and waits for its ports' lines, which come right
+  // before the compile; returns its CPU time then (-1: it never got there).
+  // The previous run's output goes first: the child truncates it only once
+  // it runs.
+  auto start_until_ports = [&] {
+    std::filesystem::remove(fx.path("psgate.out"));
+    fx.start_daemon("psgate.toml");
+    for (int i = 0; i < 300000 && fx.daemon_running(); ++i) {
+      if (read_text_file(fx.path("psgate.out")).find("port host (net_pcap1)") != std::string::npos)
+        return process_cpu_s(fx.daemon_pid());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return -1.0;
+  };
+  // A start left to finish: its compile's wall time (its own log line) and
+  // the CPU time from the ports' lines to serving (the compile's, nearly all).
+  struct Compile {
+    double wall_s = 0, cpu_s = 0;
+  };
+  auto full_start = [&](Compile& out) {
+    const double at_ports = start_until_ports();
+    ASSERT_GE(at_ports, 0) << fx.stop_daemon().output;
+    ASSERT_TRUE(fx.wait_until_serving("ctl.sock", 300)) << fx.stop_daemon().output;
+    out.cpu_s = process_cpu_s(fx.daemon_pid()) - at_ports;
+    const DaemonRun full = fx.stop_daemon(300);
+    ASSERT_EQ(full.exit_status, 0) << full.output;
+    const std::string compiled = "rules: 100000 in 100 partitions compiled in ";
+    const size_t at = full.output.find(compiled);
+    ASSERT_NE(at, std::string::npos) << full.output;
+    out.wall_s = std::stod(full.output.substr(at + compiled.size())) / 1000;
+  };
+
+  Compile before;
+  full_start(before);
+  if (HasFatalFailure()) return;
+
+  // The same start, stopped a quarter into its compile, counted in the
+  // CPU time it has spent there (what a busy host does not stretch): the
+  // compile used to run to its end first.
+  const double at_ports = start_until_ports();
+  ASSERT_GE(at_ports, 0) << fx.stop_daemon().output;
+  while (fx.daemon_running() && process_cpu_s(fx.daemon_pid()) < at_ports + before.cpu_s / 4)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto asked = std::chrono::steady_clock::now();
+  const DaemonRun run = fx.stop_daemon(300);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("SIGTERM received during start-up: start stopped while compiling rules ("),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("nothing was forwarded"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("rules: 100000"), std::string::npos) << "the compile ran to its end: " << run.output;
+  EXPECT_EQ(run.output.find("stopping RX and draining"), std::string::npos) << "it forwarded first: " << run.output;
+
+  // The builds under way when the stop came (one partition per TBB worker)
+  // and the teardown: far below the half of the compile that was left.
+  // Against the longer of the compiles before and after it, so that a load
+  // that comes or goes meanwhile does not decide.
+  Compile after;
+  full_start(after);
+  if (HasFatalFailure()) return;
+  const double compile_s = std::max(before.wall_s, after.wall_s);
+  EXPECT_LT(took, compile_s / 2) << "compiles " << before.wall_s << " and " << after.wall_s << " s; " << run.output;
+  const size_t stopped_at = run.output.find("start stopped while compiling rules (");
+  std::printf("[ start-stop ] the compile %.3f / %.3f s; a SIGTERM a quarter into it ended the start in %.3f s: %s\n",
+              before.wall_s, after.wall_s, took,
+              stopped_at == std::string::npos
+                  ? "?"
+                  : run.output.substr(stopped_at, run.output.find(';', stopped_at) - stopped_at).c_str());
 }
 
 // A config read from a pipe whose writer stalls (`--config <(slow command)`):
