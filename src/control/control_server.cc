@@ -613,6 +613,19 @@ void ControlServer::run() {
         }
         for (int cfd : stalled) {
           auto it = conns.find(cfd);
+          if (it == conns.end()) continue;
+          // A last try before the verdict: a client that read while this
+          // thread could not run (the process stopped, or starved for longer
+          // than the timeout) takes bytes now, and its wait starts again.
+          // Its socket's EPOLLOUT may lie behind this tick in the same batch
+          // of events: judged first, it was disconnected with its replies
+          // flowing.
+          if (!flush(cfd, it->second)) {
+            close_conn(cfd);
+            continue;
+          }
+          // (flush restarted the wait at a clock read after `now`.)
+          if (!it->second.waiting || it->second.waiting_ns + options_.unread_timeout_ns >= now) continue;
           if (stalled_log.admit(now)) {
             spdlog::warn("control: a client left {} KiB of replies unread for {:g} s; disconnected ({} since start{})",
                          it->second.out.size() >> 10, static_cast<double>(options_.unread_timeout_ns) / 1e9,

@@ -9,6 +9,7 @@
 // never read, disconnected; nobody else waits for them.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -588,6 +589,48 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
   EXPECT_EQ(stopped.exit_status, 0);
   EXPECT_NE(stopped.output.find("of replies unread for 5 s; disconnected (1 since start)"), std::string::npos)
       << stopped.output;
+}
+
+// A client that read all the while the daemon could not run (stopped here
+// with SIGSTOP; a control thread starved as long does the same) is no
+// client that does not read. On SIGCONT the periodic step's tick, due since
+// the stop, came before the client's socket's EPOLLOUT in the same batch of
+// events, and judged the client by a wait that had started before the stop:
+// "a client left 256 KiB of replies unread for 1 s; disconnected", with
+// every reply it had been sent read.
+TEST_F(ManyClientsTest, AClientThatReadWhileTheDaemonWasStoppedIsNotDisconnected) {
+  fx.stop_daemon();
+  ASSERT_NO_FATAL_FAILURE(start("unread_timeout = \"1s\"\n"));
+  const pid_t pid = fx.daemon_pid();
+  const size_t reply_size = add_big_jobs();
+  ASSERT_GT(reply_size, 16u * 1024) << "the config reply is too small for this test";
+  Conn c(sock());
+  ASSERT_TRUE(c.ok());
+  // Enough requests that their replies pause the client (kPauseReadingBytes
+  // unsent) several times over.
+  const size_t requests = 4 * kPauseReadingBytes / reply_size + 8;
+  std::string batch;
+  for (size_t i = 0; i < requests; ++i) batch += json{{"cmd", "config"}, {"id", i}}.dump() + "\n";
+  ASSERT_EQ(send(c.fd(), batch.data(), batch.size(), MSG_NOSIGNAL), ssize_t(batch.size()));
+  // The daemon fills the socket and waits for the client to read.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  // The tick is due while it is stopped; the client reads after that, for
+  // longer than the unread timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  size_t replies = 0;
+  for (const auto until = Clock::now() + std::chrono::milliseconds(1500); Clock::now() < until;) {
+    if (c.read_line(Clock::now() + std::chrono::milliseconds(50))) ++replies;
+  }
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  ASSERT_GT(replies, 0u) << "nothing to read while the daemon was stopped: the test tests nothing";
+  ASSERT_LT(replies, requests) << "every reply fitted in the socket: the daemon never waited";
+  // The rest come, however long a loaded machine takes: until all have or
+  // none has for 30 s.
+  while (replies < requests && c.read_line(Clock::now() + std::chrono::seconds(30))) ++replies;
+  EXPECT_EQ(replies, requests) << (c.closed() ? "disconnected" : "no reply for 30 s");
+  const DaemonRun stopped = fx.stop_daemon();
+  EXPECT_EQ(stopped.output.find("replies unread for"), std::string::npos) << "the reading client was disconnected";
 }
 
 // Many clients that send without reading: each is owed fewer replies than
