@@ -208,6 +208,19 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::create(Dataplane& dataplane,
       return R::failure(valid.error());
     return create(dataplane, config);  // as without a state file now
   }
+  // A rule an older psgate took and a new one refuses (proto=0, read as it
+  // ran: RuleOrigin::kStored) matches no packet; said at each start, since
+  // `config --toml` writes it into a file that --check then refuses.
+  for (const JobRecord* job : s.jobs.in_age_order()) {
+    for (const MatchRule& rule : job->spec.match) {
+      if (rule.proto && *rule.proto == 0)
+        spdlog::warn(
+            "state file: job {} has the rule \"{}\", which an older psgate accepted: proto=0 matches no "
+            "packet (leave proto out to match every protocol), and a config file or jobs.add now refuses "
+            "it; give the job new rules (psgatectl jobs rm {}, then jobs add {} --match ...)",
+            job->spec.id, to_string(rule), job->spec.id, job->spec.id);
+    }
+  }
   ControlState initial{std::move(s.jobs), s.policy, {}, had_live ? std::move(*s.live) : compile_ports(config), {}, {}};
   // The ranks this gateway forwarded on in a cluster, in force until the
   // store is read (a restart while it is unreachable goes on ranking as

@@ -1012,6 +1012,25 @@ TEST(ControlState, JobsOrderAndPolicySurviveARestartAndACorruptStateFileIsRefuse
   EXPECT_NE(text.find("\"high\""), std::string::npos) << "the corrupt file must be left for the operator";
 }
 
+// A state file an older psgate wrote with a rule it took and psgate now
+// refuses (proto=0, which matches no packet): the gateway starts on it, as
+// it ran, and says at each start which job's rule it is and what to do;
+// `config --toml` would write the rule into a file that --check refuses.
+TEST(ControlState, AStoredRuleANewPsgateRefusesIsNamedAtStart) {
+  DaemonFixture fx;
+  write_captures(fx);
+  fx.write_file("psgate.toml", control_config(fx, "state = \"state.json\"\n"));
+  fx.write_file("state.json", R"({"version": 1, "jobs": [{"id": 3, "name": "three", "rank": 0,
+      "match": ["proto=0", "dst=10.0.0.5/32,dport=2222,proto=tcp"]}], "policy": {"name": "static"}})");
+  const DaemonRun run = fx.run("psgate.toml", {"--duration", "1"}, 30);
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("state file: job 3 has the rule \"proto=0\", which an older psgate accepted: proto=0 "
+                            "matches no packet"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("has the rule \"dst="), std::string::npos) << "only the rule refused now is named";
+}
+
 // psgate.toml edited while the gateway is down, then a start (not a
 // reload): what the file changed is in force, what the socket changed and
 // the file did not is kept; and the next start compares with the file as
