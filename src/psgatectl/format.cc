@@ -201,11 +201,18 @@ std::string value_text(const ojson& v, std::string_view null_text) {
 
 namespace {
 
-// A health value for the eye: nothing says so ("none", "-") where an empty
-// list or text left a blank an operator could take for a missing field.
+// value_text with a "-" for nothing, an empty text too (a link's detail
+// while it is up, a policy an older gateway does not report): a blank reads
+// as a missing field or a misaligned column.
+std::string shown_text(const ojson& v) {
+  std::string text = value_text(v, "-");
+  return text.empty() ? std::string("-") : text;
+}
+
+// A health value for the eye: an empty list says "none", other emptiness
+// "-" (shown_text).
 std::string health_text(const ojson& v) {
   if (v.is_array() && v.empty()) return "none";
-  if (v.is_string() && v.get_ref<const std::string&>().empty()) return "-";
   if (v.is_object() && !v.empty()) {
     std::string out;
     for (auto it = v.begin(); it != v.end(); ++it) {
@@ -217,7 +224,7 @@ std::string health_text(const ojson& v) {
     }
     return out;
   }
-  return value_text(v);
+  return shown_text(v);
 }
 
 }  // namespace
@@ -308,8 +315,7 @@ std::string format_stats(const ojson& result) {
         const ojson& v = dot == std::string::npos
                              ? get(ports[p], key.c_str())
                              : get(ports[p], key.substr(0, dot).c_str(), key.substr(dot + 1).c_str());
-        // An empty text (a link's detail while it is up) as "-", not a blank.
-        row.push_back(v.is_string() && v.get_ref<const std::string&>().empty() ? "-" : value_text(v));
+        row.push_back(shown_text(v));
       }
       t.add_row(row);
     }
@@ -515,16 +521,12 @@ std::string format_cluster(const ojson& result) {
   Table t({C{"GATEWAY"}, C{"ADDRESS"}, C{"VERSION"}, C{"HEALTH"}, C{"POLICY"}, C{"APPLIED", Table::kRight},
            C{"LAG", Table::kRight}, C{"TOP JOB", Table::kRight}, C{"RX PKTS", Table::kRight},
            C{"TX PKTS", Table::kRight}, C{"DROPPED", Table::kRight}});
-  // A gateway that does not say (an older version's registration: the
-  // daemon reports its policy as "") or has no top job: "-", not a blank.
-  const auto said = [](const ojson& v) {
-    std::string text = value_text(v, "-");
-    return text.empty() ? std::string("-") : text;
-  };
   // Round-robin's parameters with its name, as health's trouble names
   // them: "round-robin(500ms)", "round-robin(iteration,20s)".
-  const auto policy = [&said](const ojson& g) {
-    std::string text = said(get(g, "policy"));
+  // A gateway that does not say (an older version's registration: the
+  // daemon reports its policy as "") or has no top job: "-", not a blank.
+  const auto policy = [](const ojson& g) {
+    std::string text = shown_text(get(g, "policy"));
     const ojson& p = get(g, "policy_params");
     if (text == "-" || !p.is_object() || !get(p, "interval").is_string()) return text;
     return psgate::policy_label(text, value_text(get(p, "interval")), value_text(get(p, "rotate_on")));
@@ -535,7 +537,7 @@ std::string format_cluster(const ojson& result) {
       const ojson& c = get(g, "counters");
       t.add_row({value_text(get(g, "name")), value_text(get(g, "address")), value_text(get(g, "version")),
                  value_text(get(g, "health")), policy(g), value_text(get(g, "applied_revision")),
-                 value_text(get(g, "lag")), said(get(g, "top_job")), value_text(get(c, "rx_packets")),
+                 value_text(get(g, "lag")), shown_text(get(g, "top_job")), value_text(get(c, "rx_packets")),
                  value_text(get(c, "tx_packets")), value_text(get(c, "dropped"))});
     }
   }
