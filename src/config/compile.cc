@@ -173,32 +173,28 @@ Result<std::unique_ptr<Snapshot>> compile_snapshot(const ConfigSpec& config, con
       errors[k] = "partition " + std::to_string(plan.id) + ": out of memory";
     }
   });
-  size_t to_build = 0, done = 0;
-  if (control.report) {
-    CompileReport& report = *control.report;
-    report = CompileReport{};
-    report.partitions = plans.size();
-    report.build_ns =
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
-    for (size_t k = 0; k < plans.size(); ++k) {
-      if (!built[k]) continue;
-      ++report.partitions_built;
-      report.rules_built += build_rules[k];
-      if (build_ns[k] > report.longest_ns) {
-        report.longest_ns = build_ns[k];
-        report.longest_rules = build_rules[k];
-      }
-    }
-  }
+  // What this compile built: the caller's report, and a stop's error.
+  CompileReport report;
+  report.partitions = plans.size();
+  report.build_ns =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
+  size_t to_build = 0;
   for (size_t k = 0; k < plans.size(); ++k) {
     to_build += plans[k].reused ? 0 : 1;
-    done += built[k] ? 1 : 0;
+    if (!built[k]) continue;
+    ++report.partitions_built;
+    report.rules_built += build_rules[k];
+    if (build_ns[k] > report.longest_ns) {
+      report.longest_ns = build_ns[k];
+      report.longest_rules = build_rules[k];
+    }
   }
+  if (control.report) *control.report = report;
   // What was built goes with `built`, before anything is published: a
   // stopped compile leaves nothing behind.
   if (stopped.load())
-    return R::failure(std::string(kCompileStopped) + " (" + std::to_string(done) + " of " + std::to_string(to_build) +
-                      " rule partitions built)");
+    return R::failure(std::string(kCompileStopped) + " (" + std::to_string(report.partitions_built) + " of " +
+                      std::to_string(to_build) + " rule partitions built)");
   bool rebuilt = previous == nullptr || previous->partitions.size() != plans.size();
   std::vector<RulePartition> partitions;
   partitions.reserve(plans.size());
