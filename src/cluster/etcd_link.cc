@@ -34,11 +34,15 @@ constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kMinBackoffNs = 50 * kMs;
 constexpr uint64_t kMaxBackoffNs = 5000 * kMs;
 constexpr uint64_t kReadDeadlineNs = 2000 * kMs;  // per page of a full read
-// Keys per page of a full read: at etcd's largest value (1.5 MiB by
-// default) a page stays under the receive limit, and each page is a small
-// read for etcd to build in memory, under its own deadline, so a large
-// prefix or a slow link reads in many short calls rather than one that
-// never ends within the deadline.
+// At one key a page, a value that takes longer than that to arrive (a very
+// narrow link) is given up to this long (FullReadPages).
+constexpr uint64_t kLongestReadDeadlineNs = 16000 * kMs;
+// Keys per page of a full read, at most: at etcd's largest value (1.5 MiB
+// by default) a page stays under the receive limit, and each page is a
+// small read for etcd to build in memory, under its own deadline, so a
+// large prefix reads in many short calls rather than one that never ends
+// within the deadline. Pages of large values that still do not arrive in
+// time are asked for in fewer keys (FullReadPages).
 constexpr int64_t kReadPageKeys = 128;
 constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
 // The watch is asked for a progress report this often, and is given up as
@@ -213,6 +217,7 @@ EtcdLink::~EtcdLink() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (watch_context_) watch_context_->TryCancel();
+    if (read_context_) read_context_->TryCancel();
   }
   if (follow_thread_.joinable()) follow_thread_.join();
   if (session_thread_.joinable()) session_thread_.join();
@@ -539,6 +544,9 @@ void EtcdLink::follow_loop() {
   }
   StoreMirror mirror(keys_, class_count_);
   const std::string start = keys_.all(), end = prefix_range_end(keys_.all());
+  // Kept from one full read to the next: a store whose pages had to be
+  // smaller is read so from the start next time.
+  FullReadPages pages(kReadPageKeys, kReadDeadlineNs, kLongestReadDeadlineNs);
   while (!stop_) {
     follow_endpoint_ = ep;
     auto ch = channel(ep);
@@ -552,17 +560,53 @@ void EtcdLink::follow_loop() {
       std::string from = start;
       grpc::Status s;
       for (;;) {
-        if (stop_) break;
         grpc::ClientContext ctx;
-        prepare_call(ctx, kReadDeadlineNs);
+        prepare_call(ctx, pages.deadline_ns());
+        {
+          // Registered before stop_ is read: a stop either sees it and
+          // cancels the call, or was seen here.
+          std::lock_guard<std::mutex> lock(mutex_);
+          read_context_ = &ctx;
+        }
+        if (stop_) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          read_context_ = nullptr;
+          break;
+        }
         pb::RangeRequest req;
         req.set_key(from);
         req.set_range_end(end);
-        req.set_limit(kReadPageKeys);
+        req.set_limit(pages.keys());
         req.set_revision(at);  // 0: the newest
         pb::RangeResponse resp;
+        const uint64_t asked_ns = now_ns();
         s = kv->Range(&ctx, req, &resp);
-        if (!s.ok()) break;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          read_context_ = nullptr;
+        }
+        if (!s.ok()) {
+          if (stop_) break;
+          if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+              s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED)
+            break;
+          // Late or larger than the receive limit: too much at once for
+          // this store or link, or a member that no longer answers. The
+          // pages get smaller either way (they grow back once pages arrive
+          // in time); a member that answers is asked again at once.
+          const int64_t left = keys_left(ep, from, end, at);
+          const int64_t asked = pages.keys();
+          const uint64_t allowed_ns = pages.deadline_ns();
+          const bool smaller = pages.too_large(left > 0 ? left : 0);
+          if (left < 0 || !smaller) break;
+          spdlog::info(
+              "cluster: a page of {} key(s) of the full read from {} did not arrive ({} within {} ms; {} key(s) "
+              "still to read): asking for {} key(s) a page, within {} ms",
+              asked, endpoints_[ep].target, status_text(s), allowed_ns / kMs, left, pages.keys(),
+              pages.deadline_ns() / kMs);
+          continue;
+        }
+        pages.arrived(now_ns() - asked_ns);
         if (at == 0) {
           at = resp.header().revision();
           read_id = resp.header().cluster_id();
@@ -734,6 +778,22 @@ void EtcdLink::follow_loop() {
       sleep_backoff(backoff);
     }
   }
+}
+
+int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::string& end, int64_t revision) {
+  auto kv = pb::KV::NewStub(channel(ep));
+  grpc::ClientContext ctx;
+  // A page's deadline, not a call's: its answer comes behind what the
+  // late page left in flight on the link.
+  prepare_call(ctx, kReadDeadlineNs);
+  pb::RangeRequest req;
+  req.set_key(from);
+  req.set_range_end(end);
+  req.set_revision(revision);
+  req.set_count_only(true);
+  pb::RangeResponse resp;
+  if (!kv->Range(&ctx, req, &resp).ok()) return -1;
+  return resp.count();
 }
 
 // ---- which etcd cluster ----------------------------------------------------------------

@@ -35,6 +35,7 @@
 #include "psgate/cluster_link.h"
 #include "psgate/config.h"
 #include "psgate/full_read_failures.h"
+#include "psgate/full_read_pages.h"
 #include "psgate/history_compaction.h"
 #include "psgate/log_throttle.h"
 #include "psgate/store_follow_state.h"
@@ -66,6 +67,10 @@ class EtcdLink final : public ClusterLink {
 
  private:
   void follow_loop();
+  // How many keys of [from, end) at `revision` (0: the newest) the member
+  // at `endpoint` holds, asked with a count-only read; -1 when it does not
+  // answer (within a page's first deadline).
+  int64_t keys_left(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
   void session_loop();
   std::shared_ptr<grpc::Channel> channel(size_t endpoint);
   grpc::SslCredentialsOptions tls_files();  // under channels_mutex_
@@ -181,6 +186,7 @@ class EtcdLink final : public ClusterLink {
   FullReadFailures full_read_failures_{3, 10'000'000'000};
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
+  grpc::ClientContext* read_context_ = nullptr;   // a full read's page in flight, cancelled at stop
   uint64_t last_watch_message_ns_ = 0;
   // The problems of the last published view, each logged once while it
   // lasts (a view is published for every store event, gateway heartbeats
