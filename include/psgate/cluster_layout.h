@@ -47,6 +47,17 @@ inline constexpr int kClusterSchema = 1;
 // seconds while its rules built, and a stop waited for it.
 inline constexpr size_t kMaxJobDocumentBytes = 256 * 1024;
 
+// The largest message a gateway receives from the store (gRPC's receive
+// limit on its channels): a page of a full read, or a watch message.
+inline constexpr size_t kStoreReceiveLimitBytes = size_t{256} << 20;
+
+// A value larger than a gateway can receive (kStoreReceiveLimitBytes: etcd
+// takes one that large where --max-request-bytes is raised) can
+// never arrive in a read, whatever the page or its deadline: a full read
+// keeps that key without it, as this text (`bytes`: its size, about), which
+// every document parser refuses with that size as the reason.
+std::string unreceived_value(uint64_t bytes);
+
 // The keys, each from the prefix.
 struct ClusterKeys {
   std::string prefix;  // no trailing '/'

@@ -20,6 +20,9 @@ using json = nlohmann::json;
 
 namespace {
 
+// unreceived_value's text starts with this: a NUL, which no JSON document does.
+constexpr std::string_view kUnreceivedMark{"\0unreceived:", 12};
+
 // Whether `doc` is an object whose "schema" is this layout's. json::value()
 // would throw on a "schema" of another type ("1", null), and a document a
 // script wrote by hand must be refused, not end the gateway's watch.
@@ -34,6 +37,10 @@ bool schema_ok(const json& doc) {
 // with its last value, a document would mean what the socket never
 // accepts), is refused with `problem` set.
 json store_json(std::string_view text, std::string& problem) {
+  if (text.starts_with(kUnreceivedMark)) {
+    problem = std::string(text.substr(kUnreceivedMark.size()));
+    return json(json::value_t::discarded);
+  }
   JsonNotingDuplicates parsed = parse_json_noting_duplicates(text);
   if (auto why = strict_json_problem(parsed)) {
     problem = std::move(*why);
@@ -439,6 +446,11 @@ void StoreMirror::reset(std::map<std::string, StoreEntry> entries, int64_t revis
   for (const std::string& key : gone) erase(key);
   for (auto& [key, e] : entries) put(key, std::move(e));
   revision_ = revision;
+}
+
+std::string unreceived_value(uint64_t bytes) {
+  return std::string(kUnreceivedMark) + "a value of about " + std::to_string(bytes) +
+         " bytes, more than a gateway can receive (" + std::to_string(kStoreReceiveLimitBytes) + "): not read";
 }
 
 bool StoreMirror::keeps_value(const std::string& key) const {

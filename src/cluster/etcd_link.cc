@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -150,6 +151,25 @@ bool store_refused(const grpc::Status& s) {
   }
 }
 
+// gRPC's own refusal of a message larger than the channel's receive limit
+// ("Received message larger than max (283115587 vs. 268435456)"), not the
+// store's ResourceExhausted (a request too large, "too many requests").
+bool over_receive_limit(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         s.error_message().find("Received message larger than max") != std::string::npos;
+}
+
+// The size over_receive_limit's message gives, or the limit where it gives none.
+uint64_t received_size(const grpc::Status& s) {
+  const std::string& m = s.error_message();
+  const size_t open = m.find('(');
+  if (open != std::string::npos) {
+    const uint64_t n = std::strtoull(m.c_str() + open + 1, nullptr, 10);
+    if (n > 0) return n;
+  }
+  return kStoreReceiveLimitBytes;
+}
+
 std::string status_text(const grpc::Status& s) {
   return s.error_message().empty() ? "gRPC code " + std::to_string(static_cast<int>(s.error_code()))
                                    : s.error_message();
@@ -251,7 +271,7 @@ std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   // A page of a full read (kReadPageKeys keys of at most etcd's 1.5 MiB
   // each) or a watch message.
-  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxReceiveMessageSize(static_cast<int>(kStoreReceiveLimitBytes));
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (endpoints_[endpoint].tls) {
     creds = grpc::SslCredentials(tls_files());
@@ -587,6 +607,31 @@ void EtcdLink::follow_loop() {
         }
         if (!s.ok()) {
           if (stop_) break;
+          if (pages.keys() == 1 && over_receive_limit(s)) {
+            // One key's value is larger than this gateway may receive: no
+            // page, however small or long, can bring it. Asked again and
+            // again (each time etcd built the whole value to send), it left
+            // the gateway "store unreachable" for good, the store answering.
+            // Read without its value: a key outside the layout is ignored
+            // as ever, a document is refused, naming its size.
+            auto k = first_key(ep, from, end, at);
+            if (!k) break;  // the member does not answer: the next one
+            if (at == 0) {
+              at = k->revision;
+              read_id = k->cluster_id;
+            }
+            const uint64_t bytes = received_size(s);
+            k->entry.value = mirror.keeps_value(k->key) ? unreceived_value(bytes) : std::string();
+            spdlog::warn(
+                "cluster: {} holds a value of about {} bytes, more than the {} this gateway can receive: read without "
+                "it ({}); delete or shrink it (etcdctl del {})",
+                k->key, bytes, kStoreReceiveLimitBytes,
+                mirror.keeps_value(k->key) ? "refused as a document" : "ignored, as is every key outside the layout",
+                k->key);
+            entries[k->key] = std::move(k->entry);
+            from = k->key + '\0';
+            continue;
+          }
           if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
               s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED)
             break;
@@ -765,7 +810,16 @@ void EtcdLink::follow_loop() {
     ctx.TryCancel();
     const grpc::Status s = stream->Finish();
     if (stop_) break;
-    if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
+    if (over_receive_limit(s)) {
+      // A change larger than this gateway can receive (one value, or
+      // etcd's batch of many): the member answers, and a full read reads
+      // such a value's key without it. Not "store unreachable".
+      spdlog::warn(
+          "cluster: the watch's message of about {} bytes is more than the {} this gateway can receive: "
+          "reading everything again",
+          received_size(s), kStoreReceiveLimitBytes);
+      sleep_backoff(backoff);
+    } else if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
       set_connected(false, endpoints_[ep].target + ": watch: " + status_text(s));
       drop_channel(ep);
       ep = (ep + 1) % endpoints_.size();
@@ -794,6 +848,24 @@ int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::strin
   pb::RangeResponse resp;
   if (!kv->Range(&ctx, req, &resp).ok()) return -1;
   return resp.count();
+}
+
+std::optional<EtcdLink::KeyOnly> EtcdLink::first_key(size_t ep, const std::string& from, const std::string& end,
+                                                     int64_t revision) {
+  auto kv = pb::KV::NewStub(channel(ep));
+  grpc::ClientContext ctx;
+  prepare_call(ctx, kReadDeadlineNs);
+  pb::RangeRequest req;
+  req.set_key(from);
+  req.set_range_end(end);
+  req.set_revision(revision);
+  req.set_limit(1);
+  req.set_keys_only(true);
+  pb::RangeResponse resp;
+  if (!kv->Range(&ctx, req, &resp).ok() || resp.kvs_size() == 0) return std::nullopt;
+  const auto& k = resp.kvs(0);
+  return KeyOnly{k.key(), StoreEntry{std::string(), k.create_revision(), k.mod_revision(), k.lease()},
+                 resp.header().revision(), resp.header().cluster_id()};
 }
 
 // ---- which etcd cluster ----------------------------------------------------------------

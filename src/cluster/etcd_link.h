@@ -71,6 +71,16 @@ class EtcdLink final : public ClusterLink {
   // at `endpoint` holds, asked with a count-only read; -1 when it does not
   // answer (within a page's first deadline).
   int64_t keys_left(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
+  // The first key of [from, end) at `revision` (0: the newest), without its
+  // value (a keys-only read), and the revision it was read at; nullopt
+  // when the member does not answer or holds none.
+  struct KeyOnly {
+    std::string key;
+    StoreEntry entry;  // no value
+    int64_t revision = 0;
+    uint64_t cluster_id = 0;
+  };
+  std::optional<KeyOnly> first_key(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
   void session_loop();
   std::shared_ptr<grpc::Channel> channel(size_t endpoint);
   grpc::SslCredentialsOptions tls_files();  // under channels_mutex_

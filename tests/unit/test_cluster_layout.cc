@@ -281,6 +281,26 @@ TEST(StoreMirror, DeeplyNestedDocumentsAreProblemsNotACrash) {
   EXPECT_EQ(parse_json_bounded(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).is_array(), true);
 }
 
+// A value too large to receive (a full read keeps its key with
+// unreceived_value) is refused as every kind of document, naming its size;
+// over a good one the good one stays in force.
+TEST(StoreMirror, AValueTooLargeToReceiveIsRefusedNamingItsSize) {
+  StoreMirror m(kKeys, kClasses);
+  m.put(kKeys.order(), entry(R"({"schema":1,"order":[]})", 1));
+  m.put(kKeys.job(9), entry(unreceived_value(300'000'000), 2));
+  m.put(kKeys.order(), entry(unreceived_value(280'000'000), 1, 3));
+  m.put(kKeys.policy(), entry(unreceived_value(290'000'000), 4));
+  const ClusterView v = m.view();
+  EXPECT_TRUE(v.jobs.empty());
+  ASSERT_EQ(v.refused_jobs.count(9), 1u);
+  EXPECT_NE(v.refused_jobs.at(9).why.find("300000000 bytes, more than a gateway can receive"), std::string::npos)
+      << v.refused_jobs.at(9).why;
+  ASSERT_EQ(v.held.size(), 1u);
+  EXPECT_NE(v.held[0].find("280000000 bytes"), std::string::npos) << v.held[0];
+  EXPECT_FALSE(v.policy);
+  EXPECT_TRUE(contains_problem(v, kKeys.policy()));
+}
+
 // A bad document written over a good one (a script's bug) does not act as
 // a delete on every gateway at once: the last good order, policy, job,
 // progress and ranks stay in force, named in view.held, until a good
