@@ -724,6 +724,14 @@ void EtcdLink::follow_loop() {
     c->set_range_end(end);
     c->set_start_revision(mirror.revision() + 1);
     c->set_progress_notify(true);
+    // A response larger than etcd's --max-request-bytes comes in fragments
+    // of at most that: a watch created behind the store's head (writes
+    // while the prefix was read) is sent the revisions since in one
+    // response of up to 1000 revisions, which over a narrow link took
+    // longer than the silence deadline to arrive: the watch was cancelled,
+    // the prefix read again, the next watch behind again, for as long as
+    // the writes went on, never delivering a change. Fragments arrive.
+    c->set_fragment(true);
     bool healthy = stream->Write(create);
     {
       // The session thread asks for progress through this (a Write may run
@@ -737,6 +745,11 @@ void EtcdLink::follow_loop() {
       };
     }
     pb::WatchResponse resp;
+    // The events of a fragmented response's fragments so far (a
+    // revision's events are applied together: the whole response is), and
+    // the bytes of the values kept (those outside the layout are not).
+    std::vector<WatchEvent> fragments;
+    size_t fragment_bytes = 0;
     bool created = false;
     bool current = false;  // the view is current (follow_state_): the watch is created and cannot be compacted away
     while (healthy && !stop_ && stream->Read(&resp)) {
@@ -750,6 +763,24 @@ void EtcdLink::follow_loop() {
         std::lock_guard<std::mutex> lock(mutex_);
         became_current = current = follow_state_.watch_created(resp.header().revision(), mirror.revision());
       }
+      if (resp.fragment() || !fragments.empty()) {
+        for (const auto& ev : resp.events()) {
+          const auto& k = ev.kv();
+          const bool keep = mirror.keeps_value(k.key());
+          fragment_bytes += k.key().size() + (keep ? k.value().size() : 0);
+          fragments.push_back(WatchEvent{
+              ev.type() == mvccpb::Event::PUT, k.key(),
+              StoreEntry{keep ? k.value() : std::string(), k.create_revision(), k.mod_revision(), k.lease()}});
+        }
+        if (fragment_bytes > kStoreReceiveLimitBytes) {
+          spdlog::warn(
+              "cluster: a watch response of more than {} bytes of documents, in fragments: reading "
+              "everything again",
+              kStoreReceiveLimitBytes);
+          break;
+        }
+        if (resp.fragment()) continue;  // more of this response to come
+      }
       WatchMessage m;
       m.created = resp.created();
       m.canceled = resp.canceled();
@@ -757,10 +788,15 @@ void EtcdLink::follow_loop() {
       m.revision = resp.header().revision();
       m.requested_progress = resp.watch_id() == -1;
       m.cancel_reason = resp.cancel_reason();
-      for (const auto& ev : resp.events()) {
-        const auto& k = ev.kv();
-        m.events.push_back(WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
-                                      StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()}});
+      if (!fragments.empty()) {
+        m.events = std::exchange(fragments, {});
+        fragment_bytes = 0;
+      } else {
+        for (const auto& ev : resp.events()) {
+          const auto& k = ev.kv();
+          m.events.push_back(WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
+                                        StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()}});
+        }
       }
       const WatchOutcome outcome = apply_watch_message(mirror, m);
       if (outcome == WatchOutcome::kReadAgain) {
