@@ -64,6 +64,13 @@ std::string make_config(const ConfigOptions& o) {
   return c;
 }
 
+// `config` (make_config's) with `drain_timeout` in place of its 2 s.
+std::string with_drain_timeout(std::string config, const std::string& drain_timeout) {
+  const std::string from = "drain_timeout = \"2s\"";
+  config.replace(config.find(from), from.size(), "drain_timeout = \"" + drain_timeout + "\"");
+  return config;
+}
+
 const std::string kTwoJobs = R"(
 [[jobs]]
 id = 1
@@ -205,9 +212,14 @@ TEST_P(DaemonTest, HighPriorityOvertakesUnderShapingWithoutReordering) {
   ConfigOptions o = options();
   o.jobs = kTwoJobs;
   o.wire_shaper = "rate = \"20Mbit/s\"\nburst = \"3000B\"";
-  fx.write_file("psgate.toml", make_config(o));
+  // Every frame must come out: the stop waits for the queues to empty, not
+  // for a fixed 2 s (the drain ends once they are). The shaper sends them
+  // in ~0.1 s of an lcore's time, but an lcore that runs in short slices
+  // earns at most a burst of credit between them: on a loaded machine 29
+  // of 264 were still queued 2 s into the drain, flushed, and this failed.
+  fx.write_file("psgate.toml", with_drain_timeout(make_config(o), "120s"));
 
-  DaemonRun run = fx.run("psgate.toml", {"--duration", "1.5"});
+  DaemonRun run = fx.run("psgate.toml", {"--duration", "1.5"}, 180);
   ASSERT_EQ(run.exit_status, 0) << run.output;
   const Frames out = fx.read_pcap("wire-out.pcap");
   ASSERT_EQ(out.size(), host_in.size()) << run.output;
@@ -346,9 +358,7 @@ void write_backlog_config(const DaemonFixture& fx, ConfigOptions o, const std::s
   o.jobs = kTwoJobs;
   o.host_device_extra = ",infinite_rx=1";
   o.wire_shaper = "rate = \"" + rate + "\"\nburst = \"2000B\"";
-  std::string config = make_config(o);
-  config.replace(config.find("drain_timeout = \"2s\""), 20, "drain_timeout = \"" + drain_timeout + "\"");
-  fx.write_file("psgate.toml", config);
+  fx.write_file("psgate.toml", with_drain_timeout(make_config(o), drain_timeout));
 }
 
 // SIGTERM under endless load: stop RX, drain within the timeout, count what
