@@ -388,6 +388,22 @@ std::string psgate_in(const TestNamespace& net, const DaemonFixture& fx, const s
          std::to_string(seconds);
 }
 
+// psgate_in's command with its output kept in fx's file `log` as well (and
+// printed at its end, so the test still reads it), for a script beside it
+// that acts once psgate runs (until_running): psgate's start (EAL, the TSC,
+// the ports) took over 3 s on a loaded machine, and a script that acted
+// after a fixed 1.5 s changed the interfaces before psgate had set them.
+std::string psgate_logged(const std::string& psgate_command, const DaemonFixture& fx, const std::string& log) {
+  return "(" + psgate_command + " >" + fx.path(log) + " 2>&1; s=$?; cat " + fx.path(log) + "; exit $s)";
+}
+
+// A shell loop that returns once psgate_logged's `log` says psgate runs (its
+// ports set up), or after 120 s.
+std::string until_running(const DaemonFixture& fx, const std::string& log) {
+  return "for i in $(seq 1200); do grep -q 'psgate [0-9.]*: [0-9]* jobs' " + fx.path(log) +
+         " 2>/dev/null && break; sleep 0.1; done";
+}
+
 // A multi-queue tap made in the network namespace `ns`, `queues` of its
 // queues held open until it is destroyed: a tap's combined channels, as
 // ethtool and af_xdp read them, are the queues attached to it. Made on a
@@ -562,12 +578,12 @@ TEST(RealWireAfPacket, SettingsTurnedBackUnderPsgateAreSetAgain) {
   const TestNamespace net("psgset", {{"sw0", "sw1"}, {"sh0", "sh1"}});
   ASSERT_EQ(net.error(), "");
   fx.write_file("afp.toml", namespace_config(net, fx, "net_af_packet0,iface=sw0", "net_af_packet1,iface=sh0"));
-  // 1.5 s in: both turned back; 3 s later: both as psgate set them again?
-  const std::string meddle = "sleep 1.5; " + net.exec("ethtool -K sh0 gro on") + "; " +
+  // Once psgate runs: both turned back; 3 s later: both as psgate set them again?
+  const std::string meddle = until_running(fx, "psgate.log") + "; " + net.exec("ethtool -K sh0 gro on") + "; " +
                              net.exec("ip link set sh0 promisc off") + "; sleep 3; " +
                              net.exec("ethtool -k sh0 | grep '^generic-receive-offload'") + "; " +
                              net.exec("ip link show sh0");
-  auto [status, out] = shell_beside(meddle, psgate_in(net, fx, "afp.toml", 6));
+  auto [status, out] = shell_beside(meddle, psgate_logged(psgate_in(net, fx, "afp.toml", 6), fx, "psgate.log"));
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("GRO was turned on on sh0 while psgate ran"), std::string::npos) << out;
   EXPECT_NE(out.find("promiscuous mode was turned off on sh0 while psgate ran: turned on again"), std::string::npos)
@@ -589,11 +605,11 @@ TEST(RealWireAfPacket, AnInterfaceCreatedAgainGetsOnlyItsOwnSettingsBackAtExit) 
   const std::string& ns = net.name();
   ASSERT_EQ(shell(net.exec("ethtool -K rh0 gro on")).first, 0);
   fx.write_file("afp.toml", namespace_config(net, fx, "net_af_packet0,iface=rw0", "net_af_packet1,iface=rh0"));
-  // 1.5 s in: rh0 deleted and made again, GRO off; psgate probes it again.
-  const std::string recreate = "sleep 1.5; ip -n " + ns + " link del rh0; ip -n " + ns +
+  // Once psgate runs: rh0 deleted and made again, GRO off; psgate probes it again.
+  const std::string recreate = until_running(fx, "psgate.log") + "; ip -n " + ns + " link del rh0; ip -n " + ns +
                                " link add name rh0 type veth peer name rh1; " + net.exec("ethtool -K rh0 gro off") +
                                "; ip -n " + ns + " link set rh0 up; ip -n " + ns + " link set rh1 up";
-  auto [status, out] = shell_beside(recreate, psgate_in(net, fx, "afp.toml", 5));
+  auto [status, out] = shell_beside(recreate, psgate_logged(psgate_in(net, fx, "afp.toml", 5), fx, "psgate.log"));
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("GRO turned off on rh0"), std::string::npos) << "on the first rh0: " << out;
   EXPECT_NE(out.find("probed again"), std::string::npos) << "the second rh0 in use: " << out;
