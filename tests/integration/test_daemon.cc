@@ -365,8 +365,24 @@ void write_backlog_config(const DaemonFixture& fx, ConfigOptions o, const std::s
 // could not be sent, print the final table, exit 0.
 TEST_P(DaemonTest, SigtermDrainsAndExitsCleanly) {
   write_backlog_config(fx, options(), "1Mbit/s", "300ms");
-
-  DaemonRun run = fx.run("psgate.toml", {}, 30, 1.5);
+  // The SIGTERM once the gateway forwards and its wire queues overflow, not
+  // a fixed 1.5 s after the start: on a loaded machine the start took longer,
+  // the signal ended it before forwarding (exit 0, no counters) and this
+  // failed.
+  fx.start_daemon("psgate.toml");
+  bool overflowing = false;
+  for (int i = 0; i < 1200 && !overflowing && fx.daemon_running(); ++i) {
+    const CtlResult r = psgatectl_at(fx.path("ctl.sock"), {"stats", "--json"});
+    nlohmann::json live = nlohmann::json::parse(r.out, nullptr, false);
+    if (r.status == 0 && live.is_object()) {
+      if (live.contains("result")) live = live["result"];
+      const auto queue_full = nlohmann::json::json_pointer("/ports/wire/drops/queue_full");
+      overflowing = live.contains(queue_full) && live[queue_full].get<uint64_t>() > 0;
+    }
+    if (!overflowing) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(overflowing) << fx.stop_daemon().output;
+  DaemonRun run = fx.stop_daemon(30);
   ASSERT_EQ(run.exit_status, 0) << run.output;
   EXPECT_NE(run.output.find("SIGTERM received"), std::string::npos);
   EXPECT_NE(run.output.find("conservation: received"), std::string::npos);
