@@ -1049,7 +1049,8 @@ TEST(Links, AStdoutNobodyReadsHoldsNotTheStop) {
   ASSERT_TRUE(out.wait_full(20)) << "the pipe never filled";
   const auto asked = std::chrono::steady_clock::now();
   daemon.signal(SIGTERM);
-  EXPECT_EQ(daemon.wait(30), 0) << "the stop waited for a reader";
+  EXPECT_EQ(daemon.wait(30), 0) << "the stop waited for a reader (-1), or failed: "
+                                << read_text_file(fx.path("psgate.err"));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count(), 20.0);
   EXPECT_TRUE(std::filesystem::exists(fx.path("stats.json"))) << "no final counters";
   const std::string err = read_text_file(fx.path("psgate.err"));

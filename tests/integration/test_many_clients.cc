@@ -586,7 +586,7 @@ TEST_F(ManyClientsTest, AClientThatDoesNotReadIsPausedThenDisconnectedNotBuffere
   EXPECT_LT(rss_kib(pid) - rss_before, 64 * 1024) << "KiB";
   EXPECT_EQ(call(R"({"cmd": "health"})")["ok"], true);
   const DaemonRun stopped = fx.stop_daemon();
-  EXPECT_EQ(stopped.exit_status, 0);
+  EXPECT_EQ(stopped.exit_status, 0) << stopped.output;
   EXPECT_NE(stopped.output.find("of replies unread for 5 s; disconnected (1 since start)"), std::string::npos)
       << stopped.output;
 }

@@ -265,7 +265,8 @@ TEST_F(TmpfsStateTest, AFullFilesystemRefusesTheChangeAndKeepsTheOldStateFile) {
   EXPECT_EQ(health["state_file_error"], "") << health.dump();
   EXPECT_TRUE(look(state_file()) == before) << "the retry wrote another state than the one in force";
   ASSERT_EQ(ctl({"jobs", "add", "8", "--match", "dst=10.0.0.8/32,dport=8,proto=tcp"}).status, 0);
-  ASSERT_EQ(fx.stop_daemon().exit_status, 0);
+  const DaemonRun run = fx.stop_daemon();
+  ASSERT_EQ(run.exit_status, 0) << run.output;
   ASSERT_TRUE(start());
   EXPECT_EQ(job_ids(), (std::set<uint32_t>{1, 2, 7, 8}));
 }
