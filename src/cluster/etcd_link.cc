@@ -870,38 +870,45 @@ void EtcdLink::follow_loop() {
   }
 }
 
-int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::string& end, int64_t revision) {
-  auto kv = pb::KV::NewStub(channel(ep));
+namespace {
+
+// A small read beside a full read's pages (a count, a key without its
+// value): of [from, end) at `revision` (0: the newest), `shape` setting what
+// it asks for. Under a page's deadline, not a call's: its answer comes
+// behind what a late page left in flight on the link. nullopt: no answer.
+std::optional<pb::RangeResponse> side_read(const std::shared_ptr<grpc::Channel>& ch, const std::string& from,
+                                           const std::string& end, int64_t revision,
+                                           const std::function<void(pb::RangeRequest&)>& shape) {
+  auto kv = pb::KV::NewStub(ch);
   grpc::ClientContext ctx;
-  // A page's deadline, not a call's: its answer comes behind what the
-  // late page left in flight on the link.
   prepare_call(ctx, kReadDeadlineNs);
   pb::RangeRequest req;
   req.set_key(from);
   req.set_range_end(end);
   req.set_revision(revision);
-  req.set_count_only(true);
+  shape(req);
   pb::RangeResponse resp;
-  if (!kv->Range(&ctx, req, &resp).ok()) return -1;
-  return resp.count();
+  if (!kv->Range(&ctx, req, &resp).ok()) return std::nullopt;
+  return resp;
+}
+
+}  // namespace
+
+int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::string& end, int64_t revision) {
+  auto resp = side_read(channel(ep), from, end, revision, [](pb::RangeRequest& r) { r.set_count_only(true); });
+  return resp ? resp->count() : -1;
 }
 
 std::optional<EtcdLink::KeyOnly> EtcdLink::first_key(size_t ep, const std::string& from, const std::string& end,
                                                      int64_t revision) {
-  auto kv = pb::KV::NewStub(channel(ep));
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kReadDeadlineNs);
-  pb::RangeRequest req;
-  req.set_key(from);
-  req.set_range_end(end);
-  req.set_revision(revision);
-  req.set_limit(1);
-  req.set_keys_only(true);
-  pb::RangeResponse resp;
-  if (!kv->Range(&ctx, req, &resp).ok() || resp.kvs_size() == 0) return std::nullopt;
-  const auto& k = resp.kvs(0);
+  auto resp = side_read(channel(ep), from, end, revision, [](pb::RangeRequest& r) {
+    r.set_limit(1);
+    r.set_keys_only(true);
+  });
+  if (!resp || resp->kvs_size() == 0) return std::nullopt;
+  const auto& k = resp->kvs(0);
   return KeyOnly{k.key(), StoreEntry{std::string(), k.create_revision(), k.mod_revision(), k.lease()},
-                 resp.header().revision(), resp.header().cluster_id()};
+                 resp->header().revision(), resp->header().cluster_id()};
 }
 
 // ---- which etcd cluster ----------------------------------------------------------------
