@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 
 #include "config/compile.h"
@@ -466,6 +467,14 @@ Result<bool> Dataplane::start() {
   return true;
 }
 
+namespace {
+uint64_t steady_now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+}  // namespace
+
 bool Dataplane::stop_and_drain(const std::function<bool()>& cut_short) {
   if (!impl_->started) return true;
   DataplaneShared& shared = impl_->shared;
@@ -478,21 +487,35 @@ bool Dataplane::stop_and_drain(const std::function<bool()>& cut_short) {
   // (af_packet's TX polls with none once its ring is full) would hold the
   // process for ever, past any stop timeout. Polled instead, up to the
   // drain timeout and a grace.
-  const uint64_t grace = ticks_from_ns(kStuckLcoreGraceNs, shared.tsc_hz);
-  uint64_t give_up = now + timeout_ticks + grace;
+  // What counts is the lcore's stalled time (lcore_stall.h), not the wall
+  // clock: one starved of CPU meanwhile (a loaded host) is given up on only
+  // kStarvedStopExtraNs past the wall-clock deadline.
+  const uint64_t grace_ns = kStuckLcoreGraceNs;
+  uint64_t budget_ns = impl_->config.drain_timeout_ns + grace_ns;
+  const uint64_t give_up = now + timeout_ticks + ticks_from_ns(grace_ns + kStarvedStopExtraNs, shared.tsc_hz);
+  std::vector<LcoreStallClock> stall(impl_->plans.size());
+  for (size_t i = 0; i < impl_->plans.size(); ++i)
+    stall[i].progressed(steady_now_ns(), sample_thread(__atomic_load_n(&impl_->plans[i].tid, __ATOMIC_ACQUIRE)));
   bool cut = false;
   std::string stuck;
-  for (LcorePlan& plan : impl_->plans) {
-    while (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING && rte_rdtsc() < give_up) {
+  for (size_t i = 0; i < impl_->plans.size(); ++i) {
+    const LcorePlan& plan = impl_->plans[i];
+    const int tid = __atomic_load_n(&plan.tid, __ATOMIC_ACQUIRE);
+    while (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING && stall[i].stalled_ns() < budget_ns &&
+           rte_rdtsc() < give_up) {
       if (!cut && cut_short && cut_short()) {
-        // The lcores read the deadline at every drain pass: they flush now.
+        // The lcores read the deadline at every drain pass: they flush now,
+        // and each has the grace from here.
         cut = true;
         const uint64_t at = rte_rdtsc();
         shared.drain_deadline_tsc.store(at, std::memory_order_relaxed);
-        give_up = std::min(give_up, at + grace);
+        budget_ns = grace_ns;
+        for (size_t j = i; j < impl_->plans.size(); ++j)
+          stall[j].progressed(steady_now_ns(), sample_thread(__atomic_load_n(&impl_->plans[j].tid, __ATOMIC_ACQUIRE)));
       }
       timespec pause{0, 1'000'000};
       nanosleep(&pause, nullptr);
+      stall[i].advance(steady_now_ns(), sample_thread(tid));
     }
     if (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING) {
       stuck += (stuck.empty() ? "" : ", ") + std::to_string(plan.lcore_id);

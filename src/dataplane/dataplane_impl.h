@@ -18,6 +18,7 @@
 #include "dataplane/ports.h"
 #include "psgate/dataplane.h"
 #include "psgate/frame_plan.h"
+#include "psgate/lcore_stall.h"
 #include "psgate/log_throttle.h"
 
 namespace psgate {
@@ -32,6 +33,10 @@ struct LcorePlan {
   RxContext* rx = nullptr;        // RTC, RX and hybrid roles
   SchedContext* sched = nullptr;  // RTC, scheduler and hybrid roles
   unsigned rcu_thread_id = 0;     // every data lcore reads snapshots
+  // The lcore thread's kernel id, stored by the lcore as it starts (atomic
+  // builtins: the control thread reads it for the run-queue wait in
+  // /proc/self/task/<tid>/schedstat, lcore_stall.h); 0 until then.
+  int tid = 0;
 };
 
 // What the control path knows about one port's link (link_watch.cc).
@@ -71,10 +76,10 @@ inline constexpr uint64_t kSettingsLookNs = 1'000'000'000;
 
 // The data lcores' heartbeat (lcore_watch.cc; control thread only).
 struct LcoreWatch {
-  uint64_t token = 0;                 // the QSBR token the last tick started
-  uint64_t last_tick_ns = 0;          // when the last watch ran
-  std::vector<uint64_t> progress_ns;  // per plan: the last tick it had passed the token before
-  std::vector<unsigned> stuck;        // lcore ids, as last logged
+  uint64_t token = 0;                  // the QSBR token the last tick started
+  uint64_t last_tick_ns = 0;           // when the last watch ran
+  std::vector<LcoreStallClock> stall;  // per plan: since its last progress, less its CPU wait
+  std::vector<unsigned> stuck;         // lcore ids, as last logged
   // Read by the LSC interrupt thread too (link_watch.cc publish): whether
   // `stuck` is not empty. `running`: set by start(), cleared by the stop.
   std::atomic<bool> any_stuck{false};

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include <rte_cycles.h>
+#include <rte_eal.h>
 #include <rte_ring.h>
 
 #include "dataplane/dataplane_impl.h"
@@ -382,6 +383,7 @@ bool Dataplane::run_once() {
 int lcore_main(void* arg) {
   auto& plan = *static_cast<LcorePlan*>(arg);
   DataplaneShared& shared = g_dataplane->shared;
+  __atomic_store_n(&plan.tid, static_cast<int>(rte_sys_gettid()), __ATOMIC_RELEASE);
   switch (plan.role) {
     case LcoreRole::kRunToCompletion:
       return run_to_completion(shared, plan);

@@ -8,7 +8,9 @@
 // behind for kLcoreStuckNs is stuck, typically inside a driver call that
 // never returns (DPDK 22.11's af_packet TX waits in poll(2) without a
 // timeout behind an interface that never drains): its ports forward nothing,
-// and until now nothing said so before the stop timed out on it.
+// and until now nothing said so before the stop timed out on it. Time its
+// thread spent runnable but given no CPU does not count (lcore_stall.h): a
+// loaded host that starves an lcore for a second has not made it stuck.
 #include <spdlog/spdlog.h>
 
 #include "dataplane/dataplane_impl.h"
@@ -20,23 +22,27 @@ void Dataplane::watch_lcores(uint64_t now_ns) {
   LcoreWatch& w = d.watch;
   if (!w.running.load(std::memory_order_acquire) || d.qsbr == nullptr) {
     // Not started yet, or stopping: the stop watches its lcores itself.
-    w.progress_ns.clear();
+    w.stall.clear();
     w.stuck.clear();
     w.any_stuck.store(false, std::memory_order_relaxed);
     return;
   }
   // A tick that comes late (the whole process stopped: a VM paused, SIGSTOP)
   // judges nobody: the lcores were stopped too, and may not have run since.
-  if (w.last_tick_ns != 0 && now_ns - w.last_tick_ns >= kLcoreStuckNs) w.progress_ns.clear();
+  const bool late = w.last_tick_ns != 0 && now_ns - w.last_tick_ns >= kLcoreStuckNs;
+  const bool first = w.stall.size() != d.plans.size();
   w.last_tick_ns = now_ns;
-  w.progress_ns.resize(d.plans.size(), now_ns);
+  w.stall.resize(d.plans.size());
   std::vector<unsigned> stuck;
   for (size_t i = 0; i < d.plans.size(); ++i) {
-    const uint64_t seen = __atomic_load_n(&d.qsbr->qsbr_cnt[d.plans[i].rcu_thread_id].cnt, __ATOMIC_ACQUIRE);
+    const LcorePlan& plan = d.plans[i];
+    const ThreadSample thread = sample_thread(__atomic_load_n(&plan.tid, __ATOMIC_ACQUIRE));
+    const uint64_t seen = __atomic_load_n(&d.qsbr->qsbr_cnt[plan.rcu_thread_id].cnt, __ATOMIC_ACQUIRE);
     // Offline (0): the lcore stopped reading snapshots (it is draining or
     // gone), which the stop watches on its own.
-    if (seen == 0 || seen >= w.token) w.progress_ns[i] = now_ns;
-    if (now_ns - w.progress_ns[i] >= kLcoreStuckNs) stuck.push_back(d.plans[i].lcore_id);
+    if (late || first || seen == 0 || seen >= w.token) w.stall[i].progressed(now_ns, thread);
+    else w.stall[i].advance(now_ns, thread);
+    if (w.stall[i].stalled_ns() >= kLcoreStuckNs) stuck.push_back(plan.lcore_id);
   }
   // Starting a token is what a publish does too: lcores store it at their
   // next quiescent state, and retired snapshots are judged by their own.

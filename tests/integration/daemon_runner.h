@@ -47,9 +47,11 @@ class DaemonFixture {
   // 100 ms until it answers, while the daemon runs, for at most `limit_s`.
   bool wait_until_serving(const std::string& socket = "ctl.sock", double limit_s = 30) const;
   pid_t daemon_pid() const { return daemon_ ? daemon_->pid() : -1; }
+  // Waits for the daemon started by start_daemon() to exit (sending SIGTERM
+  // first when `terminate`); killed past `limit_s` (exit_status -1).
+  DaemonRun wait_daemon(double limit_s, bool terminate);
 
  private:
-  DaemonRun wait_daemon(double limit_s, bool terminate);
   std::string dir_;
   std::unique_ptr<ChildProcess> daemon_;
 };

@@ -910,6 +910,103 @@ TEST_F(LinksOnVeths, ADataLcoreStuckInTxDoesNotHangShutdown) {
 
 // ---------------------------------------------------------------- signals, lcores
 
+// The kernel id of the thread DPDK runs `lcore` on ("rte-worker-N" in
+// /proc/<pid>/task/*/comm); 0 when there is none.
+pid_t lcore_thread(pid_t pid, unsigned lcore) {
+  const std::string want = "rte-worker-" + std::to_string(lcore);
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name == want) return static_cast<pid_t>(std::stoi(task.path().filename()));
+  }
+  return 0;
+}
+
+// CPU time a thread has used, in seconds (/proc/<pid>/task/<tid>/schedstat).
+double thread_cpu_s(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat");
+  uint64_t ns = 0;
+  in >> ns;
+  return static_cast<double>(ns) / 1e9;
+}
+
+// A child that spins on `cpu` at nice -20 until killed: with the lcore's
+// thread at nice 19 (about 6,000 times less weight) the lcore gets
+// essentially no CPU while it runs.
+pid_t start_cpu_hog(int cpu) {
+  const pid_t child = fork();
+  if (child == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    setpriority(PRIO_PROCESS, 0, -20);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (;;) {
+    }
+  }
+  return child;
+}
+
+// A data lcore a loaded host gives no CPU for seconds (a nice -20 spinner
+// pinned to its core, the lcore's thread at nice 19) is starved, not stuck:
+// it loops again as soon as it runs. Health called it stuck after 1 s
+// (degraded, lcores_stuck), and a SIGTERM meanwhile gave up on it after the
+// drain timeout and 2 s ("did not stop", exit 1), though it would have
+// drained the moment it ran. Stuck now counts only time the lcore slept or
+// used CPU without finishing a loop iteration (ADataLcoreStuckInTx... still
+// finds a real one).
+TEST(Links, ADataLcoreStarvedOfCpuIsNotCalledStuck) {
+  cpu_set_t own;
+  ASSERT_EQ(sched_getaffinity(0, sizeof own, &own), 0);
+  if (!CPU_ISSET(0, &own) || !CPU_ISSET(1, &own)) GTEST_SKIP() << "needs CPUs 0 and 1 (main lcore 0, data lcore 1)";
+  DaemonFixture fx;
+  fx.write_file(
+      "psgate.toml", eal_line(fx, "starved") +
+                         "[ports.wire]\ndevice = \"net_null0\"\n[ports.host]\ndevice = \"net_null1\"\n"
+                         "[lcores]\nmain = 0\ndata = [1]\n" +
+                         [] {
+                           std::string tail = common_tail();
+                           tail.replace(tail.find("[dataplane]\n"), 12, "[dataplane]\ndrain_timeout = \"200ms\"\n");
+                           return tail;
+                         }());
+  fx.start_daemon("psgate.toml");
+  ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
+  const pid_t pid = fx.daemon_pid();
+  const pid_t lcore = lcore_thread(pid, 1);
+  ASSERT_NE(lcore, 0) << "no rte-worker-1 thread in psgate " << pid;
+  ASSERT_EQ(setpriority(PRIO_PROCESS, static_cast<id_t>(lcore), 19), 0) << strerror(errno);
+
+  const double cpu_before = thread_cpu_s(pid, lcore);
+  const pid_t hog = start_cpu_hog(1);
+  ASSERT_GT(hog, 0);
+  // 3 s starved: health is asked every 100 ms and never names the lcore.
+  json stuck_seen;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    const json health = request(fx, "health");
+    if (health.is_object() && !health.value("lcores_stuck", json::array()).empty()) stuck_seen = health;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double starved_cpu = thread_cpu_s(pid, lcore) - cpu_before;
+  // Stopped while still starved; the spinner goes 3 s later, past the
+  // 200 ms drain timeout and the 2 s grace.
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  kill(hog, SIGKILL);
+  waitpid(hog, nullptr, 0);
+  const DaemonRun run = fx.wait_daemon(30, false);
+  ASSERT_LT(starved_cpu, 0.5) << "the lcore was not starved (" << starved_cpu
+                              << " s of CPU in 3 s): the test tests nothing\n"
+                              << run.output;
+  EXPECT_TRUE(stuck_seen.is_null()) << stuck_seen.dump();
+  EXPECT_EQ(run.output.find("have not finished a loop iteration"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("did not stop"), std::string::npos) << run.output;
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  expect_conservation(run);
+}
+
 std::string pcap_config(const DaemonFixture& fx, const std::string& lcores) {
   return eal_line(fx, "sig") +
          "[ports.wire]\ndevice = \"net_pcap0,rx_pcap=wire-in.pcap\"\n"
