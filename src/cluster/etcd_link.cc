@@ -245,11 +245,16 @@ EtcdLink::~EtcdLink() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint) {
+std::shared_ptr<grpc::Channel> EtcdLink::channel(size_t endpoint, Lane lane) {
   std::lock_guard<std::mutex> lock(channels_mutex_);
-  std::shared_ptr<grpc::Channel>& ch = channels_[endpoint];
+  std::shared_ptr<grpc::Channel>& ch = channels_[endpoint][static_cast<size_t>(lane)];
   if (ch) return ch;
   grpc::ChannelArguments args;
+  // Its own connection: gRPC shares one among channels of the same target
+  // and arguments (its global subchannel pool); the lanes must not share
+  // (Lane), and a channel made again after a drop must not take up the
+  // failed one's.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Keepalive pings find a dead peer even on an idle watch. Not more often
   // than etcd's --grpc-keepalive-min-time (5 s by default): a server that sees
   // pings sooner closes the connection ("too many pings"). The watch's own
@@ -326,11 +331,11 @@ grpc::SslCredentialsOptions EtcdLink::tls_files() {
   return o;
 }
 
-void EtcdLink::drop_channel(size_t endpoint) {
+void EtcdLink::drop_channel(size_t endpoint, Lane lane) {
   // A channel that failed may sit in gRPC's own reconnect state; the next
   // attempt gets a fresh connection instead.
   std::lock_guard<std::mutex> lock(channels_mutex_);
-  channels_[endpoint].reset();
+  channels_[endpoint][static_cast<size_t>(lane)].reset();
 }
 
 void EtcdLink::sleep_backoff(uint64_t& backoff_ns) {
@@ -569,7 +574,7 @@ void EtcdLink::follow_loop() {
   FullReadPages pages(kReadPageKeys, kReadDeadlineNs, kLongestReadDeadlineNs);
   while (!stop_) {
     follow_endpoint_ = ep;
-    auto ch = channel(ep);
+    auto ch = channel(ep, Lane::kFollow);
     // 1. Everything under the prefix, at one revision: page by page, each
     //    page at the first one's revision (what it read is the store then).
     {
@@ -677,7 +682,7 @@ void EtcdLink::follow_loop() {
           continue;
         }
         set_connected(false, endpoints_[ep].target + ": " + status_text(s));
-        drop_channel(ep);
+        drop_channel(ep, Lane::kFollow);
         ep = (ep + 1) % endpoints_.size();
         sleep_backoff(backoff);
         continue;
@@ -690,7 +695,7 @@ void EtcdLink::follow_loop() {
           why = foreign_store_;
         }
         set_connected(false, why);
-        drop_channel(ep);
+        drop_channel(ep, Lane::kFollow);
         ep = (ep + 1) % endpoints_.size();
         sleep_backoff(backoff);
         continue;
@@ -857,13 +862,13 @@ void EtcdLink::follow_loop() {
       sleep_backoff(backoff);
     } else if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
       set_connected(false, endpoints_[ep].target + ": watch: " + status_text(s));
-      drop_channel(ep);
+      drop_channel(ep, Lane::kFollow);
       ep = (ep + 1) % endpoints_.size();
       sleep_backoff(backoff);
     } else if (!s.ok()) {
       // Cancelled by the session thread (silent watch) or by the server: this
       // member may be cut off; try the next one.
-      drop_channel(ep);
+      drop_channel(ep, Lane::kFollow);
       ep = (ep + 1) % endpoints_.size();
       sleep_backoff(backoff);
     }
@@ -874,8 +879,9 @@ namespace {
 
 // A small read beside a full read's pages (a count, a key without its
 // value): of [from, end) at `revision` (0: the newest), `shape` setting what
-// it asks for. Under a page's deadline, not a call's: its answer comes
-// behind what a late page left in flight on the link. nullopt: no answer.
+// it asks for. On the calls' connection (Lane), not behind what a late
+// page left in flight on the follow thread's; under a page's deadline all
+// the same: it shares the link with those bytes. nullopt: no answer.
 std::optional<pb::RangeResponse> side_read(const std::shared_ptr<grpc::Channel>& ch, const std::string& from,
                                            const std::string& end, int64_t revision,
                                            const std::function<void(pb::RangeRequest&)>& shape) {
@@ -895,13 +901,14 @@ std::optional<pb::RangeResponse> side_read(const std::shared_ptr<grpc::Channel>&
 }  // namespace
 
 int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::string& end, int64_t revision) {
-  auto resp = side_read(channel(ep), from, end, revision, [](pb::RangeRequest& r) { r.set_count_only(true); });
+  auto resp =
+      side_read(channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) { r.set_count_only(true); });
   return resp ? resp->count() : -1;
 }
 
 std::optional<EtcdLink::KeyOnly> EtcdLink::first_key(size_t ep, const std::string& from, const std::string& end,
                                                      int64_t revision) {
-  auto resp = side_read(channel(ep), from, end, revision, [](pb::RangeRequest& r) {
+  auto resp = side_read(channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) {
     r.set_limit(1);
     r.set_keys_only(true);
   });
@@ -914,7 +921,7 @@ std::optional<EtcdLink::KeyOnly> EtcdLink::first_key(size_t ep, const std::strin
 // ---- which etcd cluster ----------------------------------------------------------------
 
 uint64_t EtcdLink::probe_cluster_id(size_t ep, std::chrono::system_clock::time_point deadline) {
-  auto kv = pb::KV::NewStub(channel(ep));
+  auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline);
   require_leader(ctx);
@@ -1110,7 +1117,7 @@ bool EtcdLink::store_followable(size_t ep, uint64_t read_id, bool& replaced, con
 // ---- the session: lease, registration, leadership -----------------------------------
 
 bool EtcdLink::grant_lease(size_t ep) {
-  auto lease = pb::Lease::NewStub(channel(ep));
+  auto lease = pb::Lease::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
   pb::LeaseGrantRequest req;
@@ -1135,7 +1142,7 @@ bool EtcdLink::keep_alive(size_t ep) {
     std::lock_guard<std::mutex> lock(mutex_);
     id = lease_id_;
   }
-  auto lease = pb::Lease::NewStub(channel(ep));
+  auto lease = pb::Lease::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
   auto stream = lease->LeaseKeepAlive(&ctx);
@@ -1211,7 +1218,7 @@ bool EtcdLink::put_registration(size_t ep) {
                    grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the member belongs to another etcd cluster"));
     return false;
   }
-  auto kv = pb::KV::NewStub(channel(ep));
+  auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
   pb::TxnResponse resp;
@@ -1323,7 +1330,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   // jobs and order, and rewrite the ranks at every evaluation, since its own
   // writes never show in that view; every gateway would follow them.
   if (!view || lease == 0 || !following) return;
-  auto kv = pb::KV::NewStub(channel(ep));
+  auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
   // A leader key nobody leads under, written by hand (gateways write it
   // under their own lease, naming themselves): without a lease it never
   // expires; under our lease but naming another gateway, we do not lead by
@@ -1493,7 +1500,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
 void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now) {
   const int64_t target = compaction_.due(view.store_epoch, view.revision, now);
   if (target == 0) return;
-  auto kv = pb::KV::NewStub(channel(ep));
+  auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
   pb::CompactionRequest req;
   req.set_revision(target);
   grpc::ClientContext ctx;
@@ -1586,7 +1593,7 @@ void EtcdLink::session_loop() {
       }
     }
     if (!ok) {
-      drop_channel(ep);
+      drop_channel(ep, Lane::kCalls);
       ep = (ep + 1) % endpoints_.size();
       // Never longer than a third of the lease's TTL between tries: a
       // keepalive that waits longer lets the lease, and the registration and
@@ -1608,7 +1615,7 @@ void EtcdLink::session_loop() {
     lease = lease_id_;
   }
   if (lease != 0) {
-    auto stub = pb::Lease::NewStub(channel(ep));
+    auto stub = pb::Lease::NewStub(channel(ep, Lane::kCalls));
     grpc::ClientContext ctx;
     set_deadline(ctx, 500 * kMs);
     pb::LeaseRevokeRequest req;
@@ -1660,7 +1667,7 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
       last = endpoints_[ep].target + ": a member of another etcd cluster";
       continue;
     }
-    auto kv = pb::KV::NewStub(channel(ep));
+    auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
     pb::TxnResponse resp;

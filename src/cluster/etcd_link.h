@@ -17,6 +17,7 @@
 // gateway keeps what it applied last (fail static); status() says since when.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -82,9 +83,18 @@ class EtcdLink final : public ClusterLink {
   };
   std::optional<KeyOnly> first_key(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
   void session_loop();
-  std::shared_ptr<grpc::Channel> channel(size_t endpoint);
+  // Two connections to each member: the follow thread's full reads and
+  // watch (pages of up to kStoreReceiveLimitBytes) on one, every small call
+  // (lease, registration, leadership, writes, counts and probes) on the
+  // other. On one HTTP/2 connection a small call's answer queues behind
+  // the bytes of a large page in flight (in etcd's socket, the link, gRPC's
+  // flow-control window): over a narrow link a keepalive missed its 1 s
+  // deadline for as long as the store sent big values, and the lease, the
+  // registration and any leadership lapsed with it.
+  enum class Lane { kFollow, kCalls };
+  std::shared_ptr<grpc::Channel> channel(size_t endpoint, Lane lane);
   grpc::SslCredentialsOptions tls_files();  // under channels_mutex_
-  void drop_channel(size_t endpoint);
+  void drop_channel(size_t endpoint, Lane lane);
   void set_connected(bool up, const std::string& error);
   void publish(std::shared_ptr<const ClusterView> view);
   void publish_view(const StoreMirror& mirror);
@@ -109,7 +119,9 @@ class EtcdLink final : public ClusterLink {
   const unsigned class_count_;
   const PolicyParams config_policy_;
   std::vector<ClusterEndpoint> endpoints_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;  // by endpoint; made once (guarded by channels_mutex_)
+  // By endpoint, then lane; made on first use, again after a drop (guarded
+  // by channels_mutex_).
+  std::vector<std::array<std::shared_ptr<grpc::Channel>, 2>> channels_;
   std::mutex channels_mutex_;
   // The TLS files last read whole, and why the last read failed ("": it did
   // not); under channels_mutex_.
