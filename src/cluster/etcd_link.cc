@@ -750,11 +750,12 @@ void EtcdLink::follow_loop() {
       };
     }
     pb::WatchResponse resp;
-    // The events of a fragmented response's fragments so far (a
-    // revision's events are applied together: the whole response is), and
-    // the bytes of the values kept (those outside the layout are not).
-    std::vector<WatchEvent> fragments;
-    size_t fragment_bytes = 0;
+    // The events of the response being received (of all its fragments so
+    // far, for a fragmented one: a revision's events are applied together,
+    // the whole response is), and the bytes of the values kept (those
+    // outside the layout are not).
+    std::vector<WatchEvent> pending;
+    size_t pending_bytes = 0;
     bool created = false;
     bool current = false;  // the view is current (follow_state_): the watch is created and cannot be compacted away
     while (healthy && !stop_ && stream->Read(&resp)) {
@@ -768,24 +769,23 @@ void EtcdLink::follow_loop() {
         std::lock_guard<std::mutex> lock(mutex_);
         became_current = current = follow_state_.watch_created(resp.header().revision(), mirror.revision());
       }
-      if (resp.fragment() || !fragments.empty()) {
-        for (const auto& ev : resp.events()) {
-          const auto& k = ev.kv();
-          const bool keep = mirror.keeps_value(k.key());
-          fragment_bytes += k.key().size() + (keep ? k.value().size() : 0);
-          fragments.push_back(WatchEvent{
-              ev.type() == mvccpb::Event::PUT, k.key(),
-              StoreEntry{keep ? k.value() : std::string(), k.create_revision(), k.mod_revision(), k.lease()}});
-        }
-        if (fragment_bytes > kStoreReceiveLimitBytes) {
-          spdlog::warn(
-              "cluster: a watch response of more than {} bytes of documents, in fragments: reading "
-              "everything again",
-              kStoreReceiveLimitBytes);
-          break;
-        }
-        if (resp.fragment()) continue;  // more of this response to come
+      for (const auto& ev : resp.events()) {
+        const auto& k = ev.kv();
+        const bool keep = mirror.keeps_value(k.key());
+        pending_bytes += k.key().size() + (keep ? k.value().size() : 0);
+        pending.push_back(
+            WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
+                       StoreEntry{keep ? k.value() : std::string(), k.create_revision(), k.mod_revision(), k.lease()}});
       }
+      // One message is at most that (gRPC's receive limit); fragments add up.
+      if (pending_bytes > kStoreReceiveLimitBytes) {
+        spdlog::warn(
+            "cluster: a watch response of more than {} bytes of documents, in fragments: reading "
+            "everything again",
+            kStoreReceiveLimitBytes);
+        break;
+      }
+      if (resp.fragment()) continue;  // more of this response to come
       WatchMessage m;
       m.created = resp.created();
       m.canceled = resp.canceled();
@@ -793,16 +793,8 @@ void EtcdLink::follow_loop() {
       m.revision = resp.header().revision();
       m.requested_progress = resp.watch_id() == -1;
       m.cancel_reason = resp.cancel_reason();
-      if (!fragments.empty()) {
-        m.events = std::exchange(fragments, {});
-        fragment_bytes = 0;
-      } else {
-        for (const auto& ev : resp.events()) {
-          const auto& k = ev.kv();
-          m.events.push_back(WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
-                                        StoreEntry{k.value(), k.create_revision(), k.mod_revision(), k.lease()}});
-        }
-      }
+      m.events = std::exchange(pending, {});
+      pending_bytes = 0;
       const WatchOutcome outcome = apply_watch_message(mirror, m);
       if (outcome == WatchOutcome::kReadAgain) {
         const std::string what =
