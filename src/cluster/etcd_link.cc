@@ -45,6 +45,11 @@ constexpr uint64_t kLongestReadDeadlineNs = 16000 * kMs;
 // within the deadline. Pages of large values that still do not arrive in
 // time are asked for in fewer keys (FullReadPages).
 constexpr int64_t kReadPageKeys = 128;
+// The first page's keys, and what a page should carry at most once the
+// bytes a key are known (FullReadPages): pages of large values start small
+// and stay near this size, rather than make etcd build hundreds of MB.
+constexpr int64_t kFirstReadPageKeys = 16;
+constexpr uint64_t kReadPageBytes = 64ull << 20;
 constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
 // The watch is asked for a progress report this often, and is given up as
 // dead (cancelled, then everything read again) when nothing at all arrived
@@ -571,7 +576,7 @@ void EtcdLink::follow_loop() {
   const std::string start = keys_.all(), end = prefix_range_end(keys_.all());
   // Kept from one full read to the next: a store whose pages had to be
   // smaller is read so from the start next time.
-  FullReadPages pages(kReadPageKeys, kReadDeadlineNs, kLongestReadDeadlineNs);
+  FullReadPages pages(kFirstReadPageKeys, kReadPageKeys, kReadPageBytes, kReadDeadlineNs, kLongestReadDeadlineNs);
   while (!stop_) {
     follow_endpoint_ = ep;
     auto ch = channel(ep, Lane::kFollow);
@@ -656,7 +661,7 @@ void EtcdLink::follow_loop() {
               pages.deadline_ns() / kMs);
           continue;
         }
-        pages.arrived(now_ns() - asked_ns);
+        pages.arrived(now_ns() - asked_ns, resp.kvs_size(), resp.ByteSizeLong());
         if (at == 0) {
           at = resp.header().revision();
           read_id = resp.header().cluster_id();
