@@ -62,8 +62,9 @@ class Dataplane {
   bool run_once();
   // Stop receiving; lcores drain their queues until empty or until the drain
   // timeout, then exit. Waits for every data lcore to return, for at most
-  // the drain timeout and kStuckLcoreGraceNs more (and the time the lcore
-  // waited for a CPU meanwhile, up to kStarvedStopExtraNs): false (logged, naming
+  // the drain timeout and kStuckLcoreGraceNs more of the lcore's own time
+  // (not counting time it was given no CPU, up to kStarvedStopExtraNs more
+  // by the clock): false (logged, naming
   // the lcores) when one did not, e.g. stuck inside a driver's TX call that
   // never returns. The data plane must then not be torn down (the lcore may
   // still be in a port's memory): the caller reports and exits; a
@@ -74,9 +75,10 @@ class Dataplane {
   // queued counted as shutdown_flush as at the timeout.
   bool stop_and_drain(const std::function<bool()>& cut_short = {});
   static constexpr uint64_t kStuckLcoreGraceNs = 2'000'000'000;
-  // How much later the stop gives up on an lcore that waited for a CPU
-  // while it drained (its run-queue wait, lcore_stall.h), at most.
-  static constexpr uint64_t kStarvedStopExtraNs = 20'000'000'000;
+  // How much later than by the clock the stop gives up, at most, on an
+  // lcore that was given no CPU while it drained (lcore_stall.h): within
+  // the shipped unit's TimeoutStopSec (30 s) at the default drain timeout.
+  static constexpr uint64_t kStarvedStopExtraNs = 10'000'000'000;
   // Destroying a data plane whose lcores still run (a stop above that gave
   // up, or none) stops them first, retrying for up to this long; past it the
   // process aborts rather than free what they use.

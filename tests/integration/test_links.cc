@@ -87,6 +87,14 @@ std::string common_tail() {
          "[[jobs]]\nid = 1\nrank = 0\nmatch = [\"dport=2222,proto=udp\", \"sport=2222,proto=udp\"]\n";
 }
 
+// common_tail() with a drain timeout of 200 ms: a stop that gives up on a
+// data lcore does so 2.2 s after the signal.
+std::string common_tail_draining_200ms() {
+  std::string tail = common_tail();
+  tail.replace(tail.find("[dataplane]\n"), 12, "[dataplane]\ndrain_timeout = \"200ms\"\n");
+  return tail;
+}
+
 uint64_t port_counter(const json& stats, const char* port, const char* key) {
   return stats.is_object() ? stats["ports"][port][key].get<uint64_t>() : 0;
 }
@@ -844,16 +852,11 @@ TEST_F(LinksOnVeths, ADataLcoreStuckInTxDoesNotHangShutdown) {
   if (run_cmd("tc qdisc replace dev h0 root tbf rate 8bit burst 2k limit 100m") != 0)
     GTEST_SKIP() << "no tbf queueing discipline (iproute2's tc, the kernel's sch_tbf) on this machine";
   DaemonFixture fx;
-  fx.write_file(
-      "psgate.toml", eal_line(fx, "stuck") +
-                         "[ports.wire]\ndevice = \"net_af_packet0,iface=w0\"\n"
-                         "[ports.host]\ndevice = \"net_af_packet1,iface=h0,qdisc_bypass=0\"\n"
-                         "[lcores]\nmain = 0\ndata = [1]\n" +
-                         [] {
-                           std::string tail = common_tail();
-                           tail.replace(tail.find("[dataplane]\n"), 12, "[dataplane]\ndrain_timeout = \"200ms\"\n");
-                           return tail;
-                         }());
+  fx.write_file("psgate.toml", eal_line(fx, "stuck") +
+                                   "[ports.wire]\ndevice = \"net_af_packet0,iface=w0\"\n"
+                                   "[ports.host]\ndevice = \"net_af_packet1,iface=h0,qdisc_bypass=0\"\n"
+                                   "[lcores]\nmain = 0\ndata = [1]\n" +
+                                   common_tail_draining_200ms());
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   {
@@ -962,15 +965,10 @@ TEST(Links, ADataLcoreStarvedOfCpuIsNotCalledStuck) {
   ASSERT_EQ(sched_getaffinity(0, sizeof own, &own), 0);
   if (!CPU_ISSET(0, &own) || !CPU_ISSET(1, &own)) GTEST_SKIP() << "needs CPUs 0 and 1 (main lcore 0, data lcore 1)";
   DaemonFixture fx;
-  fx.write_file(
-      "psgate.toml", eal_line(fx, "starved") +
-                         "[ports.wire]\ndevice = \"net_null0\"\n[ports.host]\ndevice = \"net_null1\"\n"
-                         "[lcores]\nmain = 0\ndata = [1]\n" +
-                         [] {
-                           std::string tail = common_tail();
-                           tail.replace(tail.find("[dataplane]\n"), 12, "[dataplane]\ndrain_timeout = \"200ms\"\n");
-                           return tail;
-                         }());
+  fx.write_file("psgate.toml", eal_line(fx, "starved") +
+                                   "[ports.wire]\ndevice = \"net_null0\"\n[ports.host]\ndevice = \"net_null1\"\n"
+                                   "[lcores]\nmain = 0\ndata = [1]\n" +
+                                   common_tail_draining_200ms());
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
   const pid_t pid = fx.daemon_pid();
