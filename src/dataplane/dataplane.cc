@@ -495,12 +495,11 @@ bool Dataplane::stop_and_drain(const std::function<bool()>& cut_short) {
   const uint64_t give_up = now + timeout_ticks + ticks_from_ns(grace_ns + kStarvedStopExtraNs, shared.tsc_hz);
   std::vector<LcoreStallClock> stall(impl_->plans.size());
   for (size_t i = 0; i < impl_->plans.size(); ++i)
-    stall[i].progressed(steady_now_ns(), sample_thread(__atomic_load_n(&impl_->plans[i].tid, __ATOMIC_ACQUIRE)));
+    stall[i].progressed(steady_now_ns(), sample_lcore_thread(impl_->plans[i]));
   bool cut = false;
   std::string stuck;
   for (size_t i = 0; i < impl_->plans.size(); ++i) {
     const LcorePlan& plan = impl_->plans[i];
-    const int tid = __atomic_load_n(&plan.tid, __ATOMIC_ACQUIRE);
     while (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING && stall[i].stalled_ns() < budget_ns &&
            rte_rdtsc() < give_up) {
       if (!cut && cut_short && cut_short()) {
@@ -511,11 +510,11 @@ bool Dataplane::stop_and_drain(const std::function<bool()>& cut_short) {
         shared.drain_deadline_tsc.store(at, std::memory_order_relaxed);
         budget_ns = grace_ns;
         for (size_t j = i; j < impl_->plans.size(); ++j)
-          stall[j].progressed(steady_now_ns(), sample_thread(__atomic_load_n(&impl_->plans[j].tid, __ATOMIC_ACQUIRE)));
+          stall[j].progressed(steady_now_ns(), sample_lcore_thread(impl_->plans[j]));
       }
       timespec pause{0, 1'000'000};
       nanosleep(&pause, nullptr);
-      stall[i].advance(steady_now_ns(), sample_thread(tid));
+      stall[i].advance(steady_now_ns(), sample_lcore_thread(plan));
     }
     if (rte_eal_get_lcore_state(plan.lcore_id) == RUNNING) {
       stuck += (stuck.empty() ? "" : ", ") + std::to_string(plan.lcore_id);

@@ -34,10 +34,15 @@ struct LcorePlan {
   SchedContext* sched = nullptr;  // RTC, scheduler and hybrid roles
   unsigned rcu_thread_id = 0;     // every data lcore reads snapshots
   // The lcore thread's kernel id, stored by the lcore as it starts (atomic
-  // builtins: the control thread reads it for the run-queue wait in
-  // /proc/self/task/<tid>/schedstat, lcore_stall.h); 0 until then.
+  // builtins: the control thread reads it, sample_lcore_thread); 0 until then.
   int tid = 0;
 };
+
+// The lcore's thread as the kernel sees it now (state, CPU time:
+// lcore_stall.h); not known before the lcore started. Control thread.
+inline ThreadSample sample_lcore_thread(const LcorePlan& plan) {
+  return sample_thread(__atomic_load_n(&plan.tid, __ATOMIC_ACQUIRE));
+}
 
 // What the control path knows about one port's link (link_watch.cc).
 struct PortWatch {
@@ -78,7 +83,7 @@ inline constexpr uint64_t kSettingsLookNs = 1'000'000'000;
 struct LcoreWatch {
   uint64_t token = 0;                  // the QSBR token the last tick started
   uint64_t last_tick_ns = 0;           // when the last watch ran
-  std::vector<LcoreStallClock> stall;  // per plan: since its last progress, less its CPU wait
+  std::vector<LcoreStallClock> stall;  // per plan: stalled since its last progress
   std::vector<unsigned> stuck;         // lcore ids, as last logged
   // Read by the LSC interrupt thread too (link_watch.cc publish): whether
   // `stuck` is not empty. `running`: set by start(), cleared by the stop.

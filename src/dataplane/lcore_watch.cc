@@ -36,7 +36,7 @@ void Dataplane::watch_lcores(uint64_t now_ns) {
   std::vector<unsigned> stuck;
   for (size_t i = 0; i < d.plans.size(); ++i) {
     const LcorePlan& plan = d.plans[i];
-    const ThreadSample thread = sample_thread(__atomic_load_n(&plan.tid, __ATOMIC_ACQUIRE));
+    const ThreadSample thread = sample_lcore_thread(plan);
     const uint64_t seen = __atomic_load_n(&d.qsbr->qsbr_cnt[plan.rcu_thread_id].cnt, __ATOMIC_ACQUIRE);
     // Offline (0): the lcore stopped reading snapshots (it is draining or
     // gone), which the stop watches on its own.
