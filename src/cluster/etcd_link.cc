@@ -631,13 +631,13 @@ void EtcdLink::follow_loop() {
               read_id = k->cluster_id;
             }
             const uint64_t bytes = received_size(s);
-            k->entry.value = mirror.keeps_value(k->key) ? unreceived_value(bytes) : std::string();
+            const bool document = mirror.keeps_value(k->key);
+            k->entry.value = document ? unreceived_value(bytes) : std::string();
             spdlog::warn(
                 "cluster: {} holds a value of about {} bytes, more than the {} this gateway can receive: read without "
                 "it ({}); delete or shrink it (etcdctl del {})",
                 k->key, bytes, kStoreReceiveLimitBytes,
-                mirror.keeps_value(k->key) ? "refused as a document" : "ignored, as is every key outside the layout",
-                k->key);
+                document ? "refused as a document" : "ignored, as is every key outside the layout", k->key);
             entries[k->key] = std::move(k->entry);
             from = k->key + '\0';
             continue;
