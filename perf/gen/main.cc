@@ -210,23 +210,22 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   }
   // --link-timeout is for the links together, not for each port in turn.
   const auto link_deadline = Clock::now() + std::chrono::nanoseconds(profile.link_timeout_ns);
-  for (size_t i = 0; i <= ports.size(); ++i) {
-    // Every port's link, then the settle time (i == ports.size()).
+  for (const bool settling : {false, true}) {
+    // The links, then the settle time.
     psgate::Result<bool> r = true;
-    if (i < ports.size()) r = start_and_wait_link(ports[i], link_deadline, profile.link_timeout_ns, stop);
+    if (!settling) r = start_and_wait_links(ports, link_deadline, profile.link_timeout_ns, stop);
     else r = psgate::wait_for_stop_signal(stop, std::chrono::nanoseconds(profile.settle_ns)) == 0;
     if (!r.ok()) return fail(r.error());
     if (!*r) {
       // Stopped before anything was sent: still a run (of nothing), so the
       // report is written and the exit status is 0, as for any stop signal.
       // No --hold: the stop it waits for has come.
-      const bool links_up = i == ports.size();
       std::fprintf(stderr, "psgate-gen: stop signal while waiting for the links%s; nothing sent\n",
-                   links_up ? " to settle" : "");
+                   settling ? " to settle" : "");
       RunResult result = e.result();
       result.lcore_mode = split ? "tx+rx" : "single";
       result.interrupted = true;
-      result.links_up = links_up;
+      result.links_up = settling;
       const int status = write_reports(e, result, opt);
       close_ports();
       return status;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -710,6 +711,72 @@ TEST(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
   // is read after the last round: it only adds room).
   EXPECT_LE(sent, static_cast<uint64_t>(1000 * tx_s) + 1) << "over " << tx_s << " s";
   EXPECT_GT(sent, 0u);
+}
+
+// A memif server that is listening but has not started its port turns a
+// client away ("ID not found"), as psgate's ports are between its probe and
+// its start, and DPDK 22.11's client never connects again by itself: a
+// generator launched before psgate waited out --link-timeout and failed
+// (exit 1) about every time, and it waited on its ports in turn, so a peer
+// that starts its ports in turn could never come up. dpdk-testpmd with
+// --disable-device-start is such a server until "port start all"; it
+// then forwards port 0 <-> port 1, a wire for the generator.
+TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-late");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  const std::string tag = std::to_string(getpid());
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const std::string fifo = dir + "/testpmd.in";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // exec: the pid is testpmd's, for the signal and the destructor's kill.
+  ChildProcess tp({"/bin/sh", "-c",
+                   "exec dpdk-testpmd --no-huge -m 256 --no-pci --file-prefix=glate-tp-" + tag +
+                       " --log-level=4 -l 0," + std::to_string(1 % cpus) + " --vdev=net_memif0,role=server,socket=" +
+                       dir + "/s0.sock --vdev=net_memif1,role=server,socket=" + dir +
+                       "/s1.sock -- -i --disable-device-start --total-num-mbufs=4096 < " + fifo},
+                  dir + "/testpmd.out");
+  const int commands = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // once the shell has opened it
+  ASSERT_GE(commands, 0) << std::strerror(errno);
+  auto wait_for = [](const ChildProcess& p, const std::string& text, int seconds) {
+    const auto by = Clock::now() + std::chrono::seconds(seconds);
+    while (p.running() && Clock::now() < by && p.output().find(text) == std::string::npos)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return p.output().find(text) != std::string::npos;
+  };
+  const bool prompt = wait_for(tp, "testpmd> ", 60);
+  if (!prompt) close(commands);
+  ASSERT_TRUE(prompt) << "dpdk-testpmd (package dpdk-dev, tools/setup) did not come up:\n" << tp.output();
+
+  ChildProcess g(
+      {gen, "--duration", "1", "--rate", "1kpps", "--interval", "0", "--link-timeout", "20", "--json",
+       dir + "/gen.json", "--hold", "-q", "--", "--no-huge", "-m", "128", "--no-pci", "--file-prefix=glate-gen-" + tag,
+       // Without --log-level=4: a global level caps every type's.
+       "--log-level=pmd.net.memif:8", "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
+       "--vdev=net_memif0,role=client,socket=" + dir + "/s0.sock",
+       "--vdev=net_memif1,role=client,socket=" + dir + "/s1.sock"},
+      dir + "/gen.out");
+  const bool turned_away = wait_for(g, "ID not found", 60);
+  const std::string start = "port start all\nstart\n";
+  const bool started = write(commands, start.data(), start.size()) == static_cast<ssize_t>(start.size());
+  const auto report_by = Clock::now() + std::chrono::seconds(60);
+  while (g.running() && Clock::now() < report_by && !std::filesystem::exists(dir + "/gen.json"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The server stops first (--hold), as with psgate.
+  tp.signal(SIGINT);
+  tp.wait(30);
+  close(commands);
+  g.signal(SIGINT);
+  const int rc = g.wait(30);
+  ASSERT_TRUE(turned_away) << "the client was never turned away: the case was not made\n" << g.output();
+  ASSERT_TRUE(started);
+  ASSERT_EQ(rc, 0) << g.output() << "\ntestpmd:\n" << tp.output();
+  const json gj = json::parse(read_text_file(dir + "/gen.json"));
+  EXPECT_EQ(gj["generator"]["links_up"], true);
+  EXPECT_GT(gj["totals"]["tx_packets"].get<uint64_t>(), 0u);
+  EXPECT_GT(gj["totals"]["rx_packets"].get<uint64_t>(), 0u);
 }
 
 }  // namespace
