@@ -145,12 +145,12 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   return true;
 }
 
-namespace {
-
 bool link_up(uint16_t port) {
   rte_eth_link link{};
   return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
 }
+
+namespace {
 
 // A memif port of the client role ("slave": DPDK 22.11's deprecated name).
 bool memif_client(uint16_t port) {

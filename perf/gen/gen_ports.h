@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,37 @@ std::string vdevs_not_created(const std::vector<std::string>& eal_args);
 std::string memif_buffers_too_small(const std::vector<std::string>& eal_args, uint32_t frame_bytes);
 
 Result<bool> configure_port(uint16_t port, rte_mempool* pool);
+
+// Whether the port's link is up now (without waiting).
+bool link_up(uint16_t port);
+
+// The ports' links through the run, polled by the main lcore: how often
+// each went down (a peer killed or stopped mid-run), and how it ended.
+class LinkWatch {
+ public:
+  explicit LinkWatch(std::vector<uint16_t> ports) : ports_(std::move(ports)), up_(ports_.size(), true) {}
+  void poll() {
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      const bool up = link_up(ports_[i]);
+      if (up_[i] && !up) ++downs_[ports_[i]];
+      up_[i] = up;
+    }
+  }
+  uint64_t down_events(uint16_t port) const {
+    const auto it = downs_.find(port);
+    return it == downs_.end() ? 0 : it->second;
+  }
+  bool up(uint16_t port) const {
+    for (size_t i = 0; i < ports_.size(); ++i)
+      if (ports_[i] == port) return up_[i];
+    return true;
+  }
+
+ private:
+  std::vector<uint16_t> ports_;
+  std::vector<bool> up_;  // as last polled; all up when TX starts
+  std::map<uint16_t, uint64_t> downs_;
+};
 
 // Starts every port (retrying while a start fails) and waits for all their
 // links, until `deadline` (an error, which names `timeout_ns`, the

@@ -268,14 +268,20 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   LiveTotals prev = e.live();
   auto prev_time = started;
   bool interrupted = false;
+  // Links are polled every 100 ms at most: one that goes down is a peer
+  // that went away, and its refused and lost frames are said to be so.
+  LinkWatch links(ports);
+  constexpr auto kLinkPoll = std::chrono::milliseconds(100);
   for (;;) {
     auto wake = bounded ? end : Clock::now() + std::chrono::hours(1);
     if (profile.interval_ns) wake = std::min(wake, next_report);
+    wake = std::min(wake, Clock::now() + kLinkPoll);
     if (psgate::wait_for_stop_signal(stop, wake - Clock::now())) {
       interrupted = true;
       break;
     }
     const auto now = Clock::now();
+    links.poll();
     if (profile.interval_ns && now >= next_report) {
       const LiveTotals cur = e.live();
       progress(prev, cur, std::chrono::duration<double>(now - prev_time).count(),
@@ -298,6 +304,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   while (!e.tx_finished()) {
     if (psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1))) cut_drain = interrupted = true;
   }
+  links.poll();
   const auto drain_start = Clock::now();
   const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
   while (!cut_drain) {
@@ -312,8 +319,13 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   const double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
   e.stop_rx();
   rte_eal_mp_wait_lcore();
+  links.poll();
 
   RunResult result = e.result();
+  for (PortResult& p : result.ports) {
+    p.link_down_events = links.down_events(p.port_id);
+    p.link_up_at_end = links.up(p.port_id);
+  }
   result.lcore_mode = split ? "tx+rx" : "single";
   result.drain_seconds = drain_s;
   result.interrupted = interrupted;

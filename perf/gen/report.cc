@@ -125,6 +125,7 @@ GeneratorSide generator_side(const RunResult& r) {
     g.rx_imissed += p.nic_imissed;
     g.rx_nombuf += p.nic_rx_nombuf;
     g.alloc_failed += p.alloc_failed;
+    g.link_down_events += p.link_down_events;
   }
   for (const JobResult& jr : r.jobs) {
     for (unsigned d = 0; d < 2; ++d) {
@@ -153,7 +154,8 @@ nlohmann::json to_json(const RunResult& r) {
                            {"rx_imissed", g.rx_imissed},
                            {"rx_nombuf", g.rx_nombuf},
                            {"tx_dropped", g.tx_dropped},
-                           {"alloc_failed", g.alloc_failed}};
+                           {"alloc_failed", g.alloc_failed},
+                           {"link_down_events", g.link_down_events}};
   out["ports"] = nlohmann::json::array();
   for (const PortResult& p : r.ports) {
     out["ports"].push_back({{"role", p.role},
@@ -162,6 +164,8 @@ nlohmann::json to_json(const RunResult& r) {
                             {"rx_foreign", p.rx_foreign},
                             {"alloc_failed", p.alloc_failed},
                             {"rx_backlog_rounds", p.rx_backlog},
+                            {"link_down_events", p.link_down_events},
+                            {"link_up_at_end", p.link_up_at_end},
                             {"nic",
                              {{"ipackets", p.nic_ipackets},
                               {"opackets", p.nic_opackets},
@@ -272,11 +276,21 @@ std::string format_table(const RunResult& r) {
   if (!g.rx_backlog_rounds && !g.rx_imissed && !g.rx_nombuf) {
     out += "generator RX kept up: never behind, no frames dropped at its ports\n";
   }
+  for (const PortResult& p : r.ports) {
+    if (p.link_down_events == 0) continue;
+    std::snprintf(line, sizeof(line),
+                  "link down during the run: %s port %u (%s) went down %" PRIu64
+                  " time(s)%s: its peer (or the wire) went away; frames it held are in lost, those TX offered "
+                  "meanwhile in tx_drop\n",
+                  p.role.c_str(), p.port_id, p.name.c_str(), p.link_down_events,
+                  p.link_up_at_end ? ", up again at the end" : ", still down at the end");
+    out += line;
+  }
   if (g.tx_dropped + g.alloc_failed) {
     std::snprintf(line, sizeof(line),
-                  "generator TX fell short: %" PRIu64 " frames refused by full TX rings, %" PRIu64
+                  "generator TX fell short: %" PRIu64 " frames refused by full TX rings%s, %" PRIu64
                   " not built for want of mbufs (never sent, not in lost)\n",
-                  g.tx_dropped, g.alloc_failed);
+                  g.tx_dropped, g.link_down_events ? " or a link down" : "", g.alloc_failed);
     out += line;
   }
   if (r.rx_foreign) {

@@ -779,4 +779,96 @@ TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
   EXPECT_GT(gj["totals"]["rx_packets"].get<uint64_t>(), 0u);
 }
 
+// psgate killed (SIGKILL) mid-run: the generator reported the frames psgate
+// held as lost and what TX offered afterwards as "refused by full TX rings",
+// and nothing about the link. The report names the links that went down.
+TEST(GenSmoke, APeerKilledMidRunIsReportedAsItsLinksGoingDown) {
+  const std::string psgate = env("PSGATE_BIN"), gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-kill");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  const std::string tag = std::to_string(getpid());
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  std::ofstream(dir + "/psgate.toml") << R"([eal]
+args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=gkill-psg-)"
+                                      << tag << R"(", "--log-level=4"]
+[ports.wire]
+device = "net_memif0,role=server,socket=)"
+                                      << dir << R"(/wire.sock"
+[ports.host]
+device = "net_memif1,role=server,socket=)"
+                                      << dir << R"(/host.sock"
+[lcores]
+main = 0
+data = [1]
+[stats]
+interval = "0s"
+[dataplane]
+mbufs = 8191
+[control]
+socket = ")" << dir << R"(/psgate.sock"
+[[jobs]]
+id = 1
+rank = 0
+match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
+)";
+  ChildProcess psg({psgate, "--config", dir + "/psgate.toml", "--duration", "240"}, dir + "/psgate.out");
+  const auto ready_by = Clock::now() + std::chrono::seconds(60);
+  while (psg.running() && Clock::now() < ready_by && psg.output().find(": 1 jobs") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(psg.output().find(": 1 jobs"), std::string::npos) << "psgate did not come up:\n" << psg.output();
+  ChildProcess g({gen,
+                  "--duration",
+                  "30",
+                  "--drain",
+                  "0.2",
+                  "--interval",
+                  "0",
+                  "--rate",
+                  "2kpps",
+                  "--host-port",
+                  "net_memif0",
+                  "--wire-port",
+                  "net_memif1",
+                  "--link-timeout",
+                  "30",
+                  "--json",
+                  dir + "/gen.json",
+                  "--",
+                  "--no-huge",
+                  "-m",
+                  "128",
+                  "--no-pci",
+                  "--file-prefix=gkill-gen-" + tag,
+                  "--log-level=4",
+                  "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
+                  "--vdev=net_memif0,role=client,socket=" + dir + "/host.sock",
+                  "--vdev=net_memif1,role=client,socket=" + dir + "/wire.sock"},
+                 dir + "/gen.out");
+  // Sending once it says its ports are up; psgate dies a second later.
+  const auto up_by = Clock::now() + std::chrono::seconds(60);
+  while (g.running() && Clock::now() < up_by && g.output().find(" up, ") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NE(g.output().find(" up, "), std::string::npos) << g.output();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  psg.kill_now();
+  // A second later the links are down (memif's control socket closed); the run ends on SIGINT.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  g.signal(SIGINT);
+  ASSERT_EQ(g.wait(60), 0) << g.output();
+  const json gj = json::parse(read_text_file(dir + "/gen.json"));
+  EXPECT_GT(gj["totals"]["tx_packets"].get<uint64_t>(), 0u);
+  // .value(): a report without the fields fails here rather than aborting.
+  EXPECT_EQ(gj["generator_side"].value("link_down_events", -1), 2) << gj["ports"].dump();
+  for (const json& port : gj["ports"]) {
+    EXPECT_EQ(port.value("link_down_events", -1), 1) << port.dump();
+    EXPECT_EQ(port.value("link_up_at_end", true), false) << port.dump();
+  }
+  EXPECT_NE(g.output().find("link down during the run: host-side port 0 (net_memif0) went down 1 time(s), still "
+                            "down at the end"),
+            std::string::npos)
+      << g.output();
+}
+
 }  // namespace

@@ -94,6 +94,43 @@ TEST(Report, JsonAndTable) {
   }
 }
 
+// A peer that went away mid-run (psgate killed) made TX refuse frames,
+// said as "refused by full TX rings", and lost what it held, with nothing
+// in the report about the link. Each port's link-down events and its state
+// at the end are given, summed in generator_side, and said in the table.
+TEST(Report, LinkDownDuringTheRun) {
+  JobProfile a;
+  a.name = "a";
+  RunResult r;
+  r.ports.push_back(PortResult{.role = "host-side", .name = "net_memif0", .port_id = 0});
+  r.ports.push_back(PortResult{.role = "wire-side", .name = "net_memif1", .port_id = 1});
+  JobResult ja{.job = &a, .iterations = 0, .has = {true, false}};
+  ja.dir[kPush].tx_packets = 100;
+  ja.dir[kPush].rx_unique = 100;
+  ja.dir[kPush].tx_dropped = 5;
+  r.jobs = {ja};
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["link_down_events"], 0);
+  EXPECT_EQ(j["ports"][0]["link_up_at_end"], true);
+  EXPECT_EQ(format_table(r).find("link down"), std::string::npos) << format_table(r);
+  EXPECT_NE(format_table(r).find("refused by full TX rings,"), std::string::npos) << format_table(r);
+
+  r.ports[1].link_down_events = 2;
+  r.ports[1].link_up_at_end = false;
+  j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["link_down_events"], 2);
+  EXPECT_EQ(j["ports"][1]["link_down_events"], 2);
+  EXPECT_EQ(j["ports"][1]["link_up_at_end"], false);
+  EXPECT_EQ(j["ports"][0]["link_down_events"], 0);
+  const std::string t = format_table(r);
+  EXPECT_NE(t.find("link down during the run: wire-side port 1 (net_memif1) went down 2 time(s), still down at the "
+                   "end"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("host-side port 0 (net_memif0) went down"), std::string::npos) << t;
+  EXPECT_NE(t.find("refused by full TX rings or a link down"), std::string::npos) << t;
+}
+
 // Whether the generator itself may have caused loss (RX behind, frames
 // dropped at its ports) is shown apart from the network's loss.
 TEST(Report, GeneratorSideTrouble) {
