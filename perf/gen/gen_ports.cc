@@ -8,6 +8,7 @@
 #include <rte_devargs.h>
 #include <rte_ethdev.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -172,6 +173,7 @@ Result<bool> start_and_wait_links(const std::vector<uint16_t>& ports, Clock::tim
     bool reconnects = false;  // a memif client: restarted while its link stays down
     int last_rc = 0;
     Clock::time_point started_at;
+    std::chrono::milliseconds reconnect_after = kMemifReconnectAfter;
   };
   std::vector<State> state(ports.size());
   for (size_t i = 0; i < ports.size(); ++i) state[i].reconnects = memif_client(ports[i]);
@@ -182,14 +184,16 @@ Result<bool> start_and_wait_links(const std::vector<uint16_t>& ports, Clock::tim
       State& s = state[i];
       const uint16_t port = ports[i];
       // Turned away, or its server went: the client will not try again by
-      // itself. Not in the last interval before the deadline: a client that
-      // connects and closes (the run ending) before the server has accepted
-      // it makes a DPDK 22.11 memif server panic in its interrupt thread
-      // (epoll_ctl on a closed descriptor; seen with dpdk-testpmd).
-      if (s.started && s.reconnects && now - s.started_at >= kMemifReconnectAfter &&
-          deadline - now > kMemifReconnectAfter && !link_up(port)) {
+      // itself. Not when the deadline comes sooner than the next try would:
+      // a client that connects and closes (the run ending) before the
+      // server has accepted it makes a DPDK 22.11 memif server panic in its
+      // interrupt thread (epoll_ctl on a closed descriptor; seen with
+      // dpdk-testpmd), and a slow one may not have accepted yet.
+      if (s.started && s.reconnects && now - s.started_at >= s.reconnect_after &&
+          deadline - now > std::min(2 * s.reconnect_after, kMemifReconnectMax) && !link_up(port)) {
         rte_eth_dev_stop(port);
         s.started = false;
+        s.reconnect_after = std::min(2 * s.reconnect_after, kMemifReconnectMax);
       }
       if (!s.started) {
         s.last_rc = rte_eth_dev_start(port);

@@ -76,11 +76,13 @@ class LinkWatch {
 // may bring one link up only after another (a second psgate-gen or any
 // memif server that starts its ports in turn). A memif client whose link
 // is still down kMemifReconnectAfter after its start is stopped and started
-// again: DPDK 22.11's client connects once, when it starts, and a server
-// that turned it away (listening, its port not started yet: "ID not
-// found", as psgate's ports are between its probe and its start) leaves
-// it down for good.
+// again (the wait doubles each time, up to kMemifReconnectMax, so that a
+// server too busy to finish a handshake in a second gets longer): DPDK
+// 22.11's client connects once, when it starts, and a server that turned
+// it away (listening, its port not started yet: "ID not found", as psgate's
+// ports are between its probe and its start) leaves it down for good.
 inline constexpr std::chrono::milliseconds kMemifReconnectAfter{1000};
+inline constexpr std::chrono::milliseconds kMemifReconnectMax{4000};
 Result<bool> start_and_wait_links(const std::vector<uint16_t>& ports, std::chrono::steady_clock::time_point deadline,
                                   uint64_t timeout_ns, const sigset_t& stop);
 
