@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <string_view>
+
+#include "psgate/text.h"
 
 namespace psgate::gen {
 namespace {
@@ -11,6 +14,23 @@ namespace {
 constexpr double kL1Overhead = 24;  // FCS 4 + preamble 8 + inter-frame gap 12, bytes
 
 double per_s(double v, double s) { return s > 0 ? v / s : 0; }
+
+// The table's name column: at most `width` characters (code points), padded
+// to that many. printf's %-14.14s counts bytes: it cut a character of a
+// name in two (bytes that are not UTF-8 in the table) and padded names of
+// multi-byte characters short, out of line with the columns.
+std::string name_column(std::string_view name, size_t width) {
+  std::string out;
+  size_t chars = 0;
+  for (size_t at = 0; at < name.size() && chars < width; ++chars) {
+    const auto cp = decode_utf8(name.substr(at));
+    const size_t len = cp ? cp->length : 1;  // the profile takes only UTF-8 names
+    out.append(name.substr(at, len));
+    at += len;
+  }
+  out.append(width - chars, ' ');
+  return out;
+}
 
 nlohmann::json latency_json(const LatencyHistogram& h) {
   nlohmann::json buckets = nlohmann::json::array();
@@ -233,13 +253,13 @@ std::string format_table(const RunResult& r) {
   StreamResult grand;
   auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
     std::snprintf(line, sizeof(line),
-                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64 " %8" PRIu64
+                  "%-6s %s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64 " %8" PRIu64
                   " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
-                  id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
-                  per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
-                  si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates, s.late,
-                  s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
-                  s.latency.max() / 1e3);
+                  id, name_column(name, 14).c_str(), dir, s.tx_packets,
+                  si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(), per_s(8e-6 * s.tx_bytes, r.tx_seconds),
+                  s.rx_packets, si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered,
+                  s.duplicates, s.late, s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3,
+                  s.latency.percentile(0.99) / 1e3, s.latency.max() / 1e3);
     out += line;
   };
   for (const JobResult& jr : r.jobs) {

@@ -5,6 +5,7 @@
 
 #include <regex>
 
+#include "psgate/text.h"
 #include "report.h"
 
 namespace psgate::gen {
@@ -129,6 +130,30 @@ TEST(Report, LinkDownDuringTheRun) {
       << t;
   EXPECT_EQ(t.find("host-side port 0 (net_memif0) went down"), std::string::npos) << t;
   EXPECT_NE(t.find("refused by full TX rings or a link down"), std::string::npos) << t;
+}
+
+// The name column counted bytes (%-14.14s): a name of two-byte characters
+// was cut inside one, leaving a byte that is not UTF-8 in the table, and
+// short multi-byte names were padded short, out of line.
+TEST(Report, TableNamesAreCutAndPaddedByCharacter) {
+  JobProfile a, b;
+  a.id = 1;
+  a.name = "a\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9";  // 15 characters
+  b.id = 2;
+  b.name = "\u00e9";
+  RunResult r;
+  r.jobs = {JobResult{.job = &a, .iterations = 0, .has = {true, false}},
+            JobResult{.job = &b, .iterations = 0, .has = {true, false}}};
+  const std::string t = format_table(r);
+  for (size_t at = 0; at < t.size();) {
+    const auto cp = psgate::decode_utf8(std::string_view(t).substr(at));
+    ASSERT_TRUE(cp.has_value()) << "not UTF-8 at byte " << at << ":\n" << t;
+    at += cp->length;
+  }
+  EXPECT_NE(t.find("1      a\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9 push"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("2      \u00e9              push"), std::string::npos) << t;  // 1 + 13 spaces
 }
 
 // Whether the generator itself may have caused loss (RX behind, frames
