@@ -8,6 +8,7 @@
 #include <rte_devargs.h>
 #include <rte_ethdev.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -145,25 +146,71 @@ Result<bool> configure_port(uint16_t port, rte_mempool* pool) {
   return true;
 }
 
-Result<bool> start_and_wait_link(uint16_t port, Clock::time_point deadline, uint64_t timeout_ns, const sigset_t& stop) {
-  bool started = false;
-  int last_rc = 0;
+bool link_up(uint16_t port) {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+namespace {
+
+// A memif port of the client role ("slave": DPDK 22.11's deprecated name).
+bool memif_client(uint16_t port) {
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port, &info) != 0 || info.driver_name == nullptr) return false;
+  if (std::string_view(info.driver_name) != "net_memif" || info.device == nullptr) return false;
+  const rte_devargs* devargs = rte_dev_devargs(info.device);
+  if (devargs == nullptr || devargs->args == nullptr) return false;
+  const std::string role = psgate::device_arg(devargs->args, "role");
+  return role == "client" || role == "slave";
+}
+
+}  // namespace
+
+Result<bool> start_and_wait_links(const std::vector<uint16_t>& ports, Clock::time_point deadline, uint64_t timeout_ns,
+                                  const sigset_t& stop) {
+  struct State {
+    bool started = false;
+    bool reconnects = false;  // a memif client: restarted while its link stays down
+    int last_rc = 0;
+    Clock::time_point started_at;
+    std::chrono::milliseconds reconnect_after = kMemifReconnectAfter;
+  };
+  std::vector<State> state(ports.size());
+  for (size_t i = 0; i < ports.size(); ++i) state[i].reconnects = memif_client(ports[i]);
   for (;;) {
-    if (!started) {
-      last_rc = rte_eth_dev_start(port);
-      started = last_rc == 0;
-      if (started) {
-        // Frames for any MAC address: psgate forwards them unchanged.
-        rte_eth_promiscuous_enable(port);
+    const Clock::time_point now = Clock::now();
+    size_t down = ports.size();  // the first port not up, if any
+    for (size_t i = 0; i < ports.size(); ++i) {
+      State& s = state[i];
+      const uint16_t port = ports[i];
+      // Turned away, or its server went: the client will not try again by
+      // itself. Not when the deadline comes sooner than the next try would:
+      // a client that connects and closes (the run ending) before the
+      // server has accepted it makes a DPDK 22.11 memif server panic in its
+      // interrupt thread (epoll_ctl on a closed descriptor; seen with
+      // dpdk-testpmd), and a slow one may not have accepted yet.
+      if (s.started && s.reconnects && now - s.started_at >= s.reconnect_after &&
+          deadline - now > std::min(2 * s.reconnect_after, kMemifReconnectMax) && !link_up(port)) {
+        rte_eth_dev_stop(port);
+        s.started = false;
+        s.reconnect_after = std::min(2 * s.reconnect_after, kMemifReconnectMax);
       }
+      if (!s.started) {
+        s.last_rc = rte_eth_dev_start(port);
+        s.started = s.last_rc == 0;
+        if (s.started) {
+          s.started_at = now;
+          // Frames for any MAC address: psgate forwards them unchanged.
+          rte_eth_promiscuous_enable(port);
+        }
+      }
+      if (down == ports.size() && (!s.started || !link_up(port))) down = i;
     }
-    if (started) {
-      rte_eth_link link{};
-      if (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) return true;
-    }
+    if (down == ports.size()) return true;
     if (Clock::now() >= deadline) {
-      if (!started) {
-        return Result<bool>::failure(port_label(port) + ": cannot start: " + std::strerror(-last_rc) +
+      const uint16_t port = ports[down];
+      if (!state[down].started) {
+        return Result<bool>::failure(port_label(port) + ": cannot start: " + std::strerror(-state[down].last_rc) +
                                      " (is the peer up? a memif client needs its server listening)");
       }
       return Result<bool>::failure(port_label(port) + ": link still down after " +

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Port start-up for psgate-gen: one RX and one TX queue per port, and a wait
-// for the link that tolerates the peer coming up later (a memif client whose
-// server is not listening yet cannot start; it is retried until the timeout).
+// for the links that tolerates the peer coming up later (a memif client whose
+// server is not listening yet cannot start, or is turned away while the
+// server's port is not started; both are retried until the timeout).
 #pragma once
 
 #include <rte_mempool.h>
@@ -9,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,11 +36,54 @@ std::string memif_buffers_too_small(const std::vector<std::string>& eal_args, ui
 
 Result<bool> configure_port(uint16_t port, rte_mempool* pool);
 
-// Starts the port (retrying while start fails) and waits for link up, until
-// `deadline` (an error, which names `timeout_ns`, the --link-timeout the
-// deadline was set from: one for all the ports) or a signal of `stop`
-// (taken; returns false). True: the link is up.
-Result<bool> start_and_wait_link(uint16_t port, std::chrono::steady_clock::time_point deadline, uint64_t timeout_ns,
-                                 const sigset_t& stop);
+// Whether the port's link is up now (without waiting).
+bool link_up(uint16_t port);
+
+// The ports' links through the run, polled by the main lcore: how often
+// each went down (a peer killed or stopped mid-run), and how it ended.
+class LinkWatch {
+ public:
+  explicit LinkWatch(std::vector<uint16_t> ports) : ports_(std::move(ports)), up_(ports_.size(), true) {}
+  void poll() {
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      const bool up = link_up(ports_[i]);
+      if (up_[i] && !up) ++downs_[ports_[i]];
+      up_[i] = up;
+    }
+  }
+  uint64_t down_events(uint16_t port) const {
+    const auto it = downs_.find(port);
+    return it == downs_.end() ? 0 : it->second;
+  }
+  bool up(uint16_t port) const {
+    for (size_t i = 0; i < ports_.size(); ++i)
+      if (ports_[i] == port) return up_[i];
+    return true;
+  }
+
+ private:
+  std::vector<uint16_t> ports_;
+  std::vector<bool> up_;  // as last polled; all up when TX starts
+  std::map<uint16_t, uint64_t> downs_;
+};
+
+// Starts every port (retrying while a start fails) and waits for all their
+// links, until `deadline` (an error, which names `timeout_ns`, the
+// --link-timeout the deadline was set from: one for all the ports) or a
+// signal of `stop` (taken; returns false). True: every link is up.
+//
+// All ports start at once, not each after the previous one's link: a peer
+// may bring one link up only after another (a second psgate-gen or any
+// memif server that starts its ports in turn). A memif client whose link
+// is still down kMemifReconnectAfter after its start is stopped and started
+// again (the wait doubles each time, up to kMemifReconnectMax, so that a
+// server too busy to finish a handshake in a second gets longer): DPDK
+// 22.11's client connects once, when it starts, and a server that turned
+// it away (listening, its port not started yet: "ID not found", as psgate's
+// ports are between its probe and its start) leaves it down for good.
+inline constexpr std::chrono::milliseconds kMemifReconnectAfter{1000};
+inline constexpr std::chrono::milliseconds kMemifReconnectMax{4000};
+Result<bool> start_and_wait_links(const std::vector<uint16_t>& ports, std::chrono::steady_clock::time_point deadline,
+                                  uint64_t timeout_ns, const sigset_t& stop);
 
 }  // namespace psgate::gen

@@ -28,6 +28,13 @@ class JobDriver {
   // depth covers at least `tx_burst` of them).
   JobDriver(const JobProfile& job, uint64_t hz, uint32_t largest_frame, uint32_t tx_burst, uint64_t now);
 
+  // TX begins at `now`: the pacer starts empty there, not where the driver
+  // was made. Made before the links were awaited and settled, its bucket
+  // had filled to pacer_depth by then and let that out at once, so a run
+  // sent up to pacer_depth x rate more than the rate over its TX time.
+  void start(uint64_t now) {
+    if (paced_) pacer_.restart(now);
+  }
   // Start of a TX round: refills the pacer, moves through iteration phases.
   // The direction to send now, or -1 (compute gap).
   int begin(uint64_t now);

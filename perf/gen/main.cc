@@ -210,23 +210,22 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   }
   // --link-timeout is for the links together, not for each port in turn.
   const auto link_deadline = Clock::now() + std::chrono::nanoseconds(profile.link_timeout_ns);
-  for (size_t i = 0; i <= ports.size(); ++i) {
-    // Every port's link, then the settle time (i == ports.size()).
+  for (const bool settling : {false, true}) {
+    // The links, then the settle time.
     psgate::Result<bool> r = true;
-    if (i < ports.size()) r = start_and_wait_link(ports[i], link_deadline, profile.link_timeout_ns, stop);
+    if (!settling) r = start_and_wait_links(ports, link_deadline, profile.link_timeout_ns, stop);
     else r = psgate::wait_for_stop_signal(stop, std::chrono::nanoseconds(profile.settle_ns)) == 0;
     if (!r.ok()) return fail(r.error());
     if (!*r) {
       // Stopped before anything was sent: still a run (of nothing), so the
       // report is written and the exit status is 0, as for any stop signal.
       // No --hold: the stop it waits for has come.
-      const bool links_up = i == ports.size();
       std::fprintf(stderr, "psgate-gen: stop signal while waiting for the links%s; nothing sent\n",
-                   links_up ? " to settle" : "");
+                   settling ? " to settle" : "");
       RunResult result = e.result();
       result.lcore_mode = split ? "tx+rx" : "single";
       result.interrupted = true;
-      result.links_up = links_up;
+      result.links_up = settling;
       const int status = write_reports(e, result, opt);
       close_ports();
       return status;
@@ -269,14 +268,20 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   LiveTotals prev = e.live();
   auto prev_time = started;
   bool interrupted = false;
+  // Links are polled every 100 ms at most: one that goes down is a peer
+  // that went away, and its refused and lost frames are said to be so.
+  LinkWatch links(ports);
+  constexpr auto kLinkPoll = std::chrono::milliseconds(100);
   for (;;) {
     auto wake = bounded ? end : Clock::now() + std::chrono::hours(1);
     if (profile.interval_ns) wake = std::min(wake, next_report);
+    wake = std::min(wake, Clock::now() + kLinkPoll);
     if (psgate::wait_for_stop_signal(stop, wake - Clock::now())) {
       interrupted = true;
       break;
     }
     const auto now = Clock::now();
+    links.poll();
     if (profile.interval_ns && now >= next_report) {
       const LiveTotals cur = e.live();
       progress(prev, cur, std::chrono::duration<double>(now - prev_time).count(),
@@ -299,6 +304,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   while (!e.tx_finished()) {
     if (psgate::wait_for_stop_signal(stop, std::chrono::milliseconds(1))) cut_drain = interrupted = true;
   }
+  links.poll();
   const auto drain_start = Clock::now();
   const auto drain_end = drain_start + std::chrono::nanoseconds(profile.drain_ns);
   while (!cut_drain) {
@@ -313,8 +319,13 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   const double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
   e.stop_rx();
   rte_eal_mp_wait_lcore();
+  links.poll();
 
   RunResult result = e.result();
+  for (PortResult& p : result.ports) {
+    p.link_down_events = links.down_events(p.port_id);
+    p.link_up_at_end = links.up(p.port_id);
+  }
   result.lcore_mode = split ? "tx+rx" : "single";
   result.drain_seconds = drain_s;
   result.interrupted = interrupted;

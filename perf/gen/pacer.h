@@ -21,6 +21,13 @@ class Pacer {
   Pacer(uint64_t rate_per_s, uint64_t hz, uint64_t depth_units, uint64_t now)
       : rate_(rate_per_s), hz_(hz), cap_(static_cast<u128>(depth_units) * hz), credit_(0), last_(now) {}
 
+  // Empty, counting from `now`: what a bucket banked before the sending
+  // began (link wait, settle) is no credit to send it with.
+  void restart(uint64_t now) {
+    credit_ = 0;
+    last_ = now;
+  }
+
   void refill(uint64_t now) {
     if (now <= last_) return;
     const u128 add = static_cast<u128>(now - last_) * rate_;  // < 2^128: both factors < 2^64

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <string_view>
+
+#include "psgate/text.h"
 
 namespace psgate::gen {
 namespace {
@@ -11,6 +14,23 @@ namespace {
 constexpr double kL1Overhead = 24;  // FCS 4 + preamble 8 + inter-frame gap 12, bytes
 
 double per_s(double v, double s) { return s > 0 ? v / s : 0; }
+
+// The table's name column: at most `width` characters (code points), padded
+// to that many. printf's %-14.14s counts bytes: it cut a character of a
+// name in two (bytes that are not UTF-8 in the table) and padded names of
+// multi-byte characters short, out of line with the columns.
+std::string name_column(std::string_view name, size_t width) {
+  std::string out;
+  size_t chars = 0;
+  for (size_t at = 0; at < name.size() && chars < width; ++chars) {
+    const auto cp = decode_utf8(name.substr(at));
+    const size_t len = cp ? cp->length : 1;  // the profile takes only UTF-8 names
+    out.append(name.substr(at, len));
+    at += len;
+  }
+  out.append(width - chars, ' ');
+  return out;
+}
 
 nlohmann::json latency_json(const LatencyHistogram& h) {
   nlohmann::json buckets = nlohmann::json::array();
@@ -125,6 +145,7 @@ GeneratorSide generator_side(const RunResult& r) {
     g.rx_imissed += p.nic_imissed;
     g.rx_nombuf += p.nic_rx_nombuf;
     g.alloc_failed += p.alloc_failed;
+    g.link_down_events += p.link_down_events;
   }
   for (const JobResult& jr : r.jobs) {
     for (unsigned d = 0; d < 2; ++d) {
@@ -153,7 +174,8 @@ nlohmann::json to_json(const RunResult& r) {
                            {"rx_imissed", g.rx_imissed},
                            {"rx_nombuf", g.rx_nombuf},
                            {"tx_dropped", g.tx_dropped},
-                           {"alloc_failed", g.alloc_failed}};
+                           {"alloc_failed", g.alloc_failed},
+                           {"link_down_events", g.link_down_events}};
   out["ports"] = nlohmann::json::array();
   for (const PortResult& p : r.ports) {
     out["ports"].push_back({{"role", p.role},
@@ -162,6 +184,8 @@ nlohmann::json to_json(const RunResult& r) {
                             {"rx_foreign", p.rx_foreign},
                             {"alloc_failed", p.alloc_failed},
                             {"rx_backlog_rounds", p.rx_backlog},
+                            {"link_down_events", p.link_down_events},
+                            {"link_up_at_end", p.link_up_at_end},
                             {"nic",
                              {{"ipackets", p.nic_ipackets},
                               {"opackets", p.nic_opackets},
@@ -229,13 +253,13 @@ std::string format_table(const RunResult& r) {
   StreamResult grand;
   auto row = [&](const char* id, const char* name, const char* dir, const StreamResult& s) {
     std::snprintf(line, sizeof(line),
-                  "%-6s %-14.14s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64 " %8" PRIu64
+                  "%-6s %s %-4s %12" PRIu64 " %12s %10.1f %12" PRIu64 " %12s %10" PRIu64 " %8" PRIu64 " %8" PRIu64
                   " %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8.1fus %8.1fus %8.1fus\n",
-                  id, name, dir, s.tx_packets, si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(),
-                  per_s(8e-6 * s.tx_bytes, r.tx_seconds), s.rx_packets,
-                  si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered, s.duplicates, s.late,
-                  s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3, s.latency.percentile(0.99) / 1e3,
-                  s.latency.max() / 1e3);
+                  id, name_column(name, 14).c_str(), dir, s.tx_packets,
+                  si(per_s(s.tx_packets, r.tx_seconds), "pps").c_str(), per_s(8e-6 * s.tx_bytes, r.tx_seconds),
+                  s.rx_packets, si(per_s(s.rx_packets, s.rx_seconds), "pps").c_str(), s.lost(), s.reordered,
+                  s.duplicates, s.late, s.tx_dropped, s.alloc_failed, s.latency.percentile(0.5) / 1e3,
+                  s.latency.percentile(0.99) / 1e3, s.latency.max() / 1e3);
     out += line;
   };
   for (const JobResult& jr : r.jobs) {
@@ -272,11 +296,21 @@ std::string format_table(const RunResult& r) {
   if (!g.rx_backlog_rounds && !g.rx_imissed && !g.rx_nombuf) {
     out += "generator RX kept up: never behind, no frames dropped at its ports\n";
   }
+  for (const PortResult& p : r.ports) {
+    if (p.link_down_events == 0) continue;
+    std::snprintf(line, sizeof(line),
+                  "link down during the run: %s port %u (%s) went down %" PRIu64
+                  " time(s)%s: its peer (or the wire) went away; frames it held are in lost, those TX offered "
+                  "meanwhile in tx_drop\n",
+                  p.role.c_str(), p.port_id, p.name.c_str(), p.link_down_events,
+                  p.link_up_at_end ? ", up again at the end" : ", still down at the end");
+    out += line;
+  }
   if (g.tx_dropped + g.alloc_failed) {
     std::snprintf(line, sizeof(line),
-                  "generator TX fell short: %" PRIu64 " frames refused by full TX rings, %" PRIu64
+                  "generator TX fell short: %" PRIu64 " frames refused by full TX rings%s, %" PRIu64
                   " not built for want of mbufs (never sent, not in lost)\n",
-                  g.tx_dropped, g.alloc_failed);
+                  g.tx_dropped, g.link_down_events ? " or a link down" : "", g.alloc_failed);
     out += line;
   }
   if (r.rx_foreign) {

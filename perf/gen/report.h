@@ -59,6 +59,13 @@ struct PortResult {
   uint64_t alloc_failed = 0;
   uint64_t rx_backlog = 0;  // RX rounds that stopped at the poll cap with frames still waiting
   uint64_t nic_ipackets = 0, nic_opackets = 0, nic_imissed = 0, nic_oerrors = 0, nic_rx_nombuf = 0;
+  // The link while frames went (from the first TX round to the report):
+  // times it was seen to go down (polled every 100 ms at most), and whether
+  // it was up at the end. A peer that went away makes TX refuse frames
+  // (tx_dropped) and loses those it held: not the generator's rings, nor the
+  // network's loss.
+  uint64_t link_down_events = 0;
+  bool link_up_at_end = true;
 };
 
 struct RunResult {
@@ -85,6 +92,7 @@ struct GeneratorSide {
   uint64_t rx_backlog_rounds = 0, rx_imissed = 0, rx_nombuf = 0;
   uint64_t tx_dropped = 0, alloc_failed = 0;
   uint64_t lost = 0;
+  uint64_t link_down_events = 0;  // over the ports: a peer that went away during the run
   // Loss was seen and the generator's RX dropped frames or fell behind.
   bool loss_may_be_own() const { return lost != 0 && rx_backlog_rounds + rx_imissed + rx_nombuf != 0; }
 };

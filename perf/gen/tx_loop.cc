@@ -17,7 +17,10 @@
 
 namespace psgate::gen {
 
-void Engine::tx_begin() { tx_start_tsc_ = rte_rdtsc(); }
+void Engine::tx_begin() {
+  tx_start_tsc_ = rte_rdtsc();
+  for (JobDriver& d : drivers_) d.start(tx_start_tsc_);
+}
 
 void Engine::tx_end() {
   tx_end_tsc_ = rte_rdtsc();

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -662,6 +663,212 @@ TEST(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
     EXPECT_NE(g.output().find("Device or resource busy"), std::string::npos) << g.output();
     EXPECT_FALSE(std::filesystem::exists(dir + "/gen.json")) << g.output();
   }
+}
+
+// A paced job's bucket was made with the engine, before the links were
+// awaited and settled, and had filled to pacer_depth by the time TX began:
+// that much went out at once, on top of the rate over the TX time (1 s at
+// 1 kpps with a 1 s depth after a 1 s settle sent about 2000 frames, and
+// tx_pps said 2 kpps). The bucket starts empty when TX does.
+TEST(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-pace");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  // net_null without RX: TX takes every frame, nothing comes back.
+  ChildProcess g({gen,
+                  "--duration",
+                  "1",
+                  "--settle",
+                  "1",
+                  "--drain",
+                  "0",
+                  "--interval",
+                  "0",
+                  "--rate",
+                  "1kpps",
+                  "--set",
+                  "pacer_depth=1s",
+                  "-q",
+                  "--json",
+                  dir + "/gen.json",
+                  "--",
+                  "--no-huge",
+                  "-m",
+                  "128",
+                  "--no-pci",
+                  "--log-level=4",
+                  "--vdev=net_null0,no-rx=1",
+                  "--vdev=net_null1,no-rx=1",
+                  "--file-prefix=gpace-" + std::to_string(getpid())},
+                 dir + "/gen.out");
+  ASSERT_EQ(g.wait(60), 0) << g.output();
+  const json gj = json::parse(read_text_file(dir + "/gen.json"));
+  const double tx_s = gj["generator"]["tx_seconds"].get<double>();
+  const uint64_t sent = gj["totals"]["tx_packets"].get<uint64_t>();
+  // The pacer never lets out more than the rate over the time (the TX time
+  // is read after the last round: it only adds room).
+  EXPECT_LE(sent, static_cast<uint64_t>(1000 * tx_s) + 1) << "over " << tx_s << " s";
+  EXPECT_GT(sent, 0u);
+}
+
+// A memif server that is listening but has not started its port turns a
+// client away ("ID not found"), as psgate's ports are between its probe and
+// its start, and DPDK 22.11's client never connects again by itself: a
+// generator launched before psgate waited out --link-timeout and failed
+// (exit 1) about every time, and it waited on its ports in turn, so a peer
+// that starts its ports in turn could never come up. dpdk-testpmd with
+// --disable-device-start is such a server until "port start all"; it
+// then forwards port 0 <-> port 1, a wire for the generator.
+TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
+  const std::string gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-late");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  const std::string tag = std::to_string(getpid());
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const std::string fifo = dir + "/testpmd.in";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // exec: the pid is testpmd's, for the signal and the destructor's kill.
+  ChildProcess tp({"/bin/sh", "-c",
+                   "exec dpdk-testpmd --no-huge -m 256 --no-pci --file-prefix=glate-tp-" + tag +
+                       " --log-level=4 -l 0," + std::to_string(1 % cpus) + " --vdev=net_memif0,role=server,socket=" +
+                       dir + "/s0.sock --vdev=net_memif1,role=server,socket=" + dir +
+                       "/s1.sock -- -i --disable-device-start --total-num-mbufs=4096 < " + fifo},
+                  dir + "/testpmd.out");
+  const int commands = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // once the shell has opened it
+  ASSERT_GE(commands, 0) << std::strerror(errno);
+  auto wait_for = [](const ChildProcess& p, const std::string& text, int seconds) {
+    const auto by = Clock::now() + std::chrono::seconds(seconds);
+    while (p.running() && Clock::now() < by && p.output().find(text) == std::string::npos)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return p.output().find(text) != std::string::npos;
+  };
+  const bool prompt = wait_for(tp, "testpmd> ", 60);
+  if (!prompt) close(commands);
+  ASSERT_TRUE(prompt) << "dpdk-testpmd (package dpdk-dev, tools/setup) did not come up:\n" << tp.output();
+
+  ChildProcess g(
+      {gen, "--duration", "1", "--rate", "1kpps", "--interval", "0", "--link-timeout", "20", "--json",
+       dir + "/gen.json", "--hold", "-q", "--", "--no-huge", "-m", "128", "--no-pci", "--file-prefix=glate-gen-" + tag,
+       // Without --log-level=4: a global level caps every type's.
+       "--log-level=pmd.net.memif:8", "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
+       "--vdev=net_memif0,role=client,socket=" + dir + "/s0.sock",
+       "--vdev=net_memif1,role=client,socket=" + dir + "/s1.sock"},
+      dir + "/gen.out");
+  const bool turned_away = wait_for(g, "ID not found", 60);
+  const std::string start = "port start all\nstart\n";
+  const bool started = write(commands, start.data(), start.size()) == static_cast<ssize_t>(start.size());
+  const auto report_by = Clock::now() + std::chrono::seconds(60);
+  while (g.running() && Clock::now() < report_by && !std::filesystem::exists(dir + "/gen.json"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The server stops first (--hold), as with psgate.
+  tp.signal(SIGINT);
+  tp.wait(30);
+  close(commands);
+  g.signal(SIGINT);
+  const int rc = g.wait(30);
+  ASSERT_TRUE(turned_away) << "the client was never turned away: the case was not made\n" << g.output();
+  ASSERT_TRUE(started);
+  ASSERT_EQ(rc, 0) << g.output() << "\ntestpmd:\n" << tp.output();
+  const json gj = json::parse(read_text_file(dir + "/gen.json"));
+  EXPECT_EQ(gj["generator"]["links_up"], true);
+  EXPECT_GT(gj["totals"]["tx_packets"].get<uint64_t>(), 0u);
+  EXPECT_GT(gj["totals"]["rx_packets"].get<uint64_t>(), 0u);
+}
+
+// psgate killed (SIGKILL) mid-run: the generator reported the frames psgate
+// held as lost and what TX offered afterwards as "refused by full TX rings",
+// and nothing about the link. The report names the links that went down.
+TEST(GenSmoke, APeerKilledMidRunIsReportedAsItsLinksGoingDown) {
+  const std::string psgate = env("PSGATE_BIN"), gen = env("PSGATE_GEN_BIN");
+  ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
+  const ScratchDir scratch("psgate-gen-kill");
+  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+  const std::string& dir = scratch.path;
+  const std::string tag = std::to_string(getpid());
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  std::ofstream(dir + "/psgate.toml") << R"([eal]
+args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=gkill-psg-)"
+                                      << tag << R"(", "--log-level=4"]
+[ports.wire]
+device = "net_memif0,role=server,socket=)"
+                                      << dir << R"(/wire.sock"
+[ports.host]
+device = "net_memif1,role=server,socket=)"
+                                      << dir << R"(/host.sock"
+[lcores]
+main = 0
+data = [1]
+[stats]
+interval = "0s"
+[dataplane]
+mbufs = 8191
+[control]
+socket = ")" << dir << R"(/psgate.sock"
+[[jobs]]
+id = 1
+rank = 0
+match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
+)";
+  ChildProcess psg({psgate, "--config", dir + "/psgate.toml", "--duration", "240"}, dir + "/psgate.out");
+  const auto ready_by = Clock::now() + std::chrono::seconds(60);
+  while (psg.running() && Clock::now() < ready_by && psg.output().find(": 1 jobs") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(psg.output().find(": 1 jobs"), std::string::npos) << "psgate did not come up:\n" << psg.output();
+  ChildProcess g({gen,
+                  "--duration",
+                  "30",
+                  "--drain",
+                  "0.2",
+                  "--interval",
+                  "0",
+                  "--rate",
+                  "2kpps",
+                  "--host-port",
+                  "net_memif0",
+                  "--wire-port",
+                  "net_memif1",
+                  "--link-timeout",
+                  "30",
+                  "--json",
+                  dir + "/gen.json",
+                  "--",
+                  "--no-huge",
+                  "-m",
+                  "128",
+                  "--no-pci",
+                  "--file-prefix=gkill-gen-" + tag,
+                  "--log-level=4",
+                  "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
+                  "--vdev=net_memif0,role=client,socket=" + dir + "/host.sock",
+                  "--vdev=net_memif1,role=client,socket=" + dir + "/wire.sock"},
+                 dir + "/gen.out");
+  // Sending once it says its ports are up; psgate dies a second later.
+  const auto up_by = Clock::now() + std::chrono::seconds(60);
+  while (g.running() && Clock::now() < up_by && g.output().find(" up, ") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NE(g.output().find(" up, "), std::string::npos) << g.output();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  psg.kill_now();
+  // A second later the links are down (memif's control socket closed); the run ends on SIGINT.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  g.signal(SIGINT);
+  ASSERT_EQ(g.wait(60), 0) << g.output();
+  const json gj = json::parse(read_text_file(dir + "/gen.json"));
+  EXPECT_GT(gj["totals"]["tx_packets"].get<uint64_t>(), 0u);
+  // .value(): a report without the fields fails here rather than aborting.
+  EXPECT_EQ(gj["generator_side"].value("link_down_events", -1), 2) << gj["ports"].dump();
+  for (const json& port : gj["ports"]) {
+    EXPECT_EQ(port.value("link_down_events", -1), 1) << port.dump();
+    EXPECT_EQ(port.value("link_up_at_end", true), false) << port.dump();
+  }
+  EXPECT_NE(g.output().find("link down during the run: host-side port 0 (net_memif0) went down 1 time(s), still "
+                            "down at the end"),
+            std::string::npos)
+      << g.output();
 }
 
 }  // namespace

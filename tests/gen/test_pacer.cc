@@ -143,6 +143,25 @@ TEST(JobDriver, PpsAndBitRatesOverTenSeconds) {
   }
 }
 
+// The driver is made before the links are awaited and settled; TX starts
+// later. What the bucket would have banked in between is no credit: from
+// start() on, a paced job sends at its rate and no more (it let pacer_depth
+// x rate out at once, a run's rate over its TX time above the profile's).
+TEST(JobDriver, CreditStartsEmptyWhenTxStarts) {
+  JobProfile j = job(RateMode::kPps, 1'000);
+  j.pacer_depth_ns = 1'000'000'000;  // 1 s: 1000 frames of depth
+  JobDriver d(j, kHz, 60, 32, 0);
+  const uint64_t start = 5 * kHz;  // 5 s of link wait and settle
+  d.start(start);
+  uint64_t frames = 0;
+  for (uint64_t now = start; now <= start + kHz; now += kHz / 10'000) {
+    if (d.begin(now) < 0) continue;
+    while (d.admit(60)) ++frames;
+  }
+  EXPECT_LE(frames, 1'000u);  // 1 s at 1 kpps: not 1000 more from the wait
+  EXPECT_GE(frames, 999u);
+}
+
 TEST(JobDriver, IterationPhases) {
   JobProfile j = job(RateMode::kMax, 0);
   j.pattern = Pattern::kIteration;

@@ -5,6 +5,7 @@
 
 #include <regex>
 
+#include "psgate/text.h"
 #include "report.h"
 
 namespace psgate::gen {
@@ -92,6 +93,67 @@ TEST(Report, JsonAndTable) {
   for (const char* s : {"resnet", "bert", "push", "pull", "all", "without a psgate-gen stamp received: 2", "no_mbuf"}) {
     EXPECT_NE(t.find(s), std::string::npos) << s << "\n" << t;
   }
+}
+
+// A peer that went away mid-run (psgate killed) made TX refuse frames,
+// said as "refused by full TX rings", and lost what it held, with nothing
+// in the report about the link. Each port's link-down events and its state
+// at the end are given, summed in generator_side, and said in the table.
+TEST(Report, LinkDownDuringTheRun) {
+  JobProfile a;
+  a.name = "a";
+  RunResult r;
+  r.ports.push_back(PortResult{.role = "host-side", .name = "net_memif0", .port_id = 0});
+  r.ports.push_back(PortResult{.role = "wire-side", .name = "net_memif1", .port_id = 1});
+  JobResult ja{.job = &a, .iterations = 0, .has = {true, false}};
+  ja.dir[kPush].tx_packets = 100;
+  ja.dir[kPush].rx_unique = 100;
+  ja.dir[kPush].tx_dropped = 5;
+  r.jobs = {ja};
+  nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["link_down_events"], 0);
+  EXPECT_EQ(j["ports"][0]["link_up_at_end"], true);
+  EXPECT_EQ(format_table(r).find("link down"), std::string::npos) << format_table(r);
+  EXPECT_NE(format_table(r).find("refused by full TX rings,"), std::string::npos) << format_table(r);
+
+  r.ports[1].link_down_events = 2;
+  r.ports[1].link_up_at_end = false;
+  j = to_json(r);
+  EXPECT_EQ(j["generator_side"]["link_down_events"], 2);
+  EXPECT_EQ(j["ports"][1]["link_down_events"], 2);
+  EXPECT_EQ(j["ports"][1]["link_up_at_end"], false);
+  EXPECT_EQ(j["ports"][0]["link_down_events"], 0);
+  const std::string t = format_table(r);
+  EXPECT_NE(t.find("link down during the run: wire-side port 1 (net_memif1) went down 2 time(s), still down at the "
+                   "end"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("host-side port 0 (net_memif0) went down"), std::string::npos) << t;
+  EXPECT_NE(t.find("refused by full TX rings or a link down"), std::string::npos) << t;
+}
+
+// The name column counted bytes (%-14.14s): a name of two-byte characters
+// was cut inside one, leaving a byte that is not UTF-8 in the table, and
+// short multi-byte names were padded short, out of line.
+TEST(Report, TableNamesAreCutAndPaddedByCharacter) {
+  JobProfile a, b;
+  a.id = 1;
+  a.name = "a\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9";  // 15 characters
+  b.id = 2;
+  b.name = "\u00e9";
+  RunResult r;
+  r.jobs = {JobResult{.job = &a, .iterations = 0, .has = {true, false}},
+            JobResult{.job = &b, .iterations = 0, .has = {true, false}}};
+  const std::string t = format_table(r);
+  for (size_t at = 0; at < t.size();) {
+    const auto cp = psgate::decode_utf8(std::string_view(t).substr(at));
+    ASSERT_TRUE(cp.has_value()) << "not UTF-8 at byte " << at << ":\n" << t;
+    at += cp->length;
+  }
+  EXPECT_NE(t.find("1      a\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9 push"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("2      \u00e9              push"), std::string::npos) << t;  // 1 + 13 spaces
 }
 
 // Whether the generator itself may have caused loss (RX behind, frames
