@@ -96,6 +96,12 @@ std::string write_output_file(const std::string& path, const std::function<bool(
     // Appended (standard output may be a log file); not blocking on a FIFO
     // that has no reader.
     const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ENXIO) {
+      // strerror's "No such device or address" says nothing of the cause.
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+        return "cannot write " + path + ": a FIFO nobody has open for reading (start its reader before the run ends)";
+    }
     if (fd < 0) return system_error("cannot open " + path);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     std::FILE* f = ::fdopen(fd, "a");

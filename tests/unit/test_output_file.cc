@@ -141,6 +141,18 @@ TEST(OutputFile, WhatCannotBeWrittenIsFoundBeforeTheRun) {
   EXPECT_EQ(files_in(t.dir), 1u) << "the check created something";
 }
 
+// A FIFO is accepted at start (its reader may come by the end of the run);
+// one still without a reader at the end is said to be so, not "No such
+// device or address" (ENXIO, what the open says).
+TEST(OutputFile, AFifoWithoutAReaderAtTheEndIsNamedSo) {
+  TempDir t("psgate-output");
+  ASSERT_EQ(::mkfifo(t.path("report.json").c_str(), 0600), 0);
+  EXPECT_EQ(output_file_problem(t.path("report.json")), "");
+  const std::string error = write_output_file(t.path("report.json"), text("report"));
+  EXPECT_NE(error.find("a FIFO nobody has open for reading"), std::string::npos) << error;
+  EXPECT_TRUE(std::filesystem::is_fifo(t.path("report.json"))) << "the FIFO was replaced";
+}
+
 TEST(OutputFile, OneFileSpeltTwoWaysIsTheSame) {
   TempDir t("psgate-output");
   EXPECT_TRUE(same_output_file(t.path("x.json"), t.dir + "/./x.json"));  // neither exists yet
