@@ -15,6 +15,9 @@
 // Failures move to the next endpoint after an exponential backoff with jitter
 // (50 ms doubling to 5 s), never a spin. While the store is unreachable the
 // gateway keeps what it applied last (fail static); status() says since when.
+// Defined across etcd_link.cc (the threads, channels, view and status),
+// etcd_follow.cc, etcd_probe.cc, etcd_session.cc (one file a thread) and
+// etcd_write.cc (write()); etcd_calls.h holds what they share.
 #pragma once
 
 #include <array>
