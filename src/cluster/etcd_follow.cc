@@ -91,17 +91,72 @@ void EtcdLink::view_followed() {
                  failed_before);
 }
 
-void EtcdLink::follow_loop() {
+// What the follow thread carries from one round (a full read, then the
+// watch that follows it) to the next.
+struct EtcdLink::Follow {
+  Follow(size_t endpoint, std::vector<uint64_t> probed, const ClusterKeys& keys, unsigned class_count)
+      : ep(endpoint),
+        start_ids(std::move(probed)),
+        mirror(keys, class_count),
+        start(keys.all()),
+        end(prefix_range_end(keys.all())) {}
+
+  // Grows with each failure (sleep_backoff); back to the least once a
+  // watch follows the view read (read_watch).
   uint64_t backoff = kMinBackoffNs;
-  // Gateways start on different members (by name), so that the watches are
-  // spread and one member's loss moves only its share of them.
-  size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
-  // At the start every endpoint is asked at once which cluster it answers
-  // for: the first read goes to one that answers (the first from the
-  // name's pick on), not to a silent one that would hold it for its whole
-  // deadline, and that read's identity check takes these answers rather
-  // than asking again. One call deadline in all, however many are silent.
+  size_t ep;  // the member read and watched
+  // What each endpoint answered at the start (start_endpoint), for the
+  // first read's identity check only: later ones ask anew.
   std::vector<uint64_t> start_ids;
+  StoreMirror mirror;
+  const std::string start, end;  // the prefix's range
+  // Kept from one full read to the next: a store whose pages had to be
+  // smaller is read so from the start next time.
+  FullReadPages pages{kFirstReadPageKeys, kReadPageKeys, kReadPageBytes, kReadDeadlineNs, kLongestReadDeadlineNs};
+};
+
+// One full read, as its pages arrive.
+struct EtcdLink::FullRead {
+  std::map<std::string, StoreEntry> entries;
+  int64_t at = 0;        // the revision read at: the first page's
+  uint64_t read_id = 0;  // the etcd cluster that answered (the first page's header)
+  std::string from;      // the next page's first key
+  grpc::Status status;   // the last call's; not ok: the read did not complete
+};
+
+// One watch call. The context is declared first, so that it outlives the
+// stream it runs.
+struct EtcdLink::WatchCall {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream;
+};
+
+void EtcdLink::follow_loop() {
+  std::vector<uint64_t> start_ids;
+  const size_t first = start_endpoint(start_ids);
+  Follow f(first, std::move(start_ids), keys_, class_count_);
+  while (!stop_) {
+    follow_endpoint_ = f.ep;
+    auto ch = channel(f.ep, Lane::kFollow);
+    // 1. Everything under the prefix, at one revision: page by page, each
+    //    page at the first one's revision (what it read is the store then).
+    FullRead read = read_prefix(f, ch);
+    if (stop_) break;  // a read cut short is no view to publish
+    if (!take_full_read(f, read)) continue;
+    // 2. Every change after that revision.
+    follow_watch(f, ch);
+  }
+}
+
+// Gateways start on different members (by name), so that the watches are
+// spread and one member's loss moves only its share of them.
+// At the start every endpoint is asked at once which cluster it answers
+// for: the first read goes to one that answers (the first from the
+// name's pick on), not to a silent one that would hold it for its whole
+// deadline, and that read's identity check takes these answers rather
+// than asking again. One call deadline in all, however many are silent.
+size_t EtcdLink::start_endpoint(std::vector<uint64_t>& start_ids) {
+  size_t ep = std::hash<std::string>{}(spec_.name) % endpoints_.size();
   if (endpoints_.size() > 1) {
     start_ids = probe_cluster_ids(std::vector<bool>(endpoints_.size(), true));
     for (size_t k = 0; k < endpoints_.size(); ++k) {
@@ -111,303 +166,344 @@ void EtcdLink::follow_loop() {
       }
     }
   }
-  StoreMirror mirror(keys_, class_count_);
-  const std::string start = keys_.all(), end = prefix_range_end(keys_.all());
-  // Kept from one full read to the next: a store whose pages had to be
-  // smaller is read so from the start next time.
-  FullReadPages pages(kFirstReadPageKeys, kReadPageKeys, kReadPageBytes, kReadDeadlineNs, kLongestReadDeadlineNs);
-  while (!stop_) {
-    follow_endpoint_ = ep;
-    auto ch = channel(ep, Lane::kFollow);
-    // 1. Everything under the prefix, at one revision: page by page, each
-    //    page at the first one's revision (what it read is the store then).
-    {
-      auto kv = pb::KV::NewStub(ch);
-      std::map<std::string, StoreEntry> entries;
-      int64_t at = 0;        // the revision read at: the first page's
-      uint64_t read_id = 0;  // the etcd cluster that answered (the first page's header)
-      std::string from = start;
-      grpc::Status s;
-      for (;;) {
-        grpc::ClientContext ctx;
-        prepare_call(ctx, pages.deadline_ns());
-        {
-          // Registered before stop_ is read: a stop either sees it and
-          // cancels the call, or was seen here.
-          std::lock_guard<std::mutex> lock(mutex_);
-          read_context_ = &ctx;
-        }
-        if (stop_) {
-          std::lock_guard<std::mutex> lock(mutex_);
-          read_context_ = nullptr;
-          break;
-        }
-        pb::RangeRequest req;
-        req.set_key(from);
-        req.set_range_end(end);
-        req.set_limit(pages.keys());
-        req.set_revision(at);  // 0: the newest
-        pb::RangeResponse resp;
-        const uint64_t asked_ns = now_ns();
-        s = kv->Range(&ctx, req, &resp);
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          read_context_ = nullptr;
-        }
-        if (!s.ok()) {
-          if (stop_) break;
-          if (pages.keys() == 1 && over_receive_limit(s)) {
-            // One key's value is larger than this gateway may receive: no
-            // page, however small or long, can bring it. Asked again and
-            // again (each time etcd built the whole value to send), it left
-            // the gateway "store unreachable" for good, the store answering.
-            // Read without its value: a key outside the layout is ignored
-            // as ever, a document is refused, naming its size.
-            auto k = first_key(ep, from, end, at);
-            if (!k) break;  // the member does not answer: the next one
-            if (at == 0) {
-              at = k->revision;
-              read_id = k->cluster_id;
-            }
-            const uint64_t bytes = received_size(s);
-            const bool document = mirror.keeps_value(k->key);
-            k->entry.value = document ? unreceived_value(bytes) : std::string();
-            spdlog::warn(
-                "cluster: {} holds a value of about {} bytes, more than the {} this gateway can receive: read without "
-                "it ({}); delete or shrink it (etcdctl del {})",
-                k->key, bytes, kStoreReceiveLimitBytes,
-                document ? "refused as a document" : "ignored, as is every key outside the layout", k->key);
-            entries[k->key] = std::move(k->entry);
-            from = k->key + '\0';
-            continue;
-          }
-          if (s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
-              s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED)
-            break;
-          // Late or larger than the receive limit: too much at once for
-          // this store or link, or a member that no longer answers. The
-          // pages get smaller either way (they grow back once pages arrive
-          // in time); a member that answers is asked again at once.
-          const int64_t left = keys_left(ep, from, end, at);
-          const int64_t asked = pages.keys();
-          const uint64_t allowed_ns = pages.deadline_ns();
-          const bool smaller = pages.too_large(left > 0 ? left : 0);
-          if (left < 0 || !smaller) break;
-          spdlog::info(
-              "cluster: a page of {} key(s) of the full read from {} did not arrive ({} within {} ms; {} key(s) "
-              "still to read): asking for {} key(s) a page, within {} ms",
-              asked, endpoints_[ep].target, status_text(s), allowed_ns / kMs, left, pages.keys(),
-              pages.deadline_ns() / kMs);
-          continue;
-        }
-        pages.arrived(now_ns() - asked_ns, resp.kvs_size(), resp.ByteSizeLong());
-        if (at == 0) {
-          at = resp.header().revision();
-          read_id = resp.header().cluster_id();
-        }
-        for (const auto& k : resp.kvs()) {
-          // A key outside the layout is kept without its value (StoreMirror::put).
-          entries[k.key()] = StoreEntry{mirror.keeps_value(k.key()) ? k.value() : std::string(), k.create_revision(),
-                                        k.mod_revision(), k.lease()};
-        }
-        if (!resp.more() || resp.kvs_size() == 0) break;
-        from = resp.kvs(resp.kvs_size() - 1).key() + '\0';  // the next key after the last read
-      }
-      if (stop_) break;  // a read cut short is no view to publish
-      // The start-up answers serve the first read only: later ones ask anew.
-      const std::vector<uint64_t> probed = std::exchange(start_ids, {});
-      if (!s.ok()) {
-        // Compacted past the first page's revision while paging: start
-        // over at the newest, on this member (it answers).
-        const bool compacted = s.error_code() == grpc::StatusCode::OUT_OF_RANGE;
-        if (compacted) {
-          full_read_compacted(fmt::format("full read compacted at revision {} while paging", at), status_text(s));
-          sleep_backoff(backoff);
-          continue;
-        }
-        set_connected(false, endpoints_[ep].target + ": " + status_text(s));
-        drop_channel(ep, Lane::kFollow);
-        ep = (ep + 1) % endpoints_.size();
-        sleep_backoff(backoff);
-        continue;
-      }
-      bool replaced = false;
-      if (!store_followable(ep, read_id, replaced, probed)) {
-        std::string why;
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          why = foreign_store_;
-        }
-        set_connected(false, why);
-        drop_channel(ep, Lane::kFollow);
-        ep = (ep + 1) % endpoints_.size();
-        sleep_backoff(backoff);
-        continue;
-      }
-      const int64_t before = mirror.revision();
-      mirror.reset(std::move(entries), at, replaced);
-      if (mirror.revision() < before) {
-        spdlog::warn(
-            "cluster: the store's revision went back from {} to {} (restored from a snapshot, or another "
-            "cluster at these endpoints?): following it from there",
-            before, mirror.revision());
-      }
-      publish_view(mirror);
-      set_connected(true, "");
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++full_reads_;
-    }
-    // 2. Every change after that revision.
-    auto watch = pb::Watch::NewStub(ch);
+  return ep;
+}
+
+EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::Channel>& ch) {
+  auto kv = pb::KV::NewStub(ch);
+  FullRead r;
+  r.from = f.start;
+  for (;;) {
     grpc::ClientContext ctx;
-    require_leader(ctx);
-    auto stream = watch->Watch(&ctx);
+    prepare_call(ctx, f.pages.deadline_ns());
+    {
+      // Registered before stop_ is read: a stop either sees it and
+      // cancels the call, or was seen here.
+      std::lock_guard<std::mutex> lock(mutex_);
+      read_context_ = &ctx;
+    }
+    if (stop_) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      read_context_ = nullptr;
+      break;
+    }
+    pb::RangeRequest req;
+    req.set_key(r.from);
+    req.set_range_end(f.end);
+    req.set_limit(f.pages.keys());
+    req.set_revision(r.at);  // 0: the newest
+    pb::RangeResponse resp;
+    const uint64_t asked_ns = now_ns();
+    r.status = kv->Range(&ctx, req, &resp);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      watch_context_ = &ctx;
+      read_context_ = nullptr;
+    }
+    if (!r.status.ok()) {
+      if (stop_) break;
+      if (f.pages.keys() == 1 && over_receive_limit(r.status)) {
+        if (!read_key_without_value(f, r)) break;  // the member does not answer: the next one
+        continue;
+      }
+      if (!ask_smaller_pages(f, r)) break;
+      continue;
+    }
+    f.pages.arrived(now_ns() - asked_ns, resp.kvs_size(), resp.ByteSizeLong());
+    if (r.at == 0) {
+      r.at = resp.header().revision();
+      r.read_id = resp.header().cluster_id();
+    }
+    for (const auto& k : resp.kvs()) {
+      // A key outside the layout is kept without its value (StoreMirror::put).
+      r.entries[k.key()] = StoreEntry{f.mirror.keeps_value(k.key()) ? k.value() : std::string(), k.create_revision(),
+                                      k.mod_revision(), k.lease()};
+    }
+    if (!resp.more() || resp.kvs_size() == 0) break;
+    r.from = resp.kvs(resp.kvs_size() - 1).key() + '\0';  // the next key after the last read
+  }
+  return r;
+}
+
+// One key's value is larger than this gateway may receive: no page, however
+// small or long, can bring it. Asked again and again (each time etcd built
+// the whole value to send), it left the gateway "store unreachable" for
+// good, the store answering. Read without its value: a key outside the
+// layout is ignored as ever, a document is refused, naming its size.
+bool EtcdLink::read_key_without_value(Follow& f, FullRead& r) {
+  auto k = first_key(f.ep, r.from, f.end, r.at);
+  if (!k) return false;
+  if (r.at == 0) {
+    r.at = k->revision;
+    r.read_id = k->cluster_id;
+  }
+  const uint64_t bytes = received_size(r.status);
+  const bool document = f.mirror.keeps_value(k->key);
+  k->entry.value = document ? unreceived_value(bytes) : std::string();
+  spdlog::warn(
+      "cluster: {} holds a value of about {} bytes, more than the {} this gateway can receive: read without "
+      "it ({}); delete or shrink it (etcdctl del {})",
+      k->key, bytes, kStoreReceiveLimitBytes,
+      document ? "refused as a document" : "ignored, as is every key outside the layout", k->key);
+  r.entries[k->key] = std::move(k->entry);
+  r.from = k->key + '\0';
+  return true;
+}
+
+bool EtcdLink::ask_smaller_pages(Follow& f, const FullRead& r) {
+  if (r.status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+      r.status.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED)
+    return false;
+  // Late or larger than the receive limit: too much at once for this store
+  // or link, or a member that no longer answers. The pages get smaller
+  // either way (they grow back once pages arrive in time); a member that
+  // answers is asked again at once.
+  const int64_t left = keys_left(f.ep, r.from, f.end, r.at);
+  const int64_t asked = f.pages.keys();
+  const uint64_t allowed_ns = f.pages.deadline_ns();
+  const bool smaller = f.pages.too_large(left > 0 ? left : 0);
+  if (left < 0 || !smaller) return false;
+  spdlog::info(
+      "cluster: a page of {} key(s) of the full read from {} did not arrive ({} within {} ms; {} key(s) "
+      "still to read): asking for {} key(s) a page, within {} ms",
+      asked, endpoints_[f.ep].target, status_text(r.status), allowed_ns / kMs, left, f.pages.keys(),
+      f.pages.deadline_ns() / kMs);
+  return true;
+}
+
+bool EtcdLink::take_full_read(Follow& f, FullRead& r) {
+  // The start-up answers serve the first read only: later ones ask anew.
+  const std::vector<uint64_t> probed = std::exchange(f.start_ids, {});
+  if (!r.status.ok()) {
+    // Compacted past the first page's revision while paging: start over at
+    // the newest, on this member (it answers).
+    const bool compacted = r.status.error_code() == grpc::StatusCode::OUT_OF_RANGE;
+    if (compacted) {
+      full_read_compacted(fmt::format("full read compacted at revision {} while paging", r.at), status_text(r.status));
+      sleep_backoff(f.backoff);
+      return false;
+    }
+    set_connected(false, endpoints_[f.ep].target + ": " + status_text(r.status));
+    next_endpoint(f);
+    return false;
+  }
+  bool replaced = false;
+  if (!store_followable(f.ep, r.read_id, replaced, probed)) {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      why = foreign_store_;
+    }
+    set_connected(false, why);
+    next_endpoint(f);
+    return false;
+  }
+  const int64_t before = f.mirror.revision();
+  f.mirror.reset(std::move(r.entries), r.at, replaced);
+  if (f.mirror.revision() < before) {
+    spdlog::warn(
+        "cluster: the store's revision went back from {} to {} (restored from a snapshot, or another "
+        "cluster at these endpoints?): following it from there",
+        before, f.mirror.revision());
+  }
+  publish_view(f.mirror);
+  set_connected(true, "");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++full_reads_;
+  return true;
+}
+
+void EtcdLink::next_endpoint(Follow& f) {
+  drop_channel(f.ep, Lane::kFollow);
+  f.ep = (f.ep + 1) % endpoints_.size();
+  sleep_backoff(f.backoff);
+}
+
+namespace {
+
+// The watch of the prefix from `revision` on.
+pb::WatchRequest watch_create(const std::string& start, const std::string& end, int64_t revision) {
+  pb::WatchRequest create;
+  auto* c = create.mutable_create_request();
+  c->set_key(start);
+  c->set_range_end(end);
+  c->set_start_revision(revision);
+  c->set_progress_notify(true);
+  // A response larger than etcd's --max-request-bytes comes in fragments
+  // of at most that: a watch created behind the store's head (writes
+  // while the prefix was read) is sent the revisions since in one
+  // response of up to 1000 revisions, which over a narrow link took
+  // longer than the silence deadline to arrive: the watch was cancelled,
+  // the prefix read again, the next watch behind again, for as long as
+  // the writes went on, never delivering a change. Fragments arrive.
+  c->set_fragment(true);
+  return create;
+}
+
+// A watch response's events, added to those of its fragments before
+// (`pending`), with the bytes of the values kept (`pending_bytes`: those
+// outside the layout are not).
+void add_events(const pb::WatchResponse& resp, const StoreMirror& mirror, std::vector<WatchEvent>& pending,
+                size_t& pending_bytes) {
+  for (const auto& ev : resp.events()) {
+    const auto& k = ev.kv();
+    const bool keep = mirror.keeps_value(k.key());
+    pending_bytes += k.key().size() + (keep ? k.value().size() : 0);
+    pending.push_back(
+        WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
+                   StoreEntry{keep ? k.value() : std::string(), k.create_revision(), k.mod_revision(), k.lease()}});
+  }
+}
+
+// A whole response (its last fragment `resp`) with the events of all its
+// fragments.
+WatchMessage watch_message(const pb::WatchResponse& resp, std::vector<WatchEvent> events) {
+  WatchMessage m;
+  m.created = resp.created();
+  m.canceled = resp.canceled();
+  m.compact_revision = resp.compact_revision();
+  m.revision = resp.header().revision();
+  m.requested_progress = resp.watch_id() == -1;
+  m.cancel_reason = resp.cancel_reason();
+  m.events = std::move(events);
+  return m;
+}
+
+}  // namespace
+
+void EtcdLink::follow_watch(Follow& f, const std::shared_ptr<grpc::Channel>& ch) {
+  auto watch = pb::Watch::NewStub(ch);
+  WatchCall w;
+  require_leader(w.ctx);
+  w.stream = watch->Watch(&w.ctx);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watch_context_ = &w.ctx;
+    last_watch_message_ns_ = now_ns();
+  }
+  const bool healthy = w.stream->Write(watch_create(f.start, f.end, f.mirror.revision() + 1));
+  {
+    // The session thread asks for progress through this (a Write may run
+    // beside this thread's Read; writes are serialised by
+    // watch_write_mutex_).
+    std::lock_guard<std::mutex> lock(watch_write_mutex_);
+    ask_progress_ = [s = w.stream.get()] {
+      pb::WatchRequest r;
+      r.mutable_progress_request();
+      return s->Write(r);
+    };
+  }
+  if (healthy) read_watch(f, w);
+  const grpc::Status s = finish_watch(w);
+  if (stop_) return;
+  after_watch(f, s);
+}
+
+void EtcdLink::read_watch(Follow& f, WatchCall& w) {
+  pb::WatchResponse resp;
+  // The events of the response being received (of all its fragments so
+  // far, for a fragmented one: a revision's events are applied together,
+  // the whole response is), and the bytes of the values kept (those
+  // outside the layout are not).
+  std::vector<WatchEvent> pending;
+  size_t pending_bytes = 0;
+  bool created = false;
+  bool current = false;  // the view is current (follow_state_): the watch is created and cannot be compacted away
+  while (!stop_ && w.stream->Read(&resp)) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
       last_watch_message_ns_ = now_ns();
     }
-    pb::WatchRequest create;
-    auto* c = create.mutable_create_request();
-    c->set_key(start);
-    c->set_range_end(end);
-    c->set_start_revision(mirror.revision() + 1);
-    c->set_progress_notify(true);
-    // A response larger than etcd's --max-request-bytes comes in fragments
-    // of at most that: a watch created behind the store's head (writes
-    // while the prefix was read) is sent the revisions since in one
-    // response of up to 1000 revisions, which over a narrow link took
-    // longer than the silence deadline to arrive: the watch was cancelled,
-    // the prefix read again, the next watch behind again, for as long as
-    // the writes went on, never delivering a change. Fragments arrive.
-    c->set_fragment(true);
-    bool healthy = stream->Write(create);
-    {
-      // The session thread asks for progress through this (a Write may run
-      // beside this thread's Read; writes are serialised by
-      // watch_write_mutex_).
-      std::lock_guard<std::mutex> lock(watch_write_mutex_);
-      ask_progress_ = [s = stream.get()] {
-        pb::WatchRequest r;
-        r.mutable_progress_request();
-        return s->Write(r);
-      };
-    }
-    pb::WatchResponse resp;
-    // The events of the response being received (of all its fragments so
-    // far, for a fragmented one: a revision's events are applied together,
-    // the whole response is), and the bytes of the values kept (those
-    // outside the layout are not).
-    std::vector<WatchEvent> pending;
-    size_t pending_bytes = 0;
-    bool created = false;
-    bool current = false;  // the view is current (follow_state_): the watch is created and cannot be compacted away
-    while (healthy && !stop_ && stream->Read(&resp)) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        last_watch_message_ns_ = now_ns();
-      }
-      bool became_current = false;
-      if (resp.created()) {
-        created = true;
-        std::lock_guard<std::mutex> lock(mutex_);
-        became_current = current = follow_state_.watch_created(resp.header().revision(), mirror.revision());
-      }
-      for (const auto& ev : resp.events()) {
-        const auto& k = ev.kv();
-        const bool keep = mirror.keeps_value(k.key());
-        pending_bytes += k.key().size() + (keep ? k.value().size() : 0);
-        pending.push_back(
-            WatchEvent{ev.type() == mvccpb::Event::PUT, k.key(),
-                       StoreEntry{keep ? k.value() : std::string(), k.create_revision(), k.mod_revision(), k.lease()}});
-      }
-      // One message is at most that (gRPC's receive limit); fragments add up.
-      if (pending_bytes > kStoreReceiveLimitBytes) {
-        spdlog::warn(
-            "cluster: a watch response of more than {} bytes of documents, in fragments: reading "
-            "everything again",
-            kStoreReceiveLimitBytes);
-        break;
-      }
-      if (resp.fragment()) continue;  // more of this response to come
-      WatchMessage m;
-      m.created = resp.created();
-      m.canceled = resp.canceled();
-      m.compact_revision = resp.compact_revision();
-      m.revision = resp.header().revision();
-      m.requested_progress = resp.watch_id() == -1;
-      m.cancel_reason = resp.cancel_reason();
-      m.events = std::exchange(pending, {});
-      pending_bytes = 0;
-      const WatchOutcome outcome = apply_watch_message(mirror, m);
-      if (outcome == WatchOutcome::kReadAgain) {
-        const std::string what =
-            m.compact_revision > 0 ? "compacted at revision " + std::to_string(m.compact_revision) : "cancelled";
-        // Compacted before it delivered anything: the read it was to follow
-        // was compacted away as surely as one while paging, and a store
-        // compacted between every read and its watch would otherwise be
-        // read again and again, never followed, with health ok.
-        if (m.compact_revision > 0 && !current) {
-          full_read_compacted(
-              fmt::format("the watch from revision {} {} before it delivered anything", mirror.revision() + 1, what),
-              m.cancel_reason.empty() ? "watch " + what : m.cancel_reason);
-        } else {
-          spdlog::warn("cluster: watch {} ({}): reading everything again", what, m.cancel_reason);
-        }
-        break;
-      }
-      if (outcome == WatchOutcome::kChanged) {
-        publish_view(mirror);
-        std::lock_guard<std::mutex> lock(mutex_);
-        events_ += m.events.size();
-        if (follow_state_.watch_delivered()) became_current = current = true;
-      }
-      if (created) set_connected(true, "");
-      // Followed from here: the next failure backs off from the start, and
-      // reads compacted away before are over.
-      if (became_current) {
-        backoff = kMinBackoffNs;
-        view_followed();
-      }
-    }
-    {
+    bool became_current = false;
+    if (resp.created()) {
+      created = true;
       std::lock_guard<std::mutex> lock(mutex_);
-      watch_context_ = nullptr;
-      ++watch_restarts_;
-      // Still connected, maybe (a watch cancelled for silence or compacted),
-      // but nothing after this view is delivered until the next watch: the
-      // leader pauses (lead()).
-      follow_state_.watch_ended();
+      became_current = current = follow_state_.watch_created(resp.header().revision(), f.mirror.revision());
     }
-    {
-      // No progress request runs on the stream past this point.
-      std::lock_guard<std::mutex> lock(watch_write_mutex_);
-      ask_progress_ = nullptr;
-    }
-    ctx.TryCancel();
-    const grpc::Status s = stream->Finish();
-    if (stop_) break;
-    if (over_receive_limit(s)) {
-      // A change larger than this gateway can receive (one value, or
-      // etcd's batch of many): the member answers, and a full read reads
-      // such a value's key without it. Not "store unreachable".
+    add_events(resp, f.mirror, pending, pending_bytes);
+    // One message is at most that (gRPC's receive limit); fragments add up.
+    if (pending_bytes > kStoreReceiveLimitBytes) {
       spdlog::warn(
-          "cluster: the watch's message of about {} bytes is more than the {} this gateway can receive: "
-          "reading everything again",
-          received_size(s), kStoreReceiveLimitBytes);
-      sleep_backoff(backoff);
-    } else if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
-      set_connected(false, endpoints_[ep].target + ": watch: " + status_text(s));
-      drop_channel(ep, Lane::kFollow);
-      ep = (ep + 1) % endpoints_.size();
-      sleep_backoff(backoff);
-    } else if (!s.ok()) {
-      // Cancelled by the session thread (silent watch) or by the server: this
-      // member may be cut off; try the next one.
-      drop_channel(ep, Lane::kFollow);
-      ep = (ep + 1) % endpoints_.size();
-      sleep_backoff(backoff);
+          "cluster: a watch response of more than {} bytes of documents, in fragments: reading "
+          "everything again",
+          kStoreReceiveLimitBytes);
+      break;
     }
+    if (resp.fragment()) continue;  // more of this response to come
+    const WatchMessage m = watch_message(resp, std::exchange(pending, {}));
+    pending_bytes = 0;
+    const WatchOutcome outcome = apply_watch_message(f.mirror, m);
+    if (outcome == WatchOutcome::kReadAgain) {
+      watch_read_again(f.mirror, m, current);
+      break;
+    }
+    if (outcome == WatchOutcome::kChanged) {
+      publish_view(f.mirror);
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_ += m.events.size();
+      if (follow_state_.watch_delivered()) became_current = current = true;
+    }
+    if (created) set_connected(true, "");
+    // Followed from here: the next failure backs off from the start, and
+    // reads compacted away before are over.
+    if (became_current) {
+      f.backoff = kMinBackoffNs;
+      view_followed();
+    }
+  }
+}
+
+void EtcdLink::watch_read_again(const StoreMirror& mirror, const WatchMessage& m, bool current) {
+  const std::string what =
+      m.compact_revision > 0 ? "compacted at revision " + std::to_string(m.compact_revision) : "cancelled";
+  // Compacted before it delivered anything: the read it was to follow was
+  // compacted away as surely as one while paging, and a store compacted
+  // between every read and its watch would otherwise be read again and
+  // again, never followed, with health ok.
+  if (m.compact_revision > 0 && !current) {
+    full_read_compacted(
+        fmt::format("the watch from revision {} {} before it delivered anything", mirror.revision() + 1, what),
+        m.cancel_reason.empty() ? "watch " + what : m.cancel_reason);
+  } else {
+    spdlog::warn("cluster: watch {} ({}): reading everything again", what, m.cancel_reason);
+  }
+}
+
+grpc::Status EtcdLink::finish_watch(WatchCall& w) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watch_context_ = nullptr;
+    ++watch_restarts_;
+    // Still connected, maybe (a watch cancelled for silence or compacted),
+    // but nothing after this view is delivered until the next watch: the
+    // leader pauses (lead()).
+    follow_state_.watch_ended();
+  }
+  {
+    // No progress request runs on the stream past this point.
+    std::lock_guard<std::mutex> lock(watch_write_mutex_);
+    ask_progress_ = nullptr;
+  }
+  w.ctx.TryCancel();
+  return w.stream->Finish();
+}
+
+void EtcdLink::after_watch(Follow& f, const grpc::Status& s) {
+  if (over_receive_limit(s)) {
+    // A change larger than this gateway can receive (one value, or etcd's
+    // batch of many): the member answers, and a full read reads such a
+    // value's key without it. Not "store unreachable".
+    spdlog::warn(
+        "cluster: the watch's message of about {} bytes is more than the {} this gateway can receive: "
+        "reading everything again",
+        received_size(s), kStoreReceiveLimitBytes);
+    sleep_backoff(f.backoff);
+  } else if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
+    set_connected(false, endpoints_[f.ep].target + ": watch: " + status_text(s));
+    next_endpoint(f);
+  } else if (!s.ok()) {
+    // Cancelled by the session thread (silent watch) or by the server: this
+    // member may be cut off; try the next one.
+    next_endpoint(f);
   }
 }
 
