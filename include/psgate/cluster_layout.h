@@ -375,7 +375,7 @@ enum class StoreIdentity {
 StoreIdentity store_identity(uint64_t followed_id, uint64_t read_id, const std::vector<uint64_t>& endpoint_ids,
                              const std::vector<bool>& served_followed = {});
 
-// The watch's silence check (etcd_link.cc) across a time this process did
+// The watch's silence check (etcd_session.cc) across a time this process did
 // not run. The session thread ends each round in a sleep of `planned` ns;
 // one that lasted longer by more than `stall` ns means the process was
 // frozen or starved of CPU, and that time is not the watch's silence (or

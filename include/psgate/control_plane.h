@@ -2,7 +2,9 @@
 // The control operations: every change an operator or a scheduler can make.
 // The commands come from one table (control_commands.h: name, arguments,
 // help, parser); each parsed request type has its handler here, apply().
-// See docs/control-protocol.md.
+// See docs/control-protocol.md. Defined in src/control/: control_plane.cc
+// (the dispatch, commit, the tick), control_apply.cc (the handlers) and
+// control_cluster.cc (cluster mode).
 //
 // All or nothing: a handler is const. It reads the state in force and returns
 // either a read's reply or a Candidate, a whole new ControlState; only

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Full reads of the store's prefix compacted away although the store
-// answers, as pure logic with the clock passed in (etcd_link.cc's follow
+// answers, as pure logic with the clock passed in (etcd_follow.cc's follow
 // thread counts them; tests drive it directly).
 //
 // A full read is paged, each page at the first page's revision; a

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // How much of the store's prefix one call of a full read asks for, and how
-// long it may take, learnt from how the calls went (etcd_link.cc's follow
+// long it may take, learnt from how the calls went (etcd_follow.cc's follow
 // thread; pure, so tests drive it directly).
 //
 // A full read is paged, each page under its own deadline, so that a dead

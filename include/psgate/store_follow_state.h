@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What cluster mode's follow thread (etcd_link.cc) can say of its view of
+// What cluster mode's follow thread (etcd_follow.cc) can say of its view of
 // the store, as pure logic: whether the store answers, and whether the view
 // is current. The two differ: a watch cancelled for silence or compacted
 // ends with the store still answering, and until the prefix is read again

@@ -15,6 +15,9 @@
 // Failures move to the next endpoint after an exponential backoff with jitter
 // (50 ms doubling to 5 s), never a spin. While the store is unreachable the
 // gateway keeps what it applied last (fail static); status() says since when.
+// Defined across etcd_link.cc (the threads, channels, view and status),
+// etcd_follow.cc, etcd_probe.cc, etcd_session.cc (one file a thread) and
+// etcd_write.cc (write()); etcd_calls.h holds what they share.
 #pragma once
 
 #include <array>
@@ -67,7 +70,38 @@ class EtcdLink final : public ClusterLink {
   int wake_fd() const override { return wake_fd_; }
 
  private:
+  // The follow thread (etcd_follow.cc): round after round, a full read
+  // (read_prefix, take_full_read), then a watch from its revision
+  // (follow_watch) until that ends.
+  struct Follow;     // what one round leaves the next: the member, the backoff, the mirror, the page size
+  struct FullRead;   // one full read, as its pages arrive
+  struct WatchCall;  // one watch's call and stream
   void follow_loop();
+  // The member the first read goes to; `start_ids`: what each endpoint
+  // answered at the start (left empty with one endpoint).
+  size_t start_endpoint(std::vector<uint64_t>& start_ids);
+  // Everything under the prefix at one revision, page by page; its status
+  // is not ok where the read did not complete.
+  FullRead read_prefix(Follow& f, const std::shared_ptr<grpc::Channel>& ch);
+  // A page of one key that gRPC refused as larger than it may receive: the
+  // key read without its value; false when the member does not answer.
+  bool read_key_without_value(Follow& f, FullRead& r);
+  // A page that came late or too large: true when it is to be asked again,
+  // in fewer keys.
+  bool ask_smaller_pages(Follow& f, const FullRead& r);
+  // The full read made the view (published, connected); false when it
+  // failed or is another cluster's, and the backoff has been slept.
+  bool take_full_read(Follow& f, FullRead& r);
+  // Gives up on the member in use: the next one, after the backoff.
+  void next_endpoint(Follow& f);
+  void follow_watch(Follow& f, const std::shared_ptr<grpc::Channel>& ch);
+  void read_watch(Follow& f, WatchCall& w);  // applies each change until the watch ends
+  // Says why a watch ended for a full read again (compacted or cancelled).
+  void watch_read_again(const StoreMirror& mirror, const WatchMessage& m, bool current);
+  grpc::Status finish_watch(WatchCall& w);  // the watch no longer counts as live; how it ended
+  // After a watch ended as `s` says: the backoff, and another member where
+  // this one failed or was cancelled.
+  void after_watch(Follow& f, const grpc::Status& s);
   // How many keys of [from, end) at `revision` (0: the newest) the member
   // at `endpoint` holds, asked with a count-only read; -1 when it does not
   // answer (within a page's first deadline).

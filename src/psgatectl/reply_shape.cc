@@ -27,7 +27,7 @@ constexpr Presence kNullable = Presence::kNullable;
 constexpr Presence kOptional = Presence::kOptional;
 
 // What each command's formatter reads (format.cc), in the daemon's shape
-// (control_plane.cc, stats_json.cc, config_json.cc).
+// (control_apply.cc, control_cluster.cc, stats_json.cc, config_json.cc).
 constexpr Member kHealth[] = {{"status", Type::kString}, {"version", Type::kString}};
 constexpr Member kJob[] = {{"job", Type::kObject}, {"job.id", Type::kUint}, {"job.rank", Type::kUint}};
 constexpr Member kJobsList[] = {{"jobs", Type::kArray},
@@ -51,7 +51,7 @@ constexpr Member kReload[] = {{"file", Type::kString},
 constexpr Member kOrder[] = {{"jobs", Type::kArray}, {"jobs[]", Type::kObject}, {"jobs[].id", Type::kUint}};
 constexpr Member kClusterWrite[] = {{"store_revision", Type::kUint}};
 // The confirmations of jobs.load, jobs.remove, class.set and shaper.set
-// (control_plane.cc), which format_confirmation prints.
+// (control_apply.cc), which format_confirmation prints.
 constexpr Member kJobsLoad[] = {{"added", Type::kArray}, {"added[]", Type::kUint}};
 constexpr Member kJobsRemove[] = {{"removed", Type::kUint}, {"note", Type::kString, kOptional}};
 constexpr Member kClassSet[] = {{"port", Type::kString},           {"class", Type::kUint},
@@ -156,7 +156,7 @@ psgate::Result<bool> check_reply_shape(Kind kind, const std::string& command, co
   // no job or order to show (format_confirmation).
   const bool to_store = result.is_object() && result.contains("applied_here") && result["applied_here"] == false;
   // Cluster mode, applied here, the job removed by another writer before
-  // the reply was made: "job" is null (control_plane.cc, job_json).
+  // the reply was made: "job" is null (control_apply.cc, job_json).
   const bool job_gone =
       result.is_object() && result.contains("store_revision") && result.contains("job") && result["job"].is_null();
   switch (kind) {

@@ -86,7 +86,7 @@ struct ShapeCase {
   const char* problem;  // "" when the result is of the daemon's shape
 };
 
-// The confirmations, as the daemon makes them (control_plane.cc) and as
+// The confirmations, as the daemon makes them (control_apply.cc) and as
 // another shape would read.
 const ShapeCase kConfirmations[] = {
     {Kind::kJobsLoad, R"({"added": [1, 2]})", ""},

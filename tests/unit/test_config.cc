@@ -508,7 +508,7 @@ TEST(ConfigParse, ClusterEndpoints) {
 }
 
 // The values the socket can set are checked by these same functions
-// (control_plane.cc); the loader's messages above come from them too.
+// (control_apply.cc); the loader's messages above come from them too.
 TEST(ConfigChecks, SharedValueChecks) {
   ClassSpec c;
   EXPECT_FALSE(check_class(c));

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the etcd link's files share (etcd_link.h's class, defined across
+// etcd_link.cc, etcd_follow.cc, etcd_probe.cc, etcd_session.cc and
+// etcd_write.cc): the clock, how a call to the store is bounded, and how a
+// failed one is read. Private to src/cluster/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <grpcpp/support/status.h>
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
+namespace etcdserverpb {
+class TxnRequest;
+}  // namespace etcdserverpb
+
+namespace psgate::etcd_detail {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kMinBackoffNs = 50 * kMs;
+constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
+
+uint64_t now_ns();  // steady clock
+
+// b - a, or 0 when another thread stamped `a` after `b` was read.
+uint64_t elapsed(uint64_t a, uint64_t b);
+
+void set_deadline(grpc::ClientContext& ctx, uint64_t ns);
+
+// etcd's WithRequireLeader: a member that has lost its raft leader fails the
+// call instead of answering from a store that no longer moves.
+void require_leader(grpc::ClientContext& ctx);
+
+// Every unary call to the store: bounded, and refused by a leaderless member.
+void prepare_call(grpc::ClientContext& ctx, uint64_t deadline_ns);
+
+// A transaction's condition: `key` was created at `revision` (0: it does not exist).
+void compare_created(etcdserverpb::TxnRequest& txn, const std::string& key, int64_t revision);
+
+// Whether the store (or gRPC on its way) answered and refused the request
+// itself, which sending it again, or to another member, would not change:
+// etcd's "request is too large" (InvalidArgument), its space quota's alarm
+// and gRPC's message size limit (ResourceExhausted, unlike "too many
+// requests", which is load), auth. Not a lost connection.
+bool store_refused(const grpc::Status& s);
+
+std::string status_text(const grpc::Status& s);
+
+}  // namespace psgate::etcd_detail
