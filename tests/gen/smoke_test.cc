@@ -67,6 +67,31 @@ const json* find_job(const json& jobs, uint64_t id) {
   return nullptr;
 }
 
+// psgate between two generator ports: memif servers on DIR/wire.sock and
+// DIR/host.sock (the generator's clients connect there), one data lcore,
+// control socket DIR/psgate.sock, then `jobs` (TOML [[jobs]] tables).
+void write_memif_psgate_config(const std::string& dir, const std::string& file_prefix, const std::string& jobs) {
+  std::ofstream(dir + "/psgate.toml") << R"([eal]
+args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=)"
+                                      << file_prefix << R"(", "--log-level=4"]
+[ports.wire]
+device = "net_memif0,role=server,socket=)"
+                                      << dir << R"(/wire.sock"
+[ports.host]
+device = "net_memif1,role=server,socket=)"
+                                      << dir << R"(/host.sock"
+[lcores]
+main = 0
+data = [1]
+[stats]
+interval = "0s"
+[dataplane]
+mbufs = 8191
+[control]
+socket = ")" << dir << R"(/psgate.sock"
+)" << jobs;
+}
+
 TEST(GenSmoke, TwoJobsThroughPsgateOverMemifWithoutLoss) {
   const std::string psgate = env("PSGATE_BIN"), gen = env("PSGATE_GEN_BIN");
   ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
@@ -79,25 +104,7 @@ TEST(GenSmoke, TwoJobsThroughPsgateOverMemifWithoutLoss) {
   const std::string host_sock = dir + "/host.sock", wire_sock = dir + "/wire.sock";
   const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 
-  std::ofstream(dir + "/psgate.toml") << R"([eal]
-args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=gsmoke-psg-)"
-                                      << tag << R"(", "--log-level=4"]
-[ports.wire]
-device = "net_memif0,role=server,socket=)"
-                                      << wire_sock << R"("
-[ports.host]
-device = "net_memif1,role=server,socket=)"
-                                      << host_sock << R"("
-[lcores]
-main = 0
-data = [1]
-[stats]
-interval = "0s"
-[dataplane]
-mbufs = 8191
-[control]
-socket = ")" << dir << R"(/psgate.sock"
-[[jobs]]
+  write_memif_psgate_config(dir, "gsmoke-psg-" + tag, R"([[jobs]]
 id = 1
 rank = 0
 match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
@@ -109,7 +116,7 @@ match = ["dport=2223,proto=udp", "sport=2223,proto=udp"]
 id = 3
 rank = 2
 match = ["dport=2224,proto=tcp", "sport=2224,proto=tcp"]
-)";
+)");
   constexpr uint64_t kRatePps = 5000;  // per job, both directions together
   std::ofstream(dir + "/gen.toml") << R"([generator]
 duration = "3s"
@@ -790,29 +797,11 @@ TEST(GenSmoke, APeerKilledMidRunIsReportedAsItsLinksGoingDown) {
   const std::string& dir = scratch.path;
   const std::string tag = std::to_string(getpid());
   const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  std::ofstream(dir + "/psgate.toml") << R"([eal]
-args = ["--no-huge", "-m", "256", "--no-pci", "--file-prefix=gkill-psg-)"
-                                      << tag << R"(", "--log-level=4"]
-[ports.wire]
-device = "net_memif0,role=server,socket=)"
-                                      << dir << R"(/wire.sock"
-[ports.host]
-device = "net_memif1,role=server,socket=)"
-                                      << dir << R"(/host.sock"
-[lcores]
-main = 0
-data = [1]
-[stats]
-interval = "0s"
-[dataplane]
-mbufs = 8191
-[control]
-socket = ")" << dir << R"(/psgate.sock"
-[[jobs]]
+  write_memif_psgate_config(dir, "gkill-psg-" + tag, R"([[jobs]]
 id = 1
 rank = 0
 match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
-)";
+)");
   ChildProcess psg({psgate, "--config", dir + "/psgate.toml", "--duration", "240"}, dir + "/psgate.out");
   const auto ready_by = Clock::now() + std::chrono::seconds(60);
   while (psg.running() && Clock::now() < ready_by && psg.output().find(": 1 jobs") == std::string::npos)
