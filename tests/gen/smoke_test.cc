@@ -60,6 +60,15 @@ struct ScratchDir {
   std::string path;
 };
 
+// Waits while `p` runs, at most `seconds`, for `text` in its output.
+// Whether it came.
+bool wait_for_output(const ChildProcess& p, const std::string& text, int seconds) {
+  const auto by = Clock::now() + std::chrono::seconds(seconds);
+  while (p.running() && Clock::now() < by && p.output().find(text) == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return p.output().find(text) != std::string::npos;
+}
+
 const json* find_job(const json& jobs, uint64_t id) {
   for (const json& j : jobs) {
     if (j["id"].get<uint64_t>() == id) return &j;
@@ -144,10 +153,7 @@ rate = ")" << kRatePps << R"(pps"
       {psgate, "--config", dir + "/psgate.toml", "--stats-json", dir + "/psgate.json", "--duration", "240"},
       dir + "/psgate.out");
   // psgate logs "psgate <version>: N jobs, ..." once its ports are started.
-  const auto ready_by = Clock::now() + std::chrono::seconds(60);
-  while (psg.running() && Clock::now() < ready_by && psg.output().find(": 3 jobs") == std::string::npos) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  wait_for_output(psg, ": 3 jobs", 60);
   ASSERT_TRUE(psg.running()) << "psgate exited early:\n" << psg.output();
   ASSERT_NE(psg.output().find(": 3 jobs"), std::string::npos) << "psgate did not come up:\n" << psg.output();
 
@@ -540,10 +546,7 @@ TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
        "--vdev=net_memif1,role=client,socket=" + dir + "/w.sock"},
       dir + "/gen.out");
   // Waiting for the links once EAL is up: a failed memif connect is logged on every retry.
-  const auto by = Clock::now() + std::chrono::seconds(60);
-  while (g.running() && Clock::now() < by && g.output().find("memif_connect_client") == std::string::npos) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  wait_for_output(g, "memif_connect_client", 60);
   ASSERT_TRUE(g.running()) << g.output();
   g.signal(SIGINT);
   ASSERT_EQ(g.wait(30), 0) << g.output();
@@ -747,13 +750,7 @@ TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
                   dir + "/testpmd.out");
   const int commands = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // once the shell has opened it
   ASSERT_GE(commands, 0) << std::strerror(errno);
-  auto wait_for = [](const ChildProcess& p, const std::string& text, int seconds) {
-    const auto by = Clock::now() + std::chrono::seconds(seconds);
-    while (p.running() && Clock::now() < by && p.output().find(text) == std::string::npos)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return p.output().find(text) != std::string::npos;
-  };
-  const bool prompt = wait_for(tp, "testpmd> ", 60);
+  const bool prompt = wait_for_output(tp, "testpmd> ", 60);
   if (!prompt) close(commands);
   ASSERT_TRUE(prompt) << "dpdk-testpmd (package dpdk-dev, tools/setup) did not come up:\n" << tp.output();
 
@@ -765,7 +762,7 @@ TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
        "--vdev=net_memif0,role=client,socket=" + dir + "/s0.sock",
        "--vdev=net_memif1,role=client,socket=" + dir + "/s1.sock"},
       dir + "/gen.out");
-  const bool turned_away = wait_for(g, "ID not found", 60);
+  const bool turned_away = wait_for_output(g, "ID not found", 60);
   const std::string start = "port start all\nstart\n";
   const bool started = write(commands, start.data(), start.size()) == static_cast<ssize_t>(start.size());
   const auto report_by = Clock::now() + std::chrono::seconds(60);
@@ -803,10 +800,7 @@ rank = 0
 match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
 )");
   ChildProcess psg({psgate, "--config", dir + "/psgate.toml", "--duration", "240"}, dir + "/psgate.out");
-  const auto ready_by = Clock::now() + std::chrono::seconds(60);
-  while (psg.running() && Clock::now() < ready_by && psg.output().find(": 1 jobs") == std::string::npos)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_NE(psg.output().find(": 1 jobs"), std::string::npos) << "psgate did not come up:\n" << psg.output();
+  ASSERT_TRUE(wait_for_output(psg, ": 1 jobs", 60)) << "psgate did not come up:\n" << psg.output();
   ChildProcess g({gen,
                   "--duration",
                   "30",
@@ -836,10 +830,7 @@ match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
                   "--vdev=net_memif1,role=client,socket=" + dir + "/wire.sock"},
                  dir + "/gen.out");
   // Sending once it says its ports are up; psgate dies a second later.
-  const auto up_by = Clock::now() + std::chrono::seconds(60);
-  while (g.running() && Clock::now() < up_by && g.output().find(" up, ") == std::string::npos)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_NE(g.output().find(" up, "), std::string::npos) << g.output();
+  ASSERT_TRUE(wait_for_output(g, " up, ", 60)) << g.output();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   psg.kill_now();
   // A second later the links are down (memif's control socket closed); the run ends on SIGINT.
