@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -64,6 +65,11 @@ void ChildProcess::kill_now() {
 }
 
 std::string ChildProcess::output() const { return read_text_file(out_path_); }
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path);

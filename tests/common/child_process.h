@@ -49,4 +49,8 @@ class ChildProcess {
 // The whole file, or "" when it cannot be read.
 std::string read_text_file(const std::string& path);
 
+// An environment variable's value (meson test sets the binaries' paths),
+// or "" when it is not set.
+std::string env_or_empty(const char* name);
+
 }  // namespace psgate::testing

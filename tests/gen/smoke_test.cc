@@ -37,10 +37,7 @@ using nlohmann::json;
 using psgate::testing::ChildProcess;
 using psgate::testing::read_text_file;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+using psgate::testing::env_or_empty;
 
 // A test's scratch directory under the temporary directory (`path` empty
 // if it could not be made), removed with its files when the test passed,
@@ -51,7 +48,7 @@ struct ScratchDir {
     if (mkdtemp(templ.data()) != nullptr) path = templ;
   }
   ~ScratchDir() {
-    if (path.empty() || ::testing::Test::HasFailure() || !env("PSGATE_KEEP_TEST_DIRS").empty()) return;
+    if (path.empty() || ::testing::Test::HasFailure() || !env_or_empty("PSGATE_KEEP_TEST_DIRS").empty()) return;
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
   }
@@ -102,7 +99,7 @@ socket = ")" << dir << R"(/psgate.sock"
 }
 
 TEST(GenSmoke, TwoJobsThroughPsgateOverMemifWithoutLoss) {
-  const std::string psgate = env("PSGATE_BIN"), gen = env("PSGATE_GEN_BIN");
+  const std::string psgate = env_or_empty("PSGATE_BIN"), gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-smoke");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -274,7 +271,7 @@ rate = ")" << kRatePps << R"(pps"
 // What would fail only after the run, or silently, is refused before it
 // (exit 2, naming the option): each of these ran the whole test before.
 TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-cli");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -315,7 +312,7 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
 // EAL does not take (a second value, anything after a second "--") was
 // ignored without a word. Each is a usage error now (exit 2, naming it).
 TEST(GenCommandLine, EalHelpAndArgumentsEalDoesNotTakeAreUsageErrors) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-eal");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -371,7 +368,7 @@ std::vector<std::string> null_run(const std::string& gen, const std::string& pre
 // --help or the end of EAL's options. They were refused as such (exit 2).
 // After an option whose value is optional (--huge-unlink) "-h" is --help.
 TEST(GenCommandLine, EalValuesThatLookLikeOptionsAreValues) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-val");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -396,7 +393,7 @@ TEST(GenCommandLine, EalValuesThatLookLikeOptionsAreValues) {
 // standard output full (exit 1, it used to be 0), or a pipe whose reader
 // went away (exit 1 with the reason, it used to die of SIGPIPE: 141).
 TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-out");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -420,7 +417,7 @@ TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
 // before the run, by psgate's rule for job names: it used to throw while
 // writing the JSON after the run, then ran and was shown with U+FFFD.
 TEST(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-utf");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -437,7 +434,7 @@ TEST(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
 // must not make the generator deaf to SIGINT: every wait had passed its
 // deadline, and a wait that had passed took no signal.
 TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-int");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -456,7 +453,7 @@ TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
 // back for 491,252 sent), and the client's buffers serve both directions.
 // Refused before the run, naming the device and its bsize.
 TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-bsize");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -480,7 +477,7 @@ TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
 // never read, counted as lost as if psgate had lost them. Refused, naming
 // the port and what to give.
 TEST(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-queues");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -508,7 +505,7 @@ TEST(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
 // above the mbufs' 2048 bytes with copy=1 wrote each frame past its mbuf.
 // Refused before the run, naming the port, `size` and what to give.
 TEST(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-null-size");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -533,7 +530,7 @@ TEST(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
 // listening) ends the wait: a report of nothing sent, exit status 0, and no
 // --hold (the signal it would wait for has come).
 TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-sig");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -562,7 +559,7 @@ TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
 // (octal), and "1.5" was "not in range". Decimal digits only, refused with
 // the words psgatectl's number options use.
 TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-burst");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -586,7 +583,7 @@ TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
 // --jobs, --workers and --flows became --set values read as TOML: "0x10"
 // ran 16 workers, "1_000" and "+5" passed. Decimal digits only, as --burst.
 TEST(GenCommandLine, CountShortcutsAreDecimalWholeNumbers) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-counts");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -606,7 +603,7 @@ TEST(GenCommandLine, CountShortcutsAreDecimalWholeNumbers) {
 // for a value the file does not hold): it names the option typed now, and
 // the profile's entry it failed in.
 TEST(GenCommandLine, AnErrorNamesTheOptionTyped) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-label");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -645,7 +642,7 @@ TEST(GenCommandLine, AnErrorNamesTheOptionTyped) {
 // ran, or sent without RX and reported every frame lost, exit 0. Exit 1
 // now, naming the loop and its lcore, with no report of a run not made.
 TEST(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
-  const std::string gen = env("PSGATE_GEN_BIN"), fails = env("PSGATE_GEN_LAUNCH_FAILS");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN"), fails = env_or_empty("PSGATE_GEN_LAUNCH_FAILS");
   ASSERT_FALSE(gen.empty() || fails.empty())
       << "PSGATE_GEN_BIN / PSGATE_GEN_LAUNCH_FAILS not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-launch");
@@ -681,7 +678,7 @@ TEST(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
 // 1 kpps with a 1 s depth after a 1 s settle sent about 2000 frames, and
 // tx_pps said 2 kpps). The bucket starts empty when TX does.
 TEST(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-pace");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -732,7 +729,7 @@ TEST(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
 // --disable-device-start is such a server until "port start all"; it
 // then forwards port 0 <-> port 1, a wire for the generator.
 TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-late");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
@@ -787,7 +784,7 @@ TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
 // held as lost and what TX offered afterwards as "refused by full TX rings",
 // and nothing about the link. The report names the links that went down.
 TEST(GenSmoke, APeerKilledMidRunIsReportedAsItsLinksGoingDown) {
-  const std::string psgate = env("PSGATE_BIN"), gen = env("PSGATE_GEN_BIN");
+  const std::string psgate = env_or_empty("PSGATE_BIN"), gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
   const ScratchDir scratch("psgate-gen-kill");
   ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);

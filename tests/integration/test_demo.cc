@@ -7,9 +7,6 @@
 // that breaks the demo fails the suite instead of a user's first minute.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "child_process.h"
@@ -19,11 +16,6 @@ namespace psgate::testing {
 namespace {
 
 using nlohmann::json;
-
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 const json* job_by_id(const json& stats, uint32_t id) {
   for (const json& j : stats["jobs"])
@@ -37,11 +29,9 @@ TEST(Demo, TheDemoRunsAsTheReadmeSaysAndShowsItsThreeJobs) {
   ASSERT_FALSE(root.empty() || traffic.empty())
       << "PSGATE_SOURCE_ROOT and PSGATE_DEMO_TRAFFIC_BIN are set by meson test";
   DaemonFixture fx;
-  std::ifstream shipped(root + "/config/demo.toml");
-  ASSERT_TRUE(shipped) << root << "/config/demo.toml";
-  std::stringstream text;
-  text << shipped.rdbuf();
-  fx.write_file("demo.toml", text.str());
+  const std::string shipped = read_text_file(root + "/config/demo.toml");
+  ASSERT_FALSE(shipped.empty()) << root << "/config/demo.toml";
+  fx.write_file("demo.toml", shipped);
 
   {  // tools/demo: psgate-demo-traffic --out-dir . in the directory psgate then runs in
     ChildProcess gen({traffic, "--out-dir", "."}, {fx.path("traffic.out"), "", fx.dir()});

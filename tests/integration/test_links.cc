@@ -48,11 +48,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 // Polls `cond` every 50 ms for up to `seconds`.
 bool eventually(double seconds, const std::function<bool()>& cond) {
   const auto end = Clock::now() + std::chrono::duration<double>(seconds);
@@ -112,7 +107,7 @@ void expect_conservation(const DaemonRun& run) {
 // driver). Each round: traffic flows both ways, the kill takes both links
 // down and health names both ports, and the next generator brings them up.
 TEST(Links, MemifPeerKilledAndRestartedTwentyTimes) {
-  const std::string gen = env("PSGATE_GEN_BIN");
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
   ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
   DaemonFixture fx;
   const std::string wire_sock = fx.path("wire.sock"), host_sock = fx.path("host.sock");
@@ -137,7 +132,8 @@ rate = "max"
   fx.start_daemon("psgate.toml");
   ASSERT_TRUE(eventually(30, [&] { return request(fx, "health").is_object(); })) << fx.stop_daemon().output;
 
-  const int rounds = env("PSGATE_LINK_ROUNDS").empty() ? 20 : std::atoi(env("PSGATE_LINK_ROUNDS").c_str());
+  const int rounds =
+      env_or_empty("PSGATE_LINK_ROUNDS").empty() ? 20 : std::atoi(env_or_empty("PSGATE_LINK_ROUNDS").c_str());
   uint64_t last_wire_rx = 0, last_host_rx = 0;
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
