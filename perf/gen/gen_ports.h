@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -43,28 +42,32 @@ bool link_up(uint16_t port);
 // each went down (a peer killed or stopped mid-run), and how it ended.
 class LinkWatch {
  public:
-  explicit LinkWatch(std::vector<uint16_t> ports) : ports_(std::move(ports)), up_(ports_.size(), true) {}
+  explicit LinkWatch(const std::vector<uint16_t>& ports) {
+    for (uint16_t p : ports) links_.push_back({p, true, 0});
+  }
   void poll() {
-    for (size_t i = 0; i < ports_.size(); ++i) {
-      const bool up = link_up(ports_[i]);
-      if (up_[i] && !up) ++downs_[ports_[i]];
-      up_[i] = up;
+    for (Link& l : links_) {
+      const bool up = link_up(l.port);
+      l.downs += l.up && !up;
+      l.up = up;
     }
   }
-  uint64_t down_events(uint16_t port) const {
-    const auto it = downs_.find(port);
-    return it == downs_.end() ? 0 : it->second;
-  }
-  bool up(uint16_t port) const {
-    for (size_t i = 0; i < ports_.size(); ++i)
-      if (ports_[i] == port) return up_[i];
-    return true;
-  }
+  uint64_t down_events(uint16_t port) const { return find(port).downs; }
+  bool up(uint16_t port) const { return find(port).up; }
 
  private:
-  std::vector<uint16_t> ports_;
-  std::vector<bool> up_;  // as last polled; all up when TX starts
-  std::map<uint16_t, uint64_t> downs_;
+  struct Link {
+    uint16_t port;
+    bool up;  // as last polled; all up when TX starts
+    uint64_t downs;
+  };
+  const Link& find(uint16_t port) const {
+    static const Link kUnwatched{0, true, 0};
+    for (const Link& l : links_)
+      if (l.port == port) return l;
+    return kUnwatched;
+  }
+  std::vector<Link> links_;
 };
 
 // Starts every port (retrying while a start fails) and waits for all their
