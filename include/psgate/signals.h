@@ -21,7 +21,7 @@ namespace psgate {
 // threads it starts later); returns that set, for wait_for_stop_signal.
 // SIGHUP's default action would kill the process undrained (the terminal
 // that started it closes): taken here, it is psgate-gen's stop like SIGTERM
-// (drain, counters, exit 0) and psgate's reload (daemon/main.cc).
+// (drain, counters, exit 0) and psgate's reload (daemon/gateway_run.cc).
 inline sigset_t block_stop_signals() {
   sigset_t set;
   sigemptyset(&set);

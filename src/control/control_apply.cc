@@ -413,7 +413,7 @@ Result<ControlPlane::Outcome> ControlPlane::apply(const ConfigRequest&) const {
 // file that does not load changes nothing, and the reply says why.
 namespace {
 
-// What a start checks beyond the parser (main.cc: the CPUs, the socket's
+// What a start checks beyond the parser (daemon/start_checks.cc: the CPUs, the socket's
 // and the state file's paths), for the keys a reload leaves to the next
 // start: a reload that answers "needs a restart: lcores.data" for a file
 // that start would refuse (exit 2) leaves a service that does not come back.
