@@ -18,6 +18,7 @@ Engine::Engine(const Profile& profile, uint16_t host_port, uint16_t wire_port, r
       same_port_(host_port == wire_port),
       pool_(pool),
       tsc_hz_(tsc_hz),
+      run_tag_(draw_run_tag()),
       epoch_tsc_(rte_rdtsc()),
       max_skew_cycles_(tsc_hz / 1000) {
   ns_per_cycle_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) / tsc_hz);
@@ -99,12 +100,14 @@ LiveTotals Engine::live() const {
     t.pending += tx > unique ? tx - unique : 0;
   }
   t.rx_foreign = side_[0].rx_foreign.get() + side_[1].rx_foreign.get();
+  t.rx_other_run = side_[0].rx_other_run.get() + side_[1].rx_other_run.get();
   return t;
 }
 
 RunResult Engine::result() const {
   RunResult r;
   r.tsc_hz = tsc_hz_;
+  r.run_tag = run_tag_;
   r.rx_bursts_per_round = rx_max_bursts_;
   r.tx_seconds = static_cast<double>(tx_end_tsc_ - tx_start_tsc_) / static_cast<double>(tsc_hz_);
   static constexpr const char* kRoles[2] = {"host-side", "wire-side"};
@@ -115,10 +118,12 @@ RunResult Engine::result() const {
     char name[RTE_ETH_NAME_MAX_LEN] = {};
     if (rte_eth_dev_get_name_by_port(port_[side], name) == 0) p.name = name;
     p.rx_foreign = side_[side].rx_foreign.get();
+    p.rx_other_run = side_[side].rx_other_run.get();
     p.alloc_failed = side_[side].alloc_failed.get();
     p.rx_backlog = side_[side].rx_backlog.get();
     if (same_port_) {
       p.rx_foreign += side_[1].rx_foreign.get();
+      p.rx_other_run += side_[1].rx_other_run.get();
       p.alloc_failed += side_[1].alloc_failed.get();
       p.rx_backlog += side_[1].rx_backlog.get();
     }
@@ -131,6 +136,7 @@ RunResult Engine::result() const {
       p.nic_rx_nombuf = st.rx_nombuf;
     }
     r.rx_foreign += p.rx_foreign;
+    r.rx_other_run += p.rx_other_run;
     r.ports.push_back(std::move(p));
   }
   for (size_t j = 0; j < profile_.jobs.size(); ++j) {

@@ -61,6 +61,7 @@ struct alignas(64) StreamRx {
 
 struct alignas(64) SideCounters {
   Counter rx_foreign;
+  Counter rx_other_run;  // stamped frames of another run sent while this one runs (stamp.h: StampOwner)
   Counter alloc_failed;
   Counter rx_backlog;  // RX rounds that stopped at the burst cap with frames still waiting
 };
@@ -102,6 +103,7 @@ class Engine {
   bool same_port_;
   rte_mempool* pool_;
   uint64_t tsc_hz_;
+  uint16_t run_tag_;           // every frame carries it; another tag is another run's frame (stamp.h)
   uint64_t epoch_tsc_;         // before any frame is sent: no plausible TX TSC is older
   uint64_t max_skew_cycles_;   // how far another core's TSC may run ahead (1 ms): stamp_age
   uint64_t ns_per_cycle_q32_;  // ns = cycles * this >> 32

@@ -58,6 +58,7 @@ FrameTemplate build_template(const JobProfile& job, Dir dir, uint32_t frame_size
   spec.proto = job.proto == Proto::kTcp ? pkt::kTcp : pkt::kUdp;
   spec.tcp_flags = pkt::kTcpAck | pkt::kTcpPsh;
   spec.min_frame_size = 0;
+  spec.dont_fragment = true;  // atomic datagrams: the Identification field carries the run tag (stamp.h)
   const Addr& src = dir == kPush ? w.addr : job.ps_addr;
   const Addr& dst = dir == kPush ? job.ps_addr : w.addr;
   spec.sport = dir == kPush ? w.port : job.ps_port;
@@ -115,10 +116,15 @@ void patch_frame(uint8_t* frame, const FrameLayout& l, const WorkerEnd& worker, 
     a[1] = static_cast<uint8_t>(v >> 16);
     a[2] = static_cast<uint8_t>(v >> 8);
     a[3] = static_cast<uint8_t>(v);
+    put16(l3 + 4, stamp.run);  // Identification: the run tag (stamp.h)
     put16(l3 + 10, 0);
     put16(l3 + 10, static_cast<uint16_t>(~fold(sum16(l3, 20, 0))));
     sum = sum16(l3 + 12, 8, 0);  // pseudo-header addresses
   } else {
+    // The flow label's low 16 bits: the run tag (stamp.h); its top 4 bits
+    // stay 0, the traffic class's low bits as the template has them.
+    l3[1] &= 0xf0;
+    put16(l3 + 2, stamp.run);
     uint8_t* a = l3 + 8 + 16 * worker_side;
     put_be64(a, worker.addr.hi);
     put_be64(a + 8, worker.addr.lo);

@@ -4,9 +4,10 @@
 // Setup (allocates): one template per (job, direction, frame size), built for
 // flow 0 with an all-zero payload. Per packet (no allocation): the TX loop
 // copies the template into an mbuf and patch_frame() writes the flow's worker
-// address and port, the stamp, and recomputes the IPv4 header and L4
-// checksums. The payload after the stamp stays zero, so it adds nothing to
-// the L4 checksum and only headers + stamp are summed.
+// address and port, the stamp and the run tag (IPv4 Identification, IPv6
+// flow label: stamp.h), and recomputes the IPv4 header and L4 checksums.
+// IPv4 templates have DF set. The payload after the stamp stays zero, so it
+// adds nothing to the L4 checksum and only headers + stamp are summed.
 #pragma once
 
 #include <cstdint>

@@ -46,10 +46,11 @@ constexpr const char* kDescription =
     "psgate-gen: packet generator for psgate.\n"
     "Sends J jobs' parameter-server traffic through two DPDK ports and accounts every frame it gets back:\n"
     "pull frames (PS -> workers) leave by the host-side port (facing psgate's host port) and return on the\n"
-    "wire-side port; push frames the other way. Every frame carries job, flow, per-flow sequence number and\n"
-    "TX TSC; the report gives per job and direction: TX/RX packets, bytes and rates, loss (after the drain),\n"
-    "reordering, duplicates, late arrivals and latency (min, p50, p99, p99.9, max and the histogram), whether\n"
-    "the generator itself fell behind, and with --flows-csv the same per flow.\n"
+    "wire-side port; push frames the other way. Every frame carries job, flow, per-flow sequence number,\n"
+    "TX TSC and its run's tag (another generator's frames are counted apart, with a warning); the report\n"
+    "gives per job and direction: TX/RX packets, bytes and rates, loss (after the drain), reordering,\n"
+    "duplicates, late arrivals and latency (min, p50, p99, p99.9, max and the histogram), whether the\n"
+    "generator itself fell behind, and with --flows-csv the same per flow.\n"
     "EAL arguments follow '--' (e.g. -- --no-huge -m 512 --file-prefix=gen --vdev=net_memif0,role=client,...).\n"
     "Lcores: with two worker lcores TX and RX run on separate lcores, with one in one loop; the main lcore\n"
     "sleeps. SIGINT/SIGTERM/SIGHUP stop TX, wait the drain, report and exit 0 (a second cuts the drain short);\n"
@@ -97,6 +98,9 @@ int write_reports(const Engine& e, const RunResult& result, const Options& opt) 
   // is shown with U+FFFD rather than throwing after the run.
   const std::string json = to_json(result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   const std::string table = format_table(result);
+  // Frames of another generator run: warned of on stderr, --quiet or not
+  // (the table only gives the figures).
+  for (const std::string& w : other_run_warnings(result)) std::fprintf(stderr, "psgate-gen: %s\n", w.c_str());
   if (opt.json_path == "-") {
     std::fputs(json.c_str(), stdout);
     if (!opt.quiet) std::fputs(table.c_str(), stderr);

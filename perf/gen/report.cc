@@ -138,6 +138,21 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
+std::vector<std::string> other_run_warnings(const RunResult& r) {
+  std::vector<std::string> out;
+  for (const PortResult& p : r.ports) {
+    if (p.rx_other_run == 0) continue;
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "warning: %" PRIu64
+                  " frames from another generator run arrived on %s port %u (%s): two generators wired "
+                  "together? They carry another run tag than this run's 0x%04x and count in no flow (rx_other_run)",
+                  p.rx_other_run, p.role.c_str(), p.port_id, p.name.c_str(), r.run_tag);
+    out.emplace_back(line);
+  }
+  return out;
+}
+
 GeneratorSide generator_side(const RunResult& r) {
   GeneratorSide g;
   for (const PortResult& p : r.ports) {
@@ -167,6 +182,8 @@ nlohmann::json to_json(const RunResult& r) {
                       {"interrupted", r.interrupted},
                       {"links_up", r.links_up},
                       {"rx_foreign", r.rx_foreign},
+                      {"rx_other_run", r.rx_other_run},
+                      {"run_tag", r.run_tag},
                       {"rx_bursts_per_round", r.rx_bursts_per_round},
                       {"units", "bytes: frames without FCS; *_l1_bps: +24 B per frame; latency in ns"}};
   out["generator_side"] = {{"loss_may_be_own", g.loss_may_be_own()},
@@ -182,6 +199,7 @@ nlohmann::json to_json(const RunResult& r) {
                             {"device", p.name},
                             {"port_id", p.port_id},
                             {"rx_foreign", p.rx_foreign},
+                            {"rx_other_run", p.rx_other_run},
                             {"alloc_failed", p.alloc_failed},
                             {"rx_backlog_rounds", p.rx_backlog},
                             {"link_down_events", p.link_down_events},
@@ -228,11 +246,12 @@ std::string format_progress(const LiveTotals& prev, const LiveTotals& cur, doubl
   char line[512];
   std::snprintf(line, sizeof(line),
                 "%7.1fs  tx %s %s  rx %s  tx_dropped %" PRIu64 "  lost-so-far %" PRId64 "  foreign %" PRIu64
-                "  alloc_failed %" PRIu64 "\n",
+                "  alloc_failed %" PRIu64 "  other_run %" PRIu64 "\n",
                 t, si(per_s(static_cast<double>(cur.tx_packets - prev.tx_packets), secs), "pps").c_str(),
                 si(per_s(8.0 * static_cast<double>(cur.tx_bytes - prev.tx_bytes), secs), "bit/s").c_str(),
                 si(per_s(static_cast<double>(cur.rx_packets - prev.rx_packets), secs), "pps").c_str(), cur.tx_dropped,
-                static_cast<int64_t>(cur.tx_packets - cur.rx_unique), cur.rx_foreign, cur.alloc_failed);
+                static_cast<int64_t>(cur.tx_packets - cur.rx_unique), cur.rx_foreign, cur.alloc_failed,
+                cur.rx_other_run);
   return line;
 }
 
@@ -316,6 +335,25 @@ std::string format_table(const RunResult& r) {
   if (r.rx_foreign) {
     std::snprintf(line, sizeof(line), "frames without a psgate-gen stamp received: %" PRIu64 "\n", r.rx_foreign);
     out += line;
+  }
+  if (grand.rx_stale) {
+    std::snprintf(line, sizeof(line),
+                  "frames sent before this run began received: %" PRIu64
+                  " (an earlier run's a peer still held, or a generator on another host; rx_stale, in no flow)\n",
+                  grand.rx_stale);
+    out += line;
+  }
+  if (r.rx_other_run) {
+    // The figures; the warning itself goes to stderr (main), once.
+    out += "frames of another generator run received (rx_other_run, in no flow):";
+    const char* sep = " ";
+    for (const PortResult& p : r.ports) {
+      if (p.rx_other_run == 0) continue;
+      std::snprintf(line, sizeof(line), "%s%" PRIu64 " on %s port %u", sep, p.rx_other_run, p.role.c_str(), p.port_id);
+      out += line;
+      sep = ", ";
+    }
+    out += "\n";
   }
   return out;
 }

@@ -55,7 +55,8 @@ struct PortResult {
   std::string role;  // "host-side", "wire-side"
   std::string name;  // DPDK device name
   uint16_t port_id = 0;
-  uint64_t rx_foreign = 0;  // frames without a valid stamp
+  uint64_t rx_foreign = 0;    // frames without a valid stamp
+  uint64_t rx_other_run = 0;  // stamped frames of another run, sent while this one ran (stamp.h): in no other counter
   uint64_t alloc_failed = 0;
   uint64_t rx_backlog = 0;  // RX rounds that stopped at the poll cap with frames still waiting
   uint64_t nic_ipackets = 0, nic_opackets = 0, nic_imissed = 0, nic_oerrors = 0, nic_rx_nombuf = 0;
@@ -79,6 +80,8 @@ struct RunResult {
   std::vector<PortResult> ports;
   std::vector<JobResult> jobs;
   uint64_t rx_foreign = 0;
+  uint64_t rx_other_run = 0;  // over the ports
+  uint16_t run_tag = 0;       // this run's tag, in every frame it sent (stamp.h)
 };
 
 // Trouble on the generator's own side, summed over its ports and streams.
@@ -102,6 +105,7 @@ GeneratorSide generator_side(const RunResult& r);
 struct LiveTotals {
   uint64_t tx_packets = 0, tx_bytes = 0, tx_dropped = 0, rx_packets = 0, rx_unique = 0, rx_foreign = 0;
   uint64_t alloc_failed = 0;
+  uint64_t rx_other_run = 0;
   uint64_t pending = 0;  // sum over streams of sent - received (late arrivals not received): in flight or lost
 };
 
@@ -110,6 +114,11 @@ struct LiveTotals {
 // it with ^\s*([\d.]+)s\s+tx\s+([\d.]+)\s+(\w*pps)\s+.*?rx\s+([\d.]+)\s+(\w*pps):
 // new fields go at the end.
 std::string format_progress(const LiveTotals& prev, const LiveTotals& cur, double secs, double t);
+
+// One warning a port that received frames of another generator run
+// (without "psgate-gen: " and the newline); none when no port did. main
+// prints them on stderr; the table gives the figures.
+std::vector<std::string> other_run_warnings(const RunResult& r);
 
 nlohmann::json to_json(const RunResult& r);
 std::string format_table(const RunResult& r);

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // RX: poll both ports, find each frame's stamp, account it on its flow.
+// A frame of another run (its run tag, stamp.h) is counted on the port it
+// came in by, before its stream and flow are looked at: they may well exist
+// here too, and would count it as this run's.
 //
 // Each round polls a port until a burst comes back short of kRxBurst (the
 // ring is empty), at most rx_max_bursts_ bursts: in the single loop one TX
@@ -23,18 +26,23 @@ uint16_t Engine::rx_poll(unsigned side) {
   for (uint16_t i = 0; i < n; ++i) {
     const rte_mbuf* m = bufs[i];
     Stamp st;
-    if (!find_stamp(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, &st) || st.stream >= streams_) {
-      side_[side].rx_foreign.inc();
-      continue;
-    }
-    StreamRx& s = rx_[st.stream];
-    if (!s.active || st.flow >= s.flows.size()) {
+    if (!find_stamp(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, &st)) {
       side_[side].rx_foreign.inc();
       continue;
     }
     uint64_t cycles = 0;
     const StampAge age = stamp_age(now, st.tsc, epoch_tsc_, max_skew_cycles_, &cycles);
-    if (age == StampAge::kStale) {  // an earlier run's frame (stamp.h): not this stream's
+    const StampOwner owner = stamp_owner(st.run, run_tag_, age);
+    if (owner == StampOwner::kOtherRun) {
+      side_[side].rx_other_run.inc();
+      continue;
+    }
+    if (st.stream >= streams_ || !rx_[st.stream].active || st.flow >= rx_[st.stream].flows.size()) {
+      side_[side].rx_foreign.inc();
+      continue;
+    }
+    StreamRx& s = rx_[st.stream];
+    if (owner == StampOwner::kStale) {  // an earlier run's frame (stamp.h): not this stream's
       ++s.rx_stale;
       continue;
     }

@@ -19,8 +19,33 @@
 // corrupt stamps (stamp_age: counted as stale, never recorded as a short
 // latency, never part of a flow's accounting).
 //
-// Host byte order (sender and receiver are the same process). 16 bytes is
-// what fits a 64-byte IPv4/UDP frame: 14 + 20 + 8 + 16 + 4 (FCS) = 62 <= 64.
+// Host byte order (sender and receiver are the same process, or two on one
+// host). 16 bytes is what fits a 64-byte IPv4/UDP frame: 14 + 20 + 8 + 16 +
+// 4 (FCS) = 62 <= 64, so the 2 bytes left have no room for more.
+//
+// The run tag. Each run picks a random non-zero 16-bit tag, and every frame
+// carries it in its IP header, which has room the payload has not: the IPv4
+// Identification field, the low 16 bits of the IPv6 flow label. Stream and
+// flow ids mean the same in every run of the same profile, so without it a
+// frame of another generator (two wired to each other, or a loop that brings
+// another's frames here) whose stream and flow exist here was taken into
+// this run's per-flow accounting: counted received for the other's frames
+// while its own were lost. Why the IP header:
+//   - psgate rewrites DSCP/ECN (the IPv4 TOS byte, IPv6 traffic class) and
+//     the IPv4 header checksum, nothing else of it: the tag arrives as sent
+//     (the IPv6 traffic class shares a 32-bit word with the flow label, not
+//     its bits: src/sched/header_rewrite.cc; gen-unit rewrites with it);
+//   - the Identification field's other use is reassembly, which a constant
+//     ID would confuse for fragments of different datagrams. psgate-gen sets
+//     DF on every IPv4 frame: the datagrams are atomic (RFC 6864 4.1: their
+//     ID may be any value), never fragmented on the way, and the receiver
+//     only ever sees whole frames (a later fragment carries no stamp anyway:
+//     find_stamp). The frames used to carry ID 0 without DF, so that a
+//     fragmenting hop could have mixed fragments of different datagrams;
+//   - the flow label is a per-flow constant a sender may choose (RFC 6437);
+//     one per run keeps every flow's frames on one ECMP path as before.
+// A tag is never 0, so the frames of an older psgate-gen (ID 0, label 0)
+// read as another run's. Two runs draw the same tag once in 65535.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +61,7 @@ inline constexpr uint64_t kStampTscMask = (uint64_t{1} << kStampTscBits) - 1;
 inline constexpr unsigned kStampFlowBits = 64 - kStampTscBits;  // 24
 
 struct Stamp {
+  uint16_t run = 0;  // the run tag: in the IP header, not in the 16 bytes (patch_frame writes it)
   uint16_t stream = 0;
   uint32_t flow = 0;  // < 2^24
   uint32_t seq = 0;
@@ -81,9 +107,35 @@ inline StampAge stamp_age(uint64_t now, uint64_t tx_tsc40, uint64_t epoch, uint6
   return StampAge::kStale;
 }
 
+// Whose frame a stamped arrival is, from its run tag and its StampAge.
+// Checked before the frame touches any flow:
+//   kThisRun    this run's: accounted on its flow (skewed or not);
+//   kStale      sent before this run began, whatever its tag: an earlier
+//               run's frame a long-lived peer still had queued (its tag
+//               differs, as it should), or a corrupt stamp; counted as stale
+//               on its stream, as before run tags;
+//   kOtherRun   another run's tag, sent while this run runs: a generator
+//               running now whose frames reach this one (two generators
+//               wired to each other). Counted on the port it arrived on and
+//               nowhere else: never received, lost, excess, reordered or a
+//               latency sample, whether or not its stream and flow exist here.
+// The TX time tells an earlier run from one running now only on one host
+// (one TSC); another host's generator has unrelated TSCs and mostly reads
+// as stale.
+enum class StampOwner { kThisRun, kStale, kOtherRun };
+
+inline StampOwner stamp_owner(uint16_t frame_run, uint16_t run, StampAge age) {
+  if (age == StampAge::kStale) return StampOwner::kStale;
+  return frame_run == run ? StampOwner::kThisRun : StampOwner::kOtherRun;
+}
+
+// A random run tag, never 0.
+uint16_t draw_run_tag();
+
 // Parses Ethernet (one optional VLAN tag), IPv4 or IPv6 (no extension
-// headers), UDP or TCP and reads the stamp. False for anything else, for a
-// non-first fragment and for a missing or wrong magic.
+// headers), UDP or TCP and reads the stamp, and the run tag from the IP
+// header. False for anything else, for a non-first fragment and for a
+// missing or wrong magic.
 bool find_stamp(const uint8_t* frame, size_t len, Stamp* out);
 
 }  // namespace psgate::gen

@@ -68,7 +68,7 @@ void Engine::tx_job(size_t j, uint64_t now) {
     std::memcpy(data, t.bytes.data(), t.layout.len);
     m->data_len = t.layout.len;
     m->pkt_len = t.layout.len;
-    const Stamp stamp{s.stream, f.flow, f.seq, rte_rdtsc()};
+    const Stamp stamp{run_tag_, s.stream, f.flow, f.seq, rte_rdtsc()};
     patch_frame(data, t.layout, s.map.at(f.flow), stamp);
   }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Templates + per-packet patch: the headers are what packet_builder builds
-// for the flow's 5-tuple, both checksums verify, and the stamp is found again.
+// for the flow's 5-tuple, both checksums verify, and the stamp is found again;
+// the run tag survives psgate's header rewrite, and another run's frames are
+// told apart from this run's and from an earlier run's.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,6 +10,7 @@
 
 #include "frame.h"
 #include "packet_builder.h"
+#include "psgate/header_rewrite.h"
 
 namespace psgate::gen {
 namespace {
@@ -31,6 +34,7 @@ pkt::PacketSpec spec_for(const JobProfile& j, Dir dir, const WorkerEnd& w, size_
   s.tcp_flags = pkt::kTcpAck | pkt::kTcpPsh;
   s.min_frame_size = 0;
   s.payload_len = payload_len;
+  s.dont_fragment = true;
   auto bytes = [](const Addr& a, uint8_t* out, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       const size_t bit = 8 * (n - 1 - i);
@@ -65,13 +69,17 @@ TEST(Frame, PatchedFramesMatchBuilderAndChecksumsVerify) {
           for (int k = 0; k < 20; ++k) {
             const uint64_t flow = rng() % j.flows;
             const WorkerEnd w = map.at(flow);
-            const Stamp st{static_cast<uint16_t>(rng()), static_cast<uint32_t>(flow), static_cast<uint32_t>(rng()),
-                           rng() & kStampTscMask};
+            const Stamp st{static_cast<uint16_t>(rng() | 1), static_cast<uint16_t>(rng()), static_cast<uint32_t>(flow),
+                           static_cast<uint32_t>(rng()), rng() & kStampTscMask};
             std::vector<uint8_t> f(t.bytes.size(), 0xee);
             std::memcpy(f.data(), t.bytes.data(), f.size());
             patch_frame(f.data(), t.layout, w, st);
 
-            const auto ref = pkt::build_packet(spec_for(j, dir, w, t.layout.len - t.layout.stamp));
+            // The run tag in the IPv4 Identification (DF set) or the IPv6 flow label.
+            pkt::PacketSpec ref_spec = spec_for(j, dir, w, t.layout.len - t.layout.stamp);
+            ref_spec.ip_id = st.run;
+            ref_spec.flow_label = st.run;
+            const auto ref = pkt::build_packet(ref_spec);
             ASSERT_EQ(ref.size(), f.size());
             // Headers equal except the checksum fields (the payloads differ).
             std::vector<uint8_t> a(f.begin(), f.begin() + t.layout.stamp);
@@ -104,6 +112,7 @@ TEST(Frame, PatchedFramesMatchBuilderAndChecksumsVerify) {
 
             Stamp got;
             ASSERT_TRUE(find_stamp(f.data(), f.size(), &got));
+            EXPECT_EQ(got.run, st.run);
             EXPECT_EQ(got.stream, st.stream);
             EXPECT_EQ(got.flow, st.flow);
             EXPECT_EQ(got.seq, st.seq);
@@ -120,7 +129,7 @@ std::vector<uint8_t> stamped_udp(pkt::PacketSpec spec) {
   spec.payload_len = 40;
   auto f = pkt::build_packet(spec);
   const size_t off = pkt::l3_offset(spec) + (spec.l3 == pkt::L3::kIpv6 ? 40 : 20) + 8;
-  write_stamp(f.data() + off, Stamp{3, 4, 5, 6});
+  write_stamp(f.data() + off, Stamp{0, 3, 4, 5, 6});
   return f;
 }
 
@@ -131,7 +140,7 @@ TEST(Frame, StampFieldWidths) {
   for (int i = 0; i < 1000; ++i) {
     const uint32_t flow = i == 0 ? (1u << 24) - 1 : static_cast<uint32_t>(rng() % (1u << 24));
     const uint64_t tsc = i == 0 ? UINT64_MAX : rng();
-    const Stamp st{static_cast<uint16_t>(rng()), flow, static_cast<uint32_t>(rng()), tsc};
+    const Stamp st{0, static_cast<uint16_t>(rng()), flow, static_cast<uint32_t>(rng()), tsc};
     auto f = stamped_udp({});
     const size_t off = 14 + 20 + 8;
     write_stamp(f.data() + off, st);
@@ -194,6 +203,98 @@ TEST(Frame, StampAgeFromFortyBits) {
       ASSERT_EQ(cycles, delay) << age;
     }
   }
+}
+
+// The run tag travels in the IP header, where psgate rewrites DSCP and ECN
+// (and so the IPv4 header checksum): what arrives is the tag sent, whatever
+// the rewrite, and the IPv4 frame keeps DF (atomic: the ID is free to carry
+// the tag, RFC 6864) and a valid header checksum.
+TEST(Frame, RunTagSurvivesPsgatesRewriteOfDscpAndEcn) {
+  for (bool v6 : {false, true}) {
+    for (Proto proto : {Proto::kUdp, Proto::kTcp}) {
+      const JobProfile j = make_job(v6, proto);
+      const FrameTemplate t = build_template(j, kPush, min_frame_size(v6, proto));
+      for (uint16_t tag : {uint16_t{1}, uint16_t{0x5a5a}, uint16_t{0xffff}}) {
+        for (int dscp : {kKeepDscp, 0, 46, 63}) {
+          SCOPED_TRACE("v6 " + std::to_string(v6) + " tag " + std::to_string(tag) + " dscp " + std::to_string(dscp));
+          std::vector<uint8_t> f = t.bytes;
+          patch_frame(f.data(), t.layout, FlowMap(j).at(3), Stamp{tag, 1, 3, 7, 1000});
+          uint8_t* l3 = f.data() + t.layout.l3;
+          // ECT(0), so that psgate's CE marking changes the header too.
+          if (v6) {
+            l3[1] |= 0x20;
+          } else {
+            l3[1] |= 0x02;
+            l3[10] = l3[11] = 0;
+            const uint16_t c = ipv4_header_checksum(l3, 20);
+            l3[10] = static_cast<uint8_t>(c >> 8);
+            l3[11] = static_cast<uint8_t>(c);
+          }
+          const unsigned changed = rewrite_traffic_class(l3, v6 ? L3Kind::kIpv6 : L3Kind::kIpv4, dscp, true);
+          EXPECT_NE(changed & kMarkedCe, 0u);
+          Stamp got;
+          ASSERT_TRUE(find_stamp(f.data(), f.size(), &got));
+          EXPECT_EQ(got.run, tag);
+          EXPECT_EQ(got.seq, 7u);
+          if (!v6) {
+            EXPECT_EQ(l3[6] & 0x40, 0x40) << "DF";
+            EXPECT_EQ(pkt::internet_checksum(l3, 20), 0);
+          } else {
+            EXPECT_EQ(l3[1] & 0x0f, 0) << "the flow label's top 4 bits";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Whose frame an arrival is, checked before it touches any flow: this
+// run's, an earlier run's (sent before this run began, whatever its tag), or
+// another run's sent while this one runs: two generators wired together,
+// where each took the other's frames for its own (same stream and flow
+// ids), reported no loss for its own lost frames and "excess" for the
+// other's. Frames of two runs go through the receive side's whole check:
+// find_stamp, stamp_age, stamp_owner.
+TEST(Frame, AnotherRunsFramesAreNotThisRuns) {
+  using O = StampOwner;
+  constexpr uint64_t kSkew = 1'000'000;
+  struct Case {
+    const char* what;
+    uint16_t frame_run;
+    StampAge age;
+    O owner;
+  } cases[] = {
+      {"this run's", 7, StampAge::kValid, O::kThisRun},
+      {"this run's, TX core ahead", 7, StampAge::kSkewed, O::kThisRun},
+      {"this run's tag, sent before the run: corrupt", 7, StampAge::kStale, O::kStale},
+      {"an earlier run's", 9, StampAge::kStale, O::kStale},
+      {"another run's, sent now", 9, StampAge::kValid, O::kOtherRun},
+      {"another run's, its core ahead", 9, StampAge::kSkewed, O::kOtherRun},
+      {"an older psgate-gen's (no tag: 0)", 0, StampAge::kValid, O::kOtherRun},
+  };
+  for (const Case& c : cases) EXPECT_EQ(stamp_owner(c.frame_run, 7, c.age), c.owner) << c.what;
+
+  // Runs A (tag 0x1111) and B (tag 0x2222) of the same profile: same stream,
+  // flow and sequence numbers. B's receive side, epoch 10'000, at TSC 50'000.
+  const JobProfile j = make_job(false, Proto::kUdp);
+  const FrameTemplate t = build_template(j, kPull, 64);
+  const uint64_t epoch = 10'000, now = 50'000;
+  auto owner_at_b = [&](uint16_t run, uint64_t tx_tsc) {
+    std::vector<uint8_t> f = t.bytes;
+    patch_frame(f.data(), t.layout, FlowMap(j).at(1), Stamp{run, 1, 1, 42, tx_tsc});
+    Stamp got;
+    EXPECT_TRUE(find_stamp(f.data(), f.size(), &got));
+    uint64_t cycles = 0;
+    return stamp_owner(got.run, 0x2222, stamp_age(now, got.tsc, epoch, kSkew, &cycles));
+  };
+  EXPECT_EQ(owner_at_b(0x2222, 40'000), O::kThisRun);
+  EXPECT_EQ(owner_at_b(0x1111, 40'000), O::kOtherRun) << "A running now: not B's, though its stream and flow are";
+  EXPECT_EQ(owner_at_b(0x1111, 5'000), O::kStale) << "A's, sent before B began: an earlier run's";
+  EXPECT_EQ(owner_at_b(0x2222, 5'000), O::kStale);
+}
+
+TEST(Frame, RunTagsAreNeverZero) {
+  for (int i = 0; i < 1000; ++i) ASSERT_NE(draw_run_tag(), 0);
 }
 
 TEST(Frame, FindStampAcceptsAndRejects) {

@@ -214,7 +214,8 @@ TEST(Report, ProgressLineParsesAsTheBenchmarkSuiteExpects) {
                  .rx_packets = 900 + 1'230'000,
                  .rx_unique = 1'000'000,
                  .rx_foreign = 2,
-                 .alloc_failed = 17};
+                 .alloc_failed = 17,
+                 .rx_other_run = 5};
   const std::string line = format_progress(prev, cur, 2.0, 12.0);
   ASSERT_EQ(line.back(), '\n');
   std::smatch m;
@@ -227,7 +228,49 @@ TEST(Report, ProgressLineParsesAsTheBenchmarkSuiteExpects) {
   EXPECT_NE(line.find("600.00 Mbit/s"), std::string::npos) << line;
   EXPECT_NE(line.find("tx_dropped 4 "), std::string::npos) << line;
   EXPECT_NE(line.find("lost-so-far 1501000 "), std::string::npos) << line;
-  EXPECT_NE(line.find("alloc_failed 17\n"), std::string::npos) << line;
+  EXPECT_NE(line.find("alloc_failed 17 "), std::string::npos) << line;
+  EXPECT_NE(line.find("other_run 5\n"), std::string::npos) << line;
+}
+
+// Frames of another generator run (stamp.h) are counted per port, given in
+// the JSON with this run's tag and in the table, and each port that got any
+// has its warning (main prints them on stderr).
+TEST(Report, FramesOfAnotherRunAreCountedPerPortAndWarnedOf) {
+  JobProfile a;
+  a.name = "a";
+  RunResult r;
+  r.run_tag = 0xbeef;
+  r.ports.push_back(PortResult{.role = "host-side", .name = "net_memif0", .port_id = 0});
+  r.ports.push_back(PortResult{.role = "wire-side", .name = "net_memif1", .port_id = 1});
+  JobResult ja{.job = &a, .iterations = 0, .has = {true, false}};
+  ja.dir[kPush].tx_packets = 100;
+  r.jobs = {ja};
+  EXPECT_TRUE(other_run_warnings(r).empty());
+  EXPECT_EQ(format_table(r).find("another generator run"), std::string::npos) << format_table(r);
+  EXPECT_EQ(format_table(r).find("rx_other_run"), std::string::npos) << format_table(r);
+  EXPECT_EQ(format_table(r).find("sent before this run began"), std::string::npos) << format_table(r);
+
+  r.ports[1].rx_other_run = 6804;
+  r.rx_other_run = 6804;
+  r.jobs[0].dir[kPush].rx_stale = 3;
+  const nlohmann::json j = to_json(r);
+  EXPECT_EQ(j["generator"]["rx_other_run"], 6804);
+  EXPECT_EQ(j["generator"]["run_tag"], 0xbeef);
+  EXPECT_EQ(j["ports"][0]["rx_other_run"], 0);
+  EXPECT_EQ(j["ports"][1]["rx_other_run"], 6804);
+  EXPECT_EQ(j["jobs"][0]["push"]["lost"], 100);
+  EXPECT_EQ(j["jobs"][0]["push"]["rx_stale"], 3);
+  const std::vector<std::string> w = other_run_warnings(r);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0],
+            "warning: 6804 frames from another generator run arrived on wire-side port 1 (net_memif1): two generators "
+            "wired together? They carry another run tag than this run's 0xbeef and count in no flow (rx_other_run)");
+  const std::string t = format_table(r);
+  EXPECT_NE(t.find("frames of another generator run received (rx_other_run, in no flow): 6804 on wire-side port "
+                   "1\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("frames sent before this run began received: 3"), std::string::npos) << t;
 }
 
 TEST(Report, SiPrefixes) {
