@@ -174,19 +174,10 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
   FullRead r;
   r.from = f.start;
   for (;;) {
+    if (stop_) break;
     grpc::ClientContext ctx;
     prepare_call(ctx, f.pages.deadline_ns());
-    {
-      // Registered before stop_ is read: a stop either sees it and
-      // cancels the call, or was seen here.
-      std::lock_guard<std::mutex> lock(mutex_);
-      read_context_ = &ctx;
-    }
-    if (stop_) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      read_context_ = nullptr;
-      break;
-    }
+    const InFlight in_flight(calls_, ctx);
     pb::RangeRequest req;
     req.set_key(r.from);
     req.set_range_end(f.end);
@@ -195,10 +186,6 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
     pb::RangeResponse resp;
     const uint64_t asked_ns = now_ns();
     r.status = kv->Range(&ctx, req, &resp);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      read_context_ = nullptr;
-    }
     if (!r.status.ok()) {
       if (stop_) break;
       if (f.pages.keys() == 1 && over_receive_limit(r.status)) {
@@ -374,6 +361,7 @@ void EtcdLink::follow_watch(Follow& f, const std::shared_ptr<grpc::Channel>& ch)
   auto watch = pb::Watch::NewStub(ch);
   WatchCall w;
   require_leader(w.ctx);
+  const InFlight in_flight(calls_, w.ctx);
   w.stream = watch->Watch(&w.ctx);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -513,13 +501,16 @@ namespace {
 // value): of [from, end) at `revision` (0: the newest), `shape` setting what
 // it asks for. On the calls' connection (Lane), not behind what a late
 // page left in flight on the follow thread's; under a page's deadline all
-// the same: it shares the link with those bytes. nullopt: no answer.
-std::optional<pb::RangeResponse> side_read(const std::shared_ptr<grpc::Channel>& ch, const std::string& from,
+// the same: it shares the link with those bytes. nullopt: no answer. In
+// `calls` while it runs: the stop cancels it.
+std::optional<pb::RangeResponse> side_read(LiveCalls<grpc::ClientContext>& calls,
+                                           const std::shared_ptr<grpc::Channel>& ch, const std::string& from,
                                            const std::string& end, int64_t revision,
                                            const std::function<void(pb::RangeRequest&)>& shape) {
   auto kv = pb::KV::NewStub(ch);
   grpc::ClientContext ctx;
   prepare_call(ctx, kReadDeadlineNs);
+  const InFlight in_flight(calls, ctx);
   pb::RangeRequest req;
   req.set_key(from);
   req.set_range_end(end);
@@ -533,14 +524,14 @@ std::optional<pb::RangeResponse> side_read(const std::shared_ptr<grpc::Channel>&
 }  // namespace
 
 int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::string& end, int64_t revision) {
-  auto resp =
-      side_read(channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) { r.set_count_only(true); });
+  auto resp = side_read(calls_, channel(ep, Lane::kCalls), from, end, revision,
+                        [](pb::RangeRequest& r) { r.set_count_only(true); });
   return resp ? resp->count() : -1;
 }
 
 std::optional<EtcdLink::KeyOnly> EtcdLink::first_key(size_t ep, const std::string& from, const std::string& end,
                                                      int64_t revision) {
-  auto resp = side_read(channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) {
+  auto resp = side_read(calls_, channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) {
     r.set_limit(1);
     r.set_keys_only(true);
   });

@@ -41,6 +41,7 @@
 #include "psgate/full_read_failures.h"
 #include "psgate/full_read_pages.h"
 #include "psgate/history_compaction.h"
+#include "psgate/live_calls.h"
 #include "psgate/log_throttle.h"
 #include "psgate/store_follow_state.h"
 
@@ -55,7 +56,11 @@ class EtcdLink final : public ClusterLink {
  public:
   // Starts both threads. `config_policy`: the policy when the store has none.
   EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyParams& config_policy);
-  ~EtcdLink() override;  // stops the threads and revokes the lease (the registration and any leadership go at once)
+  // Stops the threads, cancelling every call to the store in flight (none
+  // waits for its deadline, whatever the store does), and revokes the lease
+  // (the registration and any leadership go at once), under its own
+  // deadline (kRevokeDeadlineNs).
+  ~EtcdLink() override;
   EtcdLink(const EtcdLink&) = delete;
   EtcdLink& operator=(const EtcdLink&) = delete;
 
@@ -162,6 +167,10 @@ class EtcdLink final : public ClusterLink {
   std::optional<grpc::SslCredentialsOptions> tls_good_;
   std::string tls_problem_;
   std::atomic<bool> stop_{false};
+  // Every call to the store in flight (each thread's, and write()'s), all
+  // cancelled by the stop; one started after it is cancelled as it starts.
+  // The lease's revoke at stop is the one call outside it.
+  LiveCalls<grpc::ClientContext> calls_;
   std::atomic<size_t> follow_endpoint_{0};  // where the follow thread reads: writes try it first
 
   mutable std::mutex mutex_;  // guards the fields below
@@ -242,7 +251,6 @@ class EtcdLink final : public ClusterLink {
   FullReadFailures full_read_failures_{3, 10'000'000'000};
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
-  grpc::ClientContext* read_context_ = nullptr;   // a full read's page in flight, cancelled at stop
   uint64_t last_watch_message_ns_ = 0;
   // The problems of the last published view, each logged once while it
   // lasts (a view is published for every store event, gateway heartbeats
