@@ -89,7 +89,11 @@ class EtcdLink final : public ClusterLink {
   // is not ok where the read did not complete.
   FullRead read_prefix(Follow& f, const std::shared_ptr<grpc::Channel>& ch);
   // A page of one key that gRPC refused as larger than it may receive: the
-  // key read without its value; false when the member does not answer.
+  // key read without its value. True: the read goes on (from the next key,
+  // or the same page again at a revision now fixed); false: it ends, with
+  // r.status ok where the member holds no key from there (the key was
+  // deleted meanwhile and none follows: the read is complete), else how the
+  // keys-only read failed.
   bool read_key_without_value(Follow& f, FullRead& r);
   // A page that came late or too large: true when it is to be asked again,
   // in fewer keys.
@@ -112,15 +116,17 @@ class EtcdLink final : public ClusterLink {
   // answer (within a page's first deadline).
   int64_t keys_left(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
   // The first key of [from, end) at `revision` (0: the newest), without its
-  // value (a keys-only read), and the revision it was read at; nullopt
-  // when the member does not answer or holds none.
+  // value (a keys-only read), and the revision it was read at; `key` empty
+  // when the member holds none there. nullopt when the member does not
+  // answer, `failed` then saying how.
   struct KeyOnly {
     std::string key;
     StoreEntry entry;  // no value
     int64_t revision = 0;
     uint64_t cluster_id = 0;
   };
-  std::optional<KeyOnly> first_key(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
+  std::optional<KeyOnly> first_key(size_t endpoint, const std::string& from, const std::string& end, int64_t revision,
+                                   grpc::Status& failed);
   void session_loop();
   // Two connections to each member: the follow thread's full reads and
   // watch (pages of up to kStoreReceiveLimitBytes) on one, every small call

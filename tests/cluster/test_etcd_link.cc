@@ -6,6 +6,8 @@
 //   - Its stop cancels every call in flight: the start-up probe, a full
 //     read's side reads, the probe thread's, the session's; none waits for
 //     its deadline (1-2 s each), and the lease is still revoked.
+//   - A key too large to receive, deleted while the full read asks for it
+//     without its value, ends the read: no "store unreachable".
 #include "cluster/etcd_link.h"
 
 #include <grpcpp/grpcpp.h>
@@ -268,6 +270,7 @@ std::chrono::milliseconds stop(std::unique_ptr<EtcdLink>& l) {
 }
 
 const std::string kJob1 = R"({"schema": 1, "job": 1, "match": ["dst=10.0.0.1/32"]})";
+const std::string kJob8 = R"({"schema": 1, "job": 8, "match": ["dst=10.0.0.8/32"]})";
 
 grpc::Status too_large_to_receive() {
   return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -363,6 +366,82 @@ TEST(EtcdLinkStop, ACleanStopRevokesTheLeaseAtTheMemberInUse) {
   EXPECT_LT(took, kPromptStop);
   EXPECT_EQ(m.revokes, 1);
   EXPECT_EQ(m.revoked, FakeEtcd::kLease);
+}
+
+// The only key under the prefix holds a value too large to receive: every
+// page of it is refused as such, until the keys-only read (which the
+// follower asks at the newest revision, no page having come) finds it gone.
+TEST(EtcdLinkOversize, AKeyDeletedBeforeItsKeysOnlyReadEndsTheReadNoUnreachableStore) {
+  CapturedLog log;
+  FakeEtcd m;
+  std::atomic<bool> deleted{false};
+  std::atomic<int> pages_after{0};
+  m.range_hook = [&](grpc::ServerContext*, const pb::RangeRequest& req,
+                     pb::RangeResponse& resp) -> std::optional<grpc::Status> {
+    if (req.count_only()) {
+      if (!req.range_end().empty() && !deleted) resp.set_count(1);
+      return std::nullopt;  // the store (empty): no key
+    }
+    if (req.keys_only()) {
+      deleted = true;
+      m.revision = 11;  // the delete's
+      return std::nullopt;
+    }
+    if (deleted) {
+      ++pages_after;
+      return std::nullopt;
+    }
+    return too_large_to_receive();
+  };
+  auto l = link({m.url()});
+  ASSERT_TRUE(l->wait_first_read(5'000'000'000));
+  ASSERT_TRUE(eventually([&] { return l->connected(); }, std::chrono::milliseconds(2000)));
+  const auto status = l->status();
+  l.reset();
+  const std::string text = log.text();
+  EXPECT_EQ(text.find("store unreachable"), std::string::npos)
+      << "an empty answer is the key gone, not a member failure; log:\n"
+      << text;
+  EXPECT_EQ(pages_after, 0) << "the read ended with the keys-only answer: no page, no second full read";
+  EXPECT_EQ(status["full_reads"], 1);
+  EXPECT_EQ(status["store_revision"], 11) << "the view is the store at the keys-only read's revision";
+  EXPECT_NE(text.find("deleted meanwhile"), std::string::npos) << text;
+}
+
+// As above, but a key follows the deleted one: the keys-only read at the
+// newest revision finds that one, whose value is no larger than any other.
+// It was taken for the key too large, and its job refused as too large.
+TEST(EtcdLinkOversize, TheKeyAfterOneDeletedMeanwhileIsReadWithItsValue) {
+  CapturedLog log;
+  FakeEtcd m;
+  const std::string big = std::string(kPrefix) + "/jobs/7", next = std::string(kPrefix) + "/jobs/8";
+  m.put(next, kJob8);
+  std::atomic<bool> deleted{false};
+  m.range_hook = [&](grpc::ServerContext*, const pb::RangeRequest& req,
+                     pb::RangeResponse& resp) -> std::optional<grpc::Status> {
+    if (req.count_only() && !deleted) {
+      m.header(resp.mutable_header());
+      resp.set_count(2);  // job 7 too
+      return grpc::Status::OK;
+    }
+    if (req.keys_only()) {
+      deleted = true;  // job 7 deleted just before
+      m.revision = 11;
+      return std::nullopt;
+    }
+    if (deleted) return std::nullopt;
+    // job 7 first, too large for any page that holds it
+    if (req.key() <= big) return too_large_to_receive();
+    return std::nullopt;
+  };
+  auto l = link({m.url()});
+  ASSERT_TRUE(l->wait_first_read(5'000'000'000));
+  auto view = l->newer_than(0, 0);
+  ASSERT_TRUE(view);
+  l.reset();
+  EXPECT_EQ(view->refused_jobs.count(8), 0u) << "job 8 refused as too large to receive";
+  ASSERT_EQ(view->jobs.size(), 1u) << log.text();
+  EXPECT_EQ(view->jobs[0].spec.id, 8u);
 }
 
 }  // namespace
