@@ -43,8 +43,9 @@ constexpr const char* kPrefix = "/psgate/linktest";
 constexpr uint64_t kClusterId = 0xc1;
 // A stop that cancels what is in flight takes a few ms; one that waits for
 // a call's deadline takes the rest of it (1 s for a probe or a session
-// call, 2 s for a side read). The bound leaves room for a loaded machine.
-constexpr auto kPromptStop = std::chrono::milliseconds(300);
+// call, 2 s for a side read; before the fix: 850-1980 ms). The bound
+// leaves room for a loaded machine.
+constexpr auto kPromptStop = std::chrono::milliseconds(600);
 
 // Until `done` or `limit`.
 bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit) {
