@@ -10,6 +10,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include "psgate/live_calls.h"
+
 namespace grpc {
 class ClientContext;
 }  // namespace grpc
@@ -23,6 +25,15 @@ namespace psgate::etcd_detail {
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kMinBackoffNs = 50 * kMs;
 constexpr uint64_t kCallDeadlineNs = 1000 * kMs;
+// The lease's revoke at stop: the one call the stop does not cancel (the
+// registration and any leadership go at once rather than one TTL later),
+// so short that a member that does not answer holds the stop this long at
+// most.
+constexpr uint64_t kRevokeDeadlineNs = 500 * kMs;
+
+// A call to the store in flight for the scope it runs in: the link's stop
+// cancels it (EtcdLink::calls_). Declared after its context.
+using InFlight = LiveCall<grpc::ClientContext>;
 
 uint64_t now_ns();  // steady clock
 

@@ -174,19 +174,10 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
   FullRead r;
   r.from = f.start;
   for (;;) {
+    if (stop_) break;
     grpc::ClientContext ctx;
     prepare_call(ctx, f.pages.deadline_ns());
-    {
-      // Registered before stop_ is read: a stop either sees it and
-      // cancels the call, or was seen here.
-      std::lock_guard<std::mutex> lock(mutex_);
-      read_context_ = &ctx;
-    }
-    if (stop_) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      read_context_ = nullptr;
-      break;
-    }
+    const InFlight in_flight(calls_, ctx);
     pb::RangeRequest req;
     req.set_key(r.from);
     req.set_range_end(f.end);
@@ -195,14 +186,10 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
     pb::RangeResponse resp;
     const uint64_t asked_ns = now_ns();
     r.status = kv->Range(&ctx, req, &resp);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      read_context_ = nullptr;
-    }
     if (!r.status.ok()) {
       if (stop_) break;
       if (f.pages.keys() == 1 && over_receive_limit(r.status)) {
-        if (!read_key_without_value(f, r)) break;  // the member does not answer: the next one
+        if (!read_key_without_value(f, r)) break;  // complete, or the member does not answer (r.status)
         continue;
       }
       if (!ask_smaller_pages(f, r)) break;
@@ -230,13 +217,42 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
 // good, the store answering. Read without its value: a key outside the
 // layout is ignored as ever, a document is refused, naming its size.
 bool EtcdLink::read_key_without_value(Follow& f, FullRead& r) {
-  auto k = first_key(f.ep, r.from, f.end, r.at);
-  if (!k) return false;
+  const uint64_t bytes = received_size(r.status);
+  grpc::Status failed;
+  auto k = first_key(f.ep, r.from, f.end, r.at, failed);
+  if (!k) {
+    // Said as what failed (a compaction past r.at, OUT_OF_RANGE, is taken
+    // as one), not as the page too large to receive.
+    r.status = failed;
+    return false;
+  }
+  if (k->key.empty()) {
+    // The member answered and holds no key from there: the one too large
+    // was deleted since the page was asked for (read at the newest
+    // revision, no page having come yet), as the warning below tells the
+    // operator to do, and none follows it. The read is complete; counting
+    // it as "store unreachable" moved to the next member, after a backoff,
+    // for an answer.
+    if (r.at == 0) {
+      r.at = k->revision;
+      r.read_id = k->cluster_id;
+    }
+    spdlog::info(
+        "cluster: the key holding a value too large to receive was deleted meanwhile (no key after it at "
+        "revision {}): the full read is complete without it",
+        r.at);
+    r.status = grpc::Status::OK;
+    return false;
+  }
   if (r.at == 0) {
+    // Read at the newest revision: the key too large may have been deleted
+    // since the page was asked for, and this be the one after it, whose
+    // value is no larger than any other's. The page is asked again at this
+    // revision (from here on the read's), where it is this key's.
     r.at = k->revision;
     r.read_id = k->cluster_id;
+    return true;
   }
-  const uint64_t bytes = received_size(r.status);
   const bool document = f.mirror.keeps_value(k->key);
   k->entry.value = document ? unreceived_value(bytes) : std::string();
   spdlog::warn(
@@ -374,6 +390,7 @@ void EtcdLink::follow_watch(Follow& f, const std::shared_ptr<grpc::Channel>& ch)
   auto watch = pb::Watch::NewStub(ch);
   WatchCall w;
   require_leader(w.ctx);
+  const InFlight in_flight(calls_, w.ctx);
   w.stream = watch->Watch(&w.ctx);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -513,41 +530,51 @@ namespace {
 // value): of [from, end) at `revision` (0: the newest), `shape` setting what
 // it asks for. On the calls' connection (Lane), not behind what a late
 // page left in flight on the follow thread's; under a page's deadline all
-// the same: it shares the link with those bytes. nullopt: no answer.
-std::optional<pb::RangeResponse> side_read(const std::shared_ptr<grpc::Channel>& ch, const std::string& from,
-                                           const std::string& end, int64_t revision,
-                                           const std::function<void(pb::RangeRequest&)>& shape) {
+// the same: it shares the link with those bytes. In `calls` while it runs:
+// the stop cancels it.
+grpc::Status side_read(LiveCalls<grpc::ClientContext>& calls, const std::shared_ptr<grpc::Channel>& ch,
+                       const std::string& from, const std::string& end, int64_t revision,
+                       const std::function<void(pb::RangeRequest&)>& shape, pb::RangeResponse& resp) {
   auto kv = pb::KV::NewStub(ch);
   grpc::ClientContext ctx;
   prepare_call(ctx, kReadDeadlineNs);
+  const InFlight in_flight(calls, ctx);
   pb::RangeRequest req;
   req.set_key(from);
   req.set_range_end(end);
   req.set_revision(revision);
   shape(req);
-  pb::RangeResponse resp;
-  if (!kv->Range(&ctx, req, &resp).ok()) return std::nullopt;
-  return resp;
+  return kv->Range(&ctx, req, &resp);
 }
 
 }  // namespace
 
 int64_t EtcdLink::keys_left(size_t ep, const std::string& from, const std::string& end, int64_t revision) {
-  auto resp =
-      side_read(channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) { r.set_count_only(true); });
-  return resp ? resp->count() : -1;
+  pb::RangeResponse resp;
+  const grpc::Status s = side_read(
+      calls_, channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) { r.set_count_only(true); },
+      resp);
+  return s.ok() ? resp.count() : -1;
 }
 
 std::optional<EtcdLink::KeyOnly> EtcdLink::first_key(size_t ep, const std::string& from, const std::string& end,
-                                                     int64_t revision) {
-  auto resp = side_read(channel(ep, Lane::kCalls), from, end, revision, [](pb::RangeRequest& r) {
-    r.set_limit(1);
-    r.set_keys_only(true);
-  });
-  if (!resp || resp->kvs_size() == 0) return std::nullopt;
-  const auto& k = resp->kvs(0);
-  return KeyOnly{k.key(), StoreEntry{std::string(), k.create_revision(), k.mod_revision(), k.lease()},
-                 resp->header().revision(), resp->header().cluster_id()};
+                                                     int64_t revision, grpc::Status& failed) {
+  pb::RangeResponse resp;
+  failed = side_read(
+      calls_, channel(ep, Lane::kCalls), from, end, revision,
+      [](pb::RangeRequest& r) {
+        r.set_limit(1);
+        r.set_keys_only(true);
+      },
+      resp);
+  if (!failed.ok()) return std::nullopt;
+  KeyOnly k{{}, {}, resp.header().revision(), resp.header().cluster_id()};
+  if (resp.kvs_size() > 0) {
+    const auto& kv = resp.kvs(0);
+    k.key = kv.key();
+    k.entry = StoreEntry{std::string(), kv.create_revision(), kv.mod_revision(), kv.lease()};
+  }
+  return k;
 }
 
 }  // namespace psgate

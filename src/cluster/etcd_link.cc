@@ -85,11 +85,11 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
 
 EtcdLink::~EtcdLink() {
   stop_ = true;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (watch_context_) watch_context_->TryCancel();
-    if (read_context_) read_context_->TryCancel();
-  }
+  // Every call in flight ends now, not at its deadline: a full read's page
+  // (2-16 s), its side reads (2 s), the cluster id probes and the session's
+  // calls (1 s each), the watch. A thread that had not yet started its
+  // call starts it cancelled.
+  calls_.stop();
   if (follow_thread_.joinable()) follow_thread_.join();
   if (session_thread_.joinable()) session_thread_.join();
   if (probe_thread_.joinable()) probe_thread_.join();

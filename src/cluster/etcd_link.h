@@ -41,6 +41,7 @@
 #include "psgate/full_read_failures.h"
 #include "psgate/full_read_pages.h"
 #include "psgate/history_compaction.h"
+#include "psgate/live_calls.h"
 #include "psgate/log_throttle.h"
 #include "psgate/store_follow_state.h"
 
@@ -55,7 +56,11 @@ class EtcdLink final : public ClusterLink {
  public:
   // Starts both threads. `config_policy`: the policy when the store has none.
   EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyParams& config_policy);
-  ~EtcdLink() override;  // stops the threads and revokes the lease (the registration and any leadership go at once)
+  // Stops the threads, cancelling every call to the store in flight (none
+  // waits for its deadline, whatever the store does), and revokes the lease
+  // (the registration and any leadership go at once), under its own
+  // deadline (kRevokeDeadlineNs).
+  ~EtcdLink() override;
   EtcdLink(const EtcdLink&) = delete;
   EtcdLink& operator=(const EtcdLink&) = delete;
 
@@ -84,7 +89,11 @@ class EtcdLink final : public ClusterLink {
   // is not ok where the read did not complete.
   FullRead read_prefix(Follow& f, const std::shared_ptr<grpc::Channel>& ch);
   // A page of one key that gRPC refused as larger than it may receive: the
-  // key read without its value; false when the member does not answer.
+  // key read without its value. True: the read goes on (from the next key,
+  // or the same page again at a revision now fixed); false: it ends, with
+  // r.status ok where the member holds no key from there (the key was
+  // deleted meanwhile and none follows: the read is complete), else how the
+  // keys-only read failed.
   bool read_key_without_value(Follow& f, FullRead& r);
   // A page that came late or too large: true when it is to be asked again,
   // in fewer keys.
@@ -107,15 +116,17 @@ class EtcdLink final : public ClusterLink {
   // answer (within a page's first deadline).
   int64_t keys_left(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
   // The first key of [from, end) at `revision` (0: the newest), without its
-  // value (a keys-only read), and the revision it was read at; nullopt
-  // when the member does not answer or holds none.
+  // value (a keys-only read), and the revision it was read at; `key` empty
+  // when the member holds none there. nullopt when the member does not
+  // answer, `failed` then saying how.
   struct KeyOnly {
     std::string key;
     StoreEntry entry;  // no value
     int64_t revision = 0;
     uint64_t cluster_id = 0;
   };
-  std::optional<KeyOnly> first_key(size_t endpoint, const std::string& from, const std::string& end, int64_t revision);
+  std::optional<KeyOnly> first_key(size_t endpoint, const std::string& from, const std::string& end, int64_t revision,
+                                   grpc::Status& failed);
   void session_loop();
   // Two connections to each member: the follow thread's full reads and
   // watch (pages of up to kStoreReceiveLimitBytes) on one, every small call
@@ -162,6 +173,10 @@ class EtcdLink final : public ClusterLink {
   std::optional<grpc::SslCredentialsOptions> tls_good_;
   std::string tls_problem_;
   std::atomic<bool> stop_{false};
+  // Every call to the store in flight (each thread's, and write()'s), all
+  // cancelled by the stop; one started after it is cancelled as it starts.
+  // The lease's revoke at stop is the one call outside it.
+  LiveCalls<grpc::ClientContext> calls_;
   std::atomic<size_t> follow_endpoint_{0};  // where the follow thread reads: writes try it first
 
   mutable std::mutex mutex_;  // guards the fields below
@@ -242,7 +257,6 @@ class EtcdLink final : public ClusterLink {
   FullReadFailures full_read_failures_{3, 10'000'000'000};
   uint64_t full_reads_ = 0, watch_restarts_ = 0, events_ = 0, write_errors_ = 0, leader_terms_ = 0;
   grpc::ClientContext* watch_context_ = nullptr;  // the live watch, to cancel when it goes silent
-  grpc::ClientContext* read_context_ = nullptr;   // a full read's page in flight, cancelled at stop
   uint64_t last_watch_message_ns_ = 0;
   // The problems of the last published view, each logged once while it
   // lasts (a view is published for every store event, gateway heartbeats

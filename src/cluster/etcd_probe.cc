@@ -30,6 +30,7 @@ uint64_t EtcdLink::probe_cluster_id(size_t ep, std::chrono::system_clock::time_p
   grpc::ClientContext ctx;
   ctx.set_deadline(deadline);
   require_leader(ctx);
+  const InFlight in_flight(calls_, ctx);
   pb::RangeRequest req;
   req.set_key(keys_.order());
   req.set_count_only(true);
@@ -102,6 +103,7 @@ void EtcdLink::probe_loop() {
     std::vector<bool> others(endpoints_.size(), true);
     others[in_use] = false;
     const std::vector<uint64_t> ids = probe_cluster_ids(others);
+    if (stop_) break;  // cancelled: no answers
     std::vector<bool> served;
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -94,6 +94,7 @@ std::string EtcdLink::session_failure_note() const {
 }
 
 void EtcdLink::session_failed(const char* what, size_t ep, const grpc::Status& st) {
+  if (stop_) return;  // cancelled by the stop: no failure of the store's
   const std::string why =
       std::string(what) + " failed at " + endpoints_[ep].target + ": " + status_text(st) + auth_hint(st);
   const uint64_t now = now_ns();
@@ -115,6 +116,7 @@ bool EtcdLink::grant_lease(size_t ep) {
   auto lease = pb::Lease::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
+  const InFlight in_flight(calls_, ctx);
   pb::LeaseGrantRequest req;
   req.set_ttl(static_cast<int64_t>(spec_.lease_ttl_ns / 1'000'000'000));
   pb::LeaseGrantResponse resp;
@@ -140,6 +142,7 @@ bool EtcdLink::keep_alive(size_t ep) {
   auto lease = pb::Lease::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
+  const InFlight in_flight(calls_, ctx);
   auto stream = lease->LeaseKeepAlive(&ctx);
   pb::LeaseKeepAliveRequest req;
   req.set_id(id);
@@ -216,6 +219,7 @@ bool EtcdLink::put_registration(size_t ep) {
   auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
+  const InFlight in_flight(calls_, ctx);
   pb::TxnResponse resp;
   std::string conflict;
   if (const grpc::Status st = kv->Txn(&ctx, txn, &resp); !st.ok()) {
@@ -353,6 +357,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     txn.add_success()->mutable_request_delete_range()->set_key(keys_.leader());
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
+    const InFlight in_flight(calls_, ctx);
     pb::TxnResponse resp;
     if (!kv->Txn(&ctx, txn, &resp).ok()) return;
     campaign_lost_at_ = resp.header().revision();
@@ -393,6 +398,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     put->set_lease(lease);
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
+    const InFlight in_flight(calls_, ctx);
     pb::TxnResponse resp;
     if (!kv->Txn(&ctx, txn, &resp).ok()) return;
     if (!resp.succeeded()) {
@@ -431,6 +437,7 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       txn.add_success()->mutable_request_delete_range()->set_key(keys_.ranks());
       grpc::ClientContext ctx;
       prepare_call(ctx, kCallDeadlineNs);
+      const InFlight in_flight(calls_, ctx);
       pb::TxnResponse resp;
       if (!kv->Txn(&ctx, txn, &resp).ok()) return;
       ranks_removed_at_ = resp.header().revision();
@@ -463,13 +470,14 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   put->set_value(ranks_document(ranks, policy_name(policy.kind), trial.rotation, spec_.name));
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
+  const InFlight in_flight(calls_, ctx);
   pb::TxnResponse resp;
   if (const grpc::Status s = kv->Txn(&ctx, txn, &resp); !s.ok()) {
     // Tried again at the next evaluation (the store's ranks still differ).
     // Said at most once a minute: a cause that lasts (a ranks document over
     // etcd's request size, at tens of thousands of jobs) fails every time,
     // and the gateways keep following the last ranks written meanwhile.
-    if (ranks_error_log_.admit(now)) {
+    if (!stop_ && ranks_error_log_.admit(now)) {
       spdlog::warn(
           "cluster: policy ranks not written ({}); the gateways keep the last ranks written ({} since start{})",
           status_text(s), ranks_error_log_.total(), ranks_error_log_.held_back_note());
@@ -500,6 +508,7 @@ void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now)
   req.set_revision(target);
   grpc::ClientContext ctx;
   prepare_call(ctx, kCallDeadlineNs);
+  const InFlight in_flight(calls_, ctx);
   pb::CompactionResponse resp;
   const grpc::Status st = kv->Compact(&ctx, req, &resp);
   // "required revision has been compacted": someone compacted further
@@ -508,7 +517,7 @@ void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now)
     compaction_.compacted(view.store_epoch, target);
     spdlog::info("cluster: store history before revision {} compacted (cluster.compact_every {})", target,
                  duration_text_exact(spec_.compact_every_ns));
-  } else if (compact_error_log_.admit(now)) {
+  } else if (!stop_ && compact_error_log_.admit(now)) {
     spdlog::warn("cluster: store history before revision {} not compacted: {} ({} since start{})", target,
                  status_text(st), compact_error_log_.total(), compact_error_log_.held_back_note());
   }
@@ -588,6 +597,10 @@ void EtcdLink::session_loop() {
       }
     }
     if (!ok) {
+      // A step cancelled by the stop says nothing of this member: the
+      // revoke below goes to it, not to the next (which may be the one that
+      // does not answer).
+      if (stop_) break;
       drop_channel(ep, Lane::kCalls);
       ep = (ep + 1) % endpoints_.size();
       // Never longer than a third of the lease's TTL between tries: a
@@ -603,7 +616,8 @@ void EtcdLink::session_loop() {
     std::this_thread::sleep_for(std::chrono::nanoseconds(kSessionTickNs));
   }
   // Going away: revoke the lease, so the registration and any leadership go now
-  // rather than one TTL later.
+  // rather than one TTL later. Outside calls_ (the stop cancelled every
+  // other call; this one is made after it), under its own short deadline.
   int64_t lease;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -612,7 +626,7 @@ void EtcdLink::session_loop() {
   if (lease != 0) {
     auto stub = pb::Lease::NewStub(channel(ep, Lane::kCalls));
     grpc::ClientContext ctx;
-    set_deadline(ctx, 500 * kMs);
+    set_deadline(ctx, kRevokeDeadlineNs);
     pb::LeaseRevokeRequest req;
     req.set_id(lease);
     pb::LeaseRevokeResponse resp;

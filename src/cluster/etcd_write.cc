@@ -75,6 +75,7 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
     auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
     grpc::ClientContext ctx;
     prepare_call(ctx, kCallDeadlineNs);
+    const InFlight in_flight(calls_, ctx);
     pb::TxnResponse resp;
     const grpc::Status s = kv->Txn(&ctx, txn, &resp);
     if (!s.ok()) {
