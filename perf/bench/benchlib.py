@@ -873,6 +873,13 @@ def run_memif(env, tag, app, gen_jobs, duration, psgate_jobs=(), shaper=None, cl
             raise BenchError(f"psgate-gen wrote no JSON (exit {gen.p.poll()}): {gen.tail_err()}")
         with open(gen_json) as f:
             res["gen"] = json.load(f)
+        # Frames of another psgate-gen run (two generators wired together, a stale one still
+        # sending into these sockets) count in none of this run's flows, but what came back
+        # would then not be what the forwarder carried: the run is refused, not reported.
+        other = (res["gen"].get("generator") or {}).get("rx_other_run", 0)
+        if other:
+            raise BenchError(f"{other} frames of another psgate-gen run arrived on the generator's ports: "
+                             f"this run's figures would not be {app}'s alone")
         if psg_series.samples:
             res["psgate_side"] = psg_series.summarize(warmup + 1)
         if reader is not None:
