@@ -6,6 +6,7 @@
 // data lcore ever waits for it.
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -94,6 +95,8 @@ inline constexpr int kListenBacklog = 4096;
 // once are closed as fast as they come, so their places are free again.
 inline constexpr unsigned kMaxAcceptsPerWakeup = 64;
 
+struct ControlConnection;  // control_connection.h
+
 class ControlServer {
  public:
   struct Options {
@@ -141,7 +144,35 @@ class ControlServer {
 
  private:
   ControlServer() = default;
+  // The control thread: waits for events and hands each to its step below.
   void run();
+  // What the thread keeps while it serves (control_server.cc).
+  struct Serving;
+  // epoll_wait failed: said (rarely) and a pause, never a busy loop.
+  void on_wait_error(Serving& s);
+  // One event to the step for its descriptor.
+  void on_event(Serving& s, const epoll_event& event);
+  // The tick: the control plane's periodic step, after_tick, then
+  // disconnect_stalled.
+  void on_tick(Serving& s);
+  // Clients past the unread timeout are disconnected; those owed replies
+  // while over the budget flushed.
+  void disconnect_stalled(Serving& s, uint64_t now);
+  // New connections, up to kMaxAcceptsPerWakeup; each to admit_client.
+  void accept_clients(Serving& s);
+  // A new connection `c` served, or refused with why (too many clients, out
+  // of descriptors: `out_of_fds`, the spare given up to take it).
+  void admit_client(Serving& s, int c, bool out_of_fds);
+  bool evict_idle(Serving& s);
+  void close_client(Serving& s, int fd);
+  // A client's event: its requests taken (take_requests), its replies sent.
+  void read_client(Serving& s, int fd, const epoll_event& event);
+  // Reads and answers requests up to the turn's limits; false: the
+  // connection failed. `capped`: stopped with more to read.
+  bool take_requests(Serving& s, int fd, ControlConnection& c, bool hung_up, bool mute, bool& capped);
+  void answer(Serving& s, ControlConnection& c, const std::string& line, bool keep_reply);
+  // After a round: the clients the replies budget paused, looked at again.
+  void look_again_at_paused(Serving& s);
 
   ControlPlane* control_ = nullptr;
   Options options_;

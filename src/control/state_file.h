@@ -50,6 +50,16 @@
 // while a state file may name it. Jobs are listed in the order they were
 // added; reading them back adds them in that order, so rule precedence
 // (older jobs' rules first) and rank ties (older first) hold across a restart.
+//
+// Defined one part a file: state_read.cc (read_state_file: every version's
+// JSON and the rules files it names; resume_policy_state), state_render.cc
+// (state_file_text, StateTextRenderer), state_checks.cc (check_saved_state,
+// take_file_changes, config_jobs_unlike_state), state_path.cc
+// (check_state_path and its halves), rules_files.cc (the rules files'
+// directory, names, serials and text), state_housekeeping.cc (temporaries
+// and rules files no job names, removed or set aside), durable_write.cc
+// (write_state_text, write_rules_file(s), sync_directory,
+// make_directories_durably).
 #pragma once
 
 #include <array>
