@@ -123,7 +123,13 @@ TEST(StateFile, ARestartResumesTheTurnItWasIn) {
   PolicyParams params;
   params.kind = PolicyKind::kRoundRobin;
   params.interval_ns = kInterval;
-  const std::vector<PolicyJob> jobs = {{.id = 5}, {.id = 6}, {.id = 7}, {.id = 8}};
+  // Jobs 5-8 (set field by field: a designated initializer naming id alone
+  // warns of the fields it leaves out, -Wmissing-field-initializers).
+  const std::vector<PolicyJob> jobs = [] {
+    std::vector<PolicyJob> four(4);
+    for (uint32_t k = 0; k < four.size(); ++k) four[k].id = 5 + k;
+    return four;
+  }();
   auto top = [&](PolicyState& st, uint64_t now) {
     for (const JobRanks& r : evaluate_policy(params, st, jobs, now))
       if (r.pull_rank == 0) return r.id;
