@@ -12,13 +12,6 @@
 
 namespace psgate {
 
-namespace {
-
-// Memory a connection's reply buffer may keep beyond twice what it holds.
-constexpr size_t kKeptReplyBufferBytes = 16 * 1024;
-
-}  // namespace
-
 void ReplyBudget::append(ControlConnection& c, const std::string& text) {
   if (c.out.empty()) c.owing_ns = monotonic_ns();
   if (unsent < kRepliesBudgetBytes && unsent + text.size() >= kRepliesBudgetBytes) {

@@ -59,6 +59,10 @@ struct ControlConnection {
 // Where the reserve ends: unsent replies past it hold every client.
 inline constexpr size_t kReserveEnd = kRepliesBudgetBytes + kRepliesReserveBytes;
 
+// Memory a connection's reply buffer may keep beyond twice what it holds
+// (flush() gives the rest back).
+inline constexpr size_t kKeptReplyBufferBytes = 16 * 1024;
+
 // Replies built and not yet sent, all clients together, and the clients
 // paused until that is under kRepliesBudgetBytes again, or under it plus
 // kRepliesReserveBytes (flush()).
