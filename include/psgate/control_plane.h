@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -141,6 +142,36 @@ class ControlPlane {
   // The same for a request built in-process (tests): serialised and handled
   // as the line a client would send.
   nlohmann::json handle(const nlohmann::json& request);
+  // The control server's entry point, as handle_line, except that a change
+  // forwarded to the cluster store does not hold the control thread while
+  // the store takes it (up to about a second per member tried) and it comes
+  // back to this gateway (up to 2 s more): every other client, the tick and
+  // the service watchdog waited meanwhile. Returns the reply, or nothing:
+  // the reply is deferred, and take_deferred_replies() hands it out under
+  // `token` (the caller's name for the client). Changes go to the store one
+  // at a time, in the order asked: while one is out, a change another
+  // client asks for waits (its line is handled once that one is answered,
+  // on the state it left); reads are answered at once. The caller reads
+  // nothing more from that client until it has the reply, so that the
+  // client's own requests stay in order.
+  std::optional<nlohmann::json> handle_line_deferred(std::string_view line, uint64_t token, bool reply_wanted = true,
+                                                     const CommandSpec** ran = nullptr);
+  struct DeferredReply {
+    uint64_t token = 0;
+    nlohmann::json reply;  // null: a reply nobody can read (reply_wanted false)
+  };
+  // The deferred replies now ready: their writes ended and, written, are
+  // in force here (or were not within 2 s: said so). Control thread; cheap
+  // when none is pending. Never throws: a failure is that request's error
+  // reply, so no client waits for ever.
+  std::vector<DeferredReply> take_deferred_replies(uint64_t now_ns);
+  // Readable when a deferred write has ended (an eventfd, -1 outside
+  // cluster mode): the control server waits on it with the rest.
+  int deferred_fd() const { return store_writes_.done_fd; }
+  // Waits for a store write still out (bounded by its deadlines).
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
   // Periodic work on the control thread: policy evaluation; in cluster mode,
   // applying what the store says and reporting this gateway to it.
   void tick(uint64_t now_ns);
@@ -223,9 +254,69 @@ class ControlPlane {
   Result<Outcome> apply(const ClusterRequest&) const;
   Result<Outcome> apply(const ReloadRequest&) const;
 
+  // One request line handled up to the store: the reply's envelope, and
+  // the reply, or the change to write to the store (cluster mode).
+  struct Handled {
+    std::optional<nlohmann::json> echo_id;
+    std::string deprecation;
+    Result<nlohmann::json> reply = Result<nlohmann::json>::failure("");
+    std::optional<Candidate> for_store;
+    bool unseen = false;  // a read nobody can see: not run, no reply (null)
+    bool queued = false;  // a change while a store write is out: not run yet
+  };
+  // `queue_changes`: a change (not a read) while a store write is out or
+  // others wait is not run but marked `queued`.
+  Handled handle_request(std::string_view line, bool reply_wanted, const CommandSpec** ran, bool queue_changes);
+  // The reply object: {"ok", "result" | "error", "id", "deprecated"}.
+  static nlohmann::json reply_object(Handled& h);
+
   // Cluster mode. A change a handler proposed, written to the store; the
   // reply once this gateway has applied it (or says it has not yet).
+  // Blocks the calling thread (handle_line's way; the control server's
+  // clients go through handle_line_deferred).
   Result<nlohmann::json> forward_to_cluster(Candidate& change);
+  // What a change writes to the store (empty: nothing), or why nothing can
+  // be written (the store unreachable).
+  Result<StoreWrite> store_write_of(const Candidate& change) const;
+  // Where a write stood against what this gateway applied when it was sent.
+  struct WriteStart {
+    int64_t applied_revision = 0;
+    uint64_t applied_epoch = 0;
+  };
+  WriteStart write_start() const { return WriteStart{applied_revision_, applied_epoch_}; }
+  // How long a written change's reply waits for it to be in force here.
+  static constexpr uint64_t kWrittenReplyWaitNs = 2'000'000'000;
+  // Whether the store's `revision`, written after `at`, is in force here.
+  bool in_force(const WriteStart& at, int64_t revision) const;
+  // A written change's reply: the change's own once in force here.
+  nlohmann::json written_reply(Candidate& change, int64_t revision, bool in_force);
+  // handle_line_deferred's store writes: the one out (on its own thread),
+  // the lines waiting for it, the replies ready (control_store_writes.cc).
+  struct StoreWrites {
+    int done_fd = -1;  // the write's thread makes it readable as it ends
+    struct InFlight {
+      uint64_t token = 0;
+      Handled handled;
+      WriteStart at;
+      std::future<Result<int64_t>> revision;
+      std::optional<int64_t> written;  // the write's revision, once taken
+      uint64_t until_ns = 0;           // written: replied to by then, in force or not
+    };
+    std::optional<InFlight> in_flight;
+    struct Waiting {
+      uint64_t token;
+      std::string line;
+      bool reply_wanted;
+    };
+    std::deque<Waiting> waiting;
+    std::vector<DeferredReply> ready;
+  };
+  // A handled line's change sent to the store on a thread of its own, or
+  // its reply made ready at once (nothing to write, the store unreachable).
+  void send_store_write(uint64_t token, Handled handled);
+  // One step of take_deferred_replies: false when nothing more can move now.
+  bool advance_store_writes(uint64_t now_ns);
+  StoreWrites store_writes_;
   // Takes the store's newest view, if any, and applies it: false if none.
   bool follow_step(uint64_t now_ns);
   Result<bool> apply_view(const ClusterView& view, uint64_t now_ns);

@@ -160,9 +160,9 @@ void ControlPlane::note_store_emptied(const ClusterView& view, size_t jobs_befor
   spdlog::error("cluster: {}", store_emptied_);
 }
 
-Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
+Result<StoreWrite> ControlPlane::store_write_of(const Candidate& change) const {
   if (!cluster_->connected())
-    return Result<json>::failure(
+    return Result<StoreWrite>::failure(
         "the cluster store is unreachable: nothing written; this gateway keeps forwarding on the last order "
         "it applied (see psgatectl health)");
   static const ClusterView kNothingSeen;
@@ -170,32 +170,44 @@ Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
   StoreWrite w = store_write(*cluster_keys_, seen, state_.jobs, state_.policy, change.next.jobs, change.next.policy,
                              change.names_policy);
   append_store_write(w, change.store_extra);
-  if (w.empty()) return change.reply(*this);
-  auto revision = cluster_->write(w);
-  if (!revision) return Result<json>::failure(revision.error());
-  // The change comes back through the watch like everyone else's; wait for it
-  // (bounded) so that the reply shows it in force on this gateway.
-  // A revision below the one applied is a store that started over (restored
-  // from a snapshot) that this gateway has not followed yet: in force only
-  // once it has (a new store epoch) and reached that revision.
-  const uint64_t until = monotonic_ns() + 2'000'000'000;
-  const uint64_t epoch_at_write = applied_epoch_;
-  // (Equal too: within one store a write's revision is above every one applied.)
-  const bool store_went_back = *revision <= applied_revision_;
-  auto in_force = [&] {
-    return applied_revision_ >= *revision && !(store_went_back && applied_epoch_ == epoch_at_write);
-  };
-  while (!in_force() && monotonic_ns() < until) {
-    if (!follow_step(monotonic_ns())) ::usleep(1000);
-  }
-  if (!in_force()) {
-    return json{{"store_revision", *revision},
+  return w;
+}
+
+// The change comes back through the watch like everyone else's; the reply
+// waits for it (bounded) so that it shows the change in force here. A
+// revision not above the one applied when the write was sent is a store
+// that started over (restored from a snapshot) that this gateway had not
+// followed yet: in force only once it has (a new store epoch) and reached
+// that revision. (Within one store a write's revision is above every one
+// applied before it was sent.)
+bool ControlPlane::in_force(const WriteStart& at, int64_t revision) const {
+  const bool store_went_back = revision <= at.applied_revision;
+  return applied_revision_ >= revision && !(store_went_back && applied_epoch_ == at.applied_epoch);
+}
+
+json ControlPlane::written_reply(Candidate& change, int64_t revision, bool in_force) {
+  if (!in_force) {
+    return json{{"store_revision", revision},
                 {"applied_here", false},
                 {"note", "written to the cluster store; not yet applied on this gateway (see psgatectl cluster)"}};
   }
   json reply = change.reply(*this);
-  if (reply.is_object()) reply["store_revision"] = *revision;
+  if (reply.is_object()) reply["store_revision"] = revision;
   return reply;
+}
+
+Result<json> ControlPlane::forward_to_cluster(Candidate& change) {
+  auto w = store_write_of(change);
+  if (!w) return Result<json>::failure(w.error());
+  if (w->empty()) return change.reply(*this);
+  const WriteStart at = write_start();
+  auto revision = cluster_->write(*w);
+  if (!revision) return Result<json>::failure(revision.error());
+  const uint64_t until = monotonic_ns() + kWrittenReplyWaitNs;
+  while (!in_force(at, *revision) && monotonic_ns() < until) {
+    if (!follow_step(monotonic_ns())) ::usleep(1000);
+  }
+  return written_reply(change, *revision, in_force(at, *revision));
 }
 
 void ControlPlane::report_to_cluster(uint64_t now_ns) {

@@ -50,8 +50,9 @@ bool ReplyBudget::flush(int fd, ControlConnection& c) {
     }
     return false;
   }
-  // Everything it asked for was sent, and it will ask for nothing more.
-  if (c.eof && c.out.empty()) return false;
+  // Everything it asked for was sent, and it will ask for nothing more
+  // (but a deferred reply is still to come).
+  if (c.eof && c.out.empty() && !c.deferred) return false;
   // A buffer that drained gives its memory back: erasing what was sent
   // keeps the capacity, so a client that once had a large reply pending
   // (a `config` of 100k rules is megabytes; up to kPauseReadingBytes are
@@ -66,7 +67,9 @@ bool ReplyBudget::flush(int fd, ControlConnection& c) {
     }
   }
   const bool over_budget = unsent >= kRepliesBudgetBytes;
-  const bool own_pause = c.eof || c.out.size() >= kPauseReadingBytes;
+  // (A client past its EOF waits for its replies; while one is deferred,
+  // for the control plane, which no unread timeout applies to.)
+  const bool own_pause = (c.eof && !c.deferred) || c.out.size() >= kPauseReadingBytes;
   const bool waiting = own_pause || (over_budget && !c.out.empty());
   if (waiting && (!c.waiting || progress)) c.waiting_ns = monotonic_ns();
   c.waiting = waiting;
@@ -88,10 +91,12 @@ bool ReplyBudget::flush(int fd, ControlConnection& c) {
     c.listed_for_reserve = true;
   }
   c.paused_by_budget = for_budget || for_reserve;
-  // Held: no event but a hang-up or an error (always reported).
+  // Held: no event but a hang-up or an error (always reported). Deferred:
+  // no request read (nor its EOF) until the reply is in.
+  const uint32_t reading = c.deferred ? 0u : static_cast<uint32_t>(EPOLLIN | EPOLLRDHUP);
   const uint32_t events = waiting ? EPOLLOUT
                           : hold  ? 0u
-                                  : EPOLLIN | EPOLLRDHUP | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+                                  : reading | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
   epoll_watch(epoll_fd_, EPOLL_CTL_MOD, fd, events, c.serial);
   return true;
 }

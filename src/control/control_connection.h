@@ -50,6 +50,14 @@ struct ControlConnection {
   // A reply could not be sent (EPIPE, ECONNRESET): muted (replies dropped,
   // requests still taken) until it closes.
   bool peer_gone = false;
+  // Its last request's reply is the control plane's to give later (a
+  // change sent to the cluster store: ControlPlane::handle_line_deferred):
+  // nothing more is read from it until then, so its requests stay in
+  // order. `unwatched`: it hung up meanwhile, and is out of the epoll set
+  // (its hang-up would be reported at every round) until the reply comes;
+  // what it sent before is taken then.
+  bool deferred = false;
+  bool unwatched = false;
   // When it last sent anything (accepted, or a request's bytes): idle since.
   uint64_t active_ns = 0;
   // Which connection on this descriptor (psgate/epoll_key.h).

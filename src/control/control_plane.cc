@@ -2,12 +2,15 @@
 // Control operations (control thread only; see control_plane.h).
 #include "psgate/control_plane.h"
 
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 #include <variant>
@@ -214,6 +217,13 @@ void ControlPlane::set_io_for_testing(StateWriter writer, SnapshotBuilder builde
 void ControlPlane::follow_cluster(ClusterLink* link, const ClusterSpec& spec) {
   cluster_ = link;
   cluster_keys_ = ClusterKeys{spec.prefix};
+  // Says that a store write sent from a client's request has ended
+  // (handle_line_deferred). Without it those writes block the control
+  // thread as handle_line's do: slower to others, never wrong.
+  if (store_writes_.done_fd < 0) store_writes_.done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (store_writes_.done_fd < 0)
+    spdlog::warn("cluster: eventfd: {}; a change sent to the store holds the control socket until it is in force",
+                 std::strerror(errno));
 }
 
 // The first commit: publishes the initial state and writes the state file.
@@ -748,43 +758,61 @@ void ControlPlane::tick_policy(uint64_t now_ns) {
 // handler, apply() for that type; a command without one does not compile.
 // A handler's candidate state takes effect through commit() only.
 json ControlPlane::handle_line(std::string_view line, bool reply_wanted, const CommandSpec** ran) {
-  std::optional<json> echo_id;
-  std::string deprecation;
-  auto parsed = parse_control_line(line, config_.class_count, &echo_id, &deprecation);
+  Handled h = handle_request(line, reply_wanted, ran, false);
+  if (h.for_store) h.reply = forward_to_cluster(*h.for_store);
+  return reply_object(h);
+}
+
+ControlPlane::Handled ControlPlane::handle_request(std::string_view line, bool reply_wanted, const CommandSpec** ran,
+                                                   bool queue_changes) {
+  Handled h;
+  auto parsed = parse_control_line(line, config_.class_count, &h.echo_id, &h.deprecation);
   release_drained_slots();  // a jobs.add must not find a drained slot still held
   if (ran != nullptr) *ran = nullptr;
   // The command table's i-th command parses to ControlRequest's i-th alternative.
   const CommandSpec* command = parsed ? &control_commands()[parsed->index()] : nullptr;
-  if (!reply_wanted && command != nullptr && command->reads_only) return json();
+  if (!reply_wanted && command != nullptr && command->reads_only) {
+    h.unseen = true;
+    return h;
+  }
+  // Class and shaper settings (and a reload, which changes only those in
+  // cluster mode) are this gateway's own; in cluster mode every
+  // other change goes to the store, and is applied from there.
+  const bool local =
+      parsed && (std::holds_alternative<ClassSetRequest>(*parsed) ||
+                 std::holds_alternative<ShaperSetRequest>(*parsed) || std::holds_alternative<ReloadRequest>(*parsed));
+  if (queue_changes && command != nullptr && !command->reads_only && !local &&
+      (store_writes_.in_flight || !store_writes_.waiting.empty())) {
+    h.queued = true;
+    return h;
+  }
   if (ran != nullptr) *ran = command;
-  Reply r = fail("");
   if (!parsed) {
-    r = fail(parsed.error());
+    h.reply = fail(parsed.error());
   } else if (auto outcome = std::visit([this](const auto& req) { return apply(req); }, *parsed); !outcome) {
-    r = fail(outcome.error());
+    h.reply = fail(outcome.error());
   } else if (json* read = std::get_if<json>(&*outcome)) {
-    r = std::move(*read);
+    h.reply = std::move(*read);
   } else {
     Candidate& change = std::get<Candidate>(*outcome);
-    // Class and shaper settings (and a reload, which changes only those in
-    // cluster mode) are this gateway's own; in cluster mode every
-    // other change goes to the store, and is applied from there.
-    const bool local = std::holds_alternative<ClassSetRequest>(*parsed) ||
-                       std::holds_alternative<ShaperSetRequest>(*parsed) ||
-                       std::holds_alternative<ReloadRequest>(*parsed);
-    if (cluster_ && !local) r = forward_to_cluster(change);
-    else if (auto ok = commit(std::move(change.next), monotonic_ns()); !ok) r = fail(ok.error());
-    else r = change.reply(*this);
+    if (cluster_ && !local) h.for_store = std::move(change);
+    else if (auto ok = commit(std::move(change.next), monotonic_ns()); !ok) h.reply = fail(ok.error());
+    else h.reply = change.reply(*this);
   }
+  return h;
+}
+
+json ControlPlane::reply_object(Handled& h) {
+  if (h.unseen) return json();
   json reply;
-  if (echo_id) reply["id"] = std::move(*echo_id);
-  if (!deprecation.empty()) reply["deprecated"] = deprecation;
-  if (r) {
+  if (h.echo_id) reply["id"] = std::move(*h.echo_id);
+  if (!h.deprecation.empty()) reply["deprecated"] = h.deprecation;
+  if (h.reply) {
     reply["ok"] = true;
-    reply["result"] = std::move(*r);
+    reply["result"] = std::move(*h.reply);
   } else {
     reply["ok"] = false;
-    reply["error"] = r.error();
+    reply["error"] = h.reply.error();
   }
   return reply;
 }

@@ -11,8 +11,10 @@
 //                            +- tick_fd_     on_tick --> disconnect_stalled
 //                            +- report_fd_   Options::report
 //                            +- listen_fd_   accept_clients --> admit_client
+//                            +- deferred fd  nothing (the round's end collects)
 //                            +- a client's   read_client --> take_requests --> answer
-//   after each round: look_again_at_paused (the clients the replies budget held)
+//   after each round: deliver_deferred (replies to changes sent to the
+//   cluster store), look_again_at_paused (the clients the replies budget held)
 #include "control/control_server.h"
 
 #include <errno.h>
@@ -218,7 +220,7 @@ ControlServer::~ControlServer() {
 
 void ControlServer::run() {
   for (int fd : {listen_fd_, stop_fd_, tick_fd_}) epoll_watch(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLIN);
-  for (int fd : {report_fd_, options_.wake_fd, options_.reload_fd})
+  for (int fd : {report_fd_, options_.wake_fd, options_.reload_fd, control_->deferred_fd()})
     if (fd >= 0) epoll_watch(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLIN);
   Serving s(epoll_fd_);
   s.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -234,6 +236,7 @@ void ControlServer::run() {
       continue;
     }
     for (int i = 0; i < n && !stopping_.load(); ++i) on_event(s, events[i]);
+    deliver_deferred(s);
     look_again_at_paused(s);
   }
   for (auto& [fd, c] : s.conns) close(fd);
@@ -269,6 +272,8 @@ void ControlServer::on_event(Serving& s, const epoll_event& event) {
     if (options_.report) guarded(s.step_failure_log, "the statistics report", [&] { options_.report(); });
   } else if (fd == listen_fd_) {
     accept_clients(s);
+  } else if (fd == control_->deferred_fd()) {
+    return;  // drained by take_deferred_replies at the round's end
   } else {
     read_client(s, fd, event);
   }
@@ -425,7 +430,8 @@ bool ControlServer::evict_idle(Serving& s) {
   for (const auto& [cfd, conn] : s.conns) {
     // Not one held by the replies budget (not read from: it may well have
     // sent), nor one with requests waiting unread in its socket.
-    if (!conn.out.empty() || conn.eof || conn.paused_by_budget || conn.active_ns >= oldest) continue;
+    // Nor one owed a deferred reply.
+    if (!conn.out.empty() || conn.eof || conn.paused_by_budget || conn.deferred || conn.active_ns >= oldest) continue;
     int unread = 0;
     if (ioctl(cfd, FIONREAD, &unread) == 0 && unread > 0) continue;
     oldest = conn.active_ns;
@@ -471,17 +477,27 @@ void ControlServer::read_client(Serving& s, int fd, const epoll_event& event) {
   // A hung-up client's requests are taken even if it was held or
   // waiting (EPOLLIN not asked for): its replies are dropped, so they
   // cost no budget.
-  if (((event.events & EPOLLIN) || hung_up) && !c.waiting) alive = take_requests(s, fd, c, hung_up, mute, capped);
+  if (((event.events & EPOLLIN) || hung_up) && !c.waiting && !c.deferred)
+    alive = take_requests(s, fd, c, hung_up, mute, capped);
+  if (alive && c.deferred && hung_up) {
+    // Owed a deferred reply (nobody reads it now): out of the epoll set, or
+    // its hang-up comes back every round, until the reply is in; then
+    // what it sent after that request is taken (deliver_deferred).
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    c.unwatched = true;
+    c.peer_gone = true;
+    return;
+  }
   // Hung up (or an error) with nothing left to take: done. Capped, the
   // rest is taken next round: epoll reports the hang-up again.
-  if (hung_up && !capped) alive = false;
+  if (hung_up && !capped && !c.deferred) alive = false;
   if (!alive || !s.replies.flush(fd, c)) close_client(s, fd);
 }
 
 bool ControlServer::take_requests(Serving& s, int fd, ControlConnection& c, bool hung_up, bool mute, bool& capped) {
   bool alive = true;
   char buf[16384];
-  auto on_line = [&](std::string&& line) { answer(s, c, line, !mute); };
+  auto on_line = [&](std::string&& line) { answer(s, fd, c, line, !mute); };
   auto on_oversized = [&] {
     if (!mute) s.replies.append(c, error_reply("request longer than 64 KiB").dump() + "\n");
   };
@@ -489,8 +505,9 @@ bool ControlServer::take_requests(Serving& s, int fd, ControlConnection& c, bool
   // mute client's replies are dropped: neither applies); a client
   // owed nothing reads from the reserve past the budget, so one
   // request's reply at most (then it is owed that).
+  // (Nor past a request whose reply is deferred: the next waits for it.)
   auto full = [&] {
-    return c.out.size() >= kPauseReadingBytes ||
+    return c.deferred || c.out.size() >= kPauseReadingBytes ||
            (!mute && s.replies.unsent >= (s.replies.reserve_open(c) ? kReserveEnd : kRepliesBudgetBytes));
   };
   // Requests are taken one line at a time (peek, then consume through
@@ -556,18 +573,47 @@ bool ControlServer::take_requests(Serving& s, int fd, ControlConnection& c, bool
 // Handles one request; its reply is dropped when nobody can read it (a
 // hung-up client), so such a client's requests are all taken whatever
 // their replies' size.
-void ControlServer::answer(Serving& s, ControlConnection& c, const std::string& line, bool keep_reply) {
+void ControlServer::answer(Serving& s, int fd, ControlConnection& c, const std::string& line, bool keep_reply) {
   json reply;
   try {
     const CommandSpec* ran = nullptr;
-    reply = control_->handle_line(line, keep_reply, &ran);
+    auto now = control_->handle_line_deferred(line, epoll_key(fd, c.serial), keep_reply, &ran);
+    if (!now) {
+      c.deferred = true;  // deliver_deferred brings the reply
+      return;
+    }
+    reply = std::move(*now);
     if (ran != nullptr && std::string_view(ran->name) == "reload") log_reload(reply, "control socket");
   } catch (const std::exception& e) {
     // A handler bug must cost one request, not the gateway.
     reply = error_reply(std::string("internal error: ") + e.what());
     spdlog::error("control: request failed: {}", e.what());
   }
-  if (!keep_reply) return;
+  if (keep_reply) add_reply(s, c, reply);
+}
+
+void ControlServer::deliver_deferred(Serving& s) {
+  for (ControlPlane::DeferredReply& d : control_->take_deferred_replies(monotonic_ns())) {
+    auto it = s.conns.find(epoll_key_fd(d.token));
+    // Closed meanwhile (its descriptor maybe another client's since).
+    if (it == s.conns.end() || it->second.serial != epoll_key_serial(d.token)) continue;
+    ControlConnection& c = it->second;
+    c.deferred = false;
+    if (!c.peer_gone && !d.reply.is_null()) add_reply(s, c, d.reply);
+    if (c.unwatched) {
+      // Hung up meanwhile: watched again, its hang-up (and what it sent
+      // before) is taken next round, and it is closed then.
+      c.unwatched = false;
+      if (!epoll_watch(epoll_fd_, EPOLL_CTL_ADD, it->first, EPOLLIN | EPOLLRDHUP, c.serial)) {
+        close_client(s, it->first);
+        continue;
+      }
+    }
+    if (!s.replies.flush(it->first, c)) close_client(s, it->first);
+  }
+}
+
+void ControlServer::add_reply(Serving& s, ControlConnection& c, const json& reply) {
   const size_t before = s.replies.unsent;
   s.replies.append(c, reply.dump(-1, ' ', false, json::error_handler_t::replace) + '\n');
   if (before < kRepliesBudgetBytes && s.replies.unsent >= kRepliesBudgetBytes) {

@@ -170,7 +170,12 @@ class ControlServer {
   // Reads and answers requests up to the turn's limits; false: the
   // connection failed. `capped`: stopped with more to read.
   bool take_requests(Serving& s, int fd, ControlConnection& c, bool hung_up, bool mute, bool& capped);
-  void answer(Serving& s, ControlConnection& c, const std::string& line, bool keep_reply);
+  void answer(Serving& s, int fd, ControlConnection& c, const std::string& line, bool keep_reply);
+  // A reply added to what `c` is owed (the budget's warning when it goes over).
+  void add_reply(Serving& s, ControlConnection& c, const nlohmann::json& reply);
+  // The control plane's deferred replies that are ready, to their clients,
+  // whose requests are read again.
+  void deliver_deferred(Serving& s);
   // After a round: the clients the replies budget paused, looked at again.
   void look_again_at_paused(Serving& s);
 

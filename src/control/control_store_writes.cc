@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Changes forwarded to the cluster store without holding the control thread
+// (control_plane.h: handle_line_deferred). The store's answer takes up to a
+// second per member tried, and the change's return through the watch up to
+// 2 s more: on the control thread, as handle_line does it, every other
+// client's request, the tick (policy, the store's view, the registration)
+// and the service watchdog waited that long. Here the write runs on a thread
+// of its own, one at a time; the control thread goes on and collects the
+// reply when the write ends and its revision is in force.
+//
+//   handle_line_deferred --> a read, a local change: the reply at once
+//                        --> a store change: send_store_write (a thread)
+//                        --> a change while one is out: waiting (a line)
+//   take_deferred_replies --> advance_store_writes: the write taken, the
+//                             wait for its revision, the next line
+#include <unistd.h>
+
+#include <chrono>
+#include <exception>
+#include <system_error>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "psgate/control_plane.h"
+
+namespace psgate {
+
+using json = nlohmann::json;
+
+ControlPlane::~ControlPlane() {
+  // The write's thread uses the link and done_fd: it ends first (a stop has
+  // the link cancel its calls, so this waits little).
+  if (store_writes_.in_flight && store_writes_.in_flight->revision.valid()) store_writes_.in_flight->revision.wait();
+  if (store_writes_.done_fd >= 0) ::close(store_writes_.done_fd);
+}
+
+std::optional<json> ControlPlane::handle_line_deferred(std::string_view line, uint64_t token, bool reply_wanted,
+                                                       const CommandSpec** ran) {
+  // Without a descriptor to say a write ended, the server would never
+  // collect it: the blocking way then (eventfd failed at follow_cluster).
+  const bool can_defer = cluster_ != nullptr && store_writes_.done_fd >= 0;
+  Handled h = handle_request(line, reply_wanted, ran, can_defer);
+  if (h.queued) {
+    store_writes_.waiting.push_back({token, std::string(line), reply_wanted});
+    return std::nullopt;
+  }
+  if (!h.for_store) return reply_object(h);
+  if (!can_defer) {
+    h.reply = forward_to_cluster(*h.for_store);
+    return reply_object(h);
+  }
+  send_store_write(token, std::move(h));
+  // Nothing to write, or the store unreachable: ready at once, but handed
+  // out like the others (the server collects after every round).
+  return std::nullopt;
+}
+
+void ControlPlane::send_store_write(uint64_t token, Handled h) {
+  auto ready_now = [&](Result<json> reply) {
+    h.reply = std::move(reply);
+    store_writes_.ready.push_back({token, reply_object(h)});
+  };
+  auto w = store_write_of(*h.for_store);
+  if (!w) return ready_now(Result<json>::failure(w.error()));
+  if (w->empty()) return ready_now(h.for_store->reply(*this));
+  StoreWrites::InFlight out;
+  out.token = token;
+  out.at = write_start();
+  try {
+    out.revision = std::async(std::launch::async, [link = cluster_, write = std::move(*w), fd = store_writes_.done_fd] {
+      // The descriptor said even when the write throws (bad_alloc): the
+      // control thread then takes the exception from the future.
+      struct SayDone {
+        int fd;
+        ~SayDone() {
+          const uint64_t one = 1;
+          (void)!::write(fd, &one, sizeof one);
+        }
+      } say_done{fd};
+      return link->write(write);
+    });
+  } catch (const std::system_error& e) {
+    // No thread to be had: nothing was sent.
+    return ready_now(Result<json>::failure(std::string("cannot send the change to the cluster store: ") + e.what() +
+                                           "; nothing written"));
+  }
+  out.handled = std::move(h);
+  store_writes_.in_flight = std::move(out);
+}
+
+bool ControlPlane::advance_store_writes(uint64_t now_ns) {
+  StoreWrites& sw = store_writes_;
+  if (!sw.in_flight) {
+    if (sw.waiting.empty()) return false;
+    // The next change asked for, handled on the state the last one left.
+    StoreWrites::Waiting next = std::move(sw.waiting.front());
+    sw.waiting.pop_front();
+    Handled h = handle_request(next.line, next.reply_wanted, nullptr, false);
+    if (h.for_store) send_store_write(next.token, std::move(h));
+    else sw.ready.push_back({next.token, reply_object(h)});
+    return true;
+  }
+  StoreWrites::InFlight& out = *sw.in_flight;
+  if (!out.written) {
+    if (out.revision.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+    Result<int64_t> revision = Result<int64_t>::failure("");
+    try {
+      revision = out.revision.get();
+    } catch (const std::exception& e) {
+      revision = Result<int64_t>::failure(std::string("internal error: ") + e.what());
+    }
+    if (!revision) {
+      out.handled.reply = Result<json>::failure(revision.error());
+      sw.ready.push_back({out.token, reply_object(out.handled)});
+      sw.in_flight.reset();
+      return true;
+    }
+    out.written = *revision;
+    out.until_ns = now_ns + kWrittenReplyWaitNs;
+  }
+  const bool applied = in_force(out.at, *out.written);
+  if (!applied && now_ns < out.until_ns) {
+    // The tick and the store's wake-ups apply the store's views meanwhile;
+    // one may be waiting already.
+    if (!follow_step(now_ns) || !in_force(out.at, *out.written)) return false;
+  }
+  out.handled.reply = written_reply(*out.handled.for_store, *out.written, in_force(out.at, *out.written));
+  sw.ready.push_back({out.token, reply_object(out.handled)});
+  sw.in_flight.reset();
+  return true;
+}
+
+std::vector<ControlPlane::DeferredReply> ControlPlane::take_deferred_replies(uint64_t now_ns) {
+  StoreWrites& sw = store_writes_;
+  if (!sw.in_flight && sw.waiting.empty() && sw.ready.empty()) return {};
+  if (sw.done_fd >= 0) {
+    uint64_t count = 0;
+    (void)!::read(sw.done_fd, &count, sizeof count);
+  }
+  for (;;) {
+    // The token whose step this is: a step that throws (a reply's
+    // rendering, a compile in the next line's handling) costs that request
+    // an error reply, never its client's wait for ever.
+    const uint64_t token = sw.in_flight ? sw.in_flight->token : !sw.waiting.empty() ? sw.waiting.front().token : 0;
+    try {
+      if (!advance_store_writes(now_ns)) break;
+    } catch (const std::exception& e) {
+      spdlog::error("control: a change for the cluster store failed: {}", e.what());
+      // (A waiting line is taken off the queue before it is handled.)
+      if (sw.in_flight && sw.in_flight->token == token) {
+        if (sw.in_flight->revision.valid()) sw.in_flight->revision.wait();
+        sw.in_flight.reset();
+      }
+      sw.ready.push_back({token, json{{"ok", false}, {"error", std::string("internal error: ") + e.what()}}});
+    }
+  }
+  return std::exchange(sw.ready, {});
+}
+
+}  // namespace psgate
