@@ -24,13 +24,6 @@ void set_deadline(grpc::ClientContext& ctx, uint64_t ns) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::nanoseconds(ns));
 }
 
-void require_leader(grpc::ClientContext& ctx) { ctx.AddMetadata("hasleader", "true"); }
-
-void prepare_call(grpc::ClientContext& ctx, uint64_t deadline_ns) {
-  set_deadline(ctx, deadline_ns);
-  require_leader(ctx);
-}
-
 StoreCall::StoreCall(Calls& calls, uint64_t deadline_ns) : calls_(calls) {
   set_deadline(ctx_, deadline_ns);
   enter();

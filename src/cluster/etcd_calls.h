@@ -34,19 +34,8 @@ uint64_t now_ns();  // steady clock
 // b - a, or 0 when another thread stamped `a` after `b` was read.
 uint64_t elapsed(uint64_t a, uint64_t b);
 
-// A call to the store in flight for the scope it runs in: the link's stop
-// cancels it (EtcdLink::calls_). Declared after its context.
-using InFlight = LiveCall<grpc::ClientContext>;
-
 // `ns` from now.
 void set_deadline(grpc::ClientContext& ctx, uint64_t ns);
-
-// etcd's WithRequireLeader: a member that has lost its raft leader fails the
-// call instead of answering from a store that no longer moves.
-void require_leader(grpc::ClientContext& ctx);
-
-// Every unary call to the store: bounded, and refused by a leaderless member.
-void prepare_call(grpc::ClientContext& ctx, uint64_t deadline_ns);
 
 // One call to the store, for the scope it is made in. Its context carries
 // a deadline (unless Unbounded) and etcd's WithRequireLeader (a member that
