@@ -24,11 +24,23 @@ void set_deadline(grpc::ClientContext& ctx, uint64_t ns) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::nanoseconds(ns));
 }
 
-void require_leader(grpc::ClientContext& ctx) { ctx.AddMetadata("hasleader", "true"); }
+StoreCall::StoreCall(Calls& calls, uint64_t deadline_ns) : calls_(calls) {
+  set_deadline(ctx_, deadline_ns);
+  enter();
+}
 
-void prepare_call(grpc::ClientContext& ctx, uint64_t deadline_ns) {
-  set_deadline(ctx, deadline_ns);
-  require_leader(ctx);
+StoreCall::StoreCall(Calls& calls, std::chrono::system_clock::time_point deadline) : calls_(calls) {
+  ctx_.set_deadline(deadline);
+  enter();
+}
+
+StoreCall::StoreCall(Calls& calls, Unbounded) : calls_(calls) { enter(); }
+
+void StoreCall::enter() {
+  ctx_.AddMetadata("hasleader", "true");
+  // Last: once registered, a stop may cancel the context from another
+  // thread at any moment.
+  calls_.enter(ctx_);
 }
 
 void compare_created(pb::TxnRequest& txn, const std::string& key, int64_t revision) {

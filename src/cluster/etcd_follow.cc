@@ -124,10 +124,13 @@ struct EtcdLink::FullRead {
   grpc::Status status;   // the last call's; not ok: the read did not complete
 };
 
-// One watch call. The context is declared first, so that it outlives the
-// stream it runs.
+// One watch call: a StoreCall without a deadline (the stream runs as long
+// as the store has events to send; it ends when it fails, is cancelled for
+// silence, or at the stop). The call is declared first, so that its context
+// outlives the stream it runs.
 struct EtcdLink::WatchCall {
-  grpc::ClientContext ctx;
+  explicit WatchCall(StoreCall::Calls& calls) : call(calls, StoreCall::Unbounded{}) {}
+  StoreCall call;
   std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream;
 };
 
@@ -175,9 +178,7 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
   r.from = f.start;
   for (;;) {
     if (stop_) break;
-    grpc::ClientContext ctx;
-    prepare_call(ctx, f.pages.deadline_ns());
-    const InFlight in_flight(calls_, ctx);
+    StoreCall call(calls_, f.pages.deadline_ns());
     pb::RangeRequest req;
     req.set_key(r.from);
     req.set_range_end(f.end);
@@ -185,7 +186,7 @@ EtcdLink::FullRead EtcdLink::read_prefix(Follow& f, const std::shared_ptr<grpc::
     req.set_revision(r.at);  // 0: the newest
     pb::RangeResponse resp;
     const uint64_t asked_ns = now_ns();
-    r.status = kv->Range(&ctx, req, &resp);
+    r.status = kv->Range(&call.ctx(), req, &resp);
     if (!r.status.ok()) {
       if (stop_) break;
       if (f.pages.keys() == 1 && over_receive_limit(r.status)) {
@@ -388,13 +389,11 @@ WatchMessage watch_message(const pb::WatchResponse& resp, std::vector<WatchEvent
 
 void EtcdLink::follow_watch(Follow& f, const std::shared_ptr<grpc::Channel>& ch) {
   auto watch = pb::Watch::NewStub(ch);
-  WatchCall w;
-  require_leader(w.ctx);
-  const InFlight in_flight(calls_, w.ctx);
-  w.stream = watch->Watch(&w.ctx);
+  WatchCall w(calls_);
+  w.stream = watch->Watch(&w.call.ctx());
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    watch_context_ = &w.ctx;
+    watch_context_ = &w.call.ctx();
     last_watch_message_ns_ = now_ns();
   }
   const bool healthy = w.stream->Write(watch_create(f.start, f.end, f.mirror.revision() + 1));
@@ -500,7 +499,7 @@ grpc::Status EtcdLink::finish_watch(WatchCall& w) {
     std::lock_guard<std::mutex> lock(watch_write_mutex_);
     ask_progress_ = nullptr;
   }
-  w.ctx.TryCancel();
+  w.call.ctx().TryCancel();
   return w.stream->Finish();
 }
 
@@ -532,19 +531,17 @@ namespace {
 // page left in flight on the follow thread's; under a page's deadline all
 // the same: it shares the link with those bytes. In `calls` while it runs:
 // the stop cancels it.
-grpc::Status side_read(LiveCalls<grpc::ClientContext>& calls, const std::shared_ptr<grpc::Channel>& ch,
-                       const std::string& from, const std::string& end, int64_t revision,
-                       const std::function<void(pb::RangeRequest&)>& shape, pb::RangeResponse& resp) {
+grpc::Status side_read(StoreCall::Calls& calls, const std::shared_ptr<grpc::Channel>& ch, const std::string& from,
+                       const std::string& end, int64_t revision, const std::function<void(pb::RangeRequest&)>& shape,
+                       pb::RangeResponse& resp) {
   auto kv = pb::KV::NewStub(ch);
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kReadDeadlineNs);
-  const InFlight in_flight(calls, ctx);
+  StoreCall call(calls, kReadDeadlineNs);
   pb::RangeRequest req;
   req.set_key(from);
   req.set_range_end(end);
   req.set_revision(revision);
   shape(req);
-  return kv->Range(&ctx, req, &resp);
+  return kv->Range(&call.ctx(), req, &resp);
 }
 
 }  // namespace

@@ -27,15 +27,12 @@ constexpr uint64_t kReprobeEveryNs = 3000 * kMs;
 
 uint64_t EtcdLink::probe_cluster_id(size_t ep, std::chrono::system_clock::time_point deadline) {
   auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(deadline);
-  require_leader(ctx);
-  const InFlight in_flight(calls_, ctx);
+  StoreCall call(calls_, deadline);  // shared with the other members' probes (probe_cluster_ids)
   pb::RangeRequest req;
   req.set_key(keys_.order());
   req.set_count_only(true);
   pb::RangeResponse resp;
-  if (!kv->Range(&ctx, req, &resp).ok()) return 0;
+  if (!kv->Range(&call.ctx(), req, &resp).ok()) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   endpoint_cluster_[ep] = resp.header().cluster_id();
   if (resp.header().cluster_id() == cluster_id_) served_followed_[ep] = true;

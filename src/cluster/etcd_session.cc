@@ -114,13 +114,11 @@ void EtcdLink::session_failed(const char* what, size_t ep, const grpc::Status& s
 }
 bool EtcdLink::grant_lease(size_t ep) {
   auto lease = pb::Lease::NewStub(channel(ep, Lane::kCalls));
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kCallDeadlineNs);
-  const InFlight in_flight(calls_, ctx);
+  StoreCall call(calls_, kCallDeadlineNs);
   pb::LeaseGrantRequest req;
   req.set_ttl(static_cast<int64_t>(spec_.lease_ttl_ns / 1'000'000'000));
   pb::LeaseGrantResponse resp;
-  grpc::Status st = lease->LeaseGrant(&ctx, req, &resp);
+  grpc::Status st = lease->LeaseGrant(&call.ctx(), req, &resp);
   if (st.ok() && foreign_answer(ep, resp.header().cluster_id()))
     st = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the member belongs to another etcd cluster");
   if (!st.ok() || !resp.error().empty()) {
@@ -140,16 +138,14 @@ bool EtcdLink::keep_alive(size_t ep) {
     id = lease_id_;
   }
   auto lease = pb::Lease::NewStub(channel(ep, Lane::kCalls));
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kCallDeadlineNs);
-  const InFlight in_flight(calls_, ctx);
-  auto stream = lease->LeaseKeepAlive(&ctx);
+  StoreCall call(calls_, kCallDeadlineNs);
+  auto stream = lease->LeaseKeepAlive(&call.ctx());
   pb::LeaseKeepAliveRequest req;
   req.set_id(id);
   pb::LeaseKeepAliveResponse resp;
   const bool answered = stream->Write(req) && stream->Read(&resp);
   stream->WritesDone();
-  ctx.TryCancel();
+  call.ctx().TryCancel();
   const grpc::Status st = stream->Finish();
   if (!answered) {
     session_failed("lease keepalive", ep, st);
@@ -217,12 +213,10 @@ bool EtcdLink::put_registration(size_t ep) {
     return false;
   }
   auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kCallDeadlineNs);
-  const InFlight in_flight(calls_, ctx);
+  StoreCall call(calls_, kCallDeadlineNs);
   pb::TxnResponse resp;
   std::string conflict;
-  if (const grpc::Status st = kv->Txn(&ctx, txn, &resp); !st.ok()) {
+  if (const grpc::Status st = kv->Txn(&call.ctx(), txn, &resp); !st.ok()) {
     // The store answered and refused this write (too large for its
     // --max-request-bytes, its space quota's alarm, no permission, no user
     // where auth is enabled): the connection is fine, and treating it as
@@ -355,11 +349,9 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     compare_lease(txn, keys_.leader(), view->leader_lease);
     compare_created(txn, keys_.leader(), view->leader_created);
     txn.add_success()->mutable_request_delete_range()->set_key(keys_.leader());
-    grpc::ClientContext ctx;
-    prepare_call(ctx, kCallDeadlineNs);
-    const InFlight in_flight(calls_, ctx);
+    StoreCall call(calls_, kCallDeadlineNs);
     pb::TxnResponse resp;
-    if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+    if (!kv->Txn(&call.ctx(), txn, &resp).ok()) return;
     campaign_lost_at_ = resp.header().revision();
     campaign_lost_epoch_ = view->store_epoch;
     if (resp.succeeded())
@@ -396,11 +388,9 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
     put->set_key(keys_.leader());
     put->set_value(leader_document(spec_.name));
     put->set_lease(lease);
-    grpc::ClientContext ctx;
-    prepare_call(ctx, kCallDeadlineNs);
-    const InFlight in_flight(calls_, ctx);
+    StoreCall call(calls_, kCallDeadlineNs);
     pb::TxnResponse resp;
-    if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+    if (!kv->Txn(&call.ctx(), txn, &resp).ok()) return;
     if (!resp.succeeded()) {
       campaign_lost_at_ = resp.header().revision();
       campaign_lost_epoch_ = view->store_epoch;
@@ -435,11 +425,9 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
       pb::TxnRequest txn;
       compare_created(txn, keys_.leader(), fence);
       txn.add_success()->mutable_request_delete_range()->set_key(keys_.ranks());
-      grpc::ClientContext ctx;
-      prepare_call(ctx, kCallDeadlineNs);
-      const InFlight in_flight(calls_, ctx);
+      StoreCall call(calls_, kCallDeadlineNs);
       pb::TxnResponse resp;
-      if (!kv->Txn(&ctx, txn, &resp).ok()) return;
+      if (!kv->Txn(&call.ctx(), txn, &resp).ok()) return;
       ranks_removed_at_ = resp.header().revision();
       ranks_removed_epoch_ = view->store_epoch;
       if (resp.succeeded() && resp.responses(0).response_delete_range().deleted() > 0) {
@@ -468,11 +456,9 @@ void EtcdLink::lead(size_t ep, uint64_t now) {
   auto* put = txn.add_success()->mutable_request_put();
   put->set_key(keys_.ranks());
   put->set_value(ranks_document(ranks, policy_name(policy.kind), trial.rotation, spec_.name));
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kCallDeadlineNs);
-  const InFlight in_flight(calls_, ctx);
+  StoreCall call(calls_, kCallDeadlineNs);
   pb::TxnResponse resp;
-  if (const grpc::Status s = kv->Txn(&ctx, txn, &resp); !s.ok()) {
+  if (const grpc::Status s = kv->Txn(&call.ctx(), txn, &resp); !s.ok()) {
     // Tried again at the next evaluation (the store's ranks still differ).
     // Said at most once a minute: a cause that lasts (a ranks document over
     // etcd's request size, at tens of thousands of jobs) fails every time,
@@ -506,11 +492,9 @@ void EtcdLink::compact_history(size_t ep, const ClusterView& view, uint64_t now)
   auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
   pb::CompactionRequest req;
   req.set_revision(target);
-  grpc::ClientContext ctx;
-  prepare_call(ctx, kCallDeadlineNs);
-  const InFlight in_flight(calls_, ctx);
+  StoreCall call(calls_, kCallDeadlineNs);
   pb::CompactionResponse resp;
-  const grpc::Status st = kv->Compact(&ctx, req, &resp);
+  const grpc::Status st = kv->Compact(&call.ctx(), req, &resp);
   // "required revision has been compacted": someone compacted further
   // (another leader before us, the store's own retention): as good.
   if (st.ok() || st.error_message().find("compacted") != std::string::npos) {
@@ -617,7 +601,10 @@ void EtcdLink::session_loop() {
   }
   // Going away: revoke the lease, so the registration and any leadership go now
   // rather than one TTL later. Outside calls_ (the stop cancelled every
-  // other call; this one is made after it), under its own short deadline.
+  // other call; this one is made after it), under its own short deadline:
+  // a plain context, not a StoreCall, which would enter calls_ and so be
+  // cancelled as it starts. (Nor does it carry etcd's hasleader, which every
+  // StoreCall does.)
   int64_t lease;
   {
     std::lock_guard<std::mutex> lock(mutex_);

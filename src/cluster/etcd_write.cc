@@ -73,11 +73,9 @@ Result<int64_t> EtcdLink::write(const StoreWrite& w) {
       continue;
     }
     auto kv = pb::KV::NewStub(channel(ep, Lane::kCalls));
-    grpc::ClientContext ctx;
-    prepare_call(ctx, kCallDeadlineNs);
-    const InFlight in_flight(calls_, ctx);
+    StoreCall call(calls_, kCallDeadlineNs);
     pb::TxnResponse resp;
-    const grpc::Status s = kv->Txn(&ctx, txn, &resp);
+    const grpc::Status s = kv->Txn(&call.ctx(), txn, &resp);
     if (!s.ok()) {
       last = endpoints_[ep].target + ": " + status_text(s);
       if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
