@@ -5,7 +5,7 @@
 // call of up to 2 s, and a member that never answers, a host gone without a
 // reset, holds every such call to its deadline).
 //
-//   thread:  LiveCall guard(calls, ctx);   call(ctx)   ~guard
+//   thread:  calls.enter(ctx);   call(ctx)   calls.leave(ctx)   (StoreCall, etcd_calls.h)
 //   stop():            stopped = true; TryCancel every ctx registered
 //
 // A call registered after stop() is cancelled as it is registered: gRPC
@@ -63,21 +63,6 @@ class LiveCalls {
   mutable std::mutex mutex_;
   bool stopped_ = false;
   std::set<Call*> live_;
-};
-
-// One call in LiveCalls for the scope it runs in. Declared after the
-// context it guards, so that it leaves before the context goes.
-template <class Call>
-class LiveCall {
- public:
-  LiveCall(LiveCalls<Call>& calls, Call& call) : calls_(calls), call_(call) { calls_.enter(call_); }
-  ~LiveCall() { calls_.leave(call_); }
-  LiveCall(const LiveCall&) = delete;
-  LiveCall& operator=(const LiveCall&) = delete;
-
- private:
-  LiveCalls<Call>& calls_;
-  Call& call_;
 };
 
 }  // namespace psgate

@@ -45,8 +45,8 @@ void set_deadline(grpc::ClientContext& ctx, uint64_t ns);
 // that the stop cancels it rather than waiting for its deadline. No call
 // can be made otherwise; and the context leaves `calls` before it is
 // destroyed however the StoreCall is declared (the destructor's body runs
-// before the members go), which a context and a LiveCall side by side got
-// right only by their order.
+// before the members go), which a context and a separate guard side by
+// side got right only by their order.
 //
 //   StoreCall call(calls_, kCallDeadlineNs);
 //   kv->Txn(&call.ctx(), txn, &resp);

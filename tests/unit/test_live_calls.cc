@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <optional>
-
 namespace psgate {
 namespace {
 
@@ -18,20 +16,23 @@ struct FakeCall {
 TEST(LiveCalls, StopCancelsEveryCallInFlightOnce) {
   LiveCalls<FakeCall> calls;
   FakeCall a, b;
-  LiveCall<FakeCall> ga(calls, a);
-  LiveCall<FakeCall> gb(calls, b);
+  calls.enter(a);
+  calls.enter(b);
   EXPECT_EQ(calls.in_flight(), 2u);
   EXPECT_EQ(a.cancels, 0) << "nothing is cancelled before a stop";
   calls.stop();
   EXPECT_TRUE(calls.stopped());
   EXPECT_EQ(a.cancels, 1);
   EXPECT_EQ(b.cancels, 1);
+  calls.leave(a);
+  calls.leave(b);
 }
 
 TEST(LiveCalls, ACallThatEndedIsNotTouchedByTheStop) {
   LiveCalls<FakeCall> calls;
   FakeCall ended;
-  { LiveCall<FakeCall> g(calls, ended); }
+  calls.enter(ended);
+  calls.leave(ended);
   EXPECT_EQ(calls.in_flight(), 0u);
   calls.stop();
   EXPECT_EQ(ended.cancels, 0);
@@ -41,11 +42,10 @@ TEST(LiveCalls, ACallStartedAfterTheStopIsCancelledAsItStarts) {
   LiveCalls<FakeCall> calls;
   calls.stop();
   FakeCall late;
-  std::optional<LiveCall<FakeCall>> g;
-  g.emplace(calls, late);
+  calls.enter(late);
   EXPECT_EQ(late.cancels, 1) << "a call begun after a stop must not wait for its deadline";
   EXPECT_EQ(calls.in_flight(), 0u) << "and is not kept: it may end before the registry does";
-  g.reset();
+  calls.leave(late);
   calls.stop();
   EXPECT_EQ(late.cancels, 1);
 }
