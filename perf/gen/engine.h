@@ -24,6 +24,7 @@
 #include "profile.h"
 #include "psgate/counters.h"
 #include "psgate/latency_histogram.h"
+#include "psgate/loop_epochs.h"
 #include "psgate/result.h"
 #include "report.h"
 #include "rx_accounting.h"
@@ -77,6 +78,13 @@ class Engine {
   static int rx_main(void* engine);
   static int both_main(void* engine);
 
+  // The TX and RX loops (or the one loop doing both) report here at the
+  // top of every round: a memif peer that goes away has its memory
+  // unmapped only once no burst that began before is still running
+  // (memif_guard.cc; main sets g_teardown_guard while the loops run).
+  LoopEpochs& loop_epochs() { return loop_epochs_; }
+  static constexpr unsigned kTxLoop = 0, kRxLoop = 1;
+
   void stop_tx() { stop_tx_.store(true, std::memory_order_release); }
   bool tx_finished() const { return tx_finished_.load(std::memory_order_acquire); }
   void stop_rx() { stop_rx_.store(true, std::memory_order_release); }
@@ -117,6 +125,7 @@ class Engine {
   SideCounters side_[2];
 
   std::atomic<bool> stop_tx_{false}, stop_rx_{false}, tx_finished_{false};
+  LoopEpochs loop_epochs_{2};
   uint64_t tx_start_tsc_ = 0, tx_end_tsc_ = 0;
 };
 

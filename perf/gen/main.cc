@@ -31,6 +31,7 @@
 #include "psgate/eal_arg_clash.h"
 #include "psgate/eal_prefix.h"
 #include "psgate/eal_teardown.h"
+#include "psgate/loop_epochs.h"
 #include "psgate/output_file.h"
 #include "psgate/signals.h"
 #include "psgate/tsc_clock.h"
@@ -253,11 +254,15 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   const std::vector<Loop> loops =
       split ? std::vector<Loop>{{Engine::tx_main, workers[0], "TX"}, {Engine::rx_main, workers[1], "RX"}}
             : std::vector<Loop>{{Engine::both_main, workers[0], "TX and RX"}};
+  // While the loops run, a memif teardown waits for their bursts
+  // (memif_guard.cc).
+  psgate::g_teardown_guard.store(&e.loop_epochs(), std::memory_order_release);
   for (const Loop& loop : loops) {
     if (const int rc = rte_eal_remote_launch(loop.main, &e, loop.lcore); rc != 0) {
       e.stop_tx();
       e.stop_rx();
       rte_eal_mp_wait_lcore();
+      psgate::g_teardown_guard.store(nullptr, std::memory_order_release);
       return fail(std::string("cannot start ") + loop.what + " on lcore " + std::to_string(loop.lcore) +
                   ": rte_eal_remote_launch: " + rte_strerror(-rc));
     }
@@ -323,6 +328,7 @@ int run(const Profile& profile, const Options& opt, std::vector<std::string> eal
   const double drain_s = std::chrono::duration<double>(Clock::now() - drain_start).count();
   e.stop_rx();
   rte_eal_mp_wait_lcore();
+  psgate::g_teardown_guard.store(nullptr, std::memory_order_release);
   links.poll();
 
   RunResult result = e.result();

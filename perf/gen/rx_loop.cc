@@ -91,7 +91,12 @@ void Engine::rx_round() {
 
 int Engine::rx_main(void* arg) {
   Engine& e = *static_cast<Engine*>(arg);
-  while (!e.stop_rx_.load(std::memory_order_acquire)) e.rx_round();
+  e.loop_epochs_.go_online(kRxLoop);
+  while (!e.stop_rx_.load(std::memory_order_acquire)) {
+    e.loop_epochs_.report(kRxLoop);
+    e.rx_round();
+  }
+  e.loop_epochs_.go_offline(kRxLoop);
   return 0;
 }
 

@@ -32,6 +32,9 @@ void Engine::tx_round(uint64_t now) {
   for (size_t k = 0; k < jobs; ++k) {
     size_t j = rr_ + k;
     if (j >= jobs) j -= jobs;
+    // Between two jobs' bursts: a round of thousands of jobs must not hold
+    // a memif teardown (memif_guard.cc) for its whole length.
+    loop_epochs_.report(kTxLoop);
     tx_job(j, now);
   }
   if (++rr_ >= jobs) rr_ = 0;
@@ -98,14 +101,17 @@ void Engine::tx_job(size_t j, uint64_t now) {
 
 int Engine::tx_main(void* arg) {
   Engine& e = *static_cast<Engine*>(arg);
+  e.loop_epochs_.go_online(kTxLoop);
   e.tx_begin();
   while (!e.stop_tx_.load(std::memory_order_acquire)) e.tx_round(rte_rdtsc());
   e.tx_end();
+  e.loop_epochs_.go_offline(kTxLoop);
   return 0;
 }
 
 int Engine::both_main(void* arg) {
   Engine& e = *static_cast<Engine*>(arg);
+  e.loop_epochs_.go_online(kTxLoop);
   e.tx_begin();
   bool sending = true;
   while (!e.stop_rx_.load(std::memory_order_acquire)) {
@@ -117,9 +123,11 @@ int Engine::both_main(void* arg) {
         e.tx_round(rte_rdtsc());
       }
     }
+    e.loop_epochs_.report(kTxLoop);
     e.rx_round();
   }
   if (sending) e.tx_end();
+  e.loop_epochs_.go_offline(kTxLoop);
   return 0;
 }
 

@@ -435,8 +435,6 @@ CreateResult Dataplane::create(const ConfigSpec& config, const std::function<boo
   return std::unique_ptr<Dataplane>(new Dataplane(std::move(d)));
 }
 
-std::atomic<LinkShared*> g_teardown_guard{nullptr};
-
 Result<bool> Dataplane::Impl::ensure_snapshot() {
   if (publisher->current()) return true;
   auto snap = compile_config_snapshot(config, 1);

@@ -18,11 +18,14 @@
 // exports `munmap` (meson: --export-dynamic-symbol), the dynamic linker binds
 // the driver's call to it, and on the interrupt thread, while data lcores
 // run, it first waits for every data lcore to start a new loop iteration
-// (LinkShared::quiesce, port_link.h). A burst that began before the flag was
+// (LoopEpochs::quiesce, psgate/loop_epochs.h). A burst that began before the flag was
 // cleared has then returned, and every burst that begins after it sees the
 // flag cleared and returns at once, before touching the regions; psgate's
 // link poll then stops polling the port altogether. Only then is the memory
 // unmapped.
+//
+// psgate-gen links it too, with its TX and RX loops as the loops waited
+// for (the same race killed it when its memif peer, psgate, went away).
 //
 // Every other munmap in the process (and every munmap while no data lcore
 // runs) goes straight to the system call. glibc's own allocator calls its
@@ -34,14 +37,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "dataplane/port_link.h"
+#include "psgate/loop_epochs.h"
 
 extern "C" __attribute__((visibility("default"))) int munmap(void* addr, size_t length) noexcept {
-  psgate::LinkShared* link = psgate::g_teardown_guard.load(std::memory_order_acquire);
-  if (link != nullptr && rte_thread_is_intr()) {
+  psgate::LoopEpochs* loops = psgate::g_teardown_guard.load(std::memory_order_acquire);
+  if (loops != nullptr && rte_thread_is_intr()) {
     // A second is far beyond one loop iteration; if an lcore is stopped for
     // longer than that (a debugger), unmapping anyway is all that is left.
-    (void)link->quiesce(std::chrono::seconds(1));
+    (void)loops->quiesce(std::chrono::seconds(1));
   }
   return static_cast<int>(syscall(SYS_munmap, addr, length));
 }

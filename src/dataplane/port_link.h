@@ -32,78 +32,39 @@
 // store buffer while quiesce() read kOffline and the lcore read "up".
 #pragma once
 
-#include <rte_pause.h>
-
 #include <array>
 #include <atomic>
-#include <chrono>
-#include <cstdint>
-#include <vector>
 
 #include "psgate/counters.h"
+#include "psgate/loop_epochs.h"
 
 namespace psgate {
 
-struct alignas(64) LcoreEpoch {
-  std::atomic<uint64_t> seen{0};
-};
-
-class LinkShared {
+// The loops' epochs (loop_epochs.h: quiesce, go_offline, go_online) and
+// which ports they may touch.
+class LinkShared : public LoopEpochs {
  public:
-  static constexpr uint64_t kOffline = UINT64_MAX;
-
   // Lcores count as offline until they enter their loop: a port torn down
   // before then has nobody to wait for.
-  explicit LinkShared(unsigned lcores) : epochs_(lcores) {
+  explicit LinkShared(unsigned lcores) : LoopEpochs(lcores) {
     for (auto& l : link_up_) l.store(1, std::memory_order_relaxed);
-    for (auto& e : epochs_) e.seen.store(kOffline, std::memory_order_relaxed);
   }
 
   // Data lcore side, once per loop iteration (outside every burst). Returns
   // the up-mask: bit p set when port p may be polled and transmitted on.
   unsigned report_and_read(unsigned lcore_index) {
-    const uint64_t e = epoch_.load(std::memory_order_acquire);
-    epochs_[lcore_index].seen.store(e, std::memory_order_release);
+    report(lcore_index);
     // Acquire: a port brought back up (re-probed, new port id) was set up
     // before the release that published it.
     return link_up_[0].load(std::memory_order_acquire) | (link_up_[1].load(std::memory_order_acquire) << 1);
-  }
-  void go_offline(unsigned lcore_index) { epochs_[lcore_index].seen.store(kOffline, std::memory_order_release); }
-  // Before the first report_and_read after kOffline (loop entry, a wake).
-  void go_online(unsigned lcore_index) {
-    epochs_[lcore_index].seen.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 
   // Control side.
   void set_up(unsigned port, bool up) { link_up_[port].store(up ? 1 : 0, std::memory_order_release); }
   bool up(unsigned port) const { return link_up_[port].load(std::memory_order_acquire) != 0; }
-  // Waits until every data lcore has started a loop iteration after this call
-  // (or is offline), for at most `timeout`. Returns false on timeout (an
-  // lcore preempted for that long): the caller must treat the port as still
-  // in use. Any thread may call it; concurrent callers are fine.
-  bool quiesce(std::chrono::steady_clock::duration timeout = std::chrono::seconds(5)) {
-    const uint64_t target = epoch_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with go_online's
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (const LcoreEpoch& l : epochs_) {
-      unsigned spins = 0;
-      while (l.seen.load(std::memory_order_acquire) < target) {
-        rte_pause();
-        if ((++spins & 1023) == 0 && std::chrono::steady_clock::now() >= deadline) return false;
-      }
-    }
-    return true;
-  }
 
  private:
-  alignas(64) std::atomic<uint64_t> epoch_{1};
   alignas(64) std::array<std::atomic<unsigned>, kPortCount> link_up_;
-  std::vector<LcoreEpoch> epochs_;
 };
-
-// The data plane whose lcores a driver teardown must wait for (memif_guard.cc),
-// set while lcores run; null otherwise.
-extern std::atomic<LinkShared*> g_teardown_guard;
 
 }  // namespace psgate
