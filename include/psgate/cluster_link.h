@@ -24,9 +24,14 @@ class ClusterLink {
   virtual std::shared_ptr<const ClusterView> newer_than(uint64_t epoch, int64_t revision) = 0;
   // Applies `write` as one transaction. Returns the store revision it
   // created, or why nothing was written (a fence failed, the store is
-  // unreachable within the write deadline). Control thread; blocks at most
-  // about a second per endpoint tried.
+  // unreachable within the write deadline). Blocks at most about a second
+  // per endpoint tried. Called from a thread of its own (the control
+  // plane's deferred writes) while the control thread calls the others:
+  // safe against all of them.
   virtual Result<int64_t> write(const StoreWrite& write) = 0;
+  // The gateway stops: every call in flight (a write among them) ends at
+  // once, cancelled, and so does every later one. Any thread.
+  virtual void cancel_calls() = 0;
   // This gateway's registration, refreshed by the control thread every tick.
   virtual void report(const GatewayInfo& info) = 0;
   // Whether the store answers now (the last read or watch message is recent).

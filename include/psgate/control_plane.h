@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -166,9 +167,16 @@ class ControlPlane {
   // reply, so no client waits for ever.
   std::vector<DeferredReply> take_deferred_replies(uint64_t now_ns);
   // Readable when a deferred write has ended (an eventfd, -1 outside
-  // cluster mode): the control server waits on it with the rest.
+  // cluster mode): the control server waits on it with the rest, and
+  // drains it whenever it is reported.
   int deferred_fd() const { return store_writes_.done_fd; }
-  // Waits for a store write still out (bounded by its deadlines).
+  // The control server stops: the replies still owed, each once. A write
+  // out is waited for up to `wait_ns` (its outcome, written or not, is the
+  // reply), then cancelled (the reply says it may or may not have been
+  // written); changes waiting behind it were never sent. Nothing is left
+  // running: a later stop of the link cannot pull it from under a write.
+  std::vector<DeferredReply> end_store_writes(uint64_t wait_ns);
+  // As end_store_writes(0), for a plane whose server never ended them.
   ~ControlPlane();
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
@@ -298,6 +306,9 @@ class ControlPlane {
       uint64_t token = 0;
       Handled handled;
       WriteStart at;
+      // The write's thread: sets `revision`, then makes done_fd readable
+      // (in that order: the control thread woken by it finds the result).
+      std::thread thread;
       std::future<Result<int64_t>> revision;
       std::optional<int64_t> written;  // the write's revision, once taken
       uint64_t until_ns = 0;           // written: replied to by then, in force or not
@@ -316,6 +327,8 @@ class ControlPlane {
   void send_store_write(uint64_t token, Handled handled);
   // One step of take_deferred_replies: false when nothing more can move now.
   bool advance_store_writes(uint64_t now_ns);
+  // The write's result taken (ready) and its thread joined.
+  Result<int64_t> collect_store_write(StoreWrites::InFlight& out);
   StoreWrites store_writes_;
   // Takes the store's newest view, if any, and applies it: false if none.
   bool follow_step(uint64_t now_ns);

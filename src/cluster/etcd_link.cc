@@ -83,6 +83,11 @@ EtcdLink::EtcdLink(const ClusterSpec& spec, unsigned class_count, const PolicyPa
   if (endpoints_.size() > 1) probe_thread_ = std::thread([this] { probe_loop(); });
 }
 
+void EtcdLink::cancel_calls() {
+  stop_ = true;
+  calls_.stop();
+}
+
 EtcdLink::~EtcdLink() {
   stop_ = true;
   // Every call in flight ends now, not at its deadline: a full read's page

@@ -69,6 +69,9 @@ class EtcdLink final : public ClusterLink {
 
   std::shared_ptr<const ClusterView> newer_than(uint64_t epoch, int64_t revision) override;
   Result<int64_t> write(const StoreWrite& write) override;
+  // As the destructor begins: the threads stop (the session's revoking the
+  // lease on its way out) and every call ends cancelled.
+  void cancel_calls() override;
   void report(const GatewayInfo& info) override;
   bool connected() const override;
   nlohmann::json status() const override;

@@ -239,6 +239,16 @@ void ControlServer::run() {
     deliver_deferred(s);
     look_again_at_paused(s);
   }
+  // Replies still owed for changes sent to the cluster store: the writer
+  // learns whether its change was written (waited for briefly), or that it
+  // may have been, rather than seeing its connection close; one last send
+  // each, without waiting for a slow reader.
+  for (ControlPlane::DeferredReply& d : control_->end_store_writes(kStopWriteWaitNs)) {
+    auto it = s.conns.find(epoll_key_fd(d.token));
+    if (it == s.conns.end() || it->second.serial != epoll_key_serial(d.token)) continue;
+    if (!it->second.peer_gone && !d.reply.is_null()) add_reply(s, it->second, d.reply);
+    (void)!send(it->first, it->second.out.data(), it->second.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
   for (auto& [fd, c] : s.conns) close(fd);
   if (s.reserve_fd >= 0) close(s.reserve_fd);
 }
@@ -273,7 +283,7 @@ void ControlServer::on_event(Serving& s, const epoll_event& event) {
   } else if (fd == listen_fd_) {
     accept_clients(s);
   } else if (fd == control_->deferred_fd()) {
-    return;  // drained by take_deferred_replies at the round's end
+    drain_fd(fd);  // the replies are collected at the round's end (deliver_deferred)
   } else {
     read_client(s, fd, event);
   }

@@ -94,6 +94,10 @@ inline constexpr int kListenBacklog = 4096;
 // As many as one round's events (64): clients that connect and hang up at
 // once are closed as fast as they come, so their places are free again.
 inline constexpr unsigned kMaxAcceptsPerWakeup = 64;
+// At a stop, how long a change out to the cluster store is waited for, so
+// that its writer is told whether it was written: past it the write is
+// cancelled and the reply says it may or may not have been.
+inline constexpr uint64_t kStopWriteWaitNs = 500'000'000;
 
 struct ControlConnection;  // control_connection.h
 

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <exception>
+#include <future>
 #include <system_error>
 #include <utility>
 
@@ -29,9 +30,9 @@ namespace psgate {
 using json = nlohmann::json;
 
 ControlPlane::~ControlPlane() {
-  // The write's thread uses the link and done_fd: it ends first (a stop has
-  // the link cancel its calls, so this waits little).
-  if (store_writes_.in_flight && store_writes_.in_flight->revision.valid()) store_writes_.in_flight->revision.wait();
+  // The write's thread uses the link and done_fd: it ends first (cancelled:
+  // a stop does not wait for the store's deadline).
+  (void)end_store_writes(0);
   if (store_writes_.done_fd >= 0) ::close(store_writes_.done_fd);
 }
 
@@ -67,19 +68,22 @@ void ControlPlane::send_store_write(uint64_t token, Handled h) {
   StoreWrites::InFlight out;
   out.token = token;
   out.at = write_start();
+  std::promise<Result<int64_t>> result;
+  out.revision = result.get_future();
   try {
-    out.revision = std::async(std::launch::async, [link = cluster_, write = std::move(*w), fd = store_writes_.done_fd] {
-      // The descriptor said even when the write throws (bad_alloc): the
-      // control thread then takes the exception from the future.
-      struct SayDone {
-        int fd;
-        ~SayDone() {
+    out.thread = std::thread(
+        [link = cluster_, write = std::move(*w), fd = store_writes_.done_fd, result = std::move(result)]() mutable {
+          // The result first, then the word: the control thread woken by
+          // done_fd must find it ready (a wake-up before it would be lost,
+          // the reply left for the next tick).
+          try {
+            result.set_value(link->write(write));
+          } catch (...) {
+            result.set_exception(std::current_exception());
+          }
           const uint64_t one = 1;
           (void)!::write(fd, &one, sizeof one);
-        }
-      } say_done{fd};
-      return link->write(write);
-    });
+        });
   } catch (const std::system_error& e) {
     // No thread to be had: nothing was sent.
     return ready_now(Result<json>::failure(std::string("cannot send the change to the cluster store: ") + e.what() +
@@ -87,6 +91,18 @@ void ControlPlane::send_store_write(uint64_t token, Handled h) {
   }
   out.handled = std::move(h);
   store_writes_.in_flight = std::move(out);
+}
+
+Result<int64_t> ControlPlane::collect_store_write(StoreWrites::InFlight& out) {
+  Result<int64_t> revision = Result<int64_t>::failure("");
+  try {
+    revision = out.revision.get();
+  } catch (const std::exception& e) {
+    revision = Result<int64_t>::failure(std::string("internal error: ") + e.what());
+  }
+  // Its last step (done_fd) is all that is left of it.
+  if (out.thread.joinable()) out.thread.join();
+  return revision;
 }
 
 bool ControlPlane::advance_store_writes(uint64_t now_ns) {
@@ -104,12 +120,7 @@ bool ControlPlane::advance_store_writes(uint64_t now_ns) {
   StoreWrites::InFlight& out = *sw.in_flight;
   if (!out.written) {
     if (out.revision.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
-    Result<int64_t> revision = Result<int64_t>::failure("");
-    try {
-      revision = out.revision.get();
-    } catch (const std::exception& e) {
-      revision = Result<int64_t>::failure(std::string("internal error: ") + e.what());
-    }
+    const Result<int64_t> revision = collect_store_write(out);
     if (!revision) {
       out.handled.reply = Result<json>::failure(revision.error());
       sw.ready.push_back({out.token, reply_object(out.handled)});
@@ -133,11 +144,10 @@ bool ControlPlane::advance_store_writes(uint64_t now_ns) {
 
 std::vector<ControlPlane::DeferredReply> ControlPlane::take_deferred_replies(uint64_t now_ns) {
   StoreWrites& sw = store_writes_;
+  // (done_fd is drained by the server whenever epoll reports it: read only
+  // here, it stayed readable after a write collected without its wake-up,
+  // and the level-triggered loop spun.)
   if (!sw.in_flight && sw.waiting.empty() && sw.ready.empty()) return {};
-  if (sw.done_fd >= 0) {
-    uint64_t count = 0;
-    (void)!::read(sw.done_fd, &count, sizeof count);
-  }
   for (;;) {
     // The token whose step this is: a step that throws (a reply's
     // rendering, a compile in the next line's handling) costs that request
@@ -149,13 +159,54 @@ std::vector<ControlPlane::DeferredReply> ControlPlane::take_deferred_replies(uin
       spdlog::error("control: a change for the cluster store failed: {}", e.what());
       // (A waiting line is taken off the queue before it is handled.)
       if (sw.in_flight && sw.in_flight->token == token) {
-        if (sw.in_flight->revision.valid()) sw.in_flight->revision.wait();
+        if (sw.in_flight->thread.joinable()) sw.in_flight->thread.join();
         sw.in_flight.reset();
       }
       sw.ready.push_back({token, json{{"ok", false}, {"error", std::string("internal error: ") + e.what()}}});
     }
   }
   return std::exchange(sw.ready, {});
+}
+
+std::vector<ControlPlane::DeferredReply> ControlPlane::end_store_writes(uint64_t wait_ns) {
+  StoreWrites& sw = store_writes_;
+  std::vector<DeferredReply> out = std::exchange(sw.ready, {});
+  if (sw.in_flight) {
+    StoreWrites::InFlight& w = *sw.in_flight;
+    Result<json> reply = Result<json>::failure("");
+    if (w.written) {
+      reply = written_reply(*w.handled.for_store, *w.written, in_force(w.at, *w.written));
+    } else if (w.revision.wait_for(std::chrono::nanoseconds(wait_ns)) == std::future_status::ready) {
+      const Result<int64_t> revision = collect_store_write(w);
+      if (revision) reply = written_reply(*w.handled.for_store, *revision, in_force(w.at, *revision));
+      else reply = Result<json>::failure(revision.error());
+    } else {
+      // The store has not answered: the gateway does not wait for its
+      // deadline (up to a second a member) to stop.
+      cluster_->cancel_calls();
+      (void)collect_store_write(w);
+      reply = Result<json>::failure(
+          "the gateway stopped while the change was out to the cluster store: it may or may not have been "
+          "written; read the jobs back (psgatectl jobs list) before retrying");
+    }
+    w.handled.reply = std::move(reply);
+    out.push_back({w.token, reply_object(w.handled)});
+    sw.in_flight.reset();
+  }
+  for (StoreWrites::Waiting& line : sw.waiting) {
+    Handled h;
+    h.unseen = !line.reply_wanted;
+    // Its "id" echoed, as every reply does (the line was never parsed as a
+    // request: only the id is looked for).
+    if (const json request = json::parse(line.line, nullptr, false); request.is_object() && request.contains("id"))
+      h.echo_id = request["id"];
+    h.reply = Result<json>::failure(
+        "the gateway stopped before this change was sent to the cluster store: nothing "
+        "written");
+    out.push_back({line.token, reply_object(h)});
+  }
+  sw.waiting.clear();
+  return out;
 }
 
 }  // namespace psgate

@@ -10,7 +10,9 @@
 // its turn; a client that hangs up meanwhile still has its later requests
 // taken; a failed write is an error reply, and the client is read again.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -69,7 +71,8 @@ class GatedStore : public ClusterLink {
     std::unique_lock<std::mutex> lock(mutex_);
     ++writes_started_;
     changed_.notify_all();
-    changed_.wait(lock, [&] { return open_; });
+    changed_.wait(lock, [&] { return open_ || cancelled_; });
+    if (cancelled_) return Result<int64_t>::failure("cancelled");
     if (!fail_with_.empty()) return Result<int64_t>::failure(fail_with_);
     const int64_t rev = mirror_.revision() + 1;
     for (const std::string& key : w.deletes) mirror_.erase(key);
@@ -80,11 +83,20 @@ class GatedStore : public ClusterLink {
     (void)!::write(wake_, &one, sizeof one);
     return rev;
   }
+  void cancel_calls() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    changed_.notify_all();
+  }
   void report(const GatewayInfo&) override {}
   bool connected() const override { return true; }
   json status() const override { return json{{"connected", true}}; }
   int wake_fd() const override { return wake_; }
 
+  bool cancelled() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cancelled_;
+  }
   void set_open(bool open, const std::string& fail_with = "") {
     std::lock_guard<std::mutex> lock(mutex_);
     open_ = open;
@@ -117,6 +129,7 @@ class GatedStore : public ClusterLink {
   StoreMirror mirror_;
   int wake_;
   bool open_ = true;
+  bool cancelled_ = false;
   std::string fail_with_;
   int writes_started_ = 0;
   std::vector<int64_t> revisions_;
@@ -177,7 +190,8 @@ std::vector<uint32_t> listed_ids(const json& reply) {
 
 class StoreWriteDeferredTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(10'000'000); }
+  void start(uint64_t tick_ns) {
     h_ = std::make_unique<PipelineHarness>(kBody, false);
     ASSERT_TRUE(h_->ok()) << h_->error();
     ClusterSpec spec;
@@ -187,7 +201,7 @@ class StoreWriteDeferredTest : public ::testing::Test {
     h_->control().follow_cluster(&store_, spec);
     ControlServer::Options options;
     options.socket_path = socket_;
-    options.tick_ns = 10'000'000;
+    options.tick_ns = tick_ns;
     options.wake_fd = store_.wake_fd();
     auto server = ControlServer::start(h_->control(), options);
     ASSERT_TRUE(server) << server.error();
@@ -297,6 +311,104 @@ TEST_F(StoreWriteDeferredTest, AFailedWriteIsAnErrorReplyAndTheClientIsReadAgain
   const json added = writer.reply(3000ms);
   EXPECT_EQ(added.value("ok", false), true) << added.dump();
   EXPECT_EQ(store_.job_ids(), std::vector<uint32_t>{6});
+}
+
+TEST_F(StoreWriteDeferredTest, AStopWhileAChangeIsOutAnswersTheWriterWithWhatBecameOfIt) {
+  store_.set_open(false);
+  Client writer(socket_), queued(socket_);
+  ASSERT_TRUE(writer.connected() && queued.connected());
+  writer.send(add_job(9));
+  ASSERT_TRUE(store_.wait_writes_started(1));
+  queued.send(R"({"cmd":"jobs.add","job":10,"match":["dst=10.0.0.10/32"],"id":"q1"})"
+              "\n");
+  EXPECT_TRUE(queued.reply(200ms).is_null());
+  // The store takes the change a moment after the stop began: the stop
+  // waits for it (kStopWriteWaitNs), and the writer learns it was written.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(200ms);
+    store_.set_open(true);
+  });
+  server_.reset();  // as the daemon's SIGTERM does
+  opener.join();
+  const json r = writer.reply(3000ms);
+  EXPECT_EQ(store_.job_ids(), std::vector<uint32_t>{9});
+  ASSERT_TRUE(r.is_object()) << "the writer's connection closed with no reply, though its change was written";
+  EXPECT_EQ(r.value("ok", false), true) << r.dump();
+  EXPECT_EQ(r["result"].value("store_revision", int64_t{0}), store_.revisions().at(0)) << r.dump();
+  // The change behind it was never sent, and is told so.
+  const json q = queued.reply(1000ms);
+  ASSERT_TRUE(q.is_object()) << "the waiting change's client got no reply at the stop";
+  EXPECT_EQ(q.value("ok", true), false) << q.dump();
+  EXPECT_EQ(q.value("id", ""), "q1") << q.dump();
+  EXPECT_NE(q.value("error", "").find("nothing written"), std::string::npos) << q.dump();
+}
+
+TEST_F(StoreWriteDeferredTest, AStopDoesNotWaitForAStoreThatNeverAnswers) {
+  store_.set_open(false);
+  Client writer(socket_);
+  ASSERT_TRUE(writer.connected());
+  writer.send(add_job(12));
+  ASSERT_TRUE(store_.wait_writes_started(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  server_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "the stop waited for the store";
+  EXPECT_TRUE(store_.cancelled()) << "the write out was not cancelled";
+  const json r = writer.reply(1000ms);
+  ASSERT_TRUE(r.is_object()) << "no reply at the stop";
+  EXPECT_EQ(r.value("ok", true), false) << r.dump();
+  EXPECT_NE(r.value("error", "").find("may or may not have been written"), std::string::npos) << r.dump();
+}
+
+// A client that shut its sending side after a change and a read: no event
+// spins the control thread while the change is out, and both replies come.
+TEST_F(StoreWriteDeferredTest, AHalfClosedWriterGetsItsRepliesThenTheConnectionCloses) {
+  store_.set_open(false);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_.c_str());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string lines = add_job(11) + R"({"cmd":"health"})" + "\n";
+  ASSERT_EQ(::write(fd, lines.data(), lines.size()), static_cast<ssize_t>(lines.size()));
+  ::shutdown(fd, SHUT_WR);
+  ASSERT_TRUE(store_.wait_writes_started(1));
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(500ms);
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto cpu_us = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1'000'000L + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+  };
+  EXPECT_LT(cpu_us(after) - cpu_us(before), 250'000) << "the process spun while the change was out";
+  store_.set_open(true);
+  std::string got;
+  char buf[4096];
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(std::count(got.begin(), got.end(), '\n'), 2) << got;
+}
+
+// With no tick to make up for a lost wake-up (20 s), every reply comes as
+// its write ends, and the write's descriptor is drained each time: left
+// readable with nothing pending, the level-triggered loop spins.
+TEST_F(StoreWriteDeferredTest, EveryReplyComesAsItsWriteEndsAndTheDescriptorIsDrained) {
+  server_.reset();
+  start(20'000'000'000);
+  Client writer(socket_);
+  ASSERT_TRUE(writer.connected());
+  for (int i = 0; i < 100; ++i) {
+    for (const std::string& line : {add_job(1), std::string(R"({"cmd":"jobs.remove","job":1})") + "\n"}) {
+      writer.send(line);
+      const json r = writer.reply(3000ms);
+      ASSERT_TRUE(r.is_object()) << "round " << i << ": no reply within 3 s (the tick is 20 s): a lost wake-up";
+      ASSERT_EQ(r.value("ok", false), true) << r.dump();
+      std::this_thread::sleep_for(1ms);
+      pollfd p{h_->control().deferred_fd(), POLLIN, 0};
+      ASSERT_EQ(::poll(&p, 1, 0), 0) << "round " << i << ": the write's descriptor left readable, nothing pending";
+    }
+  }
 }
 
 }  // namespace
