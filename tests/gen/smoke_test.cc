@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -98,19 +99,83 @@ socket = ")" << dir << R"(/psgate.sock"
 )" << jobs;
 }
 
-TEST(GenSmoke, TwoJobsThroughPsgateOverMemifWithoutLoss) {
-  const std::string psgate = env_or_empty("PSGATE_BIN"), gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-smoke");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
-  const std::string tag = std::to_string(getpid());
-  // Sockets are in the abstract namespace by default: the unique directory
-  // name keeps concurrent runs apart.
-  const std::string host_sock = dir + "/host.sock", wire_sock = dir + "/wire.sock";
-  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+// What every psgate-gen test starts from: the binary meson test names in
+// PSGATE_GEN_BIN, and a scratch directory of its own, `dir`.
+class GenTest : public ::testing::Test {
+ protected:
+  explicit GenTest(std::string scratch_tag) : scratch_tag_(std::move(scratch_tag)) {}
 
-  write_memif_psgate_config(dir, "gsmoke-psg-" + tag, R"([[jobs]]
+  void SetUp() override {
+    ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
+    scratch_.emplace(scratch_tag_);
+    ASSERT_FALSE(scratch_->path.empty()) << "mkdtemp: " << std::strerror(errno);
+    dir = scratch_->path;
+  }
+
+  void TearDown() override {
+    // Its name (psgate-gen-smoke-XXXXXX) is the fixture's, not the test's:
+    // print it next to the test's failure.
+    if (HasFailure() && !dir.empty()) std::cerr << "scratch directory kept: " << dir << "\n";
+  }
+
+  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
+  std::string dir;
+
+ private:
+  std::string scratch_tag_;
+  // A base member, so removed after a derived fixture's processes, which
+  // write in it, are killed.
+  std::optional<ScratchDir> scratch_;
+};
+
+// Command lines psgate-gen refuses, or runs on net_null ports.
+class GenCommandLine : public GenTest {
+ protected:
+  GenCommandLine() : GenTest("psgate-gen-cli") {}
+};
+
+// Runs with real ports: memif to psgate, to dpdk-testpmd or to another
+// generator.
+class GenSmoke : public GenTest {
+ protected:
+  GenSmoke() : GenTest("psgate-gen-smoke") {}
+
+  // Writes psgate's config (write_memif_psgate_config) with `jobs`, starts
+  // psgate with `options` as psgate_process, and fails the test unless it
+  // logs, within 60 s, that its `job_count` jobs are up. Call it inside
+  // ASSERT_NO_FATAL_FAILURE.
+  void start_psgate(const std::string& file_prefix, const std::vector<std::string>& options, int job_count,
+                    const std::string& jobs) {
+    const std::string binary = env_or_empty("PSGATE_BIN");
+    ASSERT_FALSE(binary.empty()) << "PSGATE_BIN not set (run through meson test)";
+    write_memif_psgate_config(dir, file_prefix, jobs);
+    std::vector<std::string> argv{binary, "--config", dir + "/psgate.toml"};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"--duration", "240"});
+    psgate_process.emplace(argv, dir + "/psgate.out");
+    // psgate logs "psgate <version>: N jobs, ..." once its ports are started.
+    const std::string up = ": " + std::to_string(job_count) + " jobs";
+    wait_for_output(*psgate_process, up, 60);
+    ASSERT_TRUE(psgate_process->running()) << "psgate exited early:\n" << psgate_process->output();
+    ASSERT_NE(psgate_process->output().find(up), std::string::npos) << "psgate did not come up:\n"
+                                                                    << psgate_process->output();
+  }
+
+  // Where psgate's memif servers listen (write_memif_psgate_config), for the
+  // generator's clients. Sockets are in the abstract namespace by default:
+  // the unique directory name keeps concurrent runs apart.
+  std::string psgate_host_sock() const { return dir + "/host.sock"; }
+  std::string psgate_wire_sock() const { return dir + "/wire.sock"; }
+
+  // In DPDK file prefixes, to keep concurrent runs apart.
+  const std::string tag = std::to_string(getpid());
+  // The lcores' CPUs are taken modulo this.
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  std::optional<ChildProcess> psgate_process;  // started by start_psgate
+};
+
+TEST_F(GenSmoke, TwoJobsThroughPsgateOverMemifWithoutLoss) {
+  ASSERT_NO_FATAL_FAILURE(start_psgate("gsmoke-psg-" + tag, {"--stats-json", dir + "/psgate.json"}, 3, R"([[jobs]]
 id = 1
 rank = 0
 match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
@@ -122,7 +187,8 @@ match = ["dport=2223,proto=udp", "sport=2223,proto=udp"]
 id = 3
 rank = 2
 match = ["dport=2224,proto=tcp", "sport=2224,proto=tcp"]
-)");
+)"));
+  ChildProcess& psg = *psgate_process;
   constexpr uint64_t kRatePps = 5000;  // per job, both directions together
   std::ofstream(dir + "/gen.toml") << R"([generator]
 duration = "3s"
@@ -146,22 +212,14 @@ workers = 2
 rate = ")" << kRatePps << R"(pps"
 )";
 
-  ChildProcess psg(
-      {psgate, "--config", dir + "/psgate.toml", "--stats-json", dir + "/psgate.json", "--duration", "240"},
-      dir + "/psgate.out");
-  // psgate logs "psgate <version>: N jobs, ..." once its ports are started.
-  wait_for_output(psg, ": 3 jobs", 60);
-  ASSERT_TRUE(psg.running()) << "psgate exited early:\n" << psg.output();
-  ASSERT_NE(psg.output().find(": 3 jobs"), std::string::npos) << "psgate did not come up:\n" << psg.output();
-
   // --hold: the generator keeps its memif clients connected after the report
   // until psgate has stopped (see the README: a memif server polling while
   // its client disconnects can crash in DPDK 22.11).
   ChildProcess g(
       {gen, "--profile", dir + "/gen.toml", "--json", dir + "/gen.json", "--flows-csv", dir + "/flows.csv", "--hold",
        "--", "--no-huge", "-m", "256", "--no-pci", "--file-prefix=gsmoke-gen-" + tag, "--log-level=4",
-       "--lcores=0@" + std::to_string(1 % cpus) + ",1@0", "--vdev=net_memif0,role=client,socket=" + host_sock,
-       "--vdev=net_memif1,role=client,socket=" + wire_sock},
+       "--lcores=0@" + std::to_string(1 % cpus) + ",1@0", "--vdev=net_memif0,role=client,socket=" + psgate_host_sock(),
+       "--vdev=net_memif1,role=client,socket=" + psgate_wire_sock()},
       dir + "/gen.out");
   // The JSON appears (renamed into place, complete) once the run is over.
   const auto report_by = Clock::now() + std::chrono::seconds(120);
@@ -270,12 +328,7 @@ rate = ")" << kRatePps << R"(pps"
 
 // What would fail only after the run, or silently, is refused before it
 // (exit 2, naming the option): each of these ran the whole test before.
-TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-cli");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
   std::filesystem::create_directory(dir + "/out.json");
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--duration", "nan"}, "--duration: not a number of seconds"},
@@ -311,12 +364,7 @@ TEST(GenCommandLine, BadOutputsAndTimesAreRefusedBeforeTheRun) {
 // its usage and exit 0 (a run of nothing, reported as a success), and a word
 // EAL does not take (a second value, anything after a second "--") was
 // ignored without a word. Each is a usage error now (exit 2, naming it).
-TEST(GenCommandLine, EalHelpAndArgumentsEalDoesNotTakeAreUsageErrors) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-eal");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, EalHelpAndArgumentsEalDoesNotTakeAreUsageErrors) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"--help"}, "EAL argument \"--help\" is not allowed"},
       {{"-h"}, "EAL argument \"-h\" is not allowed"},
@@ -367,12 +415,7 @@ std::vector<std::string> null_run(const std::string& gen, const std::string& pre
 // "-h" or "--" after --huge-dir is a directory (unused under --no-huge), not
 // --help or the end of EAL's options. They were refused as such (exit 2).
 // After an option whose value is optional (--huge-unlink) "-h" is --help.
-TEST(GenCommandLine, EalValuesThatLookLikeOptionsAreValues) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-val");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, EalValuesThatLookLikeOptionsAreValues) {
   for (const char* value : {"-h", "--"}) {
     std::vector<std::string> argv = null_run(gen, "gval", {"-q"});
     argv.push_back("--huge-dir");
@@ -392,12 +435,7 @@ TEST(GenCommandLine, EalValuesThatLookLikeOptionsAreValues) {
 // The report must reach its reader, or the exit status says it did not:
 // standard output full (exit 1, it used to be 0), or a pipe whose reader
 // went away (exit 1 with the reason, it used to die of SIGPIPE: 141).
-TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-out");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
   {
     ChildProcess g(null_run(gen, "gfull", {"--json", "-"}), ChildProcess::Options{"/dev/full", dir + "/full.err", ""});
     EXPECT_EQ(g.wait(30), 1) << read_text_file(dir + "/full.err");
@@ -416,12 +454,7 @@ TEST(GenCommandLine, AReportThatCannotBeWrittenIsExitOneNotSilenceOrSigpipe) {
 // A job name that is not UTF-8 (a --set value kept as given) is refused
 // before the run, by psgate's rule for job names: it used to throw while
 // writing the JSON after the run, then ran and was shown with U+FFFD.
-TEST(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-utf");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
   ChildProcess g(null_run(gen, "gutf", {"--set", std::string("name=caf") + '\xe9', "--json", dir + "/gen.json"}),
                  dir + "/gen.out");
   ASSERT_EQ(g.wait(30), 2) << g.output();
@@ -433,12 +466,7 @@ TEST(GenCommandLine, ANameThatIsNotUtf8IsRefusedBeforeTheRun) {
 // Progress lines due faster than they can be written (--interval 1 us)
 // must not make the generator deaf to SIGINT: every wait had passed its
 // deadline, and a wait that had passed took no signal.
-TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-int");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
   std::vector<std::string> argv = null_run(gen, "gint", {"--interval", "0.000001"});
   argv[2] = "0";  // --duration 0: until signalled
   ChildProcess g(argv, ChildProcess::Options{dir + "/gen.out", "/dev/null", ""});
@@ -452,12 +480,7 @@ TEST(GenSmoke, AnIntervalShorterThanAProgressLineStillStopsOnSigint) {
 // corrupts a frame that spans buffers (with bsize=1024, 11.1 M frames came
 // back for 491,252 sent), and the client's buffers serve both directions.
 // Refused before the run, naming the device and its bsize.
-TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-bsize");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
   ChildProcess g({gen, "--link-timeout", "1", "--duration", "1", "--", "--no-huge", "-m", "128", "--no-pci",
                   "--log-level=4", "--file-prefix=gbsize-" + std::to_string(getpid()),
                   "--vdev=net_memif0,role=client,socket=" + dir + "/h.sock,bsize=1024",
@@ -476,12 +499,7 @@ TEST(GenCommandLine, MemifBuffersSmallerThanAFrameAreRefused) {
 // captures (or af_packet with qpairs=2) had the frames of the second queue
 // never read, counted as lost as if psgate had lost them. Refused, naming
 // the port and what to give.
-TEST(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-queues");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
   {
     // An empty capture: a pcap file header alone.
     std::ofstream f(dir + "/in.pcap", std::ios::binary);
@@ -504,11 +522,7 @@ TEST(GenCommandLine, APortWithMoreRxQueuesThanItReadsIsRefused) {
 // with only "RX queue setup failed: Cannot allocate memory", and a size
 // above the mbufs' 2048 bytes with copy=1 wrote each frame past its mbuf.
 // Refused before the run, naming the port, `size` and what to give.
-TEST(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-null-size");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
+TEST_F(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
   const std::pair<const char*, const char*> cases[] = {
       {"size=0", "port 0 (net_null0): size=0 makes frames of 0 bytes, for which net_null can set up no queue"},
       {"size=70000,copy=1",
@@ -519,7 +533,7 @@ TEST(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
     ChildProcess g({gen, "--link-timeout", "1", "--duration", "0.3", "--", "--no-huge", "-m", "128", "--no-pci",
                     "--log-level=4", "--file-prefix=gnullsize-" + std::to_string(getpid()),
                     "--vdev=net_null0," + std::string(args), "--vdev=net_null1"},
-                   scratch.path + "/gen.out");
+                   dir + "/gen.out");
     EXPECT_EQ(g.wait(30), 1) << args << ": " << g.output();
     EXPECT_NE(g.output().find(expected), std::string::npos) << args << ": " << g.output();
     EXPECT_NE(g.output().find("give size="), std::string::npos) << args << ": " << g.output();
@@ -529,13 +543,7 @@ TEST(GenCommandLine, ANetNullSizeItCannotMakeIsRefused) {
 // A stop signal while the generator waits for its links (no memif server
 // listening) ends the wait: a report of nothing sent, exit status 0, and no
 // --hold (the signal it would wait for has come).
-TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-sig");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
-  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+TEST_F(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
   ChildProcess g(
       {gen, "--json", dir + "/gen.json", "--link-timeout", "60", "--hold", "--rate", "1kpps", "--", "--no-huge", "-m",
        "128", "--no-pci", "--file-prefix=gsmoke-sig-" + std::to_string(getpid()), "--log-level=4",
@@ -558,12 +566,7 @@ TEST(GenSmoke, StopSignalDuringLinkWaitReportsAndExitsZero) {
 // --burst took what C's strtoll takes: "0x10" ran bursts of 16, "010" of 8
 // (octal), and "1.5" was "not in range". Decimal digits only, refused with
 // the words psgatectl's number options use.
-TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-burst");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, BurstIsADecimalWholeNumber) {
   for (const char* bad : {"0x10", "1.5", "+5", " 5", "1e1", "0", "65"}) {
     ChildProcess g(null_run(gen, "gburst", {"--burst", bad}), dir + "/gen.out");
     EXPECT_EQ(g.wait(30), 2) << bad << ": " << g.output();
@@ -582,12 +585,7 @@ TEST(GenCommandLine, BurstIsADecimalWholeNumber) {
 
 // --jobs, --workers and --flows became --set values read as TOML: "0x10"
 // ran 16 workers, "1_000" and "+5" passed. Decimal digits only, as --burst.
-TEST(GenCommandLine, CountShortcutsAreDecimalWholeNumbers) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-counts");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, CountShortcutsAreDecimalWholeNumbers) {
   for (const char* option : {"--jobs", "--workers", "--flows"}) {
     for (const char* bad : {"0x10", "1_000", "+5", "1.5"}) {
       ChildProcess g(null_run(gen, "gcounts", {option, bad}), dir + "/gen.out");
@@ -602,12 +600,7 @@ TEST(GenCommandLine, CountShortcutsAreDecimalWholeNumbers) {
 // profile's key ("command line: jobs[0].rate", or "gen.toml: jobs[0].rate"
 // for a value the file does not hold): it names the option typed now, and
 // the profile's entry it failed in.
-TEST(GenCommandLine, AnErrorNamesTheOptionTyped) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-label");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenCommandLine, AnErrorNamesTheOptionTyped) {
   const std::string profile = dir + "/gen.toml";
   std::ofstream(profile) << "[[jobs]]\nid = 1\n[[jobs]]\nid = 2\nps = \"[fd00::5]:2222\"\n";
   const std::pair<std::vector<std::string>, std::string> cases[] = {
@@ -641,13 +634,9 @@ TEST(GenCommandLine, AnErrorNamesTheOptionTyped) {
 // main lcore waited for ever (deaf to signals) for a TX loop that never
 // ran, or sent without RX and reported every frame lost, exit 0. Exit 1
 // now, naming the loop and its lcore, with no report of a run not made.
-TEST(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN"), fails = env_or_empty("PSGATE_GEN_LAUNCH_FAILS");
-  ASSERT_FALSE(gen.empty() || fails.empty())
-      << "PSGATE_GEN_BIN / PSGATE_GEN_LAUNCH_FAILS not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-launch");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
+  const std::string fails = env_or_empty("PSGATE_GEN_LAUNCH_FAILS");
+  ASSERT_FALSE(fails.empty()) << "PSGATE_GEN_LAUNCH_FAILS not set (run through meson test)";
   struct Case {
     const char* failing_call;  // 1: the first launch
     const char* lcores;        // one worker lcore: TX and RX in one loop; two: TX, then RX
@@ -677,12 +666,7 @@ TEST(GenSmoke, AnLcoreThatCannotBeStartedIsAnErrorNotAHang) {
 // that much went out at once, on top of the rate over the TX time (1 s at
 // 1 kpps with a 1 s depth after a 1 s settle sent about 2000 frames, and
 // tx_pps said 2 kpps). The bucket starts empty when TX does.
-TEST(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-pace");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
+TEST_F(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
   // net_null without RX: TX takes every frame, nothing comes back.
   ChildProcess g({gen,
                   "--duration",
@@ -728,14 +712,7 @@ TEST(GenSmoke, APacedRunSendsItsRateNotTheCreditBankedBeforeTx) {
 // that starts its ports in turn could never come up. dpdk-testpmd with
 // --disable-device-start is such a server until "port start all"; it
 // then forwards port 0 <-> port 1, a wire for the generator.
-TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-late");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
-  const std::string tag = std::to_string(getpid());
-  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+TEST_F(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
   const std::string fifo = dir + "/testpmd.in";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
   // exec: the pid is testpmd's, for the signal and the destructor's kill.
@@ -783,21 +760,12 @@ TEST(GenSmoke, AMemifClientTurnedAwayBeforeItsServerStartsConnectsOnceItHas) {
 // psgate killed (SIGKILL) mid-run: the generator reported the frames psgate
 // held as lost and what TX offered afterwards as "refused by full TX rings",
 // and nothing about the link. The report names the links that went down.
-TEST(GenSmoke, APeerKilledMidRunIsReportedAsItsLinksGoingDown) {
-  const std::string psgate = env_or_empty("PSGATE_BIN"), gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(psgate.empty() || gen.empty()) << "PSGATE_BIN / PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-kill");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
-  const std::string tag = std::to_string(getpid());
-  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  write_memif_psgate_config(dir, "gkill-psg-" + tag, R"([[jobs]]
+TEST_F(GenSmoke, APeerKilledMidRunIsReportedAsItsLinksGoingDown) {
+  ASSERT_NO_FATAL_FAILURE(start_psgate("gkill-psg-" + tag, {}, 1, R"([[jobs]]
 id = 1
 rank = 0
 match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
-)");
-  ChildProcess psg({psgate, "--config", dir + "/psgate.toml", "--duration", "240"}, dir + "/psgate.out");
-  ASSERT_TRUE(wait_for_output(psg, ": 1 jobs", 60)) << "psgate did not come up:\n" << psg.output();
+)"));
   ChildProcess g({gen,
                   "--duration",
                   "30",
@@ -823,13 +791,13 @@ match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
                   "--file-prefix=gkill-gen-" + tag,
                   "--log-level=4",
                   "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
-                  "--vdev=net_memif0,role=client,socket=" + dir + "/host.sock",
-                  "--vdev=net_memif1,role=client,socket=" + dir + "/wire.sock"},
+                  "--vdev=net_memif0,role=client,socket=" + psgate_host_sock(),
+                  "--vdev=net_memif1,role=client,socket=" + psgate_wire_sock()},
                  dir + "/gen.out");
   // Sending once it says its ports are up; psgate dies a second later.
   ASSERT_TRUE(wait_for_output(g, " up, ", 60)) << g.output();
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  psg.kill_now();
+  psgate_process->kill_now();
   // A second later the links are down (memif's control socket closed); the run ends on SIGINT.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   g.signal(SIGINT);
@@ -857,14 +825,7 @@ match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
 // Now each counts the other's frames as another run's, on the port they came
 // in by, warns of them, and its own flows lose everything it sent: nothing
 // echoes them.
-TEST(GenSmoke, TwoGeneratorsWiredToEachOtherCountTheOthersFramesAsAnotherRuns) {
-  const std::string gen = env_or_empty("PSGATE_GEN_BIN");
-  ASSERT_FALSE(gen.empty()) << "PSGATE_GEN_BIN not set (run through meson test)";
-  const ScratchDir scratch("psgate-gen-pair");
-  ASSERT_FALSE(scratch.path.empty()) << "mkdtemp: " << std::strerror(errno);
-  const std::string& dir = scratch.path;
-  const std::string tag = std::to_string(getpid());
-  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+TEST_F(GenSmoke, TwoGeneratorsWiredToEachOtherCountTheOthersFramesAsAnotherRuns) {
   // The drain outlasts the few hundred ms between the two runs' starts, so
   // each is still receiving when the other's last frame arrives.
   std::ofstream(dir + "/gen.toml") << R"([generator]
