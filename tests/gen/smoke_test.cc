@@ -169,6 +169,39 @@ class GenSmoke : public GenTest {
   std::string psgate_host_sock() const { return dir + "/host.sock"; }
   std::string psgate_wire_sock() const { return dir + "/wire.sock"; }
 
+  // psgate-gen through psgate at 2 kpps for `duration` s, memif clients of
+  // its two ports, its report in DIR/gen.json.
+  std::vector<std::string> gen_through_psgate(const std::string& duration, const std::string& drain,
+                                              const std::string& file_prefix) const {
+    return {gen,
+            "--duration",
+            duration,
+            "--drain",
+            drain,
+            "--interval",
+            "0",
+            "--rate",
+            "2kpps",
+            "--host-port",
+            "net_memif0",
+            "--wire-port",
+            "net_memif1",
+            "--link-timeout",
+            "30",
+            "--json",
+            dir + "/gen.json",
+            "--",
+            "--no-huge",
+            "-m",
+            "128",
+            "--no-pci",
+            "--file-prefix=" + file_prefix,
+            "--log-level=4",
+            "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
+            "--vdev=net_memif0,role=client,socket=" + psgate_host_sock(),
+            "--vdev=net_memif1,role=client,socket=" + psgate_wire_sock()};
+  }
+
   // In DPDK file prefixes, to keep concurrent runs apart.
   const std::string tag = std::to_string(getpid());
   // The lcores' CPUs are taken modulo this.
@@ -800,34 +833,7 @@ match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
                                          << psgate_process->output();
   EXPECT_GT(connected, 100) << "the memif sockets took too few connections for the test to mean anything";
   EXPECT_EQ(psgate_process->output().find("PANIC"), std::string::npos) << psgate_process->output();
-  ChildProcess g({gen,
-                  "--duration",
-                  "2",
-                  "--drain",
-                  "0.5",
-                  "--interval",
-                  "0",
-                  "--rate",
-                  "2kpps",
-                  "--host-port",
-                  "net_memif0",
-                  "--wire-port",
-                  "net_memif1",
-                  "--link-timeout",
-                  "30",
-                  "--json",
-                  dir + "/gen.json",
-                  "--",
-                  "--no-huge",
-                  "-m",
-                  "128",
-                  "--no-pci",
-                  "--file-prefix=ghs-gen-" + tag,
-                  "--log-level=4",
-                  "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
-                  "--vdev=net_memif0,role=client,socket=" + psgate_host_sock(),
-                  "--vdev=net_memif1,role=client,socket=" + psgate_wire_sock()},
-                 dir + "/gen.out");
+  ChildProcess g(gen_through_psgate("2", "0.5", "ghs-gen-" + tag), dir + "/gen.out");
   ASSERT_EQ(g.wait(90), 0) << g.output();
   const json gj = json::parse(read_text_file(dir + "/gen.json"));
   EXPECT_GT(gj["totals"]["tx_packets"].get<uint64_t>(), 0u) << g.output();
@@ -840,34 +846,7 @@ id = 1
 rank = 0
 match = ["dport=2222,proto=udp", "sport=2222,proto=udp"]
 )"));
-  ChildProcess g({gen,
-                  "--duration",
-                  "30",
-                  "--drain",
-                  "0.2",
-                  "--interval",
-                  "0",
-                  "--rate",
-                  "2kpps",
-                  "--host-port",
-                  "net_memif0",
-                  "--wire-port",
-                  "net_memif1",
-                  "--link-timeout",
-                  "30",
-                  "--json",
-                  dir + "/gen.json",
-                  "--",
-                  "--no-huge",
-                  "-m",
-                  "128",
-                  "--no-pci",
-                  "--file-prefix=gkill-gen-" + tag,
-                  "--log-level=4",
-                  "--lcores=0@" + std::to_string(1 % cpus) + ",1@0",
-                  "--vdev=net_memif0,role=client,socket=" + psgate_host_sock(),
-                  "--vdev=net_memif1,role=client,socket=" + psgate_wire_sock()},
-                 dir + "/gen.out");
+  ChildProcess g(gen_through_psgate("30", "0.2", "gkill-gen-" + tag), dir + "/gen.out");
   // Sending once it says its ports are up; psgate dies a second later.
   ASSERT_TRUE(wait_for_output(g, " up, ", 60)) << g.output();
   std::this_thread::sleep_for(std::chrono::seconds(1));
