@@ -31,8 +31,13 @@ using json = nlohmann::json;
 
 ControlPlane::~ControlPlane() {
   // The write's thread uses the link and done_fd: it ends first (cancelled:
-  // a stop does not wait for the store's deadline).
-  (void)end_store_writes(0);
+  // a stop does not wait for the store's deadline). The replies have
+  // nobody to go to. (A reply that cannot be built, bad_alloc, is after
+  // the thread's join: nothing is left running.)
+  try {
+    (void)end_store_writes(0);
+  } catch (...) {
+  }
   if (store_writes_.done_fd >= 0) ::close(store_writes_.done_fd);
 }
 
@@ -174,13 +179,7 @@ std::vector<ControlPlane::DeferredReply> ControlPlane::end_store_writes(uint64_t
   if (sw.in_flight) {
     StoreWrites::InFlight& w = *sw.in_flight;
     Result<json> reply = Result<json>::failure("");
-    if (w.written) {
-      reply = written_reply(*w.handled.for_store, *w.written, in_force(w.at, *w.written));
-    } else if (w.revision.wait_for(std::chrono::nanoseconds(wait_ns)) == std::future_status::ready) {
-      const Result<int64_t> revision = collect_store_write(w);
-      if (revision) reply = written_reply(*w.handled.for_store, *revision, in_force(w.at, *revision));
-      else reply = Result<json>::failure(revision.error());
-    } else {
+    if (!w.written && w.revision.wait_for(std::chrono::nanoseconds(wait_ns)) != std::future_status::ready) {
       // The store has not answered: the gateway does not wait for its
       // deadline (up to a second a member) to stop.
       cluster_->cancel_calls();
@@ -188,7 +187,18 @@ std::vector<ControlPlane::DeferredReply> ControlPlane::end_store_writes(uint64_t
       reply = Result<json>::failure(
           "the gateway stopped while the change was out to the cluster store: it may or may not have been "
           "written; read the jobs back (psgatectl jobs list) before retrying");
+    } else {
+      // (Called from the control thread's end and a destructor: nothing
+      // may escape.)
+      try {
+        const Result<int64_t> revision = w.written ? Result<int64_t>(*w.written) : collect_store_write(w);
+        if (revision) reply = written_reply(*w.handled.for_store, *revision, in_force(w.at, *revision));
+        else reply = Result<json>::failure(revision.error());
+      } catch (const std::exception& e) {
+        reply = Result<json>::failure(std::string("internal error: ") + e.what());
+      }
     }
+    if (w.thread.joinable()) w.thread.join();
     w.handled.reply = std::move(reply);
     out.push_back({w.token, reply_object(w.handled)});
     sw.in_flight.reset();
